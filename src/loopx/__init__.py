@@ -1,0 +1,7 @@
+"""loopx: a local-first control plane for long-running AI agent work.
+
+The kernel (``loopx.kernel``) owns the append-only store under ``.loopx/``; the CLI
+(``loopx.cli``), the dashboard, the runner and the host hooks are thin clients of it.
+"""
+
+__version__ = "0.1.0"

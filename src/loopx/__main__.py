@@ -1,0 +1,7 @@
+"""``python -m loopx``."""
+
+import sys
+
+from loopx.cli import main
+
+sys.exit(main())

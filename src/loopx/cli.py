@@ -1,0 +1,206 @@
+"""The argparse command tree. ``main(argv) -> int`` is the only place that prints errors and picks
+the exit code; handlers in ``loopx.commands`` receive a Context and plain keyword arguments.
+
+Only the chosen command's module is imported and only its parser is filled in, so a cron job
+calling ``loopx quota should-run`` every minute pays for one command, not for the whole tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from loopx import __version__
+from loopx.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, LoopxError, UsageError
+
+# command -> (module under loopx.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "connect": ("connect", "create or attach .loopx/ in a project"),
+    "status": ("status", "one screen: goals, what needs a human, todos, budget, next step"),
+    "start-goal": ("goal", "start a goal with done_when, scope, verify command, quota and first todos"),
+    "goal": ("goal", "list, show, update, pause, resume, finish or stop goals"),
+    "todo": ("todo", "add, claim, renew, release, block, finish and archive todos"),
+    "gate": ("gate", "human gates: open, list, approve, reject, check"),
+    "scope": ("scope", "show, set or check the goal's allowed and denied paths"),
+    "evidence": ("evidence", "record and inspect evidence (test runs, commands, commits, notes)"),
+    "agent": ("agent", "register and list agents"),
+    "handoff": ("agent", "hand a goal or todo over to another agent"),
+    "quota": ("quota", "the compute budget: show, set, should-run, spend-slot"),
+    "next": ("turn", "claim the next todo, open a run and print the turn packet"),
+    "turn": ("turn", "finish a turn (run) with its result"),
+    "run": ("run", "drive an agent command through governed turns"),
+    "history": ("history", "the event log, filtered"),
+    "review-packet": ("review", "a Markdown handoff and retrospective report"),
+    "demo": ("demo", "run the bundled example project through the governed loop"),
+    "doctor": ("doctor", "check the installation and the store; --fix applies safe repairs"),
+    "update": ("update", "check for, plan and apply a self-update through the install channel"),
+    "dashboard": ("dashboard", "the local browser dashboard"),
+    "workflow-skills": ("skills", "install, check or remove loopx skills for agent hosts"),
+    "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
+    "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
+    "heartbeat-prompt": ("skills", "the prompt a scheduled automation should run each tick"),
+}
+
+GLOBAL_HELP = """global options (before or after the command):
+  --project DIR        project root (default: nearest .loopx/ above the current directory)
+  --format text|json   output format (--json is short for --format json)
+  --agent NAME         act as this agent (default: $LOOPX_AGENT; unset means a human)
+  --quiet              print nothing on success
+  --debug              show tracebacks for internal errors
+
+exit codes: 0 ok, 1 a clean "no", 2 usage, 3 state, 4 conflict, 70 internal, 130 interrupted
+docs: docs/cli.md"""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises UsageError instead of printing and exiting."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        raise UsageError(message, f"see `{self.prog} --help`")
+
+
+def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
+    """Pull global options out of ``argv`` wherever they stand (up to a ``--``)."""
+    opts: dict = {"project": None, "fmt": None, "agent": None, "quiet": False, "debug": False}
+    rest: list[str] = []
+    takes = {"--project": "project", "--format": "fmt", "--agent": "agent"}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        name, eq, val = a.partition("=")
+        if name in takes:
+            if eq:
+                opts[takes[name]] = val
+            elif i + 1 < len(argv):
+                opts[takes[name]] = argv[i + 1]
+                i += 1
+            else:
+                raise UsageError(f"{name} needs a value", "see `loopx --help`")
+        elif a == "--json":
+            opts["fmt"] = "json"
+        elif a in ("--quiet", "-q"):
+            opts["quiet"] = True
+        elif a == "--debug":
+            opts["debug"] = True
+        else:
+            rest.append(a)
+        i += 1
+    if opts["fmt"] not in (None, "text", "json", "jsonl"):
+        raise UsageError(f"unknown format {opts['fmt']!r}", "use --format text or --format json")
+    return opts, rest
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """The parser. With ``only``, just that command's subtree is filled in (fast path)."""
+    import importlib
+
+    parser = Parser(prog="loopx", description="loopx: a control plane for long-running AI agent work.",
+                    epilog=GLOBAL_HELP)
+    parser.add_argument("--version", action="version", version=f"loopx {__version__}")
+    sub = parser.add_subparsers(dest="_command", metavar="COMMAND", parser_class=Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        if only is None or name == only:
+            mod = importlib.import_module(f"loopx.commands.{module}")
+            mod.register(sub, name, help_text)
+        else:
+            sub.add_parser(name, help=help_text)
+    return parser
+
+
+def _first_command(argv: list[str]) -> str | None:
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one loopx command. Returns the exit code; never raises (but for SystemExit from --help)."""
+    from loopx import output
+
+    output.setup_streams()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fmt = "json" if ("--json" in argv or "--format=json" in argv) else "text"
+    command = "loopx"
+    debug = "--debug" in argv
+    try:
+        opts, rest = _split_globals(argv)
+        fmt = opts["fmt"] or "text"
+        name = _first_command(rest)
+        if not rest:
+            name = "status"
+            rest = ["status", "--orient"]
+        parser = build_parser(name)
+        try:
+            ns = parser.parse_args(rest)
+        except SystemExit as exc:  # --help / --version printed already
+            return int(exc.code or 0)
+        args = vars(ns)
+        handler = args.pop("_handler", None)
+        command = args.pop("_name", None) or args.get("_command") or "loopx"
+        render = args.pop("_render", None)
+        for k in [k for k in args if k.startswith("_")]:
+            args.pop(k)
+        if handler is None:
+            build_parser(None).parse_args([name or "", "--help"] if name else ["--help"])
+            return 2
+        from loopx.context import Context
+
+        ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
+                      debug=opts["debug"], command=command)
+        reply = handler(ctx, **args)
+        if not isinstance(reply, output.Reply):
+            reply = output.Reply(reply or {})
+        if fmt != "text":
+            output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
+                                              warnings=reply.warnings))
+        else:
+            output.print_warnings(reply.warnings)
+            if not opts["quiet"]:
+                output.print_text((render or output.generic)(reply.data))
+        return reply.exit_code
+    except LoopxError as exc:
+        return _fail(fmt, command, exc.exit_code, exc.as_dict(), exc.message, exc.hint)
+    except KeyboardInterrupt:
+        return _fail(fmt, command, EXIT_INTERRUPTED, {"code": "interrupted", "message": "interrupted",
+                                                      "hint": None}, "interrupted", None)
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except Exception as exc:  # the one place an unexpected error becomes exit 70
+        if debug or os.environ.get("LOOPX_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        msg = f"internal error: {type(exc).__name__}: {exc}"
+        return _fail(fmt, command, EXIT_INTERNAL, {"code": "internal", "message": msg,
+                                                   "hint": "rerun with --debug and report it"},
+                     msg, "rerun with --debug and report it")
+
+
+def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str | None) -> int:
+    from loopx import output
+
+    if fmt != "text":
+        output.print_json(output.envelope(command, exit_code=code, error=err))
+    else:
+        output.print_error(message, hint)
+    return code
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

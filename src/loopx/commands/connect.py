@@ -1,0 +1,47 @@
+"""``loopx connect``: create or attach ``.loopx/`` and register the project."""
+
+from __future__ import annotations
+
+import os
+
+from loopx.commands import add
+from loopx.errors import UsageError
+from loopx.output import safe
+
+
+def register(sub, name, help_text):
+    add(sub, name, help_text, handler=connect, render=render, example="loopx connect --project ~/src/myapp")
+
+
+def connect(ctx) -> dict:
+    from loopx.kernel import registry
+    from loopx.kernel.store import Store
+
+    project = os.path.abspath(ctx.project or os.getcwd())
+    if not os.path.isdir(project):
+        raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
+    inner = os.path.join(project, ".loopx")
+    if os.path.exists(inner) and not os.path.isdir(inner):
+        raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
+    store, created = Store.create(project)
+    info = store.format_info()
+    registered = registry.add(project, info.get("project_id", ""))
+    state = store.load()
+    goals = [g for g in state["goals"].values() if g["status"] == "active"]
+    if not state["goals"]:
+        nxt = 'loopx start-goal --goal-text "What should be true when this is done?" --done-when "..." --verify "pytest -q"'
+    else:
+        nxt = "loopx status"
+    return {"project": project, "store": store.root, "created": created, "registered": registered,
+            "format": info.get("format"), "project_id": info.get("project_id"),
+            "goals": len(state["goals"]), "active_goals": len(goals), "next": nxt,
+            "read_only": state["meta"]["read_only"]}
+
+
+def render(d: dict) -> str:
+    head = f"connected {safe(d['project'])}" if d["created"] else f"already connected: {safe(d['project'])} (nothing changed)"
+    lines = [head, f"  store: {safe(d['store'])}  (format {d['format']}, {d['goals']} goal(s))"]
+    if d.get("read_only"):
+        lines.append(f"  read-only: {safe(d['read_only'])}")
+    lines.append(f"next: {d['next']}")
+    return "\n".join(lines)

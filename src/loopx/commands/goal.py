@@ -1,0 +1,198 @@
+"""``loopx start-goal`` and ``loopx goal list|show|update|pause|resume|done|stop``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from loopx.commands import actions, add, goal_opt
+from loopx.output import Reply, safe, table
+
+
+def register(sub, name, help_text):
+    if name == "start-goal":
+        p = add(sub, name, help_text, handler=start_goal, render=render_started,
+                example='loopx start-goal --goal-text "Make the test suite pass" --done-when "pytest exits 0" '
+                        '--verify "pytest -q" --scope "src/**" --protect merge --todo "fix parser bug"')
+        p.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT", help="the objective")
+        p.add_argument("--goal-id", dest="goal_id", metavar="ID", help="slug id (default: derived from the text)")
+        p.add_argument("--done-when", metavar="TEXT", help="acceptance criteria for the goal")
+        p.add_argument("--verify", metavar="CMD", help="command whose exit 0 verifies a turn (e.g. 'pytest -q')")
+        p.add_argument("--scope", dest="allow", action="append", metavar="GLOB", help="allowed path glob (repeatable)")
+        p.add_argument("--deny", action="append", metavar="GLOB", help="denied path glob (repeatable)")
+        p.add_argument("--protect", action="append", metavar="ACTION",
+                       help="action that needs an approved gate: merge, release, production-write, ... (repeatable)")
+        p.add_argument("--slots", metavar="N", help="turns allowed per window (default 48)")
+        p.add_argument("--window", metavar="DUR", help="rolling budget window (default 24h)")
+        p.add_argument("--cooldown", metavar="DUR", help="minimum time between turns (default 0)")
+        p.add_argument("--priority", type=int, default=0, help="higher runs first when several goals are active")
+        p.add_argument("--todo", dest="todos", action="append", metavar="TITLE", help="a first todo (repeatable)")
+        p.add_argument("--guided", action="store_true", help="ask for what is missing (on a terminal)")
+        return
+    p = add(sub, name, help_text, example="loopx goal list")
+    acts = actions(p)
+    add(acts, "list", "list goals", handler=goal_list, render=render_list, command="goal list",
+        example="loopx goal list --format json")
+    s = add(acts, "show", "show one goal", handler=goal_show, render=render_show, command="goal show",
+            example="loopx goal show my-goal")
+    s.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
+    u = add(acts, "update", "change objective, done_when, verify command or priority", handler=goal_update,
+            command="goal update", example='loopx goal update my-goal --done-when "CI is green"')
+    u.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
+    u.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT")
+    u.add_argument("--done-when", metavar="TEXT")
+    u.add_argument("--verify", metavar="CMD")
+    u.add_argument("--priority", type=int)
+    for action, status, help_line in (("pause", "paused", "pause automatic turns"),
+                                      ("resume", "active", "resume a paused, done or stopped goal"),
+                                      ("done", "done", "mark the goal done"),
+                                      ("stop", "stopped", "stop the goal for good (resume undoes it)")):
+        a = add(acts, action, help_line, handler=goal_status, render=render_status, command=f"goal {action}",
+                example=f"loopx goal {action} my-goal")
+        a.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
+        a.add_argument("--note", metavar="TEXT")
+        a.set_defaults(status=status)
+
+
+def _plan_command(args: dict) -> str:
+    parts = ["loopx", "start-goal"]
+    for flag, key in (("--goal-text", "objective"), ("--goal-id", "goal_id"), ("--done-when", "done_when"),
+                      ("--verify", "verify"), ("--slots", "slots"), ("--window", "window")):
+        val = args.get(key) or (f"<{key.replace('_', ' ')}>" if key in ("objective", "done_when") else None)
+        if val:
+            parts += [flag, str(val)]
+    for flag, key in (("--scope", "allow"), ("--deny", "deny"), ("--protect", "protect"), ("--todo", "todos")):
+        for v in args.get(key) or []:
+            parts += [flag, v]
+    return shlex.join(parts)
+
+
+def _ask(prompt: str, default: str | None = None) -> str | None:
+    suffix = f" [{default}]" if default else ""
+    try:
+        ans = input(f"{prompt}{suffix}: ").strip()
+    except EOFError:
+        return default
+    return ans or default
+
+
+def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, allow=None, deny=None,
+               protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False):
+    from loopx.errors import UsageError
+    from loopx.kernel import goals
+
+    args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,
+                deny=deny, protect=protect, slots=slots, window=window, todos=todos)
+    if guided:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()) or ctx.json:
+            return Reply({"started": False, "guided": True, "plan": {k: v for k, v in args.items() if v},
+                          "missing": [k for k in ("objective", "done_when", "verify") if not args.get(k)],
+                          "command": _plan_command(args),
+                          "message": "no terminal to ask on: fill in the command below and run it"})
+        objective = objective or _ask("Objective (what should be true at the end?)")
+        done_when = done_when or _ask("Done when (acceptance criteria)")
+        verify = verify or _ask("Verify command (exit 0 = verified, empty for none)")
+        if not allow:
+            allow = [s for s in (_ask("Allowed paths (comma-separated globs, empty = everything)") or "").split(",") if s.strip()]
+        if not protect:
+            protect = [s.strip() for s in (_ask("Protected actions (e.g. merge,release)", "merge") or "").split(",") if s.strip()]
+        if not todos:
+            todos = [s.strip() for s in (_ask("First todos (separated by ';')") or "").split(";") if s.strip()]
+    if not objective:
+        raise UsageError("--goal-text is required", 'pass --goal-text "..." or use --guided on a terminal')
+    policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown)
+    res = goals.start_goal(ctx.store(), ctx.actor, objective=objective, goal_id=goal_id, done_when=done_when,
+                           verify=verify, priority=priority, allow=allow, deny=deny, protect=protect,
+                           quota=policy, todos=todos)
+    res["started"] = True
+    res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
+        "loopx quota should-run  # then: loopx next"
+    return res
+
+
+def render_started(d: dict) -> str:
+    if not d.get("started"):
+        lines = [d["message"], "", "  " + d["command"]]
+        if d.get("missing"):
+            lines.append("missing: " + ", ".join(d["missing"]))
+        return "\n".join(lines)
+    lines = [f"started goal {d['goal_id']}"]
+    for tid in d["todo_ids"]:
+        lines.append(f"  todo {tid}")
+    lines.append(f"next: {d['next']}")
+    return "\n".join(lines)
+
+
+def _goal_row(state, g, now_iso):
+    from loopx.kernel import queries
+
+    groups = queries.by_status(state, g["id"], now_iso)
+    return {"id": g["id"], "status": g["status"], "objective": g["objective"], "priority": g.get("priority", 0),
+            "todos": {k: len(v) for k, v in groups.items()},
+            "pending_gates": len(queries.pending_gates(state, g["id"])), "created": g["created"]}
+
+
+def goal_list(ctx) -> dict:
+    from loopx.kernel import clock
+
+    state = ctx.store().load()
+    now = clock.now_iso()
+    rows = [_goal_row(state, g, now) for g in sorted(state["goals"].values(), key=lambda g: g["created"])]
+    return {"goals": rows}
+
+
+def render_list(d: dict) -> str:
+    if not d["goals"]:
+        return 'no goals yet; start one: loopx start-goal --goal-text "..."'
+    rows = [[g["id"], g["status"], f"{g['todos'].get('done', 0)}/{sum(g['todos'].values()) - g['todos'].get('archived', 0)} done",
+             f"{g['pending_gates']} gate(s)" if g["pending_gates"] else "", safe(g["objective"], limit=60)]
+            for g in d["goals"]]
+    return table(rows, ["GOAL", "STATUS", "TODOS", "GATES", "OBJECTIVE"])
+
+
+def goal_show(ctx, goal_id=None) -> dict:
+    from loopx.kernel import clock, queries
+
+    state = ctx.store().load()
+    g = queries.resolve_goal(state, goal_id)
+    out = dict(g)
+    out.update(_goal_row(state, g, clock.now_iso()))
+    return {"goal": out}
+
+
+def render_show(d: dict) -> str:
+    g = d["goal"]
+    sc = g["scope"]
+    q = g["quota"]
+    from loopx.kernel.clock import format_duration
+
+    lines = [f"goal {g['id']}  ({g['status']})", f"  objective:  {safe(g['objective'])}",
+             f"  done when:  {safe(g.get('done_when')) or '-'}", f"  verify:     {safe(g.get('verify')) or '-'}",
+             f"  scope:      allow {', '.join(map(safe, sc['allow'])) or 'everything'}"
+             + (f"; deny {', '.join(map(safe, sc['deny']))}" if sc["deny"] else ""),
+             f"  protected:  {', '.join(sc['protect']) or '-'}",
+             f"  quota:      {q['slots']} slot(s) per {format_duration(q['window'])}"
+             + (f", cooldown {format_duration(q['cooldown'])}" if q.get("cooldown") else "")
+             + f", stall after {q['stall_after']}",
+             "  todos:      " + ", ".join(f"{k} {v}" for k, v in g["todos"].items() if v) or "none",
+             f"  runs:       {g.get('runs', 0)}"]
+    return "\n".join(lines)
+
+
+def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None) -> dict:
+    from loopx.kernel import goals
+
+    return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
+                             verify=verify, priority=priority)
+
+
+def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
+    from loopx.kernel import goals
+
+    return goals.set_status(ctx.store(), ctx.actor, goal_id, status, note)
+
+
+def render_status(d: dict) -> str:
+    if not d["changed"]:
+        return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
+    return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

@@ -1,0 +1,95 @@
+"""The LoopxError hierarchy: every failure a user can cause has a stable code, an exit code and a hint.
+
+Exit codes (DESIGN section 5): 0 ok, 1 clean "no", 2 usage, 3 state, 4 conflict, 70 internal,
+130 interrupted. The kernel raises these; only ``loopx.cli`` turns them into output and exits.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NO = 1
+EXIT_USAGE = 2
+EXIT_STATE = 3
+EXIT_CONFLICT = 4
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+class LoopxError(Exception):
+    """Base error. ``code`` is a stable snake_case string, ``hint`` one actionable line."""
+
+    exit_code = EXIT_INTERNAL
+    code = "internal"
+
+    def __init__(self, message: str, hint: str | None = None, *, code: str | None = None,
+                 details: dict | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code:
+            self.code = code
+        self.details = details or {}
+
+    def as_dict(self) -> dict:
+        out = {"code": self.code, "message": self.message, "hint": self.hint}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class UsageError(LoopxError):
+    """Bad arguments or values (exit 2)."""
+
+    exit_code = EXIT_USAGE
+    code = "usage"
+
+
+class NotFound(UsageError):
+    """An id or prefix that matches nothing (exit 2)."""
+
+    code = "not_found"
+
+
+class Ambiguous(UsageError):
+    """An id prefix that matches more than one record (exit 2)."""
+
+    code = "ambiguous"
+
+
+class StateError(LoopxError):
+    """The store cannot be used as asked: not connected, unreadable, newer format (exit 3)."""
+
+    exit_code = EXIT_STATE
+    code = "state"
+
+
+class NotConnected(StateError):
+    code = "not_connected"
+
+
+class ReadOnlyStore(StateError):
+    """The store can be read but must not be written (newer format, merge conflict markers)."""
+
+    code = "read_only"
+
+
+class Conflict(LoopxError):
+    """The write lost a race or breaks a rule of the current state (exit 4)."""
+
+    exit_code = EXIT_CONFLICT
+    code = "conflict"
+
+
+class StoreBusy(Conflict):
+    code = "store_busy"
+
+
+class HumanRequired(Conflict):
+    """An agent tried to do what only a human may do (approve or reject a gate)."""
+
+    code = "human_required"
+
+
+class Interrupted(LoopxError):
+    exit_code = EXIT_INTERRUPTED
+    code = "interrupted"

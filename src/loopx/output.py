@@ -1,0 +1,156 @@
+"""One data dict, two renderings: the JSON envelope and terminal-safe text (DESIGN section 5).
+
+The JSON envelope is always exactly one document on stdout::
+
+    {"schema": 1, "command": "todo add", "ok": true, "exit_code": 0, "data": {...},
+     "warnings": [], "error": null}
+
+Text output is rendered from the same data. Everything agent-provided goes through ``safe()`` so
+terminal escapes and bidi controls cannot reorder or hide what a human reads, and stdout never
+fails on a console that cannot encode a character (it is escaped instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+SCHEMA = 1
+
+# C0/C1 controls (minus tab/newline), bidi embeddings/overrides/isolates, zero-width marks.
+_UNSAFE = {c: f"\\u{c:04x}" for c in [*range(0, 9), *range(11, 32), 127, *range(0x80, 0xA0),
+                                        0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029,
+                                        *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]}
+_ONE_LINE = {**_UNSAFE, 10: "\\n", 9: " "}
+
+
+class Reply:
+    """What a handler returns: ``data`` (JSON-able dict), ``exit_code`` (0 or 1 for a clean no),
+    ``warnings`` (list of str)."""
+
+    __slots__ = ("data", "exit_code", "warnings")
+
+    def __init__(self, data: dict, exit_code: int = 0, warnings: list[str] | None = None) -> None:
+        self.data = data
+        self.exit_code = exit_code
+        self.warnings = warnings or []
+
+
+def safe(text, *, one_line: bool = True, limit: int | None = None) -> str:
+    """``text`` fit for a terminal: control and bidi characters shown as ``\\uXXXX``, newlines as
+    ``\\n`` when ``one_line``; cut to ``limit`` characters with an ellipsis."""
+    if text is None:
+        return ""
+    s = str(text)
+    s = s.translate(_ONE_LINE if one_line else _UNSAFE)
+    if limit is not None and len(s) > limit:
+        s = s[: max(1, limit - 1)] + "…"
+    return s
+
+
+def setup_streams() -> None:
+    """Never fail on an encoding: escape what the console cannot show."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
+
+
+def _ascii_only(stream) -> bool:
+    enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return enc not in ("utf8", "utf8sig")
+
+
+def colour_enabled(stream=None) -> bool:
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ \
+        and os.environ.get("TERM") != "dumb"
+
+
+class Style:
+    """ANSI styles that collapse to plain text when colour is off."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, s: str) -> str:
+        return f"\x1b[{code}m{s}\x1b[0m" if self.enabled else s
+
+    def bold(self, s: str) -> str:
+        return self._wrap("1", s)
+
+    def dim(self, s: str) -> str:
+        return self._wrap("2", s)
+
+    def red(self, s: str) -> str:
+        return self._wrap("31", s)
+
+    def green(self, s: str) -> str:
+        return self._wrap("32", s)
+
+    def yellow(self, s: str) -> str:
+        return self._wrap("33", s)
+
+
+def envelope(command: str, *, data=None, exit_code: int = 0, warnings=None, error: dict | None = None) -> dict:
+    return {"schema": SCHEMA, "command": command, "ok": error is None, "exit_code": exit_code,
+            "data": data if data is not None else {}, "warnings": list(warnings or []), "error": error}
+
+
+def print_json(doc, stream=None) -> None:
+    stream = stream or sys.stdout
+    stream.write(json.dumps(doc, ensure_ascii=_ascii_only(stream), indent=None, default=str) + "\n")
+    stream.flush()
+
+
+def print_text(text: str, stream=None) -> None:
+    stream = stream or sys.stdout
+    if text:
+        stream.write(text if text.endswith("\n") else text + "\n")
+    stream.flush()
+
+
+def print_error(message: str, hint: str | None) -> None:
+    sys.stderr.write(f"loopx: error: {safe(message)}\n")
+    if hint:
+        sys.stderr.write(f"hint: {safe(hint)}\n")
+    sys.stderr.flush()
+
+
+def print_warnings(warnings) -> None:
+    for w in warnings:
+        sys.stderr.write(f"loopx: warning: {safe(w)}\n")
+    sys.stderr.flush()
+
+
+def table(rows: list[list[str]], header: list[str] | None = None, indent: str = "") -> str:
+    """Left-aligned columns; the last column is never padded."""
+    all_rows = ([header] if header else []) + rows
+    if not all_rows:
+        return ""
+    widths = [max(len(r[i]) for r in all_rows if i < len(r)) for i in range(max(len(r) for r in all_rows))]
+    out = []
+    for r in all_rows:
+        cells = [c.ljust(widths[i]) if i < len(r) - 1 else c for i, c in enumerate(r)]
+        out.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def generic(data: dict) -> str:
+    """Fallback text rendering: ``key: value`` lines, nested dicts indented."""
+    lines: list[str] = []
+
+    def walk(d, pad):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                lines.append(f"{pad}{k}:")
+                walk(v, pad + "  ")
+            elif isinstance(v, list):
+                lines.append(f"{pad}{k}: " + ", ".join(safe(x) if not isinstance(x, dict) else safe(json.dumps(x)) for x in v))
+            else:
+                lines.append(f"{pad}{k}: {safe(v)}")
+
+    walk(data, "")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Shared fixtures: an isolated LOOPX_HOME, a connected scratch project, and two ways to run loopx:
+in process through ``main(argv)`` (fast) and as a real subprocess (for concurrency and crashes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from loopx.cli import main
+from loopx.context import AGENT_ENV_MARKERS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+    @property
+    def data(self) -> dict:
+        return self.json["data"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("loopx-home")
+    monkeypatch.setenv("LOOPX_HOME", str(home))
+    monkeypatch.setenv("USER", "tester")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("LOOPX_NO_UPDATE_CHECK", "1")
+    for var in (*AGENT_ENV_MARKERS, "LOOPX_NOW", "LOOPX_LOCK_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A connected, empty project; the cwd is set to it."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    assert main(["connect", "--quiet"]) == 0
+    return proj
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run loopx in process: ``cli("todo", "add", "x", json=True)`` -> Result."""
+
+    def run(*args, json: bool = False) -> Result:
+        argv = [str(a) for a in args] + (["--format", "json"] if json else [])
+        capsys.readouterr()
+        code = main(argv)
+        cap = capsys.readouterr()
+        return Result(code, cap.out, cap.err)
+
+    return run
+
+
+def subprocess_env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in AGENT_ENV_MARKERS}
+    env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run_loopx(args, cwd, env: dict | None = None, timeout: float = 60, input: str | None = None) -> Result:
+    """Run ``python -m loopx ARGS`` as a real process."""
+    proc = subprocess.run([sys.executable, "-m", "loopx", *map(str, args)], cwd=cwd, env=subprocess_env(env),
+                          capture_output=True, text=True, timeout=timeout, input=input)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def goal(project, cli) -> str:
+    """A started goal with two todos in ``project``; returns the goal id."""
+    r = cli("start-goal", "--goal-text", "Make the tests pass", "--goal-id", "g1", "--done-when", "pytest exits 0",
+            "--verify", f"{sys.executable} -c pass", "--todo", "first", "--todo", "second", "--protect", "merge",
+            json=True)
+    assert r.code == 0, r.err
+    return r.data["goal_id"]
