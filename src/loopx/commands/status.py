@@ -1,0 +1,92 @@
+"""``loopx status``: one screen of what is going on, and (with no arguments) an orientation."""
+
+from __future__ import annotations
+
+import os
+
+from loopx.commands import add
+from loopx.output import Reply, safe
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, handler=status, render=render, example="loopx status --goal-id my-goal")
+    p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="only this goal")
+    p.add_argument("--orient", action="store_true", help="short orientation (what `loopx` alone prints)")
+
+
+def status(ctx, goal_id=None, orient=False):
+    from loopx.errors import NotConnected
+    from loopx.kernel import clock
+    from loopx.kernel.status import summary
+
+    try:
+        store = ctx.store()
+    except NotConnected:
+        if not orient:
+            raise
+        return Reply({"orient": True, "connected": False, "cwd": os.getcwd(),
+                      "next": "loopx connect   # then: loopx start-goal --goal-text \"...\"",
+                      "help": "loopx --help"})
+    state = store.load()
+    data = summary(state, clock.now_iso(), goal_id)
+    data["project"] = store.project_dir
+    data["orient"] = orient
+    data["connected"] = True
+    warnings = list(data["store"]["problems"])
+    return Reply(data, warnings=warnings)
+
+
+def _when(iso: str | None) -> str:
+    return (iso or "")[:16].replace("T", " ")
+
+
+def render(d: dict) -> str:
+    if not d.get("connected"):
+        return ("loopx keeps goals, gates, todos, evidence and a compute budget for AI agent work.\n"
+                f"This directory ({safe(d['cwd'])}) is not connected.\n"
+                f"next: {d['next']}\nmore: {d['help']}")
+    lines = [f"project {safe(d['project'])}"]
+    if d.get("orient"):
+        for g in d["goals"]:
+            t = g["todos"]
+            flag = f"  NEEDS YOU: {len(g['needs_human'])} gate(s)" if g["needs_human"] else ""
+            lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
+                         f"{flag}  {safe(g['objective'], limit=50)}")
+        if not d["goals"]:
+            lines.append("  no goals yet")
+        lines.append(f"next: {safe(d['next'])}")
+        lines.append("more: loopx status (full screen), loopx --help (all commands)")
+        return "\n".join(lines)
+    if not d["goals"]:
+        lines.append("no goals yet")
+    for g in d["goals"]:
+        t = g["todos"]
+        counts = ", ".join(f"{v} {k}" for k, v in t.items() if v) or "no todos"
+        b = g["budget"]
+        lines.append("")
+        lines.append(f"goal {g['id']}  [{g['status']}]  {safe(g['objective'], limit=70)}")
+        lines.append(f"  todos:   {counts}")
+        for gate in g["needs_human"]:
+            lines.append(f"  NEEDS YOU: gate {gate['gate_id']} ({gate['kind']}): {safe(gate['question'], limit=90)}")
+        for c in g["claimed"]:
+            lines.append(f"  held:    {c['id']} by {safe(c['holder'])} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
+        for c in g["expired"]:
+            lines.append(f"  expired: {c['id']} (was {safe(c['holder'])})  {safe(c['title'], limit=40)}")
+        for r in g["ready"][:3]:
+            lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
+        for r in g["blocked"][:3]:
+            lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
+        from loopx.kernel.clock import format_duration
+
+        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
+        lr = g["last_run"]
+        if lr:
+            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
+                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z")
+        lines.append(f"  next:    {safe(g['next'])}")
+    if d["store"]["problems"] and not d.get("orient"):
+        lines.append("")
+        lines.append("store: " + "; ".join(d["store"]["problems"]) + "  (run `loopx doctor`)")
+    lines.append("")
+    lines.append(f"next: {safe(d['next'])}")
+    return "\n".join(lines)
