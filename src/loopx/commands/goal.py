@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from loopx.commands import actions, add, goal_opt
+from loopx.commands import actions, add
 from loopx.output import Reply, safe, table
 
 

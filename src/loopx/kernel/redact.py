@@ -71,7 +71,7 @@ def redact_text(text: str) -> str:
     for rule, pattern in _RULES:
         if pattern.groups:
             if rule == "url-password":
-                out = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{rule}]{m.group(3)}", out)
+                out = pattern.sub(lambda m, r=rule: f"{m.group(1)}[REDACTED:{r}]{m.group(3)}", out)
             else:
                 out = pattern.sub(lambda m, r=rule: f"{m.group(1)}[REDACTED:{r}]", out)
         else:

@@ -426,7 +426,7 @@ class Store:
     def iter_records(self, stream: str = "events"):
         """Yield every good record of ``stream`` in file order (for history and reports)."""
         try:
-            fh = open(self.path(f"{stream}.jsonl"), "rb")
+            fh = open(self.path(f"{stream}.jsonl"), "rb")  # noqa: SIM115 - closed by the with below
         except FileNotFoundError:
             return
         with fh:

@@ -1,0 +1,68 @@
+"""``loopx agent register|list`` and ``loopx handoff``."""
+
+from __future__ import annotations
+
+from loopx.commands import actions, add, goal_opt
+from loopx.output import safe, table
+
+
+def register(sub, name, help_text):
+    if name == "handoff":
+        h = add(sub, name, help_text, handler=handoff, render=render_handoff,
+                example="loopx --agent codex handoff --to claude --todo t-3f9a --note 'tests written, impl left'")
+        h.add_argument("--to", required=True, metavar="AGENT")
+        goal_opt(h)
+        h.add_argument("--todo", metavar="TODO", help="a todo you hold; it is released for the receiver")
+        h.add_argument("--note", required=True, metavar="TEXT", help="what the receiver needs to know")
+        return
+    p = add(sub, name, help_text, example="loopx agent list")
+    acts = actions(p)
+    r = add(acts, "register", "register an agent", handler=agent_register,
+            render=lambda d: f"registered {d['name']} ({d['kind']})" if d["changed"] else f"{d['name']} already registered as {d['kind']}",
+            command="agent register", example="loopx agent register claude --kind claude-code")
+    r.add_argument("name")
+    r.add_argument("--kind", required=True, help="claude-code, codex, cursor, opencode, gemini, copilot, shell, custom")
+    add(acts, "list", "list agents, what they hold, and recent handoffs", handler=agent_list, render=render_list,
+        command="agent list", example="loopx agent list --format json")
+
+
+def agent_register(ctx, name, kind) -> dict:
+    from loopx.kernel import agents
+
+    return agents.register(ctx.store(), ctx.actor, name, kind)
+
+
+def agent_list(ctx) -> dict:
+    from loopx.kernel import clock
+
+    state = ctx.store().load()
+    now = clock.now_iso()
+    held: dict[str, list[str]] = {}
+    for t in state["todos"].values():
+        c = t.get("claim")
+        if c and c["lease_until"] > now:
+            held.setdefault(c["holder"], []).append(t["id"])
+    rows = [dict(a, holds=held.get(f"agent:{a['name']}", [])) for a in
+            sorted(state["agents"].values(), key=lambda a: a["name"])]
+    return {"agents": rows, "handoffs": state["handoffs"][-20:]}
+
+
+def render_list(d: dict) -> str:
+    out = [table([[a["name"], a.get("kind") or "", (a.get("last_seen") or "-")[:19], ", ".join(a["holds"])]
+                  for a in d["agents"]], ["AGENT", "KIND", "LAST SEEN", "HOLDS"]) if d["agents"] else "no agents yet"]
+    if d["handoffs"]:
+        out.append("\nrecent handoffs:")
+        out.extend(f"  {h['ts'][:16]} {safe(h['from'])} -> {safe(h['to'])} {h.get('todo') or ''}: {safe(h['note'], limit=60)}"
+                   for h in d["handoffs"])
+    return "\n".join(out)
+
+
+def handoff(ctx, to, note, goal_id=None, todo=None) -> dict:
+    from loopx.kernel import agents
+
+    return agents.handoff(ctx.store(), ctx.actor, to=to, goal_id=goal_id, todo=todo, note=note)
+
+
+def render_handoff(d: dict) -> str:
+    rel = f"; released {d['todo']}" if d["released"] else ""
+    return f"handed off {d['goal_id']}{' / ' + d['todo'] if d['todo'] else ''} from {safe(d['from'])} to {safe(d['to'])}{rel}"

@@ -1,0 +1,188 @@
+"""``loopx gate open|list|show|approve|reject|check``.
+
+Approve and reject are for humans only: they refuse when the caller is an agent (``--agent``,
+``LOOPX_AGENT`` or an agent host's environment marker) and need either the gate's code typed on the
+controlling terminal (channel ``terminal``) or ``--confirm ID`` (channel ``confirm-flag``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loopx.commands import actions, add, goal_opt
+from loopx.output import Reply, safe, table
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, example="loopx gate list")
+    acts = actions(p)
+    o = add(acts, "open", "ask a human a concrete question before a protected action", handler=gate_open,
+            render=render_open, command="gate open",
+            example='loopx gate open --kind merge --question "Merge PR #12 into main?" --blocks t-3f9a')
+    goal_opt(o)
+    o.add_argument("--kind", required=True, help="merge, release, production-write, sensitive-data, route-change, spend, custom")
+    o.add_argument("--question", required=True, metavar="TEXT")
+    o.add_argument("--blocks", action="append", metavar="TODO", help="todo it blocks (repeatable; default: the whole goal)")
+    o.add_argument("--context", metavar="TEXT", help="what the human needs to know to decide")
+    o.add_argument("--run", metavar="RUN", help="the run that asked")
+
+    lst = add(acts, "list", "list gates", handler=gate_list, render=render_list, command="gate list",
+              example="loopx gate list --status pending")
+    goal_opt(lst)
+    lst.add_argument("--status", choices=["pending", "approved", "rejected", "all"], default="all")
+
+    s = add(acts, "show", "show one gate", handler=gate_show, render=render_show, command="gate show",
+            example="loopx gate show gate-8b20")
+    s.add_argument("gate")
+
+    for action, approve in (("approve", True), ("reject", False)):
+        a = add(acts, action, f"{action} a pending gate (humans only)", handler=gate_decide, render=render_decide,
+                command=f"gate {action}",
+                example=f"loopx gate {action} gate-8b20d4" + (" --note 'not before the release'" if not approve else ""))
+        a.add_argument("gate")
+        a.add_argument("--note", metavar="TEXT", required=not approve, help="why (required to reject)")
+        a.add_argument("--confirm", metavar="ID", help="confirm without a terminal prompt by repeating the gate id")
+        a.set_defaults(approve=approve)
+
+    c = add(acts, "check", "exit 0 when an approved gate covers an action, else 1", handler=gate_check,
+            render=render_check, command="gate check", example="loopx gate check --action merge && git push origin main")
+    goal_opt(c)
+    c.add_argument("--action", required=True, metavar="KIND")
+
+
+def gate_open(ctx, kind, question, goal_id=None, blocks=None, context=None, run=None) -> dict:
+    from loopx.kernel import gates
+
+    return gates.open_gate(ctx.store(), ctx.actor, goal_id, kind=kind, question=question, blocks=blocks,
+                           context=context, run=run)
+
+
+def render_open(d: dict) -> str:
+    return (f"opened gate {d['gate_id']} ({d['kind']}) on {d['goal_id']}: {safe(d['question'])}\n"
+            f"a human approves with: loopx gate approve {d['gate_id']}\n"
+            "stop here until it is decided (agents cannot approve gates)")
+
+
+def _brief(g: dict) -> dict:
+    return {k: g.get(k) for k in ("id", "goal", "kind", "status", "question", "context", "blocks", "requested_by",
+                                  "decided_by", "channel", "note", "created", "decided")}
+
+
+def gate_list(ctx, goal_id=None, status="all") -> dict:
+    from loopx.kernel import queries
+
+    state = ctx.store().load()
+    gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
+    rows = [_brief(g) for g in sorted(state["gates"].values(), key=lambda g: g["created"])
+            if (gid is None or g["goal"] == gid) and (status == "all" or g["status"] == status)]
+    return {"gates": rows, "count": len(rows)}
+
+
+def render_list(d: dict) -> str:
+    if not d["gates"]:
+        return "no gates"
+    return table([[g["id"], g["status"], g["kind"], g["goal"], safe(g["question"], limit=70)] for g in d["gates"]],
+                 ["GATE", "STATUS", "KIND", "GOAL", "QUESTION"])
+
+
+def gate_show(ctx, gate) -> dict:
+    from loopx.kernel import gates, queries
+
+    g = queries.resolve_gate(ctx.store().load(), gate)
+    return {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
+
+
+def render_show(d: dict) -> str:
+    g = d["gate"]
+    lines = [f"gate {g['id']}  ({g['status']}, {g['kind']})  goal {g['goal']}",
+             f"  question:  {safe(g['question'])}"]
+    if g.get("context"):
+        lines.append(f"  context:   {safe(g['context'])}")
+    lines.append(f"  blocks:    {', '.join(g['blocks']) or 'the whole goal'}")
+    lines.append(f"  asked by:  {safe(g['requested_by'])} at {g['created']}")
+    if g["status"] == "pending":
+        lines.append(f"  decide:    loopx gate approve {g['id']}   |   loopx gate reject {g['id']} --note '...'")
+    else:
+        lines.append(f"  decided:   {g['status']} by {safe(g['decided_by'])} via {g['channel']} at {g['decided']}")
+        if g.get("note"):
+            lines.append(f"  note:      {safe(g['note'])}")
+    return "\n".join(lines)
+
+
+def _tty_confirm(gate: dict, approve: bool) -> bool:
+    """Ask on the controlling terminal for the gate's code. False when there is no terminal."""
+    from loopx.kernel.gates import short_code
+
+    code = short_code(gate["id"])
+    try:
+        if os.name == "nt":  # pragma: no cover
+            tin = open("CONIN$", encoding="utf-8")  # noqa: SIM115
+            tout = open("CONOUT$", "w", encoding="utf-8")  # noqa: SIM115
+        else:
+            tin = open("/dev/tty", encoding="utf-8", errors="replace")  # noqa: SIM115
+            tout = open("/dev/tty", "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError:
+        return False
+    with tin, tout:
+        verb = "APPROVE" if approve else "REJECT"
+        tout.write(f"gate {gate['id']} ({gate['kind']}): {safe(gate['question'])}\n"
+                   f"type {code} to {verb} (anything else cancels): ")
+        tout.flush()
+        answer = tin.readline().strip().lower()
+    from loopx.errors import UsageError
+
+    if answer != code:
+        raise UsageError("not confirmed; nothing was written", f"type the code {code} exactly, or pass --confirm {gate['id']}",
+                         code="not_confirmed")
+    return True
+
+
+def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
+    from loopx.context import agent_markers
+    from loopx.errors import HumanRequired, UsageError
+    from loopx.kernel import gates, queries
+
+    markers = agent_markers()
+    if ctx.agent or markers:
+        who = f"agent {ctx.agent}" if ctx.agent else "an agent session (" + ", ".join(markers) + " set)"
+        raise HumanRequired(f"gates are decided by humans; this looks like {who}",
+                            "ask a human to run this command in their own terminal", code="human_required")
+    store = ctx.store()
+    g = queries.resolve_gate(store.load(), gate)
+    if confirm is not None:
+        if confirm.strip() not in (g["id"], gates.short_code(g["id"])):
+            raise UsageError(f"--confirm {confirm!r} does not name gate {g['id']}", f"pass --confirm {g['id']}",
+                             code="bad_confirmation")
+        channel = "confirm-flag"
+    elif ctx.json or not _tty_confirm(g, approve):
+        raise HumanRequired("no terminal to confirm on", f"run it in a terminal, or pass --confirm {g['id']}",
+                            code="confirmation_required")
+    else:
+        channel = "terminal"
+    return gates.decide(store, ctx.actor, g["id"], approve=approve, note=note, channel=channel,
+                        user_agent=f"loopx-cli/{sys.platform}")
+
+
+def render_decide(d: dict) -> str:
+    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}"
+
+
+def gate_check(ctx, action, goal_id=None):
+    from loopx.kernel import gates, queries
+
+    state = ctx.store().load()
+    g = queries.resolve_goal(state, goal_id)
+    hit = gates.covering_gate(state, g["id"], action)
+    pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]
+    data = {"goal_id": g["id"], "action": action, "allowed": hit is not None, "gate_id": hit["id"] if hit else None,
+            "pending": pending, "protected": action in g["scope"]["protect"]}
+    return Reply(data, exit_code=0 if hit else 1)
+
+
+def render_check(d: dict) -> str:
+    if d["allowed"]:
+        return f"allowed: gate {d['gate_id']} approved {d['action']} for {d['goal_id']}"
+    if d["pending"]:
+        return f"not yet: gate {d['pending'][0]} for {d['action']} is pending a human decision"
+    return f"not allowed: no approved {d['action']} gate for {d['goal_id']}; open one with `loopx gate open --kind {d['action']} --question ...`"
