@@ -1,0 +1,190 @@
+"""Behaviour of the core commands through main(argv), in process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_connect_is_idempotent_and_writes_gitignore(project, cli):
+    r = cli("connect", json=True)
+    assert r.code == 0
+    assert r.data["created"] is False
+    assert "nothing changed" in cli("connect").out
+    gi = (project / ".loopx" / ".gitignore").read_text()
+    assert "lock" in gi and "cache/" in gi
+
+
+def test_connect_registers_project_in_user_registry(project, cli, tmp_path):
+    from loopx.kernel import registry
+
+    assert str(project) in registry.load()
+
+
+def test_command_outside_project_exits_3_with_hint(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    r = cli("todo", "list")
+    assert r.code == 3
+    assert "loopx: error:" in r.err and "hint: run `loopx connect`" in r.err
+
+
+def test_start_goal_derives_slug_and_refuses_duplicate_id(project, cli):
+    r = cli("start-goal", "--goal-text", "Fix the flaky CI!", json=True)
+    assert r.data["goal_id"] == "fix-the-flaky-ci"
+    r2 = cli("start-goal", "--goal-text", "Fix the flaky CI!", json=True)
+    assert r2.data["goal_id"] == "fix-the-flaky-ci-2"
+    r3 = cli("start-goal", "--goal-text", "x", "--goal-id", "fix-the-flaky-ci", json=True)
+    assert r3.code == 4 and r3.json["error"]["code"] == "conflict"
+
+
+def test_goal_id_optional_only_with_one_active_goal(goal, cli):
+    assert cli("todo", "add", "third").code == 0
+    cli("start-goal", "--goal-text", "another goal", "--goal-id", "g2")
+    r = cli("todo", "add", "fourth", json=True)
+    assert r.code == 2 and r.json["error"]["code"] == "goal_required"
+    assert "g1" in r.json["error"]["hint"] and "g2" in r.json["error"]["hint"]
+    assert cli("todo", "add", "fourth", "--goal-id", "g2").code == 0
+
+
+def test_guided_without_terminal_prints_plan_and_command(project, cli):
+    r = cli("start-goal", "--guided", "--goal-text", "Ship it", json=True)
+    assert r.code == 0
+    assert r.data["started"] is False
+    assert "loopx start-goal --goal-text 'Ship it'" in r.data["command"]
+    assert "done_when" in r.data["missing"]
+    assert cli("goal", "list", json=True).data["goals"] == []
+
+
+def test_goal_lifecycle(goal, cli):
+    assert cli("goal", "pause", json=True).data["status"] == "paused"
+    assert "already paused" in cli("goal", "pause", goal).out
+    assert cli("goal", "resume", goal).code == 0
+    assert cli("goal", "done", goal).code == 0
+    r = cli("todo", "add", "late", "--goal-id", goal, json=True)
+    assert r.code == 4
+    assert cli("goal", "resume", goal).code == 0
+    show = cli("goal", "show", goal, json=True).data["goal"]
+    assert show["status"] == "active" and show["todos"]["open"] == 2
+
+
+def test_todo_done_requires_evidence_and_adds_successor(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    r = cli("todo", "done", tid, json=True)
+    assert r.code == 2 and r.json["error"]["code"] == "evidence_required"
+    ev = cli("evidence", "add", "--kind", "test", "--summary", "green", "--exit-code", "0", json=True).data["evidence_id"]
+    r = cli("todo", "done", tid[:5], "--evidence", ev[:6], "--next", "follow-up", json=True)
+    assert r.code == 0, r.out
+    assert len(r.data["next"]) == 1
+    titles = {t["title"]: t["status"] for t in cli("todo", "list", "--all", json=True).data["todos"]}
+    assert titles["first"] == "done" and titles["follow-up"] == "open"
+    assert cli("todo", "done", tid, "--evidence", ev).code == 4  # already done
+
+
+def test_unknown_evidence_id_exits_2(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    r = cli("todo", "done", tid, "--evidence", "ev-nope", json=True)
+    assert r.code == 2 and r.json["error"]["code"] == "not_found"
+
+
+def test_claim_conflict_names_holder_and_own_claim_renews(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    first = cli("--agent", "a1", "todo", "claim", tid, json=True)
+    assert first.code == 0 and first.data["fence"] > 0
+    again = cli("--agent", "a1", "todo", "claim", tid, "--lease", "1h", json=True)
+    assert again.data["renewed"] is True and again.data["fence"] == first.data["fence"]
+    other = cli("todo", "claim", tid, "--agent", "a2", json=True)
+    assert other.code == 4
+    assert other.json["error"]["details"]["holder"] == "agent:a1"
+
+
+def test_depends_on_keeps_todo_out_of_ready(goal, cli):
+    todos = cli("todo", "list", json=True).data["todos"]
+    r = cli("todo", "add", "after first", "--depends-on", todos[0]["id"], json=True)
+    ready = [t["id"] for t in cli("todo", "list", "--ready", json=True).data["todos"]]
+    assert r.data["todo_id"] not in ready and todos[0]["id"] in ready
+
+
+def test_block_and_reopen(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    assert cli("todo", "block", tid, "--reason", "needs keys").code == 0
+    assert cli("todo", "claim", tid, "--agent", "a1").code == 4
+    assert cli("todo", "update", tid, "--reopen").code == 0
+    assert cli("todo", "claim", tid, "--agent", "a1").code == 0
+
+
+def test_gate_blocks_claim_until_approved(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    g = cli("--agent", "a1", "gate", "open", "--kind", "merge", "--question", "Merge?", "--blocks", tid, json=True).data
+    assert cli("todo", "claim", tid, "--agent", "a1", json=True).json["error"]["code"] == "gate_pending"
+    assert cli("gate", "check", "--action", "merge").code == 1
+    assert cli("gate", "approve", g["gate_id"], "--confirm", "wrong").code == 2
+    ok = cli("gate", "approve", g["gate_id"], "--confirm", g["gate_id"], json=True)
+    assert ok.code == 0 and ok.data["channel"] == "confirm-flag"
+    assert cli("gate", "check", "--action", "merge").code == 0
+    assert cli("todo", "claim", tid, "--agent", "a1").code == 0
+
+
+def test_gate_reject_needs_note(goal, cli):
+    g = cli("gate", "open", "--kind", "release", "--question", "Publish 1.0?", json=True).data["gate_id"]
+    assert cli("gate", "reject", g, "--confirm", g).code == 2
+    r = cli("gate", "reject", g, "--confirm", g, "--note", "not yet", json=True)
+    assert r.code == 0 and r.data["status"] == "rejected"
+
+
+@pytest.mark.parametrize("kind", ["bogus", "MERGE"])
+def test_gate_open_unknown_kind(goal, cli, kind):
+    r = cli("gate", "open", "--kind", kind, "--question", "q", json=True)
+    assert r.code == 2 and "merge" in r.json["error"]["hint"]
+
+
+def test_scope_set_and_check(goal, cli, project):
+    cli("scope", "set", "--allow", "src/**", "--deny", "src/secrets/**")
+    assert cli("scope", "check", "src/app.py").code == 0
+    assert cli("scope", "check", "src/secrets/key.pem").code == 1
+    assert cli("scope", "check", "README.md").code == 1
+    assert cli("scope", "check", "../outside.txt").code == 1
+    assert cli("scope", "check", ".loopx/events.jsonl").code == 1
+    cli("scope", "set", "--clear-allow")
+    assert cli("scope", "check", "README.md").code == 0
+
+
+def test_evidence_output_file_is_redacted_and_bounded(goal, cli, project):
+    body = "line\n" * 3000 + "password=hunter2secret\n"
+    (project / "out.txt").write_text(body)
+    r = cli("evidence", "add", "--kind", "command", "--summary", "long run", "--output-file", "out.txt", json=True)
+    assert r.code == 0 and r.data["blob"]
+    shown = cli("evidence", "show", r.data["evidence_id"], json=True).data["evidence"]
+    assert "hunter2" not in shown["excerpt"] and "characters cut" in shown["excerpt"]
+    assert "hunter2" not in (project / ".loopx" / "evidence.jsonl").read_text()
+    assert cli("evidence", "add", "--kind", "test", "--summary", "x", "--output-file", "missing.txt").code == 2
+
+
+def test_handoff_releases_the_todo(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    cli("--agent", "a1", "todo", "claim", tid)
+    r = cli("--agent", "a1", "handoff", "--to", "b2", "--todo", tid, "--note", "over to you", json=True)
+    assert r.data["released"] is True
+    assert cli("--agent", "b2", "todo", "claim", tid).code == 0
+    lst = cli("agent", "list", json=True).data
+    assert lst["handoffs"][-1]["to"] == "agent:b2"
+
+
+def test_status_shows_gate_and_next(goal, cli):
+    cli("gate", "open", "--kind", "merge", "--question", "Merge the fix?")
+    r = cli("status")
+    assert "NEEDS YOU" in r.out and "Merge the fix?" in r.out
+    data = cli("status", json=True).data
+    assert data["goals"][0]["needs_human"][0]["kind"] == "merge"
+    assert data["next"].startswith("a human decides gate")
+
+
+def test_no_arguments_prints_orientation(project, cli):
+    r = cli()
+    assert r.code == 0 and "next:" in r.out and len(r.out.splitlines()) < 8
+
+
+def test_json_envelope_on_argparse_error(project, cli):
+    r = cli("todo", "add", json=True)
+    doc = json.loads(r.out)
+    assert r.code == 2 and doc["ok"] is False and doc["error"]["code"] == "usage"
