@@ -99,7 +99,8 @@ def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
 
 
 def build_parser(only: str | None = None) -> Parser:
-    """The parser. With ``only``, just that command's subtree is filled in (fast path)."""
+    """The parser. With ``only``, just that command's subtree is filled in (fast path);
+    ``only=""`` gives stubs for every command; None fills in everything (docs, tests)."""
     import importlib
 
     parser = Parser(prog="loopx", description="loopx: a control plane for long-running AI agent work.",
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if not rest:
             name = "status"
             rest = ["status", "--orient"]
-        parser = build_parser(name)
+        parser = build_parser(name or "")  # "" = stubs only: --help/--version import no command
         try:
             ns = parser.parse_args(rest)
         except SystemExit as exc:  # --help / --version printed already
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in [k for k in args if k.startswith("_")]:
             args.pop(k)
         if handler is None:
-            build_parser(None).parse_args([name or "", "--help"] if name else ["--help"])
+            parser.parse_args([name, "--help"] if name else ["--help"])
             return 2
         from loopx.context import Context
 
