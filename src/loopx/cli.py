@@ -111,7 +111,7 @@ def build_parser(only: str | None = None) -> Parser:
         if only is None or name == only:
             mod = importlib.import_module(f"loopx.commands.{module}")
             mod.register(sub, name, help_text)
-        else:
+        elif only == "":
             sub.add_parser(name, help=help_text)
     return parser
 
