@@ -114,6 +114,14 @@ def _quota_set(s, r, d):
     g["updated"] = r["ts"]
 
 
+def _guard_set(s, r, d):
+    """The pre-tool guard config (loopx.kernel.guard): rules, protected branches, defaults on/off."""
+    g = s["goals"][r["goal"]]
+    g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
+                  "defaults": d.get("defaults", True)}
+    g["updated"] = r["ts"]
+
+
 # ------------------------------------------------------------------- todos
 def _todo_added(s, r, d):
     s["order"] += 1
@@ -282,6 +290,7 @@ REDUCERS = {
     "goal.stopped": _goal_status("stopped"),
     "scope.set": _scope_set,
     "quota.set": _quota_set,
+    "guard.set": _guard_set,
     "todo.added": _todo_added,
     "todo.updated": _todo_updated,
     "todo.claimed": _todo_claimed,
