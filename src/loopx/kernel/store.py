@@ -82,7 +82,7 @@ def clean_text(s: str) -> str:
         s.encode("utf-8")
         return s
     except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in s)  # one U+FFFD per bad byte
 
 
 def clean(value):
