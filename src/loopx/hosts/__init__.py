@@ -1,0 +1,25 @@
+"""Agent hosts: where loopx's skills, rules, instruction blocks and hooks go for each host, and the
+hook entry points the hosts call.
+
+- ``plan``: the items ``loopx workflow-skills`` installs per host and scope.
+- ``files``: the idempotent installer (content hashes, managed blocks, manifest, backups).
+- ``hookconf``: merging loopx's hook entries into each host's hook configuration.
+- ``entry``: ``loopx hook stop|pre-tool|session-start``: host payload in, host response out.
+
+See docs/hosts.md for what gets written where and the sources for each host's conventions.
+"""
+
+HOSTS = ("claude-code", "codex", "cursor", "opencode", "gemini")
+HOOK_HOSTS = ("claude-code", "codex", "cursor")
+SCOPES = ("project", "user")
+
+
+def expand_hosts(host: str | None, allowed=HOSTS) -> list[str]:
+    """``all``/None -> every host; otherwise the one named. Raises UsageError for an unknown host."""
+    from loopx.errors import UsageError
+
+    if host in (None, "", "all"):
+        return list(allowed)
+    if host not in allowed:
+        raise UsageError(f"unknown host {host!r}", f"use one of: {', '.join(allowed)}, all")
+    return [host]

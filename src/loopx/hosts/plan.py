@@ -1,0 +1,110 @@
+"""What ``loopx workflow-skills`` writes for each host and scope (docs/hosts.md has the table and
+the sources).
+
+Project scope (root = the project directory):
+
+- claude-code: ``.claude/skills/<skill>/…`` and a managed block in ``CLAUDE.md``
+- codex, opencode, gemini: ``.agents/skills/<skill>/…`` (the shared Agent Skills folder all three
+  read), a block in ``AGENTS.md`` (codex, opencode) or ``GEMINI.md`` (gemini)
+- cursor: ``.cursor/skills/<skill>/…``, ``.cursor/rules/loopx.mdc`` and a block in ``AGENTS.md``
+
+User scope (root = the home folder): ``~/.claude/skills`` + ``~/.claude/CLAUDE.md``;
+``~/.agents/skills`` + ``$CODEX_HOME/AGENTS.md`` (codex), ``~/.config/opencode/AGENTS.md``
+(opencode), ``~/.gemini/GEMINI.md`` (gemini); ``~/.cursor/skills`` (cursor has no user rule file).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from loopx.hosts.files import Item
+
+SKILL_DIR = {"claude-code": ".claude/skills", "codex": ".agents/skills", "opencode": ".agents/skills",
+             "gemini": ".agents/skills", "cursor": ".cursor/skills"}
+PROJECT_DOC = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md",
+               "gemini": "GEMINI.md", "cursor": "AGENTS.md"}
+
+BLOCK = """## loopx
+
+When a project has a `.loopx/` directory, its long-running work is governed by loopx.
+
+- `loopx status` shows the goals, gates waiting for a human, and the next step.
+- Work one turn at a time: `loopx next` gives the turn packet; stay inside the goal's scope; record
+  evidence (`loopx evidence add`); close the turn with `loopx turn finish`.
+- Protected actions (merge, release, production writes, ...) need a gate a human approved: open one
+  with `loopx gate open` and stop. Never approve or reject a gate yourself.
+- Never edit files under `.loopx/` directly.
+- Skills: `loopx` (one governed turn), `loopx-start` (a new goal), `loopx-review` (a handoff report).
+"""
+
+CURSOR_RULE = """---
+description: loopx governs long-running work in projects with a .loopx/ directory. Use when continuing a loopx goal, taking a turn with `loopx next`, recording evidence, or before merging, releasing or deploying.
+alwaysApply: false
+---
+
+""" + BLOCK.split("\n", 2)[2]
+
+
+def skills_root() -> Path:
+    """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
+    try:
+        from loopx.resources import data_path  # written by the loop work; same contract
+
+        p = Path(data_path("skills"))
+        if p.is_dir():
+            return p
+    except ImportError:
+        pass
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "_data" / "skills", here.parent.parent / "skills"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("loopx's bundled skills are missing from this installation")
+
+
+def skill_files() -> list[tuple[str, str]]:
+    """``[(relative path like "loopx/SKILL.md", text)]`` for every bundled skill file, sorted."""
+    root = skills_root()
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and not any(part.startswith((".", "__")) for part in rel.split("/")):
+            out.append((rel, p.read_text(encoding="utf-8")))
+    return out
+
+
+def user_doc(host: str, home: str) -> str | None:
+    if host == "claude-code":
+        return os.path.join(home, ".claude", "CLAUDE.md")
+    if host == "codex":
+        return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(home, ".codex"), "AGENTS.md")
+    if host == "opencode":
+        return os.path.join(home, ".config", "opencode", "AGENTS.md")
+    if host == "gemini":
+        return os.path.join(home, ".gemini", "GEMINI.md")
+    return None
+
+
+def items(hosts: list[str], scope: str, root: str) -> list[Item]:
+    """Every item to install for ``hosts`` in ``scope`` under ``root``; shared paths appear once
+    (the first host that needs them names them)."""
+    out: dict[str, Item] = {}
+    files = skill_files()
+
+    def put(item: Item) -> None:
+        out.setdefault(item.path, item)
+
+    for host in hosts:
+        base = os.path.join(root, *SKILL_DIR[host].split("/"))
+        for rel, text in files:
+            put(Item(os.path.join(base, *rel.split("/")), "file", text, host, f"skill {rel.split('/')[0]}"))
+        if scope == "project":
+            put(Item(os.path.join(root, PROJECT_DOC[host]), "block", BLOCK, host, "instructions block"))
+            if host == "cursor":
+                put(Item(os.path.join(root, ".cursor", "rules", "loopx.mdc"), "file", CURSOR_RULE, host, "rule"))
+        else:
+            doc = user_doc(host, root)
+            if doc:
+                put(Item(doc, "block", BLOCK, host, "instructions block"))
+    return list(out.values())
