@@ -1,0 +1,149 @@
+"""``loopx quota show|set|should-run|spend-slot``: the compute budget and the run decision."""
+
+from __future__ import annotations
+
+from loopx.commands import actions, add, goal_opt
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, example="loopx quota should-run --explain")
+    acts = actions(p)
+    s = add(acts, "show", "slots, window, spend in the window and when the next slot frees",
+            handler=quota_show, render=render_show, command="quota show", example="loopx quota show --goal-id g1")
+    goal_opt(s)
+
+    st = add(acts, "set", "change the goal's quota policy (slots 0 pauses automatic turns)",
+             handler=quota_set, render=render_set, command="quota set",
+             example="loopx quota set --goal-id g1 --slots 12 --window 24h --cooldown 10m")
+    goal_opt(st)
+    st.add_argument("--slots", metavar="N", help="verified turns allowed per window (0 pauses)")
+    st.add_argument("--window", metavar="DUR", help="rolling window, e.g. 24h")
+    st.add_argument("--cooldown", metavar="DUR", help="minimum time between turns, e.g. 10m (0 for none)")
+    st.add_argument("--stall-after", metavar="N", help="no-progress turns in a row before asking a human")
+
+    sr = add(acts, "should-run", "decide whether the next agent turn is worth running (exit 0 = run)",
+             handler=quota_should_run, render=render_decision, command="quota should-run",
+             example="loopx quota should-run --skip-exit 0 --explain",
+             description="Decide whether the next agent turn should run. Exit 0 only for `run`; 1 for every "
+                         "clean no (or N with --skip-exit N); 3 when the store cannot be read. Writes "
+                         "nothing but a decision record when the decision changes.")
+    goal_opt(sr)
+    sr.add_argument("--skip-exit", metavar="N", help="exit code for a clean no (default 1; 0 for cron/chronic)")
+    sr.add_argument("--explain", action="store_true", help="list every rule evaluated and its outcome")
+    sr.add_argument("--no-record", dest="record", action="store_false",
+                    help="do not write the decision record (read-only check)")
+
+    sp = add(acts, "spend-slot", "charge one slot for a run whose verification passed (idempotent per run)",
+             handler=quota_spend, render=render_spend, command="quota spend-slot",
+             example="loopx quota spend-slot --run run-3f9a1c")
+    sp.add_argument("--run", required=True, metavar="RUN", help="the run id (or a unique prefix)")
+    sp.add_argument("--slots", default=1, metavar="N", help="slots to charge (default 1)")
+
+
+def quota_show(ctx, goal_id=None) -> dict:
+    from datetime import timedelta
+
+    from loopx.kernel import clock, decide, queries
+
+    state = ctx.store().load()
+    now = clock.now()
+    goals = [queries.resolve_goal(state, goal_id)] if goal_id or len(state["goals"]) <= 1 \
+        else sorted(state["goals"].values(), key=lambda g: g["created"])
+    if not goals:
+        queries.resolve_goal(state, None)
+    out = []
+    for g in goals:
+        q = g["quota"]
+        start = clock.iso(now - timedelta(seconds=q["window"]))
+        spent, entries = queries.window_spend(state, g["id"], start)
+        out.append({"goal_id": g["id"], "status": g["status"], "slots": q["slots"], "window": q["window"],
+                    "cooldown": q.get("cooldown", 0), "stall_after": q.get("stall_after", 3),
+                    "spent": spent, "left": max(0, q["slots"] - spent),
+                    "next_slot_at": decide.slot_frees_at(state, g, now) if spent >= q["slots"] else None,
+                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in entries]})
+    return {"quotas": out, "now": clock.iso(now)}
+
+
+def render_show(d: dict) -> str:
+    from loopx.kernel.clock import format_duration
+
+    lines = []
+    for q in d["quotas"]:
+        line = (f"{q['goal_id']}: {q['spent']}/{q['slots']} slots spent in the last {format_duration(q['window'])}"
+                f" ({q['left']} left)")
+        if q["cooldown"]:
+            line += f", cooldown {format_duration(q['cooldown'])}"
+        line += f", stall after {q['stall_after']}"
+        if q["next_slot_at"]:
+            line += f"; next slot frees at {q['next_slot_at']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None) -> dict:
+    from loopx.kernel import goals
+
+    policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after)
+    return goals.set_quota(ctx.store(), ctx.actor, goal_id, policy)
+
+
+def render_set(d: dict) -> str:
+    from loopx.kernel.clock import format_duration
+
+    q = d["quota"]
+    extra = " (automatic turns paused)" if q["slots"] == 0 else ""
+    return (f"{d['goal_id']}: {q['slots']} slots per {format_duration(q['window'])}, cooldown "
+            f"{format_duration(q.get('cooldown') or 0)}, stall after {q.get('stall_after', 3)}{extra}")
+
+
+def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=True):
+    from loopx import output
+    from loopx.kernel import decide, validate
+
+    skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
+    d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
+                          actor=ctx.actor)
+    if d["decision"] == "error":
+        from loopx.errors import StateError
+
+        raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
+    return output.Reply(d, decide.exit_code(d, skip))
+
+
+def render_decision(d: dict) -> str:
+    from loopx.output import safe
+
+    head = f"{d['decision']}: {safe(d['message'])}"
+    lines = [head, f"  reason: {d['reason']}"]
+    if d.get("goal_id"):
+        lines.append(f"  goal:   {d['goal_id']}" + (f"  todo: {d['todo_id']}" if d.get("todo_id") else ""))
+    if d.get("question"):
+        lines.append(f"  gate:   {d['gate_id']}: {safe(d['question'], limit=300)}")
+    b = d.get("budget")
+    if b:
+        lines.append(f"  budget: {b['spent']}/{b['slots']} slots spent, {b['left']} left")
+    if d.get("next_check_at"):
+        lines.append(f"  next check: {d['next_check_at']} (poll again in {d['scheduler_hint']}s)")
+    for r in d.get("rules") or []:
+        lines.append(f"  [{r['outcome']:>7}] {r['rule']:<7} {safe(r['detail'], limit=200)}")
+    if d.get("goals"):
+        lines.append("  goals: " + ", ".join(f"{g['goal_id']}={g['decision']}" for g in d["goals"]))
+    return "\n".join(lines)
+
+
+def quota_spend(ctx, run, slots=1):
+    from loopx import output
+    from loopx.kernel import turn, validate
+
+    n = validate.count(slots, "--slots", low=1, high=1000)
+    receipt = turn.spend_slot(ctx.store(), ctx.actor, run, slots=n)
+    return output.Reply(receipt, 0 if receipt["spent"] else 1)
+
+
+def render_spend(d: dict) -> str:
+    if not d["spent"]:
+        return f"not spent: {d['message']}"
+    again = " (already charged; this is the first receipt)" if d.get("repeat") else ""
+    b = d.get("budget") or {}
+    return (f"charged {d['slots']} slot(s) for {d['run_id']} at {d['ts']}{again}; "
+            f"{b.get('left', '?')} of {b.get('slots', '?')} left")

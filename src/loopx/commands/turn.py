@@ -1,0 +1,82 @@
+"""``loopx next`` (start a turn, print the packet) and ``loopx turn finish|renew``."""
+
+from __future__ import annotations
+
+from loopx.commands import actions, add, goal_opt
+
+
+def register(sub, name, help_text):
+    if name == "next":
+        p = add(sub, name, help_text, handler=turn_next, render=render_next, command="next",
+                example="loopx --agent codex next --goal-id g1",
+                description="When should-run says run: claim the todo with a lease, open a run and print the "
+                            "turn packet. Otherwise print the decision and exit 1 without claiming.")
+        goal_opt(p)
+        p.add_argument("--lease", metavar="DUR", help="lease on the todo and the run (default 30m)")
+        p.add_argument("--dry-run", action="store_true", help="print the packet without claiming or opening a run")
+        return
+    p = add(sub, name, help_text, example="loopx turn finish --run run-3f9a1c --result progress --verify")
+    acts = actions(p)
+    f = add(acts, "finish", "close a run with its result (optionally verifying it first)", handler=turn_finish,
+            render=render_finish, command="turn finish",
+            example="loopx turn finish --run run-3f9a1c --result completion --evidence ev-1a2b3c4d --verify")
+    f.add_argument("--run", required=True, metavar="RUN")
+    f.add_argument("--result", required=True, metavar="RESULT",
+                   help="progress, completion, no_progress, failed or blocked")
+    f.add_argument("--evidence", action="append", metavar="ID", help="evidence of this turn (repeatable)")
+    f.add_argument("--verify", action="store_true", help="run the todo's or goal's verify command and record it")
+    f.add_argument("--note", metavar="TEXT")
+    r = add(acts, "renew", "extend an open run's lease (and the todo claim)", handler=turn_renew,
+            render=lambda d: f"{d['run_id']} leased until {d['lease_until']}", command="turn renew",
+            example="loopx turn renew --run run-3f9a1c --lease 30m")
+    r.add_argument("--run", required=True, metavar="RUN")
+    r.add_argument("--lease", metavar="DUR")
+
+
+def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
+    from loopx import output
+    from loopx.kernel import turn
+
+    res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
+    if not res["started"] and not res["packet"]:
+        from loopx.kernel import decide
+
+        return output.Reply(res, decide.exit_code(res["decision"]) if res["decision"]["decision"] != "error" else 3)
+    return res
+
+
+def render_next(d: dict) -> str:
+    from loopx.output import safe
+
+    if d.get("packet_text"):
+        return safe(d["packet_text"], one_line=False)
+    dec = d["decision"]
+    extra = f"\nnext check: {dec['next_check_at']}" if dec.get("next_check_at") else ""
+    return f"no turn: {dec['decision']} ({dec['reason']}): {safe(dec['message'])}{extra}"
+
+
+def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
+    from loopx import output
+    from loopx.kernel import turn
+
+    res = turn.finish(ctx.store(), ctx.actor, run, result, evidence=evidence or (), verify=verify, note=note)
+    return output.Reply(res, 0, res.pop("warnings", []))
+
+
+def render_finish(d: dict) -> str:
+    again = " (already finished; nothing changed)" if d.get("repeat") else ""
+    line = f"finished {d['run_id']}: {d['result']}, verified {'yes' if d['verified'] else 'no'}{again}"
+    v = d.get("verify")
+    if v:
+        line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"
+    if d.get("todo_id"):
+        line += f"\n  todo {d['todo_id']} is {d.get('todo_status')}"
+    if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat"):
+        line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
+    return line
+
+
+def turn_renew(ctx, run, lease=None):
+    from loopx.kernel import turn
+
+    return turn.renew(ctx.store(), ctx.actor, run, lease=lease)
