@@ -1,0 +1,220 @@
+"""``loopx doctor``: checks of the installation and of a project's ``.loopx/``, and safe fixes.
+
+Every check is one function returning a dict (or a list of them)::
+
+    {"id": "store.tail", "status": "ok" | "warning" | "error" | "skipped",
+     "finding": one line, "fix": the exact fix (a command or an action) or None,
+     "fixable": the name of a safe automatic fix (see FIXES) or None}
+
+``run(project_dir)`` runs them all: installation checks always, project checks when
+``project_dir`` holds a ``.loopx/`` (it never needs a readable store). ``apply_fixes(report,
+actor)`` runs the safe fixes the report offers and returns what it did. A report with any
+``warning`` or ``error`` is a problem (``loopx doctor`` exits 1).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loopx import __version__
+from loopx.kernel.store import DIRNAME, FORMAT, STREAMS
+
+PROBLEM = ("warning", "error")
+MIN_PYTHON = (3, 11)
+CLOCK_SLACK_S = 300
+
+
+def result(cid: str, status: str, finding: str, fix: str | None = None, fixable: str | None = None) -> dict:
+    return {"id": cid, "status": status, "finding": finding, "fix": fix, "fixable": fixable}
+
+
+class Target:
+    """What the checks look at: the project (or None) and its lazily computed store scan."""
+
+    def __init__(self, project_dir: str | None) -> None:
+        self.project_dir = project_dir
+        self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
+        self._scan: dict | None = None
+
+    @property
+    def scan(self) -> dict:
+        if self._scan is None:
+            from loopx.ops.storescan import scan
+
+            self._scan = scan(self.root)
+        return self._scan
+
+    def store(self):
+        from loopx.kernel.store import Store
+
+        return Store(self.root)
+
+
+# ------------------------------------------------------------------ installation
+def check_python(t: Target) -> dict:
+    v = sys.version_info
+    found = f"Python {v.major}.{v.minor}.{v.micro} at {sys.executable}"
+    if v[:2] < MIN_PYTHON:
+        return result("python", "error", f"{found}; loopx needs {MIN_PYTHON[0]}.{MIN_PYTHON[1]}+",
+                      "install Python 3.11 or newer and reinstall loopx with it")
+    return result("python", "ok", found)
+
+
+def check_path(t: Target) -> dict:
+    from loopx.ops import pathcheck
+
+    return pathcheck.check()
+
+
+def check_install(t: Target) -> dict:
+    from loopx.ops import channel
+
+    try:
+        info = channel.detect()
+    except Exception as exc:  # detection reads foreign metadata; never let it break doctor
+        return result("install", "warning", f"could not tell how loopx was installed: {exc}",
+                      "reinstall loopx with pip, pipx or uv tool")
+    finding = f"{info['summary']} (loopx {__version__})"
+    meta_v = info.get("dist_version")
+    if meta_v and meta_v != __version__:
+        return result("install", "warning",
+                      f"{info['summary']}: the installed metadata says {meta_v} but the code is {__version__}",
+                      info.get("reinstall") or "reinstall loopx through the same channel")
+    if info["channel"] == "unknown":
+        return result("install", "warning", finding, "reinstall loopx with pip, pipx or uv tool")
+    return result("install", "ok", finding)
+
+
+def check_dashboard(t: Target) -> dict:
+    try:
+        from loopx.dashboard import service  # built by the dashboard issue
+        status_fn = service.status
+    except (ImportError, AttributeError):
+        return result("dashboard", "skipped", "this loopx has no dashboard service to ask")
+    try:
+        st = status_fn()
+    except Exception as exc:
+        return result("dashboard", "warning", f"could not read the dashboard's status: {exc}",
+                      "loopx dashboard --stop, then loopx dashboard")
+    if not isinstance(st, dict) or not st.get("running"):
+        return result("dashboard", "ok", "not running (start it with `loopx dashboard`)")
+    ver = st.get("version")
+    where = st.get("url") or f"pid {st.get('pid')}"
+    if ver and ver != __version__:
+        return result("dashboard", "warning", f"running {where} is loopx {ver}; this is {__version__}",
+                      "loopx dashboard (replaces the old server)")
+    return result("dashboard", "ok", f"running at {where} (loopx {ver or __version__})")
+
+
+def check_clock(t: Target) -> dict:
+    from datetime import UTC, datetime
+
+    from loopx.kernel import clock
+
+    fixed = os.environ.get("LOOPX_NOW")
+    if fixed:
+        return result("clock", "warning", f"LOOPX_NOW={fixed} freezes loopx's clock (meant for tests)",
+                      "unset LOOPX_NOW")
+    if t.root is None:
+        return result("clock", "ok", "system clock in use")
+    newest = max((s["newest_ts"] for s in t.scan["streams"].values() if s["newest_ts"]), default=None)
+    now = datetime.now(UTC)
+    if newest:
+        try:
+            ahead = (clock.parse_ts(newest) - now).total_seconds()
+        except Exception:
+            ahead = 0
+        if ahead > CLOCK_SLACK_S:
+            return result("clock", "warning",
+                          f"the system clock ({clock.iso(now)}) is behind the newest event ({newest})",
+                          "set the system clock right (e.g. enable NTP: `timedatectl set-ntp true`)")
+    return result("clock", "ok", f"system clock {clock.iso(now.replace(microsecond=0))}")
+
+
+# ------------------------------------------------------------------ project
+def check_store(t: Target) -> list[dict]:
+    from loopx.ops import storechecks
+
+    return storechecks.all_checks(t)
+
+
+def check_gitignore(t: Target) -> dict:
+    from loopx.ops import storechecks
+
+    return storechecks.gitignore(t)
+
+
+def check_location(t: Target) -> dict:
+    from loopx.ops import pathcheck
+
+    return pathcheck.location(t.root)
+
+
+def check_hosts(t: Target) -> list[dict]:
+    from loopx.ops import hostcheck
+
+    return hostcheck.check(t.project_dir)
+
+
+INSTALL_CHECKS = (check_python, check_path, check_install, check_dashboard)
+PROJECT_CHECKS = (check_store, check_gitignore, check_location)
+
+
+def find_project(project: str | None) -> tuple[str | None, dict | None]:
+    """(project dir with a .loopx/, or None; a check result when ``project`` is given but unusable)."""
+    from loopx.kernel.store import find_root
+
+    if project:
+        p = os.path.abspath(project)
+        if os.path.isdir(os.path.join(p, DIRNAME)):
+            return p, None
+        return None, result("project", "warning", f"{p} is not connected to loopx",
+                            f"loopx connect --project {p}")
+    root = find_root(os.getcwd())
+    return (os.path.dirname(root) if root else None), None
+
+
+def run(project: str | None = None) -> dict:
+    """Run every check. Returns ``{version, project, checks, summary, problems, fixable}``."""
+    project_dir, bad = find_project(project)
+    t = Target(project_dir)
+    checks: list[dict] = [bad] if bad else []
+    for fn in (*INSTALL_CHECKS, check_clock):
+        checks.extend(_as_list(fn(t)))
+    if project_dir:
+        for fn in PROJECT_CHECKS:
+            checks.extend(_as_list(fn(t)))
+    checks.extend(_as_list(check_hosts(t)))
+    summary = {s: sum(1 for c in checks if c["status"] == s) for s in ("ok", "warning", "error", "skipped")}
+    return {"version": __version__, "project": project_dir, "checks": checks, "summary": summary,
+            "problems": summary["warning"] + summary["error"],
+            "fixable": sorted({c["fixable"] for c in checks if c["fixable"] and c["status"] in PROBLEM})}
+
+
+def _as_list(r) -> list[dict]:
+    return r if isinstance(r, list) else [r]
+
+
+# ------------------------------------------------------------------ fixes
+def apply_fixes(report: dict, actor: str) -> list[dict]:
+    """Run the safe fixes ``report`` offers. Returns ``[{fix, done (bool), detail}]``."""
+    from loopx.ops import fixes
+
+    t = Target(report["project"])
+    done: list[dict] = []
+    ran = set()
+    for name in fixes.ORDER:
+        fn = fixes.FIXES[name]
+        if name in report["fixable"] and fn not in ran:
+            ran.add(fn)
+            try:
+                detail = fn(t, actor)
+                done.append({"fix": name, "done": True, "detail": detail})
+            except Exception as exc:  # a fix that cannot run is reported, never a traceback
+                msg = getattr(exc, "message", None) or str(exc)
+                done.append({"fix": name, "done": False, "detail": f"not applied: {msg}"})
+    return done
+
+
+__all__ = ["run", "apply_fixes", "result", "Target", "FORMAT", "STREAMS"]

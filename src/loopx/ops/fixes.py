@@ -1,0 +1,84 @@
+"""Doctor's safe fixes. Each takes (target, actor) and returns one line saying what it did, or
+raises (the caller reports it as not applied). Store fixes run under the store's lock and record
+a ``store.repaired`` event; none runs on a read-only store (newer format, conflict markers)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from loopx.kernel.store import STREAMS
+
+
+def _writable(store) -> None:
+    from loopx.errors import ReadOnlyStore
+
+    store.format_info()
+    reason = store.read_only_reason()
+    if reason:
+        raise ReadOnlyStore(reason)
+
+
+def repair_store(t, actor: str) -> str:
+    """Quarantine a torn tail (the store's own repair) and undecodable lines, under the lock."""
+    from loopx.kernel import clock
+    from loopx.ops.storescan import quarantine_bad_lines
+
+    store = t.store()
+    _writable(store)
+    with store.lock():
+        drafts = store._repair_torn_tails()
+        stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")
+        for name in STREAMS:
+            d = quarantine_bad_lines(store, name, stamp)
+            if d is not None:
+                drafts.append(d)
+        if not drafts:
+            return "nothing to repair"
+        state = store.load(save_snapshot=False)
+        if state["meta"]["read_only"]:
+            raise RuntimeError(state["meta"]["read_only"])
+        store._append(state, drafts, clock.now(), actor)
+    return "; ".join(f"moved {d.data.get('lines', 1)} line(s) ({d.data['bytes']} bytes) of {d.data['file']} "
+                     f"to .loopx/{d.data['quarantine']}" for d in drafts)
+
+
+def rebuild_cache(t, actor: str) -> str:
+    store = t.store()
+    cache = store.path("cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    os.makedirs(cache, exist_ok=True)
+    state = store.load(save_snapshot=False)
+    store._save_snapshot(state)
+    return "rebuilt .loopx/cache/ from the log"
+
+
+def add_ignore_rules(t, actor: str) -> str:
+    from loopx.ops.storechecks import missing_ignore_rules
+
+    missing = missing_ignore_rules(t.root)
+    if not missing:
+        return "already ignored"
+    path = os.path.join(t.root, ".gitignore")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        text = "# written by loopx: machine-local files\n"
+    if text and not text.endswith("\n"):
+        text += "\n"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text + "".join(r + "\n" for r in missing))
+    return f"added {', '.join(missing)} to .loopx/.gitignore"
+
+
+def refresh_skills(t, actor: str) -> str:
+    from loopx.ops.hostcheck import refresh
+
+    return refresh(t.project_dir)
+
+
+FIXES = {"repair_torn_tail": repair_store, "quarantine_bad_lines": repair_store,
+         "rebuild_cache": rebuild_cache, "add_ignore_rules": add_ignore_rules, "refresh_skills": refresh_skills}
+# repair first (it changes the files the cache is keyed on), the cache last
+ORDER = ("repair_torn_tail", "quarantine_bad_lines", "add_ignore_rules", "refresh_skills", "rebuild_cache")

@@ -1,0 +1,206 @@
+"""Doctor's checks of a project's ``.loopx/`` (each returns a doctor result dict; see ops.doctor).
+
+They read the full scan from ``ops.storescan`` so they work when ``format.json`` is broken, the
+files hold git conflict markers, or the format is newer than this loopx.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from loopx.kernel.store import FORMAT, STREAMS
+from loopx.ops.doctor import result
+
+IGNORE_RULES = ("lock", "cache/")
+
+
+def check_format(t) -> dict:
+    fmt = t.scan["format"]
+    if not fmt["ok"]:
+        return result("store.format", "error", f".loopx/{fmt['error']}",
+                      "restore it from git (`git checkout -- .loopx/format.json`); the event files are "
+                      "untouched, and `loopx connect` recreates a missing one")
+    if fmt["format"] > FORMAT:
+        return result("store.format", "error",
+                      f"format {fmt['format']} is newer than this loopx understands ({FORMAT}); the store "
+                      "is read-only here", "upgrade loopx: `loopx update plan`")
+    return result("store.format", "ok", f"format {fmt['format']}")
+
+
+def check_lines(t) -> dict:
+    streams = t.scan["streams"]
+    total = sum(s["lines"] for s in streams.values())
+    bad = {n: s for n, s in streams.items() if s["bad_count"]}
+    if any(s["conflict"] for s in streams.values()):
+        names = ", ".join(f"{n}.jsonl" for n, s in streams.items() if s["conflict"])
+        return result("store.lines", "error", f"{names}: git conflict markers; the store is read-only",
+                      "resolve the merge by keeping one side (`git checkout --ours .loopx/events.jsonl` or "
+                      "`--theirs`), then redo the other side's changes with loopx commands")
+    if not bad:
+        return result("store.lines", "ok", f"{total} lines, all readable")
+    parts = []
+    for n, s in bad.items():
+        first = s["bad"][0]
+        parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at line {first['line']} ({first['reason']})")
+    return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
+                  "loopx doctor --fix (moves them to .loopx/quarantine/ under the lock)", "quarantine_bad_lines")
+
+
+def check_tail(t) -> dict:
+    torn = {n: s["torn_bytes"] for n, s in t.scan["streams"].items() if s["torn_bytes"]}
+    if not torn:
+        return result("store.tail", "ok", "every file ends on a complete line")
+    what = ", ".join(f"{n}.jsonl ({b} bytes)" for n, b in torn.items())
+    return result("store.tail", "error", f"torn last line (an interrupted write): {what}",
+                  "loopx doctor --fix (the store's own repair: quarantine and truncate, under the lock)",
+                  "repair_torn_tail")
+
+
+def check_types(t) -> dict:
+    unknown: dict[str, int] = {}
+    for s in t.scan["streams"].values():
+        for k, v in s["unknown_types"].items():
+            unknown[k] = unknown.get(k, 0) + v
+    if not unknown:
+        return result("store.types", "ok", "every event type is known")
+    names = ", ".join(f"{k} ({v})" for k, v in sorted(unknown.items())[:8])
+    return result("store.types", "warning", f"unknown event types, kept but ignored: {names}",
+                  "they were probably written by a newer loopx: `loopx update plan`")
+
+
+def check_merge(t) -> dict:
+    dups = {n: (s["dup_ids"], s["dup_seqs"]) for n, s in t.scan["streams"].items() if s["dup_ids"] or s["dup_seqs"]}
+    if not dups:
+        return result("store.merge", "ok", "no duplicate event ids or sequence numbers")
+    what = "; ".join(f"{n}.jsonl: {i} duplicate id(s), {q} duplicate seq(s)" for n, (i, q) in dups.items())
+    return result("store.merge", "error", f"{what} (two branches' logs merged by git?)",
+                  "keep one side's .loopx/ (`git checkout --ours .loopx/` or `--theirs`) and redo the other "
+                  "side's changes with loopx commands")
+
+
+def check_seq(t) -> dict:
+    gaps = {n: s for n, s in t.scan["streams"].items() if s["missing_seqs"]}
+    if not gaps:
+        return result("store.seq", "ok", "sequence numbers are gap-free")
+    what = "; ".join(f"{n}.jsonl: {s['missing_seqs']} missing (e.g. seq {s['missing_sample'][0]})"
+                     for n, s in gaps.items())
+    return result("store.seq", "warning", f"sequence gaps, lines were removed by hand or lost: {what}",
+                  "restore the file from git if events are missing (`git log -p .loopx/`)")
+
+
+def check_encoding(t) -> dict:
+    odd = []
+    for n, s in t.scan["streams"].items():
+        if s["bom"]:
+            odd.append(f"{n}.jsonl starts with a BOM")
+        if s["crlf"]:
+            odd.append(f"{n}.jsonl has {s['crlf']} CRLF line end(s)")
+    if not odd:
+        return result("store.encoding", "ok", "UTF-8, LF line ends")
+    return result("store.encoding", "warning", "; ".join(odd) + " (readable, but an editor or git changed it)",
+                  "add `*.jsonl -text` to .loopx/.gitattributes and stop git's autocrlf for this repository")
+
+
+def check_snapshot(t) -> dict:
+    snap = os.path.join(t.root, "cache", "snapshot.bin")
+    if not os.path.exists(snap):
+        return result("store.snapshot", "ok", "no snapshot yet (one is written after 200 events)")
+    if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
+        return result("store.snapshot", "skipped", "not compared: format.json is unusable")
+    from loopx.kernel import fold
+
+    store = t.store()
+    cached, offsets = store._load_snapshot()
+    if not offsets:
+        return result("store.snapshot", "ok", "the snapshot is stale; the next reads rebuild it")
+    fresh = fold.empty()
+    for name in STREAMS:
+        store._fold_file(cached, name, offsets.get(name, 0))
+        store._fold_file(fresh, name, 0)
+    keys = [k for k in fresh if k != "meta"]
+    differ = [k for k in keys if cached.get(k) != fresh.get(k)]
+    if differ:
+        return result("store.snapshot", "error", f"the cached snapshot disagrees with the log ({', '.join(differ)})",
+                      "loopx doctor --fix (rebuilds .loopx/cache/ from the log)", "rebuild_cache")
+    return result("store.snapshot", "ok", "the cached snapshot matches the log")
+
+
+def all_checks(t) -> list[dict]:
+    out = [check_format(t), check_lines(t), check_tail(t), check_types(t), check_merge(t), check_seq(t),
+           check_encoding(t)]
+    try:
+        out.append(check_snapshot(t))
+    except Exception as exc:  # a damaged cache must never break doctor
+        out.append(result("store.snapshot", "error", f"the cached snapshot cannot be read: {exc}",
+                          "loopx doctor --fix (rebuilds .loopx/cache/)", "rebuild_cache"))
+    return out
+
+
+# ------------------------------------------------------------------ .gitignore
+def ignore_rules(text: str) -> set[str]:
+    """Normalised ignore patterns: ``/cache/*`` and ``cache`` both count as ``cache/``."""
+    out = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        line = line.lstrip("/")
+        if line.endswith("/*") or line.endswith("/**"):
+            line = line.rsplit("/", 1)[0] + "/"
+        out.add(line)
+        if not line.endswith("/"):
+            out.add(line + "/")
+    return out
+
+
+def missing_ignore_rules(root: str) -> list[str]:
+    try:
+        with open(os.path.join(root, ".gitignore"), encoding="utf-8", errors="replace") as fh:
+            have = ignore_rules(fh.read())
+    except FileNotFoundError:
+        have = set()
+    return [r for r in IGNORE_RULES if r not in have]
+
+
+def gitignore(t) -> dict:
+    missing = missing_ignore_rules(t.root)
+    if missing:
+        return result("gitignore", "warning",
+                      f".loopx/.gitignore lacks {', '.join(missing)} (machine-local files would be committed)",
+                      "loopx doctor --fix (adds the rules to .loopx/.gitignore)", "add_ignore_rules")
+    leaked = _git_not_ignored(t.project_dir)
+    if leaked:
+        return result("gitignore", "warning", f"git does not ignore {', '.join(leaked)} despite .loopx/.gitignore",
+                      "check for a `!` rule in the repository's .gitignore and `git rm --cached` the file")
+    return result("gitignore", "ok", ".loopx/lock and .loopx/cache/ are ignored by git")
+
+
+def _git_not_ignored(project_dir: str) -> list[str]:
+    """Paths git would not ignore (only when the project is a git work tree and git is installed)."""
+    import shutil
+
+    git = shutil.which("git")
+    if not git or not _in_git_tree(project_dir):
+        return []
+    paths = [".loopx/lock", ".loopx/cache/snapshot.bin"]
+    try:
+        proc = subprocess.run([git, "check-ignore", "--no-index", *paths], cwd=project_dir,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if proc.returncode not in (0, 1):
+        return []
+    ignored = {line.strip() for line in proc.stdout.splitlines()}
+    return [p for p in paths if p not in ignored]
+
+
+def _in_git_tree(path: str) -> bool:
+    cur = os.path.abspath(path)
+    while True:
+        if os.path.exists(os.path.join(cur, ".git")):
+            return True
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return False
+        cur = parent

@@ -1,0 +1,298 @@
+"""Self-update: ``check`` (installed vs newest on an index), ``plan`` (the exact command for the
+channel loopx was installed through, pinned, plus the rollback command) and ``apply`` (run the
+plan, smoke-check the new version in a subprocess, roll back through the same channel on failure).
+
+loopx is not published on PyPI under this name (another project owns it), so the index is always
+explicit: ``--index-url URL`` (a PEP 503 simple index, ``file://`` works), ``--find-links DIR|URL``
+or ``LOOPX_INDEX_URL``. Never migrates data. Raises UsageError (2) / StateError (3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+
+from loopx import __version__
+from loopx.errors import StateError, UsageError
+from loopx.ops.channel import NAME, url_path
+
+_V = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|rc|c|alpha|beta)[-_.]?(\d*))?(?:[-_.]?post[-_.]?(\d*))?"
+                r"(?:[-_.]?dev[-_.]?(\d*))?(?:\+[a-z0-9.]+)?$", re.I)
+_FILE = re.compile(r"^loopx-([^-]+?)(?:-[^-]+-[^-]+-[^-]+\.whl|\.tar\.gz|\.zip)$", re.I)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
+SMOKE_TIMEOUT = 120
+
+
+# ------------------------------------------------------------------ versions
+def vkey(v: str):
+    """A sort key for a PEP 440 version, or None when ``v`` is not one."""
+    m = _V.match(v.strip())
+    if not m:
+        return None
+    rel = [int(x) for x in m.group(1).split(".")]
+    while len(rel) > 1 and rel[-1] == 0:
+        rel.pop()
+    pre, post, dev = m.group(2), m.group(4), m.group(5)
+    if pre:
+        pre_key = (0, _PRE_RANK[pre.lower()], int(m.group(3) or 0))
+    elif dev is not None and post is None:
+        pre_key = (-1,)
+    else:
+        pre_key = (1,)
+    post_key = int(post or 0) if post is not None else -1
+    dev_key = (0, int(dev or 0)) if dev is not None else (1,)
+    return (tuple(rel), pre_key, post_key, dev_key)
+
+
+def is_pre(v: str) -> bool:
+    m = _V.match(v.strip())
+    return bool(m and (m.group(2) or m.group(5) is not None))
+
+
+def index_options(index_url: str | None, find_links: str | None) -> tuple[str | None, str | None]:
+    index_url = index_url or os.environ.get("LOOPX_INDEX_URL") or None
+    return index_url, find_links
+
+
+def _need_index(index_url, find_links) -> None:
+    if not index_url and not find_links:
+        raise UsageError("no package index for loopx given",
+                         "pass --index-url URL or --find-links DIR (or set LOOPX_INDEX_URL); loopx is not "
+                         "installed from PyPI, where the name belongs to another project")
+
+
+def _listing(location: str) -> list[str]:
+    """File names offered at an index page, a find-links page or a local folder."""
+    import urllib.request
+
+    if location.startswith("file:") or "://" not in location:
+        path = url_path(location) if location.startswith("file:") else location
+        if os.path.isdir(path):
+            page = os.path.join(path, "index.html")
+            if not os.path.exists(page):
+                return os.listdir(path)
+            with open(page, encoding="utf-8", errors="replace") as fh:
+                return _hrefs(fh.read())
+        raise StateError(f"the package index {location} does not exist", "check --index-url / --find-links")
+    req = urllib.request.Request(location, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.5", "User-Agent": f"loopx/{__version__}"})
+    try:
+        with urllib.request.urlopen(req, timeout=15) as resp:  # noqa: S310 - user-given index URL
+            body = resp.read().decode("utf-8", "replace")
+            ctype = resp.headers.get("Content-Type", "")
+    except Exception as exc:
+        raise StateError(f"could not reach the package index {location}: {exc}",
+                         "check the network (you may be offline) or pass another --index-url") from None
+    if "json" in ctype:
+        try:
+            return [f.get("filename", "") for f in json.loads(body).get("files", [])]
+        except (ValueError, AttributeError):
+            return []
+    return _hrefs(body)
+
+
+def _hrefs(html: str) -> list[str]:
+    out = []
+    for href in re.findall(r'href\s*=\s*["\']([^"\']+)["\']', html, re.I):
+        out.append(href.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    return out
+
+
+def available(index_url: str | None, find_links: str | None) -> list[str]:
+    """Every loopx version the index offers, oldest first."""
+    names: list[str] = []
+    if index_url:
+        names += _listing(index_url.rstrip("/") + "/" + NAME + "/")
+    if find_links:
+        names += _listing(find_links)
+    versions = {m.group(1) for n in names if (m := _FILE.match(n)) and vkey(m.group(1))}
+    return sorted(versions, key=vkey)
+
+
+def newest(versions: list[str], pre: bool = False) -> str | None:
+    pool = [v for v in versions if pre or not is_pre(v)]
+    return pool[-1] if pool else None
+
+
+def check(index_url=None, find_links=None, pre: bool = False) -> dict:
+    """``{installed, newest, update_available, checked, reason, index}``."""
+    index_url, find_links = index_options(index_url, find_links)
+    out = {"installed": __version__, "newest": None, "update_available": False, "checked": False,
+           "reason": None, "index": index_url or find_links}
+    if os.environ.get("LOOPX_NO_UPDATE_CHECK") not in (None, "", "0"):
+        out["reason"] = "update checks are off (LOOPX_NO_UPDATE_CHECK is set)"
+        return out
+    _need_index(index_url, find_links)
+    top = newest(available(index_url, find_links), pre)
+    out.update(checked=True, newest=top, update_available=bool(top and vkey(top) > vkey(__version__)))
+    if top is None:
+        out["reason"] = "the index offers no loopx release"
+    return out
+
+
+# ------------------------------------------------------------------ commands per channel
+def install_command(info: dict, version: str, index_url: str | None, find_links: str | None) -> list[str]:
+    """The command that installs loopx ``version`` through ``info``'s channel (never another)."""
+    spec = f"{NAME}=={version}"
+    ch = info["channel"]
+    idx = (["--index-url", index_url] if index_url else []) + (["--find-links", find_links] if find_links else [])
+    py = info["python"]
+    if ch in ("pip-venv", "pip-system"):
+        return [py, "-m", "pip", "install", *idx, spec]
+    if ch == "pip-user":
+        return [py, "-m", "pip", "install", "--user", *idx, spec]
+    if ch == "pip-target":
+        return [py, "-m", "pip", "install", "--upgrade", "--target", info["site_dir"], *idx, spec]
+    if ch == "uv-pip":
+        return ["uv", "pip", "install", "--python", py, *idx, spec]
+    if ch == "uv-tool":
+        return ["uv", "tool", "install", "--force", *idx, spec]
+    if ch == "pipx":
+        pip_args = f"--find-links={find_links}" if find_links else None
+        return ["pipx", "install", "--force", *(["--index-url", index_url] if index_url else []),
+                *([f"--pip-args={pip_args}"] if pip_args else []), spec]
+    raise StateError(f"loopx does not update a {ch} installation itself")
+
+
+def manual_steps(info: dict) -> tuple[list[str], list[str]]:
+    """(update commands, rollback commands) for channels a human runs by hand."""
+    ch = info["channel"]
+    if ch in ("editable", "source") and info.get("source_dir"):
+        src = info["source_dir"]
+        head = _git_head(src)
+        steps = [f"git -C {src} pull --ff-only"]
+        if ch == "editable":
+            steps.append(f"{info['python']} -m pip install -e {src}")
+        return steps, ([f"git -C {src} checkout {head}"] if head else [])
+    if ch == "vcs":
+        du = info.get("direct_url") or {}
+        commit = (du.get("vcs_info") or {}).get("commit_id", "")
+        url = du.get("url", "")
+        return ([f'{info["python"]} -m pip install --upgrade "loopx @ git+{url}"'],
+                [f'{info["python"]} -m pip install "loopx @ git+{url}@{commit}"'] if commit else [])
+    if ch == "system":
+        from loopx.ops.channel import MANAGER_HINT
+
+        return [MANAGER_HINT.get(info.get("manager") or "", "update it with your system package manager")], []
+    return ["reinstall loopx with pip, pipx or uv tool"], []
+
+
+def _git_head(src: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = False, info: dict | None = None) -> dict:
+    """``{channel, summary, manual, installed, target, up_to_date, command [argv], rollback [argv],
+    steps [str], rollback_steps [str], smoke [argv]}``."""
+    from loopx.ops.channel import detect
+
+    info = info or detect()
+    index_url, find_links = index_options(index_url, find_links)
+    out = {"channel": info["channel"], "summary": info["summary"], "manual": info["manual"],
+           "installed": __version__, "target": None, "up_to_date": False, "command": None, "rollback": None,
+           "index": index_url or find_links, "smoke": smoke_command(info)}
+    if info["manual"]:
+        out["steps"], out["rollback_steps"] = manual_steps(info)
+        out["target"] = to
+        return out
+    _need_index(index_url, find_links)
+    versions = available(index_url, find_links)
+    if to:
+        if vkey(to) is None:
+            raise UsageError(f"{to!r} is not a version", "example: --to 0.2.0")
+        if to not in versions:
+            raise UsageError(f"the index offers no loopx {to}",
+                             "available: " + (", ".join(versions[-8:]) or "none"))
+        target = to
+    else:
+        target = newest(versions, pre)
+        if target is None:
+            raise StateError("the index offers no loopx release", "check --index-url / --find-links")
+    out["target"] = target
+    out["up_to_date"] = target == __version__
+    out["command"] = install_command(info, target, index_url, find_links)
+    out["rollback"] = install_command(info, __version__, index_url, find_links)
+    out["steps"] = [_shell(out["command"])]
+    out["rollback_steps"] = [_shell(out["rollback"])]
+    return out
+
+
+def _shell(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def smoke_command(info: dict) -> list[str]:
+    """How to run the installed loopx: its console script when the channel has one, else -m."""
+    scheme = f"{os.name}_user" if info["channel"] == "pip-user" else None
+    scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+    exe = os.path.join(scripts, "loopx.exe" if os.name == "nt" else "loopx")
+    if info["channel"] in ("pip-venv", "pip-system", "pip-user", "uv-pip", "pipx", "uv-tool") and os.path.exists(exe):
+        return [exe]
+    return [info["python"], "-m", "loopx"]
+
+
+# ------------------------------------------------------------------ apply
+def _run(argv: list[str], timeout: float = 600) -> dict:
+    env = dict(os.environ, LOOPX_NO_UPDATE_CHECK="1")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    except FileNotFoundError:
+        return {"argv": argv, "exit_code": 127, "output": f"{argv[0]}: command not found"}
+    except subprocess.TimeoutExpired:
+        return {"argv": argv, "exit_code": 124, "output": f"timed out after {timeout:g}s"}
+    out = (proc.stdout + proc.stderr).strip()
+    return {"argv": argv, "exit_code": proc.returncode, "output": out[-2000:]}
+
+
+def smoke(cmd: list[str], version: str) -> dict:
+    """Run ``loopx --version`` (must print ``version``) and ``loopx doctor --format json`` (must
+    answer with its envelope, exit 0 or 1) from the new installation. Returns ``{ok, why, steps}``."""
+    ver = _run([*cmd, "--version"], SMOKE_TIMEOUT)
+    if ver["exit_code"] != 0 or f"loopx {version}" not in ver["output"]:
+        return {"ok": False, "why": f"`loopx --version` printed {ver['output'][-200:]!r} (exit {ver['exit_code']})",
+                "steps": [ver]}
+    doc = _run([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT)
+    try:
+        env = json.loads(doc["output"].splitlines()[-1]) if doc["output"] else {}
+        answered = isinstance(env, dict) and env.get("command") == "doctor"
+    except ValueError:
+        answered = False
+    if doc["exit_code"] not in (0, 1) or not answered:
+        return {"ok": False, "why": f"`loopx doctor` failed (exit {doc['exit_code']})", "steps": [ver, doc]}
+    return {"ok": True, "why": None, "steps": [ver, doc]}
+
+
+def apply(p: dict) -> dict:
+    """Run plan ``p``; smoke-check; roll back on failure. Returns ``{result, plan, install, smoke,
+    rollback, rollback_smoke}`` where result is ``up_to_date`` | ``updated`` | ``install_failed`` |
+    ``rolled_back`` | ``rollback_failed``. Raises StateError for channels updated by hand."""
+    if p["manual"]:
+        raise StateError(f"loopx does not update a {p['channel']} installation itself ({p['summary']})",
+                          "run: " + " && ".join(p.get("steps") or []))
+    out = {"result": None, "plan": p, "install": None, "smoke": None, "rollback": None, "rollback_smoke": None}
+    if p["up_to_date"]:
+        out["result"] = "up_to_date"
+        return out
+    out["install"] = _run(p["command"])
+    if out["install"]["exit_code"] == 0:
+        out["smoke"] = smoke(p["smoke"], p["target"])
+        if out["smoke"]["ok"]:
+            out["result"] = "updated"
+            return out
+    out["rollback"] = _run(p["rollback"])
+    out["rollback_smoke"] = smoke(p["smoke"], p["installed"])
+    if out["rollback"]["exit_code"] == 0 and out["rollback_smoke"]["ok"]:
+        out["result"] = "install_failed" if out["smoke"] is None else "rolled_back"
+    else:
+        out["result"] = "rollback_failed"
+    return out
