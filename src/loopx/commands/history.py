@@ -1,0 +1,91 @@
+"""``loopx history``: the event log, filtered, and the rounds of the governed loop.
+
+Text shows the rounds table (when there are any and no ``--type`` filter) followed by the events.
+``--format json`` carries both lists; ``--format jsonl`` prints one event record per line and
+ends with the envelope line (``data.count``), or one round per line with ``--rounds``.
+"""
+
+from __future__ import annotations
+
+from loopx.commands import add, goal_opt
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, handler=history, render=render, command="history",
+            example="loopx history --goal-id g1 --since 24h --type run.",
+            description="The event log, filtered, and the loop's rounds (decision, agent, todo, result, "
+                        "verified, evidence, slots spent, duration).")
+    goal_opt(p)
+    p.add_argument("--since", metavar="DUR|TIME", help="only records after this (e.g. 24h or an ISO time)")
+    p.add_argument("--type", dest="type_prefix", metavar="PREFIX", help="only event types starting with PREFIX (e.g. gate.)")
+    p.add_argument("--limit", default=50, metavar="N", help="newest N records (default 50, 0 = all)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--rounds", action="store_true", help="only the rounds view")
+    view.add_argument("--events", action="store_true", help="only the events")
+
+
+def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=False, events=False):
+    from loopx.kernel import clock, queries, validate
+    from loopx.kernel import history as hist
+
+    n = validate.count(limit, "--limit", low=0, high=10_000_000)
+    store = ctx.store()
+    state = store.load()
+    gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
+    start = clock.since_arg(since, clock.now()) if since else None
+    want_rounds = rounds or (not events and not type_prefix)
+    want_events = events or not rounds
+    out = {"goal_id": gid, "since": clock.iso(start) if start else None}
+    out["rounds"] = hist.rounds(store, state, goal_id=gid, since=start, limit=n) if want_rounds else []
+    out["events"] = hist.events(store, goal_id=gid, since=start, type_prefix=type_prefix, limit=n) \
+        if want_events else []
+    if ctx.fmt == "jsonl":
+        from loopx.output import print_json
+
+        rows = out["rounds"] if rounds else out["events"]
+        for row in rows:
+            print_json(row)
+        return {"count": len(rows), "view": "rounds" if rounds else "events"}
+    out["count"] = len(out["events"])
+    return out
+
+
+def _round_row(r: dict) -> list[str]:
+    from loopx.kernel.clock import format_duration
+    from loopx.output import safe
+
+    if r["kind"] == "decision":
+        return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
+                "", "", "", ""]
+    agent = (r["agent"] or "").removeprefix("agent:")
+    return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
+            safe(r["result"] or "open"), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
+            format_duration(r["duration"]) if r["duration"] is not None else "-"]
+
+
+def _event_line(e: dict) -> str:
+    from loopx.output import safe
+
+    d = e.get("data") or {}
+    bits = []
+    for k in ("todo_id", "run_id", "gate_id", "evidence_id", "title", "question", "result", "decision",
+              "reason", "summary", "kind", "holder"):
+        if d.get(k) is not None:
+            bits.append(f"{k}={d[k]}")
+    return f"{e['ts'][:19]}  {e['type']:<18} {safe(e.get('goal') or '-'):<14} {safe(e.get('actor') or ''):<18} " \
+           + safe(" ".join(str(b) for b in bits), limit=100)
+
+
+def render(d: dict) -> str:
+    from loopx.output import table
+
+    if "view" in d:
+        return f"{d['count']} {d['view']}"
+    parts = []
+    if d["rounds"]:
+        rows = [_round_row(r) for r in d["rounds"]]
+        parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", "TODO", "RESULT", "VERIFIED", "EVID",
+                                               "SLOTS", "DURATION"]))
+    if d["events"]:
+        parts.append("EVENTS\n" + "\n".join(_event_line(e) for e in d["events"]))
+    return "\n\n".join(parts) if parts else "no history matches"
