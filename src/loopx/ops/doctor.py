@@ -208,12 +208,13 @@ def apply_fixes(report: dict, actor: str) -> list[dict]:
         fn = fixes.FIXES[name]
         if name in report["fixable"] and fn not in ran:
             ran.add(fn)
+            label = "+".join(n for n in fixes.ORDER if fixes.FIXES[n] is fn and n in report["fixable"])
             try:
                 detail = fn(t, actor)
-                done.append({"fix": name, "done": True, "detail": detail})
+                done.append({"fix": label, "done": True, "detail": detail})
             except Exception as exc:  # a fix that cannot run is reported, never a traceback
                 msg = getattr(exc, "message", None) or str(exc)
-                done.append({"fix": name, "done": False, "detail": f"not applied: {msg}"})
+                done.append({"fix": label, "done": False, "detail": f"not applied: {msg}"})
     return done
 
 

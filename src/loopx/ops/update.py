@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import sysconfig
 
 from loopx import __version__

@@ -1,0 +1,296 @@
+"""loopx doctor: a healthy project exits 0; each seeded problem is reported with its fix and exits 1;
+``--fix`` repairs the safe ones (a second run exits 0) and never touches what is not safe to fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx
+from loopx.kernel.store import Store
+
+
+@pytest.fixture(autouse=True)
+def healthy_env(tmp_path, monkeypatch):
+    """A private HOME and this installation's ``loopx`` first on PATH (so the path check is ok)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("USERPROFILE", str(home))
+    path = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
+    found = shutil.which("loopx", path=path)
+    if os.name != "nt" and (found is None or not _same_python(found)):
+        shim = tmp_path / "bin"
+        shim.mkdir()
+        (shim / "loopx").write_text(f"#!{sys.executable}\nfrom loopx.cli import entry\nentry()\n")
+        (shim / "loopx").chmod(0o755)
+        path = os.pathsep.join([str(shim), path])
+    monkeypatch.setenv("PATH", path)
+    return home
+
+
+def _same_python(script: str) -> bool:
+    from loopx.ops.pathcheck import _same_file, _script_python
+
+    py = _script_python(script)
+    return bool(py) and os.path.isabs(py) and _same_file(py, sys.executable)
+
+
+def doctor(cli, *args):
+    r = cli("doctor", *args, json=True)
+    checks = {c["id"]: c for c in r.data["checks"]}
+    return r, checks
+
+
+def problems(checks: dict) -> dict:
+    return {k: c for k, c in checks.items() if c["status"] in ("warning", "error")}
+
+
+def events_file(project: Path) -> Path:
+    return project / ".loopx" / "events.jsonl"
+
+
+# ------------------------------------------------------------------ seeded problems
+def seed_torn(project: Path) -> None:
+    with open(events_file(project), "ab") as fh:
+        fh.write(b'{"v":1,"seq":99,"id":"half')
+
+
+def seed_garbage(project: Path) -> None:
+    lines = events_file(project).read_bytes().split(b"\n")
+    lines.insert(1, b"not json at all")
+    events_file(project).write_bytes(b"\n".join(lines))
+
+
+def seed_ignore(project: Path) -> None:
+    (project / ".loopx" / ".gitignore").write_text("# mine\nlock\n")
+
+
+def seed_stale_skill(project: Path) -> None:
+    from loopx.hosts import files
+
+    assert run_loopx(["workflow-skills", "--install", "--host", "claude-code", "--scope", "project"],
+                     cwd=project, env=_env()).code == 0
+    skill = next((project / ".claude" / "skills").rglob("SKILL.md"))
+    old = "---\nname: loopx\ndescription: an older loopx wrote this\n---\nold text\n"
+    skill.write_text(old, encoding="utf-8")
+    manifest = files.load_manifest()
+    manifest["files"][str(skill)]["sha256"] = files.sha(old)  # what an older loopx recorded
+    files.save_manifest(manifest)
+
+
+def seed_newer_format(project: Path) -> None:
+    (project / ".loopx" / "format.json").write_text('{"format": 99, "project_id": "p-x"}\n')
+
+
+def _env() -> dict:
+    return {k: os.environ[k] for k in ("HOME", "PATH", "LOOPX_HOME") if k in os.environ}
+
+
+SEEDS = {
+    "torn tail": (seed_torn, "store.tail", "error", True),
+    "garbage line": (seed_garbage, "store.lines", "error", True),
+    "missing ignore rule": (seed_ignore, "gitignore", "warning", True),
+    "stale skill": (seed_stale_skill, "hosts.project", "warning", True),
+    "newer format": (seed_newer_format, "store.format", "error", False),
+}
+
+
+def test_healthy_project_exits_0(goal, cli):
+    r, checks = doctor(cli)
+    assert r.code == 0, problems(checks)
+    assert r.json["exit_code"] == 0
+    for cid in ("python", "path", "install", "store.format", "store.lines", "store.tail", "gitignore", "clock"):
+        assert checks[cid]["status"] == "ok", checks[cid]
+    for c in checks.values():
+        assert set(c) >= {"id", "status", "finding", "fix"}
+        assert c["status"] in ("ok", "warning", "error", "skipped")
+
+
+@pytest.mark.parametrize("name", list(SEEDS))
+def test_seeded_problem_reported_and_fixed(name, goal, cli, project):
+    seed, cid, status, safe = SEEDS[name]
+    seed(project)
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks[cid]["status"] == status, checks[cid]
+    assert checks[cid]["fix"], "every problem names its fix"
+    text = cli("doctor")
+    assert text.code == 1 and "fix:" in text.out and cid in text.out
+
+    fixed, checks = doctor(cli, "--fix")
+    if safe:
+        assert fixed.code == 0, (fixed.data["fixed"], problems(checks))
+        assert all(f["done"] for f in fixed.data["fixed"])
+        again, checks = doctor(cli)
+        assert again.code == 0, problems(checks)
+    else:
+        assert fixed.code == 1 and checks[cid]["status"] == status
+        assert json.loads((project / ".loopx" / "format.json").read_text())["format"] == 99
+
+
+def test_fix_keeps_quarantined_bytes_and_records_the_repair(goal, cli, project):
+    seed_garbage(project)
+    seed_torn(project)
+    before = cli("todo", "list", json=True).data
+    r = cli("doctor", "--fix")
+    assert r.code == 0, r.out
+    assert "fixed:" in r.out and "quarantine" in r.out
+    q = project / ".loopx" / "quarantine"
+    kept = b"".join(p.read_bytes() for p in q.iterdir())
+    assert b"not json at all" in kept and b'"id":"half' in kept
+    assert cli("todo", "list", json=True).data == before  # nothing good was lost
+    types = [rec["type"] for rec in Store.open(str(project)).iter_records()]
+    assert types.count("store.repaired") == 2
+
+
+def test_damaged_line_quarantined_without_leaving_a_seq_gap_warning(goal, cli, project):
+    path = events_file(project)
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"seq":3', b'"seq":3 ', 1)  # crc no longer matches
+    path.write_bytes(b"\n".join(lines))
+    r, checks = doctor(cli)
+    assert checks["store.lines"]["status"] == "error"
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 0, problems(checks)
+    assert checks["store.seq"]["status"] == "ok"
+
+
+def test_conflict_markers_are_reported_and_never_rewritten(goal, cli, project):
+    path = events_file(project)
+    path.write_bytes(path.read_bytes() + b"<<<<<<< HEAD\n=======\n>>>>>>> theirs\n")
+    raw = path.read_bytes()
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    assert checks["store.lines"]["status"] == "error" and "conflict" in checks["store.lines"]["finding"]
+    assert "--ours" in checks["store.lines"]["fix"]
+    assert path.read_bytes() == raw
+
+
+def test_corrupt_format_json_does_not_break_doctor(goal, cli, project):
+    (project / ".loopx" / "format.json").write_text("{oops")
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    assert checks["store.format"]["status"] == "error"
+    assert "git checkout" in checks["store.format"]["fix"]
+    assert checks["store.lines"]["status"] == "ok"  # the events are still scanned
+
+
+def test_merged_logs_duplicate_ids_are_an_error(goal, cli, project):
+    path = events_file(project)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines + lines[-2:]))
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["store.merge"]["status"] == "error"
+    assert "duplicate id" in checks["store.merge"]["finding"]
+
+
+def test_unknown_event_type_is_a_warning(goal, cli, project):
+    from loopx.kernel.store import Draft
+
+    Store.open(str(project)).transact(lambda s, now: [Draft("widget.frobbed", None, {})], actor="human:t")
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["store.types"]["status"] == "warning" and "widget.frobbed" in checks["store.types"]["finding"]
+
+
+def test_snapshot_that_disagrees_with_the_log_is_rebuilt(goal, cli, project):
+    store = Store.open(str(project))
+    state = store.load(save_snapshot=False)
+    state["goals"]["g1"]["objective"] = "tampered"
+    store._save_snapshot(state)
+    r, checks = doctor(cli)
+    assert r.code == 1 and checks["store.snapshot"]["status"] == "error"
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 0, problems(checks)
+    assert Store.open(str(project)).load()["goals"]["g1"]["objective"] == "Make the tests pass"
+
+
+def test_outside_a_project_checks_the_installation_only(tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r, checks = doctor(cli)
+    assert r.code == 0, problems(checks)
+    assert r.data["project"] is None
+    assert not [c for c in checks if c.startswith("store.") or c == "gitignore"]
+    assert "installation checks only" in cli("doctor").out
+
+
+def test_project_option_not_connected(tmp_path, cli):
+    r, checks = doctor(cli, "--project", str(tmp_path))
+    assert r.code == 1
+    assert checks["project"]["status"] == "warning" and "loopx connect" in checks["project"]["fix"]
+
+
+def test_clock_checks(goal, cli, project, monkeypatch):
+    monkeypatch.setenv("LOOPX_NOW", "2030-01-01T00:00:00Z")
+    r, checks = doctor(cli)
+    assert checks["clock"]["status"] == "warning" and "LOOPX_NOW" in checks["clock"]["finding"]
+    cli("todo", "add", "from the future")
+    monkeypatch.delenv("LOOPX_NOW")
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["clock"]["status"] == "warning" and "behind" in checks["clock"]["finding"]
+
+
+def test_loopx_on_path_with_another_version_is_a_warning(tmp_path, cli, monkeypatch):
+    if os.name == "nt":
+        pytest.skip("POSIX shell script stand-in")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "loopx").write_text("#!/bin/sh\necho 'loopx 0.0.1'\n")
+    (other / "loopx").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(other), os.environ["PATH"]]))
+    monkeypatch.chdir(tmp_path)
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["path"]["status"] == "warning" and "0.0.1" in checks["path"]["finding"]
+
+
+def test_network_and_synced_folders_are_warned_about():
+    from loopx.ops.pathcheck import location
+
+    mounts = "server:/export /mnt/nfs nfs4 rw 0 0\n/dev/sda1 / ext4 rw 0 0\n"
+    assert location("/mnt/nfs/proj/.loopx", mounts)["status"] == "warning"
+    assert "nfs4" in location("/mnt/nfs/proj/.loopx", mounts)["finding"]
+    assert location("/home/u/proj/.loopx", mounts)["status"] == "ok"
+    assert location("/home/u/Dropbox/proj/.loopx", mounts)["status"] == "warning"
+    assert location("/Users/u/Library/CloudStorage/OneDrive-Acme/p/.loopx", "")["status"] == "warning"
+    smb = "//nas/share /mnt/share cifs rw 0 0\n"
+    assert location("/mnt/share/p/.loopx", smb)["status"] == "warning"
+
+
+def test_missing_host_installer_is_skipped_not_ok(goal, cli, monkeypatch):
+    from loopx.ops import hostcheck
+
+    monkeypatch.setattr(hostcheck, "_installer", lambda: None)
+    r, checks = doctor(cli)
+    assert checks["hosts"]["status"] == "skipped"
+    assert r.code == 0
+
+
+def test_modified_skill_is_reported_and_kept(goal, cli, project):
+    assert run_loopx(["workflow-skills", "--install", "--host", "claude-code", "--scope", "project"],
+                     cwd=project, env=_env()).code == 0
+    skill = next((project / ".claude" / "skills").rglob("SKILL.md"))
+    skill.write_text("my own notes\n", encoding="utf-8")
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    assert checks["hosts.project"]["status"] == "warning" and "modified" in checks["hosts.project"]["finding"]
+    assert skill.read_text(encoding="utf-8") == "my own notes\n"
+
+
+def test_real_process_cycle(goal, project):
+    seed_torn(project)
+    env = _env()
+    assert run_loopx(["doctor"], cwd=project, env=env).code == 1
+    fixed = run_loopx(["doctor", "--fix"], cwd=project, env=env)
+    assert fixed.code == 0, fixed.out + fixed.err
+    assert "fixed: repair_torn_tail" in fixed.out
+    assert run_loopx(["doctor"], cwd=project, env=env).code == 0
