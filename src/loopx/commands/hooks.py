@@ -1,0 +1,172 @@
+"""``loopx hooks --install|--check|--remove|--rules`` (opt-in host hooks) and the entry points
+``loopx hook stop|pre-tool|session-start --host H`` that the hosts call.
+
+The entry points print exactly the host's documented response (or nothing) and exit 0; with
+``--format json`` they print the usual envelope instead, with the response and the reasoning in
+``data`` (for debugging a hook by hand: ``echo '{...}' | loopx hook pre-tool --host claude-code --json``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loopx.output import Reply, safe, table
+
+
+def register(sub, name, help_text):
+    from loopx.commands import add
+
+    if name == "hook":
+        p = add(sub, name, help_text, handler=hook_entry, render=lambda d: "",
+                example="echo '{\"stop_hook_active\": false}' | loopx hook stop --host claude-code")
+        p.add_argument("event", metavar="EVENT", help="stop, pre-tool or session-start")
+        p.add_argument("--host", default="claude-code", help="claude-code, codex or cursor (default claude-code)")
+        p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="only this goal (default: all active)")
+        p.add_argument("--max-continuations", dest="cap", metavar="N",
+                       help="stop hook: consecutive continuations allowed (default $LOOPX_STOP_HOOK_CAP or 8; 0 never continues)")
+        return
+    p = add(sub, name, help_text, handler=hooks_cmd, render=render_hooks,
+            example="loopx hooks --install --host claude-code")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--install", dest="mode", action="store_const", const="install", help="add loopx's hooks to the host's config")
+    mode.add_argument("--check", dest="mode", action="store_const", const="check", help="report missing, stale or current (default)")
+    mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove loopx's hooks, keep everything else")
+    mode.add_argument("--rules", dest="mode", action="store_const", const="rules",
+                      help="show or change the goal's command -> gate-kind rules for the pre-tool guard")
+    p.add_argument("--host", default="all", help="claude-code, codex, cursor or all (default all)")
+    p.add_argument("--scope", default="project", help="project (default) or user")
+    p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
+    p.add_argument("--max-continuations", dest="cap", metavar="N", help="continuation cap written into the stop hook (default 8)")
+    from loopx.commands import goal_opt
+
+    goal_opt(p)
+    p.add_argument("--add-rule", action="append", metavar="KIND=PATTERN",
+                   help="--rules: map commands matching PATTERN (fnmatch) to KIND; KIND none exempts (repeatable)")
+    p.add_argument("--add-path-rule", action="append", metavar="KIND=GLOB",
+                   help="--rules: edits to paths matching GLOB need a KIND gate (repeatable)")
+    p.add_argument("--protect-branch", action="append", metavar="NAME", help="--rules: protected branches (replaces main, master)")
+    p.add_argument("--no-defaults", action="store_true", help="--rules: use only this goal's rules")
+    p.add_argument("--reset-rules", action="store_true", help="--rules: back to the defaults")
+    p.add_argument("--try", dest="try_command", metavar="COMMAND", help="--rules: show what the guard would do with COMMAND")
+
+
+def parse_cap(value) -> int:
+    """The continuation cap: ``value``, else ``$LOOPX_STOP_HOOK_CAP``, else 8 (bad values -> 8)."""
+    from loopx.hosts.entry import DEFAULT_CAP
+
+    raw = value if value is not None else os.environ.get("LOOPX_STOP_HOOK_CAP")
+    try:
+        return max(0, int(raw)) if raw is not None else DEFAULT_CAP
+    except (TypeError, ValueError):
+        return DEFAULT_CAP
+
+
+def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
+    """Run one hook. Always exit 0; the answer is the printed JSON (or nothing)."""
+    from loopx.hosts import entry
+
+    try:
+        payload = entry.read_payload(sys.stdin)
+    except (ValueError, OSError) as exc:
+        payload, bad = {}, str(exc)
+    else:
+        bad = None
+    if host not in ("claude-code", "codex", "cursor") or event not in ("stop", "pre-tool", "session-start"):
+        response, info = None, {"reason": "unknown_host_or_event", "host": host, "event": event}
+    elif bad is not None and event != "stop":
+        response, info = ({} if host == "cursor" else None), {"reason": "bad_payload", "error": bad}
+    elif event == "stop":
+        response, info = entry.stop(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id,
+                                    cap=parse_cap(cap))
+    elif event == "pre-tool":
+        response, info = entry.pre_tool(payload, host, project=ctx.project, goal_id=goal_id)
+    else:
+        response, info = entry.session_start(payload, host, project=ctx.project, goal_id=goal_id)
+    if ctx.json:
+        return Reply({"event": event, "host": host, "response": response, "info": info})
+    if response is not None:
+        import json
+
+        sys.stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
+        sys.stdout.flush()
+    return Reply({})
+
+
+def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=None, goal_id=None,
+              add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
+              try_command=None) -> Reply:
+    from loopx import hosts
+    from loopx.commands.skills import scope_root
+    from loopx.hosts import hookconf
+
+    mode = mode or "check"
+    if mode == "rules":
+        return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
+    chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    root = scope_root(ctx, scope)
+    prefix = hookconf.command_prefix()
+    rows = []
+    for h in chosen:
+        path = hookconf.config_path(h, scope, root)
+        want = hookconf.wanted(h, prefix, parse_cap(cap))
+        if mode == "check":
+            rows.append({"host": h, "path": path, "status": hookconf.status(h, path, want), "events": sorted(want),
+                         "action": None})
+        else:
+            rows.append(hookconf.apply(h, path, want if mode == "install" else None, dry_run=dry_run))
+    data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
+            "all_current": all(r["status"] == "current" for r in rows)}
+    warnings = []
+    if mode == "install" and not dry_run and "codex" in chosen:
+        warnings.append("codex runs new or changed hooks only after you review and trust them in /hooks")
+    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0, warnings)
+
+
+def render_hooks(d: dict) -> str:
+    if d["mode"] == "rules":
+        return render_rules(d)
+    rows = [[r["host"], r["status"], r["action"] or "", safe(r["path"])] for r in d["hooks"]]
+    head = f"hooks {d['mode']}" + (" (dry run: nothing changed)" if d["dry_run"] else "") + f", {d['scope']} scope"
+    return head + "\n" + table(rows, ["HOST", "STATUS", "ACTION", "CONFIG"])
+
+
+def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:
+    from loopx.kernel import guard, queries
+
+    store = ctx.store()
+    rules = [guard.parse_rule(r, "command") for r in add_rule or []] + \
+        [guard.parse_rule(r, "path") for r in add_path_rule or []]
+    changed = bool(rules or protect_branch or no_defaults or reset_rules)
+    if changed:
+        guard.set_config(store, ctx.actor, goal_id, rules=rules, branches=protect_branch,
+                         defaults=False if no_defaults else None, reset=reset_rules)
+    state = store.load()
+    goal = queries.resolve_goal(state, goal_id)
+    out = {"mode": "rules", "goal_id": goal["id"], "changed": changed, "guard": guard.config(goal),
+           "protect": goal["scope"].get("protect") or [], "try": None}
+    if try_command:
+        out["try"] = {"command": try_command,
+                      "matches": guard.command_kinds(try_command, out["guard"], cwd=store.project_dir),
+                      "verdict": guard.evaluate(state, commands=[try_command], project_dir=store.project_dir,
+                                                goal_id=goal["id"])}
+    return out
+
+
+def render_rules(d: dict) -> str:
+    g = d["guard"]
+    lines = [f"pre-tool guard for goal {d['goal_id']}" + (" (updated)" if d["changed"] else ""),
+             f"  protected actions: {', '.join(d['protect']) or '(none: the guard only checks scope)'}",
+             f"  protected branches: {', '.join(g['branches'])}",
+             f"  default mapping: {'on' if g['defaults'] else 'off'} (see docs/hosts.md)"]
+    for r in g["rules"]:
+        what = f"command {r['command']}" if r.get("command") else f"path {r.get('path')}"
+        lines.append(f"  rule: {safe(what)} -> {r['kind']}")
+    t = d.get("try")
+    if t:
+        kinds = ", ".join(f"{m['kind']} ({safe(m['command'])})" for m in t["matches"]) or "no gate kind"
+        verdict = "allowed" if t["verdict"]["allow"] else "denied"
+        lines.append(f"try: {safe(t['command'])} -> {kinds}; {verdict}")
+        if not t["verdict"]["allow"]:
+            lines.append(f"  reason: {safe(t['verdict']['reason'])}")
+    return "\n".join(lines)
