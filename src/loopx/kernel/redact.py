@@ -33,6 +33,8 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("auth-header", re.compile(r"(?im)^(\s*(?:proxy-)?authorization\s*:\s*)[^\r\n]+")),
     ("auth-header", re.compile(r"(?i)(\bauthorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+")),
     ("cookie-header", re.compile(r"(?im)^(\s*(?:set-)?cookie\s*:\s*)[^\r\n]+")),
+    # mid-line, as in `curl -H 'Cookie: sid=...'`: a name=value pair up to the closing quote or line end
+    ("cookie-header", re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)[^\s'\"=]+=[^\r\n'\"]+")),
     ("url-password", re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/\s@]+:)([^@\s/]+)(@)", re.I)),
 ]
 
