@@ -1,0 +1,99 @@
+"""``loopx dashboard``: start (or reuse) the local browser dashboard, report on it or stop it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loopx.commands import add
+from loopx.output import Reply, safe
+
+UNSAFE_WARNING = ("listening on {host}: anyone who can reach this address and obtain the launch link can "
+                  "decide gates; use only on a network you trust")
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, handler=dashboard, render=render, example="loopx dashboard --no-open",
+            description="Start (or reuse) the dashboard server on 127.0.0.1 in the background and open the "
+                        "browser with a one-off launch link. See docs/dashboard.md.")
+    p.add_argument("--port", metavar="N", help="port (default: $LOOPX_DASHBOARD_PORT or a stable port per user; "
+                                                "0 = any free port)")
+    p.add_argument("--no-open", action="store_true", help="do not open a browser; print the launch link")
+    p.add_argument("--foreground", action="store_true", help="serve in this terminal until Ctrl-C")
+    p.add_argument("--status", action="store_true", help="whether the server runs, where, which version and pid")
+    p.add_argument("--stop", action="store_true", help="stop the background server")
+    p.add_argument("--unsafe-host", metavar="ADDR",
+                   help="UNSAFE: listen on ADDR instead of 127.0.0.1 (reachable by other machines)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port-fallback", action="store_true", help=argparse.SUPPRESS)
+
+
+def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, stop=False, unsafe_host=None,
+              child=False, port_fallback=False):
+    from loopx.dashboard import service
+    from loopx.errors import UsageError
+
+    if sum(map(bool, (status, stop, foreground))) > 1:
+        raise UsageError("--status, --stop and --foreground exclude each other", "pass one of them")
+    if status:
+        d = service.status()
+        return Reply(dict(d, mode="status"), exit_code=0 if d["running"] else 1)
+    if stop:
+        return dict(service.stop(), mode="stop")
+    port_n = service.check_port(port) if port is not None else None
+    warnings = []
+    if unsafe_host is not None:
+        unsafe_host = unsafe_host.strip()
+        if not unsafe_host or any(c.isspace() or c in "/?#@" for c in unsafe_host):
+            raise UsageError(f"--unsafe-host {unsafe_host!r} is not an address", "use e.g. --unsafe-host 0.0.0.0")
+        if unsafe_host in ("127.0.0.1", "localhost"):
+            unsafe_host = None
+        else:
+            warnings.append(UNSAFE_WARNING.format(host=unsafe_host))
+            sys.stderr.write(f"loopx: warning: {safe(warnings[-1])}\n")
+    if foreground:
+        def announce(server):
+            if not child:
+                sys.stdout.write(f"loopx dashboard {server.base_url}/ (Ctrl-C stops it)\n"
+                                 f"open: {server.launch_url}\n")
+                sys.stdout.flush()
+
+        fallback = port_fallback or port_n is None
+        d = service.serve(service.default_port() if port_n is None else port_n, fallback=fallback,
+                          unsafe_host=unsafe_host, announce=announce, open_browser=not no_open and not child,
+                          child=child)
+        return Reply(dict(d, mode="foreground"), warnings=warnings)
+    d = service.ensure(port_n, unsafe_host=unsafe_host)
+    d["mode"] = "background"
+    d["opened"] = False
+    if not no_open:
+        import webbrowser
+
+        try:
+            d["opened"] = bool(webbrowser.open(d["launch_url"]))
+        except Exception:  # a missing or broken browser is not an error: the link is printed
+            d["opened"] = False
+    return Reply(d, warnings=warnings + d.pop("warnings", []))
+
+
+def render(d: dict) -> str:
+    mode = d.get("mode")
+    if mode == "status":
+        if d["running"]:
+            return (f"dashboard running at {d['url']}  (loopx {d['version']}, pid {d['pid']}, since {d.get('started')})\n"
+                    f"log: {safe(d['log'])}")
+        extra = f" (removed on next start: stale {safe(d['state_file'])})" if d.get("stale") else ""
+        return f"dashboard not running{extra}\nstart it: loopx dashboard"
+    if mode == "stop":
+        if d["was_running"]:
+            return f"stopped the dashboard (pid {d['pid']}, port {d['port']})"
+        return "dashboard was not running" + (" (removed a stale state file)" if d.get("stale_file_removed") else "")
+    if mode == "foreground":
+        return "dashboard stopped"
+    verb = {"reused": "already running", "started": "started", "upgraded": "upgraded and restarted",
+            "restarted": "restarted (cleaned up a stale server)"}.get(d.get("action"), d.get("action"))
+    lines = [f"dashboard {verb} at {d['url']}  (loopx {d['version']}, pid {d['pid']})"]
+    lines.append(("opened in your browser; link: " if d.get("opened") else "open this link in your browser: ")
+                 + d["launch_url"])
+    lines.append("stop it: loopx dashboard --stop")
+    return "\n".join(lines)

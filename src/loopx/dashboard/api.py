@@ -1,0 +1,337 @@
+"""The JSON behind the dashboard pages, built from the same kernel queries as ``loopx status``.
+
+Every function returns a plain JSON-able dict. Projects come from the user registry
+(``loopx.kernel.registry.load()``) and are named in URLs by an opaque ``key`` (a hash of the path)
+so a browser never sends a file path. Folded states are cached per project and reused while the
+store's files are unchanged (size and mtime), so polling costs a few ``stat`` calls.
+
+Errors: ``ApiError(status, code, message, hint)`` for bad input; a project whose store cannot be
+read shows up with an ``error`` field instead of failing the whole overview.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from datetime import timedelta
+
+from loopx import __version__
+from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
+
+GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")
+KEY_RE = re.compile(r"^[0-9a-f]{16}$")
+RUNS_SHOWN = 30
+DONE_SHOWN = 30
+CHART_BINS = 24
+GROUPS = ("needs_you", "running", "ready", "waiting", "stopped")
+
+
+class ApiError(Exception):
+    """A request the API refuses: HTTP ``status``, stable ``code``, one-line ``message`` and ``hint``."""
+
+    def __init__(self, status: int, code: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.hint = status, code, message, hint
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+def project_key(path: str) -> str:
+    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _sig(root: str) -> tuple:
+    out = []
+    for name in ("events.jsonl", "evidence.jsonl", "format.json"):
+        try:
+            st = os.stat(os.path.join(root, name))
+            out.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+class Api:
+    """Read and decide through the kernel. Thread-safe; cached states are never mutated."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple, dict]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ projects and states
+    def projects(self) -> list[dict]:
+        """``[{key, path, name}]`` for every registered project, sorted by name."""
+        from loopx.kernel import registry
+
+        rows = [{"key": project_key(p), "path": p, "name": os.path.basename(p.rstrip("/\\")) or p}
+                for p in registry.load()]
+        return sorted(rows, key=lambda r: (r["name"].lower(), r["path"]))
+
+    def project(self, key) -> dict:
+        if not isinstance(key, str) or not KEY_RE.match(key):
+            raise ApiError(400, "bad_project", "the project key is malformed", "open the project from the overview")
+        for p in self.projects():
+            if p["key"] == key:
+                return p
+        raise ApiError(404, "no_project", "no such project is registered", "run `loopx connect` in the project")
+
+    def state(self, path: str) -> dict:
+        """The folded state of the project at ``path`` (cached while its files are unchanged)."""
+        from loopx.kernel.store import DIRNAME, Store
+
+        root = os.path.join(path, DIRNAME)
+        if not os.path.isdir(root):
+            raise StateError(f"{path} is no longer connected (no .loopx/)", "run `loopx connect` there again")
+        sig = _sig(root)
+        with self._lock:
+            hit = self._cache.get(root)
+        if hit and hit[0] == sig:
+            return hit[1]
+        state = Store(root).load()
+        with self._lock:
+            self._cache[root] = (sig, state)
+        return state
+
+    # ------------------------------------------------------------------ overview
+    def status(self, now_iso: str) -> dict:
+        """All projects with their goals grouped as needs_you, running, ready, waiting, stopped."""
+        from loopx.kernel.status import summary
+
+        projects = []
+        counts = dict.fromkeys(GROUPS, 0)
+        for p in self.projects():
+            row = {"key": p["key"], "name": p["name"], "path": p["path"], "goals": [], "error": None,
+                   "problems": [], "read_only": None}
+            try:
+                state = self.state(p["path"])
+                data = summary(state, now_iso)
+            except LoopxError as exc:
+                row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
+                projects.append(row)
+                continue
+            row["problems"] = data["store"]["problems"]
+            row["read_only"] = data["store"]["read_only"]
+            for g in data["goals"]:
+                group, reason, next_check = classify(state, g, now_iso)
+                counts[group] += 1
+                row["goals"].append(dict(g, group=group, reason=reason, next_check_at=next_check))
+            row["agents"] = len(data["agents"])
+            projects.append(row)
+        return {"generated_at": now_iso, "version": __version__, "projects": projects, "counts": counts}
+
+    # ------------------------------------------------------------------ goal page
+    def goal(self, key, goal_id, now_iso: str) -> dict:
+        """One goal: summary, todo board, gates, runs timeline, budget chart, recent evidence."""
+        from loopx.kernel import queries
+        from loopx.kernel.status import summary
+
+        p = self.project(key)
+        if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
+            raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
+        state = self.state(p["path"])
+        goal = state["goals"].get(goal_id)
+        if goal is None:
+            raise ApiError(404, "no_goal", f"no goal {goal_id} in {p['name']}", "open the goal from the overview")
+        row = summary(state, now_iso, goal_id)["goals"][0]
+        group, reason, next_check = classify(state, row, now_iso)
+        board = {}
+        for st, todos in queries.by_status(state, goal_id, now_iso).items():
+            shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
+            board[st] = {"count": len(todos), "items": [_todo(t) for t in shown]}
+        gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
+                       key=lambda g: (g["status"] != "pending", g["created"]))
+        return {
+            "generated_at": now_iso, "project": {k: p[k] for k in ("key", "name", "path")},
+            "goal": {k: goal.get(k) for k in ("id", "objective", "done_when", "status", "priority", "verify",
+                                             "scope", "quota", "created", "updated", "status_note")},
+            "summary": dict(row, group=group, reason=reason, next_check_at=next_check),
+            "board": board, "gates": [_gate(g) for g in gates[:50]],
+            "runs": runs_timeline(state, goal_id), "chart": budget_chart(state, goal, now_iso),
+            "evidence": [_evidence(e) for e in reversed(queries.recent_evidence(state, goal_id, 20))],
+        }
+
+    def review(self, key, goal_id) -> dict:
+        """The review packet as Markdown text (``available: False`` when this loopx has none)."""
+        p = self.project(key)
+        if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
+            raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
+        try:
+            from loopx.kernel import review
+            from loopx.kernel.store import DIRNAME, Store
+
+            d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
+            return {"available": True, "markdown": review.render_markdown(d)}
+        except (ImportError, AttributeError):
+            return {"available": False, "markdown": "", "message": "this loopx has no review packet yet"}
+
+    # ------------------------------------------------------------------ agents
+    def agents(self, now_iso: str) -> dict:
+        """Registered agents per project with last seen and held todos, and the handoff log."""
+        rows = []
+        for p in self.projects():
+            try:
+                state = self.state(p["path"])
+            except LoopxError as exc:
+                rows.append({"key": p["key"], "name": p["name"], "error": exc.message, "agents": [], "handoffs": []})
+                continue
+            held: dict[str, list[dict]] = {}
+            for t in state["todos"].values():
+                c = t.get("claim")
+                if c and t["status"] == "claimed" and c["holder"].startswith("agent:"):
+                    held.setdefault(c["holder"][6:], []).append(
+                        {"id": t["id"], "title": t["title"], "goal": t["goal"], "lease_until": c["lease_until"],
+                         "live": c["lease_until"] > now_iso})
+            agents = [dict(a, holds=held.get(a["name"], [])) for a in
+                      sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
+            rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
+                         "handoffs": list(reversed(state["handoffs"][-50:]))})
+        return {"generated_at": now_iso, "projects": rows}
+
+    # ------------------------------------------------------------------ deciding a gate
+    def decide(self, body: dict, *, user_agent: str | None) -> dict:
+        """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
+        decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
+        from loopx.context import human_name
+        from loopx.kernel import gates
+        from loopx.kernel.store import DIRNAME, Store
+
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_body", "the request body must be a JSON object")
+        p = self.project(body.get("project"))
+        gate_id, decision, code, note = (body.get(k) for k in ("gate", "decision", "code", "note"))
+        if not isinstance(gate_id, str) or not GATE_RE.match(gate_id):
+            raise ApiError(400, "bad_gate", "the gate id is malformed", "use the full gate id")
+        if decision not in ("approve", "reject"):
+            raise ApiError(400, "bad_decision", "decision must be approve or reject")
+        if not isinstance(code, str) or not code.strip() or len(code) > 64:
+            raise ApiError(400, "code_required", "type the gate's short code to confirm")
+        if note is not None and (not isinstance(note, str) or len(note) > 2000):
+            raise ApiError(400, "bad_note", "the note must be text of at most 2000 characters")
+        store = Store(os.path.join(p["path"], DIRNAME))
+        if gate_id not in store.load()["gates"]:
+            raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
+        try:
+            return gates.decide(store, f"human:{human_name()}", gate_id, approve=decision == "approve",
+                                note=note or None, channel="dashboard", user_agent=user_agent, code=code)
+        except NotFound as exc:
+            raise ApiError(404, exc.code, exc.message, exc.hint) from None
+        except HumanRequired as exc:
+            raise ApiError(403, exc.code, exc.message, exc.hint) from None
+        except (Conflict, StateError) as exc:
+            raise ApiError(409, exc.code, exc.message, exc.hint) from None
+        except LoopxError as exc:
+            raise ApiError(400, exc.code, exc.message, exc.hint) from None
+
+
+# ---------------------------------------------------------------------- shaping helpers
+def classify(state: dict, row: dict, now_iso: str) -> tuple[str, str, str | None]:
+    """(group, reason, next_check_at) for one goal summary row from ``status.summary``."""
+    if row["status"] in ("done", "stopped", "paused"):
+        return "stopped", row["status"], None
+    goal = state["goals"][row["id"]]
+    if row["needs_human"]:
+        return "needs_you", f"{len(row['needs_human'])} gate(s) wait for your decision", None
+    stall = goal["quota"].get("stall_after", 3)
+    if stall and row.get("no_progress_streak", 0) >= stall:
+        return "needs_you", f"stalled: {row['no_progress_streak']} turns without progress", None
+    if row["open_runs"] or row["claimed"]:
+        return "running", f"{len(row['open_runs'])} open run(s), {len(row['claimed'])} live lease(s)", None
+    b = row["budget"]
+    if b["left"] <= 0:
+        return "waiting", f"budget used: {b['spent']}/{b['slots']} slots", slot_frees_at(state, goal, now_iso)
+    cool = goal["quota"].get("cooldown") or 0
+    last = row.get("last_run") or {}
+    if cool and last.get("started"):
+        from loopx.kernel import clock
+
+        until = clock.iso(clock.parse_ts(last.get("finished") or last["started"]) + timedelta(seconds=cool))
+        if until > now_iso:
+            return "waiting", "cooldown after the last run", until
+    dec = row.get("last_decision") or {}
+    if row["ready_count"]:
+        return "ready", f"{row['ready_count']} todo(s) ready for the next turn", dec.get("next_check_at")
+    return "waiting", row["next"], dec.get("next_check_at")
+
+
+def slot_frees_at(state: dict, goal: dict, now_iso: str) -> str | None:
+    """When enough spends leave the rolling window for one slot to be free again."""
+    from loopx.kernel import clock, queries
+
+    q = goal["quota"]
+    start = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=q["window"]))
+    spent, entries = queries.window_spend(state, goal["id"], start)
+    acc = 0
+    for ts, n, _run in sorted(entries, key=lambda e: e[0]):
+        acc += n
+        if spent - acc < q["slots"]:
+            return clock.iso(clock.parse_ts(ts) + timedelta(seconds=q["window"]))
+    return None
+
+
+def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
+    """Slots spent per time bin over the goal's rolling window (oldest bin first)."""
+    from loopx.kernel import clock, queries
+
+    q = goal["quota"]
+    now = clock.parse_ts(now_iso)
+    start = now - timedelta(seconds=q["window"])
+    spent, entries = queries.window_spend(state, goal["id"], clock.iso(start))
+    width = q["window"] / bins
+    counts = [0] * bins
+    for ts, n, _run in entries:
+        i = int((clock.parse_ts(ts) - start).total_seconds() // width) if width else 0
+        counts[min(bins - 1, max(0, i))] += n
+    return {"start": clock.iso(start), "end": now_iso, "window": q["window"], "bin_seconds": width,
+            "bins": counts, "spent": spent, "slots": q["slots"]}
+
+
+def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[dict]:
+    runs = sorted((r for r in state["runs"].values() if r["goal"] == goal_id), key=lambda r: r["started"],
+                  reverse=True)[:limit]
+    wanted = {r["id"] for r in runs}
+    by_run: dict[str, list[dict]] = {}
+    for e in state["evidence"].values():
+        if e.get("run") in wanted:
+            by_run.setdefault(e["run"], []).append(_evidence(e))
+    decision = state["decisions"].get(goal_id)
+    out = []
+    for r in runs:
+        todo = state["todos"].get(r.get("todo") or "")
+        out.append({"id": r["id"], "agent": r.get("agent"), "todo": r.get("todo"),
+                    "todo_title": todo["title"] if todo else None, "started": r["started"],
+                    "finished": r["finished"], "result": r["result"], "verified": r["verified"],
+                    "slots": r.get("slots", 0), "mode": r.get("mode"), "note": r.get("note"),
+                    "evidence": by_run.get(r["id"], [])})
+    return _with_decision(out, decision)
+
+
+def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
+    """The goal's last recorded should-run decision is shown on the newest run."""
+    for r in runs:
+        r["decision"] = None
+    if runs and decision:
+        runs[0]["decision"] = {k: decision.get(k) for k in ("decision", "reason", "message", "ts")}
+    return runs
+
+
+def _todo(t: dict) -> dict:
+    c = t.get("claim") or {}
+    return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
+            "holder": c.get("holder"), "lease_until": c.get("lease_until"), "since": c.get("since"),
+            "note": t.get("note"), "evidence": len(t.get("evidence") or []), "depends_on": t.get("depends_on") or [],
+            "acceptance": t.get("acceptance")}
+
+
+def _gate(g: dict) -> dict:
+    out = {k: g.get(k) for k in ("id", "kind", "question", "context", "blocks", "status", "requested_by",
+                                 "decided_by", "channel", "note", "created", "decided")}
+    out["code"] = g["id"].split("-", 1)[-1] if g["status"] == "pending" else None
+    return out
+
+
+def _evidence(e: dict) -> dict:
+    return {k: e.get(k) for k in ("id", "kind", "summary", "exit_code", "todo", "run", "ts", "actor", "commit")}

@@ -1,0 +1,428 @@
+"""The dashboard's HTTP server: ``http.server.ThreadingHTTPServer`` with the rules of DESIGN section 8.
+
+Security rules, in the order a request meets them:
+
+1. Bounded input: request line and each header line at most 8 KiB, all headers at most 16 KiB and
+   64 lines, POST bodies at most 16 KiB (``Content-Length`` required, no chunked bodies), every
+   socket operation times out after ``IO_TIMEOUT`` s and a connection is cut after ``CONN_SECONDS`` s.
+2. Methods: GET, HEAD and POST only (405 otherwise).
+3. ``Host`` must be exactly one of the allow-list (``127.0.0.1:PORT``, ``localhost:PORT``), which
+   defeats DNS rebinding.
+4. Paths: a fixed allow-list of static files (read with ``importlib.resources``), ``/launch`` and
+   ``/api/...``; anything else is 404 without touching the file system.
+5. ``/launch?token=T`` compares the per-launch token in constant time, sets a ``SameSite=Strict``
+   ``HttpOnly`` session cookie and redirects to ``/`` so the token leaves the address bar.
+6. ``/api/*`` needs the session cookie; responses carry ``Cache-Control: no-store``.
+7. POST additionally needs ``Origin`` exactly equal to ``http://`` + the request's ``Host``, the
+   ``X-Loopx-Token`` header (a per-launch CSRF token the page fetches from ``/api/session``) and
+   ``Content-Type: application/json``.
+
+Every response carries a strict CSP (no inline script, no eval), ``nosniff``, ``frame-ancestors
+'none'`` and ``Referrer-Policy: no-referrer``; no response ever carries CORS headers. The access
+log never contains query strings or secrets.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import secrets
+import socket
+import sys
+import threading
+import time
+from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from loopx import __version__
+from loopx.dashboard import api as api_mod
+
+MAX_LINE = 8192
+MAX_HEADER_BYTES = 16384
+MAX_HEADERS = 64
+MAX_BODY = 16384
+IO_TIMEOUT = 10.0
+CONN_SECONDS = 30.0
+MAX_CONNECTIONS = 128
+TOKEN_HEADER = "X-Loopx-Token"
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = (
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("Permissions-Policy", "camera=(), microphone=(), geolocation=()"),
+)
+
+# URL path -> (file under static/, content type). Nothing else is ever served.
+STATIC = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/index.html": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/style.css": ("style.css", "text/css; charset=utf-8"),
+    "/manifest.webmanifest": ("manifest.webmanifest", "application/manifest+json"),
+    "/sw.js": ("sw.js", "text/javascript; charset=utf-8"),
+    "/icon.svg": ("icon.svg", "image/svg+xml"),
+    "/icon-192.png": ("icon-192.png", "image/png"),
+    "/icon-512.png": ("icon-512.png", "image/png"),
+}
+VERSIONED = ("sw.js", "index.html")  # "__LOOPX_VERSION__" is replaced when served
+_QUERY = re.compile(r"\?[^\s\"']*")
+
+
+def static_bytes(name: str) -> bytes:
+    """One allow-listed static file from the package (``name`` must be a value of STATIC)."""
+    from importlib import resources
+
+    if name not in {v[0] for v in STATIC.values()}:
+        raise KeyError(name)
+    data = resources.files("loopx.dashboard").joinpath("static", name).read_bytes()
+    if name in VERSIONED:
+        data = data.replace(b"__LOOPX_VERSION__", __version__.encode())
+    return data
+
+
+class DashboardServer(ThreadingHTTPServer):
+    """The server. ``token`` is the launch token; ``instance`` identifies this process to the
+    service (``/api/health``). ``log`` is a text stream for the access log (None: silent)."""
+
+    daemon_threads = True
+    allow_reuse_address = sys.platform != "win32"  # on Windows it would allow stealing a bound port
+    request_queue_size = 64
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
+                 extra_hosts=(), log=None) -> None:
+        super().__init__((host, port), Handler)
+        self.token = token or secrets.token_urlsafe(32)
+        self.session = secrets.token_urlsafe(32)
+        self.csrf = secrets.token_urlsafe(32)
+        self.instance = secrets.token_hex(8)
+        self.started = time.time()
+        self.log = log
+        self.api = api_mod.Api()
+        self.port = self.server_address[1]
+        names = {"127.0.0.1", "localhost", host, *extra_hosts}
+        self.hosts = {f"{n.lower()}:{self.port}" for n in names}
+        self.cookie_name = f"loopx_session_{self.port}"
+        self._conns: dict[socket.socket, float] = {}
+        self._conn_lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._reaper, name="loopx-dashboard-reaper", daemon=True).start()
+
+    def server_bind(self):
+        """Bind without HTTPServer's reverse DNS lookup (``getfqdn`` can stall for seconds)."""
+        import socketserver
+
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def launch_url(self) -> str:
+        return f"{self.base_url}/launch?token={self.token}"
+
+    # connection accounting: a cap on live connections and a hard limit on their age
+    def process_request(self, request, client_address):
+        with self._conn_lock:
+            if len(self._conns) >= MAX_CONNECTIONS:
+                self.shutdown_request(request)
+                return
+            self._conns[request] = time.monotonic()
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._conn_lock:
+            self._conns.pop(request, None)
+        super().shutdown_request(request)
+
+    def _reaper(self) -> None:
+        while not self._stop.wait(1.0):
+            cutoff = time.monotonic() - CONN_SECONDS
+            with self._conn_lock:
+                old = [s for s, t in self._conns.items() if t < cutoff]
+            for s in old:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def server_close(self):
+        self._stop.set()
+        super().server_close()
+
+    def write_log(self, line: str) -> None:
+        if self.log is None:
+            return
+        for secret in (self.token, self.session, self.csrf):
+            line = line.replace(secret, "[redacted]")
+        try:
+            self.log.write(_QUERY.sub("?[query]", line) + "\n")
+            self.log.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: DashboardServer
+    server_version = "loopx-dashboard"
+    sys_version = ""
+    protocol_version = "HTTP/1.0"
+    timeout = IO_TIMEOUT
+
+    # ------------------------------------------------------------------ parsing and limits
+    def handle_one_request(self):
+        try:
+            self.raw_requestline = self.rfile.readline(MAX_LINE + 1)
+            if len(self.raw_requestline) > MAX_LINE:
+                self.requestline, self.request_version, self.command = "", "HTTP/1.0", ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            handler = {"GET": self.do_GET, "HEAD": self.do_GET, "POST": self.do_POST}[self.command]
+            handler()
+            self.wfile.flush()
+        except (TimeoutError, ConnectionError, OSError):
+            self.close_connection = True
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":
+            self.send_error(HTTPStatus.BAD_REQUEST, "HTTP/0.9 is not supported")
+            return False
+        items = self.headers.items()
+        if len(items) > MAX_HEADERS or sum(len(k) + len(v) + 4 for k, v in items) > MAX_HEADER_BYTES \
+                or any(len(k) + len(v) + 2 > MAX_LINE for k, v in items):
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
+            return False
+        if self.command not in ("GET", "HEAD", "POST"):
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, extra=(("Allow", "GET, HEAD, POST"),))
+            return False
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) != 1 or hosts[0].strip().lower() not in self.server.hosts:
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "unknown Host")
+            return False
+        target = self.path
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            self.send_error(HTTPStatus.BAD_REQUEST, "bad request target")
+            return False
+        return True
+
+    # ------------------------------------------------------------------ responses
+    def send_error(self, code, message=None, explain=None, extra=()):
+        """A JSON error with the security headers (replaces http.server's HTML page)."""
+        code = int(code)
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "Error"
+        body = {"ok": False, "error": {"code": code, "message": message or phrase, "hint": explain}}
+        self.close_connection = True
+        self._send(code, json.dumps(body).encode(), "application/json", extra=extra, no_store=True)
+
+    def _send(self, code: int, body: bytes, ctype: str, *, extra=(), no_store: bool = False) -> None:
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store" if no_store else "no-cache")
+            for k, v in (*SECURITY_HEADERS, *extra):
+                self.send_header(k, v)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if getattr(self, "command", "") != "HEAD":
+                self.wfile.write(body)
+        except OSError:
+            self.close_connection = True
+
+    def _json(self, code: int, data: dict, extra=()) -> None:
+        body = json.dumps(data, ensure_ascii=True, default=str).encode()
+        self._send(code, body, "application/json; charset=utf-8", extra=extra, no_store=True)
+
+    def log_request(self, code="-", size="-"):
+        path = urlsplit(self.path).path if getattr(self, "path", None) else "-"
+        self.server.write_log(f"{self.log_date_time_string()} {self.command or '-'} {path} {int(code) if str(code).isdigit() else code}")
+
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        self.server.write_log(f"{self.log_date_time_string()} " + (format % args if args else format))
+
+    def log_error(self, format, *args):  # noqa: A002
+        self.server.write_log(f"{self.log_date_time_string()} error: " + (format % args if args else format)[:200])
+
+    # ------------------------------------------------------------------ auth helpers
+    def _cookie_ok(self) -> bool:
+        raw = "; ".join(self.headers.get_all("Cookie") or [])
+        if not raw:
+            return False
+        try:
+            jar = SimpleCookie()
+            jar.load(raw)
+        except CookieError:
+            return False
+        morsel = jar.get(self.server.cookie_name)
+        return morsel is not None and hmac.compare_digest(morsel.value.encode(), self.server.session.encode())
+
+    def _origin_ok(self) -> bool:
+        origins = self.headers.get_all("Origin") or []
+        host = (self.headers.get("Host") or "").strip().lower()
+        return len(origins) == 1 and origins[0].strip().lower() == f"http://{host}"
+
+    # ------------------------------------------------------------------ GET
+    def do_GET(self):
+        parts = urlsplit(self.path)
+        path = parts.path
+        if path in STATIC:
+            name, ctype = STATIC[path]
+            extra = (("Service-Worker-Allowed", "/"),) if name == "sw.js" else ()
+            self._send(200, static_bytes(name), ctype, extra=extra)
+        elif path == "/launch":
+            self._launch(parts.query)
+        elif path == "/api/health":
+            self._json(200, {"app": "loopx-dashboard", "version": __version__, "instance": self.server.instance,
+                             "pid": _pid()})
+        elif path.startswith("/api/"):
+            if not self._cookie_ok():
+                self._json(401, {"ok": False, "error": {"code": "no_session", "message": "not signed in",
+                                                        "hint": "open the link printed by `loopx dashboard`"}})
+                return
+            self._api_get(path, parse_qs(parts.query, max_num_fields=8))
+        else:
+            self.send_error(HTTPStatus.NOT_FOUND)
+
+    def _launch(self, query: str) -> None:
+        tokens = parse_qs(query, max_num_fields=4).get("token") or [""]
+        if len(tokens) != 1 or not hmac.compare_digest(tokens[0].encode(), self.server.token.encode()):
+            self.send_error(HTTPStatus.FORBIDDEN, "this launch link is not valid for the running dashboard",
+                            "run `loopx dashboard` again: the link changes every time the server starts")
+            return
+        cookie = f"{self.server.cookie_name}={self.server.session}; Path=/; HttpOnly; SameSite=Strict"
+        self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)
+
+    def _api_get(self, path: str, query: dict) -> None:
+        from loopx.kernel import clock
+
+        q = {k: v[0] for k, v in query.items() if len(v) == 1}
+        srv = self.server
+        try:
+            now = clock.now_iso()
+            if path == "/api/session":
+                from loopx.context import human_name
+
+                data = {"csrf": srv.csrf, "version": __version__, "human": human_name(), "header": TOKEN_HEADER}
+            elif path == "/api/status":
+                data = srv.api.status(now)
+            elif path == "/api/goal":
+                data = srv.api.goal(q.get("project"), q.get("goal"), now)
+            elif path == "/api/review":
+                data = srv.api.review(q.get("project"), q.get("goal"))
+            elif path == "/api/agents":
+                data = srv.api.agents(now)
+            else:
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return
+        except api_mod.ApiError as exc:
+            self._json(exc.status, {"ok": False, "error": exc.as_dict()})
+            return
+        except Exception as exc:  # an API failure is reported to the page, the server stays up
+            self.server.write_log(f"api error on {path}: {type(exc).__name__}")
+            self._json(500, {"ok": False, "error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"[:300],
+                                                    "hint": "see the dashboard log; `loopx doctor` checks the store"}})
+            return
+        self._json(200, {"ok": True, "data": data})
+
+    # ------------------------------------------------------------------ POST
+    def do_POST(self):
+        path = urlsplit(self.path).path
+        if path != "/api/gate":
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        if not self._origin_ok():
+            self.send_error(HTTPStatus.FORBIDDEN, "cross-origin request refused")
+            return
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json" or len(self.headers.get_all("Content-Type") or []) != 1:
+            self.send_error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send application/json")
+            return
+        sent = self.headers.get_all(TOKEN_HEADER) or []
+        if len(sent) != 1 or not hmac.compare_digest(sent[0].encode(), self.server.csrf.encode()):
+            self.send_error(HTTPStatus.FORBIDDEN, "missing or wrong request token")
+            return
+        if not self._cookie_ok():
+            self.send_error(HTTPStatus.UNAUTHORIZED, "not signed in")
+            return
+        body = self._read_body()
+        if body is None:
+            return
+        try:
+            data = self.server.api.decide(body, user_agent=self.headers.get("User-Agent"))
+        except api_mod.ApiError as exc:
+            self._json(exc.status, {"ok": False, "error": exc.as_dict()})
+            return
+        self._json(200, {"ok": True, "data": data})
+
+    def _read_body(self):
+        if self.headers.get("Transfer-Encoding"):
+            self.send_error(HTTPStatus.NOT_IMPLEMENTED, "chunked bodies are not accepted")
+            return None
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) != 1:
+            self.send_error(HTTPStatus.LENGTH_REQUIRED)
+            return None
+        raw = lengths[0].strip()
+        if not raw.isdigit() or len(raw) > 9:
+            self.send_error(HTTPStatus.BAD_REQUEST, "bad Content-Length")
+            return None
+        n = int(raw)
+        if n > MAX_BODY:
+            self.send_error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"bodies are limited to {MAX_BODY} bytes")
+            return None
+        data = self.rfile.read(n)
+        if len(data) != n:
+            self.send_error(HTTPStatus.BAD_REQUEST, "the body is shorter than Content-Length")
+            return None
+        try:
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            self.send_error(HTTPStatus.BAD_REQUEST, "the body is not JSON")
+            return None
+        if not isinstance(body, dict):
+            self.send_error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
+            return None
+        return body
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def make_server(host: str = "127.0.0.1", port: int = 0, *, extra_hosts=(), log=None) -> DashboardServer:
+    """Bind (raises OSError when the port is taken) and return the server, not yet serving."""
+    return DashboardServer(host, port, extra_hosts=extra_hosts, log=log)
+
+
+def serve_in_thread(server: DashboardServer) -> threading.Thread:
+    """Serve on a daemon thread (tests and benchmarks); stop with ``server.shutdown()``."""
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    t.start()
+    return t
+
+
+def main_log():
+    return sys.stderr

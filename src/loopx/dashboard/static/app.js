@@ -1,0 +1,459 @@
+// loopx dashboard front end. Plain ES module, no build step, no inline script.
+// Every piece of agent-provided text reaches the page through text nodes (textContent), never HTML.
+
+const POLL_MS = 3000;
+const GROUPS = [
+  ["needs_you", "Needs you", "A human decision is waiting, or the goal stalled."],
+  ["running", "Running", "A turn is open or an agent holds a live lease."],
+  ["ready", "Ready", "Work is ready for the next scheduled turn."],
+  ["waiting", "Waiting", "Budget, cooldown or nothing to do yet; the next check time is shown."],
+  ["stopped", "Paused, stopped or done", ""],
+];
+const BOARD = ["open", "claimed", "expired", "blocked", "done"];
+
+const session = { csrf: null, header: "X-Loopx-Token", human: null };
+const view = { key: "", lastText: null, timer: null, offset: 0, busy: false, again: false };
+
+// ---------------------------------------------------------------- DOM helpers
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "href" && !String(v).startsWith("#")) throw new Error("only in-app links");
+    else el.setAttribute(k, String(v));
+  }
+  for (const kid of kids.flat(4)) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : String(kid)); // strings become text nodes
+  }
+  return el;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+function s(tag, attrs, ...kids) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  for (const kid of kids) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+}
+
+function chip(text, kind) {
+  return h("span", { class: `chip chip-${kind || String(text).replace(/[^a-z_]/g, "")}` }, text);
+}
+
+function when(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+function span(seconds) {
+  const a = Math.abs(Math.round(seconds));
+  if (a < 60) return `${a}s`;
+  if (a < 3600) return `${Math.floor(a / 60)}m ${a % 60}s`;
+  if (a < 86400) return `${Math.floor(a / 3600)}h ${Math.floor((a % 3600) / 60)}m`;
+  const d = Math.floor(a / 86400), hr = Math.floor((a % 86400) / 3600);
+  return hr ? `${d}d ${hr}h` : `${d}d`;
+}
+
+// A live countdown to an ISO time, refreshed every second by tick().
+function countdown(iso, past) {
+  return h("span", { class: "countdown", "data-until": iso, "data-past": past || "expired" }, "…");
+}
+
+function tick() {
+  const now = Date.now() + view.offset;
+  for (const el of document.querySelectorAll(".countdown")) {
+    const left = (new Date(el.dataset.until).getTime() - now) / 1000;
+    el.textContent = left > 0 ? `in ${span(left)}` : `${el.dataset.past} ${span(left)} ago`;
+    el.classList.toggle("late", left <= 0);
+  }
+}
+
+// ---------------------------------------------------------------- API
+class ApiError extends Error {
+  constructor(status, error) {
+    super((error && error.message) || `HTTP ${status}`);
+    this.status = status;
+    this.hint = error && error.hint;
+  }
+}
+
+async function getJSON(path) {
+  let response;
+  try {
+    response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+  } catch (err) {
+    throw new ApiError(0, { message: "the dashboard server does not answer", hint: "is it still running? `loopx dashboard --status`" });
+  }
+  let body = null;
+  try { body = await response.json(); } catch (err) { body = null; }
+  if (!response.ok || !body || body.ok !== true) throw new ApiError(response.status, body && body.error);
+  return body.data;
+}
+
+async function postJSON(path, payload) {
+  if (!session.csrf) await loadSession();
+  const response = await fetch(path, {
+    method: "POST", credentials: "same-origin", cache: "no-store",
+    headers: { "Content-Type": "application/json", [session.header]: session.csrf },
+    body: JSON.stringify(payload),
+  });
+  let body = null;
+  try { body = await response.json(); } catch (err) { body = null; }
+  if (!response.ok || !body || body.ok !== true) throw new ApiError(response.status, body && body.error);
+  return body.data;
+}
+
+async function loadSession() {
+  const data = await getJSON("/api/session");
+  session.csrf = data.csrf;
+  session.header = data.header;
+  session.human = data.human;
+}
+
+// ---------------------------------------------------------------- routing and refresh
+function route() {
+  const parts = (location.hash || "#/").slice(2).split("/").map((p) => decodeURIComponent(p));
+  if (parts[0] === "goal" && parts.length >= 3) return { name: "goal", project: parts[1], goal: parts[2] };
+  if (parts[0] === "agents") return { name: "agents" };
+  return { name: "overview" };
+}
+
+function endpoint(r) {
+  if (r.name === "goal") return `/api/goal?project=${encodeURIComponent(r.project)}&goal=${encodeURIComponent(r.goal)}`;
+  if (r.name === "agents") return "/api/agents";
+  return "/api/status";
+}
+
+function setLive(ok, text) {
+  const live = document.getElementById("live");
+  live.textContent = text;
+  live.className = `live ${ok ? "live-ok" : "live-bad"}`;
+}
+
+function showError(err) {
+  view.lastText = null;
+  const main = document.getElementById("main");
+  const signedOut = err.status === 401;
+  setLive(false, signedOut ? "not signed in" : "offline — not live");
+  const banner = document.getElementById("banner");
+  banner.hidden = false;
+  banner.textContent = signedOut
+    ? "This browser is not signed in to the dashboard."
+    : `The dashboard API failed: ${err.message}. Nothing on this page is live until it answers again.`;
+  main.replaceChildren(h("section", { class: "error-panel" },
+    h("h2", {}, signedOut ? "Open the dashboard from your terminal" : "No live data"),
+    h("p", {}, signedOut
+      ? "Run the command below; it prints (or opens) a one-off link that signs this browser in."
+      : "The last data shown was removed so it cannot be mistaken for the current state. Retrying every few seconds."),
+    h("pre", { class: "cmd" }, signedOut ? "loopx dashboard" : "loopx dashboard --status"),
+    err.hint ? h("p", { class: "muted" }, err.hint) : null));
+}
+
+function keepInputs() {
+  const kept = {};
+  for (const el of document.querySelectorAll("[data-keep]")) kept[el.dataset.keep] = el.value;
+  const active = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.keep : null;
+  return { kept, active };
+}
+
+function restoreInputs({ kept, active }) {
+  for (const el of document.querySelectorAll("[data-keep]")) {
+    if (kept[el.dataset.keep] !== undefined) {
+      el.value = kept[el.dataset.keep];
+      el.dispatchEvent(new Event("input"));
+    }
+    if (el.dataset.keep === active) el.focus();
+  }
+}
+
+async function refresh(force) {
+  if (view.busy) { view.again = true; return; }
+  view.busy = true;
+  const r = route();
+  const key = JSON.stringify(r);
+  try {
+    if (!session.csrf) await loadSession();
+    const data = await getJSON(endpoint(r));
+    if (data.generated_at) view.offset = new Date(data.generated_at).getTime() - Date.now();
+    const text = JSON.stringify({ ...data, generated_at: null });
+    document.getElementById("banner").hidden = true;
+    setLive(true, "live");
+    document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    if (force || key !== view.key || text !== view.lastText) {
+      const inputs = keepInputs();
+      const main = document.getElementById("main");
+      const page = r.name === "goal" ? goalPage(data) : r.name === "agents" ? agentsPage(data) : overviewPage(data);
+      main.replaceChildren(page);
+      if (key !== view.key) window.scrollTo(0, 0);
+      restoreInputs(inputs);
+      view.key = key;
+      view.lastText = text;
+      tick();
+    }
+  } catch (err) {
+    if (err.status === 401) session.csrf = null;
+    showError(err instanceof ApiError ? err : new ApiError(0, { message: String(err) }));
+  } finally {
+    view.busy = false;
+  }
+  if (view.again) { view.again = false; await refresh(true); return; }
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.classList.toggle("current", a.dataset.nav === (r.name === "agents" ? "agents" : "overview"));
+  }
+}
+
+// ---------------------------------------------------------------- overview
+function goalLink(projectKey, goalId) {
+  return `#/goal/${encodeURIComponent(projectKey)}/${encodeURIComponent(goalId)}`;
+}
+
+function todoCounts(t) {
+  const parts = [];
+  for (const k of ["open", "claimed", "expired", "blocked", "done"]) if (t[k]) parts.push(`${t[k]} ${k}`);
+  return parts.length ? parts.join(" · ") : "no todos";
+}
+
+function goalCard(project, g) {
+  const b = g.budget;
+  return h("article", { class: `card group-${g.group}` },
+    h("div", { class: "card-head" },
+      h("a", { class: "goal-link", href: goalLink(project.key, g.id) }, g.id),
+      chip(g.status), h("span", { class: "muted small" }, project.name)),
+    h("p", { class: "objective" }, g.objective),
+    h("p", { class: "reason" }, g.reason,
+      g.next_check_at ? h("span", { class: "muted" }, " · next check ", countdown(g.next_check_at, "due")) : null),
+    g.needs_human.length ? h("ul", { class: "gate-list" }, g.needs_human.map((gate) =>
+      h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
+    h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
+      g.last_run ? ` · last run ${g.last_run.result || "open"} ${when(g.last_run.started)}` : ""),
+    h("p", { class: "next" }, "next: ", h("code", {}, g.next)));
+}
+
+function overviewPage(data) {
+  const root = h("div", { class: "page" });
+  const counts = data.counts;
+  root.append(h("h1", {}, "All goals"),
+    h("div", { class: "counters" }, GROUPS.map(([k, label]) =>
+      h("div", { class: `counter group-${k}` }, h("strong", {}, String(counts[k] || 0)), h("span", {}, label)))));
+  if (!data.projects.length) {
+    root.append(h("section", { class: "empty" }, h("h2", {}, "No project is connected yet"),
+      h("p", {}, "Connect a project and start a goal; it shows up here within a few seconds."),
+      h("pre", { class: "cmd" }, "cd your-project\nloopx connect\nloopx start-goal --goal-text \"...\" --done-when \"...\"")));
+    return root;
+  }
+  for (const p of data.projects) {
+    if (p.error) root.append(h("section", { class: "error-panel" }, h("h2", {}, `${p.name}: cannot read the store`),
+      h("p", {}, p.error.message), p.error.hint ? h("p", { class: "muted" }, p.error.hint) : null));
+    for (const problem of p.problems || []) root.append(h("p", { class: "warn" }, `${p.name}: ${problem}`));
+  }
+  for (const [key, label, help] of GROUPS) {
+    const cards = [];
+    for (const p of data.projects) for (const g of p.goals) if (g.group === key) cards.push(goalCard(p, g));
+    if (!cards.length) continue;
+    root.append(h("section", { class: `group group-${key}` }, h("h2", {}, label, " ", h("span", { class: "muted small" }, help)),
+      h("div", { class: "cards" }, cards)));
+  }
+  if (!data.projects.some((p) => p.goals.length)) {
+    root.append(h("section", { class: "empty" }, h("h2", {}, "No goals yet"),
+      h("pre", { class: "cmd" }, "loopx start-goal --goal-text \"...\" --done-when \"...\"")));
+  }
+  return root;
+}
+
+// ---------------------------------------------------------------- goal page
+function gateForm(project, gate) {
+  const status = h("p", { class: "form-status", role: "status" });
+  const code = h("input", { type: "text", autocomplete: "off", spellcheck: "false", autocapitalize: "off", "data-keep": `code-${gate.id}`,
+    "aria-label": `confirmation code for ${gate.id}`, placeholder: "code", maxlength: "64", class: "code-input" });
+  const note = h("textarea", { rows: "2", maxlength: "2000", "data-keep": `note-${gate.id}`, "aria-label": "note",
+    placeholder: "note (required to reject)" });
+  const approve = h("button", { type: "button", class: "approve", disabled: "" }, "Approve");
+  const reject = h("button", { type: "button", class: "reject", disabled: "" }, "Reject");
+  const sync = () => {
+    const ok = code.value.trim().toLowerCase() === gate.code;
+    approve.disabled = !ok;
+    reject.disabled = !ok || !note.value.trim();
+  };
+  code.addEventListener("input", sync);
+  note.addEventListener("input", sync);
+  const send = async (decision) => {
+    approve.disabled = reject.disabled = true;
+    status.textContent = "sending…";
+    try {
+      const res = await postJSON("/api/gate", { project: project.key, gate: gate.id, decision, code: code.value.trim(), note: note.value.trim() || null });
+      status.textContent = `${res.status} by ${res.decided_by}`;
+      code.value = "";
+      note.value = "";
+      await refresh(true);
+    } catch (err) {
+      status.textContent = `not recorded: ${err.message}${err.hint ? ` (${err.hint})` : ""}`;
+      status.classList.add("bad");
+      sync();
+    }
+  };
+  approve.addEventListener("click", () => send("approve"));
+  reject.addEventListener("click", () => send("reject"));
+  return h("div", { class: "gate-form" },
+    h("label", {}, "Type ", h("code", { class: "gate-code" }, gate.code), " to confirm: ", code),
+    note, h("div", { class: "buttons" }, approve, reject), status);
+}
+
+function gateCard(project, gate) {
+  return h("article", { class: `card gate gate-${gate.status}`, "data-gate": gate.id },
+    h("div", { class: "card-head" }, chip(gate.kind, "gate"), chip(gate.status), h("span", { class: "muted small" }, gate.id)),
+    h("p", { class: "question" }, gate.question),
+    gate.context ? h("pre", { class: "context" }, gate.context) : null,
+    h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
+      gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
+    gate.status === "pending" ? gateForm(project, gate)
+      : h("p", { class: "meta" }, `${gate.status} by ${gate.decided_by} via ${gate.channel || "?"} · ${when(gate.decided)}`,
+        gate.note ? ` · “${gate.note}”` : ""));
+}
+
+function todoItem(t) {
+  return h("li", { class: `todo todo-${t.status}` },
+    h("span", { class: "todo-title" }, t.title),
+    h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
+    t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
+    t.note ? h("div", { class: "small muted" }, t.note) : null,
+    t.evidence ? h("div", { class: "small muted" }, `${t.evidence} evidence`) : null);
+}
+
+function board(data) {
+  return h("div", { class: "board" }, BOARD.map((st) => {
+    const col = data.board[st] || { count: 0, items: [] };
+    return h("div", { class: `column col-${st}` }, h("h3", {}, `${st} (${col.count})`),
+      h("ul", {}, col.items.map(todoItem)),
+      col.count > col.items.length ? h("p", { class: "muted small" }, `showing the last ${col.items.length}`) : null);
+  }));
+}
+
+function chart(c) {
+  const W = 600, H = 120, pad = 20;
+  const max = Math.max(1, ...c.bins);
+  const bw = (W - pad * 2) / c.bins.length;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H + 24}`, class: "chart", role: "img",
+    "aria-label": `${c.spent} of ${c.slots} slots used in the window` });
+  svg.append(s("line", { x1: pad, y1: H, x2: W - pad, y2: H, class: "axis" }));
+  c.bins.forEach((n, i) => {
+    const bh = (n / max) * (H - 10);
+    const bar = s("rect", { x: pad + i * bw + 1, y: H - bh, width: Math.max(1, bw - 2), height: bh, class: "bar" });
+    bar.append(s("title", {}, `${n} slot(s)`));
+    svg.append(bar);
+  });
+  if (!c.spent) svg.append(s("text", { x: W / 2, y: H / 2, class: "axis-label", "text-anchor": "middle" }, "no slots spent in this window"));
+  svg.append(s("text", { x: pad, y: H + 18, class: "axis-label" }, when(c.start)),
+    s("text", { x: W - pad, y: H + 18, class: "axis-label", "text-anchor": "end" }, "now"));
+  return svg;
+}
+
+function runItem(r) {
+  return h("li", { class: "run" },
+    h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "open"),
+      r.verified ? chip("verified", "ok") : chip("not verified", "muted"),
+      h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
+    r.decision ? h("p", { class: "small" }, `decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
+    r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
+    r.note ? h("p", { class: "small muted" }, r.note) : null,
+    r.evidence.length ? h("ul", { class: "evidence" }, r.evidence.map(evidenceItem)) : null);
+}
+
+function evidenceItem(e) {
+  return h("li", {}, chip(e.kind, "ev"), " ", h("span", { class: "ev-summary" }, e.summary),
+    e.exit_code !== null && e.exit_code !== undefined ? h("span", { class: "muted small" }, ` exit ${e.exit_code}`) : null,
+    h("span", { class: "muted small" }, ` ${e.id} · ${when(e.ts)}`));
+}
+
+function reviewSection(data) {
+  const out = h("pre", { class: "review", hidden: "" });
+  const btn = h("button", { type: "button" }, "Load the review packet");
+  btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    try {
+      const r = await getJSON(`/api/review?project=${encodeURIComponent(data.project.key)}&goal=${encodeURIComponent(data.goal.id)}`);
+      out.textContent = r.available ? r.markdown : r.message;
+    } catch (err) {
+      out.textContent = `could not load the review packet: ${err.message}`;
+    }
+    out.hidden = false;
+    btn.disabled = false;
+  });
+  return h("section", {}, h("h2", {}, "Review packet"), btn, out);
+}
+
+function goalPage(data) {
+  const g = data.goal;
+  const sum = data.summary;
+  const pending = data.gates.filter((x) => x.status === "pending");
+  const decided = data.gates.filter((x) => x.status !== "pending");
+  const scope = g.scope || {};
+  const list = (xs) => (xs && xs.length ? xs.join(", ") : "—");
+  return h("div", { class: "page" },
+    h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Overview"), ` › ${data.project.name} › `, g.id),
+    h("h1", { class: "goal-title" }, g.objective),
+    h("p", {}, chip(g.status), " ", chip(sum.group.replace("_", " "), sum.group), " ", sum.reason,
+      sum.next_check_at ? h("span", { class: "muted" }, " · next check ", countdown(sum.next_check_at, "due")) : null),
+    h("p", { class: "next" }, "next: ", h("code", {}, sum.next)),
+    h("section", { class: "needs" }, h("h2", {}, `Waiting for you (${pending.length})`),
+      pending.length ? h("div", { class: "cards" }, pending.map((gate) => gateCard(data.project, gate)))
+        : h("p", { class: "muted" }, "No gate waits for a decision.")),
+    h("section", {}, h("h2", {}, "Goal"), h("dl", { class: "facts" },
+      h("dt", {}, "Done when"), h("dd", {}, g.done_when || "—"),
+      h("dt", {}, "Verify"), h("dd", {}, g.verify ? h("code", {}, g.verify) : "—"),
+      h("dt", {}, "Allowed paths"), h("dd", {}, list(scope.allow)),
+      h("dt", {}, "Denied paths"), h("dd", {}, list(scope.deny)),
+      h("dt", {}, "Protected actions"), h("dd", {}, list(scope.protect)),
+      h("dt", {}, "Project"), h("dd", {}, data.project.path))),
+    h("section", {}, h("h2", {}, "Todos"), board(data)),
+    h("section", {}, h("h2", {}, "Budget"),
+      h("p", {}, `${data.chart.spent} of ${data.chart.slots} slots used in the last ${span(data.chart.window)}`,
+        g.quota && g.quota.cooldown ? ` · cooldown ${span(g.quota.cooldown)}` : ""), chart(data.chart)),
+    h("section", {}, h("h2", {}, `Runs (${data.runs.length})`),
+      data.runs.length ? h("ol", { class: "timeline" }, data.runs.map(runItem)) : h("p", { class: "muted" }, "No run yet.")),
+    h("section", {}, h("h2", {}, "Recent evidence"),
+      data.evidence.length ? h("ul", { class: "evidence" }, data.evidence.map(evidenceItem)) : h("p", { class: "muted" }, "No evidence yet.")),
+    decided.length ? h("section", {}, h("h2", {}, "Decided gates"), h("div", { class: "cards" }, decided.map((gate) => gateCard(data.project, gate)))) : null,
+    reviewSection(data));
+}
+
+// ---------------------------------------------------------------- agents
+function agentsPage(data) {
+  const root = h("div", { class: "page" }, h("h1", {}, "Agents"));
+  if (!data.projects.length) root.append(h("p", { class: "muted" }, "No project is connected yet."));
+  for (const p of data.projects) {
+    const rows = p.agents.map((a) => h("tr", {},
+      h("td", {}, a.name), h("td", {}, a.kind || "—"), h("td", {}, when(a.last_seen)),
+      h("td", {}, a.holds.length ? h("ul", { class: "plain" }, a.holds.map((t) => h("li", {}, t.title, " ",
+        h("span", { class: "muted small" }, `${t.id} · `), t.live ? countdown(t.lease_until, "expired") : "lease expired"))) : "nothing")));
+    root.append(h("section", {}, h("h2", {}, p.name),
+      p.error ? h("p", { class: "warn" }, p.error) : null,
+      rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Agent", "Kind", "Last seen", "Holds"].map((x) => h("th", {}, x)))), h("tbody", {}, rows))
+        : h("p", { class: "muted" }, "No agent has written to this project yet."),
+      h("h3", {}, "Handoffs"),
+      p.handoffs.length ? h("ul", { class: "plain" }, p.handoffs.map((x) => h("li", {},
+        h("strong", {}, when(x.ts)), ` ${x.from || "?"} → ${x.to || "?"}`, x.todo ? ` (${x.todo})` : "", x.note ? `: ${x.note}` : "")))
+        : h("p", { class: "muted" }, "No handoff recorded.")));
+  }
+  return root;
+}
+
+// ---------------------------------------------------------------- start
+function schedule() {
+  clearTimeout(view.timer);
+  view.timer = setTimeout(async () => {
+    if (!document.hidden) await refresh(false);
+    schedule();
+  }, POLL_MS);
+}
+
+window.addEventListener("hashchange", () => { view.lastText = null; refresh(true); });
+document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(false); });
+setInterval(tick, 1000);
+if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
+refresh(true);
+schedule();
