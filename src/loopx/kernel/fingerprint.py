@@ -57,6 +57,11 @@ def _git_dir(project_dir: str) -> str | None:
         cur = parent
 
 
+def in_git(project_dir: str | None) -> bool:
+    """True when ``project_dir`` lies inside a git work tree (file changes are then visible)."""
+    return bool(project_dir) and _git_dir(project_dir) is not None
+
+
 def git_part(project_dir: str | None) -> str:
     """HEAD and the dirty-file list of the git repository holding ``project_dir``; ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""

@@ -111,9 +111,8 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
 def _next_steps(r: dict, d: dict) -> list[str]:
     steps = []
     for x in r["gates"]["pending"]:
-        code = x["id"].split("-", 1)[-1]
         steps.append(f"A human decides gate {x['id']} ({x['kind']}): {x['question'][:200]} -- "
-                     f"`loopx gate approve {x['id']} --confirm {code}` or `loopx gate reject {x['id']} --note ...`")
+                     f"`loopx gate approve {x['id']} --confirm {x['id']}` or `loopx gate reject {x['id']} --note ...`")
     for t in r["progress"]["blocked"][:5]:
         steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
     if d["decision"] == "run":

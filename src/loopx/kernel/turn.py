@@ -152,13 +152,14 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
-           note: str | None = None, verify_timeout: float | None = None) -> dict:
+           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None) -> dict:
     """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
 
     ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
     ``verified`` is True only when it exits 0. A ``completion`` backed by evidence (a passing
     verify, or cited evidence when no verify ran) completes the todo; otherwise the claim is
-    released. Finishing an already finished run with the same result returns it (``repeat``).
+    released. ``verified_by`` passes a ``run_verify`` result obtained earlier (the runner verifies
+    before it picks the result). Finishing an already finished run with the same result returns it (``repeat``).
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings}. Raises Conflict for a run finished differently or owned by another agent."""
     validate.choice(result, validate.RESULTS, "--result")
@@ -166,8 +167,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     state = store.load()
     run = queries.resolve_run(state, run_id)
     _may_finish(run, actor, result)
-    check = None
-    if verify and run["finished"] is None:
+    check = verified_by
+    if verify and check is None and run["finished"] is None:
         cmd = verify_command(state, run)
         if not cmd:
             raise UsageError(f"goal {run['goal']} has no verify command",

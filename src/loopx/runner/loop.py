@@ -1,0 +1,196 @@
+"""The governed loop: should-run -> next -> agent -> verify -> evidence -> finish -> spend.
+
+``drive(store, agent, ...)`` returns::
+
+    {"agent": "agent:<name>", "turns": [turn...], "stop": <decision dict>|None,
+     "stopped_because": "decision"|"max_turns"|"once"|"agent_failed"|"dry_run",
+     "exit_code": 0|1, "dry_run_packet": str|None}
+
+and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
+"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note"}``.
+Exit code 0 when every turn worked or the loop stopped on a clean decision, 1 when an agent
+failed or timed out, 3 (raised StateError) for an unreadable store, 4 (Conflict ``runner_busy``)
+when another runner holds the goal, 130 (Interrupted) on Ctrl-C after closing the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from loopx.errors import Interrupted, StateError
+from loopx.kernel import clock, decide, fingerprint, queries, turn
+from loopx.runner import presets, process
+from loopx.runner.lease import RunnerLock
+
+
+class Driver:
+    def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
+                 lease: float, echo=None, log=None) -> None:
+        self.store, self.agent, self.actor = store, agent, f"agent:{agent}"
+        self.preset, self.agent_cmd = preset, agent_cmd
+        self.timeout, self.lease, self.echo = timeout, lease, echo
+        self.log = log or (lambda msg: None)
+        self.locks: dict[str, RunnerLock] = {}
+
+    def lock(self, goal_id: str) -> None:
+        if goal_id not in self.locks:
+            lk = RunnerLock(self.store, goal_id)
+            lk.acquire()
+            self.locks[goal_id] = lk
+
+    def release(self) -> None:
+        for lk in self.locks.values():
+            lk.release()
+        self.locks.clear()
+
+    # ------------------------------------------------------------------ one turn
+    def command(self, started: dict, prompt_file: str, json_file: str) -> tuple[object, bool]:
+        if self.agent_cmd:
+            vals = {"prompt_file": prompt_file, "packet_json": json_file, "run_id": started["run_id"],
+                    "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
+            return presets.fill(self.agent_cmd, vals), True
+        return presets.argv_for(self.preset, started["packet_text"], prompt_file), False
+
+    def env(self, started: dict, prompt_file: str, json_file: str) -> dict:
+        env = dict(os.environ)
+        env.update(LOOPX_AGENT=self.agent, LOOPX_RUN_ID=started["run_id"], LOOPX_GOAL_ID=started["goal_id"],
+                   LOOPX_TODO_ID=started["todo_id"] or "", LOOPX_PROMPT_FILE=prompt_file,
+                   LOOPX_PACKET_JSON=json_file, LOOPX_PROJECT_DIR=self.store.project_dir,
+                   LOOPX_FENCE=str(started.get("fence") or ""))
+        return env
+
+    def turn(self, started: dict) -> dict:
+        rid = started["run_id"]
+        cache = self.store.path("cache")
+        os.makedirs(cache, exist_ok=True)
+        prompt_file = os.path.join(cache, f"{rid}.packet.txt")
+        json_file = os.path.join(cache, f"{rid}.packet.json")
+        with open(prompt_file, "w", encoding="utf-8") as fh:
+            fh.write(started["packet_text"])
+        with open(json_file, "w", encoding="utf-8") as fh:
+            json.dump(started["packet"], fh)
+        try:
+            cmd, shell = self.command(started, prompt_file, json_file)
+
+            def tick():
+                try:
+                    turn.renew(self.store, self.actor, rid, lease=self.lease)
+                except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
+                    pass
+
+            res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
+                                    env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
+                                    timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
+                                    echo=self.echo)
+        finally:
+            for p in (prompt_file, json_file):
+                try:
+                    os.remove(p)
+                except OSError:
+                    pass
+        return self.settle(started, res)
+
+    def settle(self, started: dict, res: dict) -> dict:
+        rid = started["run_id"]
+        out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
+               "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
+               "verify": None, "spend": None, "note": None}
+        if res["interrupted"]:
+            turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner")
+            raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
+                              "run `loopx run` again to continue")
+        if res["timed_out"] or res["exit_code"] != 0:
+            why = (f"timed out after {clock.format_duration(self.timeout or 0)}" if res["timed_out"]
+                   else f"agent exited {res['exit_code']}")
+            fin = turn.close(self.store, self.actor, rid, "failed", why)
+            out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
+            return out
+        state = self.store.load()
+        run = queries.resolve_run(state, rid)
+        if run["finished"] is None:
+            fin = self.finish_for_agent(state, run, out)
+        else:
+            fin = {"result": run["result"], "verified": run["verified"]}
+            out["note"] = "finished by the agent"
+        out.update(result=fin["result"], verified=fin["verified"], slots=0)
+        if fin["verified"] and fin["result"] in ("progress", "completion"):
+            receipt = turn.spend_slot(self.store, self.actor, rid)
+            out["spend"] = receipt
+            out["slots"] = receipt["slots"] if receipt["spent"] else 0
+        return out
+
+    def finish_for_agent(self, state: dict, run: dict, out: dict) -> dict:
+        """The agent exited 0 without finishing: verify, judge the change, finish."""
+        asked = [g for g in queries.pending_gates(state, run["goal"]) if g["created"] >= run["started"]
+                 and (not g["blocks"] or run.get("todo") in g["blocks"])]
+        if asked:
+            out["note"] = f"waiting for gate {asked[0]['id']}"
+            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
+        changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
+                   or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
+        cmd = turn.verify_command(state, run)
+        check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
+        out["verify"] = check
+        t = state["todos"].get(run.get("todo") or "")
+        if check is not None and not check["passed"]:
+            result, note = "no_progress", f"verify failed (exit {check['exit_code']})"
+        elif not changed:
+            result, note = "no_progress", "nothing changed"
+        elif check is None:
+            result, note = "progress", "changed, but the goal has no verify command"
+        elif t and t["status"] not in ("done", "archived"):
+            result, note = "completion", "verify passed"
+        else:
+            result, note = ("completion" if t else "progress"), "verify passed"
+        out["note"] = note
+        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check)
+
+
+def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
+          once: bool = False, max_turns: int | None = None, timeout: float | None = None, dry_run: bool = False,
+          lease: float = 1800.0, echo=None, log=None) -> dict:
+    """Drive turns until should-run says anything but ``run`` (see the module docstring)."""
+    if preset and not agent_cmd:
+        presets.check(preset)
+    drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log)
+    out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
+           "dry_run_packet": None}
+    limit = 1 if once else max_turns
+    try:
+        while True:
+            if limit is not None and len(out["turns"]) >= limit:
+                out["stopped_because"] = "once" if once else "max_turns"
+                break
+            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run)
+            if d["decision"] == "error":
+                raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+            if d["decision"] != "run":
+                out.update(stop=d, stopped_because="decision")
+                break
+            drv.lock(d["goal_id"])
+            if dry_run:
+                t = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, dry_run=True)
+                out.update(dry_run_packet=t["packet_text"], stop=d, stopped_because="dry_run")
+                break
+            started = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease)
+            if not started["started"]:
+                out.update(stop=started["decision"], stopped_because="decision")
+                break
+            drv.log(f"turn {len(out['turns']) + 1}: {started['run_id']} on {started['todo_id'] or 'planning'}")
+            t = drv.turn(started)
+            out["turns"].append(t)
+            drv.log(_turn_line(t))
+            if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0):
+                out.update(stopped_because="agent_failed", exit_code=1)
+                break
+    finally:
+        drv.release()
+    return out
+
+
+def _turn_line(t: dict) -> str:
+    spent = f", {t['slots']} slot spent" if t.get("slots") else ""
+    ver = "verified" if t.get("verified") else "not verified"
+    note = f" ({t['note']})" if t.get("note") else ""
+    return f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}{note}"

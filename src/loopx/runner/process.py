@@ -1,0 +1,109 @@
+"""Run one agent process: packet on stdin, output captured (and echoed), a hard timeout, a tick
+callback for lease renewal, and Ctrl-C handling that stops the agent's whole process group.
+
+``run_agent(...) -> {"exit_code", "timed_out", "interrupted", "duration", "output_tail"}``.
+``exit_code`` is 124 after a timeout (like ``timeout(1)``) and 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TAIL = 8000
+GRACE = 3.0
+
+
+def _reader(pipe, sink: list, echo) -> None:
+    size = 0
+    for chunk in iter(lambda: pipe.read1(4096) if hasattr(pipe, "read1") else pipe.read(4096), b""):
+        sink.append(chunk)
+        size += len(chunk)
+        while size > TAIL * 2 and len(sink) > 1:
+            size -= len(sink.pop(0))
+        if echo is not None:
+            try:
+                echo.write(chunk.decode("utf-8", "replace"))
+                echo.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the agent's process group, then kill it after a grace period."""
+    if proc.poll() is not None:
+        return
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:  # pragma: no cover - Windows
+            proc.terminate()
+        proc.wait(GRACE)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:  # pragma: no cover
+                proc.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+
+def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, timeout: float | None,
+              tick=None, tick_every: float = 60.0, echo=None) -> dict:
+    """Run ``command`` (argv list, or a string when ``shell``) and wait for it."""
+    with tempfile.TemporaryFile() as fin:
+        fin.write(stdin_text.encode("utf-8"))
+        fin.seek(0)
+        kwargs = {"start_new_session": True} if os.name == "posix" else \
+            {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+        start = time.monotonic()
+        proc = subprocess.Popen(command, shell=shell, cwd=cwd, env=env, stdin=fin, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, **kwargs)
+        sink: list[bytes] = []
+        reader = threading.Thread(target=_reader, args=(proc.stdout, sink, echo), daemon=True)
+        reader.start()
+        timed_out = interrupted = False
+        next_tick = start + tick_every
+        try:
+            while True:
+                now = time.monotonic()
+                if timeout is not None and now - start >= timeout:
+                    timed_out = True
+                    _stop(proc)
+                    break
+                wait = 0.5 if timeout is None else max(0.01, min(0.5, timeout - (now - start)))
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if tick is not None and time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + tick_every
+                    tick()
+        except KeyboardInterrupt:
+            interrupted = True
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+            try:
+                _stop(proc)
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGINT, old)
+        reader.join(GRACE)  # a grandchild still holding the pipe keeps the (daemon) reader alive
+    code = 124 if timed_out else (130 if interrupted else proc.returncode)
+    tail = b"".join(sink)[-TAIL:].decode("utf-8", "replace")
+    return {"exit_code": code, "timed_out": timed_out, "interrupted": interrupted,
+            "duration": round(time.monotonic() - start, 3), "output_tail": tail}
+
+
+def default_echo():
+    """Where agent output is echoed in text mode: stderr (stdout stays for loopx's own report)."""
+    return sys.stderr
