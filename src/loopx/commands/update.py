@@ -22,7 +22,7 @@ def _index_opts(p) -> None:
 
 
 def register(sub, name, help_text):
-    p = add(sub, name, help_text)
+    p = add(sub, name, help_text, example="loopx update check && loopx update plan")
     acts = actions(p)
     c = add(acts, "check", "installed and newest version (no network with LOOPX_NO_UPDATE_CHECK=1)",
             handler=check, render=render_check, command="update check",
