@@ -1,0 +1,147 @@
+"""Self-update against a local package index (a folder with built versions of loopx): ``plan``
+names the channel and the exact pinned command for a venv pip install and an editable install;
+``apply`` upgrades the venv install; a target whose smoke check fails is rolled back."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+import wheelkit
+
+OLD, NEW, BAD = "9.0.0", "9.1.0", "9.2.0"
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    """(good index URL with OLD and NEW, bad index URL with OLD, NEW and a broken BAD)."""
+    root = tmp_path_factory.mktemp("index")
+    old, new = wheelkit.build_wheel(OLD), wheelkit.build_wheel(NEW)
+    bad = wheelkit.build_wheel(BAD, broken=True)
+    return (wheelkit.make_index(root / "good", [old, new]),
+            wheelkit.make_index(root / "bad", [old, new, bad]))
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory, indexes):
+    """A fresh venv with loopx OLD installed by pip from the good index."""
+    path = tmp_path_factory.mktemp("venv") / "v"
+    py = wheelkit.make_venv(path)
+    proc = wheelkit.run([py, "-m", "pip", "install", "--index-url", indexes[0], f"loopx=={OLD}"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return path
+
+
+def loopx(venv, *args, cwd=None, env=None):
+    proc = wheelkit.run([wheelkit.venv_bin(venv, "loopx"), *args], cwd=cwd, env=env)
+    return proc
+
+
+def envelope(proc) -> dict:
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_plan_for_a_venv_pip_install(venv, indexes, tmp_path):
+    proc = loopx(venv, "update", "plan", "--index-url", indexes[0], "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    d = envelope(proc)["data"]
+    assert d["channel"] == "pip-venv" and not d["manual"]
+    assert d["installed"] == OLD and d["target"] == NEW
+    py = d["command"][0]
+    assert os.path.realpath(os.path.dirname(py)) == os.path.realpath(wheelkit.venv_bin(venv, "python").parent)
+    assert d["command"][1:] == ["-m", "pip", "install", "--index-url", indexes[0], f"loopx=={NEW}"]
+    assert d["rollback"][-1] == f"loopx=={OLD}" and d["rollback"][:4] == d["command"][:4]
+    text = loopx(venv, "update", "plan", "--index-url", indexes[0], cwd=tmp_path)
+    assert f"loopx=={NEW}" in text.stdout and f"loopx=={OLD}" in text.stdout and "pip-venv" in text.stdout
+
+
+def test_check_reports_the_newer_version(venv, indexes, tmp_path):
+    env = wheelkit.pip_env(LOOPX_NO_UPDATE_CHECK="")
+    proc = loopx(venv, "update", "check", "--index-url", indexes[0], "--json", cwd=tmp_path, env=env)
+    d = envelope(proc)["data"]
+    assert proc.returncode == 0 and d["newest"] == NEW and d["update_available"] is True
+    off = loopx(venv, "update", "check", "--index-url", "http://192.0.2.1:9/simple", cwd=tmp_path)
+    assert off.returncode == 0 and "not checked" in off.stdout  # LOOPX_NO_UPDATE_CHECK=1: no network
+
+
+def test_update_errors_are_one_line_with_a_hint(venv, indexes, tmp_path):
+    env = wheelkit.pip_env(LOOPX_NO_UPDATE_CHECK="")
+    none = loopx(venv, "update", "plan", cwd=tmp_path, env=env)
+    assert none.returncode == 2 and "hint:" in none.stderr and "Traceback" not in none.stderr
+    missing = loopx(venv, "update", "plan", "--to", "7.7.7", "--index-url", indexes[0], cwd=tmp_path)
+    assert missing.returncode == 2 and "7.7.7" in missing.stderr
+    gone = loopx(venv, "update", "check", "--index-url", (tmp_path / "nope").as_uri(), cwd=tmp_path, env=env)
+    assert gone.returncode == 3 and "does not exist" in gone.stderr
+    noyes = loopx(venv, "update", "apply", "--index-url", indexes[0], cwd=tmp_path)
+    assert noyes.returncode == 2 and "--yes" in noyes.stderr
+    assert "loopx 9.0.0" in loopx(venv, "--version").stdout  # nothing changed
+
+
+def test_apply_upgrades_then_a_broken_target_is_rolled_back(venv, indexes, tmp_path):
+    up = loopx(venv, "update", "apply", "--yes", "--index-url", indexes[0], cwd=tmp_path)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert f"{OLD} -> {NEW}" in up.stdout
+    assert loopx(venv, "--version").stdout.strip() == f"loopx {NEW}"
+
+    again = loopx(venv, "update", "apply", "--yes", "--index-url", indexes[0], cwd=tmp_path)
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+
+    bad = loopx(venv, "update", "apply", "--yes", "--to", BAD, "--index-url", indexes[1], "--json", cwd=tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    d = envelope(bad)["data"]
+    assert d["result"] == "rolled_back"
+    assert d["smoke"]["ok"] is False and d["rollback_smoke"]["ok"] is True
+    assert loopx(venv, "--version").stdout.strip() == f"loopx {NEW}"
+    doc = loopx(venv, "doctor", "--json", cwd=tmp_path)
+    checks = {c["id"]: c for c in envelope(doc)["data"]["checks"]}
+    assert checks["install"]["status"] == "ok" and "virtual environment" in checks["install"]["finding"]
+
+
+def test_plan_for_an_editable_install(tmp_path, indexes):
+    checkout = wheelkit.source_copy(OLD, dest=tmp_path / "checkout")
+    py = wheelkit.make_venv(tmp_path / "ve")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = wheelkit.run([py, "-m", "pip", "install", "-e", checkout], env=env)  # pip's own config
+    if proc.returncode and ("No matching distribution" in proc.stderr or "Could not find" in proc.stderr):
+        pytest.skip("pip cannot fetch the build backend (hatchling) for an editable install: no index reachable")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    venv = tmp_path / "ve"
+    plan = loopx(venv, "update", "plan", "--index-url", indexes[0], "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    d = envelope(plan)["data"]
+    assert d["channel"] == "editable" and d["manual"] is True
+    assert any(f"pip install -e {checkout}" in s for s in d["steps"])
+    assert not any("loopx==" in s for s in d["steps"])  # never proposes another channel
+    apply = loopx(venv, "update", "apply", "--yes", "--index-url", indexes[0], cwd=tmp_path)
+    assert apply.returncode == 3 and "pip install -e" in apply.stderr
+    assert loopx(venv, "--version").stdout.strip() == f"loopx {OLD}"
+
+
+def test_version_ordering():
+    from loopx.ops.update import newest, vkey
+
+    vs = sorted(["1.0.0", "1.0.0rc1", "0.9", "1.0.0.post1", "1.0.0.dev3", "1.0"], key=vkey)
+    assert vs[0] == "0.9" and vs[-1] == "1.0.0.post1"
+    assert vs.index("1.0.0.dev3") < vs.index("1.0.0rc1") < vs.index("1.0.0")
+    assert newest(["1.0.0", "2.0.0b1"]) == "1.0.0" and newest(["1.0.0", "2.0.0b1"], pre=True) == "2.0.0b1"
+
+
+def test_channel_detection_from_metadata(tmp_path, monkeypatch):
+    from loopx.ops import channel
+
+    info = channel.detect()
+    assert info["channel"] in ("editable", "pip-venv", "pip-system", "pip-user", "source", "uv-pip", "pip-target")
+    assert info["python"] == sys.executable
+    (tmp_path / "pipx_metadata.json").write_text("{}")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    got = channel._classify({"site_dir": "/x/lib/site-packages"}, None, "pip")
+    assert got["channel"] == "pipx"
+    (tmp_path / "pipx_metadata.json").unlink()
+    (tmp_path / "uv-receipt.toml").write_text("")
+    assert channel._classify({"site_dir": "/x"}, None, "uv")["channel"] == "uv-tool"
+    assert channel._classify({"site_dir": "/x"}, None, "conda")["channel"] == "system"
+    du = {"url": "https://github.com/o/loopx", "vcs_info": {"vcs": "git", "commit_id": "abc"}}
+    assert channel._classify({"site_dir": "/x"}, du, "pip")["channel"] == "vcs"
