@@ -88,6 +88,7 @@ def test_fenced_out_holder_cannot_write(project, claimed):
         ("todo", "release", todo),
         ("todo", "block", todo, "--reason", "mine"),
         ("todo", "update", todo, "--title", "hijacked"),
+        ("todo", "update", todo, "--reopen"),
         ("todo", "claim", todo),
     ]
     for args in attempts:

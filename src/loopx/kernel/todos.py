@@ -184,6 +184,8 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             if t["status"] == "open":
                 pass
             elif t["status"] in ("blocked", "done", "archived", "claimed"):
+                if t["status"] == "claimed":
+                    _holder_check(t, actor, now_iso, None)  # reopening would drop another agent's claim
                 drafts.append(Draft("todo.reopened", t["goal"], {"todo_id": t["id"]}))
         out.update(changed=sorted(f) + (["status"] if reopen else []))
         return drafts
