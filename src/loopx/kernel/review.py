@@ -34,15 +34,14 @@ LIST = 20
 _CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
-def _t(s, limit: int = 300, code_ok: bool = False) -> str:
+def _t(s, limit: int = 300) -> str:
     """Agent text made inert for Markdown/HTML: one line, no controls, HTML-escaped, bounded."""
     if s is None:
         return ""
     s = " ".join(_CTRL.sub("", str(s)).split())
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    s = html.escape(s, quote=False).replace("|", "&#124;")
-    return s if code_ok else s.replace("`", "&#96;")
+    return html.escape(s, quote=False)
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
@@ -117,6 +116,8 @@ def _next_steps(r: dict, d: dict) -> list[str]:
         steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
     if d["decision"] == "run":
         steps.append(f"The next turn can run now: {d['message']} (`loopx run --once` or `loopx next`)")
+    elif d["decision"] == "stop" and d["reason"] == "goal_done":
+        steps.append("Nothing left: the goal is done. Start the next one with `loopx start-goal`")
     elif d["decision"] == "stop" and d["reason"] == "complete":
         steps.append("Every todo is done: check done_when and mark the goal done (`loopx goal done`)")
     elif not r["gates"]["pending"]:
@@ -166,5 +167,5 @@ def render_markdown(d: dict) -> str:
           f"{len(pr['failures'])} unproductive turns listed, {pr['stalls']} stall(s), {pr['skips']} skip decision(s)."]
     L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}: {_t(f.get('note'), 200) or 'no note'}"
           for f in pr["failures"]]
-    L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600, code_ok=True)}" for i, s in enumerate(d["next_steps"], 1)]
+    L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
     return "\n".join(L) + "\n"

@@ -1,0 +1,197 @@
+"""``loopx demo``: the main job on real input, end to end.
+
+Copies the bundled example project (a Python package whose tests fail for three real reasons),
+makes it a git repository on branch ``loopx/fixes``, connects it, starts goal ``demo`` (one todo
+per failing test, each with its own verify command, and a protected ``merge`` step), then drives
+it with ``loopx run`` and the bundled deterministic example agent. It stops at the human gate and
+prints the exact approve command; run ``loopx demo --dir DIR`` again after approving (or pass
+``--approve`` to approve as yourself in one go) and it finishes and prints the review packet.
+"""
+
+from __future__ import annotations
+
+from loopx.commands import add
+
+GOAL = "demo"
+TODOS = [
+    ("Fix subtotal: count each line's quantity", "TestSubtotal"),
+    ("Fix apply_discount: treat the percent as a percentage", "TestDiscount"),
+    ("Fix format_price: always show two decimals", "TestFormat"),
+]
+MERGE = "Merge branch loopx/fixes into main (protected action: merge)"
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, handler=demo, render=render, command="demo",
+            example="loopx demo --dir /tmp/loopx-demo --approve")
+    p.add_argument("--dir", metavar="DIR", default="loopx-demo",
+                   help="where to put the demo project (default ./loopx-demo); run again to continue")
+    p.add_argument("--approve", action="store_true",
+                   help="approve the merge gate yourself when the demo reaches it (you are the human)")
+    p.add_argument("--timeout", metavar="DUR", default="5m", help="per-turn agent timeout (default 5m)")
+
+
+def _python() -> str:
+    import shlex
+    import sys
+
+    return shlex.quote(sys.executable)
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    from loopx.errors import StateError
+
+    try:
+        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise StateError("git is not installed", "the demo needs git: install it and run `loopx demo` again",
+                         code="git_missing") from None
+    if proc.returncode != 0:
+        raise StateError(f"git {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check your git installation")
+    return proc.stdout
+
+
+def setup(path, actor: str) -> dict:
+    """Copy the example project to ``path`` (a new or empty directory), git-init it, connect it
+    and start goal ``demo``. Returns {dir, goal_id, todo_ids}."""
+    import shutil
+
+    from loopx.errors import StateError
+    from loopx.kernel import goals, registry, todos
+    from loopx.kernel.store import Store
+    from loopx.resources import data_path
+
+    src = data_path("examples", "demo-project")
+    if not src.is_dir():
+        raise StateError("the bundled demo project is missing from this installation",
+                         "reinstall loopx (pip install --force-reinstall loopx from your checkout)")
+    shutil.copytree(src, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    _git(path, "init", "-q")
+    _git(path, "symbolic-ref", "HEAD", "refs/heads/main")
+    _git(path, "config", "user.name", "loopx demo")
+    _git(path, "config", "user.email", "demo@loopx.invalid")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "shopcart: initial import (tests fail)")
+    _git(path, "checkout", "-q", "-b", "loopx/fixes")
+    store, _ = Store.create(str(path))
+    registry.add(str(path), store.format_info()["project_id"])
+    py = _python()
+    goals.start_goal(store, actor, goal_id=GOAL, objective="Make shopcart's test suite pass and merge the fixes into main",
+                     done_when="`python -m unittest` passes on main", verify=f"{py} -m unittest -q",
+                     protect=["merge"], quota=goals.quota_policy(slots=10, window="24h"))
+    ids = []
+    for title, case in TODOS:
+        t = todos.add(store, actor, GOAL, title, verify=f"{py} -m unittest -q tests.test_cart.{case}",
+                      acceptance=f"tests.test_cart.{case} passes")
+        ids.append(t["todo_id"])
+    t = todos.add(store, actor, GOAL, MERGE, depends_on=ids, acceptance="main contains the fixes; the suite passes")
+    ids.append(t["todo_id"])
+    return {"dir": str(path), "goal_id": GOAL, "todo_ids": ids}
+
+
+def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
+    import os
+    import sys
+    from pathlib import Path
+
+    from loopx import output
+    from loopx.errors import HumanRequired, UsageError
+    from loopx.kernel import clock
+    from loopx.kernel.store import Store
+
+    path = Path(dir).resolve()
+    if approve and (ctx.agent or _agent_session()):
+        raise HumanRequired("--approve is for a human at a terminal, not an agent session",
+                            "run the demo without --approve and let a human approve the gate")
+    fresh = not (path / ".loopx").is_dir()
+    if fresh and path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"{path} exists and is not a loopx demo", "pass --dir with a new or empty directory")
+    info = setup(path, ctx.actor) if fresh else {"dir": str(path), "goal_id": GOAL}
+    store = Store.open(str(path))
+    if GOAL not in store.load()["goals"]:
+        raise UsageError(f"{path} is a loopx project without the demo goal", "pass --dir with a new or empty directory")
+    secs = clock.parse_duration(timeout)
+    log = (lambda m: output.print_text(output.safe(m), sys.stderr)) if not (ctx.json or ctx.quiet) else None
+    if log:
+        log(("set up " if fresh else "continuing ") + f"the demo in {path}")
+    turns = []
+    while True:
+        res = _drive(store, secs, ctx, log)
+        turns += res["turns"]
+        stop = res.get("stop") or {}
+        if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
+            break
+        from loopx.kernel import gates
+
+        gates.decide(store, ctx.actor, stop["gate_id"], approve=True, channel="confirm-flag",
+                     note="approved with `loopx demo --approve`")
+        if log:
+            log(f"approved gate {stop['gate_id']} as {ctx.actor} (--approve)")
+    out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": turns, "stop": stop, "stage": "stopped"}
+    if os.environ.get("LOOPX_DEMO_DEBUG"):
+        out["info"] = info
+    return output.Reply(*_conclude(store, ctx, out, res))
+
+
+def _agent_session() -> bool:
+    from loopx.context import agent_markers
+
+    return bool(agent_markers())
+
+
+def _drive(store, secs, ctx, log):
+    import shlex
+    import sys
+
+    from loopx.resources import data_path
+    from loopx.runner import loop
+
+    agent = data_path("examples", "agents", "fixer.py")
+    cmd = f"{_python()} {shlex.quote(str(agent))}"
+    echo = None if ctx.json or ctx.quiet else sys.stderr
+    return loop.drive(store, "fixer", goal_id=GOAL, agent_cmd=cmd, timeout=secs, echo=echo, log=log)
+
+
+def _conclude(store, ctx, out, res):
+    from loopx.kernel import goals, review
+
+    stop = out["stop"]
+    if res["exit_code"]:
+        out["stage"] = "agent_failed"
+        return out, 1
+    if stop.get("decision") == "wait_human" and stop.get("gate_id"):
+        gid = stop["gate_id"]
+        flag = "" if out["dir"] == str(__import__("pathlib").Path("loopx-demo").resolve()) else f" --dir {out['dir']}"
+        out.update(stage="gate", gate_id=gid, question=stop.get("question"),
+                   approve_command=f"loopx --project {out['dir']} gate approve {gid} --confirm {gid}",
+                   continue_command=f"loopx demo{flag}")
+        return out, 0
+    if stop.get("decision") == "stop" and stop.get("reason") == "complete":
+        goals.set_status(store, ctx.actor, GOAL, "done", note="every todo done with evidence; merge approved")
+    state = store.load()
+    if state["goals"][GOAL]["status"] == "done":
+        d = review.build(store, GOAL)
+        out.update(stage="done", review=review.render_markdown(d))
+        return out, 0
+    return out, 1
+
+
+def render(d: dict) -> str:
+    from loopx.output import safe
+
+    lines = [f"demo project: {d['dir']}  ({len(d['turns'])} turn(s) this time)"]
+    for t in d["turns"]:
+        spent = " +1 slot" if t.get("slots") else ""
+        lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}{spent}  {safe(t.get('note') or '')}")
+    if d["stage"] == "gate":
+        lines += ["", "The loop stopped at a human gate:", f"  {d['gate_id']}: {safe(d['question'])}", "",
+                  "Approve it (you are the human):", f"  {d['approve_command']}",
+                  "then continue the demo:", f"  {d['continue_command']}"]
+    elif d["stage"] == "done":
+        lines += ["", "The goal is done. Review packet:", "", safe(d["review"], one_line=False)]
+    else:
+        s = d.get("stop") or {}
+        lines.append(f"stopped ({d['stage']}): {s.get('decision')} {s.get('reason')}: {safe(s.get('message'))}")
+    return "\n".join(lines)
