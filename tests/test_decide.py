@@ -1,0 +1,385 @@
+"""should-run: every decision of DESIGN section 6 with its reason, exit code and next_check_at."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from loopx.kernel import agents, clock, decide, gates, goals, todos, turn
+from loopx.kernel.store import Store
+
+BASE = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, monkeypatch):
+        self.mp = monkeypatch
+        self.now = BASE
+        self.set(BASE)
+
+    def set(self, when):
+        self.now = when
+        self.mp.setenv("LOOPX_NOW", clock.iso(when))
+
+    def advance(self, seconds=60):
+        self.set(self.now + timedelta(seconds=seconds))
+        return self.iso
+
+    @property
+    def iso(self):
+        return clock.iso(self.now)
+
+
+@pytest.fixture
+def clk(monkeypatch):
+    return Clock(monkeypatch)
+
+
+@pytest.fixture
+def store(project, clk):
+    return Store.open(str(project))
+
+
+def start(store, clk, *, todos_=("first", "second"), verify=f"{sys.executable} -c pass", **quota):
+    goals.start_goal(store, "human:tester", objective="Make the tests pass", goal_id="g1", verify=verify,
+                     todos=list(todos_), protect=["merge"], quota=goals.quota_policy(**quota) if quota else None)
+    clk.advance()
+    return "g1"
+
+
+def work_turn(store, clk, result="progress", verify=False, agent="agent:bot", spend=False):
+    t = turn.next_turn(store, agent, goal_id="g1")
+    assert t["started"], t["decision"]
+    clk.advance(60)
+    fin = turn.finish(store, agent, t["run_id"], result, verify=verify)
+    clk.advance(60)
+    if spend:
+        turn.spend_slot(store, agent, t["run_id"])
+        clk.advance(1)
+    return t, fin
+
+
+def should(cli, *args):
+    r = cli("quota", "should-run", *args, json=True)
+    return r.code, r.json
+
+
+def test_run_ready_names_the_first_todo(store, clk, cli):
+    start(store, clk)
+    code, doc = should(cli, "--goal-id", "g1")
+    d = doc["data"]
+    assert (code, d["decision"], d["reason"], d["mode"]) == (0, "run", "ready", "work")
+    assert d["todo_id"] == todos.queries.goal_todos(store.load(), "g1")[0]["id"]
+    assert d["next_check_at"] == clk.iso
+    assert d["budget"] == {"slots": 48, "window": 86400, "spent": 0, "left": 48}
+
+
+def test_run_in_plan_mode_without_todos(store, clk, cli):
+    start(store, clk, todos_=())
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"], doc["data"]["reason"], doc["data"]["mode"]) == (0, "run", "plan", "plan")
+    assert doc["data"]["todo_id"] is None
+
+
+def test_error_for_a_newer_store_format(store, clk, cli, project):
+    start(store, clk)
+    fmt = project / ".loopx" / "format.json"
+    fmt.write_text(json.dumps({"format": 99}))
+    code, doc = should(cli)
+    assert code == 3 and doc["ok"] is False
+    assert doc["error"]["code"] == "store_read_only"
+    assert doc["error"]["details"]["decision"]["decision"] == "error"
+    assert doc["error"]["details"]["decision"]["next_check_at"] is None
+
+
+def test_error_for_an_unreadable_format_file(store, clk, cli, project):
+    start(store, clk)
+    (project / ".loopx" / "format.json").write_text("{not json")
+    code, doc = should(cli)
+    assert code == 3 and doc["error"]["code"] == "store_unreadable"
+
+
+def test_not_connected_is_exit_3(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    r = cli("quota", "should-run")
+    assert r.code == 3 and "loopx connect" in r.err
+
+
+@pytest.mark.parametrize("status,decision,reason", [("done", "stop", "goal_done"), ("stopped", "stop", "goal_stopped"),
+                                                    ("paused", "pause", "goal_paused")])
+def test_goal_status(store, clk, cli, status, decision, reason):
+    start(store, clk)
+    goals.set_status(store, "human:tester", "g1", status)
+    code, doc = should(cli, "--goal-id", "g1")
+    assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, decision, reason)
+    assert doc["data"]["next_check_at"] is None
+    assert doc["data"]["scheduler_hint"] == 3600
+
+
+def test_zero_slots_pauses(store, clk, cli):
+    start(store, clk)
+    r = cli("quota", "set", "--goal-id", "g1", "--slots", "0")
+    assert r.code == 0 and "paused" in r.out
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "pause", "quota_zero")
+
+
+def test_gate_blocking_the_goal_waits_for_a_human(store, clk, cli):
+    start(store, clk)
+    g = gates.open_gate(store, "agent:bot", "g1", kind="merge", question="Merge the branch?")
+    code, doc = should(cli)
+    d = doc["data"]
+    assert (code, d["decision"], d["reason"], d["gate_id"]) == (1, "wait_human", "gate_pending", g["gate_id"])
+    assert d["question"] == "Merge the branch?"
+    assert d["next_check_at"] == clock.iso(clk.now + timedelta(seconds=d["scheduler_hint"]))
+
+
+def test_gate_blocking_every_ready_todo_waits(store, clk, cli):
+    start(store, clk)
+    tids = [t["id"] for t in todos.queries.goal_todos(store.load(), "g1")]
+    gates.open_gate(store, "agent:bot", "g1", kind="custom", question="ok?", blocks=[tids[0]])
+    code, doc = should(cli)
+    assert doc["data"]["decision"] == "run" and doc["data"]["todo_id"] == tids[1]
+    gates.open_gate(store, "agent:bot", "g1", kind="custom", question="and this?", blocks=[tids[1]])
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "wait_human", "gate_pending")
+
+
+def test_all_claimed_by_others_waits_until_the_first_lease_ends(store, clk, cli):
+    start(store, clk)
+    for t in todos.queries.goal_todos(store.load(), "g1"):
+        todos.claim(store, "agent:other", t["id"], lease="20m")
+    until = clock.iso(clk.now + timedelta(minutes=20))
+    clk.advance(60)
+    r = cli("--agent", "bot", "quota", "should-run", json=True)
+    d = r.data
+    assert (r.code, d["decision"], d["reason"], d["next_check_at"]) == (1, "wait", "claimed", until)
+
+
+def test_handed_off_work_is_left_to_the_receiver(store, clk, cli):
+    start(store, clk, todos_=("only",))
+    tid = todos.queries.goal_todos(store.load(), "g1")[0]["id"]
+    todos.claim(store, "agent:alice", tid)
+    agents.handoff(store, "agent:alice", to="carol", todo=tid, note="yours")
+    clk.advance(60)
+    r = cli("--agent", "bob", "quota", "should-run", json=True)
+    assert (r.code, r.data["decision"], r.data["reason"]) == (1, "handoff", "handed_off")
+    r = cli("--agent", "carol", "quota", "should-run", json=True)
+    assert (r.code, r.data["decision"]) == (0, "run")
+    clk.advance(3600)  # the reservation lapses
+    r = cli("--agent", "bob", "quota", "should-run", json=True)
+    assert r.data["decision"] == "run"
+
+
+def test_all_done_stops_as_complete(store, clk, cli):
+    start(store, clk, todos_=("only",))
+    work_turn(store, clk, "completion", verify=True)
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "stop", "complete")
+    assert "looks complete" in doc["data"]["message"]
+
+
+def test_blocked_todos_need_a_human(store, clk, cli):
+    start(store, clk, todos_=("only",))
+    tid = todos.queries.goal_todos(store.load(), "g1")[0]["id"]
+    todos.block(store, "human:tester", tid, "needs keys")
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "wait_human", "todos_blocked")
+
+
+def test_budget_fourth_verified_run_is_refused(store, clk, cli):
+    start(store, clk, todos_=("a", "b", "c", "d", "e"), slots=3, window="24h")
+    receipts = []
+    for _ in range(2):
+        t, fin = work_turn(store, clk, "progress", verify=True)
+        receipts.append(turn.spend_slot(store, "agent:bot", t["run_id"]))
+        clk.advance(600)
+    t3, _ = work_turn(store, clk, "progress", verify=True)
+    t4, fin4 = work_turn(store, clk, "progress", verify=True)  # both verified before either is charged
+    assert fin4["verified"]
+    assert cli("quota", "spend-slot", "--run", t3["run_id"], json=True).code == 0
+    r = cli("quota", "spend-slot", "--run", t4["run_id"], json=True)
+    assert r.code == 1 and r.data["spent"] is False and r.data["reason"] == "budget_exhausted"
+    code, doc = should(cli)
+    d = doc["data"]
+    expect = clock.iso(clock.parse_ts(receipts[0]["ts"]) + timedelta(hours=24))
+    assert (code, d["decision"], d["reason"], d["next_check_at"]) == (1, "wait", "budget_exhausted", expect)
+    assert r.data["next_check_at"] == expect
+    assert d["budget"] == {"slots": 3, "window": 86400, "spent": 3, "left": 0}
+    clk.set(clock.parse_ts(expect) + timedelta(seconds=1))
+    assert should(cli)[1]["data"]["decision"] == "run"
+    assert cli("quota", "spend-slot", "--run", t4["run_id"], json=True).code == 0
+
+
+def test_spend_needs_verification_and_charges_once(store, clk, cli):
+    start(store, clk)
+    t, fin = work_turn(store, clk, "progress")
+    r = cli("quota", "spend-slot", "--run", t["run_id"], json=True)
+    assert r.code == 1 and r.data["reason"] == "not_verified"
+    t2, fin2 = work_turn(store, clk, "progress", verify=True)
+    first = cli("quota", "spend-slot", "--run", t2["run_id"], json=True)
+    clk.advance(60)
+    again = cli("quota", "spend-slot", "--run", t2["run_id"], json=True)
+    assert first.code == again.code == 0
+    assert again.data["repeat"] is True and again.data["ts"] == first.data["ts"]
+    assert store.load()["spends"]["g1"] == [[first.data["ts"], 1, t2["run_id"]]]
+    assert cli("quota", "spend-slot", "--run", "run-nope").code == 2
+
+
+def test_spend_refuses_an_open_run(store, clk, cli):
+    start(store, clk)
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    r = cli("quota", "spend-slot", "--run", t["run_id"], json=True)
+    assert r.code == 1 and r.data["reason"] == "run_open"
+
+
+def test_spend_slot_refuses_over_budget(store, clk, cli):
+    start(store, clk, todos_=("a", "b", "c"), slots=1, window="24h")
+    t1, _ = work_turn(store, clk, "progress", verify=True)
+    t2, _ = work_turn(store, clk, "progress", verify=True)  # started before the first spend
+    assert turn.spend_slot(store, "agent:bot", t1["run_id"])["spent"]
+    r = cli("quota", "spend-slot", "--run", t2["run_id"], json=True)
+    assert r.code == 1 and r.data["reason"] == "budget_exhausted" and r.data["next_check_at"]
+    assert sum(e[1] for e in store.load()["spends"]["g1"]) == 1
+
+
+def test_cooldown_waits(store, clk, cli):
+    start(store, clk, cooldown="30m")
+    work_turn(store, clk, "progress")
+    code, doc = should(cli)
+    d = doc["data"]
+    last = store.load()["runs"][store.load()["goals"]["g1"]["last_run"]]
+    expect = clock.iso(clock.parse_ts(last["finished"]) + timedelta(minutes=30))
+    assert (code, d["decision"], d["reason"], d["next_check_at"]) == (1, "wait", "cooldown", expect)
+
+
+def test_no_progress_then_no_change_skips(store, clk, cli):
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    code, doc = should(cli)
+    d = doc["data"]
+    assert (code, d["decision"], d["reason"]) == (1, "skip", "no_change")
+    assert d["next_check_at"] == clock.iso(clk.now + timedelta(seconds=d["scheduler_hint"]))
+    r = cli("quota", "should-run", "--skip-exit", "0", json=True)
+    assert r.code == 0 and r.data["decision"] == "skip"
+
+
+def test_new_todo_turns_skip_into_run(store, clk, cli):
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    assert should(cli)[1]["data"]["decision"] == "skip"
+    todos.add(store, "human:tester", "g1", "a fresh idea")
+    assert should(cli)[1]["data"]["decision"] == "run"
+
+
+def test_approved_gate_turns_skip_into_run(store, clk, cli):
+    start(store, clk)
+    g = gates.open_gate(store, "agent:bot", "g1", kind="custom", question="may I?",
+                        blocks=[todos.queries.goal_todos(store.load(), "g1")[1]["id"]])
+    work_turn(store, clk, "no_progress")
+    assert should(cli)[1]["data"]["decision"] == "skip"
+    gates.decide(store, "human:tester", g["gate_id"], approve=True, channel="confirm-flag")
+    assert should(cli)[1]["data"]["decision"] == "run"
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_new_commit_turns_skip_into_run(store, clk, cli, project):
+    _git(project, "init", "-q")
+    (project / "a.txt").write_text("one\n")
+    _git(project, "add", "a.txt")
+    _git(project, "commit", "-q", "-m", "one")
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    assert should(cli)[1]["data"]["decision"] == "skip"
+    (project / "a.txt").write_text("two\n")
+    _git(project, "commit", "-q", "-am", "two")
+    code, doc = should(cli)
+    assert (code, doc["data"]["decision"]) == (0, "run")
+
+
+def test_stall_after_consecutive_no_progress(store, clk, cli):
+    start(store, clk, stall_after=3)
+    for i in range(3):
+        work_turn(store, clk, "failed" if i == 1 else "no_progress")
+        todos.update(store, "human:tester", todos.queries.goal_todos(store.load(), "g1")[0]["id"], detail=f"hint {i}")
+        clk.advance(60)
+    code, doc = should(cli)
+    d = doc["data"]
+    assert (code, d["decision"], d["reason"]) == (1, "wait_human", "stalled")
+    assert d["next_check_at"] == clock.iso(clk.now + timedelta(seconds=d["scheduler_hint"]))
+    # a human change (a new todo) clears the stall
+    todos.add(store, "human:tester", "g1", "smaller step")
+    assert should(cli)[1]["data"]["decision"] == "run"
+
+
+def test_explain_lists_every_rule(store, clk, cli):
+    start(store, clk)
+    r = cli("quota", "should-run", "--explain")
+    assert r.code == 0
+    for rule in ("store", "status", "gates", "work", "budget", "value", "run"):
+        assert f"] {rule}" in r.out
+    doc = cli("quota", "should-run", "--explain", json=True).data
+    assert [x["rule"] for x in doc["rules"]] == ["store", "status", "gates", "work", "budget", "value", "run"]
+    assert doc["rules"][-1]["outcome"] == "decides"
+
+
+def test_best_goal_wins_without_goal_id(store, clk, cli):
+    start(store, clk)
+    goals.start_goal(store, "human:tester", objective="Other", goal_id="g2", todos=["x"], priority=5)
+    code, doc = should(cli)
+    assert doc["data"]["goal_id"] == "g2" and doc["data"]["decision"] == "run"  # higher priority first
+    t = turn.next_turn(store, "agent:bot", goal_id="g2")
+    clk.advance(60)
+    turn.finish(store, "agent:bot", t["run_id"], "no_progress")
+    clk.advance(60)
+    code, doc = should(cli)
+    assert (code, doc["data"]["goal_id"], doc["data"]["decision"]) == (0, "g1", "run")
+    assert {g["goal_id"]: g["decision"] for g in doc["data"]["goals"]} == {"g2": "skip", "g1": "run"}
+    goals.set_status(store, "human:tester", "g1", "paused")
+    code, doc = should(cli)
+    assert (code, doc["data"]["goal_id"], doc["data"]["decision"]) == (1, "g2", "skip")
+
+
+def test_unknown_goal_is_a_usage_error(store, clk, cli):
+    start(store, clk)
+    r = cli("quota", "should-run", "--goal-id", "nope")
+    assert r.code == 2 and "hint:" in r.err
+
+
+def test_bad_skip_exit_is_a_usage_error(store, clk, cli):
+    start(store, clk)
+    assert cli("quota", "should-run", "--skip-exit", "x").code == 2
+
+
+def test_idle_burn_1440_checks_after_a_no_progress_run(store, clk, project):
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    events = project / ".loopx" / "events.jsonl"
+    before = events.read_text().count("\n")
+    runs = 0
+    for _ in range(1440):
+        clk.advance(60)
+        d = decide.should_run(store, goal_id="g1")
+        runs += d["decision"] == "run"
+    after = events.read_text().count("\n")
+    assert runs == 0
+    assert after - before <= 5
+    assert d["scheduler_hint"] == 3600  # backed off to an hour
+
+
+def test_evaluate_is_pure(store, clk):
+    start(store, clk)
+    state = store.load()
+    before = json.dumps(state, sort_keys=True, default=str)
+    d1 = decide.evaluate(state, clk.now, explain=True)
+    d2 = decide.evaluate(state, clk.now, explain=True)
+    assert d1 == d2
+    assert json.dumps(state, sort_keys=True, default=str) == before
