@@ -294,3 +294,15 @@ def test_real_process_cycle(goal, project):
     assert fixed.code == 0, fixed.out + fixed.err
     assert "fixed: repair_torn_tail" in fixed.out
     assert run_loopx(["doctor"], cwd=project, env=env).code == 0
+
+
+def test_hooks_pointing_at_another_loopx_are_stale(goal, cli, project):
+    assert run_loopx(["hooks", "--install", "--host", "claude-code"], cwd=project, env=_env()).code == 0
+    r, checks = doctor(cli)
+    assert checks["hooks.project.claude-code"]["status"] == "ok"
+    conf = project / ".claude" / "settings.local.json"
+    conf.write_text(conf.read_text().replace("hook stop", "hook stop --max-continuations 99"))
+    r, checks = doctor(cli)
+    assert r.code == 1
+    c = checks["hooks.project.claude-code"]
+    assert c["status"] == "warning" and "loopx hooks --install --host claude-code" in c["fix"]

@@ -64,6 +64,35 @@ def _summarise(scope: str, rows: list[tuple]) -> dict:
                   "refresh_skills")
 
 
+def hooks(scope: str, root: str) -> list[dict]:
+    """One result per hook host whose configuration holds loopx entries (hooks are opt-in)."""
+    try:
+        from loopx.hosts import HOOK_HOSTS, hookconf
+    except ImportError:
+        return [result(f"hooks.{scope}", "skipped", "this loopx has no hook installer to ask")]
+    out = []
+    prefix = hookconf.command_prefix()
+    for host in HOOK_HOSTS:
+        path = hookconf.config_path(host, scope, root)
+        fix = f"loopx hooks --install --host {host} --scope {scope}"
+        try:
+            st = hookconf.status(host, path, hookconf.wanted(host, prefix, 8))
+        except Exception as exc:  # an unparseable host config is a finding, not a crash
+            out.append(result(f"hooks.{scope}.{host}", "warning", getattr(exc, "message", str(exc)),
+                              "fix the file by hand, then " + fix))
+            continue
+        if st == "missing":
+            continue
+        if st == "stale":
+            out.append(result(f"hooks.{scope}.{host}", "warning",
+                              f"loopx's hook entries in {path} differ from what this loopx installs "
+                              "(an older loopx, another path to loopx, or a custom --max-continuations)",
+                              fix + " (keep your --max-continuations)"))
+        else:
+            out.append(result(f"hooks.{scope}.{host}", "ok", f"hooks current in {path}"))
+    return out
+
+
 def check(project_dir: str | None) -> list[dict]:
     if _installer() is None:
         return [result("hosts", "skipped", "this loopx has no host installer to ask about skills and hooks")]
@@ -74,6 +103,7 @@ def check(project_dir: str | None) -> list[dict]:
         except Exception as exc:  # a host module problem must never break doctor
             out.append(result(f"hosts.{scope}", "warning", f"could not check skills: {exc}",
                               "loopx workflow-skills --check"))
+        out.extend(hooks(scope, root))
     return out
 
 
