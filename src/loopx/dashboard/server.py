@@ -233,6 +233,7 @@ class Handler(BaseHTTPRequestHandler):
             phrase = "Error"
         body = {"ok": False, "error": {"code": code, "message": message or phrase, "hint": explain}}
         self.close_connection = True
+        self.request_version = "HTTP/1.0"  # always answer with a status line and headers, even to HTTP/0.9
         self._send(code, json.dumps(body).encode(), "application/json", extra=extra, no_store=True)
 
     def _send(self, code: int, body: bytes, ctype: str, *, extra=(), no_store: bool = False) -> None:
@@ -391,7 +392,11 @@ class Handler(BaseHTTPRequestHandler):
         if n > MAX_BODY:
             self.send_error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"bodies are limited to {MAX_BODY} bytes")
             return None
-        data = self.rfile.read(n)
+        try:
+            data = self.rfile.read(n)
+        except TimeoutError:
+            self.send_error(HTTPStatus.REQUEST_TIMEOUT, "the body did not arrive in time")
+            return None
         if len(data) != n:
             self.send_error(HTTPStatus.BAD_REQUEST, "the body is shorter than Content-Length")
             return None
