@@ -19,7 +19,8 @@ from datetime import timedelta
 from loopx.kernel import clock, queries
 
 VERSION = 1
-QUEUE, GATES, EVIDENCE, GLOBS = 5, 5, 5, 12
+MAX_TEXT = 6000
+QUEUE, GATES, EVIDENCE, GLOBS = 5, 4, 5, 8
 RULES = [
     "Work on this one todo only; stay inside the scope.",
     "Never do a protected action without an approved gate; ask with the gate command and finish as blocked.",
@@ -28,7 +29,7 @@ RULES = [
 ]
 
 
-def _cut(text, n: int) -> str | None:
+def _cut_to(text, n: int) -> str | None:
     if text is None:
         return None
     s = " ".join(str(text).split())
@@ -41,6 +42,21 @@ def _q(s: str) -> str:
 
 def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_until: str | None, actor: str,
           now, mode: str | None = None, fence: int | None = None) -> dict:
+    """The packet, tightened step by step until its text fits in MAX_TEXT characters."""
+    for level in range(4):
+        p = _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence, 0.6 ** level)
+        if len(render(p)) <= MAX_TEXT:
+            break
+    return p
+
+
+def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence, k: float) -> dict:
+    def _cut(text, n: int):  # noqa: F811 - the scaled cut of this build
+        return _cut_to(text, max(24, int(n * k)))
+
+    def _n(n: int) -> int:
+        return max(1, int(n * k + 0.5))
+
     g = state["goals"][goal_id]
     now_iso = clock.iso(now)
     t = state["todos"].get(todo_id or "")
@@ -50,10 +66,10 @@ def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_unt
                 "acceptance": _cut(t.get("acceptance"), 400), "verify": _cut(t.get("verify"), 300), "fence": fence}
     groups = queries.by_status(state, goal_id, now_iso)
     queue = [{"id": x["id"], "title": _cut(x["title"], 80), "status": x["status"]}
-             for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:QUEUE]
+             for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:_n(QUEUE)]
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
     gates = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 240), "blocks": x["blocks"][:5]}
-             for x in pending[:GATES]]
+             for x in pending[:_n(GATES)]]
     protected = []
     for action in g["scope"].get("protect") or []:
         from loopx.kernel.gates import covering_gate
@@ -63,11 +79,11 @@ def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_unt
         protected.append({"action": action, "gate": "approved" if ok else ("pending" if wait else "none"),
                           "gate_id": (ok or wait or {}).get("id")})
     evidence = [{"id": e["id"], "kind": e["kind"], "summary": _cut(e["summary"], 140), "exit_code": e.get("exit_code")}
-                for e in queries.recent_evidence(state, goal_id, EVIDENCE)]
+                for e in queries.recent_evidence(state, goal_id, _n(EVIDENCE))]
     q = g["quota"]
     start = clock.iso(now - timedelta(seconds=q["window"]))
     spent, _ = queries.window_spend(state, goal_id, start)
-    scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:GLOBS]] for k in ("allow", "deny", "protect")}
+    scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:_n(GLOBS)]] for k in ("allow", "deny", "protect")}
     p = {"version": VERSION, "run_id": run_id, "goal_id": goal_id, "mode": mode or ("work" if todo else "plan"),
          "agent": actor, "lease_until": lease_until, "objective": _cut(g["objective"], 800),
          "done_when": _cut(g.get("done_when"), 600), "verify": _cut(g.get("verify"), 300), "scope": scope,
@@ -75,7 +91,7 @@ def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_unt
          "counts": {"open": len(groups["open"]) + len(groups["expired"]), "claimed": len(groups["claimed"]),
                     "blocked": len(groups["blocked"]), "done": len(groups["done"]),
                     "total": sum(len(v) for k, v in groups.items() if k != "archived")},
-         "gates": gates, "evidence": evidence,
+         "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
          "budget": {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)},
          "rules": RULES}
     p["commands"] = commands(p, actor)
@@ -135,6 +151,8 @@ def render(p: dict) -> str:
     if p["gates"]:
         L.append("PENDING GATES:")
         L += [f"  {x['id']} ({x['kind']}): {x['question']}" for x in p["gates"]]
+        if p.get("gates_more"):
+            L.append(f"  ... and {p['gates_more']} more (`loopx gate list`)")
     if p["evidence"]:
         L.append("RECENT EVIDENCE:")
         L += [f"  {x['id']} {x['kind']}" + (f" exit {x['exit_code']}" if x["exit_code"] is not None else "")

@@ -1,0 +1,187 @@
+"""The turn: next (claim + run + packet), turn finish (verify, evidence, claim), lease expiry."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+import pytest
+
+from loopx.kernel import clock, gates, goals, ids, todos, turn
+from loopx.kernel.store import Draft, Store
+from test_decide import Clock
+
+
+@pytest.fixture
+def clk(monkeypatch):
+    return Clock(monkeypatch)
+
+
+@pytest.fixture
+def store(project, clk):
+    return Store.open(str(project))
+
+
+def start(store, clk, verify=f"{sys.executable} -c pass", titles=("first", "second")):
+    goals.start_goal(store, "human:tester", objective="Make the tests pass", goal_id="g1", verify=verify,
+                     done_when="the suite passes", todos=list(titles), protect=["merge"])
+    clk.advance()
+
+
+def test_next_claims_opens_a_run_and_prints_the_packet(store, clk, cli):
+    start(store, clk)
+    r = cli("--agent", "bot", "next", json=True)
+    assert r.code == 0
+    d = r.data
+    assert d["started"] and d["run_id"].startswith("run-") and d["todo_id"].startswith("t-")
+    assert d["lease_until"] == clock.iso(clk.now + timedelta(minutes=30))
+    state = store.load()
+    t = state["todos"][d["todo_id"]]
+    assert t["status"] == "claimed" and t["claim"]["holder"] == "agent:bot"
+    assert state["runs"][d["run_id"]]["finished"] is None
+    p = d["packet"]
+    assert p["objective"] == "Make the tests pass" and p["done_when"] == "the suite passes"
+    assert p["todo"]["id"] == d["todo_id"] and p["protected"] == [{"action": "merge", "gate": "none", "gate_id": None}]
+    cmds = p["commands"]
+    assert f"turn finish --run {d['run_id']}" in cmds["finish"]
+    assert f"todo done {d['todo_id']} --evidence EV" in cmds["done"]
+    assert f"--run {d['run_id']}" in cmds["evidence"] and cmds["evidence"].startswith("loopx --agent bot ")
+    text = cli("--agent", "bot2", "next")
+    assert text.code == 0 and "YOUR TODO:" in text.out and "WRITE BACK" in text.out
+
+
+def test_next_without_run_decision_exits_1_and_claims_nothing(store, clk, cli, project):
+    start(store, clk)
+    gates.open_gate(store, "agent:bot", "g1", kind="merge", question="Merge?")
+    before = (project / ".loopx" / "events.jsonl").read_text()
+    r = cli("--agent", "bot", "next", json=True)
+    assert r.code == 1 and r.data["started"] is False and r.data["decision"]["decision"] == "wait_human"
+    state = Store.open(str(project)).load()
+    assert all(t["claim"] is None for t in state["todos"].values())
+    assert not state["runs"]
+    after = (project / ".loopx" / "events.jsonl").read_text()
+    assert all('"decision.recorded"' in line for line in after[len(before):].splitlines())
+    assert "no turn: wait_human" in cli("--agent", "bot", "next").out
+
+
+def test_dry_run_writes_nothing(store, clk, cli, project):
+    start(store, clk)
+    cli("quota", "should-run")  # record the decision first
+    before = (project / ".loopx" / "events.jsonl").read_bytes()
+    r = cli("--agent", "bot", "next", "--dry-run", json=True)
+    assert r.code == 0 and r.data["run_id"] == "run-dry-run" and r.data["packet"]["todo"]
+    assert (project / ".loopx" / "events.jsonl").read_bytes() == before
+
+
+def test_packet_stays_small_for_a_big_goal(store, clk):
+    start(store, clk, titles=())
+    long = "x" * 3000
+
+    def plan(state, now):
+        drafts = [Draft("goal.updated", "g1", {"objective": "O" * 5000, "done_when": "D" * 5000})]
+        taken = set()
+        for i in range(200):
+            tid = ids.new_id("todo", taken)
+            taken.add(tid)
+            drafts.append(Draft("todo.added", "g1", {"todo_id": tid, "title": f"todo {i} " + long, "detail": long,
+                                                    "acceptance": long}))
+        for i in range(5000):
+            drafts.append(Draft("evidence.added", "g1", {"evidence_id": f"ev-{i:08x}", "kind": "test",
+                                                        "summary": f"run {i} " + long[:290], "exit_code": 0},
+                                stream="evidence"))
+        for i in range(20):
+            drafts.append(Draft("gate.opened", "g1", {"gate_id": f"gate-{i:06x}", "kind": "custom",
+                                                     "question": long, "blocks": [sorted(taken)[i]]}))
+        return drafts
+
+    store.transact(plan, actor="human:tester")
+    clk.advance()
+    res = turn.next_turn(store, "agent:bot", goal_id="g1")
+    assert res["started"]
+    assert len(res["packet_text"]) <= 6000, len(res["packet_text"])
+    import json
+
+    assert len(json.dumps(res["packet"])) <= 8000
+    assert res["run_id"] in res["packet_text"] and res["todo_id"] in res["packet_text"]
+
+
+def test_finish_with_verify_records_evidence_and_completes(store, clk, cli):
+    start(store, clk)
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    r = cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "completion", "--verify", json=True)
+    assert r.code == 0
+    d = r.data
+    assert d["verified"] is True and d["verify"]["exit_code"] == 0 and d["todo_status"] == "done"
+    state = store.load()
+    ev = state["evidence"][d["verify"]["evidence_id"]]
+    assert ev["run"] == t["run_id"] and ev["kind"] == "test" and ev["exit_code"] == 0
+    assert state["todos"][t["todo_id"]]["evidence"] == [ev["id"]]
+    # a retry with the same result is a no-op; a different result is a conflict
+    again = cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "completion", json=True)
+    assert again.code == 0 and again.data["repeat"] is True
+    assert cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "failed").code == 4
+
+
+def test_failing_verify_is_not_verified_and_keeps_the_todo_open(store, clk, cli):
+    start(store, clk, verify=f"{sys.executable} -c 'raise SystemExit(3)'")
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    fin = turn.finish(store, "agent:bot", t["run_id"], "completion", verify=True)
+    assert fin["verified"] is False and fin["verify"]["exit_code"] == 3
+    assert fin["todo_status"] == "open" and fin["warnings"]
+    assert turn.spend_slot(store, "agent:bot", t["run_id"])["reason"] == "not_verified"
+
+
+def test_completion_without_evidence_does_not_complete_the_todo(store, clk):
+    start(store, clk)
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    fin = turn.finish(store, "agent:bot", t["run_id"], "completion")
+    assert fin["todo_status"] == "open"
+    assert store.load()["todos"][t["todo_id"]]["status"] == "open"
+
+
+def test_finish_errors(store, clk, cli):
+    start(store, clk)
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    assert cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "great").code == 2
+    assert cli("--agent", "bot", "turn", "finish", "--run", "run-zzz", "--result", "progress").code == 2
+    r = cli("--agent", "eve", "turn", "finish", "--run", t["run_id"], "--result", "progress")
+    assert r.code == 4 and "belongs to agent:bot" in r.err
+    goals.update_goal(store, "human:tester", "g1", verify="  ")
+    goals_state = store.load()["goals"]["g1"]
+    if not goals_state["verify"]:
+        r = cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "progress", "--verify")
+        assert r.code == 2 and "no verify command" in r.err
+
+
+def test_run_left_open_past_its_lease_is_closed_by_the_next_writer(store, clk):
+    start(store, clk, titles=("only",))
+    t = turn.next_turn(store, "agent:crashy", goal_id="g1", lease="10m")
+    clk.advance(11 * 60)
+    nxt = turn.next_turn(store, "agent:bot", goal_id="g1")
+    assert nxt["started"] and nxt["todo_id"] == t["todo_id"]
+    state = store.load()
+    old = state["runs"][t["run_id"]]
+    assert old["result"] == "failed" and "lease expired" in old["note"]
+    assert state["todos"][t["todo_id"]]["claim"]["holder"] == "agent:bot"
+
+
+def test_renew_extends_run_and_claim(store, clk, cli):
+    start(store, clk)
+    t = turn.next_turn(store, "agent:bot", goal_id="g1", lease="10m")
+    clk.advance(5 * 60)
+    r = cli("--agent", "bot", "turn", "renew", "--run", t["run_id"], "--lease", "10m", json=True)
+    assert r.code == 0
+    state = store.load()
+    assert state["runs"][t["run_id"]]["lease_until"] == r.data["lease_until"]
+    assert state["todos"][t["todo_id"]]["claim"]["lease_until"] == r.data["lease_until"]
+    turn.finish(store, "agent:bot", t["run_id"], "no_progress")
+    assert cli("--agent", "bot", "turn", "renew", "--run", t["run_id"]).code == 4
+
+
+def test_blocked_result_releases_without_blocking_the_todo(store, clk):
+    start(store, clk, titles=("only",))
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    gates.open_gate(store, "agent:bot", "g1", kind="merge", question="ok?", blocks=[t["todo_id"]])
+    fin = turn.finish(store, "agent:bot", t["run_id"], "blocked", note="waiting")
+    assert fin["todo_status"] == "open"
+    assert store.load()["todos"][t["todo_id"]]["claim"] is None
