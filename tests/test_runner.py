@@ -1,0 +1,180 @@
+"""loopx run with shell agents (--agent-cmd), as real processes: timeouts, failures, progress,
+the packet on stdin and in {prompt_file}, the runner lease, Ctrl-C, dry runs and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx, subprocess_env
+from loopx.kernel.store import Store
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents and signals are POSIX here")
+
+
+def _goal(cli, verify="test -f done.txt", todos=("first", "second")):
+    args = ["start-goal", "--goal-text", "Ship it", "--goal-id", "g1", "--verify", verify]
+    for t in todos:
+        args += ["--todo", t]
+    assert cli(*args).code == 0
+
+
+def _state(project: Path) -> dict:
+    return Store.open(str(project)).load()
+
+
+def test_hanging_agent_is_stopped_at_the_timeout(project, cli):
+    _goal(cli)
+    r = run_loopx(["run", "--agent-cmd", "sleep 120 & wait", "--timeout", "1s", "--json"], cwd=project, timeout=60)
+    assert r.code == 1, r.err
+    d = json.loads(r.out)["data"]
+    assert d["stopped_because"] == "agent_failed"
+    t = d["turns"][0]
+    assert t["timed_out"] and t["result"] == "failed" and t["slots"] == 0
+    state = _state(project)
+    run = state["runs"][t["run_id"]]
+    assert run["result"] == "failed" and "timed out" in run["note"]
+    assert state["spends"] == {}
+    assert state["todos"][t["todo_id"]]["claim"] is None
+
+
+def test_failing_agent_is_recorded_and_spends_nothing(project, cli):
+    _goal(cli)
+    r = run_loopx(["run", "--agent-cmd", "echo oops >&2; exit 3", "--json"], cwd=project)
+    assert r.code == 1
+    t = json.loads(r.out)["data"]["turns"][0]
+    assert (t["agent_exit"], t["result"], t["slots"]) == (3, "failed", 0)
+    assert _state(project)["spends"] == {}
+
+
+def test_verified_progress_spends_one_slot_and_gets_the_packet(project, cli):
+    _goal(cli)
+    agent = "cat > stdin.txt; cp {prompt_file} prompt.txt; echo $LOOPX_RUN_ID > run.txt; touch done.txt"
+    r = run_loopx(["run", "--agent-cmd", agent, "--once", "--json"], cwd=project)
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["data"]
+    t = d["turns"][0]
+    assert (t["result"], t["verified"], t["slots"]) == ("completion", True, 1)
+    assert d["stopped_because"] == "once"
+    run_id = (project / "run.txt").read_text().strip()
+    assert run_id == t["run_id"]
+    assert (project / "stdin.txt").read_text() == (project / "prompt.txt").read_text()
+    assert run_id in (project / "stdin.txt").read_text()
+    state = _state(project)
+    assert state["todos"][t["todo_id"]]["status"] == "done"
+    assert [e[2] for e in state["spends"]["g1"]] == [run_id]
+
+
+def test_loop_runs_until_should_run_says_no(project, cli):
+    _goal(cli, verify="true")
+    r = run_loopx(["run", "--agent-cmd", "echo nothing to do", "--json"], cwd=project)
+    assert r.code == 0
+    d = json.loads(r.out)["data"]
+    assert [t["result"] for t in d["turns"]] == ["completion", "completion"]  # not a git repo: verify decides
+    assert d["stop"]["decision"] == "stop" and d["stop"]["reason"] == "complete"
+
+
+def test_no_change_stops_with_skip_and_exit_0(project, cli):
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    _goal(cli, verify="true")
+    r = run_loopx(["run", "--agent-cmd", "true", "--json"], cwd=project)
+    assert r.code == 0
+    d = json.loads(r.out)["data"]
+    assert [t["result"] for t in d["turns"]] == ["no_progress"]
+    assert d["stop"]["decision"] == "skip"
+    assert _state(project)["spends"] == {}
+
+
+def test_agent_that_finishes_its_own_run(project, cli):
+    _goal(cli)
+    cmd = f"{sys.executable} -m loopx turn finish --run $LOOPX_RUN_ID --result no_progress --note tried"
+    r = run_loopx(["run", "--agent-cmd", cmd, "--once", "--json"], cwd=project)
+    assert r.code == 0, r.err
+    t = json.loads(r.out)["data"]["turns"][0]
+    assert t["result"] == "no_progress" and t["note"] == "finished by the agent"
+    run = _state(project)["runs"][t["run_id"]]
+    assert run["agent"] == "agent:shell" and run["note"] == "tried"
+
+
+def _wait_for_open_run(project: Path, deadline: float = 30.0) -> str:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        runs = [r for r in _state(project)["runs"].values() if r["finished"] is None]
+        if runs:
+            return runs[0]["id"]
+        time.sleep(0.05)
+    raise AssertionError("the runner never opened a run")
+
+
+def test_second_runner_exits_at_once_and_ctrl_c_closes_the_run(project, cli):
+    _goal(cli)
+    first = subprocess.Popen([sys.executable, "-m", "loopx", "run", "--agent-cmd", "sleep 120 & wait", "--goal-id", "g1"],
+                             cwd=project, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = _wait_for_open_run(project)
+        second = run_loopx(["run", "--agent-cmd", "true", "--goal-id", "g1", "--once"], cwd=project, timeout=30)
+        assert second.code == 4 and "another runner" in second.err
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 130, err
+    run = _state(project)["runs"][run_id]
+    assert run["result"] == "failed" and "interrupted" in run["note"]
+    assert _state(project)["spends"] == {}
+
+
+def test_dry_run_prints_the_packet_and_writes_nothing(project, cli):
+    _goal(cli)
+    events = project / ".loopx" / "events.jsonl"
+    cli("quota", "should-run")
+    before = events.read_bytes()
+    r = run_loopx(["run", "--agent-cmd", "touch done.txt", "--dry-run"], cwd=project)
+    assert r.code == 0 and "YOUR TODO:" in r.out and "dry run" in r.out
+    assert events.read_bytes() == before
+    assert not (project / "done.txt").exists()
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["run"], 2, "no agent"),
+    (["--agent", "mybot", "run"], 2, "not a preset"),
+    (["run", "--agent-cmd", "true", "--timeout", "soon"], 2, "duration"),
+    (["run", "--agent-cmd", "true", "--max-turns", "0"], 2, "--max-turns"),
+])
+def test_bad_input(project, cli, args, code, text):
+    _goal(cli)
+    r = cli(*args)
+    assert r.code == code and text in r.err
+
+
+def test_preset_binary_missing(project, cli, monkeypatch):
+    _goal(cli)
+    monkeypatch.setenv("PATH", str(project))
+    r = cli("--agent", "gemini", "run", "--once")
+    assert r.code == 2 and "gemini" in r.err and "--agent-cmd" in r.err
+    assert not _state(project)["runs"]
+
+
+def test_presets_build_documented_command_lines(tmp_path, monkeypatch):
+    from loopx.runner import presets
+
+    for name in presets.names():
+        exe = tmp_path / presets.PRESETS[name][0]
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert presets.argv_for("claude-code", "PKT", "/f")[:2] == ["claude", "-p"]
+    assert presets.argv_for("codex", "PKT", "/f")[:2] == ["codex", "exec"]
+    assert presets.argv_for("cursor", "PKT", "/f")[:2] == ["cursor-agent", "-p"]
+    assert presets.argv_for("opencode", "PKT", "/f")[:2] == ["opencode", "run"]
+    assert presets.argv_for("gemini", "PKT", "/f") == ["gemini", "-p", "PKT"]
+    assert presets.fill("a {prompt_file} {run_id} {other}", {"prompt_file": "/x y", "run_id": "run-1"}) == \
+        "a '/x y' run-1 {other}"
