@@ -99,6 +99,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
                  extra_hosts=(), log=None) -> None:
+        self._stop = threading.Event()
         super().__init__((host, port), Handler)
         self.token = token or secrets.token_urlsafe(32)
         self.session = secrets.token_urlsafe(32)
@@ -113,7 +114,6 @@ class DashboardServer(ThreadingHTTPServer):
         self.cookie_name = f"loopx_session_{self.port}"
         self._conns: dict[socket.socket, float] = {}
         self._conn_lock = threading.Lock()
-        self._stop = threading.Event()
         threading.Thread(target=self._reaper, name="loopx-dashboard-reaper", daemon=True).start()
 
     def server_bind(self):

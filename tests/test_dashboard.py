@@ -1,0 +1,424 @@
+"""Dashboard API against a real server on port 0, the PWA shell, and the background service with
+real processes (reuse, SIGKILL recovery, auto-upgrade, stale files, stop, status)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_loopx, subprocess_env
+from loopx import __version__
+from loopx.dashboard import server as server_mod
+from loopx.dashboard import service
+from loopx.dashboard.api import project_key
+from loopx.kernel import evidence, gates, todos, turn
+from loopx.kernel.store import Store
+
+XSS_TITLE = 'fix <img src=x onerror="window.__pwned=1"> and </script><script>window.__pwned=2</script>'
+XSS_SUMMARY = 'tests pass <img src=x onerror=window.__pwned=3> </script>'
+
+
+class Client:
+    def __init__(self, srv):
+        self.srv = srv
+        self.port = srv.port
+        self.cookie = None
+        self.csrf = None
+
+    def call(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        h = {"Host": f"127.0.0.1:{self.port}"}
+        if self.cookie:
+            h["Cookie"] = self.cookie
+        h.update(headers or {})
+        conn.request(method, path, body=body, headers=h)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        return resp, data
+
+    def login(self):
+        resp, _ = self.call("GET", f"/launch?token={self.srv.token}")
+        assert resp.status == 303
+        self.cookie = resp.getheader("Set-Cookie").split(";")[0]
+        self.csrf = self.get("/api/session")["csrf"]
+        return self
+
+    def get(self, path, status=200):
+        resp, data = self.call("GET", path)
+        assert resp.status == status, data
+        doc = json.loads(data)
+        return doc["data"] if status == 200 else doc["error"]
+
+    def decide(self, body, status=200):
+        resp, data = self.call("POST", "/api/gate", json.dumps(body).encode(),
+                               {"Origin": f"http://127.0.0.1:{self.port}", "Content-Type": "application/json",
+                                "X-Loopx-Token": self.csrf, "User-Agent": "pytest-ua"})
+        assert resp.status == status, data
+        doc = json.loads(data)
+        return doc["data"] if status == 200 else doc["error"]
+
+
+@pytest.fixture
+def client(project):
+    srv = server_mod.make_server("127.0.0.1", 0)
+    server_mod.serve_in_thread(srv)
+    try:
+        yield Client(srv).login()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _store(project) -> Store:
+    return Store.open(str(project))
+
+
+def _goal(project, cli, gid, *todo_titles, extra=()):
+    args = ["start-goal", "--goal-text", f"objective of {gid}", "--goal-id", gid, "--done-when", "done"]
+    for t in todo_titles:
+        args += ["--todo", t]
+    r = cli(*args, *extra, json=True)
+    assert r.code == 0, r.err
+    return r.data
+
+
+# ---------------------------------------------------------------------- API
+def test_overview_groups_goals_like_status(project, cli, client):
+    _goal(project, cli, "asks", "a1")
+    gates.open_gate(_store(project), "agent:bot", "asks", kind="merge", question="Merge it?")
+    _goal(project, cli, "works", "w1")
+    todos.claim(_store(project), "agent:bot", [t for t in _store(project).load()["todos"].values()
+                                               if t["goal"] == "works"][0]["id"])
+    _goal(project, cli, "ready", "r1")
+    _goal(project, cli, "broke", "b1", "b2", extra=["--slots", "1", "--verify", f"{sys.executable} -c pass"])
+    st = _store(project)
+    t = turn.next_turn(st, "agent:bot", goal_id="broke")
+    turn.finish(st, "agent:bot", t["run_id"], "progress", verify=True)
+    assert turn.spend_slot(st, "agent:bot", t["run_id"])["spent"]
+    _goal(project, cli, "later", "l1")
+    assert cli("goal", "pause", "later").code == 0
+
+    data = client.get("/api/status")
+    assert data["version"] == __version__
+    (p,) = data["projects"]
+    assert p["key"] == project_key(str(project)) and p["error"] is None
+    groups = {g["id"]: g["group"] for g in p["goals"]}
+    assert groups == {"asks": "needs_you", "works": "running", "ready": "ready", "broke": "waiting",
+                      "later": "stopped"}
+    broke = next(g for g in p["goals"] if g["id"] == "broke")
+    assert broke["budget"]["left"] == 0 and broke["next_check_at"]  # when the slot frees
+    asks = next(g for g in p["goals"] if g["id"] == "asks")
+    assert asks["needs_human"][0]["question"] == "Merge it?"
+    assert data["counts"] == {"needs_you": 1, "running": 1, "ready": 1, "waiting": 1, "stopped": 1}
+    # the same numbers as `loopx status`
+    status = cli("status", json=True).data
+    assert {g["id"]: g["todos"] for g in status["goals"]} == {g["id"]: g["todos"] for g in p["goals"]}
+
+
+def test_goal_page_has_board_gates_runs_chart_and_agent_text_verbatim(project, cli, client):
+    _goal(project, cli, "g1", XSS_TITLE, "second", extra=["--verify", f"{sys.executable} -c pass"])
+    st = _store(project)
+    t = turn.next_turn(st, "agent:bot", goal_id="g1")
+    ev = evidence.add(st, "agent:bot", "g1", kind="test", summary=XSS_SUMMARY, run=t["run_id"], exit_code=0)
+    turn.finish(st, "agent:bot", t["run_id"], "progress", evidence=[ev["evidence_id"]], verify=True)
+    assert turn.spend_slot(st, "agent:bot", t["run_id"])["spent"]
+    gate = gates.open_gate(st, "agent:bot", "g1", kind="release", question="Ship <b>it</b>?", context="</script>")
+
+    d = client.get(f"/api/goal?project={project_key(str(project))}&goal=g1")
+    assert d["goal"]["objective"] == "objective of g1"
+    titles = [x["title"] for col in d["board"].values() for x in col["items"]]
+    assert XSS_TITLE in titles  # JSON carries the text as is; the page renders it with textContent
+    (pending,) = [g for g in d["gates"] if g["status"] == "pending"]
+    assert pending["id"] == gate["gate_id"] and pending["code"] == gates.short_code(gate["gate_id"])
+    assert pending["question"] == "Ship <b>it</b>?" and pending["requested_by"] == "agent:bot"
+    (run,) = d["runs"]
+    assert run["result"] == "progress" and run["slots"] == 1
+    assert run["evidence"][0]["summary"] == XSS_SUMMARY
+    assert sum(d["chart"]["bins"]) == d["chart"]["spent"] == 1
+    assert d["summary"]["group"] == "needs_you"
+
+
+def test_goal_and_review_errors_are_json_with_a_hint(project, cli, client):
+    _goal(project, cli, "g1", "x")
+    key = project_key(str(project))
+    assert client.get(f"/api/goal?project={key}&goal=nope", status=404)["code"] == "no_goal"
+    assert client.get(f"/api/goal?project={key}&goal=../etc", status=400)["code"] == "bad_goal"
+    assert client.get("/api/goal?project=0123456789abcdef&goal=g1", status=404)["code"] == "no_project"
+    assert client.get("/api/goal?goal=g1", status=400)["hint"]
+    review = client.get(f"/api/review?project={key}&goal=g1")
+    assert review["available"] is True and "objective of g1" in review["markdown"]
+
+
+def test_agents_page_lists_holders_and_handoffs(project, cli, client):
+    from loopx.kernel import agents
+
+    _goal(project, cli, "g1", "handed over", "kept")
+    st = _store(project)
+    agents.register(st, "agent:alice", "alice", "codex")
+    handed, kept = sorted(st.load()["todos"].values(), key=lambda t: t["order"])
+    todos.claim(st, "agent:alice", handed["id"])
+    todos.claim(st, "agent:alice", kept["id"])
+    agents.handoff(st, "agent:alice", to="bob", todo=handed["id"], note="your turn")
+    d = client.get("/api/agents")
+    (p,) = d["projects"]
+    alice = next(a for a in p["agents"] if a["name"] == "alice")
+    assert alice["kind"] == "codex" and alice["last_seen"]
+    assert [h["title"] for h in alice["holds"]] == ["kept"] and alice["holds"][0]["live"]
+    assert p["handoffs"][0]["to"].endswith("bob") and p["handoffs"][0]["note"] == "your turn"
+
+
+def test_gate_decisions_through_the_api(project, cli, client):
+    _goal(project, cli, "g1", "x")
+    st = _store(project)
+    g1 = gates.open_gate(st, "agent:bot", "g1", kind="merge", question="one?")["gate_id"]
+    g2 = gates.open_gate(st, "agent:bot", "g1", kind="merge", question="two?")["gate_id"]
+    key = project_key(str(project))
+    err = client.decide({"project": key, "gate": g1, "decision": "approve", "code": "zzzz"}, status=400)
+    assert err["code"] == "bad_confirmation" and gates.short_code(g1) in err["hint"]
+    err = client.decide({"project": key, "gate": g2, "decision": "reject", "code": gates.short_code(g2)}, status=400)
+    assert "note" in err["message"]
+    ok = client.decide({"project": key, "gate": g1, "decision": "approve", "code": gates.short_code(g1).upper()})
+    assert ok["status"] == "approved" and ok["decided_by"] == "human:tester" and ok["channel"] == "dashboard"
+    ok = client.decide({"project": key, "gate": g2, "decision": "reject", "code": gates.short_code(g2), "note": "no"})
+    assert ok["status"] == "rejected"
+    state = st.load()
+    assert state["gates"][g1]["channel"] == "dashboard" and state["gates"][g2]["note"] == "no"
+    err = client.decide({"project": key, "gate": g1, "decision": "reject", "code": gates.short_code(g1), "note": "x"},
+                        status=409)
+    assert err["code"] == "gate_decided"
+
+
+def test_an_unreadable_project_is_reported_not_fatal(project, cli, client, tmp_path):
+    _goal(project, cli, "g1", "x")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert run_loopx(["connect"], cwd=other).code == 0
+    (other / ".loopx" / "format.json").write_text("{broken")
+    shutil.rmtree(project / ".loopx" / "cache", ignore_errors=True)
+    d = client.get("/api/status")
+    by_name = {p["name"]: p for p in d["projects"]}
+    assert by_name["other"]["error"]["message"] and by_name["other"]["goals"] == []
+    assert [g["id"] for g in by_name["proj"]["goals"]] == ["g1"]
+
+
+def test_state_is_reread_when_the_store_changes(project, cli, client):
+    _goal(project, cli, "g1", "x")
+    key = project_key(str(project))
+    assert client.get(f"/api/goal?project={key}&goal=g1")["board"]["open"]["count"] == 1
+    assert cli("todo", "add", "another", "--goal-id", "g1").code == 0
+    assert client.get(f"/api/goal?project={key}&goal=g1")["board"]["open"]["count"] == 2
+
+
+# ---------------------------------------------------------------------- static shell and PWA
+@pytest.mark.parametrize("path,ctype", [
+    ("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css"),
+    ("/manifest.webmanifest", "application/manifest+json"), ("/sw.js", "text/javascript"),
+    ("/icon.svg", "image/svg+xml"), ("/icon-192.png", "image/png"), ("/icon-512.png", "image/png"),
+])
+def test_static_files_are_served_with_their_content_type(client, path, ctype):
+    client.cookie = None  # the shell itself needs no session
+    resp, body = client.call("GET", path)
+    assert resp.status == 200 and body
+    assert resp.getheader("Content-Type").startswith(ctype)
+    assert resp.getheader("X-Content-Type-Options") == "nosniff"
+
+
+def test_manifest_has_name_icons_start_url_and_standalone(client):
+    resp, body = client.call("GET", "/manifest.webmanifest")
+    m = json.loads(body)
+    assert m["name"] and m["start_url"] == "/" and m["display"] == "standalone"
+    sizes = {i["sizes"] for i in m["icons"]}
+    assert {"192x192", "512x512"} <= sizes
+    for icon in m["icons"]:
+        assert client.call("GET", icon["src"])[0].status == 200
+
+
+def test_service_worker_caches_only_the_versioned_shell(client):
+    _, body = client.call("GET", "/sw.js")
+    sw = body.decode()
+    assert f'const VERSION = "{__version__}"' in sw  # a new version means a new cache name
+    shell = json.loads(re.search(r"const SHELL = (\[.*?\]);", sw).group(1))
+    assert all(p in server_mod.STATIC for p in shell)
+    assert not any(p.startswith("/api/") or p.startswith("/launch") for p in shell)
+    assert 'url.pathname.startsWith("/api/")' in sw and '"/launch"' in sw
+    assert "caches.delete" in sw  # old versions are dropped on activate
+
+
+def test_pages_have_no_inline_script_or_handlers():
+    from importlib import resources
+
+    html = resources.files("loopx.dashboard").joinpath("static", "index.html").read_text()
+    for tag in re.findall(r"<script[^>]*>", html):
+        assert "src=" in tag
+    assert not re.search(r"<script[^>]*>\s*[^<\s]", html)
+    assert not re.search(r"\son[a-z]+=", html)
+    js = resources.files("loopx.dashboard").joinpath("static", "app.js").read_text()
+    assert "innerHTML" not in js and "eval(" not in js and "new Function" not in js
+    assert "insertAdjacentHTML" not in js and "document.write" not in js
+
+
+def test_every_allow_listed_file_ships_in_the_package():
+    for name, _ctype in server_mod.STATIC.values():
+        assert server_mod.static_bytes(name)
+    with pytest.raises(KeyError):
+        server_mod.static_bytes("../server.py")
+
+
+# ---------------------------------------------------------------------- the background service
+def _dash(*args, env=None, cwd=None):
+    return run_loopx(["dashboard", "--no-open", "--format", "json", *args], cwd=cwd or REPO, env=env)
+
+
+@pytest.fixture
+def service_home(tmp_path, monkeypatch):
+    """A private LOOPX_HOME; every server started in it is stopped afterwards."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOOPX_HOME", str(home))
+    yield home
+    info = service.read_state()
+    run_loopx(["dashboard", "--stop"], cwd=REPO)
+    if info and not info.get("corrupt") and service.pid_alive(info["pid"]) and service._live(info):
+        os.kill(info["pid"], signal.SIGKILL)
+
+
+def test_start_reuse_status_stop(service_home):
+    r = _dash("--port", "0")
+    assert r.code == 0, r.err
+    first = r.data
+    assert first["action"] == "started" and first["version"] == __version__
+    assert first["launch_url"].startswith(f"http://127.0.0.1:{first['port']}/launch?token=")
+    assert service.probe(first["port"])["pid"] == first["pid"]
+    assert os.getsid(first["pid"]) == first["pid"]  # own session: survives the terminal closing
+    state_file = service_home / "dashboard.json"
+    assert state_file.stat().st_mode & 0o077 == 0  # the token file is private
+
+    again = _dash()
+    assert again.code == 0 and again.data["action"] == "reused" and again.data["pid"] == first["pid"]
+    assert again.data["launch_url"] == first["launch_url"]
+
+    st = run_loopx(["dashboard", "--status", "--format", "json"], cwd=REPO)
+    assert st.code == 0 and st.data["running"] and st.data["pid"] == first["pid"]
+    assert st.data["version"] == __version__ and st.data["port"] == first["port"]
+
+    stop = run_loopx(["dashboard", "--stop", "--format", "json"], cwd=REPO)
+    assert stop.code == 0 and stop.data["stopped"]
+    assert not state_file.exists() and service.probe(first["port"]) is None
+    st = run_loopx(["dashboard", "--status"], cwd=REPO)
+    assert st.code == 1 and "not running" in st.out
+    assert run_loopx(["dashboard", "--stop"], cwd=REPO).code == 0  # stopping twice is fine
+
+
+def test_sigkill_then_start_recovers(service_home):
+    first = _dash("--port", "0").data
+    os.kill(first["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while service.pid_alive(first["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = run_loopx(["dashboard", "--status", "--format", "json"], cwd=REPO)
+    assert st.code == 1 and st.data["stale"] is True
+    r = _dash()
+    assert r.code == 0, r.err
+    assert r.data["action"] == "restarted" and r.data["pid"] != first["pid"]
+    assert any("stale" in w for w in r.json["warnings"])
+    assert service.probe(r.data["port"])["pid"] == r.data["pid"]
+
+
+def test_a_stale_file_naming_a_live_foreign_process_is_never_signalled(service_home):
+    service_home.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (service_home / "dashboard.json").write_text(json.dumps(
+            {"pid": sleeper.pid, "port": 9, "version": __version__, "token": "t", "instance": "i"}))
+        r = _dash("--port", "0")
+        assert r.code == 0 and r.data["action"] == "restarted"
+        assert sleeper.poll() is None  # not ours: left alone
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_an_unreadable_state_file_is_cleaned_up(service_home):
+    service_home.mkdir(parents=True, exist_ok=True)
+    (service_home / "dashboard.json").write_text("{not json")
+    r = _dash("--port", "0")
+    assert r.code == 0 and r.data["action"] == "restarted"
+    assert service.read_state()["pid"] == r.data["pid"]
+
+
+def test_a_server_of_another_version_is_replaced(service_home, tmp_path):
+    old_src = tmp_path / "old-src"
+    shutil.copytree(REPO / "src" / "loopx", old_src / "loopx", ignore=shutil.ignore_patterns("__pycache__"))
+    init = old_src / "loopx" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    env = subprocess_env({"PYTHONPATH": str(old_src)})
+    old = subprocess.Popen([sys.executable, "-m", "loopx", "dashboard", "--foreground", "--no-open", "--port", "0"],
+                           cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        info = None
+        while time.monotonic() < deadline:
+            info = service.read_state()
+            if info and info.get("pid") == old.pid and service._live(info):
+                break
+            time.sleep(0.05)
+        assert info and info["version"] == "0.0.1"
+        r = _dash()
+        assert r.code == 0, r.err
+        assert r.data["action"] == "upgraded" and r.data["version"] == __version__
+        assert r.data["pid"] != old.pid
+        assert old.wait(timeout=15) is not None  # the old server was stopped
+        assert service.probe(r.data["port"])["version"] == __version__
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait()
+
+
+def test_bad_options_are_usage_errors(service_home):
+    r = run_loopx(["dashboard", "--port", "http"], cwd=REPO)
+    assert r.code == 2 and "port" in r.err and "hint:" in r.err
+    r = run_loopx(["dashboard", "--port", "70000"], cwd=REPO)
+    assert r.code == 2
+    r = run_loopx(["dashboard", "--status", "--stop"], cwd=REPO)
+    assert r.code == 2
+    r = run_loopx(["dashboard", "--unsafe-host", "a b"], cwd=REPO)
+    assert r.code == 2
+
+
+def test_foreground_refuses_when_one_already_runs(service_home):
+    first = _dash("--port", "0").data
+    r = run_loopx(["dashboard", "--foreground", "--no-open", "--port", "0"], cwd=REPO)
+    assert r.code == 4 and str(first["pid"]) in r.err
+
+
+def test_an_explicit_port_in_use_is_a_conflict(service_home):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_loopx(["dashboard", "--foreground", "--no-open", "--port", str(port)], cwd=REPO)
+        assert r.code == 4 and "--port" in r.err
+
+
+def test_the_log_of_a_background_server_has_no_token(service_home):
+    d = _dash("--port", "0").data
+    token = d["launch_url"].split("token=")[1]
+    conn = http.client.HTTPConnection("127.0.0.1", d["port"], timeout=10)
+    conn.request("GET", f"/launch?token={token}")
+    assert conn.getresponse().status == 303
+    conn.close()
+    text = Path(d["log"]).read_text()
+    assert "/launch" in text and token not in text
