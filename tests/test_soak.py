@@ -66,9 +66,9 @@ class Sim:
     def human(self, d, tick: int):
         if tick % 72 == 0 and tick:  # new work every 12 hours
             todos.add(self.store, "human:pat", "g1", f"new request at tick {tick}")
-        if self.gate_id and self.now - self.gate_opened_at >= timedelta(hours=30):
-            if self.store.load()["gates"][self.gate_id]["status"] == "pending":
-                gates.decide(self.store, "human:pat", self.gate_id, approve=True, channel="confirm-flag")
+        if (self.gate_id and self.now - self.gate_opened_at >= timedelta(hours=30)
+                and self.store.load()["gates"][self.gate_id]["status"] == "pending"):
+            gates.decide(self.store, "human:pat", self.gate_id, approve=True, channel="confirm-flag")
         if d["reason"] == "stalled":
             self.stalled_since = self.stalled_since or self.now
             if self.now - self.stalled_since >= timedelta(hours=2):

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from loopx.kernel import clock, gates, goals, ids, todos, turn
+from loopx.kernel import clock, gates, goals, ids, turn
 from loopx.kernel.store import Draft, Store
 from test_decide import Clock
 
