@@ -22,7 +22,8 @@ def indexes(tmp_path_factory):
     old, new = wheelkit.build_wheel(OLD), wheelkit.build_wheel(NEW)
     bad = wheelkit.build_wheel(BAD, broken=True)
     return (wheelkit.make_index(root / "good", [old, new]),
-            wheelkit.make_index(root / "bad", [old, new, bad]))
+            wheelkit.make_index(root / "bad", [old, new, bad]),
+            wheelkit.make_index(root / "only-bad", [bad]))
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,14 @@ def test_apply_upgrades_then_a_broken_target_is_rolled_back(venv, indexes, tmp_p
     d = envelope(bad)["data"]
     assert d["result"] == "rolled_back"
     assert d["smoke"]["ok"] is False and d["rollback_smoke"]["ok"] is True
+    assert loopx(venv, "--version").stdout.strip() == f"loopx {NEW}"
+    # the index no longer offers the installed version: the way back is a wheel of the installation
+    plan = envelope(loopx(venv, "update", "plan", "--to", BAD, "--index-url", indexes[2], "--json", cwd=tmp_path))
+    assert plan["data"]["rollback_source"] == "backup"
+    bad = loopx(venv, "update", "apply", "--yes", "--to", BAD, "--index-url", indexes[2], "--json", cwd=tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    d = envelope(bad)["data"]
+    assert d["result"] == "rolled_back" and d["backup"].endswith(f"loopx-{NEW}-py3-none-any.whl")
     assert loopx(venv, "--version").stdout.strip() == f"loopx {NEW}"
     doc = loopx(venv, "doctor", "--json", cwd=tmp_path)
     checks = {c["id"]: c for c in envelope(doc)["data"]["checks"]}

@@ -90,7 +90,9 @@ def render_plan(d: dict) -> str:
         return "\n".join(lines)
     lines.append(f"target:    loopx {d['target']}")
     lines.append(f"command:   {safe(d['steps'][0])}")
-    lines.append(f"rollback:  {safe(d['rollback_steps'][0])}")
+    how = {"backup": " (from a wheel of the installed loopx, made before the update)",
+           None: " (apply refuses without a way back)"}.get(d.get("rollback_source"), "")
+    lines.append(f"rollback:  {safe(d['rollback_steps'][0])}{how}")
     lines.append("next: loopx update apply --yes" + (f" --to {d['target']}" if d["target"] else ""))
     return "\n".join(lines)
 

@@ -197,6 +197,7 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
     index_url, find_links = index_options(index_url, find_links)
     out = {"channel": info["channel"], "summary": info["summary"], "manual": info["manual"],
            "installed": __version__, "target": None, "up_to_date": False, "command": None, "rollback": None,
+           "rollback_source": None,
            "index": index_url or find_links, "smoke": smoke_command(info)}
     if info["manual"]:
         out["steps"], out["rollback_steps"] = manual_steps(info)
@@ -218,10 +219,40 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
     out["target"] = target
     out["up_to_date"] = target == __version__
     out["command"] = install_command(info, target, index_url, find_links)
-    out["rollback"] = install_command(info, __version__, index_url, find_links)
     out["steps"] = [_shell(out["command"])]
-    out["rollback_steps"] = [_shell(out["rollback"])]
+    _plan_rollback(out, info, __version__ in versions, index_url, find_links)
     return out
+
+
+def _plan_rollback(out: dict, info: dict, on_index: bool, index_url, find_links) -> None:
+    """The way back: the installed version from the same index, else (pip channels) a wheel
+    rebuilt from the installation itself before anything changes, else none."""
+    from loopx.ops.backup import backup_path
+
+    wheel = backup_path() if info["channel"] in FILE_CHANNELS else None
+    if on_index:
+        out["rollback_source"], out["rollback"] = "index", install_command(info, __version__, index_url, find_links)
+    elif wheel:
+        out["rollback_source"], out["rollback"] = "backup", install_file_command(info, wheel)
+    else:
+        out["rollback_source"], out["rollback"] = None, None
+        out["rollback_steps"] = [f"none: the index does not offer loopx {__version__}"]
+        return
+    out["rollback_steps"] = [_shell(out["rollback"])]
+
+
+FILE_CHANNELS = ("pip-venv", "pip-system", "pip-user", "pip-target", "uv-pip")
+
+
+def install_file_command(info: dict, wheel: str) -> list[str]:
+    """Reinstall loopx from a wheel file through ``info``'s (pip) channel."""
+    py, ch = info["python"], info["channel"]
+    if ch == "pip-target":
+        return [py, "-m", "pip", "install", "--upgrade", "--no-deps", "--target", info["site_dir"], wheel]
+    if ch == "uv-pip":
+        return ["uv", "pip", "install", "--python", py, "--reinstall", "--no-deps", wheel]
+    return [py, "-m", "pip", "install", "--force-reinstall", "--no-deps", *(["--user"] if ch == "pip-user" else []),
+            wheel]
 
 
 def _shell(argv: list[str]) -> str:
@@ -278,10 +309,19 @@ def apply(p: dict) -> dict:
     if p["manual"]:
         raise StateError(f"loopx does not update a {p['channel']} installation itself ({p['summary']})",
                           "run: " + " && ".join(p.get("steps") or []))
-    out = {"result": None, "plan": p, "install": None, "smoke": None, "rollback": None, "rollback_smoke": None}
+    out = {"result": None, "plan": p, "install": None, "smoke": None, "rollback": None, "rollback_smoke": None,
+           "backup": None}
     if p["up_to_date"]:
         out["result"] = "up_to_date"
         return out
+    if p["rollback"] is None:
+        raise StateError(f"no way back to loopx {p['installed']}: the index does not offer it",
+                         "add it to the index first, so a failed update can be undone")
+    if p["rollback_source"] == "backup":
+        from loopx.ops.backup import backup_wheel
+
+        out["backup"] = backup_wheel()
+        p["rollback"][-1] = out["backup"]
     out["install"] = _run(p["command"])
     if out["install"]["exit_code"] == 0:
         out["smoke"] = smoke(p["smoke"], p["target"])
