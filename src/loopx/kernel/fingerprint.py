@@ -13,10 +13,7 @@ callers compute it only when the value rule needs it. ``combine`` joins the two 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import subprocess
 
 GIT_TIMEOUT = 10.0
 
@@ -25,6 +22,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     """Hash of the goal, its live todos and its gates. ``overrides`` maps todo id -> status to
     use instead of the folded one (for the state a transaction is about to produce)."""
     g = state["goals"].get(goal_id) or {}
+    import hashlib
+    import json
+
     overrides = overrides or {}
     todos = []
     for t in state["todos"].values():
@@ -67,6 +67,9 @@ def git_part(project_dir: str | None) -> str:
     there is none or git is not installed (then only the loopx state counts)."""
     if not project_dir or _git_dir(project_dir) is None:
         return ""
+    import hashlib
+    import subprocess
+
     try:
         head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
                               capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
@@ -98,6 +101,8 @@ def git_part(project_dir: str | None) -> str:
 
 
 def combine(state_hash: str, git_hash: str) -> str:
+    import hashlib
+
     return hashlib.sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
 
 
