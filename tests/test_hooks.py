@@ -244,6 +244,14 @@ def test_hooks_dry_run_and_unparsable_config(project, cli):
     r = cli("hooks", "--install", "--host", "cursor")
     assert r.code == 3 and "not valid JSON" in r.err and bad.read_text() == "{oops"
     assert cli("hooks", "--install", "--host", "vim").code == 2
+    r = cli("hooks", "--install", "--max-continuations", "lots")
+    assert r.code == 2 and "hint:" in r.err and not (project / ".claude").exists()
+
+
+def test_hooks_rules_outside_a_project_is_a_state_error(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    r = cli("hooks", "--rules")
+    assert r.code == 3 and "loopx connect" in r.err
 
 
 def test_hooks_install_writes_a_custom_cap(project, cli):

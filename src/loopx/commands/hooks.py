@@ -104,6 +104,10 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
     chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    if cap is not None:
+        from loopx.kernel import validate
+
+        cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
     prefix = hookconf.command_prefix()
     rows = []
