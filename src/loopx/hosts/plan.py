@@ -48,19 +48,15 @@ alwaysApply: false
 
 def skills_root() -> Path:
     """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
-    try:
-        from loopx.resources import data_path  # written by the loop work; same contract
+    from loopx.resources import data_path
 
-        p = Path(data_path("skills"))
-        if p.is_dir():
-            return p
-    except ImportError:
-        pass
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here / "_data" / "skills", here.parent.parent / "skills"):
-        if cand.is_dir():
-            return cand
-    raise FileNotFoundError("loopx's bundled skills are missing from this installation")
+    p = data_path("skills")
+    if not p.is_dir():
+        from loopx.errors import StateError
+
+        raise StateError(f"loopx's bundled skills are missing from this installation ({p})",
+                         "reinstall loopx (pipx reinstall loopx, or pip install --force-reinstall)")
+    return p
 
 
 def skill_files() -> list[tuple[str, str]]:
