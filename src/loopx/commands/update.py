@@ -7,6 +7,7 @@ a channel updated by hand)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from loopx.commands import actions, add
@@ -71,8 +72,10 @@ def render_check(d: dict) -> str:
     if not d["checked"]:
         return f"loopx {d['installed']} installed; not checked: {safe(d['reason'])}"
     if d["update_available"]:
-        return (f"loopx {d['installed']} installed; {d['newest']} is available\n"
-                f"next: loopx update plan --index-url {safe(d['index'])}")
+        flag = f" --find-links {safe(d['find_links'])}" if d.get("find_links") else ""
+        if d.get("index_url") and d["index_url"] != os.environ.get("LOOPX_INDEX_URL"):
+            flag += f" --index-url {safe(d['index_url'])}"
+        return f"loopx {d['installed']} installed; {d['newest']} is available\nnext: loopx update plan{flag}"
     return f"loopx {d['installed']} installed; up to date (newest on the index: {d['newest'] or 'none'})"
 
 
@@ -93,7 +96,12 @@ def render_plan(d: dict) -> str:
     how = {"backup": " (from a wheel of the installed loopx, made before the update)",
            None: " (apply refuses without a way back)"}.get(d.get("rollback_source"), "")
     lines.append(f"rollback:  {safe(d['rollback_steps'][0])}{how}")
-    lines.append("next: loopx update apply --yes" + (f" --to {d['target']}" if d["target"] else ""))
+    nxt = "next: loopx update apply --yes" + (f" --to {d['target']}" if d["target"] else "")
+    if d.get("index_url") and d["index_url"] != os.environ.get("LOOPX_INDEX_URL"):
+        nxt += f" --index-url {d['index_url']}"
+    if d.get("find_links"):
+        nxt += f" --find-links {d['find_links']}"
+    lines.append(safe(nxt))
     return "\n".join(lines)
 
 

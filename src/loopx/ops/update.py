@@ -121,7 +121,7 @@ def check(index_url=None, find_links=None, pre: bool = False) -> dict:
     """``{installed, newest, update_available, checked, reason, index}``."""
     index_url, find_links = index_options(index_url, find_links)
     out = {"installed": __version__, "newest": None, "update_available": False, "checked": False,
-           "reason": None, "index": index_url or find_links}
+           "reason": None, "index": index_url or find_links, "index_url": index_url, "find_links": find_links}
     if os.environ.get("LOOPX_NO_UPDATE_CHECK") not in (None, "", "0"):
         out["reason"] = "update checks are off (LOOPX_NO_UPDATE_CHECK is set)"
         return out
@@ -198,7 +198,8 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
     out = {"channel": info["channel"], "summary": info["summary"], "manual": info["manual"],
            "installed": __version__, "target": None, "up_to_date": False, "command": None, "rollback": None,
            "rollback_source": None,
-           "index": index_url or find_links, "smoke": smoke_command(info)}
+           "index": index_url or find_links, "index_url": index_url, "find_links": find_links,
+           "smoke": smoke_command(info)}
     if info["manual"]:
         out["steps"], out["rollback_steps"] = manual_steps(info)
         out["target"] = to
@@ -289,7 +290,8 @@ def smoke(cmd: list[str], version: str) -> dict:
     answer with its envelope, exit 0 or 1) from the new installation. Returns ``{ok, why, steps}``."""
     ver = _run([*cmd, "--version"], SMOKE_TIMEOUT)
     if ver["exit_code"] != 0 or f"loopx {version}" not in ver["output"]:
-        return {"ok": False, "why": f"`loopx --version` printed {ver['output'][-200:]!r} (exit {ver['exit_code']})",
+        last = next((ln.strip() for ln in reversed(ver["output"].splitlines()) if ln.strip()), "nothing")
+        return {"ok": False, "why": f"the new `loopx --version` exited {ver['exit_code']}: {last[-200:]}",
                 "steps": [ver]}
     doc = _run([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT)
     try:
