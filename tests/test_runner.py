@@ -178,3 +178,25 @@ def test_presets_build_documented_command_lines(tmp_path, monkeypatch):
     assert presets.argv_for("gemini", "PKT", "/f") == ["gemini", "-p", "PKT"]
     assert presets.fill("a {prompt_file} {run_id} {other}", {"prompt_file": "/x y", "run_id": "run-1"}) == \
         "a '/x y' run-1 {other}"
+
+
+@pytest.mark.skipif(not __import__("shutil").which("flock"), reason="needs flock(1)")
+def test_cron_recipe_runs_one_turn_then_skips_quietly(project, cli, tmp_path):
+    from conftest import REPO
+
+    _goal(cli, todos=("only",))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "loopx").write_text(f"#!/bin/sh\nexec {sys.executable} -m loopx \"$@\"\n")
+    (bindir / "claude").write_text("#!/bin/sh\ncat >/dev/null\ntouch done.txt\n")  # a fake headless host
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    script = REPO / "examples" / "cron" / "loopx-turn.sh"
+    env = subprocess_env({"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    first = subprocess.run(["sh", str(script), str(project)], env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    state = _state(project)
+    assert [r["result"] for r in state["runs"].values()] == ["completion"]
+    second = subprocess.run(["sh", str(script), str(project)], env=env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0 and second.stdout == ""  # goal complete: a clean, silent no
+    assert len(_state(project)["runs"]) == 1

@@ -38,10 +38,15 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
     from loopx.kernel import turn
 
     res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
+    d = res["decision"]
+    if d["decision"] == "error":
+        from loopx.errors import StateError
+
+        raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
     if not res["started"] and not res["packet"]:
         from loopx.kernel import decide
 
-        return output.Reply(res, decide.exit_code(res["decision"]) if res["decision"]["decision"] != "error" else 3)
+        return output.Reply(res, decide.exit_code(d))
     return res
 
 
