@@ -270,10 +270,10 @@ class Store:
         return count, torn
 
     def _load_snapshot(self) -> tuple[dict, dict]:
-        import marshal
         try:
             with open(self.path("cache", "snapshot.bin"), "rb") as fh:
-                snap = marshal.load(fh)
+                raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
+            snap = _unmarshal(raw)
             if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
                     or snap.get("fold") != fold.FOLD_VERSION):
                 raise ValueError("old snapshot")
@@ -448,6 +448,21 @@ class Store:
             os.makedirs(os.path.dirname(p), exist_ok=True)
             _atomic_write(p, data)
         return digest
+
+
+def _unmarshal(raw: bytes):
+    """``marshal.loads`` with the cyclic GC paused: a big snapshot is ~10^5 fresh containers and
+    the collector would otherwise walk them several times while they are created (none are cyclic)."""
+    import gc
+    import marshal
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return marshal.loads(raw)
+    finally:
+        if was:
+            gc.enable()
 
 
 def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
