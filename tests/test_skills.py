@@ -149,6 +149,18 @@ def test_remove_leaves_no_loopx_file_and_keeps_user_text(project, home, cli):
     assert cli("workflow-skills", "--check").code == 1
 
 
+def test_files_loopx_cannot_read_safely_are_never_rewritten(project, home, cli):
+    (project / "AGENTS.md").write_bytes(b"\xff\xfe binary \x00 notes")
+    (project / "CLAUDE.md").write_text("intro\n<!-- loopx:begin version=0.1.0 hash=000000000000 -->\nhalf a block\n",
+                                       encoding="utf-8")
+    r = cli("workflow-skills", "--install", json=True)
+    status = {Path(f["path"]).name: f["status"] for f in r.data["files"] if f["what"] == "instructions block"}
+    assert status["AGENTS.md"] == "modified" and status["CLAUDE.md"] == "modified"
+    assert cli("workflow-skills", "--install", "--force").code == 0
+    assert (project / "AGENTS.md").read_bytes() == b"\xff\xfe binary \x00 notes"
+    assert "half a block" in (project / "CLAUDE.md").read_text(encoding="utf-8")
+
+
 def test_bad_arguments_are_usage_errors(project, cli):
     for args in (("--host", "vim"), ("--scope", "galaxy")):
         r = cli("workflow-skills", "--check", *args, json=True)

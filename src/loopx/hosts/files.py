@@ -29,6 +29,7 @@ from loopx import __version__
 BEGIN_RE = re.compile(r"<!-- loopx:begin[^>]*?hash=([0-9a-f]{12})[^>]*-->\n?")
 BEGIN_ANY = re.compile(r"<!-- loopx:begin[^>]*-->\n?")
 END = "<!-- loopx:end -->"
+UNDECODABLE = "\x00undecodable"  # read_text's answer for a file that is not UTF-8: never rewritten
 
 
 @dataclass
@@ -92,7 +93,7 @@ def read_text(path: str) -> str | None:
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
-        return "\x00undecodable"
+        return UNDECODABLE
 
 
 # ------------------------------------------------------------------ status
@@ -114,10 +115,12 @@ def find_block(text: str) -> tuple[int, int, str | None, str] | None:
 def status(item: Item, manifest: dict) -> str:
     """``missing`` | ``current`` | ``stale`` | ``modified`` for one item."""
     cur = read_text(item.path)
+    if cur == UNDECODABLE:
+        return "modified"
     if item.kind == "block":
         found = find_block(cur) if cur is not None else None
         if found is None:
-            return "missing"
+            return "modified" if cur is not None and BEGIN_ANY.search(cur) else "missing"
         start, _, marker, inner = found
         if marker is None or sha(inner)[:12] != marker:
             return "modified"
@@ -152,6 +155,9 @@ def install(item: Item, manifest: dict, *, force: bool, dry_run: bool, stamp: st
     row = {"path": item.path, "host": item.host, "what": item.what, "status": st, "action": "unchanged",
            "backup": None}
     if st == "current":
+        return row
+    if item.kind == "block" and read_text(item.path) == UNDECODABLE:
+        row["action"] = "kept (not UTF-8 text; add the block by hand)"
         return row
     if st == "modified" and not force:
         row["action"] = "kept (edited; --force replaces it and keeps a backup)"
@@ -198,7 +204,7 @@ def remove(item: Item, manifest: dict, *, force: bool, dry_run: bool, stamp: str
     if st == "missing":
         manifest["files"].pop(item.path, None)
         return row
-    if st == "modified" and not force:
+    if st == "modified" and (not force or (item.kind == "block" and read_text(item.path) == UNDECODABLE)):
         row["action"] = "kept (edited; --force removes it and keeps a backup)"
         return row
     row["action"] = "remove" if item.kind == "file" else "remove block"
