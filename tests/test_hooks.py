@@ -307,3 +307,28 @@ def test_bad_rules_are_usage_errors(goal, cli):
 def test_default_mapping(command, kind):
     hits = guard.command_kinds(command, guard.config(None), branch_of=lambda cwd: "main")
     assert (hits[0]["kind"] if hits else None) == kind
+
+
+def test_the_installed_hook_command_runs_and_denies(goal, project, cli):
+    """The exact command written into the host's settings, run through a shell as the host would."""
+    import subprocess
+
+    from conftest import subprocess_env
+
+    assert cli("hooks", "--install", "--host", "claude-code").code == 0
+    data = json.loads((project / ".claude" / "settings.local.json").read_text())
+    command = data["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    proc = subprocess.run(command, shell=True, cwd=project, input=json.dumps(payload("claude-code", "pre_tool_bash", project)),
+                          capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_user_scope_hooks_follow_codex_home(project, cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    assert cli("hooks", "--install", "--host", "codex", "--scope", "user").code == 0
+    assert (tmp_path / "codex-home" / "hooks.json").exists() and not (project / ".codex").exists()
+    assert cli("hooks", "--check", "--host", "codex", "--scope", "user").code == 0
+    assert cli("hooks", "--remove", "--host", "codex", "--scope", "user").code == 0
+    assert not (tmp_path / "codex-home" / "hooks.json").exists()
