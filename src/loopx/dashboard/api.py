@@ -61,6 +61,7 @@ class Api:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple, dict]] = {}
         self._lock = threading.Lock()
+        self._status: tuple[tuple, dict] | None = None
 
     # ------------------------------------------------------------------ projects and states
     def projects(self) -> list[dict]:
@@ -98,12 +99,27 @@ class Api:
 
     # ------------------------------------------------------------------ overview
     def status(self, now_iso: str) -> dict:
-        """All projects with their goals grouped as needs_you, running, ready, waiting, stopped."""
+        """All projects with their goals grouped as needs_you, running, ready, waiting, stopped.
+        The answer is reused within the same clock second while no store file changed."""
+        from loopx.kernel.store import DIRNAME
+
+        listed = self.projects()
+        key = (now_iso[:19], tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
+        with self._lock:
+            hit = self._status
+        if hit and hit[0] == key:
+            return hit[1]
+        data = self._status_of(listed, now_iso)
+        with self._lock:
+            self._status = (key, data)
+        return data
+
+    def _status_of(self, listed: list[dict], now_iso: str) -> dict:
         from loopx.kernel.status import summary
 
         projects = []
         counts = dict.fromkeys(GROUPS, 0)
-        for p in self.projects():
+        for p in listed:
             row = {"key": p["key"], "name": p["name"], "path": p["path"], "goals": [], "error": None,
                    "problems": [], "read_only": None}
             try:
