@@ -231,7 +231,10 @@ function goalCard(project, g) {
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
       g.last_run ? ` · last run ${g.last_run.result || "open"} ${when(g.last_run.started)}` : ""),
-    h("p", { class: "next" }, "next: ", h("code", {}, g.next)));
+    g.needs_human.length
+      ? h("p", { class: "next" }, h("a", { href: goalLink(project.key, g.id), class: "decide-link" },
+        `Decide ${g.needs_human.length > 1 ? "the gates" : "the gate"} →`))
+      : h("p", { class: "next" }, "next: ", h("code", {}, g.next)));
 }
 
 function overviewPage(data) {
@@ -398,7 +401,8 @@ function goalPage(data) {
     h("h1", { class: "goal-title" }, g.objective),
     h("p", {}, chip(g.status), " ", chip(sum.group.replace("_", " "), sum.group), " ", sum.reason,
       sum.next_check_at ? h("span", { class: "muted" }, " · next check ", countdown(sum.next_check_at, "due")) : null),
-    h("p", { class: "next" }, "next: ", h("code", {}, sum.next)),
+    pending.length ? h("p", { class: "next" }, "next: decide the gate below, or in a terminal: ", h("code", {}, `loopx gate approve ${pending[0].id}`))
+      : h("p", { class: "next" }, "next: ", h("code", {}, sum.next)),
     h("section", { class: "needs" }, h("h2", {}, `Waiting for you (${pending.length})`),
       pending.length ? h("div", { class: "cards" }, pending.map((gate) => gateCard(data.project, gate)))
         : h("p", { class: "muted" }, "No gate waits for a decision.")),
