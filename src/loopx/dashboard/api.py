@@ -274,18 +274,10 @@ def classify(state: dict, row: dict, now_iso: str) -> tuple[str, str, str | None
 
 
 def slot_frees_at(state: dict, goal: dict, now_iso: str) -> str | None:
-    """When enough spends leave the rolling window for one slot to be free again."""
-    from loopx.kernel import clock, queries
+    """When one slot is free again: the same answer as should-run's budget rule."""
+    from loopx.kernel import clock, decide
 
-    q = goal["quota"]
-    start = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=q["window"]))
-    spent, entries = queries.window_spend(state, goal["id"], start)
-    acc = 0
-    for ts, n, _run in sorted(entries, key=lambda e: e[0]):
-        acc += n
-        if spent - acc < q["slots"]:
-            return clock.iso(clock.parse_ts(ts) + timedelta(seconds=q["window"]))
-    return None
+    return decide.slot_frees_at(state, goal, clock.parse_ts(now_iso))
 
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:

@@ -255,8 +255,13 @@ class Handler(BaseHTTPRequestHandler):
         body = json.dumps(data, ensure_ascii=True, default=str).encode()
         self._send(code, body, "application/json; charset=utf-8", extra=extra, no_store=True)
 
+    def version_string(self) -> str:
+        return self.server_version
+
     def log_request(self, code="-", size="-"):
         path = urlsplit(self.path).path if getattr(self, "path", None) else "-"
+        if path == "/api/health" and str(code) == "200":
+            return  # the service's liveness probes would drown the log
         self.server.write_log(f"{self.log_date_time_string()} {self.command or '-'} {path} {int(code) if str(code).isdigit() else code}")
 
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class

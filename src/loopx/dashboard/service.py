@@ -160,7 +160,7 @@ def terminate(pid: int, port: int, timeout: float = STOP_TIMEOUT) -> None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid):
+        if not pid_alive(pid) or (sys.platform == "win32" and probe(port, timeout=0.5) is None):
             return
         time.sleep(0.05)
     if hasattr(signal, "SIGKILL"):
