@@ -422,3 +422,17 @@ def test_the_log_of_a_background_server_has_no_token(service_home):
     conn.close()
     text = Path(d["log"]).read_text()
     assert "/launch" in text and token not in text
+
+
+def test_the_wheel_ships_the_static_shell(tmp_path):
+    pytest.importorskip("hatchling")
+    out = tmp_path / "wheel"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                        str(REPO)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import zipfile
+
+    (whl,) = out.glob("loopx-*.whl")
+    names = set(zipfile.ZipFile(whl).namelist())
+    for name, _ctype in server_mod.STATIC.values():
+        assert f"loopx/dashboard/static/{name}" in names

@@ -432,7 +432,3 @@ def serve_in_thread(server: DashboardServer) -> threading.Thread:
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     t.start()
     return t
-
-
-def main_log():
-    return sys.stderr
