@@ -230,11 +230,13 @@ function goalCard(project, g) {
     g.needs_human.length ? h("ul", { class: "gate-list" }, g.needs_human.map((gate) =>
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
-      g.last_run ? ` · last run ${g.last_run.result || "open"} ${when(g.last_run.started)}` : ""),
+      g.last_run ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result || "still open"}` : ""),
     g.needs_human.length
       ? h("p", { class: "next" }, h("a", { href: goalLink(project.key, g.id), class: "decide-link" },
         `Decide ${g.needs_human.length > 1 ? "the gates" : "the gate"} →`))
-      : h("p", { class: "next" }, "next: ", h("code", {}, g.next)));
+      : g.group === "waiting" && g.next_check_at
+        ? h("p", { class: "next" }, "next: nothing to do until the next check")
+        : h("p", { class: "next" }, "next: ", h("code", {}, g.next)));
 }
 
 function overviewPage(data) {
@@ -357,10 +359,10 @@ function chart(c) {
 
 function runItem(r) {
   return h("li", { class: "run" },
-    h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "open"),
-      r.verified ? chip("verified", "ok") : chip("not verified", "muted"),
+    h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "in progress", r.result || "running"),
+      r.finished ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
       h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
-    r.decision ? h("p", { class: "small" }, `decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
+    r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
     r.note ? h("p", { class: "small muted" }, r.note) : null,
     r.evidence.length ? h("ul", { class: "evidence" }, r.evidence.map(evidenceItem)) : null);
@@ -402,7 +404,8 @@ function goalPage(data) {
     h("p", {}, chip(g.status), " ", chip(sum.group.replace("_", " "), sum.group), " ", sum.reason,
       sum.next_check_at ? h("span", { class: "muted" }, " · next check ", countdown(sum.next_check_at, "due")) : null),
     pending.length ? h("p", { class: "next" }, "next: decide the gate below, or in a terminal: ", h("code", {}, `loopx gate approve ${pending[0].id}`))
-      : h("p", { class: "next" }, "next: ", h("code", {}, sum.next)),
+      : sum.group === "waiting" && sum.next_check_at ? h("p", { class: "next" }, "next: nothing to do until the next check")
+        : h("p", { class: "next" }, "next: ", h("code", {}, sum.next)),
     h("section", { class: "needs" }, h("h2", {}, `Waiting for you (${pending.length})`),
       pending.length ? h("div", { class: "cards" }, pending.map((gate) => gateCard(data.project, gate)))
         : h("p", { class: "muted" }, "No gate waits for a decision.")),
@@ -433,7 +436,7 @@ function agentsPage(data) {
     const rows = p.agents.map((a) => h("tr", {},
       h("td", {}, a.name), h("td", {}, a.kind || "—"), h("td", {}, when(a.last_seen)),
       h("td", {}, a.holds.length ? h("ul", { class: "plain" }, a.holds.map((t) => h("li", {}, t.title, " ",
-        h("span", { class: "muted small" }, `${t.id} · `), t.live ? countdown(t.lease_until, "expired") : "lease expired"))) : "nothing")));
+        h("span", { class: "muted small" }, `${t.id} · `), t.live ? ["lease ends ", countdown(t.lease_until, "expired")] : "lease expired"))) : "nothing")));
     root.append(h("section", {}, h("h2", {}, p.name),
       p.error ? h("p", { class: "warn" }, p.error) : null,
       rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Agent", "Kind", "Last seen", "Holds"].map((x) => h("th", {}, x)))), h("tbody", {}, rows))
