@@ -156,6 +156,11 @@ class DashboardServer(ThreadingHTTPServer):
                 except OSError:
                     pass
 
+    def handle_error(self, request, client_address):
+        """Log one line (socketserver would print a traceback with request details)."""
+        exc = sys.exc_info()[1]
+        self.write_log(f"error: {type(exc).__name__} on a connection")
+
     def server_close(self):
         self._stop.set()
         super().server_close()
@@ -193,7 +198,15 @@ class Handler(BaseHTTPRequestHandler):
             if not self.parse_request():
                 return
             handler = {"GET": self.do_GET, "HEAD": self.do_GET, "POST": self.do_POST}[self.command]
-            handler()
+            try:
+                handler()
+            except ValueError:  # e.g. too many query fields
+                self.send_error(HTTPStatus.BAD_REQUEST, "malformed request")
+            except Exception as exc:  # one bad request never takes the server down or leaks a traceback
+                if isinstance(exc, OSError):
+                    raise
+                self.server.write_log(f"error: {type(exc).__name__} while serving {urlsplit(self.path).path}")
+                self.send_error(HTTPStatus.INTERNAL_SERVER_ERROR)
             self.wfile.flush()
         except (TimeoutError, ConnectionError, OSError):
             self.close_connection = True
