@@ -200,3 +200,15 @@ def test_cron_recipe_runs_one_turn_then_skips_quietly(project, cli, tmp_path):
     second = subprocess.run(["sh", str(script), str(project)], env=env, capture_output=True, text=True, timeout=60)
     assert second.returncode == 0 and second.stdout == ""  # goal complete: a clean, silent no
     assert len(_state(project)["runs"]) == 1
+
+
+def test_planning_turn_counts_added_todos_as_progress(project, cli):
+    _goal(cli, verify="false", todos=())
+    cmd = f"{sys.executable} -m loopx todo add 'first step' --goal-id g1"
+    r = run_loopx(["run", "--agent-cmd", cmd, "--once", "--json"], cwd=project)
+    assert r.code == 0, r.err
+    t = json.loads(r.out)["data"]["turns"][0]
+    assert (t["mode"], t["result"], t["verified"], t["slots"]) == ("plan", "progress", False, 0)
+    assert t["note"] == "planned 1 todo(s)"
+    nxt = cli("quota", "should-run", json=True)
+    assert nxt.data["decision"] == "run" and nxt.data["mode"] == "work"

@@ -127,6 +127,11 @@ class Driver:
         if asked:
             out["note"] = f"waiting for gate {asked[0]['id']}"
             return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
+        if run.get("mode") == "plan":
+            added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"])
+            result = "progress" if added else "no_progress"
+            out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
+            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"])
         changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
                    or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
         cmd = turn.verify_command(state, run)
