@@ -2,8 +2,8 @@
 
 ``LOOPX_NOW`` (ISO-8601, e.g. ``2026-01-01T00:00:00Z``) freezes the clock for tests and
 simulations; it is read on every call so a simulation can advance it between commands.
-All timestamps loopx writes are UTC strings ``YYYY-MM-DDTHH:MM:SSZ`` (seconds resolution, or
-microseconds when the clock has them), so they sort as text.
+All timestamps loopx writes are UTC strings ``YYYY-MM-DDTHH:MM:SSZ`` (whole seconds, one fixed
+width), so they sort as text.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ def now() -> datetime:
 
 
 def iso(dt: datetime) -> str:
-    """``dt`` as UTC ISO-8601 with a ``Z`` suffix."""
-    dt = dt.astimezone(UTC)
-    if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``dt`` as UTC ISO-8601 with a ``Z`` suffix, floored to whole seconds.
+
+    One fixed width on purpose: the kernel compares timestamps as text (leases, windows), and
+    ``...:00Z`` sorts after ``...:00.5Z`` although it is earlier."""
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_iso() -> str:
