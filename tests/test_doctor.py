@@ -306,3 +306,17 @@ def test_hooks_pointing_at_another_loopx_are_stale(goal, cli, project):
     assert r.code == 1
     c = checks["hooks.project.claude-code"]
     assert c["status"] == "warning" and "loopx hooks --install --host claude-code" in c["fix"]
+
+
+def test_unreadable_event_file_is_a_finding_not_a_crash(goal, cli, project):
+    path = events_file(project)
+    raw = path.read_bytes()
+    path.unlink()
+    path.mkdir()  # a folder where the log should be: unreadable for any user
+    try:
+        r, checks = doctor(cli)
+        assert r.code == 1
+        assert checks["store.lines"]["status"] == "error" and "cannot read" in checks["store.lines"]["finding"]
+    finally:
+        path.rmdir()
+        path.write_bytes(raw)

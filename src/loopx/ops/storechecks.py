@@ -32,6 +32,11 @@ def check_lines(t) -> dict:
     streams = t.scan["streams"]
     total = sum(s["lines"] for s in streams.values())
     bad = {n: s for n, s in streams.items() if s["bad_count"]}
+    unreadable = {n: s["unreadable"] for n, s in streams.items() if s.get("unreadable")}
+    if unreadable:
+        what = "; ".join(f"{n}.jsonl: {why}" for n, why in unreadable.items())
+        return result("store.lines", "error", f"cannot read {what}",
+                      "check the file's permissions and owner (`ls -l .loopx/`)")
     if any(s["conflict"] for s in streams.values()):
         names = ", ".join(f"{n}.jsonl" for n, s in streams.items() if s["conflict"])
         return result("store.lines", "error", f"{names}: git conflict markers; the store is read-only",

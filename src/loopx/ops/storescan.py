@@ -57,6 +57,10 @@ def scan_stream(path: str) -> dict:
             data = fh.read()
     except FileNotFoundError:
         return _empty(False, 0)
+    except OSError as exc:  # permissions, a folder in the file's place, an I/O error
+        out = _empty(True, 0)
+        out["unreadable"] = f"{exc.strerror or exc}"
+        return out
     out = _empty(True, len(data))
     end = data.rfind(b"\n") + 1
     out["torn_bytes"] = len(data) - end
