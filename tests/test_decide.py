@@ -383,3 +383,39 @@ def test_evaluate_is_pure(store, clk):
     d2 = decide.evaluate(state, clk.now, explain=True)
     assert d1 == d2
     assert json.dumps(state, sort_keys=True, default=str) == before
+
+
+def test_quota_show_and_set(store, clk, cli):
+    start(store, clk)
+    r = cli("quota", "set", "--goal-id", "g1", "--slots", "5", "--window", "12h", "--cooldown", "10m",
+            "--stall-after", "2", json=True)
+    assert r.code == 0 and r.data["quota"] == {"slots": 5, "window": 43200, "cooldown": 600, "stall_after": 2}
+    t, _ = work_turn(store, clk, "progress", verify=True, spend=True)
+    shown = cli("quota", "show", json=True).data["quotas"][0]
+    assert (shown["spent"], shown["left"], shown["ledger"][0]["run_id"]) == (1, 4, t["run_id"])
+    text = cli("quota", "show").out
+    assert "1/5 slots spent in the last 12h (4 left), cooldown 10m, stall after 2" in text
+
+
+@pytest.mark.parametrize("args", [["--slots", "-1"], ["--slots", "many"], ["--window", "30s"], ["--window", "soon"],
+                                  ["--stall-after", "0"], ["--cooldown", "x"], []])
+def test_quota_set_bad_input(store, clk, cli, args):
+    start(store, clk)
+    r = cli("quota", "set", "--goal-id", "g1", *args)
+    assert r.code == 2 and "hint:" in r.err
+    assert store.load()["goals"]["g1"]["quota"]["slots"] == 48
+
+
+def test_quota_show_without_a_goal(project, cli):
+    r = cli("quota", "show")
+    assert r.code == 2 and "start-goal" in r.err
+
+
+def test_no_record_writes_nothing(store, clk, cli, project):
+    start(store, clk)
+    events = project / ".loopx" / "events.jsonl"
+    before = events.read_bytes()
+    assert cli("quota", "should-run", "--no-record").code == 0
+    assert events.read_bytes() == before
+    assert cli("quota", "should-run").code == 0
+    assert events.read_bytes() != before

@@ -185,3 +185,13 @@ def test_blocked_result_releases_without_blocking_the_todo(store, clk):
     fin = turn.finish(store, "agent:bot", t["run_id"], "blocked", note="waiting")
     assert fin["todo_status"] == "open"
     assert store.load()["todos"][t["todo_id"]]["claim"] is None
+
+
+@pytest.mark.parametrize("args", [["next", "--lease", "forever"], ["next", "--lease", "0s"], ["next", "--goal-id", "zz"],
+                                  ["turn", "finish", "--result", "progress"], ["turn", "finish", "--run", "x"],
+                                  ["turn", "renew", "--run", "run-nope"]])
+def test_bad_input(store, clk, cli, args):
+    start(store, clk)
+    r = cli("--agent", "bot", *args)
+    assert r.code == 2 and "hint:" in r.err
+    assert not store.load()["runs"]
