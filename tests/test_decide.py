@@ -82,7 +82,7 @@ def test_run_in_plan_mode_without_todos(store, clk, cli):
     start(store, clk, todos_=())
     code, doc = should(cli)
     assert (code, doc["data"]["decision"], doc["data"]["reason"], doc["data"]["mode"]) == (0, "run", "plan", "plan")
-    assert doc["data"]["todo_id"] is None
+    assert doc["data"]["todo_id"] is None and doc["data"]["next_check_at"] == clk.iso
 
 
 def test_error_for_a_newer_store_format(store, clk, cli, project):
@@ -168,6 +168,7 @@ def test_handed_off_work_is_left_to_the_receiver(store, clk, cli):
     clk.advance(60)
     r = cli("--agent", "bob", "quota", "should-run", json=True)
     assert (r.code, r.data["decision"], r.data["reason"]) == (1, "handoff", "handed_off")
+    assert r.data["next_check_at"] == clock.iso(clk.now + timedelta(seconds=300))
     r = cli("--agent", "carol", "quota", "should-run", json=True)
     assert (r.code, r.data["decision"]) == (0, "run")
     clk.advance(3600)  # the reservation lapses
@@ -180,6 +181,7 @@ def test_all_done_stops_as_complete(store, clk, cli):
     work_turn(store, clk, "completion", verify=True)
     code, doc = should(cli)
     assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "stop", "complete")
+    assert doc["data"]["next_check_at"] is None
     assert "looks complete" in doc["data"]["message"]
 
 
@@ -189,6 +191,7 @@ def test_blocked_todos_need_a_human(store, clk, cli):
     todos.block(store, "human:tester", tid, "needs keys")
     code, doc = should(cli)
     assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, "wait_human", "todos_blocked")
+    assert doc["data"]["next_check_at"] == clock.iso(clk.now + timedelta(seconds=300))
 
 
 def test_budget_fourth_verified_run_is_refused(store, clk, cli):

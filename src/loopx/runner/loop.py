@@ -183,7 +183,11 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
             drv.log(f"turn {len(out['turns']) + 1}: {started['run_id']} on {started['todo_id'] or 'planning'}")
-            t = drv.turn(started)
+            try:
+                t = drv.turn(started)
+            except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run
+                turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
+                raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
             out["turns"].append(t)
             drv.log(_turn_line(t))
             if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0):
