@@ -45,66 +45,82 @@ def _t(s, limit: int = 300) -> str:
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
+    from loopx.kernel import fingerprint
+
     state = store.load()
     g = queries.resolve_goal(state, goal_id)
     gid = g["id"]
     now = clock.now()
     since_iso = clock.iso(since) if since else ""
-    groups = queries.by_status(state, gid, clock.iso(now))
+    d = decide.evaluate(state, now, goal_id=gid,
+                        fingerprint=lambda x: fingerprint.compute(state, x, store.project_dir))
     runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > since_iso),
                   key=lambda r: r["started"])
+    out = {
+        "goal": {k: g.get(k) for k in ("id", "objective", "done_when", "status", "verify", "created")},
+        "period": {"since": since_iso or None, "until": clock.iso(now)},
+        "progress": _progress(queries.by_status(state, gid, clock.iso(now)), since_iso),
+        "rounds": _rounds(state, g, runs, since_iso, now),
+        "gates": _gates([x for x in state["gates"].values() if x["goal"] == gid], since_iso),
+        "evidence": _evidence(state, gid, since_iso),
+        "problems": _problems(store, gid, runs, since_iso),
+        "decision": d,
+    }
+    out["next_steps"] = _next_steps(out, d)
+    return out
+
+
+def _progress(groups: dict, since_iso: str) -> dict:
+    return {
+        "counts": {k: len(v) for k, v in groups.items()},
+        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or []}
+                 for t in groups["done"] if (t.get("done_at") or "") > since_iso][-LIST:],
+        "open": [{"id": t["id"], "title": t["title"], "status": t["status"]}
+                 for t in groups["open"] + groups["claimed"] + groups["expired"]][:LIST],
+        "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]][:LIST]}
+
+
+def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict:
     finished = [r for r in runs if r["finished"]]
     by_result: dict[str, int] = {}
     for r in finished:
         by_result[r["result"]] = by_result.get(r["result"], 0) + 1
     good = by_result.get("progress", 0) + by_result.get("completion", 0)
-    spends = [e for e in state["spends"].get(gid, []) if e[0] > since_iso]
-    gates = [x for x in state["gates"].values() if x["goal"] == gid]
+    spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
+    return {"count": len(runs), "finished": len(finished), "by_result": by_result,
+            "progress_rate": round(good / len(finished), 3) if finished else None,
+            "verified": sum(1 for r in finished if r["verified"]),
+            "slots_spent": sum(e[1] for e in spends), "budget": decide._budget(state, g, now)}
+
+
+def _gates(gates: list[dict], since_iso: str) -> dict:
+    gates = sorted(gates, key=lambda x: x["created"])
+    return {"decided": [{k: x.get(k) for k in ("id", "kind", "question", "status", "decided_by", "note", "decided")}
+                        for x in gates if x["status"] != "pending" and (x.get("decided") or "") > since_iso],
+            "pending": [{k: x.get(k) for k in ("id", "kind", "question", "created")}
+                        for x in gates if x["status"] == "pending"]}
+
+
+def _evidence(state: dict, gid: str, since_iso: str) -> dict:
     evid = sorted((e for e in state["evidence"].values() if e["goal"] == gid and e["ts"] > since_iso),
                   key=lambda e: e.get("seq", 0))
+    return {"tests": [{"id": e["id"], "summary": e["summary"], "exit_code": e.get("exit_code"), "ts": e["ts"]}
+                      for e in evid if e["kind"] == "test" and e.get("exit_code") == 0][-10:],
+            "commits": [{"id": e["id"], "summary": e["summary"], "commit": e.get("commit"), "ts": e["ts"]}
+                        for e in evid if e["kind"] == "commit" or e.get("commit")][-10:]}
+
+
+def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
     stalls = skips = 0
     for rec in store.iter_records("events"):
         if rec["type"] == "decision.recorded" and rec.get("goal") == gid and rec["ts"] > since_iso:
-            reason = (rec.get("data") or {}).get("reason")
-            stalls += reason == "stalled"
-            skips += (rec.get("data") or {}).get("decision") == "skip"
-    from loopx.kernel import fingerprint
-
-    d = decide.evaluate(state, now, goal_id=gid,
-                        fingerprint=lambda x: fingerprint.compute(state, x, store.project_dir))
-    out = {
-        "goal": {k: g.get(k) for k in ("id", "objective", "done_when", "status", "verify", "created")},
-        "period": {"since": since_iso or None, "until": clock.iso(now)},
-        "progress": {
-            "counts": {k: len(v) for k, v in groups.items()},
-            "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or []}
-                     for t in groups["done"] if (t.get("done_at") or "") > since_iso][-LIST:],
-            "open": [{"id": t["id"], "title": t["title"], "status": t["status"]}
-                     for t in groups["open"] + groups["claimed"] + groups["expired"]][:LIST],
-            "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]][:LIST]},
-        "rounds": {"count": len(runs), "finished": len(finished), "by_result": by_result,
-                   "progress_rate": round(good / len(finished), 3) if finished else None,
-                   "verified": sum(1 for r in finished if r["verified"]),
-                   "slots_spent": sum(e[1] for e in spends), "budget": decide._budget(state, g, now)},
-        "gates": {
-            "decided": [{k: x.get(k) for k in ("id", "kind", "question", "status", "decided_by", "note", "decided")}
-                        for x in sorted(gates, key=lambda x: x["created"]) if x["status"] != "pending"
-                        and (x.get("decided") or "") > since_iso],
-            "pending": [{k: x.get(k) for k in ("id", "kind", "question", "created")}
-                        for x in sorted(gates, key=lambda x: x["created"]) if x["status"] == "pending"]},
-        "evidence": {
-            "tests": [{"id": e["id"], "summary": e["summary"], "exit_code": e.get("exit_code"), "ts": e["ts"]}
-                      for e in evid if e["kind"] == "test" and e.get("exit_code") == 0][-10:],
-            "commits": [{"id": e["id"], "summary": e["summary"], "commit": e.get("commit"), "ts": e["ts"]}
-                        for e in evid if e["kind"] == "commit" or e.get("commit")][-10:]},
-        "problems": {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"],
-                                   "note": r.get("note"), "finished": r["finished"]}
-                                  for r in finished if r["result"] in ("failed", "no_progress", "blocked")][-10:],
-                     "stalls": stalls, "skips": skips},
-        "decision": d,
-    }
-    out["next_steps"] = _next_steps(out, d)
-    return out
+            data = rec.get("data") or {}
+            stalls += data.get("reason") == "stalled"
+            skips += data.get("decision") == "skip"
+    return {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "note": r.get("note"),
+                          "finished": r["finished"]}
+                         for r in runs if r["finished"] and r["result"] in ("failed", "no_progress", "blocked")][-10:],
+            "stalls": stalls, "skips": skips}
 
 
 def _next_steps(r: dict, d: dict) -> list[str]:
