@@ -42,7 +42,7 @@ class Target:
         if self._scan is None:
             from loopx.ops.storescan import scan
 
-            self._scan = scan(self.root)
+            self._scan = scan(self.root or "")
         return self._scan
 
     def store(self):
@@ -148,7 +148,7 @@ def check_gitignore(t: Target) -> dict:
 def check_location(t: Target) -> dict:
     from loopx.ops import pathcheck
 
-    return pathcheck.location(t.root)
+    return pathcheck.location(t.root or "")
 
 
 def check_hosts(t: Target) -> list[dict]:
@@ -180,7 +180,8 @@ def run(project: str | None = None) -> dict:
     project_dir, bad = find_project(project)
     t = Target(project_dir)
     checks: list[dict] = [bad] if bad else []
-    for fn in (*INSTALL_CHECKS, check_clock):
+    fns: tuple = (*INSTALL_CHECKS, check_clock)
+    for fn in fns:
         checks.extend(_as_list(fn(t)))
     if project_dir:
         for fn in PROJECT_CHECKS:

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sysconfig
+from typing import Any
 
 from loopx import __version__
 from loopx.errors import StateError, UsageError
@@ -36,6 +37,7 @@ def vkey(v: str):
     while len(rel) > 1 and rel[-1] == 0:
         rel.pop()
     pre, post, dev = m.group(2), m.group(4), m.group(5)
+    pre_key: tuple[int, ...]
     if pre:
         pre_key = (0, _PRE_RANK[pre.lower()], int(m.group(3) or 0))
     elif dev is not None and post is None:
@@ -206,6 +208,7 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
         return out
     _need_index(index_url, find_links)
     versions = available(index_url, find_links)
+    target: str | None
     if to:
         if vkey(to) is None:
             raise UsageError(f"{to!r} is not a version", "example: --to 0.2.0")
@@ -311,7 +314,7 @@ def apply(p: dict) -> dict:
     if p["manual"]:
         raise StateError(f"loopx does not update a {p['channel']} installation itself ({p['summary']})",
                           "run: " + " && ".join(p.get("steps") or []))
-    out = {"result": None, "plan": p, "install": None, "smoke": None, "rollback": None, "rollback_smoke": None,
+    out: dict[str, Any] = {"result": None, "plan": p, "install": None, "smoke": None, "rollback": None, "rollback_smoke": None,
            "backup": None}
     if p["up_to_date"]:
         out["result"] = "up_to_date"
