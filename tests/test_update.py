@@ -76,6 +76,9 @@ def test_update_errors_are_one_line_with_a_hint(venv, indexes, tmp_path):
     assert missing.returncode == 2 and "7.7.7" in missing.stderr
     gone = loopx(venv, "update", "check", "--index-url", (tmp_path / "nope").as_uri(), cwd=tmp_path, env=env)
     assert gone.returncode == 3 and "does not exist" in gone.stderr
+    offline = loopx(venv, "update", "check", "--index-url", "http://127.0.0.1:9/simple", cwd=tmp_path, env=env)
+    assert offline.returncode == 3 and "could not reach the package index" in offline.stderr
+    assert "offline" in offline.stderr and "Traceback" not in offline.stderr
     noyes = loopx(venv, "update", "apply", "--index-url", indexes[0], cwd=tmp_path)
     assert noyes.returncode == 2 and "--yes" in noyes.stderr
     assert "loopx 9.0.0" in loopx(venv, "--version").stdout  # nothing changed
@@ -154,3 +157,34 @@ def test_channel_detection_from_metadata(tmp_path, monkeypatch):
     assert channel._classify({"site_dir": "/x"}, None, "conda")["channel"] == "system"
     du = {"url": "https://github.com/o/loopx", "vcs_info": {"vcs": "git", "commit_id": "abc"}}
     assert channel._classify({"site_dir": "/x"}, du, "pip")["channel"] == "vcs"
+
+
+def test_plan_for_a_pip_target_install(tmp_path, indexes):
+    target = tmp_path / "target"
+    proc = wheelkit.run([sys.executable, "-m", "pip", "install", "--index-url", indexes[0], "--target", target,
+                         f"loopx=={OLD}"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = wheelkit.pip_env(PYTHONPATH=str(target))
+    plan = wheelkit.run([sys.executable, "-m", "loopx", "update", "plan", "--index-url", indexes[0], "--json"],
+                        cwd=tmp_path, env=env)
+    d = envelope(plan)["data"]
+    assert d["channel"] == "pip-target" and d["installed"] == OLD
+    assert d["command"][-5:] == ["--target", str(target), "--index-url", indexes[0], f"loopx=={NEW}"]
+    apply = wheelkit.run([sys.executable, "-m", "loopx", "update", "apply", "--yes", "--index-url", indexes[0]],
+                         cwd=tmp_path, env=env)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    ver = wheelkit.run([sys.executable, "-m", "loopx", "--version"], cwd=tmp_path, env=env)
+    assert ver.stdout.strip() == f"loopx {NEW}"
+
+
+def test_tool_channels_keep_their_tool():
+    from loopx.ops.update import install_command
+
+    base = {"python": "/p/bin/python", "site_dir": "/p/lib/site-packages"}
+    pipx = install_command(dict(base, channel="pipx"), "1.2.3", None, "/wheels")
+    assert pipx[:3] == ["pipx", "install", "--force"] and pipx[-1] == "loopx==1.2.3"
+    assert "--pip-args=--find-links=/wheels" in pipx
+    uv = install_command(dict(base, channel="uv-tool"), "1.2.3", "https://i/simple", None)
+    assert uv == ["uv", "tool", "install", "--force", "--index-url", "https://i/simple", "loopx==1.2.3"]
+    user = install_command(dict(base, channel="pip-user"), "1.2.3", "https://i/simple", None)
+    assert user[:5] == ["/p/bin/python", "-m", "pip", "install", "--user"]
