@@ -320,3 +320,16 @@ def test_unreadable_event_file_is_a_finding_not_a_crash(goal, cli, project):
     finally:
         path.rmdir()
         path.write_bytes(raw)
+
+
+def test_a_failing_check_is_a_finding_not_a_crash(goal, cli, monkeypatch):
+    from loopx.ops import doctor as ops
+
+    def boom(t):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(ops, "INSTALL_CHECKS", (*ops.INSTALL_CHECKS, boom))
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["boom"]["status"] == "error" and "kaboom" in checks["boom"]["finding"]
+    assert checks["store.tail"]["status"] == "ok"  # the other checks still ran

@@ -18,7 +18,7 @@ import os
 import sys
 
 from loopx import __version__
-from loopx.kernel.store import DIRNAME, FORMAT, STREAMS
+from loopx.kernel.store import DIRNAME
 
 PROBLEM = ("warning", "error")
 MIN_PYTHON = (3, 11)
@@ -180,20 +180,23 @@ def run(project: str | None = None) -> dict:
     project_dir, bad = find_project(project)
     t = Target(project_dir)
     checks: list[dict] = [bad] if bad else []
-    fns: tuple = (*INSTALL_CHECKS, check_clock)
+    fns: tuple = (*INSTALL_CHECKS, check_clock, *(PROJECT_CHECKS if project_dir else ()), check_hosts)
     for fn in fns:
-        checks.extend(_as_list(fn(t)))
-    if project_dir:
-        for fn in PROJECT_CHECKS:
-            checks.extend(_as_list(fn(t)))
-    checks.extend(_as_list(check_hosts(t)))
+        checks.extend(_safely(fn, t))
     summary = {s: sum(1 for c in checks if c["status"] == s) for s in ("ok", "warning", "error", "skipped")}
     return {"version": __version__, "project": project_dir, "checks": checks, "summary": summary,
             "problems": summary["warning"] + summary["error"],
             "fixable": sorted({c["fixable"] for c in checks if c["fixable"] and c["status"] in PROBLEM})}
 
 
-def _as_list(r) -> list[dict]:
+def _safely(fn, t: Target) -> list[dict]:
+    """Run one check; a bug in a check becomes its own error finding, never a doctor crash."""
+    try:
+        r = fn(t)
+    except Exception as exc:
+        name = fn.__name__.removeprefix("check_")
+        return [result(name, "error", f"the check itself failed: {type(exc).__name__}: {exc}",
+                       "rerun with `loopx doctor --debug` and report it")]
     return r if isinstance(r, list) else [r]
 
 
@@ -218,5 +221,3 @@ def apply_fixes(report: dict, actor: str) -> list[dict]:
                 done.append({"fix": label, "done": False, "detail": f"not applied: {msg}"})
     return done
 
-
-__all__ = ["run", "apply_fixes", "result", "Target", "FORMAT", "STREAMS"]
