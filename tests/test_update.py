@@ -37,8 +37,9 @@ def venv(tmp_path_factory, indexes):
 
 
 def loopx(venv, *args, cwd=None, env=None):
-    proc = wheelkit.run([wheelkit.venv_bin(venv, "loopx"), *args], cwd=cwd, env=env)
-    return proc
+    """The venv's loopx (on Windows through its python: a running loopx.exe cannot be replaced)."""
+    exe = [wheelkit.venv_bin(venv, "python"), "-m", "loopx"] if os.name == "nt" else [wheelkit.venv_bin(venv, "loopx")]
+    return wheelkit.run([*exe, *args], cwd=cwd, env=env)
 
 
 def envelope(proc) -> dict:
