@@ -310,6 +310,7 @@ def test_start_reuse_status_stop(service_home):
     st = run_loopx(["dashboard", "--status", "--format", "json"], cwd=REPO)
     assert st.code == 0 and st.data["running"] and st.data["pid"] == first["pid"]
     assert st.data["version"] == __version__ and st.data["port"] == first["port"]
+    assert st.data["host"] == "127.0.0.1"
 
     stop = run_loopx(["dashboard", "--stop", "--format", "json"], cwd=REPO)
     assert stop.code == 0 and stop.data["stopped"]
@@ -436,3 +437,17 @@ def test_the_wheel_ships_the_static_shell(tmp_path):
     names = set(zipfile.ZipFile(whl).namelist())
     for name, _ctype in server_mod.STATIC.values():
         assert f"loopx/dashboard/static/{name}" in names
+
+
+def test_another_address_needs_the_unsafe_flag_and_warns(service_home):
+    r = _dash("--port", "0", "--unsafe-host", "127.0.0.2")
+    assert r.code == 0, r.err
+    assert any("listening on 127.0.0.2" in w for w in r.json["warnings"])
+    text = run_loopx(["dashboard", "--no-open"], cwd=REPO)  # reuses it; the text form names the address
+    assert text.code == 0 and "127.0.0.2" in text.out
+    port = r.data["port"]
+    assert r.data["launch_url"].startswith(f"http://127.0.0.2:{port}/launch?token=")
+    assert service.probe(port, host="127.0.0.2")["pid"] == r.data["pid"]
+    assert service.probe(port) is None  # bound to that address only
+    assert run_loopx(["dashboard", "--stop"], cwd=REPO).code == 0
+    assert service.probe(port, host="127.0.0.2") is None

@@ -50,7 +50,8 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
             unsafe_host = None
         else:
             warnings.append(UNSAFE_WARNING.format(host=unsafe_host))
-            sys.stderr.write(f"loopx: warning: {safe(warnings[-1])}\n")
+            if foreground:  # serving blocks: say it now, not when the server stops
+                sys.stderr.write(f"loopx: warning: {safe(warnings[-1])}\n")
     if foreground:
         def announce(server):
             if not child:

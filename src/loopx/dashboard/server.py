@@ -125,7 +125,8 @@ class DashboardServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        host = self.server_address[0]
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
 
     @property
     def launch_url(self) -> str:

@@ -105,13 +105,20 @@ def remove_state(instance: str | None = None) -> None:
 
 
 # ---------------------------------------------------------------------- probing processes
-def probe(port: int, timeout: float = 2.0) -> dict | None:
-    """``/api/health`` of a dashboard on 127.0.0.1:``port``, or None when nothing sane answers."""
+def connect_host(host: str | None) -> str:
+    """The address a local client uses for a server bound to ``host``."""
+    return "127.0.0.1" if not host or host in ("0.0.0.0", "localhost") else host
+
+
+def probe(port: int, timeout: float = 2.0, host: str | None = None) -> dict | None:
+    """``/api/health`` of a dashboard on ``host`` (default 127.0.0.1):``port``, or None when nothing
+    sane answers."""
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    addr = connect_host(host)
+    conn = http.client.HTTPConnection(addr, port, timeout=timeout)
     try:
-        conn.request("GET", "/api/health", headers={"Host": f"127.0.0.1:{port}"})
+        conn.request("GET", "/api/health", headers={"Host": f"{addr}:{port}"})
         resp = conn.getresponse()
         if resp.status != 200:
             return None
@@ -146,13 +153,13 @@ def _live(info: dict | None) -> dict | None:
     """The health answer when ``info`` describes the server that really answers on its port."""
     if not info or info.get("corrupt"):
         return None
-    health = probe(info["port"])
+    health = probe(info["port"], host=info.get("host"))
     if health and health.get("instance") == info["instance"] and health.get("pid") == info["pid"]:
         return health
     return None
 
 
-def terminate(pid: int, port: int, timeout: float = STOP_TIMEOUT) -> None:
+def terminate(pid: int, port: int, timeout: float = STOP_TIMEOUT, host: str | None = None) -> None:
     """SIGTERM a verified dashboard process, SIGKILL it after ``timeout`` seconds."""
     try:
         os.kill(pid, signal.SIGTERM)
@@ -160,7 +167,7 @@ def terminate(pid: int, port: int, timeout: float = STOP_TIMEOUT) -> None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not pid_alive(pid) or (sys.platform == "win32" and probe(port, timeout=0.5) is None):
+        if not pid_alive(pid) or (sys.platform == "win32" and probe(port, timeout=0.5, host=host) is None):
             return
         time.sleep(0.05)
     if hasattr(signal, "SIGKILL"):
@@ -174,7 +181,7 @@ def terminate(pid: int, port: int, timeout: float = STOP_TIMEOUT) -> None:
 def _public(info: dict, health: dict | None = None) -> dict:
     port = info["port"]
     return {"running": True, "pid": info["pid"], "port": port, "host": info.get("host", "127.0.0.1"),
-            "url": f"http://127.0.0.1:{port}/", "version": (health or {}).get("version", info["version"]),
+            "url": f"http://{connect_host(info.get('host'))}:{port}/", "version": (health or {}).get("version", info["version"]),
             "started": info.get("started"), "state_file": state_path(), "log": info.get("log") or log_path()}
 
 
@@ -195,7 +202,7 @@ def stop() -> dict:
     info = read_state()
     health = _live(info)
     if health:
-        terminate(info["pid"], info["port"])
+        terminate(info["pid"], info["port"], host=info.get("host"))
         remove_state()
         return {"stopped": True, "was_running": True, "pid": info["pid"], "port": info["port"],
                 "version": health.get("version")}
@@ -226,7 +233,7 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
                                 f"stop it with `loopx dashboard --stop` to move it to {port}")
             return dict(_public(info, health), action="reused", launch_url=_launch(info), warnings=warnings)
         if health:
-            terminate(info["pid"], info["port"])
+            terminate(info["pid"], info["port"], host=info.get("host"))
             remove_state()
             action = "upgraded"
             warnings.append(f"replaced the dashboard of loopx {health.get('version')} with {__version__}")
@@ -243,7 +250,7 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
 
 
 def _launch(info: dict) -> str:
-    return f"http://127.0.0.1:{info['port']}/launch?token={info['token']}"
+    return f"http://{connect_host(info.get('host'))}:{info['port']}/launch?token={info['token']}"
 
 
 def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
@@ -330,7 +337,7 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
             raise Conflict(f"a dashboard already runs (pid {info['pid']}, port {info['port']})",
                            "open it with `loopx dashboard`, or stop it with `loopx dashboard --stop`")
         if health:
-            terminate(info["pid"], info["port"])
+            terminate(info["pid"], info["port"], host=info.get("host"))
         server = bind(port, fallback=fallback, unsafe_host=unsafe_host)
         write_state({"pid": os.getpid(), "port": server.port, "host": unsafe_host or "127.0.0.1",
                      "version": __version__, "token": server.token, "instance": server.instance,
