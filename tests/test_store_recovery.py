@@ -288,3 +288,17 @@ def test_missing_store_files_are_a_clear_error(goal, project):
     r = run_loopx(["todo", "list"], project)
     no_traceback(r)
     assert r.code == 3 and "format.json" in r.err
+
+
+def test_temp_files_left_by_a_killed_snapshot_writer_are_swept(goal, project):
+    cache = project / ".loopx" / "cache"
+    stale = cache / "snapshot.bin.4242.abcdef.tmp"
+    fresh = cache / "snapshot.bin.4343.abcdef.tmp"     # another process may be writing this one now
+    stale.write_bytes(b"half a snapshot")
+    fresh.write_bytes(b"in flight")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    store = Store(str(project / ".loopx"))
+    store._save_snapshot(store.load(save_snapshot=False))
+    assert not stale.exists() and fresh.exists()
+    assert (cache / "snapshot.bin").exists()

@@ -306,8 +306,20 @@ class Store:
             os.makedirs(self.path("cache"), exist_ok=True)
             data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
             _atomic_write(self.path("cache", "snapshot.bin"), data, sync=False)
+            self._sweep_cache()
         except (OSError, ValueError):
             pass
+
+    def _sweep_cache(self, older_than: float = 600.0) -> None:
+        """Delete temp files that a process killed mid-write left in ``cache/`` (at most one snapshot
+        each); only old ones, so a concurrent writer's file in flight is never touched."""
+        cutoff = time.time() - older_than
+        for entry in os.scandir(self.path("cache")):
+            if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
 
     # ----------------------------------------------------------------- writing
     @contextmanager
