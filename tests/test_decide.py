@@ -422,3 +422,56 @@ def test_no_record_writes_nothing(store, clk, cli, project):
     assert events.read_bytes() == before
     assert cli("quota", "should-run").code == 0
     assert events.read_bytes() != before
+
+
+def test_decision_cache_answers_an_unchanged_store(store, clk, cli, project):
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    first = decide.should_run(store, goal_id="g1")
+    assert first["recorded"] and not first["cached"]
+    second = decide.should_run(store, goal_id="g1")  # nothing recorded: the answer is cached
+    third = decide.should_run(store, goal_id="g1")
+    assert (second["cached"], third["cached"]) == (False, True)
+    assert third["decision"] == "skip" and third["evaluated_at"] == clk.iso
+    # a damaged cache file is a miss, never an error
+    (project / ".loopx" / "cache" / "decisions.json").write_text("{garbage")
+    assert decide.should_run(store, goal_id="g1")["cached"] is False
+    # a clock that goes backwards misses too
+    clk.set(clk.now - timedelta(hours=1))
+    assert decide.should_run(store, goal_id="g1")["cached"] is False
+
+
+def test_decision_cache_sees_a_new_commit(store, clk, project):
+    _git(project, "init", "-q")
+    (project / "a.txt").write_text("one\n")
+    _git(project, "add", "a.txt")
+    _git(project, "commit", "-q", "-m", "one")
+    start(store, clk)
+    work_turn(store, clk, "no_progress")
+    for _ in range(3):
+        d = decide.should_run(store, goal_id="g1")
+    assert d["decision"] == "skip" and d["cached"]
+    (project / "a.txt").write_text("two\n")
+    assert decide.should_run(store, goal_id="g1")["decision"] == "run"  # dirty file: the git part differs
+    _git(project, "commit", "-q", "-am", "two")
+    assert decide.should_run(store, goal_id="g1")["decision"] == "run"
+
+
+def test_decision_cache_expires_with_a_lease(store, clk):
+    start(store, clk, todos_=("only",))
+    tid = todos.queries.goal_todos(store.load(), "g1")[0]["id"]
+    todos.claim(store, "agent:other", tid, lease="10m")
+    for _ in range(3):
+        d = decide.should_run(store, goal_id="g1", agent="bot")
+    assert (d["decision"], d["cached"]) == ("wait", True)
+    clk.advance(11 * 60)  # no write at all: only time passed
+    d = decide.should_run(store, goal_id="g1", agent="bot")
+    assert d["decision"] == "run" and not d["cached"]
+
+
+def test_explain_never_uses_the_cache(store, clk):
+    start(store, clk)
+    for _ in range(3):
+        decide.should_run(store)
+    d = decide.should_run(store, explain=True)
+    assert d["cached"] is False and d["rules"]

@@ -75,11 +75,19 @@ class Sim:
                 goals.update_goal(self.store, "human:pat", "g1", done_when=f"all requests handled (nudged at {tick})")
                 self.stalled_since = None
 
+    def check_cache(self, d):
+        """A cached answer must equal a fresh evaluation at the same moment."""
+        self.stats["cached"] = self.stats.get("cached", 0) + d["cached"]
+        fresh = decide.should_run(self.store, goal_id="g1", agent="sim", record=False, cache=False)
+        fields = ("decision", "reason", "todo_id", "gate_id", "next_check_at", "scheduler_hint", "budget", "mode")
+        assert {f: d.get(f) for f in fields} == {f: fresh.get(f) for f in fields}, self.now
+
     def run(self):
         for tick in range(HOURS * 6):
             self.at(START + tick * TICK)
             self.stats["ticks"] += 1
             d = decide.should_run(self.store, goal_id="g1", agent="sim")
+            self.check_cache(d)
             self.stats["decisions"][d["decision"]] = self.stats["decisions"].get(d["decision"], 0) + 1
             if d["decision"] == "run":
                 self.agent_turn(d)
@@ -100,7 +108,8 @@ def test_soak_240_hours(project, monkeypatch, capsys):
     s = sim.stats
     with capsys.disabled():
         print(f"\nsoak: {s['ticks']} ticks, {s['turns']} turns run, {s['skipped']} ticks skipped, "
-              f"{s['spent']} slots spent, decisions {s['decisions']}")
+              f"{s['spent']} slots spent, {s.get('cached', 0)} answers from the decision cache, "
+              f"decisions {s['decisions']}")
 
     # budget never exceeded in any window
     ledger = state["spends"].get("g1", [])

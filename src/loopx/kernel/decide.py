@@ -27,7 +27,7 @@ The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
      "budget": {"slots", "window" (s), "spent", "left"} | None, "evaluated_at": ISO time,
      "rules": [{"rule", "outcome": "pass"|"decides", "detail"}] (only with explain),
      "goals": [{"goal_id", "decision", "reason"}] (when several goals were evaluated),
-     "recorded": bool}
+     "recorded": bool, "cached": bool (answered from the decision cache)}
 """
 
 from __future__ import annotations
@@ -350,25 +350,46 @@ def _key(d: dict) -> tuple:
 
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
-               explain: bool = False, actor: str | None = None) -> dict:
+               explain: bool = False, actor: str | None = None, cache: bool = True) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
-    unknown goal; an unreadable store yields an ``error`` decision instead of raising."""
+    unknown goal; an unreadable store yields an ``error`` decision instead of raising.
+    ``cache`` answers from ``.loopx/cache/decisions.json`` while the files and every
+    time-dependent input are unchanged (see loopx.kernel.decision_cache); ``explain`` bypasses it."""
+    from loopx.kernel import decision_cache as dc
+
+    now = clock.now()
+    k = dc.key(goal_id, agent)
+    files = dc.stamp(store) if cache and not explain else None
+    if files is not None:
+        try:
+            hit = dc.lookup(store, k, files, now)
+        except LoopxError:
+            hit = None
+        if hit is not None:
+            hit["recorded"], hit["cached"] = False, True
+            return hit
     try:
         state = store.load()
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
-    now = clock.now()
     from loopx.kernel import fingerprint as fpmod
 
+    seen: dict = {}
+
     def fp(gid: str) -> str:
-        return fpmod.compute(state, gid, store.project_dir)
+        if "git" not in seen:
+            seen["git"] = fpmod.git_part(store.project_dir)
+        return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
 
     d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain)
-    d["recorded"] = False
-    if record and d["decision"] != "error" and _changed(state, d):
+    d["recorded"], d["cached"] = False, False
+    changed = d["decision"] != "error" and _changed(state, d)
+    if record and changed:
         d["recorded"] = record_decision(store, d, actor or (f"agent:{agent}" if agent else "loopx:should-run"))
+    elif files is not None and not changed:
+        dc.save(store, k, files, d, state, now, seen.get("git"))
     return d
 
 
