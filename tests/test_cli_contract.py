@@ -102,6 +102,26 @@ def test_text_errors_are_one_line_plus_hint(goal, project):
     assert len(lines) == 2 and lines[0].startswith("loopx: error: ") and lines[1].startswith("hint: ")
 
 
+def _wait_until_waiting_for_lock(pid: int, lock, timeout: float = 30.0) -> None:
+    """On Linux, until the process has the lock file open (it is then in the lock wait loop);
+    elsewhere a generous pause."""
+    fd_dir = f"/proc/{pid}/fd"
+    if not os.path.isdir(fd_dir):
+        time.sleep(3.0)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if any(os.readlink(os.path.join(fd_dir, fd)) == str(lock) for fd in os.listdir(fd_dir)):
+                time.sleep(0.1)
+                return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("the writer never started waiting for the lock")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGINT delivery to a child is POSIX")
 def test_interrupt_while_waiting_for_the_lock_is_130(goal, project):
     holder = subprocess.Popen([sys.executable, "-c", "from loopx.kernel.store import Store\nimport time\n"
                                "with Store.open('.').lock():\n print('locked', flush=True); time.sleep(60)"],
@@ -110,7 +130,7 @@ def test_interrupt_while_waiting_for_the_lock_is_130(goal, project):
         assert holder.stdout.readline().strip() == "locked"
         waiter = subprocess.Popen([sys.executable, "-m", "loopx", "todo", "add", "x"], cwd=project,
                                   env=subprocess_env({"LOOPX_LOCK_TIMEOUT": "60"}), stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        _wait_until_waiting_for_lock(waiter.pid, project / ".loopx" / "lock")
         waiter.send_signal(signal.SIGINT)
         _, err = waiter.communicate(timeout=30)
         assert waiter.returncode == 130, err

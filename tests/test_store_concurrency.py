@@ -100,7 +100,7 @@ def test_separate_cli_processes_write_concurrently(goal, project):
         print(rcs)
         sys.exit(max(rcs))
     """)
-    procs = [_spawn(code, [f"p{w}"], project) for w in range(6)]
+    procs = [_spawn(code, [f"p{w}"], project, {"LOOPX_LOCK_TIMEOUT": "120"}) for w in range(6)]
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, (out, err)
@@ -122,7 +122,8 @@ CLAIMER = textwrap.dedent("""
 def test_16_processes_claim_the_same_todo(goal, project, tmp_path, cli):
     todo = cli("todo", "add", "contested", json=True).data["todo_id"]
     start = tmp_path / "go"
-    procs = [_spawn(CLAIMER, [start, "--agent", f"agent{n}", "todo", "claim", todo, "--lease", "1h"], project)
+    procs = [_spawn(CLAIMER, [start, "--agent", f"agent{n}", "todo", "claim", todo, "--lease", "1h"], project,
+                    {"LOOPX_LOCK_TIMEOUT": "120"})   # a slow CI box must not turn a lost race into "busy"
              for n in range(16)]
     time.sleep(0.5)
     start.touch()
