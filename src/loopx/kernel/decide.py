@@ -246,8 +246,8 @@ class _Eval:
         streak = _stall_streak(self.state, g)
         if streak >= stall_after:
             return self.decide("value", "wait_human", "stalled",
-                               f"{streak} consecutive turns made no progress; look at `loopx history` and "
-                               "change the goal, its todos or its quota to continue",
+                               f"{streak} consecutive turns made no progress; look at `loopx history`, then add a "
+                               "todo, update the goal or set its quota to continue",
                                streak=streak)
         last = self.state["runs"].get(g.get("last_run") or "")
         if last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
