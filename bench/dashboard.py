@@ -130,7 +130,9 @@ def main() -> None:
         proc, info = start_server(home)
         try:
             port = info["port"]
-            status, _, _, resp = get(port, f"/launch?token={info['token']}")
+            from loopx.dashboard.server import launch_token
+
+            status, _, _, resp = get(port, f"/launch?token={launch_token(info['token'])}")
             cookie = resp.getheader("Set-Cookie").split(";")[0]
             status, body, first, _ = get(port, "/api/status", cookie)
             assert status == 200, body[:200]

@@ -48,7 +48,7 @@ class Client:
         return resp, data
 
     def login(self):
-        resp, _ = self.call("GET", f"/launch?token={self.srv.token}")
+        resp, _ = self.call("GET", f"/launch?token={server_mod.launch_token(self.srv.token)}")
         assert resp.status == 303
         self.cookie = resp.getheader("Set-Cookie").split(";")[0]
         self.csrf = self.get("/api/session")["csrf"]
@@ -147,6 +147,17 @@ def test_goal_page_has_board_gates_runs_chart_and_agent_text_verbatim(project, c
     assert run["evidence"][0]["summary"] == XSS_SUMMARY
     assert sum(d["chart"]["bins"]) == d["chart"]["spent"] == 1
     assert d["summary"]["group"] == "needs_you"
+
+
+def test_a_used_launch_link_still_redirects_a_signed_in_browser(client):
+    token = server_mod.launch_token(client.srv.token)
+    cookie = client.cookie
+    client.cookie = None
+    assert client.call("GET", f"/launch?token={token}")[0].status == 303
+    assert client.call("GET", f"/launch?token={token}")[0].status == 403
+    client.cookie = cookie  # a reopened tab that still has its cookie is just sent home
+    resp, _ = client.call("GET", f"/launch?token={token}")
+    assert resp.status == 303 and resp.getheader("Location") == "/" and resp.getheader("Set-Cookie") is None
 
 
 def test_goal_and_review_errors_are_json_with_a_hint(project, cli, client):
@@ -280,6 +291,18 @@ def _dash(*args, env=None, cwd=None):
     return run_loopx(["dashboard", "--no-open", "--format", "json", *args], cwd=cwd or REPO, env=env)
 
 
+def _open(url: str):
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    conn.request("GET", f"{u.path}?{u.query}")
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    return resp
+
+
 @pytest.fixture
 def service_home(tmp_path, monkeypatch):
     """A private LOOPX_HOME; every server started in it is stopped afterwards."""
@@ -305,7 +328,10 @@ def test_start_reuse_status_stop(service_home):
 
     again = _dash()
     assert again.code == 0 and again.data["action"] == "reused" and again.data["pid"] == first["pid"]
-    assert again.data["launch_url"] == first["launch_url"]
+    assert again.data["launch_url"] != first["launch_url"]  # a fresh single-use link each time
+    for url in (first["launch_url"], again.data["launch_url"]):
+        assert _open(url).status == 303
+        assert _open(url).status == 403  # used up
 
     st = run_loopx(["dashboard", "--status", "--format", "json"], cwd=REPO)
     assert st.code == 0 and st.data["running"] and st.data["pid"] == first["pid"]

@@ -26,9 +26,11 @@ from loopx.kernel.store import Store
 class Live:
     """A running server plus valid credentials for it."""
 
-    def __init__(self, srv, cookie: str, csrf: str, gate_id: str, project_key: str, proj: Path, log: io.StringIO):
+    def __init__(self, srv, cookie: str, csrf: str, gate_id: str, project_key: str, proj: Path, log: io.StringIO,
+                 used_token: str):
         self.srv, self.cookie, self.csrf, self.gate_id, self.key, self.proj, self.log = \
             srv, cookie, csrf, gate_id, project_key, proj, log
+        self.used_token = used_token
         self.port = srv.port
         self.host = f"127.0.0.1:{self.port}"
         self.origin = f"http://127.0.0.1:{self.port}"
@@ -73,6 +75,15 @@ class Live:
         return self.request(**args)
 
 
+def fresh(live: Live, now: float | None = None) -> str:
+    return server_mod.launch_token(live.srv.token, now=now)
+
+
+def _push_expiry(token: str) -> str:
+    nonce, expiry, sig = token.split(".")
+    return f"{nonce}.{int(expiry) + 86400}.{sig}"
+
+
 def send_raw(port: int, data: bytes, timeout: float = 20.0) -> tuple[int | None, dict, bytes]:
     """Send bytes, read the whole answer; returns (status or None, lower-cased headers, body)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
@@ -112,7 +123,8 @@ def live(goal, project, monkeypatch):
     server_mod.serve_in_thread(srv)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
-        conn.request("GET", f"/launch?token={srv.token}")
+        used = server_mod.launch_token(srv.token)
+        conn.request("GET", f"/launch?token={used}")
         resp = conn.getresponse()
         resp.read()
         assert resp.status == 303
@@ -124,7 +136,7 @@ def live(goal, project, monkeypatch):
         conn.close()
         from loopx.dashboard.api import project_key
 
-        yield Live(srv, cookie, csrf, gate["gate_id"], project_key(str(project)), project, log)
+        yield Live(srv, cookie, csrf, gate["gate_id"], project_key(str(project)), project, log, used)
     finally:
         srv.shutdown()
         srv.server_close()
@@ -222,7 +234,13 @@ CASES = {
     "api: no cookie": (lambda L: L.request(cookie=None), {401}),
     "api: unknown endpoint": (lambda L: L.request(path="/api/../api/status"), {404}),
     "launch: wrong token": (lambda L: L.request(path="/launch?token=nope", cookie=None), {403}),
-    "launch: token twice": (lambda L: L.request(path=f"/launch?token=x&token={L.srv.token}", cookie=None), {403}),
+    "launch: token twice": (lambda L: L.request(path=f"/launch?token=x&token={fresh(L)}", cookie=None), {403}),
+    "launch: already used": (lambda L: L.request(path=f"/launch?token={L.used_token}", cookie=None), {403}),
+    "launch: expired": (lambda L: L.request(path=f"/launch?token={fresh(L, now=time.time() - 3600)}", cookie=None), {403}),
+    "launch: signed by another secret": (lambda L: L.request(path=f"/launch?token={server_mod.launch_token('other')}",
+                                                             cookie=None), {403}),
+    "launch: expiry pushed out": (lambda L: L.request(path="/launch?token=" + _push_expiry(fresh(L)), cookie=None), {403}),
+    "launch: the raw secret": (lambda L: L.request(path=f"/launch?token={L.srv.token}", cookie=None), {403}),
     "launch: empty token": (lambda L: L.request(path="/launch?token=", cookie=None), {403}),
     "oversized: request line": (lambda L: L.request(path="/" + "a" * 10000), {414}),
     "oversized: one header": (lambda L: L.request(extra=["X-Big: " + "b" * 9000]), {431}),
@@ -348,7 +366,7 @@ def test_security_headers_on_pages_and_api(live):
 
 
 def test_launch_sets_a_strict_httponly_cookie_and_drops_the_token_from_the_url(live):
-    status, headers, _ = send_raw(live.port, live.request(path=f"/launch?token={live.srv.token}", cookie=None))
+    status, headers, _ = send_raw(live.port, live.request(path=f"/launch?token={fresh(live)}", cookie=None))
     assert status == 303
     assert headers["location"] == ["/"]
     cookie = headers["set-cookie"][0]
@@ -358,8 +376,10 @@ def test_launch_sets_a_strict_httponly_cookie_and_drops_the_token_from_the_url(l
 
 
 def test_the_token_never_appears_in_the_log(live):
-    for raw in (live.request(path=f"/launch?token={live.srv.token}", cookie=None),
-                live.request(path=f"/launch?token={live.srv.token}x", cookie=None),
+    tokens = [fresh(live), fresh(live)]
+    for raw in (live.request(path=f"/launch?token={tokens[0]}", cookie=None),
+                live.request(path=f"/launch?token={tokens[1]}x", cookie=None),
+                live.request(path=f"/launch?token={live.srv.token}", cookie=None),
                 live.request(path=f"/nope/{live.srv.token}"),
                 live.request(path=f"/api/goal?project=x&goal={live.srv.token}"),
                 f"GET /{live.srv.token} HTTP/7.0\r\n\r\n".encode(),
@@ -367,5 +387,5 @@ def test_the_token_never_appears_in_the_log(live):
         send_raw(live.port, raw)
     log = live.log.getvalue()
     assert log.strip(), "the access log was written"
-    for secret in (live.srv.token, live.srv.session, live.srv.csrf):
+    for secret in (live.srv.token, live.srv.session, live.srv.csrf, *tokens):
         assert secret not in log

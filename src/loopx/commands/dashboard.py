@@ -15,7 +15,7 @@ UNSAFE_WARNING = ("listening on {host}: anyone who can reach this address and ob
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=dashboard, render=render, example="loopx dashboard --no-open",
             description="Start (or reuse) the dashboard server on 127.0.0.1 in the background and open the "
-                        "browser with a one-off launch link. See docs/dashboard.md.")
+                        "browser with a single-use sign-in link. See docs/dashboard.md.")
     p.add_argument("--port", metavar="N", help="port (default: $LOOPX_DASHBOARD_PORT or a stable port per user; "
                                                 "0 = any free port)")
     p.add_argument("--no-open", action="store_true", help="do not open a browser; print the launch link")

@@ -10,8 +10,11 @@ Security rules, in the order a request meets them:
    defeats DNS rebinding.
 4. Paths: a fixed allow-list of static files (read with ``importlib.resources``), ``/launch`` and
    ``/api/...``; anything else is 404 without touching the file system.
-5. ``/launch?token=T`` compares the per-launch token in constant time, sets a ``SameSite=Strict``
-   ``HttpOnly`` session cookie and redirects to ``/`` so the token leaves the address bar.
+5. ``/launch?token=T`` redeems a single-use launch token (``launch_token``: a nonce with an expiry,
+   signed with HMAC-SHA256 by the server's per-start secret, checked in constant time, refused once
+   used or after ``LAUNCH_TTL`` s), sets a ``SameSite=Strict`` ``HttpOnly`` session cookie and
+   redirects to ``/`` so the token leaves the address bar. Every ``loopx dashboard`` makes a fresh
+   token from the secret in the 0600 state file, so a link left in a browser history is worthless.
 6. ``/api/*`` needs the session cookie; responses carry ``Cache-Control: no-store``.
 7. POST additionally needs ``Origin`` exactly equal to ``http://`` + the request's ``Host``, the
    ``X-Loopx-Token`` header (a per-launch CSRF token the page fetches from ``/api/session``) and
@@ -24,6 +27,7 @@ log never contains query strings or secrets.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import re
@@ -47,6 +51,8 @@ MAX_BODY = 16384
 IO_TIMEOUT = 10.0
 CONN_SECONDS = 30.0
 MAX_CONNECTIONS = 128
+LAUNCH_TTL = 900  # seconds a launch link stays valid
+MAX_REDEEMED = 10000
 TOKEN_HEADER = "X-Loopx-Token"
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -77,6 +83,17 @@ VERSIONED = ("sw.js", "index.html")  # "__LOOPX_VERSION__" is replaced when serv
 _QUERY = re.compile(r"\?[^\s\"']*")
 
 
+def launch_token(secret: str, *, now: float | None = None, ttl: float = LAUNCH_TTL) -> str:
+    """A fresh single-use launch token ``<nonce>.<expiry>.<signature>`` for the server whose
+    launch secret is ``secret`` (the ``token`` field of the state file)."""
+    nonce = f"{secrets.token_hex(12)}.{int((time.time() if now is None else now) + ttl)}"
+    return f"{nonce}.{_sign(secret, nonce)}"
+
+
+def _sign(secret: str, nonce: str) -> str:
+    return hmac.new(secret.encode(), nonce.encode(), hashlib.sha256).hexdigest()[:40]
+
+
 def static_bytes(name: str) -> bytes:
     """One allow-listed static file from the package (``name`` must be a value of STATIC)."""
     from importlib import resources
@@ -90,7 +107,7 @@ def static_bytes(name: str) -> bytes:
 
 
 class DashboardServer(ThreadingHTTPServer):
-    """The server. ``token`` is the launch token; ``instance`` identifies this process to the
+    """The server. ``token`` is the launch secret (signs launch tokens); ``instance`` identifies this process to the
     service (``/api/health``). ``log`` is a text stream for the access log (None: silent)."""
 
     daemon_threads = True
@@ -105,6 +122,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.session = secrets.token_urlsafe(32)
         self.csrf = secrets.token_urlsafe(32)
         self.instance = secrets.token_hex(8)
+        self._redeemed: dict[str, int] = {}
         self.started = time.time()
         self.log = log
         self.api = api_mod.Api()
@@ -130,7 +148,27 @@ class DashboardServer(ThreadingHTTPServer):
 
     @property
     def launch_url(self) -> str:
-        return f"{self.base_url}/launch?token={self.token}"
+        """A new single-use sign-in link (each access makes another)."""
+        return f"{self.base_url}/launch?token={launch_token(self.token)}"
+
+    def redeem(self, token: str) -> bool:
+        """True once for a well-signed, unexpired launch token; False for anything else."""
+        parts = token.split(".")
+        if len(parts) != 3 or not parts[1].isdigit() or len(token) > 200:
+            return False
+        nonce = f"{parts[0]}.{parts[1]}"
+        if not hmac.compare_digest(parts[2].encode(), _sign(self.token, nonce).encode()):
+            return False
+        now = time.time()
+        if int(parts[1]) < now:
+            return False
+        with self._conn_lock:
+            for k in [k for k, exp in self._redeemed.items() if exp < now]:
+                del self._redeemed[k]
+            if nonce in self._redeemed or len(self._redeemed) >= MAX_REDEEMED:
+                return False
+            self._redeemed[nonce] = int(parts[1])
+        return True
 
     # connection accounting: a cap on live connections and a hard limit on their age
     def process_request(self, request, client_address):
@@ -326,9 +364,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _launch(self, query: str) -> None:
         tokens = parse_qs(query, max_num_fields=4).get("token") or [""]
-        if len(tokens) != 1 or not hmac.compare_digest(tokens[0].encode(), self.server.token.encode()):
-            self.send_error(HTTPStatus.FORBIDDEN, "this launch link is not valid for the running dashboard",
-                            "run `loopx dashboard` again: the link changes every time the server starts")
+        if self._cookie_ok():  # already signed in (a reopened tab): the token is not needed again
+            self._send(303, b"", "text/plain", extra=(("Location", "/"),), no_store=True)
+            return
+        if len(tokens) != 1 or not self.server.redeem(tokens[0]):
+            self.send_error(HTTPStatus.FORBIDDEN, "this launch link is used up, expired or not for this server",
+                            "run `loopx dashboard` again for a fresh link")
             return
         cookie = f"{self.server.cookie_name}={self.server.session}; Path=/; HttpOnly; SameSite=Strict"
         self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)

@@ -250,7 +250,9 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
 
 
 def _launch(info: dict) -> str:
-    return f"http://{connect_host(info.get('host'))}:{info['port']}/launch?token={info['token']}"
+    from loopx.dashboard.server import launch_token
+
+    return f"http://{connect_host(info.get('host'))}:{info['port']}/launch?token={launch_token(info['token'])}"
 
 
 def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:

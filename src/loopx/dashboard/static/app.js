@@ -148,7 +148,7 @@ function showError(err) {
   main.replaceChildren(h("section", { class: "error-panel" },
     h("h2", {}, signedOut ? "Open the dashboard from your terminal" : "No live data"),
     h("p", {}, signedOut
-      ? "Run the command below; it prints (or opens) a one-off link that signs this browser in."
+      ? "Run the command below; it opens (or prints) a single-use link that signs this browser in."
       : "The last data shown was removed so it cannot be mistaken for the current state. Retrying every few seconds."),
     h("pre", { class: "cmd" }, signedOut ? "loopx dashboard" : "loopx dashboard --status"),
     err.hint ? h("p", { class: "muted" }, err.hint) : null));

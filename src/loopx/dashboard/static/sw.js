@@ -1,5 +1,5 @@
 // loopx dashboard service worker: caches the versioned static shell only.
-// Never cached: /api/* (live data), /launch (carries the one-off token), anything with a query string.
+// Never cached: /api/* (live data), /launch (carries a single-use token), anything with a query string.
 const VERSION = "__LOOPX_VERSION__";
 const PREFIX = "loopx-shell-";
 const CACHE = PREFIX + VERSION;
