@@ -195,3 +195,46 @@ def test_bad_input(store, clk, cli, args):
     r = cli("--agent", "bot", *args)
     assert r.code == 2 and "hint:" in r.err
     assert not store.load()["runs"]
+
+
+def test_concurrent_next_calls_take_distinct_todos(project, cli):
+    import json
+    import subprocess
+
+    from conftest import subprocess_env
+
+    r = cli("start-goal", "--goal-text", "Parallel", "--goal-id", "g1", *sum((["--todo", f"t{i}"] for i in range(4)), []))
+    assert r.code == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "loopx", "--agent", f"a{i}", "next", "--json"], cwd=project,
+                              env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    docs = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        docs.append(json.loads(out)["data"])
+    assert all(d["started"] for d in docs)
+    assert len({d["todo_id"] for d in docs}) == 4 and len({d["run_id"] for d in docs}) == 4
+    state = Store.open(str(project)).load()
+    holders = {t["claim"]["holder"] for t in state["todos"].values()}
+    assert holders == {f"agent:a{i}" for i in range(4)}
+
+
+def test_more_agents_than_todos(project, cli):
+    import json
+    import subprocess
+
+    from conftest import subprocess_env
+
+    assert cli("start-goal", "--goal-text", "Few", "--goal-id", "g1", "--todo", "only").code == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "loopx", "--agent", f"a{i}", "next", "--json"], cwd=project,
+                              env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        results.append((p.returncode, json.loads(out)["data"]))
+    assert sorted(code for code, _ in results) == [0, 1, 1]
+    for code, d in results:
+        if code == 1:
+            assert d["started"] is False and d["decision"]["decision"] == "wait"

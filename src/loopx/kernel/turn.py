@@ -57,7 +57,8 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     "lease_until", "fence", "mode", "packet": dict|None, "packet_text": str|None}``. When the
     decision is not ``run`` nothing is claimed (``started`` False, ids None but ``goal_id``).
     ``dry_run`` builds the packet without writing anything (``run_id`` is ``run-dry-run``).
-    Raises Conflict (``decision_changed``) when another writer changed the answer meanwhile."""
+    The decision is evaluated again under the store lock; when another writer changed the answer
+    meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
     from loopx.kernel import packet
 
     agent = _agent_name(actor)
@@ -82,9 +83,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         drafts = reap_drafts(state, now)
         again = decide.evaluate(state, now, goal_id=gid, agent=agent,
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
-        if again["decision"] != "run":
-            raise Conflict(f"the decision changed before the turn started: {again['decision']} ({again['reason']})",
-                           "run `loopx quota should-run --explain`", code="decision_changed")
+        if again["decision"] != "run":  # another writer got there first: report the new answer
+            out.update(decision=again, mode=again.get("mode"), lost_race=True)
+            return drafts
         until = clock.iso(now + timedelta(seconds=secs))
         tid = again.get("todo_id")
         for r in queries.open_runs(state, gid):
@@ -109,6 +110,8 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         return drafts
 
     records, state = store.transact(plan, actor=actor)
+    if out.pop("lost_race", False):
+        return out
     for rec in records:
         if rec["type"] == "todo.claimed":
             out["fence"] = rec["seq"]
