@@ -333,3 +333,15 @@ def test_a_failing_check_is_a_finding_not_a_crash(goal, cli, monkeypatch):
     assert r.code == 1
     assert checks["boom"]["status"] == "error" and "kaboom" in checks["boom"]["finding"]
     assert checks["store.tail"]["status"] == "ok"  # the other checks still ran
+
+
+def test_bom_and_crlf_are_reported_and_left_alone(goal, cli, project):
+    path = events_file(project)
+    raw = b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(raw)
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    c = checks["store.encoding"]
+    assert c["status"] == "warning" and "BOM" in c["finding"] and "CRLF" in c["finding"]
+    assert checks["store.lines"]["status"] == "ok"  # still readable line by line
+    assert path.read_bytes() == raw
