@@ -66,7 +66,9 @@ def test_verified_progress_spends_one_slot_and_gets_the_packet(project, cli):
     run_id = (project / "run.txt").read_text().strip()
     assert run_id == t["run_id"]
     assert (project / "stdin.txt").read_text() == (project / "prompt.txt").read_text()
-    assert run_id in (project / "stdin.txt").read_text()
+    packet = (project / "stdin.txt").read_text()
+    assert run_id in packet
+    assert "just exit" in packet and "spend-slot" not in packet  # the runner verifies, finishes and spends
     state = _state(project)
     assert state["todos"][t["todo_id"]]["status"] == "done"
     assert [e[2] for e in state["spends"]["g1"]] == [run_id]

@@ -27,6 +27,8 @@ RULES = [
     "A todo is done only with evidence: record it, then cite its id.",
     "End the turn with the finish command; report no_progress honestly when nothing changed.",
 ]
+DRIVEN_RULE = ("When you are done, just exit: `loopx run` verifies, records and finishes this turn. "
+               "Finish it yourself only as blocked, after asking for a gate.")
 
 
 def _cut_to(text, n: int) -> str | None:
@@ -41,10 +43,15 @@ def _q(s: str) -> str:
 
 
 def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_until: str | None, actor: str,
-          now, mode: str | None = None, fence: int | None = None) -> dict:
-    """The packet, tightened step by step until its text fits in MAX_TEXT characters."""
+          now, mode: str | None = None, fence: int | None = None, driven: bool = False) -> dict:
+    """The packet, tightened step by step until its text fits in MAX_TEXT characters.
+    ``driven``: the turn runs under ``loopx run``, which verifies and finishes it."""
     for level in range(4):
         p = _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence, 0.6 ** level)
+        if driven:
+            p["driven"] = True
+            p["rules"] = RULES[:3] + [DRIVEN_RULE]
+            p["commands"] = commands(p, actor)
         if len(render(p)) <= MAX_TEXT:
             break
     return p
@@ -93,7 +100,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                     "total": sum(len(v) for k, v in groups.items() if k != "archived")},
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
          "budget": {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)},
-         "rules": RULES}
+         "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
     return p
 
@@ -113,6 +120,9 @@ def commands(p: dict, actor: str) -> dict:
         "finish": f"{who} turn finish --run {run} --result progress|completion|no_progress|failed|blocked --verify",
         "spend": f"{who} quota spend-slot --run {run}",
     }
+    if p.get("driven"):
+        out["finish"] = f"{who} turn finish --run {run} --result blocked --note 'WHY'   (only when waiting for a gate)"
+        del out["spend"]
     if t:
         fence = f" --fence {t['fence']}" if t.get("fence") else ""
         out["done"] = f"{who} todo done {t['id']} --evidence EV{fence}"

@@ -50,13 +50,14 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
 
 
 def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
-              dry_run: bool = False) -> dict:
+              dry_run: bool = False, driven: bool = False) -> dict:
     """Start the next turn for ``actor``.
 
     Returns ``{"started": bool, "decision": <should-run dict>, "goal_id", "todo_id", "run_id",
     "lease_until", "fence", "mode", "packet": dict|None, "packet_text": str|None}``. When the
     decision is not ``run`` nothing is claimed (``started`` False, ids None but ``goal_id``).
-    ``dry_run`` builds the packet without writing anything (``run_id`` is ``run-dry-run``).
+    ``dry_run`` builds the packet without writing anything (``run_id`` is ``run-dry-run``);
+    ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
     The decision is evaluated again under the store lock; when another writer changed the answer
     meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
     from loopx.kernel import packet
@@ -74,7 +75,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         state = store.load()
         now = clock.now()
         until = clock.iso(now + timedelta(seconds=secs))
-        p = packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now, d.get("mode"))
+        p = packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now, d.get("mode"), driven=driven)
         out.update(todo_id=d.get("todo_id"), run_id="run-dry-run", lease_until=until, packet=p,
                    packet_text=packet.render(p))
         return out
@@ -117,7 +118,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
             out["fence"] = rec["seq"]
     out["started"] = True
     p = packet.build(state, gid, out["todo_id"], out["run_id"], out["lease_until"], actor, clock.now(), out["mode"],
-                     fence=out["fence"])
+                     fence=out["fence"], driven=driven)
     out.update(packet=p, packet_text=packet.render(p))
     return out
 

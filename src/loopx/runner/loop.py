@@ -175,10 +175,10 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 break
             drv.lock(d["goal_id"])
             if dry_run:
-                t = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, dry_run=True)
+                t = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, dry_run=True, driven=True)
                 out.update(dry_run_packet=t["packet_text"], stop=d, stopped_because="dry_run")
                 break
-            started = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease)
+            started = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, driven=True)
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
