@@ -121,9 +121,26 @@ def test_overview_groups_goals_like_status(project, cli, client):
     asks = next(g for g in p["goals"] if g["id"] == "asks")
     assert asks["needs_human"][0]["question"] == "Merge it?"
     assert data["counts"] == {"needs_you": 1, "running": 1, "ready": 1, "waiting": 1, "stopped": 1}
-    # the same numbers as `loopx status`
+    # the same numbers as `loopx status`, the same answer as `loopx quota should-run`
     status = cli("status", json=True).data
     assert {g["id"]: g["todos"] for g in status["goals"]} == {g["id"]: g["todos"] for g in p["goals"]}
+    should = cli("quota", "should-run", "--goal-id", "broke", json=True)
+    assert should.code == 1 and should.data["decision"] == "wait"
+    assert broke["next_check_at"] == should.data["next_check_at"] and broke["reason"] == should.data["message"]
+
+
+def test_overview_follows_should_run_for_planning_and_complete_goals(project, cli, client):
+    _goal(project, cli, "empty")  # no todos: the next turn plans them
+    _goal(project, cli, "finished", "only", extra=["--verify", f"{sys.executable} -c pass"])
+    st = _store(project)
+    t = turn.next_turn(st, "agent:bot", goal_id="finished")
+    turn.finish(st, "agent:bot", t["run_id"], "completion", verify=True)
+    goals = {g["id"]: g for g in client.get("/api/status")["projects"][0]["goals"]}
+    assert goals["empty"]["group"] == "ready"
+    assert goals["finished"]["group"] == "needs_you" and "done" in goals["finished"]["reason"]
+    for gid in ("empty", "finished"):
+        d = cli("quota", "should-run", "--goal-id", gid, json=True).data
+        assert goals[gid]["reason"].startswith(d["message"]), (gid, d)
 
 
 def test_goal_page_has_board_gates_runs_chart_and_agent_text_verbatim(project, cli, client):

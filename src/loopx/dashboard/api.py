@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from datetime import timedelta
 
 from loopx import __version__
@@ -27,6 +28,7 @@ RUNS_SHOWN = 30
 DONE_SHOWN = 30
 CHART_BINS = 24
 GROUPS = ("needs_you", "running", "ready", "waiting", "stopped")
+GIT_REUSE = 30.0  # seconds the git part of a project's fingerprint is reused
 
 
 class ApiError(Exception):
@@ -62,6 +64,7 @@ class Api:
         self._cache: dict[str, tuple[tuple, dict]] = {}
         self._lock = threading.Lock()
         self._status: tuple[tuple, dict] | None = None
+        self._git: dict[str, tuple[float, str]] = {}
 
     # ------------------------------------------------------------------ projects and states
     def projects(self) -> list[dict]:
@@ -96,6 +99,34 @@ class Api:
         with self._lock:
             self._cache[root] = (sig, state)
         return state
+
+    def decision(self, state: dict, row: dict, project_dir: str, now_iso: str) -> dict | None:
+        """What ``loopx quota should-run --goal-id G`` would answer now (nothing is recorded).
+        The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
+        if row["status"] != "active":
+            return None
+        from loopx.kernel import clock, decide, fingerprint
+
+        def fp(gid: str) -> str:
+            return fingerprint.combine(fingerprint.state_part(state, gid), self._git_part(project_dir))
+
+        try:
+            return decide.evaluate(state, clock.parse_ts(now_iso), goal_id=row["id"], fingerprint=fp)
+        except LoopxError:
+            return None
+
+    def _git_part(self, project_dir: str) -> str:
+        from loopx.kernel import fingerprint
+
+        now = time.monotonic()
+        with self._lock:
+            hit = self._git.get(project_dir)
+        if hit and now - hit[0] < GIT_REUSE:
+            return hit[1]
+        part = fingerprint.git_part(project_dir)
+        with self._lock:
+            self._git[project_dir] = (now, part)
+        return part
 
     # ------------------------------------------------------------------ overview
     def status(self, now_iso: str) -> dict:
@@ -132,7 +163,8 @@ class Api:
             row["problems"] = data["store"]["problems"]
             row["read_only"] = data["store"]["read_only"]
             for g in data["goals"]:
-                group, reason, next_check = classify(state, g, now_iso)
+                d = self.decision(state, g, p["path"], now_iso)
+                group, reason, next_check = classify(g, d)
                 counts[group] += 1
                 row["goals"].append(dict(g, group=group, reason=reason, next_check_at=next_check))
             row["agents"] = len(data["agents"])
@@ -153,7 +185,8 @@ class Api:
         if goal is None:
             raise ApiError(404, "no_goal", f"no goal {goal_id} in {p['name']}", "open the goal from the overview")
         row = summary(state, now_iso, goal_id)["goals"][0]
-        group, reason, next_check = classify(state, row, now_iso)
+        decision = self.decision(state, row, p["path"], now_iso)
+        group, reason, next_check = classify(row, decision)
         board = {}
         for st, todos in queries.by_status(state, goal_id, now_iso).items():
             shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
@@ -164,7 +197,7 @@ class Api:
             "generated_at": now_iso, "project": {k: p[k] for k in ("key", "name", "path")},
             "goal": {k: goal.get(k) for k in ("id", "objective", "done_when", "status", "priority", "verify",
                                              "scope", "quota", "created", "updated", "status_note")},
-            "summary": dict(row, group=group, reason=reason, next_check_at=next_check),
+            "summary": dict(row, group=group, reason=reason, next_check_at=next_check, decision=decision),
             "board": board, "gates": [_gate(g) for g in gates[:50]],
             "runs": runs_timeline(state, goal_id), "chart": budget_chart(state, goal, now_iso),
             "evidence": [_evidence(e) for e in reversed(queries.recent_evidence(state, goal_id, 20))],
@@ -244,40 +277,26 @@ class Api:
 
 
 # ---------------------------------------------------------------------- shaping helpers
-def classify(state: dict, row: dict, now_iso: str) -> tuple[str, str, str | None]:
-    """(group, reason, next_check_at) for one goal summary row from ``status.summary``."""
+def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
+    """(group, reason, next_check_at) for one goal summary row from ``status.summary`` and the
+    goal's should-run ``decision`` (``decide.evaluate``; None when it could not be evaluated)."""
     if row["status"] in ("done", "stopped", "paused"):
         return "stopped", row["status"], None
-    goal = state["goals"][row["id"]]
     if row["needs_human"]:
         return "needs_you", f"{len(row['needs_human'])} gate(s) wait for your decision", None
-    stall = goal["quota"].get("stall_after", 3)
-    if stall and row.get("no_progress_streak", 0) >= stall:
-        return "needs_you", f"stalled: {row['no_progress_streak']} turns without progress", None
+    d = decision or {"decision": "wait", "message": row["next"], "next_check_at": None}
+    kind, msg = d["decision"], d.get("message") or ""
+    if kind in ("wait_human", "error"):
+        return "needs_you", msg, None
+    if kind == "stop":
+        return "needs_you", f"{msg}: mark the goal done or add todos", None
     if row["open_runs"] or row["claimed"]:
         return "running", f"{len(row['open_runs'])} open run(s), {len(row['claimed'])} live lease(s)", None
-    b = row["budget"]
-    if b["left"] <= 0:
-        return "waiting", f"budget used: {b['spent']}/{b['slots']} slots", slot_frees_at(state, goal, now_iso)
-    cool = goal["quota"].get("cooldown") or 0
-    last = row.get("last_run") or {}
-    if cool and last.get("started"):
-        from loopx.kernel import clock
-
-        until = clock.iso(clock.parse_ts(last.get("finished") or last["started"]) + timedelta(seconds=cool))
-        if until > now_iso:
-            return "waiting", "cooldown after the last run", until
-    dec = row.get("last_decision") or {}
-    if row["ready_count"]:
-        return "ready", f"{row['ready_count']} todo(s) ready for the next turn", dec.get("next_check_at")
-    return "waiting", row["next"], dec.get("next_check_at")
-
-
-def slot_frees_at(state: dict, goal: dict, now_iso: str) -> str | None:
-    """When one slot is free again: the same answer as should-run's budget rule."""
-    from loopx.kernel import clock, decide
-
-    return decide.slot_frees_at(state, goal, clock.parse_ts(now_iso))
+    if kind == "run":
+        return "ready", msg, None
+    if kind == "pause":
+        return "stopped", msg, None
+    return "waiting", msg, d.get("next_check_at")
 
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
