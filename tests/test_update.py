@@ -131,6 +131,13 @@ def test_plan_for_an_editable_install(tmp_path, indexes):
     apply = loopx(venv, "update", "apply", "--yes", "--index-url", indexes[0], cwd=tmp_path)
     assert apply.returncode == 3 and "pip install -e" in apply.stderr
     assert loopx(venv, "--version").stdout.strip() == f"loopx {OLD}"
+    # the checkout moves on without a reinstall: doctor notices the stale metadata
+    init = checkout / "src" / "loopx" / "__init__.py"
+    init.write_text(init.read_text().replace(OLD, "9.9.9"))
+    doc = envelope(loopx(venv, "doctor", "--json", cwd=tmp_path))
+    checks = {c["id"]: c for c in doc["data"]["checks"]}
+    assert checks["install"]["status"] == "warning" and f"says {OLD}" in checks["install"]["finding"]
+    assert f"pip install -e {checkout}" in checks["install"]["fix"]
 
 
 def test_version_ordering():
@@ -189,3 +196,39 @@ def test_tool_channels_keep_their_tool():
     assert uv == ["uv", "tool", "install", "--force", "--index-url", "https://i/simple", "loopx==1.2.3"]
     user = install_command(dict(base, channel="pip-user"), "1.2.3", "https://i/simple", None)
     assert user[:5] == ["/p/bin/python", "-m", "pip", "install", "--user"]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="needs a POSIX pseudo-terminal")
+def test_apply_on_a_terminal_asks_first(venv, indexes, tmp_path):
+    import pty
+    import select
+
+    current = loopx(venv, "--version").stdout.split()[-1]
+    other = OLD if current != OLD else NEW
+    exe = str(wheelkit.venv_bin(venv, "loopx"))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: loopx with a terminal on stdin
+        os.chdir(tmp_path)
+        os.execve(exe, [exe, "update", "apply", "--to", other, "--index-url", indexes[0]], wheelkit.pip_env())
+    out = b""
+    answered = False
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"proceed? [y/N]" in out:
+            os.write(fd, b"n\n")
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    text = out.decode("utf-8", "replace")
+    assert answered, text
+    assert os.waitstatus_to_exitcode(status) == 1
+    assert f"loopx=={other}" in text and "cancelled; nothing changed" in text
+    assert loopx(venv, "--version").stdout.split()[-1] == current
