@@ -455,6 +455,9 @@ def test_an_explicit_port_in_use_is_a_conflict(service_home):
         port = s.getsockname()[1]
         r = run_loopx(["dashboard", "--foreground", "--no-open", "--port", str(port)], cwd=REPO)
         assert r.code == 4 and "--port" in r.err
+        r = run_loopx(["dashboard", "--no-open", "--port", str(port)], cwd=REPO)  # in the background too
+        assert r.code == 4 and "cannot listen" in r.err and "--port" in r.err
+        assert run_loopx(["dashboard", "--status"], cwd=REPO).code == 1
 
 
 def test_the_log_of_a_background_server_has_no_token(service_home):

@@ -280,6 +280,9 @@ def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
         if info and not info.get("corrupt") and info["pid"] == proc.pid and _live(info):
             return info
         if proc.poll() is not None:
+            if proc.returncode == 4:  # the child could not take the port it was told to use
+                raise Conflict(f"the dashboard could not start: {_log_tail().removeprefix('loopx: error: ')}",
+                               "pick another port with --port N (or --port 0 for any free port)")
             raise StateError(f"the dashboard server exited at start: {_log_tail()}",
                              f"see {log_path()}; `loopx dashboard --foreground` shows the error directly")
         time.sleep(0.05)
@@ -300,7 +303,8 @@ def _log_tail() -> str:
         with open(log_path(), "rb") as fh:
             fh.seek(max(0, os.path.getsize(log_path()) - 2000))
             lines = [ln for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-        return lines[-1][:300] if lines else "no output"
+        errors = [ln for ln in lines if ln.startswith("loopx: error: ")]
+        return (errors or lines or ["no output"])[-1][:300]
     except OSError:
         return "no log"
 
