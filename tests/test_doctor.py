@@ -264,6 +264,17 @@ def test_network_and_synced_folders_are_warned_about():
     assert location("/Users/u/Library/CloudStorage/OneDrive-Acme/p/.loopx", "")["status"] == "warning"
     smb = "//nas/share /mnt/share cifs rw 0 0\n"
     assert location("/mnt/share/p/.loopx", smb)["status"] == "warning"
+    assert location("/home/u/p/.loopx", "/dev/fuse /home fuse-overlayfs rw 0 0\n")["status"] == "ok"
+
+
+def test_macos_mount_table_is_understood():
+    from loopx.ops.pathcheck import from_mount_output, location
+
+    table = from_mount_output("/dev/disk3s1s1 on / (apfs, sealed, local, read-only, journaled)\n"
+                              "//ada@nas/team share on /Volumes/team share (smbfs, nodev, nosuid)\n")
+    assert location("/Volumes/team share/p/.loopx", table)["status"] == "warning"
+    assert "smbfs" in location("/Volumes/team share/p/.loopx", table)["finding"]
+    assert location("/Users/ada/p/.loopx", table)["status"] == "ok"
 
 
 def test_missing_host_installer_is_skipped_not_ok(goal, cli, monkeypatch):

@@ -102,20 +102,61 @@ def network_fs(fstype: str) -> bool:
     return t in NETWORK_FS or t.startswith(("fuse.", "nfs", "smb")) or t == "fuse"
 
 
-def location(root: str, mounts_text: str | None = None) -> dict:
+def mounts_text() -> str:
+    """The mount table as ``/proc/mounts`` lines (``device mountpoint fstype ...``); on macOS
+    converted from ``mount`` output; empty when unknown."""
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        pass
+    if sys.platform != "darwin":
+        return ""
+    try:
+        out = subprocess.run(["mount"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return from_mount_output(out)
+
+
+def from_mount_output(out: str) -> str:
+    """BSD/macOS ``mount`` lines (``//u@nas/share on /Volumes/share (smbfs, nodev)``) as
+    ``/proc/mounts`` lines."""
+    lines = []
+    for line in out.splitlines():
+        m = re.match(r"^(.+?) on (.+?) \(([^,)]+)", line)
+        if m:
+            dev, mnt = (x.replace(" ", "\\040") for x in (m.group(1), m.group(2)))
+            lines.append(f"{dev} {mnt} {m.group(3)}")
+    return "\n".join(lines)
+
+
+def windows_remote(path: str) -> bool:
+    """A UNC path or a mapped network drive (Windows only)."""
+    if os.name != "nt":
+        return False
+    if path.startswith(("\\\\", "//")):
+        return True
+    try:
+        import ctypes
+
+        drive = os.path.splitdrive(path)[0] + "\\"
+        return ctypes.windll.kernel32.GetDriveTypeW(drive) == 4  # type: ignore[attr-defined]  # DRIVE_REMOTE
+    except Exception:
+        return False
+
+
+def location(root: str, mounts: str | None = None) -> dict:
     real = os.path.realpath(root)
     sync = synced_folder(real)
     if sync:
         return result("location", "warning",
                       f".loopx/ is inside a synced folder ({sync}): the sync client can tear or duplicate files",
                       "move the project out of the synced folder (or exclude .loopx/ from syncing)")
-    if mounts_text is None:
-        try:
-            with open("/proc/mounts", encoding="utf-8", errors="replace") as fh:
-                mounts_text = fh.read()
-        except OSError:
-            mounts_text = ""
-    hit = mount_of(real, mounts_text)
+    if windows_remote(real):
+        return result("location", "warning", ".loopx/ is on a network drive: file locks may not hold",
+                      "keep the project on a local disk")
+    hit = mount_of(real, mounts_text() if mounts is None else mounts)
     if hit and network_fs(hit[1]):
         return result("location", "warning",
                       f".loopx/ is on a network file system ({hit[1]} at {hit[0]}): file locks may not hold",
