@@ -356,3 +356,11 @@ def test_bom_and_crlf_are_reported_and_left_alone(goal, cli, project):
     assert c["status"] == "warning" and "BOM" in c["finding"] and "CRLF" in c["finding"]
     assert checks["store.lines"]["status"] == "ok"  # still readable line by line
     assert path.read_bytes() == raw
+
+
+def test_garbage_snapshot_file_is_harmless(goal, cli, project):
+    (project / ".loopx" / "cache" / "snapshot.bin").write_bytes(b"\x00garbage" * 50)
+    r, checks = doctor(cli)
+    assert r.code == 0, problems(checks)
+    assert "stale" in checks["store.snapshot"]["finding"]
+    assert cli("todo", "list").code == 0
