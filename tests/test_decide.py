@@ -44,7 +44,7 @@ def store(project, clk):
     return Store.open(str(project))
 
 
-def start(store, clk, *, todos_=("first", "second"), verify=f"{sys.executable} -c pass", **quota):
+def start(store, clk, *, todos_=("first", "second"), verify=f'"{sys.executable}" -c pass', **quota):
     goals.start_goal(store, "human:tester", objective="Make the tests pass", goal_id="g1", verify=verify,
                      todos=list(todos_), protect=["merge"], quota=goals.quota_policy(**quota) if quota else None)
     clk.advance()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_demo_stops_at_the_gate_then_finishes_after_approval(tmp_path):
     # the three fixes are real commits on the work branch; main is untouched until approval
     log = subprocess.run(["git", "log", "--oneline", "main..loopx/fixes"], cwd=demo, capture_output=True, text=True)
     assert len(log.stdout.splitlines()) == 3
-    tests = subprocess.run(["python3", "-m", "unittest", "-q"], cwd=demo, capture_output=True, text=True)
+    tests = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=demo, capture_output=True, text=True)
     assert tests.returncode == 0, tests.stderr
 
     # running the demo again without approval stays at the gate and runs no turn

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 from datetime import UTC, datetime, timedelta
 
 from loopx.kernel import clock, decide, evidence, gates, goals, todos, turn
@@ -99,7 +100,7 @@ class Sim:
 def test_soak_240_hours(project, monkeypatch, capsys):
     monkeypatch.setenv("LOOPX_NOW", clock.iso(START))
     store = Store.open(str(project))
-    goals.start_goal(store, "human:pat", objective="Work through the request queue", goal_id="g1", verify="true",
+    goals.start_goal(store, "human:pat", objective="Work through the request queue", goal_id="g1", verify=f'"{sys.executable}" -c pass',
                      todos=[f"request {i}" for i in range(30)], protect=["merge"],
                      quota=goals.quota_policy(slots=SLOTS, window="24h", stall_after=3))
     sim = Sim(store, monkeypatch)

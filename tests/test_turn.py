@@ -22,7 +22,7 @@ def store(project, clk):
     return Store.open(str(project))
 
 
-def start(store, clk, verify=f"{sys.executable} -c pass", titles=("first", "second")):
+def start(store, clk, verify=f'"{sys.executable}" -c pass', titles=("first", "second")):
     goals.start_goal(store, "human:tester", objective="Make the tests pass", goal_id="g1", verify=verify,
                      done_when="the suite passes", todos=list(titles), protect=["merge"])
     clk.advance()
@@ -123,7 +123,7 @@ def test_finish_with_verify_records_evidence_and_completes(store, clk, cli):
 
 
 def test_failing_verify_is_not_verified_and_keeps_the_todo_open(store, clk, cli):
-    start(store, clk, verify=f"{sys.executable} -c 'raise SystemExit(3)'")
+    start(store, clk, verify=f'"{sys.executable}" -c "raise SystemExit(3)"')
     t = turn.next_turn(store, "agent:bot", goal_id="g1")
     fin = turn.finish(store, "agent:bot", t["run_id"], "completion", verify=True)
     assert fin["verified"] is False and fin["verify"]["exit_code"] == 3

@@ -32,10 +32,11 @@ def register(sub, name, help_text):
 
 
 def _python() -> str:
-    import shlex
     import sys
 
-    return shlex.quote(sys.executable)
+    from loopx.runner.presets import quote
+
+    return quote(sys.executable)
 
 
 def _git(cwd, *args):
@@ -142,14 +143,14 @@ def _agent_session() -> bool:
 
 
 def _drive(store, secs, ctx, log):
-    import shlex
     import sys
 
     from loopx.resources import data_path
     from loopx.runner import loop
+    from loopx.runner.presets import quote
 
     agent = data_path("examples", "agents", "fixer.py")
-    cmd = f"{_python()} {shlex.quote(str(agent))}"
+    cmd = f"{_python()} {quote(str(agent))}"
     echo = None if ctx.json or ctx.quiet else sys.stderr
     return loop.drive(store, "fixer", goal_id=GOAL, agent_cmd=cmd, timeout=secs, echo=echo, log=log)
 

@@ -42,12 +42,23 @@ def check(preset: str) -> None:
     argv_for(preset, "", "")
 
 
+def quote(arg: str) -> str:
+    """``arg`` quoted for the platform's shell (``sh`` on POSIX, ``cmd.exe`` on Windows)."""
+    import os
+
+    if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
+        import subprocess
+
+        return subprocess.list2cmdline([arg])
+    import shlex
+
+    return shlex.quote(arg)
+
+
 def fill(command: str, values: dict[str, str]) -> str:
     """``--agent-cmd`` with ``{prompt_file}``, ``{packet_json}``, ``{run_id}``, ``{goal_id}``,
     ``{todo_id}`` replaced (other braces are left alone). Values are shell-quoted."""
-    import shlex
-
     out = command
     for key, val in values.items():
-        out = out.replace("{" + key + "}", shlex.quote(val or ""))
+        out = out.replace("{" + key + "}", quote(val or ""))
     return out
