@@ -4,6 +4,7 @@ a ``store.repaired`` event; none runs on a read-only store (newer format, confli
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -33,6 +34,9 @@ def repair_store(t, actor: str) -> str:
             d = quarantine_bad_lines(store, name, stamp)
             if d is not None:
                 drafts.append(d)
+                # lines left the middle of the file: drop the snapshot rather than trust its offsets
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(store.path("cache", "snapshot.bin"))
         if not drafts:
             return "nothing to repair"
         state = store.load(save_snapshot=False)
