@@ -364,3 +364,16 @@ def test_garbage_snapshot_file_is_harmless(goal, cli, project):
     assert r.code == 0, problems(checks)
     assert "stale" in checks["store.snapshot"]["finding"]
     assert cli("todo", "list").code == 0
+
+
+def test_quarantine_in_a_store_with_a_snapshot(goal, cli, project):
+    for i in range(205):
+        assert cli("todo", "add", f"t{i}", "--quiet").code == 0
+    assert (project / ".loopx" / "cache" / "snapshot.bin").exists()
+    lines = events_file(project).read_bytes().split(b"\n")
+    lines.insert(3, b"{garbage in the middle}")
+    events_file(project).write_bytes(b"\n".join(lines))
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 0, problems(checks)
+    titles = {t["title"] for t in cli("todo", "list", json=True).data["todos"]}
+    assert {f"t{i}" for i in range(205)} <= titles  # every good event survived the rewrite
