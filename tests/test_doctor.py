@@ -377,3 +377,25 @@ def test_quarantine_in_a_store_with_a_snapshot(goal, cli, project):
     assert r.code == 0, problems(checks)
     titles = {t["title"] for t in cli("todo", "list", json=True).data["todos"]}
     assert {f"t{i}" for i in range(205)} <= titles  # every good event survived the rewrite
+
+
+def test_fix_while_other_processes_write_loses_nothing(goal, project):
+    from concurrent.futures import ThreadPoolExecutor
+
+    seed_garbage(project)
+    env = _env()
+
+    def writer(w):
+        return [run_loopx(["todo", "add", f"w{w}-{i}", "--quiet"], cwd=project, env=env).code for i in range(8)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        writers = [pool.submit(writer, w) for w in range(3)]
+        fixed = pool.submit(run_loopx, ["doctor", "--fix"], project, env)
+        codes = [c for f in writers for c in f.result()]
+        fix = fixed.result()
+    assert codes == [0] * 24
+    assert "fixed: quarantine_bad_lines" in fix.out, fix.out + fix.err
+    listed = run_loopx(["todo", "list", "--format", "json"], cwd=project, env=env).json["data"]["todos"]
+    titles = {t["title"] for t in listed}
+    assert {f"w{w}-{i}" for w in range(3) for i in range(8)} <= titles
+    assert run_loopx(["doctor"], cwd=project, env=env).code == 0
