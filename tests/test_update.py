@@ -232,3 +232,15 @@ def test_apply_on_a_terminal_asks_first(venv, indexes, tmp_path):
     assert os.waitstatus_to_exitcode(status) == 1
     assert f"loopx=={other}" in text and "cancelled; nothing changed" in text
     assert loopx(venv, "--version").stdout.split()[-1] == current
+
+
+def test_old_backup_wheels_are_pruned(tmp_path):
+    from loopx.ops.backup import prune
+
+    for i in range(5):
+        w = tmp_path / f"loopx-0.{i}.0-py3-none-any.whl"
+        w.write_bytes(b"x")
+        os.utime(w, (1000 + i, 1000 + i))
+    prune(str(tmp_path), keep=str(tmp_path / "loopx-0.0.0-py3-none-any.whl"))
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["loopx-0.0.0-py3-none-any.whl", "loopx-0.3.0-py3-none-any.whl", "loopx-0.4.0-py3-none-any.whl"]

@@ -16,6 +16,7 @@ import zipfile
 from loopx.errors import StateError
 
 SKIP_META = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+KEEP = 3  # backup wheels kept in <loopx data folder>/update-backups/
 
 
 def _tag(dist) -> str:
@@ -76,4 +77,20 @@ def backup_wheel(dest_dir: str | None = None) -> str:
         records.append(f"{info_dir}/RECORD,,")
         zf.writestr(f"{info_dir}/RECORD", "\n".join(records) + "\n")
     os.replace(tmp, path)
+    prune(dest_dir, keep=path)
     return path
+
+
+def prune(dest_dir: str, keep: str, limit: int = KEEP) -> None:
+    """Keep the ``limit`` newest backup wheels (always ``keep``); remove the rest."""
+    try:
+        wheels = [os.path.join(dest_dir, n) for n in os.listdir(dest_dir) if n.endswith(".whl")]
+        wheels.sort(key=os.path.getmtime, reverse=True)
+    except OSError:
+        return
+    for w in wheels[limit:]:
+        if os.path.abspath(w) != os.path.abspath(keep):
+            try:
+                os.remove(w)
+            except OSError:
+                pass
