@@ -241,6 +241,6 @@ def test_old_backup_wheels_are_pruned(tmp_path):
         w = tmp_path / f"loopx-0.{i}.0-py3-none-any.whl"
         w.write_bytes(b"x")
         os.utime(w, (1000 + i, 1000 + i))
-    prune(str(tmp_path), keep=str(tmp_path / "loopx-0.0.0-py3-none-any.whl"))
+    prune(str(tmp_path), keep=str(tmp_path / "loopx-0.4.0-py3-none-any.whl"))
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == ["loopx-0.0.0-py3-none-any.whl", "loopx-0.3.0-py3-none-any.whl", "loopx-0.4.0-py3-none-any.whl"]
+    assert left == [f"loopx-0.{i}.0-py3-none-any.whl" for i in (2, 3, 4)]
