@@ -400,11 +400,17 @@ def test_an_unreadable_state_file_is_cleaned_up(service_home):
     assert service.read_state()["pid"] == r.data["pid"]
 
 
-def test_a_server_of_another_version_is_replaced(service_home, tmp_path):
+@pytest.mark.parametrize("change", ["version", "build"])
+def test_a_server_of_another_version_or_build_is_replaced(service_home, tmp_path, change):
     old_src = tmp_path / "old-src"
     shutil.copytree(REPO / "src" / "loopx", old_src / "loopx", ignore=shutil.ignore_patterns("__pycache__"))
-    init = old_src / "loopx" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    old_version = "0.0.1" if change == "version" else __version__
+    if change == "version":
+        init = old_src / "loopx" / "__init__.py"
+        init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    else:  # same version number, different dashboard code (an edited checkout)
+        css = old_src / "loopx" / "dashboard" / "static" / "style.css"
+        css.write_text(css.read_text() + "/* old build */\n")
     env = subprocess_env({"PYTHONPATH": str(old_src)})
     old = subprocess.Popen([sys.executable, "-m", "loopx", "dashboard", "--foreground", "--no-open", "--port", "0"],
                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -416,7 +422,7 @@ def test_a_server_of_another_version_is_replaced(service_home, tmp_path):
             if info and info.get("pid") == old.pid and service._live(info):
                 break
             time.sleep(0.05)
-        assert info and info["version"] == "0.0.1"
+        assert info and info["version"] == old_version
         r = _dash()
         assert r.code == 0, r.err
         assert r.data["action"] == "upgraded" and r.data["version"] == __version__

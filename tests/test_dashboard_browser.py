@@ -124,6 +124,11 @@ def test_approve_a_gate_in_the_browser(browser, scene):
     rec = approved[0]
     assert rec["data"]["gate_id"] == gate_id and rec["data"]["channel"] == "dashboard"
     assert rec["actor"] == "human:tester" and "Chrome" in rec["data"]["user_agent"]
+
+    page.get_by_role("button", name="Load the review packet").click()
+    review = page.locator("pre.review")
+    review.wait_for(timeout=15000)
+    assert "Ship the parser rewrite" in review.inner_text()
     assert not errors, errors
 
 

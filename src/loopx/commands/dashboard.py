@@ -61,13 +61,14 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
 
         fallback = port_fallback or port_n is None
         d = service.serve(service.default_port() if port_n is None else port_n, fallback=fallback,
-                          unsafe_host=unsafe_host, announce=announce, open_browser=not no_open and not child,
+                          unsafe_host=unsafe_host, announce=announce,
+                          open_browser=not no_open and not child and graphical(),
                           child=child)
         return Reply(dict(d, mode="foreground"), warnings=warnings)
     d = service.ensure(port_n, unsafe_host=unsafe_host)
     d["mode"] = "background"
     d["opened"] = False
-    if not no_open:
+    if not no_open and graphical():
         import webbrowser
 
         try:
@@ -75,6 +76,16 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
         except Exception:  # a missing or broken browser is not an error: the link is printed
             d["opened"] = False
     return Reply(d, warnings=warnings + d.pop("warnings", []))
+
+
+def graphical() -> bool:
+    """Whether a browser window can open here. Without a display (ssh, containers) Python's
+    webbrowser would start a text browser in this terminal, so the link is only printed."""
+    import os
+
+    if sys.platform in ("win32", "darwin"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def render(d: dict) -> str:

@@ -94,6 +94,20 @@ def _sign(secret: str, nonce: str) -> str:
     return hmac.new(secret.encode(), nonce.encode(), hashlib.sha256).hexdigest()[:40]
 
 
+def build_id() -> str:
+    """A short hash of this loopx version and the dashboard's code and static files: a running
+    server with another build (an upgrade, or an edited checkout) is replaced by the service."""
+    from importlib import resources
+
+    h = hashlib.sha256(__version__.encode())
+    root = resources.files("loopx.dashboard")
+    for name in ("__init__.py", "api.py", "server.py", "service.py"):
+        h.update(root.joinpath(name).read_bytes())
+    for name in sorted({v[0] for v in STATIC.values()}):
+        h.update(static_bytes(name))
+    return h.hexdigest()[:12]
+
+
 def static_bytes(name: str) -> bytes:
     """One allow-listed static file from the package (``name`` must be a value of STATIC)."""
     from importlib import resources
@@ -123,6 +137,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.csrf = secrets.token_urlsafe(32)
         self.instance = secrets.token_hex(8)
         self._redeemed: dict[str, int] = {}
+        self.build = build_id()
         self.started = time.time()
         self.log = log
         self.api = api_mod.Api()
@@ -351,8 +366,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/launch":
             self._launch(parts.query)
         elif path == "/api/health":
-            self._json(200, {"app": "loopx-dashboard", "version": __version__, "instance": self.server.instance,
-                             "pid": _pid()})
+            self._json(200, {"app": "loopx-dashboard", "version": __version__, "build": self.server.build,
+                             "instance": self.server.instance, "pid": _pid()})
         elif path.startswith("/api/"):
             if not self._cookie_ok():
                 self._json(401, {"ok": False, "error": {"code": "no_session", "message": "not signed in",

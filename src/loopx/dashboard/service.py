@@ -227,7 +227,7 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
         warnings: list[str] = []
         action = "started"
         health = _live(info)
-        if health and health.get("version") == __version__:
+        if current(health):
             if port not in (None, 0) and port != info["port"]:
                 warnings.append(f"the dashboard already runs on port {info['port']}; "
                                 f"stop it with `loopx dashboard --stop` to move it to {port}")
@@ -236,7 +236,8 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
             terminate(info["pid"], info["port"], host=info.get("host"))
             remove_state()
             action = "upgraded"
-            warnings.append(f"replaced the dashboard of loopx {health.get('version')} with {__version__}")
+            warnings.append(f"replaced the dashboard of loopx {health.get('version')} (build {health.get('build')}) "
+                            f"with {__version__} (build {_build()})")
         elif info is not None:
             remove_state()
             action = "restarted"
@@ -247,6 +248,17 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
             port = info["port"] if info and not info.get("corrupt") else default_port()
         new = spawn(port, fallback=not explicit, unsafe_host=unsafe_host)
         return dict(_public(new), action=action, launch_url=_launch(new), warnings=warnings)
+
+
+def _build() -> str:
+    from loopx.dashboard.server import build_id
+
+    return build_id()
+
+
+def current(health: dict | None) -> bool:
+    """True when ``health`` is from a server of this loopx version and dashboard build."""
+    return bool(health) and health.get("version") == __version__ and health.get("build") == _build()
 
 
 def _launch(info: dict) -> str:
@@ -339,7 +351,7 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
     with nullcontext() if child else _lock():
         info = read_state()
         health = _live(info)
-        if health and health.get("version") == __version__:
+        if current(health):
             raise Conflict(f"a dashboard already runs (pid {info['pid']}, port {info['port']})",
                            "open it with `loopx dashboard`, or stop it with `loopx dashboard --stop`")
         if health:
