@@ -87,7 +87,8 @@ async function getJSON(path) {
   try {
     response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
   } catch (err) {
-    throw new ApiError(0, { message: "the dashboard server does not answer", hint: "is it still running? `loopx dashboard --status`" });
+    throw new ApiError(0, { message: "the dashboard server does not answer",
+      hint: "If it stopped, `loopx dashboard` starts it again and opens a fresh link." });
   }
   let body = null;
   try { body = await response.json(); } catch (err) { body = null; }
@@ -140,6 +141,8 @@ function showError(err) {
   const main = document.getElementById("main");
   const signedOut = err.status === 401;
   setLive(false, signedOut ? "not signed in" : "offline — not live");
+  const updated = document.getElementById("updated");
+  updated.textContent = updated.textContent.replace(/^updated /, "last live update ");
   const banner = document.getElementById("banner");
   banner.hidden = false;
   banner.textContent = signedOut
