@@ -52,7 +52,7 @@ def test_demo_approve_runs_to_done_in_one_go(tmp_path):
     r = run_loopx(["demo", "--dir", demo, "--approve", "--json"], cwd=tmp_path, timeout=180)
     assert r.code == 0, r.err
     d = json.loads(r.out)["data"]
-    assert d["stage"] == "done" and "## Gates" in d["review"]
+    assert d["stage"] == "done" and "## Gates" in d["review"] and d["suite_after"] == "OK"
     assert [t["result"] for t in d["turns"]] == ["completion"] * 3 + ["blocked", "completion"]
 
 

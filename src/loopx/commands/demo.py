@@ -117,6 +117,8 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
     log = (lambda m: output.print_text(output.safe(m), sys.stderr)) if not (ctx.json or ctx.quiet) else None
     if log:
         log(("set up " if fresh else "continuing ") + f"the demo in {path}")
+        if fresh:
+            log(f"shopcart's test suite before the loop: {_suite(path)}")
     turns = []
     while True:
         res = _drive(store, secs, ctx, log)
@@ -134,6 +136,16 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
     if os.environ.get("LOOPX_DEMO_DEBUG"):
         out["info"] = info
     return output.Reply(*_conclude(store, ctx, out, res))
+
+
+def _suite(path) -> str:
+    """The last line of the demo project's unittest run (e.g. ``FAILED (failures=4)``)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=path, capture_output=True, text=True)
+    lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip()]
+    return lines[-1].strip() if lines else f"exit {proc.returncode}"
 
 
 def _agent_session() -> bool:
@@ -174,7 +186,7 @@ def _conclude(store, ctx, out, res):
     state = store.load()
     if state["goals"][GOAL]["status"] == "done":
         d = review.build(store, GOAL)
-        out.update(stage="done", review=review.render_markdown(d))
+        out.update(stage="done", review=review.render_markdown(d), suite_after=_suite(out["dir"]))
         return out, 0
     return out, 1
 
@@ -191,7 +203,8 @@ def render(d: dict) -> str:
                   "Approve it (you are the human):", f"  {d['approve_command']}",
                   "then continue the demo:", f"  {d['continue_command']}"]
     elif d["stage"] == "done":
-        lines += ["", "The goal is done. Review packet:", "", safe(d["review"], one_line=False)]
+        lines += ["", f"The goal is done; shopcart's test suite on main: {safe(d['suite_after'])}", "",
+                  "Review packet:", "", safe(d["review"], one_line=False)]
     else:
         s = d.get("stop") or {}
         lines.append(f"stopped ({d['stage']}): {s.get('decision')} {s.get('reason')}: {safe(s.get('message'))}")
