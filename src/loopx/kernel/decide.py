@@ -117,7 +117,7 @@ def _stall_streak(state: dict, goal: dict) -> int:
         if g["goal"] == gid and g.get("decided") and g["decided"] > reset:
             reset = g["decided"]
     runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > reset),
-                  key=lambda r: r["started"], reverse=True)
+                  key=lambda r: (r["started"], r.get("seq", 0)), reverse=True)
     n = 0
     for r in runs:
         if r["finished"] is None:

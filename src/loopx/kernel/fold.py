@@ -25,7 +25,7 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
-FOLD_VERSION = 1
+FOLD_VERSION = 2
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -183,7 +183,7 @@ def _gate_opened(s, r, d):
         "id": gid, "goal": r["goal"], "kind": d.get("kind", "custom"), "question": d.get("question", ""),
         "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
         "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
-        "created": r["ts"], "decided": None, "run": d.get("run"),
+        "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
     }
 
 
@@ -195,6 +195,7 @@ def _gate_decided(status):
         g["channel"] = d.get("channel")
         g["note"] = d.get("note")
         g["decided"] = r["ts"]
+        g["decided_seq"] = r["seq"]
     return reducer
 
 
@@ -228,7 +229,7 @@ def _handoff_recorded(s, r, d):
 def _run_started(s, r, d):
     rid = d["run_id"]
     s["runs"][rid] = {
-        "id": rid, "goal": r["goal"], "todo": d.get("todo_id"), "agent": d.get("agent"),
+        "id": rid, "seq": r["seq"], "goal": r["goal"], "todo": d.get("todo_id"), "agent": d.get("agent"),
         "fence": d.get("fence"), "started": r["ts"], "finished": None, "result": None, "verified": False,
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),

@@ -76,4 +76,4 @@ def covering_gate(state: dict, goal_id: str, action: str) -> dict | None:
     """The newest approved gate of ``action`` kind for the goal, or None."""
     hits = [g for g in state["gates"].values()
             if g["goal"] == goal_id and g["kind"] == action and g["status"] == "approved"]
-    return max(hits, key=lambda g: g["decided"] or "") if hits else None
+    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None

@@ -229,12 +229,12 @@ def gate_state(state: dict, goal_id: str, kind: str) -> tuple[str, dict | None]:
     approved = gates.covering_gate(state, goal_id, kind)
     same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
     if approved is not None:
-        newer = [g for g in same if g["status"] != "approved" and g["created"] > (approved["decided"] or "")]
+        newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
         if not newer:
             return "approved", approved
     pending = [g for g in same if g["status"] == "pending"]
     if pending:
-        return "pending", max(pending, key=lambda g: g["created"])
+        return "pending", max(pending, key=lambda g: g.get("seq", 0))
     return "none", None
 
 
