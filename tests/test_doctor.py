@@ -399,3 +399,12 @@ def test_fix_while_other_processes_write_loses_nothing(goal, project):
     titles = {t["title"] for t in listed}
     assert {f"w{w}-{i}" for w in range(3) for i in range(8)} <= titles
     assert run_loopx(["doctor"], cwd=project, env=env).code == 0
+
+
+def test_missing_bundled_data_is_an_error(goal, cli, monkeypatch, tmp_path):
+    import loopx.resources
+
+    monkeypatch.setattr(loopx.resources, "data_path", lambda *parts: tmp_path.joinpath("nowhere", *parts))
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert checks["package"]["status"] == "error" and "skills" in checks["package"]["finding"]

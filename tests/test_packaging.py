@@ -117,6 +117,7 @@ def test_doctor_in_the_installed_venv(loopx_cmd):
     want = "--target install" if loopx_cmd.kind == "target" else "virtual environment"
     assert want in checks["install"]["finding"], checks["install"]
     assert checks["python"]["status"] == "ok"
+    assert checks["package"]["status"] == "ok", checks["package"]  # the wheel carries its data
 
 
 # ------------------------------------------------------------------ stdlib only

@@ -86,6 +86,24 @@ def check_install(t: Target) -> dict:
     return result("install", "ok", finding)
 
 
+def check_package(t: Target) -> dict:
+    """The files the code needs beside it: bundled skills, examples, the dashboard's static shell."""
+    from pathlib import Path
+
+    try:
+        from loopx.resources import data_path
+    except ImportError:
+        return result("package", "skipped", "this loopx has no bundled-data lookup")
+    wanted = {"skills": data_path("skills", "loopx", "SKILL.md"),
+              "examples": data_path("examples", "demo-project"),
+              "dashboard shell": Path(__file__).resolve().parent.parent / "dashboard" / "static" / "index.html"}
+    missing = [name for name, p in wanted.items() if not p.exists()]
+    if missing:
+        return result("package", "error", f"this installation lacks its bundled {', '.join(missing)}",
+                      "reinstall loopx through the same channel (`loopx update plan` shows the command)")
+    return result("package", "ok", "bundled skills, examples and dashboard files are present")
+
+
 def check_dashboard(t: Target) -> dict:
     try:
         from loopx.dashboard import service  # built by the dashboard issue
@@ -157,7 +175,7 @@ def check_hosts(t: Target) -> list[dict]:
     return hostcheck.check(t.project_dir)
 
 
-INSTALL_CHECKS = (check_python, check_path, check_install, check_dashboard)
+INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard)
 PROJECT_CHECKS = (check_store, check_gitignore, check_location)
 
 
