@@ -165,6 +165,29 @@ def test_run_left_open_past_its_lease_is_closed_by_the_next_writer(store, clk):
     assert state["todos"][t["todo_id"]]["claim"]["holder"] == "agent:bot"
 
 
+@pytest.mark.parametrize("writer", ["todo add", "gate open", "evidence add"])
+def test_any_writer_closes_a_run_left_open_past_its_lease(store, clk, cli, writer):
+    start(store, clk, titles=("only",))
+    t = turn.next_turn(store, "agent:crashy", goal_id="g1", lease="10m")
+    clk.advance(11 * 60)
+    args = {"todo add": ["todo", "add", "another"],
+            "gate open": ["gate", "open", "--kind", "merge", "--question", "Merge?"],
+            "evidence add": ["evidence", "add", "--kind", "note", "--summary", "looked at it"]}[writer]
+    assert cli(*args).code == 0
+    state = store.load()
+    old = state["runs"][t["run_id"]]
+    assert old["result"] == "failed" and "lease expired" in old["note"]
+    assert state["todos"][t["todo_id"]]["status"] == "open" and state["todos"][t["todo_id"]]["claim"] is None
+
+
+def test_a_refused_write_still_closes_expired_runs(store, clk, cli):
+    start(store, clk, titles=("only",))
+    t = turn.next_turn(store, "agent:crashy", goal_id="g1", lease="10m")
+    clk.advance(11 * 60)
+    assert cli("todo", "add", "x", "--goal-id", "nope").code == 2
+    assert store.load()["runs"][t["run_id"]]["result"] == "failed"
+
+
 def test_renew_extends_run_and_claim(store, clk, cli):
     start(store, clk)
     t = turn.next_turn(store, "agent:bot", goal_id="g1", lease="10m")

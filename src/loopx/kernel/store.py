@@ -344,11 +344,14 @@ class Store:
         finally:
             os.close(fd)
 
-    def transact(self, plan, *, actor: str) -> tuple[list[dict], dict]:
+    def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.
 
         ``plan(state, now)`` sees the state folded under the lock and returns a list of Draft
         (or raises a LoopxError to refuse). Evidence drafts are written before control events.
+        Before the plan runs, the writer does the store's housekeeping and writes it even when
+        the plan then refuses: torn tails are repaired and, with ``reap``, runs whose lease ended
+        are closed as failed (their claims released), so the plan sees the state after that.
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
@@ -359,8 +362,12 @@ class Store:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
-            drafts = list(repairs) + list(plan(state, now) or [])
-            records = self._append(state, drafts, now, actor)
+            if reap and _expired_runs(state, clock.iso(now)):
+                from loopx.kernel.turn import reap_drafts
+
+                repairs = list(repairs) + reap_drafts(state, now)
+            records = self._append(state, list(repairs), now, actor) if repairs else []
+            records += self._append(state, list(plan(state, now) or []), now, actor)
             lines = sum(m["lines"] for m in state["meta"]["files"].values())
             if lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY:
                 self._save_snapshot(state)
@@ -475,6 +482,11 @@ def _unmarshal(raw: bytes):
     finally:
         if was:
             gc.enable()
+
+
+def _expired_runs(state: dict, now_iso: str) -> bool:
+    return any(r["finished"] is None and r.get("lease_until") and r["lease_until"] <= now_iso
+               for r in state["runs"].values())
 
 
 def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:

@@ -110,7 +110,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
         return drafts
 
-    records, state = store.transact(plan, actor=actor)
+    records, state = store.transact(plan, actor=actor, reap=False)  # the plan reaps itself
     if out.pop("lost_race", False):
         return out
     for rec in records:
@@ -206,7 +206,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts
 
-    store.transact(plan, actor=actor)
+    store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
     return out
 
 
