@@ -353,7 +353,7 @@ def test_start_reuse_status_stop(service_home):
     st = run_loopx(["dashboard", "--status", "--format", "json"], cwd=REPO)
     assert st.code == 0 and st.data["running"] and st.data["pid"] == first["pid"]
     assert st.data["version"] == __version__ and st.data["port"] == first["port"]
-    assert st.data["host"] == "127.0.0.1"
+    assert st.data["host"] == "127.0.0.1" and st.data["current"] is True
 
     stop = run_loopx(["dashboard", "--stop", "--format", "json"], cwd=REPO)
     assert stop.code == 0 and stop.data["stopped"]

@@ -186,11 +186,12 @@ def _public(info: dict, health: dict | None = None) -> dict:
 
 
 def status() -> dict:
-    """``{running, pid, port, url, version, started, stale, state_file, log}``."""
+    """``{running, pid, port, url, version, started, stale, state_file, log}``; when running also
+    ``build`` and ``current`` (same version and build as this loopx: `loopx dashboard` would reuse it)."""
     info = read_state()
     health = _live(info)
     if health:
-        return dict(_public(info, health), stale=False)
+        return dict(_public(info, health), stale=False, build=health.get("build"), current=current(health))
     out = {"running": False, "state_file": state_path(), "log": log_path(), "stale": info is not None}
     if info and not info.get("corrupt"):
         out.update(pid=info["pid"], port=info["port"], version=info["version"])
