@@ -27,7 +27,7 @@ def status(ctx, goal_id=None, orient=False):
         return Reply({"orient": True, "connected": False, "cwd": os.getcwd(),
                       "next": "loopx connect   # then: loopx start-goal --goal-text \"...\"",
                       "help": "loopx --help"})
-    state = store.load()
+    state = store.load(view="live")
     data = summary(state, clock.now_iso(), goal_id)
     data["project"] = store.project_dir
     data["orient"] = orient

@@ -38,6 +38,44 @@ def empty() -> dict:
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
 
 
+def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
+    """The part of ``state`` that is still moving: todos not done or archived, pending gates, open
+    runs and each goal's last run, the last ``keep_evidence`` evidence records per goal, and
+    everything else as is; ``closed`` counts what was left out: ``{goal: {"done": n, "archived": n}}``.
+    With ``now_iso``, quota ledger entries older than each goal's window before then are dropped and
+    ``spends_cut`` says from when each goal's ledger is complete.
+    Folding a record into a live view gives the live view of the folded full state, except when
+    the record updates something the view left out (the reducer then counts it as malformed)."""
+    closed: dict[str, dict[str, int]] = {}
+    todos = {}
+    for tid, t in state["todos"].items():
+        if t["status"] in ("done", "archived"):
+            c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
+            c[t["status"]] += 1
+        else:
+            todos[tid] = t
+    keep_runs = {g.get("last_run") for g in state["goals"].values()}
+    runs = {k: r for k, r in state["runs"].items() if r["finished"] is None or k in keep_runs}
+    per_goal: dict[str, list] = {}
+    for e in state["evidence"].values():
+        per_goal.setdefault(e["goal"], []).append(e)
+    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
+    gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
+    spends, cut = {}, {}
+    if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
+        from loopx.kernel import clock
+
+        now = clock.parse_ts(now_iso)
+        for gid, entries in state["spends"].items():
+            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+            cut[gid] = clock.iso(now - clock.timedelta(seconds=window))
+            spends[gid] = [e for e in entries if e[0] > cut[gid]]
+    else:
+        spends = state["spends"]
+    return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
+                spends=spends, spends_cut=cut)
+
+
 def apply(state: dict, rec: dict) -> None:
     """Fold one record into ``state`` (in place)."""
     state["meta"]["events"] += 1

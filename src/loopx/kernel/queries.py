@@ -76,8 +76,18 @@ def gate_blocks_goal(gate: dict) -> bool:
 
 
 def deps_done(state: dict, todo: dict) -> bool:
+    """All of ``todo``'s dependencies are done or archived. In a live view (``closed`` present) a
+    dependency missing from the state is one the view left out because it was closed."""
     todos = state["todos"]
-    return all(todos.get(d, {}).get("status") in DONE_STATES for d in todo.get("depends_on") or [])
+    live = "closed" in state
+    for d in todo.get("depends_on") or []:
+        t = todos.get(d)
+        if t is None:
+            if not live:
+                return False
+        elif t["status"] not in DONE_STATES:
+            return False
+    return True
 
 
 def ready_todos(state: dict, goal_id: str, now_iso: str, holder: str | None = None) -> list[dict]:

@@ -53,6 +53,13 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     return f'loopx todo add "first step" --goal-id {gid}'
 
 
+def _counts(state: dict, gid: str, groups: dict) -> dict:
+    counts = {k: len(v) for k, v in groups.items()}
+    for k, n in state.get("closed", {}).get(gid, {}).items():  # a live view counts closed todos here
+        counts[k] = counts.get(k, 0) + n
+    return counts
+
+
 def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
@@ -65,7 +72,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
         "needs_human": [{"gate_id": g["id"], "kind": g["kind"], "question": g["question"],
                          "context": g.get("context"), "requested_by": g["requested_by"], "created": g["created"],
                          "blocks": g["blocks"], "code": g["id"].split("-", 1)[-1]} for g in gates],
-        "todos": {k: len(v) for k, v in groups.items()},
+        "todos": _counts(state, gid, groups),
         "claimed": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
                      "lease_until": t["claim"]["lease_until"]} for t in groups["claimed"]],
         "expired": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],

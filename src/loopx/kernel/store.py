@@ -28,6 +28,8 @@ FORMAT = 1
 STREAMS = ("events", "evidence")
 EVENT_VERSION = 1
 SNAPSHOT_VERSION = 3
+SNAPSHOT_FILE = "snapshot.bin"
+LIVE_FILE = "live.bin"
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
 BAD_SAMPLES = 20
 DIRNAME = ".loopx"
@@ -203,10 +205,20 @@ class Store:
         return None
 
     # ----------------------------------------------------------------- reading
-    def load(self, *, save_snapshot: bool = True) -> dict:
+    def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
         """The folded state (a plain dict, see loopx.kernel.fold). Lock-free.
-        ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason."""
+        ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason.
+
+        ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
+        todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
+        what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
+        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
         self.format_info()
+        if view == "live":
+            live = self._load_live()
+            if live is not None:
+                return live
+            save_snapshot = "refresh"  # so the next live read finds a view that fits
         state, offsets = self._load_snapshot()
         folded = 0
         torn = {}
@@ -216,7 +228,7 @@ class Store:
             if tail:
                 torn[name] = tail
         state["meta"]["torn"] = torn
-        if save_snapshot and folded >= SNAPSHOT_EVERY:
+        if save_snapshot == "refresh" or (save_snapshot and folded >= SNAPSHOT_EVERY):
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
@@ -269,9 +281,30 @@ class Store:
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
 
-    def _load_snapshot(self) -> tuple[dict, dict]:
+    def _load_live(self) -> dict | None:
+        state, offsets = self._load_snapshot(LIVE_FILE)
+        if not offsets:
+            return None
+        malformed = state["meta"].get("malformed", 0)
+        torn = {}
+        for name in STREAMS:
+            n, tail = self._fold_file(state, name, offsets[name])
+            if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed:
+                return None  # too far behind, or the tail refers to something the view left out
+            if tail:
+                torn[name] = tail
+        now = clock.now()
+        for gid, cut in state.get("spends_cut", {}).items():
+            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+            if clock.iso(now - clock.timedelta(seconds=window)) < cut:
+                return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
+        state["meta"]["torn"] = torn
+        state["meta"]["read_only"] = self.read_only_reason(state)
+        return state
+
+    def _load_snapshot(self, filename: str = SNAPSHOT_FILE) -> tuple[dict, dict]:
         try:
-            with open(self.path("cache", "snapshot.bin"), "rb") as fh:
+            with open(self.path("cache", filename), "rb") as fh:
                 raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
             snap = _unmarshal(raw)
             if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
@@ -305,7 +338,10 @@ class Store:
         try:
             os.makedirs(self.path("cache"), exist_ok=True)
             data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            _atomic_write(self.path("cache", "snapshot.bin"), data, sync=False)
+            _atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+            view = fold.live_view(body, clock.now_iso())
+            live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
+            _atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
             self._sweep_cache()
         except (OSError, ValueError):
             pass

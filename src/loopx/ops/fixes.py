@@ -8,7 +8,7 @@ import contextlib
 import os
 import shutil
 
-from loopx.kernel.store import STREAMS
+from loopx.kernel.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
 
 
 def _writable(store) -> None:
@@ -35,8 +35,9 @@ def repair_store(t, actor: str) -> str:
             if d is not None:
                 drafts.append(d)
                 # lines left the middle of the file: drop the snapshot rather than trust its offsets
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(store.path("cache", "snapshot.bin"))
+                for snap in (SNAPSHOT_FILE, LIVE_FILE):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(store.path("cache", snap))
         if not drafts:
             return "nothing to repair"
         state = store.load(save_snapshot=False)

@@ -1,0 +1,92 @@
+"""``status`` reads the live view (no closed todos, decided gates or old runs); it must say exactly
+what the full state says, whatever happened since the snapshot was written."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopx.kernel import clock, evidence, gates, goals, status, todos
+from loopx.kernel.store import SNAPSHOT_EVERY, Store
+
+H = "human:tester"
+
+
+def _summary(store: Store, view: str) -> dict:
+    data = status.summary(store.load(view=view), clock.now_iso())
+    data.pop("store")
+    return data
+
+
+@pytest.fixture
+def busy(project, monkeypatch):
+    """A store past its first snapshot: most todos done, a gate decided, a dependency on a closed todo."""
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="busy goal", goal_id="g1")
+    ev = evidence.add(store, H, "g1", kind="test", summary="green")["evidence_id"]
+    done = []
+    while sum(m["lines"] for m in store.load()["meta"]["files"].values()) < SNAPSHOT_EVERY + 20:
+        tid = todos.add(store, H, "g1", f"todo {len(done)}")["todo_id"]
+        todos.done(store, H, tid, [ev])
+        done.append(tid)
+    todos.add(store, H, "g1", "after a closed one", depends_on=[done[0]])
+    g = gates.open_gate(store, H, "g1", kind="merge", question="merge?")["gate_id"]
+    gates.decide(store, H, g, approve=True, channel="confirm-flag")
+    store.load()  # writes the snapshot and the live view
+    live = store.load(view="live")
+    assert "closed" in live and live["closed"]["g1"]["done"] > 0  # the view is in use
+    return store, done, ev
+
+
+def test_live_view_matches_full_right_after_the_snapshot(busy):
+    store, _, _ = busy
+    assert _summary(store, "live") == _summary(store, "full")
+    assert len(store.load(view="live")["todos"]) < len(store.load()["todos"])
+
+
+@pytest.mark.parametrize("change", ["reopen_closed", "add_and_finish", "claim", "gate_open", "nothing"])
+def test_live_view_matches_full_after_tail_changes(busy, change):
+    store, done, ev = busy
+    if change == "reopen_closed":       # touches a todo the live view left out: must fall back
+        todos.update(store, H, done[3], reopen=True)
+    elif change == "add_and_finish":
+        tid = todos.add(store, H, "g1", "new")["todo_id"]
+        todos.done(store, H, tid, [ev])
+    elif change == "claim":
+        tid = store.load()["todos"]
+        open_ids = [k for k, t in tid.items() if t["status"] == "open"]
+        todos.claim(store, "agent:a1", open_ids[0])
+    elif change == "gate_open":
+        gates.open_gate(store, H, "g1", kind="release", question="publish?")
+    assert _summary(store, "live") == _summary(store, "full")
+
+
+def test_status_counts_closed_todos_from_the_live_view(busy, cli):
+    store, done, _ = busy
+    data = cli("status", json=True).data
+    assert data["goals"][0]["todos"]["done"] == len(done)
+    assert [r["title"] for r in data["goals"][0]["ready"]] == ["after a closed one"]
+
+
+def test_touching_a_left_out_todo_falls_back_to_the_full_state(busy):
+    store, done, _ = busy
+    assert "closed" in store.load(view="live")
+    todos.update(store, H, done[3], reopen=True)
+    state = store.load(view="live")
+    assert "closed" not in state and state["todos"][done[3]]["status"] == "open"
+
+
+def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatch):
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T00:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="budget", goal_id="g1", quota={"window": 3600})
+    from loopx.kernel.store import Draft
+
+    for hour in range(0, 30):
+        monkeypatch.setenv("LOOPX_NOW", f"2026-05-0{1 + hour // 24}T{hour % 24:02d}:00:00Z")
+        store.transact(lambda s, n: [Draft("quota.spent", "g1", {"run_id": f"run-{hour}", "slots": 1})], actor=H)
+    store.load(view="live", save_snapshot="refresh")
+    assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 1
+    goals.set_quota(store, H, "g1", goals.quota_policy(window="24h"))
+    assert _summary(store, "live") == _summary(store, "full")
+    assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 24
