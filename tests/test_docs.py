@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 from conftest import REPO
-
 from loopx.cli import COMMANDS, build_parser
 
 

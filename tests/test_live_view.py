@@ -84,7 +84,7 @@ def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatc
 
     for hour in range(0, 30):
         monkeypatch.setenv("LOOPX_NOW", f"2026-05-0{1 + hour // 24}T{hour % 24:02d}:00:00Z")
-        store.transact(lambda s, n: [Draft("quota.spent", "g1", {"run_id": f"run-{hour}", "slots": 1})], actor=H)
+        store.transact(lambda s, n, h=hour: [Draft("quota.spent", "g1", {"run_id": f"run-{h}", "slots": 1})], actor=H)
     store.load(view="live", save_snapshot="refresh")
     assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 1
     goals.set_quota(store, H, "g1", goals.quota_policy(window="24h"))
