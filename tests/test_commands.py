@@ -188,3 +188,13 @@ def test_json_envelope_on_argparse_error(project, cli):
     r = cli("todo", "add", json=True)
     doc = json.loads(r.out)
     assert r.code == 2 and doc["ok"] is False and doc["error"]["code"] == "usage"
+
+
+def test_status_next_says_wait_when_the_budget_is_spent(goal, cli):
+    from loopx.kernel.store import Draft, Store
+
+    cli("quota", "set", "--goal-id", goal, "--slots", "1")
+    Store.open(".").transact(lambda s, n: [Draft("quota.spent", goal, {"run_id": "run-x", "slots": 1})], actor="human:t")
+    data = cli("status", json=True).data
+    assert data["goals"][0]["budget"]["left"] == 0
+    assert data["goals"][0]["next"].startswith("wait: the budget")

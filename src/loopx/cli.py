@@ -7,7 +7,6 @@ calling ``loopx quota should-run`` every minute pays for one command, not for th
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -53,17 +52,6 @@ exit codes: 0 ok, 1 a clean "no", 2 usage, 3 state, 4 conflict, 70 internal, 130
 docs: docs/cli.md"""
 
 
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises UsageError instead of printing and exiting."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str):
-        raise UsageError(message, f"see `{self.prog} --help`")
-
-
 def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
     """Pull global options out of ``argv`` wherever they stand (up to a ``--``)."""
     opts: dict = {"project": None, "fmt": None, "agent": None, "quiet": False, "debug": False}
@@ -98,10 +86,12 @@ def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, rest
 
 
-def build_parser(only: str | None = None) -> Parser:
+def build_parser(only: str | None = None):
     """The parser. With ``only``, just that command's subtree is filled in (fast path);
     ``only=""`` gives stubs for every command; None fills in everything (docs, tests)."""
     import importlib
+
+    from loopx.parsing import Parser
 
     parser = Parser(prog="loopx", description="loopx: a control plane for long-running AI agent work.",
                     epilog=GLOBAL_HELP)
@@ -114,6 +104,52 @@ def build_parser(only: str | None = None) -> Parser:
         elif only == "":
             sub.add_parser(name, help=help_text)
     return parser
+
+
+# The commands that cron jobs, hooks and people call most skip argparse (whose imports cost about
+# as much as the interpreter's own start-up): their few options are listed here with the handler and
+# renderer. Any token not listed (--help, a typo, a value that looks like an option) falls back to
+# the full parser, so help and error messages are the same either way.
+# words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)})
+FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict[str, tuple[str, object]]]] = {
+    ("status",): ("status", "status", "render", "status",
+                  {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None), "--orient": ("orient", True)}),
+    ("quota", "should-run"): ("quota", "quota_should_run", "render_decision", "quota should-run",
+                              {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None),
+                               "--skip-exit": ("skip_exit", None), "--explain": ("explain", True),
+                               "--no-record": ("record", False)}),
+}
+
+
+def _fast(rest: list[str]):
+    """(handler, renderer, command name, kwargs) when ``rest`` fits a FAST entry, else None."""
+    for words, (module, handler, render, name, opts) in FAST.items():
+        n = len(words)
+        if tuple(rest[:n]) != words:
+            continue
+        args: dict = {}
+        i = n
+        while i < len(rest):
+            opt, eq, val = rest[i].partition("=")
+            spec = opts.get(opt)
+            if spec is None:
+                return None
+            dest, const = spec
+            if const is None:
+                if not eq:
+                    if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
+                        return None
+                    i += 1
+                    val = rest[i]
+                args[dest] = val
+            elif eq:
+                return None
+            else:
+                args[dest] = const
+            i += 1
+        mod = __import__(f"loopx.commands.{module}", fromlist=[handler])
+        return getattr(mod, handler), getattr(mod, render), name, args
+    return None
 
 
 def _first_command(argv: list[str]) -> str | None:
@@ -137,24 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts, rest = _split_globals(argv)
         fmt = opts["fmt"] or "text"
-        name = _first_command(rest)
         if not rest:
-            name = "status"
             rest = ["status", "--orient"]
-        parser = build_parser(name or "")  # "" = stubs only: --help/--version import no command
-        try:
-            ns = parser.parse_args(rest)
-        except SystemExit as exc:  # --help / --version printed already
-            return int(exc.code or 0)
-        args = vars(ns)
-        handler = args.pop("_handler", None)
-        command = args.pop("_name", None) or args.get("_command") or "loopx"
-        render = args.pop("_render", None)
-        for k in [k for k in args if k.startswith("_")]:
-            args.pop(k)
-        if handler is None:
-            parser.parse_args([name, "--help"] if name else ["--help"])
-            return 2
+        if rest == ["--version"]:
+            sys.stdout.write(f"loopx {__version__}\n")
+            return 0
+        fast = _fast(rest)
+        if fast is not None:
+            handler, render, command, args = fast
+        else:
+            handler, render, command, args = _parse(rest)
+            if handler is None:
+                return 0
         from loopx.context import Context
 
         ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
@@ -190,6 +220,27 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(fmt, command, EXIT_INTERNAL, {"code": "internal", "message": msg,
                                                    "hint": "rerun with --debug and report it"},
                      msg, "rerun with --debug and report it")
+
+
+def _parse(rest: list[str]):
+    """(handler, renderer, command name, kwargs) through argparse; handler None after --help."""
+    name = _first_command(rest)
+    parser = build_parser(name or "")  # "" = stubs only: --help imports no command module
+    try:
+        ns = parser.parse_args(rest)
+    except SystemExit as exc:  # --help printed already
+        if exc.code:
+            raise
+        return None, None, None, None
+    args = vars(ns)
+    handler = args.pop("_handler", None)
+    command = args.pop("_name", None) or args.get("_command") or "loopx"
+    render = args.pop("_render", None)
+    for k in [k for k in args if k.startswith("_")]:
+        args.pop(k)
+    if handler is None:  # a group without its action: show the group's help
+        parser.parse_args([name, "--help"] if name else ["--help"])
+    return handler, render, command, args
 
 
 def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str | None) -> int:

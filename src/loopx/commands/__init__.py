@@ -17,7 +17,7 @@ def add(sub, name: str, help_text: str, *, handler=None, render=None, example: s
 
 def actions(parser, dest: str = "_action"):
     """Subparsers for a command group (``todo add``, ``todo list``, ...)."""
-    from loopx.cli import Parser
+    from loopx.parsing import Parser
 
     return parser.add_subparsers(dest=dest, metavar="ACTION", parser_class=Parser, required=True)
 

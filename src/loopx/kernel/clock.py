@@ -9,12 +9,11 @@ width), so they sort as text.
 from __future__ import annotations
 
 import os
-import re
 from datetime import UTC, datetime, timedelta
 
 from loopx.errors import UsageError
 
-_DUR = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.I)
+_DUR_PATTERN = r"(\d+(?:\.\d+)?)\s*([smhdw])"  # compiled on first use: `re` is not imported at start-up
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -65,8 +64,10 @@ def parse_duration(text: str) -> float:
     try:
         value = float(t)
     except ValueError:
+        import re
+
         pos, total = 0, 0.0
-        for m in _DUR.finditer(t):
+        for m in re.finditer(_DUR_PATTERN, t, re.I):
             if m.start() != pos and t[pos:m.start()].strip():
                 break
             total += float(m.group(1)) * _UNIT[m.group(2).lower()]

@@ -9,15 +9,13 @@ never used as file paths.
 from __future__ import annotations
 
 import os
-import re
-import unicodedata
 from collections.abc import Iterable
 
 from loopx.errors import Ambiguous, NotFound, UsageError
 
 PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-"}
-GOAL_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}\Z")
-AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+GOAL_ID = r"[a-z0-9][a-z0-9-]{0,63}\Z"        # patterns compiled on first use (start-up speed)
+AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
 
 
 def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> str:
@@ -38,14 +36,18 @@ def event_id() -> str:
 
 def check_goal_id(goal_id: str) -> str:
     """Return ``goal_id`` when it is a valid slug, else raise UsageError."""
-    if not isinstance(goal_id, str) or not GOAL_ID.match(goal_id):
+    import re
+
+    if not isinstance(goal_id, str) or not re.match(GOAL_ID, goal_id):
         raise UsageError(f"invalid goal id {goal_id!r}",
                          "goal ids are 1-64 chars of a-z, 0-9 and '-', starting with a letter or digit")
     return goal_id
 
 
 def check_agent_name(name: str) -> str:
-    if not isinstance(name, str) or not AGENT_NAME.match(name):
+    import re
+
+    if not isinstance(name, str) or not re.match(AGENT_NAME, name):
         raise UsageError(f"invalid agent name {name!r}",
                          "agent names are 1-64 chars of letters, digits, '.', '_' and '-'")
     return name
@@ -53,6 +55,9 @@ def check_agent_name(name: str) -> str:
 
 def slugify(text: str, limit: int = 40) -> str:
     """A goal id derived from free text: ``"Fix the flaky CI!"`` -> ``fix-the-flaky-ci``."""
+    import re
+    import unicodedata
+
     norm = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
     slug = re.sub(r"[^a-z0-9]+", "-", norm).strip("-")[:limit].strip("-")
     return slug or "goal"

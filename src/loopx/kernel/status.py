@@ -31,7 +31,8 @@ def _run_brief(run: dict | None) -> dict | None:
     return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots")}
 
 
-def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict]) -> str:
+def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
+              budget_now: dict | None = None) -> str:
     gid = goal["id"]
     if goal["status"] == "paused":
         return f"loopx goal resume {gid}"
@@ -40,6 +41,8 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if gates:
         g = gates[0]
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
+    if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
+        return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready:
         return "loopx next  (or: loopx run --agent-cmd ...)"
     live = groups["claimed"]
@@ -66,6 +69,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
     ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
     last = state["runs"].get(goal.get("last_run") or "")
+    money = budget(state, goal, now_iso)
     return {
         "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
         "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
@@ -80,12 +84,12 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
         "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
         "ready_count": len(ready),
         "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]],
-        "budget": budget(state, goal, now_iso),
+        "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
         "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
         "last_decision": state["decisions"].get(gid),
-        "next": next_step(state, goal, groups, gates, ready),
+        "next": next_step(state, goal, groups, gates, ready, money),
     }
 
 
