@@ -20,6 +20,10 @@ import sys
 import tempfile
 import time
 
+# Time what users get: modules byte-compiled once and cached. Under PYTHONDONTWRITEBYTECODE=1
+# every start would recompile every loopx module and inflate each figure several times over.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 

@@ -317,7 +317,7 @@ def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) 
 
 
 def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[dict]:
-    runs = sorted((r for r in state["runs"].values() if r["goal"] == goal_id), key=lambda r: r["started"],
+    runs = sorted((r for r in state["runs"].values() if r["goal"] == goal_id), key=lambda r: (r["started"], r.get("seq", 0)),
                   reverse=True)[:limit]
     wanted = {r["id"] for r in runs}
     by_run: dict[str, list[dict]] = {}
