@@ -434,7 +434,7 @@ def test_decision_cache_answers_an_unchanged_store(store, clk, cli, project):
     assert (second["cached"], third["cached"]) == (False, True)
     assert third["decision"] == "skip" and third["evaluated_at"] == clk.iso
     # a damaged cache file is a miss, never an error
-    (project / ".loopx" / "cache" / "decisions.json").write_text("{garbage")
+    (project / ".loopx" / "cache" / "decisions.bin").write_bytes(b"{garbage")
     assert decide.should_run(store, goal_id="g1")["cached"] is False
     # a clock that goes backwards misses too
     clk.set(clk.now - timedelta(hours=1))

@@ -12,7 +12,6 @@ fails on a console that cannot encode a character (it is escaped instead).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -100,6 +99,8 @@ def envelope(command: str, *, data=None, exit_code: int = 0, warnings=None, erro
 
 
 def print_json(doc, stream=None) -> None:
+    import json  # not at start-up: text output never needs it
+
     stream = stream or sys.stdout
     stream.write(json.dumps(doc, ensure_ascii=_ascii_only(stream), indent=None, default=str) + "\n")
     stream.flush()
@@ -140,6 +141,8 @@ def table(rows: list[list[str]], header: list[str] | None = None, indent: str = 
 
 def generic(data: dict) -> str:
     """Fallback text rendering: ``key: value`` lines, nested dicts indented."""
+    import json
+
     lines: list[str] = []
 
     def walk(d, pad):

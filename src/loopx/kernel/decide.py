@@ -355,7 +355,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
     unknown goal; an unreadable store yields an ``error`` decision instead of raising.
-    ``cache`` answers from ``.loopx/cache/decisions.json`` while the files and every
+    ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
     time-dependent input are unchanged (see loopx.kernel.decision_cache); ``explain`` bypasses it."""
     from loopx.kernel import decision_cache as dc
 

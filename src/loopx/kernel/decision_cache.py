@@ -1,5 +1,5 @@
 """A disposable cache of should-run answers, so a cron job polling an unchanged store does not
-fold it again (``.loopx/cache/decisions.json``).
+fold it again (``.loopx/cache/decisions.bin``, marshal: reading it needs no `json` import).
 
 An entry is keyed by (goal argument, agent) and stores the decision with:
 
@@ -19,13 +19,13 @@ atomically; a damaged file is a miss. Time fields of a hit (``next_check_at``,
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 from datetime import datetime, timedelta
 
 from loopx.kernel import clock
 
-FILE = "decisions.json"
+FILE = "decisions.bin"
 MAX_TTL = 3600
 KEEP = 64
 HANDOFF_HOLD = 1800
@@ -49,10 +49,10 @@ def stamp(store) -> list | None:
 
 def _read(store) -> dict:
     try:
-        with open(store.path("cache", FILE), encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(store.path("cache", FILE), "rb") as fh:
+            data = marshal.loads(fh.read())
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError, TypeError):
         return {}
 
 
@@ -148,6 +148,6 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         data.pop(next(iter(data)))
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        _atomic_write(store.path("cache", FILE), json.dumps(data, separators=(",", ":")).encode(), sync=False)
+        _atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
     except (OSError, ValueError):
         pass

@@ -14,7 +14,6 @@ line. Bad lines are skipped, counted and reported, never silently dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import zlib
@@ -48,13 +47,16 @@ def lock_timeout() -> float:
 
 def encode(rec: dict) -> bytes:
     """One record as its line: compact JSON whose last field is the CRC of what precedes it."""
+    import json
+
     body = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
     head = body[:-1].encode("utf-8")
     return head + b',"crc":"%08x"}\n' % zlib.crc32(head)
 
 
-def decode(line: bytes) -> dict:
-    """Parse one line (without its newline). Raises ValueError naming what is wrong."""
+def decode(line: bytes, loads=None) -> dict:
+    """Parse one line (without its newline). Raises ValueError naming what is wrong.
+    ``loads`` is ``json.loads``, passed in by loops so `json` is imported only when a line is read."""
     if line.endswith(b"\r"):
         line = line[:-1]
     if line.startswith(b"\xef\xbb\xbf"):
@@ -69,8 +71,10 @@ def decode(line: bytes) -> dict:
         crc_ok = False
     if not crc_ok:
         raise ValueError("crc mismatch (line was changed or damaged)")
+    if loads is None:
+        from json import loads
     try:
-        rec = json.loads(line)
+        rec = loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) or not isinstance(rec.get("seq"), int):
@@ -157,6 +161,8 @@ class Store:
         if not os.path.exists(fpath):
             info = {"format": FORMAT, "created_by": f"loopx {__version__}",
                     "project_id": "p-" + os.urandom(6).hex(), "created_at": clock.now_iso()}
+            import json
+
             _atomic_write(fpath, (json.dumps(info, indent=2) + "\n").encode())
             created = True
         for sub in ("blobs", "cache", "quarantine"):
@@ -180,6 +186,8 @@ class Store:
             try:
                 with open(self.path("format.json"), "rb") as fh:
                     raw = fh.read()
+                import json
+
                 info = json.loads(raw.decode("utf-8-sig"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
                     raise ValueError("no integer 'format' field")
@@ -249,6 +257,8 @@ class Store:
         torn = len(data) - end
         if offset == 0 and data.startswith(b"\xef\xbb\xbf"):
             meta["bom"] = True
+        from json import loads
+
         pos = offset
         count = 0
         apply = fold.apply
@@ -262,7 +272,7 @@ class Store:
             if not line.strip():
                 continue
             try:
-                rec = decode(line)
+                rec = decode(line, loads)
             except ValueError as exc:
                 if line.startswith(_CONFLICT):
                     meta["conflict"] = True
