@@ -10,6 +10,7 @@ from __future__ import annotations
 from loopx.errors import Conflict, UsageError
 from loopx.kernel import clock, ids, queries, validate
 from loopx.kernel.store import Draft, Store
+from loopx.kernel.todos import added_drafts
 
 DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
 STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",
@@ -65,13 +66,7 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
         drafts = [Draft("goal.started", gid, {"objective": objective, "done_when": done_when,
                                               "verify": verify, "priority": priority, "scope": scope,
                                               "quota": policy})]
-        taken = set(state["todos"])
-        tids = []
-        for title in titles:
-            tid = ids.new_id("todo", taken)
-            taken.add(tid)
-            tids.append(tid)
-            drafts.append(Draft("todo.added", gid, {"todo_id": tid, "title": title}))
+        tids = added_drafts(state, gid, titles, drafts)
         out.update(goal_id=gid, todo_ids=tids)
         return drafts
 

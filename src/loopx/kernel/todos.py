@@ -67,6 +67,18 @@ def _one(store: Store, actor: str, todo_ref: str, build) -> dict:
     return out
 
 
+def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
+    """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
+    taken = set(state["todos"])
+    new = []
+    for title in titles:
+        tid = ids.new_id("todo", taken)
+        taken.add(tid)
+        new.append(tid)
+        drafts.append(Draft("todo.added", goal_id, {"todo_id": tid, "title": title, "priority": priority}))
+    return new
+
+
 def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=None, priority=0,
         depends_on=None, acceptance=None, verify=None) -> dict:
     """Add a todo (``todo.added``). Returns {todo_id, goal_id}."""
@@ -226,13 +238,7 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
             evs.append(e["id"])
         drafts = [Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
                                                       "note": validate.text(note, "--note", required=False)})]
-        taken = set(state["todos"])
-        nxt = []
-        for title in titles:
-            tid = ids.new_id("todo", taken)
-            taken.add(tid)
-            nxt.append(tid)
-            drafts.append(Draft("todo.added", t["goal"], {"todo_id": tid, "title": title, "priority": t.get("priority", 0)}))
+        nxt = added_drafts(state, t["goal"], titles, drafts, priority=t.get("priority", 0))
         out.update(evidence=evs, next=nxt)
         return drafts
 
