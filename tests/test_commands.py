@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -198,3 +199,22 @@ def test_status_next_says_wait_when_the_budget_is_spent(goal, cli):
     data = cli("status", json=True).data
     assert data["goals"][0]["budget"]["left"] == 0
     assert data["goals"][0]["next"].startswith("wait: the budget")
+
+
+def test_unknown_run_hint_names_a_real_command(goal, cli):
+    r = cli("turn", "finish", "--run", "run-bogus", "--result", "progress", json=True)
+    assert r.code == 2 and "loopx history --rounds" in r.json["error"]["hint"]
+
+
+def test_failed_verify_on_progress_warns(goal, cli, project):
+    cli("goal", "update", goal, "--verify", f"{sys.executable} -c \"raise SystemExit(1)\"")
+    run = cli("--agent", "a1", "next", json=True).data["run_id"]
+    r = cli("--agent", "a1", "turn", "finish", "--run", run, "--result", "progress", "--verify", json=True)
+    assert r.code == 0 and r.data["verified"] is False
+    assert any("verify command failed" in w for w in r.json["warnings"])
+
+
+def test_evidence_add_names_its_todo_in_the_cite_hint(goal, cli):
+    tid = cli("todo", "list", json=True).data["todos"][0]["id"]
+    out = cli("evidence", "add", "--kind", "note", "--summary", "x", "--todo", tid).out
+    assert f"loopx todo done {tid} --evidence" in out

@@ -114,7 +114,7 @@ def test_human_terminal_approves_by_typing_the_code(project, gate):
     code = gate.split("-", 1)[1]
     rc, shown = run_on_pty(["gate", "approve", gate, "--note", "ship it"], project, answer=code)
     assert rc == 0, shown
-    assert "Merge PR #12 into main?" in shown and f"type {code} to APPROVE" in shown
+    assert "Merge PR #12 into main?" in shown and f"type {code} (or the full id) to APPROVE" in shown
     (ev,) = decisions(project)
     assert ev["type"] == "gate.approved" and ev["actor"] == "human:tester"
     assert ev["data"]["channel"] == "terminal" and ev["data"]["note"] == "ship it"
@@ -175,3 +175,9 @@ def test_wrong_confirm_and_double_decisions(project, gate):
     rc, _, err = run_detached(["gate", "reject", gate, "--confirm", gate, "--note", "changed my mind"], project)
     assert rc == 4 and "already approved" in err and "human:tester" in err
     assert len(decisions(project)) == 1
+
+
+def test_human_terminal_accepts_the_full_gate_id_too(project, gate):
+    rc, shown = run_on_pty(["gate", "approve", gate], project, answer=gate)
+    assert rc == 0, shown
+    assert "approved gate" in shown

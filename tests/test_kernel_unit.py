@@ -461,3 +461,15 @@ def test_todo_lifecycle_matches_the_model():
     run_state_machine_as_test(TodoMachine, settings=settings(
         max_examples=60, stateful_step_count=40, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_agent_last_seen_is_the_newest_whatever_the_fold_order():
+    from loopx.kernel import fold
+
+    state = fold.empty()
+    newer = {"v": 1, "seq": 1, "ts": "2026-03-01T09:00:05Z", "actor": "agent:a", "type": "project.noted",
+             "goal": None, "data": {}}
+    older = dict(newer, ts="2026-03-01T09:00:01Z")
+    fold.apply(state, newer)
+    fold.apply(state, older)  # e.g. evidence.jsonl folded after events.jsonl
+    assert state["agents"]["a"]["last_seen"] == "2026-03-01T09:00:05Z"

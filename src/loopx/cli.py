@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "start-goal": ("goal", "start a goal with done_when, scope, verify command, quota and first todos"),
     "goal": ("goal", "list, show, update, pause, resume, finish or stop goals"),
     "todo": ("todo", "add, claim, renew, release, block, finish and archive todos"),
-    "gate": ("gate", "human gates: open, list, approve, reject, check"),
+    "gate": ("gate", "human gates: open, list, show, approve, reject, check"),
     "scope": ("scope", "show, set or check the goal's allowed and denied paths"),
     "evidence": ("evidence", "record and inspect evidence (test runs, commands, commits, notes)"),
     "agent": ("agent", "register and list agents"),

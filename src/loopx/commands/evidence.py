@@ -13,7 +13,8 @@ def register(sub, name, help_text):
     acts = actions(p)
     a = add(acts, "add", "record evidence (output is redacted and stored as an excerpt plus sha256)",
             handler=evidence_add, render=render_add, command="evidence add",
-            example="pytest -q 2>&1 | loopx evidence add --kind test --summary 'suite green' --exit-code 0 --output -")
+            example="pytest -q > test.log 2>&1; loopx evidence add --kind test --summary 'pytest' --exit-code $? "
+                    "--output-file test.log")
     goal_opt(a)
     a.add_argument("--kind", required=True, help="test, command, diff, commit, note, link, artifact")
     a.add_argument("--summary", required=True, metavar="TEXT")
@@ -68,7 +69,8 @@ def evidence_add(ctx, kind, summary, goal_id=None, todo=None, run=None, cmd=None
 
 def render_add(d: dict) -> str:
     extra = f" ({d['bytes']} bytes, sha256 {d['sha256'][:12]})" if d.get("sha256") else ""
-    return f"recorded {d['evidence_id']} on {d['goal_id']}{extra}\ncite it: loopx todo done <todo> --evidence {d['evidence_id']}"
+    return (f"recorded {d['evidence_id']} on {d['goal_id']}{extra}\n"
+            f"cite it: loopx todo done {d.get('todo') or '<todo>'} --evidence {d['evidence_id']}")
 
 
 def evidence_list(ctx, goal_id=None, todo=None, run=None, limit=50) -> dict:

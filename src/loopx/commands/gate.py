@@ -127,12 +127,12 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
     with tin, tout:
         verb = "APPROVE" if approve else "REJECT"
         tout.write(f"gate {gate['id']} ({gate['kind']}): {safe(gate['question'])}\n"
-                   f"type {code} to {verb} (anything else cancels): ")
+                   f"type {code} (or the full id) to {verb}; anything else cancels: ")
         tout.flush()
         answer = tin.readline().strip().lower()
     from loopx.errors import UsageError
 
-    if answer != code:
+    if answer not in (code, gate["id"]):
         raise UsageError("not confirmed; nothing was written", f"type the code {code} exactly, or pass --confirm {gate['id']}",
                          code="not_confirmed")
     return True

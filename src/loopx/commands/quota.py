@@ -122,7 +122,9 @@ def render_decision(d: dict) -> str:
     b = d.get("budget")
     if b:
         lines.append(f"  budget: {b['spent']}/{b['slots']} slots spent, {b['left']} left")
-    if d.get("next_check_at"):
+    if d.get("decision") == "run":
+        lines.append(f"  after this turn, poll again in {d['scheduler_hint']}s")
+    elif d.get("next_check_at"):
         lines.append(f"  next check: {d['next_check_at']} (poll again in {d['scheduler_hint']}s)")
     for r in d.get("rules") or []:
         lines.append(f"  [{r['outcome']:>7}] {r['rule']:<7} {safe(r['detail'], limit=200)}")

@@ -65,7 +65,13 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     from loopx.kernel import turn
 
     res = turn.finish(ctx.store(), ctx.actor, run, result, evidence=evidence or (), verify=verify, note=note)
-    return output.Reply(res, 0, res.pop("warnings", []))
+    warnings = res.pop("warnings", [])
+    v = res.get("verify")
+    if v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat"):
+        warnings.append(f"the verify command failed (exit {v['exit_code']}): the run is recorded as unverified "
+                        "progress and cannot be charged; fix it in the next turn, or reopen the todo with "
+                        "`loopx todo update <todo> --reopen` if it was closed on evidence that did not hold")
+    return output.Reply(res, 0, warnings)
 
 
 def render_finish(d: dict) -> str:

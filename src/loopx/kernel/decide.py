@@ -254,7 +254,9 @@ class _Eval:
             fp = self.fingerprint(g["id"]) if self.fingerprint else None
             if fp == last["fp_after"]:
                 return self.decide("value", "skip", "no_change",
-                                   f"the last run ({last['id']}) made no progress and nothing changed since",
+                                   f"the last run ({last['id']}) made no progress and nothing changed since "
+                                   "(a commit, an edited file, a new or changed todo or a decided gate "
+                                   "makes the next check run)",
                                    fingerprint=fp)
             self.passed("value", "the last run made no progress but the state changed since")
         else:

@@ -25,7 +25,7 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -85,7 +85,9 @@ def apply(state: dict, rec: dict) -> None:
         if agent is None:
             agent = state["agents"][actor[6:]] = {"name": actor[6:], "kind": "unknown",
                                                   "registered": None, "last_seen": None}
-        agent["last_seen"] = rec.get("ts")
+        ts = rec.get("ts")
+        if ts and (agent["last_seen"] is None or ts > agent["last_seen"]):
+            agent["last_seen"] = ts  # the newest, whatever order the two streams are folded in
     fn = REDUCERS.get(rec["type"])
     if fn is None:
         unknown = state["meta"]["unknown_types"]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from loopx.errors import Ambiguous, NotFound, UsageError
 
+LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
 PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-"}
 GOAL_ID = r"[a-z0-9][a-z0-9-]{0,63}\Z"        # patterns compiled on first use (start-up speed)
 AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
@@ -66,8 +67,9 @@ def slugify(text: str, limit: int = 40) -> str:
 def resolve(kind: str, given: str, ids: Iterable[str]) -> str:
     """The one id in ``ids`` that ``given`` names: exact, or a unique prefix with or without the
     kind prefix. Raises NotFound or Ambiguous (exit 2) naming the candidates."""
+    listing = LISTING.get(kind, f"loopx {kind} list")
     if not isinstance(given, str) or not given.strip():
-        raise UsageError(f"empty {kind} id", f"list them with `loopx {kind} list`")
+        raise UsageError(f"empty {kind} id", f"list them with `{listing}`")
     given = given.strip()
     pool = ids if isinstance(ids, (dict, set, frozenset)) else set(ids)
     if given in pool:
@@ -78,6 +80,6 @@ def resolve(kind: str, given: str, ids: Iterable[str]) -> str:
     if len(hits) == 1:
         return hits[0]
     if not hits:
-        raise NotFound(f"no {kind} matches {given!r}", f"list them with `loopx {kind} list`")
+        raise NotFound(f"no {kind} matches {given!r}", f"list them with `{listing}`")
     shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
     raise Ambiguous(f"{kind} id {given!r} is ambiguous: {shown}", "type more characters of the id")
