@@ -43,6 +43,8 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
+    if ready and goal.get("no_progress_streak"):
+        return "loopx quota should-run --explain  (the last run made no progress: is the next one worth it?)"
     if ready:
         return "loopx next  (or: loopx run --agent-cmd ...)"
     live = groups["claimed"]
