@@ -332,3 +332,32 @@ def test_user_scope_hooks_follow_codex_home(project, cli, tmp_path, monkeypatch)
     assert cli("hooks", "--check", "--host", "codex", "--scope", "user").code == 0
     assert cli("hooks", "--remove", "--host", "codex", "--scope", "user").code == 0
     assert not (tmp_path / "codex-home" / "hooks.json").exists()
+
+
+def test_a_payload_too_large_to_check_is_denied_not_waved_through(goal, project):
+    big = payload("claude-code", "pre_tool_bash", project,
+                  tool_input={"command": "gh pr merge 5", "description": "x" * (9 << 20)})
+    assert "could not check this tool call" in deny_reason(hook(project, "pre-tool", "claude-code", big))
+
+
+def test_deeply_nested_payloads_never_crash_a_hook(goal, project):
+    deep = json.dumps({"cwd": str(project)})[:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert "could not check" in deny_reason(hook(project, "pre-tool", "claude-code", deep))
+    for event in ("stop", "session-start"):
+        r = hook(project, event, "claude-code", deep)
+        assert r.code == 0 and "Traceback" not in r.err
+    r = hook(project, "stop", "cursor", deep)
+    assert r.code == 0 and isinstance(json.loads(r.out), dict)
+
+
+def test_a_hook_whose_stdout_fails_still_exits_0(goal, project):
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    body = json.dumps(payload("claude-code", "pre_tool_bash", project, tool_input={"command": "gh pr merge 5"}))
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "loopx", "hook", "pre-tool", "--host", "claude-code"], cwd=project,
+                              input=body.encode(), stdout=full, stderr=subprocess.PIPE, env=subprocess_env(), timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr

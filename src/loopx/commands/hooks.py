@@ -64,16 +64,36 @@ def parse_cap(value) -> int:
 
 def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
     """Run one hook. Always exit 0; the answer is the printed JSON (or nothing)."""
+    try:
+        return _hook(ctx, event, host, goal_id, cap)
+    except Exception:  # a hook must never fail the host's tool call or stop with a traceback
+        if host == "cursor":
+            try:
+                sys.stdout.write("{}\n")  # Cursor's neutral answer
+                sys.stdout.flush()
+            except Exception:  # noqa: BLE001 - stdout itself is gone; nothing left to say
+                pass
+        return Reply({})
+
+
+def _hook(ctx, event, host, goal_id, cap):
     from loopx.hosts import entry
 
+    uncheckable = None
     try:
         payload = entry.read_payload(sys.stdin)
+    except entry.Uncheckable as exc:
+        payload, bad, uncheckable = {}, str(exc), str(exc)
     except (ValueError, OSError) as exc:
         payload, bad = {}, str(exc)
     else:
         bad = None
     if host not in ("claude-code", "codex", "cursor") or event not in ("stop", "pre-tool", "session-start"):
         response, info = None, {"reason": "unknown_host_or_event", "host": host, "event": event}
+    elif uncheckable is not None and event == "pre-tool":
+        response = entry.deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
+                                    "a protected action must not slip through unchecked. Split it into smaller calls.")
+        info = {"reason": "uncheckable_payload", "error": uncheckable}
     elif bad is not None and event != "stop":
         response, info = ({} if host == "cursor" else None), {"reason": "bad_payload", "error": bad}
     elif event == "stop":

@@ -29,17 +29,28 @@ EDIT_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "repla
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
 
 
+class Uncheckable(ValueError):
+    """A payload loopx cannot inspect although it may be well-formed: larger than MAX_PAYLOAD bytes
+    or nested too deeply to decode. The agent controls both, so the guard denies such a call."""
+
+
 def read_payload(stream) -> dict:
-    """The JSON object on ``stream`` (``{}`` when empty or a terminal). Raises ValueError when it
-    is not a JSON object."""
+    """The JSON object on ``stream`` (``{}`` when empty or a terminal). Raises Uncheckable when it
+    is too large or too deep to decode, ValueError when it is not a JSON object."""
     if getattr(stream, "isatty", lambda: False)():
         return {}
-    raw = stream.buffer.read(MAX_PAYLOAD) if hasattr(stream, "buffer") else stream.read(MAX_PAYLOAD)
+    limit = MAX_PAYLOAD + 1
+    raw = stream.buffer.read(limit) if hasattr(stream, "buffer") else stream.read(limit)
+    if len(raw) > MAX_PAYLOAD:
+        raise Uncheckable(f"the hook payload is larger than {MAX_PAYLOAD >> 20} MiB")
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     if not raw.strip():
         return {}
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise Uncheckable("the hook payload is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ValueError("the hook payload is not a JSON object")
     return data
