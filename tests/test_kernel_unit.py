@@ -129,7 +129,7 @@ def test_resolve():
 # ----------------------------------------------------------------- record encoding
 def test_encode_decode_round_trip():
     rec = {"v": 1, "seq": 7, "id": "e-1", "ts": "2026-03-01T09:00:00Z", "actor": "human:x", "type": "todo.added",
-           "goal": "g", "data": {"title": "ünïcode 🚀 \n \u202e"}}
+           "goal": "g", "data": {"todo_id": "t-1", "title": "ünïcode 🚀 \n \u202e"}}
     line = store_mod.encode(rec)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     back = store_mod.decode(line[:-1])

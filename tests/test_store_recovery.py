@@ -302,3 +302,34 @@ def test_temp_files_left_by_a_killed_snapshot_writer_are_swept(goal, project):
     store._save_snapshot(store.load(save_snapshot=False))
     assert not stale.exists() and fresh.exists()
     assert (cache / "snapshot.bin").exists()
+
+
+@pytest.mark.parametrize("bad", [
+    {"type": "todo.added", "data": {"todo_id": "t-bbbbbe", "title": "x", "priority": "high"}},
+    {"type": "todo.claimed", "data": {"todo_id": "t-bbbbbe", "holder": 5, "lease_until": "2026-01-01T00:00:00Z"}},
+    {"type": "quota.set", "data": {"slots": "many"}},
+    {"type": "gate.opened", "data": {"gate_id": "gate-1", "kind": ["merge"], "question": "q"}},
+    {"type": "todo.completed", "data": {"todo_id": "t-bbbbbe", "evidence": [1, 2]}},
+    {"type": "todo.added", "actor": 5, "data": {"todo_id": "t-bbbbbe", "title": "x"}},
+    {"type": "todo.added", "ts": 12, "data": {"todo_id": "t-bbbbbe", "title": "x"}},
+])
+def test_a_crc_valid_line_of_the_wrong_shape_is_a_bad_line_not_a_crash(project, cli, bad):
+    import json as _json
+    import zlib
+
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g1", "--todo", "a").code == 0
+    path = project / ".loopx" / "events.jsonl"
+    last = _json.loads(path.read_text().splitlines()[-1])
+    rec = {"v": 1, "seq": last["seq"] + 1, "id": "e-00000000000000aa", "ts": bad.get("ts", "2026-11-29T18:20:00Z"),
+           "actor": bad.get("actor", "human:x"), "type": bad["type"], "goal": "g1", "data": bad["data"]}
+    head = _json.dumps(rec, separators=(",", ":"))[:-1].encode()
+    with open(path, "ab") as fh:
+        fh.write(head + b',"crc":"%08x"}\n' % zlib.crc32(head))
+    for args in (["status"], ["todo", "list"], ["goal", "list"], ["review-packet"], ["history"], ["todo", "add", "b"]):
+        r = cli(*args, json=True)
+        assert r.code in (0, 1), (args, r.out, r.err)
+    st = cli("status", json=True)
+    assert st.data["store"]["files"]["events"]["bad_lines"] == 1
+    assert cli("doctor").code == 1
+    assert cli("doctor", "--fix").code in (0, 1)
+    assert cli("status", json=True).data["store"]["files"]["events"]["bad_lines"] == 0

@@ -76,6 +76,54 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
                 spends=spends, spends_cut=cut)
 
 
+_S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
+_OPT = (type(None),)
+# Field types each event needs to fold safely; a record that breaks them is a bad line (counted,
+# reported by doctor, quarantined by `doctor --fix`), never a crash later in a query.
+SHAPES: dict[str, dict[str, tuple]] = {
+    "goal.started": {"objective": _S, "priority": _N + _OPT, "scope": _D + _OPT, "quota": _D + _OPT},
+    "goal.updated": {"objective": _S, "priority": _N + _OPT},
+    "scope.set": {"allow": _L, "deny": _L, "protect": _L},
+    "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
+    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
+    "todo.renewed": {"todo_id": _S, "lease_until": _S},
+    "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
+    "todo.archived": {"todo_id": _S},
+    "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
+    "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
+    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S},
+    "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
+    "agent.registered": {"name": _S, "kind": _S},
+    "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
+    "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
+    "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
+    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
+    "quota.spent": {"run_id": _S + _OPT, "slots": _N},
+}
+_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name")
+
+
+def check_shape(rec: dict) -> None:
+    """Raise ValueError when ``rec`` (a decoded line) does not have the shape folding relies on."""
+    if not isinstance(rec.get("ts"), str) or not isinstance(rec.get("actor", ""), str):
+        raise ValueError("ts or actor is not a string")
+    if not isinstance(rec.get("goal"), (str, type(None))) or not isinstance(rec.get("data"), dict):
+        raise ValueError("goal or data has the wrong type")
+    shape = SHAPES.get(rec["type"])
+    if shape:
+        data = rec["data"]
+        for key, types in shape.items():
+            if key in data and not isinstance(data[key], types):
+                raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
+            if key in _ID_FIELDS and key not in data:
+                raise ValueError(f"{rec['type']}: field {key!r} is missing")
+        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+            if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
+                raise ValueError(f"{rec['type']}: {key!r} must list strings")
+
+
 def apply(state: dict, rec: dict) -> None:
     """Fold one record into ``state`` (in place)."""
     state["meta"]["events"] += 1

@@ -79,6 +79,7 @@ def decode(line: bytes, loads=None) -> dict:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) or not isinstance(rec.get("seq"), int):
         raise ValueError("not an event record")
+    fold.check_shape(rec)
     return rec
 
 
