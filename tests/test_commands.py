@@ -218,3 +218,49 @@ def test_evidence_add_names_its_todo_in_the_cite_hint(goal, cli):
     tid = cli("todo", "list", json=True).data["todos"][0]["id"]
     out = cli("evidence", "add", "--kind", "note", "--summary", "x", "--todo", tid).out
     assert f"loopx todo done {tid} --evidence" in out
+
+
+def test_evidence_over_the_blob_limit_keeps_the_tail_and_hashes_everything(goal, cli, project):
+    import hashlib
+
+    body = "line of test output\n" * 600_000 + "=== 3 failed, 997 passed ===\n"
+    (project / "big.txt").write_text(body)
+    r = cli("evidence", "add", "--kind", "test", "--summary", "big", "--output-file", "big.txt", json=True)
+    assert r.data["bytes"] == len(body.encode()) and r.data["sha256"] == hashlib.sha256(body.encode()).hexdigest()
+    blob = (project / ".loopx" / r.data["blob"]).read_text()
+    assert blob.endswith("=== 3 failed, 997 passed ===\n") and "bytes cut" in blob
+    shown = cli("evidence", "show", r.data["evidence_id"], json=True).data["evidence"]
+    assert "3 failed, 997 passed" in shown["excerpt"]
+
+
+def test_verify_command_with_a_secret_is_refused_not_silently_redacted(project, cli):
+    r = cli("start-goal", "--goal-text", "g", "--verify", "DB_PASSWORD=devpass pytest -q", json=True)
+    assert r.code == 2 and "secret" in r.json["error"]["message"]
+    assert cli("goal", "list", json=True).data["goals"] == []
+
+
+def test_review_packet_refuses_to_write_into_the_store(goal, cli, project):
+    before = (project / ".loopx" / "events.jsonl").read_bytes()
+    r = cli("review-packet", "--output", ".loopx/events.jsonl", json=True)
+    assert r.code == 2 and (project / ".loopx" / "events.jsonl").read_bytes() == before
+
+
+def test_depends_on_a_todo_of_another_goal_is_refused(goal, cli):
+    other = cli("start-goal", "--goal-text", "other", "--goal-id", "g2", "--todo", "x", json=True).data["todo_ids"][0]
+    r = cli("todo", "add", "y", "--goal-id", goal, "--depends-on", other, json=True)
+    assert r.code == 2 and "own goal" in r.json["error"]["hint"]
+
+
+@pytest.mark.parametrize("now", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z"])
+def test_loopx_now_out_of_range_is_a_usage_error(goal, cli, monkeypatch, now):
+    monkeypatch.setenv("LOOPX_NOW", now)
+    r = cli("quota", "should-run", json=True)
+    assert r.code == 2 and "out of range" in r.json["error"]["message"]
+
+
+def test_store_file_that_is_a_directory_exits_3(goal, cli, project):
+    events = project / ".loopx" / "events.jsonl"
+    events.rename(project / "events.bak")
+    events.mkdir()
+    r = cli("status", json=True)
+    assert r.code == 3 and r.json["error"]["code"] == "io_error"

@@ -503,3 +503,21 @@ def test_another_address_needs_the_unsafe_flag_and_warns(service_home):
     assert service.probe(port) is None  # bound to that address only
     assert run_loopx(["dashboard", "--stop"], cwd=REPO).code == 0
     assert service.probe(port, host="127.0.0.2") is None
+
+
+def test_one_unreadable_project_does_not_break_the_overview(project, cli, client, tmp_path):
+    from loopx.kernel import registry
+
+    _goal(project, cli, "fine", "f1")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    assert cli("--project", str(broken), "connect").code == 0
+    (broken / ".loopx" / "events.jsonl").unlink()
+    (broken / ".loopx" / "events.jsonl").mkdir()
+    assert str(broken) in registry.load()
+    data = client.get("/api/status")
+    rows = {p["name"]: p for p in data["projects"]}
+    assert rows["broken"]["error"] and not rows["proj"]["error"]
+    assert [g["id"] for g in rows["proj"]["goals"]] == ["fine"]
+    agents = client.get("/api/agents")
+    assert agents is not None

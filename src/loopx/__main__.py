@@ -1,7 +1,5 @@
 """``python -m loopx``."""
 
-import sys
+from loopx.cli import entry
 
-from loopx.cli import main
-
-sys.exit(main())
+entry()

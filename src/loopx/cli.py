@@ -11,7 +11,7 @@ import os
 import sys
 
 from loopx import __version__
-from loopx.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, LoopxError, UsageError
+from loopx.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, LoopxError, UsageError
 
 # command -> (module under loopx.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -211,6 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as exc:  # the store or an output stream cannot be used: a state problem, not a bug
+        where = f" {exc.filename}" if exc.filename else ""
+        msg = f"cannot read or write{where}: {exc.strerror or exc}"
+        hint = "check that path's type and permissions (`loopx doctor` checks the store)"
+        return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
+    except RecursionError:
+        msg = "input nested too deeply to read"
+        return _fail(fmt, command, EXIT_STATE, {"code": "too_deep", "message": msg, "hint": None}, msg, None)
     except Exception as exc:  # the one place an unexpected error becomes exit 70
         if debug or os.environ.get("LOOPX_DEBUG"):
             import traceback
@@ -246,13 +254,31 @@ def _parse(rest: list[str]):
 def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str | None) -> int:
     from loopx import output
 
-    if fmt != "text":
-        output.print_json(output.envelope(command, exit_code=code, error=err))
-    else:
-        output.print_error(message, hint)
+    try:
+        if fmt != "text":
+            output.print_json(output.envelope(command, exit_code=code, error=err))
+        else:
+            output.print_error(message, hint)
+    except OSError:  # stdout or stderr is gone (full disk, closed): the exit code still tells
+        _silence_streams()
     return code
+
+
+def _silence_streams() -> None:
+    """Point stdout/stderr at devnull so the interpreter's flush at exit cannot print a traceback."""
+    try:
+        null = open(os.devnull, "w")  # noqa: SIM115 - lives until the process exits
+        sys.stdout = sys.stderr = null
+    except OSError:
+        pass
 
 
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+    except OSError:
+        _silence_streams()
+        code = code or EXIT_STATE
+    sys.exit(code)

@@ -25,6 +25,10 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
     d["markdown"] = md
     if output:
         path = os.path.abspath(output)
+        inside = os.path.realpath(path)
+        root = os.path.realpath(ctx.store().root)
+        if inside == root or inside.startswith(root + os.sep):
+            raise UsageError(f"--output {output!r} is inside loopx's store", "write the report outside .loopx/, e.g. --output review.md")
         if os.path.isdir(path):
             raise UsageError(f"--output {output!r} is a directory", "name a file, e.g. --output review.md")
         try:

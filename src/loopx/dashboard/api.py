@@ -160,6 +160,11 @@ class Api:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
                 projects.append(row)
                 continue
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:  # one broken store
+                row["error"] = {"code": "unreadable", "message": f"{type(exc).__name__}: {exc}",  # must not hide the rest
+                                "hint": "run `loopx doctor` in that project"}
+                projects.append(row)
+                continue
             row["problems"] = data["store"]["problems"]
             row["read_only"] = data["store"]["read_only"]
             for g in data["goals"]:
@@ -224,8 +229,9 @@ class Api:
         for p in self.projects():
             try:
                 state = self.state(p["path"])
-            except LoopxError as exc:
-                rows.append({"key": p["key"], "name": p["name"], "error": exc.message, "agents": [], "handoffs": []})
+            except (LoopxError, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                msg = exc.message if isinstance(exc, LoopxError) else f"{type(exc).__name__}: {exc}"
+                rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
             held: dict[str, list[dict]] = {}
             for t in state["todos"].values():

@@ -22,10 +22,13 @@ def now() -> datetime:
     fixed = os.environ.get("LOOPX_NOW")
     if fixed:
         try:
-            return parse_ts(fixed)
+            dt = parse_ts(fixed)
         except UsageError as exc:
             raise UsageError(f"LOOPX_NOW={fixed!r} is not an ISO-8601 time",
                              "use e.g. LOOPX_NOW=2026-01-01T00:00:00Z or unset it") from exc
+        if not 1970 <= dt.year <= 9000:  # leave room for windows and leases on either side
+            raise UsageError(f"LOOPX_NOW={fixed!r} is out of range", "use a time between 1970 and 9000")
+        return dt
     return datetime.now(UTC)
 
 

@@ -1,8 +1,9 @@
 """Evidence records (``evidence.added`` in ``evidence.jsonl``).
 
-Output is redacted, then kept as a bounded excerpt (head and tail, at most EXCERPT bytes) plus the
-sha256 of the whole redacted output; bodies larger than the excerpt go to ``blobs/`` (content
-addressed, at most MAX_BLOB bytes, the rest cut with a marker).
+Output is redacted, then kept as a bounded excerpt (head and tail, at most EXCERPT characters) plus
+the sha256 and size in bytes of the whole redacted output; bodies larger than the excerpt go to
+``blobs/`` (content addressed; above MAX_BLOB bytes the middle is cut with a marker, keeping the
+first and last MAX_BLOB/2 bytes).
 """
 
 from __future__ import annotations
@@ -33,20 +34,24 @@ def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: st
         exit_code = validate.count(exit_code, "--exit-code", low=-255, high=255)
     if commit is not None:
         commit = validate.text(commit, "--commit", limit=100)
-    body = None
+    body = raw = digest = None
     if output is not None:
+        import hashlib
+
         text = output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
         body = redact_text(text)
-        if len(body.encode("utf-8", "replace")) > MAX_BLOB:
-            body = body[:MAX_BLOB // 4] + "\n… [output cut at 10 MiB] …\n"
+        raw = body.encode("utf-8", "replace")
+        digest = hashlib.sha256(raw).hexdigest()  # of the whole (redacted) output
+        if len(raw) > MAX_BLOB:  # keep the head and, above all, the tail (where test summaries are)
+            half = MAX_BLOB // 2
+            body = (raw[:half].decode("utf-8", "ignore") + f"\n… [{len(raw) - 2 * half} bytes cut] …\n"
+                    + raw[-half:].decode("utf-8", "ignore"))
     out: dict = {}
     blob_sha = None
     if body is not None and len(body) > EXCERPT:
         blob_sha = store.write_blob(body.encode("utf-8", "replace"))
 
     def plan(state, now):
-        import hashlib
-
         g = queries.resolve_goal(state, goal_id)
         t = queries.resolve_todo(state, todo)["id"] if todo else None
         r = queries.resolve_run(state, run)["id"] if run else None
@@ -59,8 +64,7 @@ def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: st
             if v is not None:
                 data[k] = v
         if body is not None:
-            raw = body.encode("utf-8", "replace")
-            data.update(excerpt=excerpt(body), sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw))
+            data.update(excerpt=excerpt(body), sha256=digest, bytes=len(raw))
             if blob_sha:
                 data["blob"] = f"blobs/{blob_sha[:2]}/{blob_sha}"
         out.update(evidence_id=eid, goal_id=g["id"], todo=t, run=r, sha256=data.get("sha256"),

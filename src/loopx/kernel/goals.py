@@ -43,7 +43,7 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     """Start a goal (``goal.started``) with optional first todos. Returns {goal_id, todo_ids}."""
     objective = validate.text(objective, "--goal-text")
     done_when = validate.text(done_when, "--done-when", required=False)
-    verify = validate.text(verify, "--verify", required=False, limit=4000)
+    verify = validate.command(verify, "--verify")
     if goal_id is not None:
         ids.check_goal_id(goal_id)
     protect = [validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect or []]
@@ -82,7 +82,7 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
     if fields.get("done_when") is not None:
         changes["done_when"] = validate.text(fields["done_when"], "--done-when")
     if fields.get("verify") is not None:
-        changes["verify"] = validate.text(fields["verify"], "--verify", required=False, limit=4000)
+        changes["verify"] = validate.command(fields["verify"], "--verify")
     if fields.get("priority") is not None:
         changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
     if not changes:

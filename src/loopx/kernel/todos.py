@@ -69,6 +69,18 @@ def _one(store: Store, actor: str, todo_ref: str, build) -> dict:
     return out
 
 
+def _deps(state: dict, refs, goal_id: str) -> list[str]:
+    """Resolve ``--depends-on`` references; each must be a todo of the same goal."""
+    deps = []
+    for ref in refs or []:
+        d = queries.resolve_todo(state, ref)
+        if d["goal"] != goal_id:
+            raise UsageError(f"{d['id']} belongs to goal {d['goal']}, not {goal_id}",
+                             "a todo can only depend on todos of its own goal")
+        deps.append(d["id"])
+    return deps
+
+
 def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
     """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
     taken = set(state["todos"])
@@ -87,7 +99,7 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
     title = validate.text(title, "title", limit=validate.MAX_TITLE)
     detail = validate.text(detail, "--detail", required=False)
     acceptance = validate.text(acceptance, "--acceptance", required=False)
-    verify = validate.text(verify, "--verify", required=False, limit=4000)
+    verify = validate.command(verify, "--verify")
     priority = validate.count(priority, "--priority", low=-1000, high=1000)
     out: dict = {}
 
@@ -95,9 +107,11 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
         g = queries.resolve_goal(state, goal_id)
         if g["status"] in ("done", "stopped"):
             raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
-        deps = [queries.resolve_todo(state, d)["id"] for d in depends_on or []]
+        deps = _deps(state, depends_on, g["id"])
         tid = ids.new_id("todo", state["todos"])
-        out.update(todo_id=tid, goal_id=g["id"], title=title)
+        from loopx.kernel.redact import redact_text
+
+        out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title))  # what is stored
         data = {"todo_id": tid, "title": title, "priority": priority}
         for k, v in (("detail", detail), ("depends_on", deps), ("acceptance", acceptance), ("verify", verify)):
             if v:
@@ -179,7 +193,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
     if acceptance is not None:
         fields["acceptance"] = validate.text(acceptance, "--acceptance", required=False)
     if verify is not None:
-        fields["verify"] = validate.text(verify, "--verify", required=False, limit=4000)
+        fields["verify"] = validate.command(verify, "--verify")
     if not fields and depends_on is None and not reopen:
         raise UsageError("nothing to update", "pass --title, --detail, --priority, --depends-on, --acceptance, --verify or --reopen")
 
@@ -187,7 +201,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
         drafts = []
         f = dict(fields)
         if depends_on is not None:
-            deps = [queries.resolve_todo(state, d)["id"] for d in depends_on]
+            deps = _deps(state, depends_on, t["goal"])
             if t["id"] in deps:
                 raise UsageError(f"{t['id']} cannot depend on itself", "name another todo")
             f["depends_on"] = deps

@@ -51,3 +51,17 @@ def globs(values, what: str) -> list[str]:
             raise UsageError(f"bad {what} pattern {v!r}", "use a path glob such as 'src/**' or 'docs/*.md'")
         out.append(s)
     return out
+
+
+def command(value, what: str) -> str | None:
+    """A command line loopx will run later (``--verify``). Refused when it holds a secret: the log
+    would store it redacted, and the redacted command would no longer run."""
+    cmd = text(value, what, required=False, limit=4000)
+    if cmd:
+        from loopx.kernel.redact import redact_text
+
+        if redact_text(cmd) != cmd:
+            raise UsageError(f"{what} contains what looks like a secret; loopx never stores secrets",
+                             "read it from the environment instead, e.g. --verify 'pytest -q' with "
+                             "DB_PASSWORD exported before loopx runs it")
+    return cmd
