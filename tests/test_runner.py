@@ -214,3 +214,41 @@ def test_planning_turn_counts_added_todos_as_progress(project, cli):
     assert t["note"] == "planned 1 todo(s)"
     nxt = cli("quota", "should-run", json=True)
     assert nxt.data["decision"] == "run" and nxt.data["mode"] == "work"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="POSIX signals and /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_close_the_run_and_stop_the_agent(project, cli, signame):
+    _goal(cli)
+    marker = project / "agent-alive"
+    agent = f"sh -c 'echo $$ > {marker}; exec sleep 120'"
+    first = subprocess.Popen([sys.executable, "-m", "loopx", "run", "--agent-cmd", agent, "--goal-id", "g1", "--once"],
+                             cwd=project, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = _wait_for_open_run(project)
+        end = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        agent_pid = int(marker.read_text().strip())
+        first.send_signal(getattr(signal, signame))
+        out, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 130, err
+    assert _state(project)["runs"][run_id]["result"] == "failed"
+    assert not _alive(agent_pid)
+
+
+def _alive(pid: int, wait: float = 5.0) -> bool:
+    """True while ``pid`` runs (a zombie waiting for a reaper counts as dead)."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return False
+        except FileNotFoundError:
+            return False
+        time.sleep(0.05)
+    return True

@@ -48,10 +48,25 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         if not ctx.json and not ctx.quiet:
             output.print_text(output.safe(msg), sys.stderr)
 
+    _stop_signals_interrupt()
     res = loop.drive(ctx.store(), ctx.agent or "shell", goal_id=goal_id, preset=preset, agent_cmd=agent_cmd,
                      once=once, max_turns=n, timeout=secs, dry_run=dry_run, lease=todos.lease_seconds(lease),
                      echo=echo, log=log)
     return output.Reply(res, res["exit_code"])
+
+
+def _stop_signals_interrupt() -> None:
+    """SIGTERM (systemd stop, `kill`) and SIGHUP (terminal closed) take the Ctrl-C path: the agent's
+    process group is stopped and the open run closed as failed, instead of orphaning both."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, interrupt)
 
 
 def render(d: dict) -> str:
