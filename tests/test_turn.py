@@ -261,3 +261,15 @@ def test_more_agents_than_todos(project, cli):
     for code, d in results:
         if code == 1:
             assert d["started"] is False and d["decision"]["decision"] == "wait"
+
+
+def test_asking_again_for_work_you_hold_resumes_the_same_run(store, clk, cli):
+    start(store, clk)
+    first = turn.next_turn(store, "agent:same", goal_id="g1")
+    for _ in range(4):
+        again = turn.next_turn(store, "agent:same", goal_id="g1")
+        assert again["resumed"] and again["run_id"] == first["run_id"] and again["todo_id"] == first["todo_id"]
+    state = store.load()
+    assert [r["id"] for r in state["runs"].values()] == [first["run_id"]]
+    other = turn.next_turn(store, "agent:other", goal_id="g1")
+    assert other["started"] and other["todo_id"] != first["todo_id"]  # nobody was stalled

@@ -49,6 +49,30 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
     return drafts
 
 
+def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict | None:
+    """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
+    (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
+    run as failed would count a no-progress turn and could stall the goal for everyone."""
+    from loopx.kernel import packet
+
+    state = store.load()
+    now = clock.now()
+    now_iso = clock.iso(now)
+    mine = [r for r in queries.open_runs(state) if r["agent"] == actor and r.get("lease_until")
+            and r["lease_until"] > now_iso and (goal_id is None or r["goal"] == goal_id)]
+    if not mine:
+        return None
+    r = max(mine, key=lambda x: x.get("seq", 0))
+    t = state["todos"].get(r.get("todo") or "")
+    fence = t["claim"]["fence"] if t and t.get("claim") and t["claim"]["holder"] == actor else None
+    p = packet.build(state, r["goal"], r.get("todo"), r["id"], r["lease_until"], actor, now, r.get("mode"), driven=driven)
+    return {"started": True, "resumed": True, "decision": {"decision": "run", "reason": "resumed",
+                                                           "message": f"your run {r['id']} is still open",
+                                                           "goal_id": r["goal"], "todo_id": r.get("todo")},
+            "goal_id": r["goal"], "todo_id": r.get("todo"), "run_id": r["id"], "lease_until": r["lease_until"],
+            "fence": fence, "mode": r.get("mode"), "packet": p, "packet_text": packet.render(p)}
+
+
 def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
               dry_run: bool = False, driven: bool = False) -> dict:
     """Start the next turn for ``actor``.
@@ -64,6 +88,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     agent = _agent_name(actor)
     secs = todos.lease_seconds(lease)
+    resumed = None if dry_run else _resume(store, actor, goal_id, driven)
+    if resumed is not None:
+        return resumed
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor)
     out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
            "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
