@@ -54,7 +54,8 @@ def render_next(d: dict) -> str:
     from loopx.output import safe
 
     if d.get("packet_text"):
-        return safe(d["packet_text"], one_line=False)
+        head = f"(resuming your open run {d['run_id']}: finish it before asking for new work)\n" if d.get("resumed") else ""
+        return head + safe(d["packet_text"], one_line=False)
     dec = d["decision"]
     extra = f"\nnext check: {dec['next_check_at']}" if dec.get("next_check_at") else ""
     return f"no turn: {dec['decision']} ({dec['reason']}): {safe(dec['message'])}{extra}"
