@@ -46,15 +46,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
 
 
 def _git_dir(project_dir: str) -> str | None:
-    cur = os.path.abspath(project_dir)
-    while True:
-        cand = os.path.join(cur, ".git")
-        if os.path.exists(cand):
-            return cand
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
+    from loopx.kernel.store import find_up
+
+    return find_up(project_dir, ".git", dir_only=False)
 
 
 def in_git(project_dir: str | None) -> bool:

@@ -111,17 +111,24 @@ class Draft:
         self.type, self.goal, self.data, self.stream = type, goal, data, stream
 
 
-def find_root(start: str) -> str | None:
-    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
+def find_up(start: str, name: str, *, dir_only: bool = True) -> str | None:
+    """The nearest ``name`` at or above ``start`` (a directory, or with ``dir_only=False`` any kind
+    of entry, as git's worktree ``.git`` files), or None."""
+    test = os.path.isdir if dir_only else os.path.exists
     cur = os.path.abspath(start)
     while True:
-        cand = os.path.join(cur, DIRNAME)
-        if os.path.isdir(cand):
+        cand = os.path.join(cur, name)
+        if test(cand):
             return cand
         parent = os.path.dirname(cur)
         if parent == cur:
             return None
         cur = parent
+
+
+def find_root(start: str) -> str | None:
+    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
+    return find_up(start, DIRNAME)
 
 
 class Store:
