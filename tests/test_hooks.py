@@ -347,7 +347,13 @@ def test_deeply_nested_payloads_never_crash_a_hook(goal, project):
         r = hook(project, event, "claude-code", deep)
         assert r.code == 0 and "Traceback" not in r.err
     r = hook(project, "stop", "cursor", deep)
-    assert r.code == 0 and isinstance(json.loads(r.out), dict)
+    assert r.code == 0 and json.loads(r.out) == {}  # Cursor's "just stop"
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "cursor"])
+def test_a_garbage_stop_payload_lets_the_agent_stop(goal, project, host):
+    r = hook(project, "stop", host, "{not json")
+    assert r.code == 0 and r.out.strip() in ("", "{}")
 
 
 def test_a_hook_whose_stdout_fails_still_exits_0(goal, project):

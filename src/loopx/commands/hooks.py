@@ -94,7 +94,9 @@ def _hook(ctx, event, host, goal_id, cap):
         response = entry.deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
                                     "a protected action must not slip through unchecked. Split it into smaller calls.")
         info = {"reason": "uncheckable_payload", "error": uncheckable}
-    elif bad is not None and event != "stop":
+    elif bad is not None and event == "stop":  # fail open: without stop_hook_active we cannot cap
+        response, info = entry.let_stop(host, {"reason": "bad_payload", "error": bad})
+    elif bad is not None:
         response, info = ({} if host == "cursor" else None), {"reason": "bad_payload", "error": bad}
     elif event == "stop":
         response, info = entry.stop(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id,
