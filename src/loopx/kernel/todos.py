@@ -19,7 +19,10 @@ MAX_LEASE = 7 * 86400.0
 
 
 def lease_seconds(value) -> float:
-    secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
+    try:
+        secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
+    except UsageError as exc:
+        raise UsageError(f"--lease: {exc.message}", "use e.g. --lease 30m (at most 7d)") from None
     if not 1 <= secs <= MAX_LEASE:
         raise UsageError("--lease must be between 1s and 7d", "use e.g. --lease 30m")
     return secs
