@@ -91,3 +91,37 @@ def goal(project, cli) -> str:
             json=True)
     assert r.code == 0, r.err
     return r.data["goal_id"]
+
+
+class Clock:
+    """A test clock driven through ``LOOPX_NOW``; starts at ``start`` and moves by ``advance``."""
+
+    def __init__(self, monkeypatch, start):
+        self.mp = monkeypatch
+        self.set(start)
+
+    def set(self, when):
+        from loopx.kernel import clock
+
+        self.now = when
+        self.mp.setenv("LOOPX_NOW", clock.iso(when))
+
+    def advance(self, seconds=60):
+        from datetime import timedelta
+
+        self.set(self.now + timedelta(seconds=seconds))
+        return self.iso
+
+    @property
+    def iso(self):
+        from loopx.kernel import clock
+
+        return clock.iso(self.now)
+
+
+@pytest.fixture
+def clk(monkeypatch):
+    """A fixed, movable clock starting at 2026-03-01T09:00:00Z (test_decide.BASE)."""
+    from datetime import UTC, datetime
+
+    return Clock(monkeypatch, datetime(2026, 3, 1, 9, 0, tzinfo=UTC))

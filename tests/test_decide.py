@@ -15,30 +15,6 @@ from loopx.kernel.store import Store
 BASE = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self, monkeypatch):
-        self.mp = monkeypatch
-        self.now = BASE
-        self.set(BASE)
-
-    def set(self, when):
-        self.now = when
-        self.mp.setenv("LOOPX_NOW", clock.iso(when))
-
-    def advance(self, seconds=60):
-        self.set(self.now + timedelta(seconds=seconds))
-        return self.iso
-
-    @property
-    def iso(self):
-        return clock.iso(self.now)
-
-
-@pytest.fixture
-def clk(monkeypatch):
-    return Clock(monkeypatch)
-
-
 @pytest.fixture
 def store(project, clk):
     return Store.open(str(project))

@@ -8,12 +8,7 @@ import pytest
 
 from loopx.kernel import turn
 from loopx.kernel.store import Store
-from test_decide import Clock, start
-
-
-@pytest.fixture
-def clk(monkeypatch):
-    return Clock(monkeypatch)
+from test_decide import start
 
 
 @pytest.fixture

@@ -9,12 +9,6 @@ import pytest
 
 from loopx.kernel import clock, gates, goals, ids, turn
 from loopx.kernel.store import Draft, Store
-from test_decide import Clock
-
-
-@pytest.fixture
-def clk(monkeypatch):
-    return Clock(monkeypatch)
 
 
 @pytest.fixture
