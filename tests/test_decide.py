@@ -303,10 +303,10 @@ def test_explain_lists_every_rule(store, clk, cli):
     start(store, clk)
     r = cli("quota", "should-run", "--explain")
     assert r.code == 0
-    for rule in ("store", "status", "gates", "work", "budget", "value", "run"):
+    for rule in ("store", "status", "gates", "work", "setup", "budget", "value", "run"):
         assert f"] {rule}" in r.out
     doc = cli("quota", "should-run", "--explain", json=True).data
-    assert [x["rule"] for x in doc["rules"]] == ["store", "status", "gates", "work", "budget", "value", "run"]
+    assert [x["rule"] for x in doc["rules"]] == ["store", "status", "gates", "work", "setup", "budget", "value", "run"]
     assert doc["rules"][-1]["outcome"] == "decides"
 
 

@@ -195,4 +195,6 @@ def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
 def render_status(d: dict) -> str:
     if not d["changed"]:
         return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
+    if d.get("retry"):
+        return f"goal {d['goal_id']}: the verify command will be tried again on the next check"
     return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

@@ -79,7 +79,7 @@ def render(d: dict) -> str:
     lines = [f"{len(turns)} turn(s), {spent} slot(s) spent"]
     for t in turns:
         lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}"
-                     f"{' (verified)' if t.get('verified') else ''}{' - ' + safe(t['note']) if t.get('note') else ''}")
+                     f"{' (verified)' if t.get('verified') and t['result'] in ('progress', 'completion') else ''}{' - ' + safe(t['note']) if t.get('note') else ''}")
     s = d.get("stop")
     if d["stopped_because"] == "decision" and s:
         lines.append(f"stopped: {s['decision']} ({s['reason']}): {safe(s['message'])}")

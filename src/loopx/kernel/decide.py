@@ -13,6 +13,10 @@ Rules, per goal, in order; the first that applies decides:
 4. ``work``    nothing ready: claimed by others -> ``wait``; handed to another agent ->
                ``handoff``; all done -> ``stop`` (complete); blocked -> ``wait_human``;
                no todos -> continue in ``plan`` mode
+4b. ``setup``  the last run's verify command could not run (``verify_broken``, see
+               loopx.kernel.verify) and neither a human nor the environment changed since ->
+               ``wait_human``; once the caller's PATH or the command's resolution differs, the
+               next check retries (``run``) instead of skipping
 5. ``budget``  slots spent in the rolling window >= slots -> ``wait``; cooldown -> ``wait``
 6. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
                run made no progress and the fingerprint has not changed -> ``skip``
@@ -131,8 +135,10 @@ def _stall_streak(state: dict, goal: dict) -> int:
 class _Eval:
     """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
 
-    def __init__(self, state, goal, now, agent, fingerprint):
+    def __init__(self, state, goal, now, agent, fingerprint, caller_path=...):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
+        self.caller_path = caller_path
+        self.retry_setup = False
         self.me = f"agent:{agent}" if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
@@ -152,8 +158,26 @@ class _Eval:
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.gates_and_work() or self.budget_rule() or self.value()
+        return (self.status() or self.gates_and_work() or self.setup() or self.budget_rule() or self.value()
                 or self.go())
+
+    def setup(self):
+        from loopx.kernel import verify
+
+        err = verify.open_error(self.state, self.goal)
+        if err is None:
+            self.passed("setup", "no setup error stands")
+            return None
+        why = verify.changed_since(err, self.caller_path)
+        if why:
+            self.retry_setup = True
+            self.passed("setup", f"run {err['run']} could not verify, but {why}: retrying")
+            return None
+        return self.decide("setup", "wait_human", err.get("reason") or verify.REASON,
+                           f"{err.get('message') or 'the verify command could not run'} (run {err['run']}); "
+                           f"then `loopx goal resume {self.goal['id']}`",
+                           run_id=err["run"], setup_error={k: err.get(k) for k in
+                                                           ("command", "exit_code", "timed_out", "path", "resolved")})
 
     def status(self):
         g = self.goal
@@ -250,7 +274,9 @@ class _Eval:
                                "todo, update the goal or set its quota to continue",
                                streak=streak)
         last = self.state["runs"].get(g.get("last_run") or "")
-        if last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
+        if self.retry_setup:
+            self.passed("value", "the last run could not verify; its setup changed since")
+        elif last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
             fp = self.fingerprint(g["id"]) if self.fingerprint else None
             if fp == last["fp_after"]:
                 return self.decide("value", "skip", "no_change",
@@ -301,10 +327,12 @@ class _Eval:
 
 
 def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
-             fingerprint=None, explain: bool = False) -> dict:
+             fingerprint=None, explain: bool = False, caller_path=...) -> dict:
     """The decision for ``goal_id`` (or the best of all active goals) at ``now``. Pure, given
-    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it). Raises
-    UsageError/NotFound for an unknown ``goal_id``."""
+    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it). ``caller_path``
+    is the PATH the caller's turns would run with (None = unset; ``...`` = unknown, as for the
+    dashboard): a verify command that could not run is retried when it differs from the PATH
+    it failed under. Raises UsageError/NotFound for an unknown ``goal_id``."""
     reason = state["meta"].get("read_only")
     if reason:
         return error_decision("store_read_only", f"the store cannot be used: {reason}", now)
@@ -319,7 +347,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
                          msg + ' (`loopx start-goal --goal-text "..."`)', now)
     results = []
     for g in goals:
-        ev = _Eval(state, g, now, agent, fingerprint)
+        ev = _Eval(state, g, now, agent, fingerprint, caller_path)
         out = ev.finish(ev.run())
         if explain:
             out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules
@@ -362,7 +390,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     from loopx.kernel import decision_cache as dc
 
     now = clock.now()
-    k = dc.key(goal_id, agent)
+    k = dc.key(goal_id, agent) + "|" + (caller_path() or "")  # answers depend on the PATH (verify_broken)
     files = dc.stamp(store) if cache and not explain else None
     if files is not None:
         try:
@@ -385,14 +413,23 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
             seen["git"] = fpmod.git_part(store.project_dir)
         return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
 
-    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain)
+    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain,
+                 caller_path=caller_path())
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
         d["recorded"] = record_decision(store, d, actor or (f"agent:{agent}" if agent else "loopx:should-run"))
-    elif files is not None and not changed:
+    elif files is not None and not changed and d.get("reason") != "verify_broken":  # that one hangs on the
+        # environment (an installed program), which the cache cannot see
         dc.save(store, k, files, d, state, now, seen.get("git"))
     return d
+
+
+def caller_path():
+    """The PATH this process's turns (and verify commands) run with; None when unset."""
+    import os
+
+    return os.environ.get("PATH")
 
 
 def _changed(state: dict, d: dict) -> bool:

@@ -12,7 +12,8 @@ import at start-up):
               channel, note, created, decided}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
-              evidence[], fp_before, fp_after, lease_until, slots, mode}
+              evidence[], fp_before, fp_after, lease_until, slots, mode, setup_error (only when set:
+              a verify command that could not run, see loopx.kernel.verify)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
@@ -336,6 +337,8 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    if d.get("setup_error"):
+        run["setup_error"] = d["setup_error"]
     g = s["goals"].get(run["goal"])
     if g is not None:
         if run["result"] in ("progress", "completion"):

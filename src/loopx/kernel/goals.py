@@ -99,12 +99,21 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
 
 
 def set_status(store: Store, actor: str, goal_id: str | None, status: str, note: str | None = None) -> dict:
-    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there."""
+    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there,
+    except that a human resuming an active goal whose verify command could not run
+    (``verify_broken``) records ``goal.resumed``, which tells should-run to retry it."""
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
+        if g["status"] == status == "active" and actor.startswith("human:"):
+            from loopx.kernel.verify import open_error
+
+            if open_error(state, g):  # "I fixed the setup": the next check retries
+                out.update(changed=True, retry=True)
+                return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "--note", required=False)
+                                                        or "the setup was fixed: retry the verify command"})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:

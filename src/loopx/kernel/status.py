@@ -4,7 +4,8 @@
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
 priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
 (holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, next`` (the one command a person or agent should run next).
+open_runs, last_decision, setup_error (a standing ``verify_broken`` record of the last run, see
+loopx.kernel.verify, or None), next`` (the one command a person or agent should run next).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _run_brief(run: dict | None) -> dict | None:
 
 
 def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
-              budget_now: dict | None = None) -> str:
+              budget_now: dict | None = None, setup_error: dict | None = None, now_iso: str = "") -> str:
     gid = goal["id"]
     if goal["status"] == "paused":
         return f"loopx goal resume {gid}"
@@ -41,6 +42,15 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if gates:
         g = gates[0]
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
+    running = [r for r in queries.open_runs(state, gid) if not r.get("lease_until") or r["lease_until"] > now_iso]
+    if running:
+        r = max(running, key=lambda x: x.get("seq", 0))
+        who = (r.get("agent") or "?").removeprefix("agent:")
+        return (f"wait for {r['id']} ({who}, lease until {r.get('lease_until') or '?'})"
+                + (f"; {len(running) - 1} more open run(s)" if len(running) > 1 else ""))
+    if setup_error:
+        return (f"fix the setup ({setup_error.get('reason')}: {setup_error.get('message')}), "
+                f"then: loopx goal resume {gid}")
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready and goal.get("no_progress_streak"):
@@ -72,6 +82,11 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
     ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
     last = state["runs"].get(goal.get("last_run") or "")
     money = budget(state, goal, now_iso)
+    setup = None
+    if goal["status"] == "active" and last and last.get("setup_error"):
+        from loopx.kernel.verify import open_error
+
+        setup = open_error(state, goal)
     return {
         "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
         "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
@@ -91,7 +106,8 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
         "last_run": _run_brief(last),
         "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
         "last_decision": state["decisions"].get(gid),
-        "next": next_step(state, goal, groups, gates, ready, money),
+        "setup_error": setup,
+        "next": next_step(state, goal, groups, gates, ready, money, setup, now_iso),
     }
 
 
@@ -113,7 +129,7 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None) -> dict:
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
-        human = [r for r in rows if r["needs_human"]]
+        human = [r for r in rows if r["needs_human"] or r["setup_error"]]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
     return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

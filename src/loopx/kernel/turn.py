@@ -109,7 +109,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     def plan(state, now):
         drafts = reap_drafts(state, now)
-        again = decide.evaluate(state, now, goal_id=gid, agent=agent,
+        again = decide.evaluate(state, now, goal_id=gid, agent=agent, caller_path=decide.caller_path(),
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer
             out.update(decision=again, mode=again.get("mode"), lost_race=True)
@@ -160,7 +160,9 @@ def verify_command(state: dict, run: dict) -> str | None:
 
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
     """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
-    the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
+    the run. Returns {evidence_id, exit_code, passed, command, timed_out, setup_error}, where
+    ``setup_error`` is None or the ``verify_broken`` record of loopx.kernel.verify (the command
+    could not run: exit 126/127, a timeout, no shell)."""
     from loopx.kernel import evidence
 
     limit = VERIFY_TIMEOUT if timeout is None else timeout
@@ -175,11 +177,17 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
     except OSError as exc:
         code, body = 127, str(exc).encode()
     code = max(-255, min(255, code))
+    from loopx.kernel.verify import diagnose
+
+    broken = diagnose(command, code, timed_out=timed_out, env=env, cwd=store.project_dir, timeout=limit,
+                      output=body)
     verdict = "passed" if code == 0 else ("timed out" if timed_out else f"failed (exit {code})")
+    if broken:
+        verdict = "could not run" + (" (timed out)" if timed_out else f" (exit {code})")
     ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
                       todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body)
     return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
-            "timed_out": timed_out}
+            "timed_out": timed_out, "setup_error": broken}
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
@@ -223,12 +231,16 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                                  "cite evidence of this run's goal")
         if check:
             evs.append(check["evidence_id"])
-        verified = bool(check and check["passed"])
+        # "verified" means verified progress: a passing check of a run that made none is not it
+        verified = bool(check and check["passed"]) and result in ("progress", "completion")
         backed = verified or (check is None and bool(evs))
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
-        drafts.append(Draft("run.finished", r["goal"], {"run_id": r["id"], "result": result, "verified": verified,
-                                                        "evidence": evs, "fingerprint": fp, "note": note}))
+        data = {"run_id": r["id"], "result": result, "verified": verified, "evidence": evs, "fingerprint": fp,
+                "note": note}
+        if check and check.get("setup_error"):
+            data["setup_error"] = check["setup_error"]
+        drafts.append(Draft("run.finished", r["goal"], data))
         out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), result=result, verified=verified,
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts

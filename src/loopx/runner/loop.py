@@ -138,10 +138,13 @@ class Driver:
         check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
         out["verify"] = check
         t = state["todos"].get(run.get("todo") or "")
-        if check is not None and not check["passed"]:
+        if check is not None and check.get("setup_error"):  # the setup's fault, not the agent's
+            result, note = "blocked", "setup error: " + check["setup_error"]["message"]
+        elif check is not None and not check["passed"]:
             result, note = "no_progress", f"verify failed (exit {check['exit_code']})"
         elif not changed:
-            result, note = "no_progress", "nothing changed"
+            result, note = "no_progress", ("nothing changed (the verify command passes)" if check
+                                           else "nothing changed")
         elif check is None:
             result, note = "progress", "changed, but the goal has no verify command"
         elif t and t["status"] not in ("done", "archived"):
@@ -200,6 +203,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
 
 def _turn_line(t: dict) -> str:
     spent = f", {t['slots']} slot spent" if t.get("slots") else ""
-    ver = "verified" if t.get("verified") else "not verified"
+    ver = ""  # "verified" qualifies progress only: never "no_progress, verified"
+    if t.get("result") in ("progress", "completion"):
+        ver = ", verified" if t.get("verified") else ", not verified"
     note = f" ({t['note']})" if t.get("note") else ""
-    return f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}{note}"
+    return f"  -> {t['result']}{ver}{spent} in {clock.format_duration(t['duration'])}{note}"

@@ -3,7 +3,7 @@
 
 const POLL_MS = 3000;
 const GROUPS = [
-  ["needs_you", "Needs you", "A human decision is waiting, or the goal stalled."],
+  ["needs_you", "Needs you", "A human decision is waiting, the goal is stuck (stalled, nothing changed, a verify command that cannot run), or it looks complete."],
   ["running", "Running", "A turn is open or an agent holds a live lease."],
   ["ready", "Ready", "Work is ready for the next scheduled turn."],
   ["waiting", "Waiting", "Budget, cooldown or nothing to do yet; the next check time is shown."],
@@ -233,7 +233,7 @@ function goalCard(project, g) {
     g.needs_human.length ? h("ul", { class: "gate-list" }, g.needs_human.map((gate) =>
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
-      g.last_run ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result || "still open"}` : ""),
+      g.last_run && g.last_run.finished ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result}` : ""),
     g.needs_human.length
       ? h("p", { class: "next" }, h("a", { href: goalLink(project.key, g.id), class: "decide-link" },
         `Decide ${g.needs_human.length > 1 ? "the gates" : "the gate"} →`))
