@@ -94,7 +94,7 @@ def _brief(t: dict, now_iso: str) -> dict:
         status = "expired"
     return {"id": t["id"], "goal": t["goal"], "title": t["title"], "status": status, "priority": t.get("priority", 0),
             "holder": c["holder"] if c else None, "lease_until": c["lease_until"] if c else None,
-            "depends_on": t.get("depends_on") or [], "evidence": t.get("evidence") or []}
+            "depends_on": t.get("depends_on") or [], "evidence": t.get("evidence") or [], "verify": t.get("verify")}
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
@@ -148,6 +148,8 @@ def render_show(d: dict) -> str:
     if t.get("claim"):
         c = t["claim"]
         lines.append(f"  claim:      {safe(c['holder'])} until {c['lease_until']} (fence {c['fence']})")
+    if t.get("verify"):
+        lines.append(f"  verify:     {safe(t['verify'])}")
     if t.get("depends_on"):
         lines.append(f"  depends on: {', '.join(t['depends_on'])}")
     if t.get("evidence"):

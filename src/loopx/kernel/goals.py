@@ -39,8 +39,9 @@ def quota_policy(slots=None, window=None, cooldown=None, stall_after=None) -> di
 def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None = None,
                done_when: str | None = None, verify: str | None = None, priority: int = 0,
                allow=None, deny=None, protect=None, quota: dict | None = None,
-               todos: list[str] | None = None) -> dict:
-    """Start a goal (``goal.started``) with optional first todos. Returns {goal_id, todo_ids}."""
+               todos: list | None = None) -> dict:
+    """Start a goal (``goal.started``) with optional first todos: titles, or ``{"title", "verify"}``
+    dicts for todos with their own verify command. Returns {goal_id, todo_ids}."""
     objective = validate.text(objective, "--goal-text")
     done_when = validate.text(done_when, "--done-when", required=False)
     verify = validate.command(verify, "--verify")
@@ -50,7 +51,13 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
              "protect": sorted(set(protect))}
     policy = dict(DEFAULT_QUOTA, **(quota or {}))
-    titles = [validate.text(t, "--todo", limit=validate.MAX_TITLE) for t in todos or []]
+    titles = []
+    for t in todos or []:  # a title, or {"title", "verify"} for a todo with its own verify command
+        if isinstance(t, dict):
+            v = validate.command(t.get("verify"), "--todo-verify")
+            titles.append((validate.text(t.get("title"), "--todo", limit=validate.MAX_TITLE), v))
+        else:
+            titles.append(validate.text(t, "--todo", limit=validate.MAX_TITLE))
     out: dict = {}
 
     def plan(state, now):

@@ -84,15 +84,20 @@ def _deps(state: dict, refs, goal_id: str) -> list[str]:
     return deps
 
 
-def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
-    """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
+def added_drafts(state: dict, goal_id: str, titles: list, drafts: list[Draft], priority: int = 0) -> list[str]:
+    """Append a ``todo.added`` draft per title (already validated; a ``(title, verify)`` pair gives
+    the todo its own verify command) to ``drafts``; return the new ids."""
     taken = set(state["todos"])
     new = []
-    for title in titles:
+    for item in titles:
+        title, verify = item if isinstance(item, tuple) else (item, None)
         tid = ids.new_id("todo", taken)
         taken.add(tid)
         new.append(tid)
-        drafts.append(Draft("todo.added", goal_id, {"todo_id": tid, "title": title, "priority": priority}))
+        data = {"todo_id": tid, "title": title, "priority": priority}
+        if verify:
+            data["verify"] = verify
+        drafts.append(Draft("todo.added", goal_id, data))
     return new
 
 
