@@ -50,6 +50,23 @@ HINT_MIN, HINT_MAX, HINT_RUN = 300, 3600, 300
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
 
 
+def goal_verify_failed(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command (evidence without todo and run)
+    when it failed and no turn finished since, else None."""
+    cmd = goal.get("verify")
+    if not cmd:
+        return None
+    hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
+            and not e.get("todo") and not e.get("run")]
+    if not hits:
+        return None
+    e = max(hits, key=lambda x: x.get("seq", 0))
+    last = state["runs"].get(goal.get("last_run") or "")
+    if e.get("exit_code") in (0, None) or (last and (last.get("finished") or last["started"]) > e["ts"]):
+        return None
+    return e
+
+
 def exit_code(decision: dict, skip_exit: int = 1) -> int:
     """0 for run, 3 for error, else ``skip_exit`` (default 1)."""
     if decision["decision"] == "run":
@@ -230,8 +247,16 @@ class _Eval:
             self.passed("work", "no todos: the next turn plans (mode plan)")
             return None
         if not live:
+            bad = goal_verify_failed(self.state, self.goal)
+            if bad:  # the goal's own command decides completion of the goal
+                self.plan_note = (f"all {len(todos)} todos are done but the goal's verify command failed "
+                                  f"({bad['id']}, exit {bad['exit_code']}): plan the remaining work")
+                self.passed("work", self.plan_note)
+                return None
+            how = ("`loopx run` checks the goal's verify command and marks it done" if self.goal.get("verify")
+                   else "`loopx goal done`")
             return self.decide("work", "stop", "complete",
-                               f"all {len(todos)} todos are done: goal looks complete (`loopx goal done`)")
+                               f"all {len(todos)} todos are done: goal looks complete ({how})")
         held = [t for t in live if queries.claim_live(t, self.now_iso)]
         if held:
             first = min(t["claim"]["lease_until"] for t in held)
@@ -292,7 +317,9 @@ class _Eval:
     def go(self):
         ready = getattr(self, "ready", [])
         if not ready:
-            return self.decide("run", "run", "plan", "no todos yet: run a planning turn that adds them",
+            note = getattr(self, "plan_note", None)
+            return self.decide("run", "run", "goal_unverified" if note else "plan",
+                               note or "no todos yet: run a planning turn that adds them",
                                mode="plan", next_check_at=self.now_iso)
         t = ready[0]
         return self.decide("run", "run", "ready", f"next todo {t['id']}: {t['title'][:120]}",

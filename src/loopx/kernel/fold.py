@@ -10,7 +10,7 @@ import at start-up):
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided}
-``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
+``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
               evidence[], fp_before, fp_after, lease_until, slots, mode, setup_error (only when set:
               a verify command that could not run, see loopx.kernel.verify)}
@@ -26,7 +26,7 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -295,7 +295,7 @@ def _evidence_added(s, r, d):
         "id": eid, "goal": r["goal"], "todo": d.get("todo"), "run": d.get("run"), "kind": d.get("kind"),
         "summary": (d.get("summary") or "")[:300], "exit_code": d.get("exit_code"),
         "sha256": d.get("sha256"), "commit": d.get("commit"), "ts": r["ts"], "actor": r.get("actor"),
-        "seq": r["seq"],
+        "seq": r["seq"], "command": d.get("command"),
     }
 
 

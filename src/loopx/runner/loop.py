@@ -4,7 +4,12 @@
 
     {"agent": "agent:<name>", "turns": [turn...], "stop": <decision dict>|None,
      "stopped_because": "decision"|"max_turns"|"once"|"agent_failed"|"dry_run",
-     "exit_code": 0|1, "dry_run_packet": str|None}
+     "exit_code": 0|1, "dry_run_packet": str|None,
+     "goal_verify": {"goal_id", "passed", "completed", "evidence_id", "exit_code", "setup_error"}
+                    (only when all todos were done and the goal's verify command ran)}
+
+When should-run says every todo is done, the goal's own verify command decides the goal: it
+runs once per call; passing marks the goal done, failing makes should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
 "agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note"}``.
@@ -120,6 +125,25 @@ class Driver:
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
         return out
 
+    def complete_goal(self, goal_id: str) -> dict | None:
+        """All todos are done: run the goal's verify command (the goal's command decides the goal)
+        and mark the goal done when it passes. None when the goal has no verify command."""
+        from loopx.kernel import goals
+
+        g = self.store.load()["goals"].get(goal_id or "")
+        if not g or not g.get("verify"):
+            return None
+        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None}, g["verify"],
+                                self.timeout)
+        out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
+               "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
+        if check["passed"]:
+            goals.set_status(self.store, self.actor, g["id"], "done",
+                             note=f"all todos done and the goal's verify command passed ({check['evidence_id']})")
+            out["completed"] = True
+        self.log(f"goal {g['id']}: verify {'passed: the goal is done' if check['passed'] else 'failed'}")
+        return out
+
     def finish_for_agent(self, state: dict, run: dict, out: dict) -> dict:
         """The agent exited 0 without finishing: verify, judge the change, finish."""
         asked = [g for g in queries.pending_gates(state, run["goal"]) if g["created"] >= run["started"]
@@ -128,7 +152,7 @@ class Driver:
             out["note"] = f"waiting for gate {asked[0]['id']}"
             return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
         if run.get("mode") == "plan":
-            added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"])
+            added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"] and t["created"] >= run["started"])
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
             return turn.finish(self.store, self.actor, run["id"], result, note=out["note"])
@@ -165,6 +189,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
+    checked_goal = False
     try:
         while True:
             if limit is not None and len(out["turns"]) >= limit:
@@ -173,6 +198,13 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+            if d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal:
+                checked_goal = True
+                done = drv.complete_goal(d["goal_id"])
+                if done is not None:
+                    out["goal_verify"] = done
+                    if not done["passed"] and not done.get("setup_error"):
+                        continue  # should-run now asks for a planning turn
             if d["decision"] != "run":
                 out.update(stop=d, stopped_because="decision")
                 break
