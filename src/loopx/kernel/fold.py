@@ -7,7 +7,8 @@ import at start-up):
               quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
               runs, no_progress_streak, last_run, last_progress_fp}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
-              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
+              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
+              done_at, forced{by, why} (only when a human closed it with --force-unverified)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command}
@@ -261,6 +262,10 @@ def _todo_to(status, keep_claim=False):
         if status == "done":
             t["evidence"] = list(d.get("evidence") or [])
             t["done_at"] = r["ts"]
+            if d.get("forced"):  # a human closed it without passing evidence
+                t["forced"] = {"by": r.get("actor"), "why": d.get("unverified")}
+        else:
+            t.pop("forced", None)
         t["updated"] = r["ts"]
     return reducer
 

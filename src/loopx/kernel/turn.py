@@ -233,7 +233,17 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             evs.append(check["evidence_id"])
         # "verified" means verified progress: a passing check of a run that made none is not it
         verified = bool(check and check["passed"]) and result in ("progress", "completion")
-        backed = verified or (check is None and bool(evs))
+        backed, why = verified, None
+        t = state["todos"].get(r.get("todo") or "")
+        if check is None and evs and t:  # cited evidence only: the rules of `loopx todo done`
+            from loopx.kernel import proof
+
+            verdict = proof.judge(state, t, evs, r["id"])
+            backed, why = verdict["ok"], verdict["message"]
+        elif check is None and evs:
+            backed = True
+        if why and result == "completion" and not backed:
+            out["warnings"].append(why)
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
         data = {"run_id": r["id"], "result": result, "verified": verified, "evidence": evs, "fingerprint": fp,
