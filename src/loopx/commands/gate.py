@@ -165,7 +165,11 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
 
 
 def render_decide(d: dict) -> str:
-    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}"
+    line = f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}"
+    if d.get("blocked"):
+        line += (f"\n  blocked {', '.join(d['blocked'])} until a human re-opens them "
+                 f"(`loopx todo update {d['blocked'][0]} --reopen`) or the agent re-plans the work")
+    return line
 
 
 def gate_check(ctx, action, goal_id=None):

@@ -263,6 +263,13 @@ class _Eval:
             return self.decide("work", "wait", "claimed",
                                f"{len(held)} todo(s) held by other agents; the first lease ends {first}",
                                next_check_at=first)
+        rejected = [t for t in live if t["status"] == "blocked" and t.get("blocked_by")]
+        if rejected:
+            b = rejected[0]["blocked_by"]
+            return self.decide("work", "wait_human", "gate_rejected",
+                               f"{len(rejected)} todo(s) are blocked by a rejected gate ({b.get('note') or b['gate']}); "
+                               f"a human re-opens them (`loopx todo update {rejected[0]['id']} --reopen`) or the work "
+                               "is re-planned as new todos", gate_id=b["gate"], todo_id=rejected[0]["id"])
         if any(t["status"] == "blocked" for t in live):
             n = sum(t["status"] == "blocked" for t in live)
             return self.decide("work", "wait_human", "todos_blocked",

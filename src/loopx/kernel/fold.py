@@ -8,7 +8,8 @@ import at start-up):
               runs, no_progress_streak, last_run, last_progress_fp}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
-              done_at, forced{by, why} (only when a human closed it with --force-unverified)}
+              done_at, forced{by, why} (only when a human closed it with --force-unverified),
+              blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command}
@@ -259,6 +260,10 @@ def _todo_to(status, keep_claim=False):
             t["claim"] = None
         if "note" in d or "reason" in d:
             t["note"] = d.get("note") or d.get("reason")
+        if status == "blocked" and d.get("gate_id"):  # a human rejected the gate that named it
+            t["blocked_by"] = {"gate": d["gate_id"], "by": r.get("actor"), "note": d.get("reason")}
+        else:
+            t.pop("blocked_by", None)
         if status == "done":
             t["evidence"] = list(d.get("evidence") or [])
             t["done_at"] = r["ts"]

@@ -45,7 +45,8 @@ def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, quest
 
 def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None, channel: str,
            user_agent: str | None = None, code: str | None = None) -> dict:
-    """Approve or reject a pending gate as a human. Raises HumanRequired for an agent actor,
+    """Approve or reject a pending gate as a human. A rejection also blocks the todos the gate
+    named (``todo.blocked`` with ``gate_id``; only a human re-opens them). Raises HumanRequired for an agent actor,
     Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given and
     does not match the gate's short code, or a rejection has no note."""
     if not actor.startswith("human:"):
@@ -66,7 +67,15 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
         data = {"gate_id": g["id"], "note": note, "channel": channel}
         if user_agent:
             data["user_agent"] = user_agent[:300]
-        return [Draft(f"gate.{status}", g["goal"], data)]
+        drafts = [Draft(f"gate.{status}", g["goal"], data)]
+        if not approve:  # a rejection blocks the todos it named until a human re-opens them
+            for tid in g["blocks"]:
+                t = state["todos"].get(tid)
+                if t and t["status"] not in ("done", "archived", "blocked"):
+                    drafts.append(Draft("todo.blocked", g["goal"], {
+                        "todo_id": tid, "gate_id": g["id"], "reason": f"gate {g['id']} rejected by {actor}: {note}"}))
+            out["blocked"] = [d.data["todo_id"] for d in drafts[1:]]
+        return drafts
 
     store.transact(plan, actor=actor)
     return out

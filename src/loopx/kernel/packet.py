@@ -7,7 +7,8 @@ free-text field is cut to a fixed length and every list is bounded, so the text 
 Packet keys: version, run_id, goal_id, mode (work|plan), agent, lease_until, objective,
 done_when, verify, scope{allow, deny, protect}, protected[{action, gate, gate_id}], todo{id,
 title, detail, acceptance, verify, fence} | None, queue[{id, title, status}], counts{open,
-claimed, blocked, done, total}, gates[{id, kind, question, blocks}], evidence[{id, kind,
+claimed, blocked, done, total}, gates[{id, kind, question, blocks}], rejected[{id, kind, question,
+note, decided_by, blocks}] (the goal's last gates a human rejected, with the human's note), evidence[{id, kind,
 summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[str].
 """
 
@@ -77,6 +78,10 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
     gates = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 240), "blocks": x["blocks"][:5]}
              for x in pending[:_n(GATES)]]
+    rejected = sorted((x for x in state["gates"].values() if x["goal"] == goal_id and x["status"] == "rejected"),
+                      key=lambda x: x.get("decided_seq") or 0)[-_n(GATES):]
+    rejected = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 160), "note": _cut(x.get("note"), 300),
+                 "decided_by": x.get("decided_by"), "blocks": x["blocks"][:5]} for x in reversed(rejected)]
     protected = []
     for action in g["scope"].get("protect") or []:
         from loopx.kernel.gates import covering_gate
@@ -98,7 +103,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "counts": {"open": len(groups["open"]) + len(groups["expired"]), "claimed": len(groups["claimed"]),
                     "blocked": len(groups["blocked"]), "done": len(groups["done"]),
                     "total": sum(len(v) for k, v in groups.items() if k != "archived")},
-         "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
+         "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "rejected": rejected, "evidence": evidence,
          "budget": {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)},
          "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
@@ -163,6 +168,10 @@ def render(p: dict) -> str:
         L += [f"  {x['id']} ({x['kind']}): {x['question']}" for x in p["gates"]]
         if p.get("gates_more"):
             L.append(f"  ... and {p['gates_more']} more (`loopx gate list`)")
+    if p.get("rejected"):
+        L.append("REJECTED BY A HUMAN (respect the note; re-plan instead of asking again):")
+        L += [f"  {x['id']} ({x['kind']}): {x['question']} -> {x['decided_by']}: {x['note']}"
+              + (f" [blocks {', '.join(x['blocks'])}]" if x["blocks"] else "") for x in p["rejected"]]
     if p["evidence"]:
         L.append("RECENT EVIDENCE:")
         L += [f"  {x['id']} {x['kind']}" + (f" exit {x['exit_code']}" if x["exit_code"] is not None else "")

@@ -217,6 +217,14 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             _holder_check(t, actor, now_iso, None)
             drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
         if reopen:
+            rejected = t["status"] == "blocked" and t.get("blocked_by")
+            if rejected and not actor.startswith("human:"):
+                from loopx.errors import HumanRequired
+
+                raise HumanRequired(f"{t['id']} is blocked because a human rejected gate {rejected['gate']}; "
+                                    "only a human re-opens it",
+                                    "re-plan: add a new todo that respects the human's note "
+                                    f"({(rejected.get('note') or '')[:120]})")
             if t["status"] == "open":
                 pass
             elif t["status"] in ("blocked", "done", "archived", "claimed"):
