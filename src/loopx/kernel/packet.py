@@ -25,7 +25,7 @@ QUEUE, GATES, EVIDENCE, GLOBS = 5, 4, 5, 8
 RULES = [
     "Work on this one todo only; stay inside the scope.",
     "Never do a protected action without an approved gate; ask with the gate command and finish as blocked.",
-    "A todo is done only with evidence: record it, then cite its id.",
+    "A todo is done only on evidence that passed (exit 0) or shows the work (commit, diff, link); never a note alone.",
     "End the turn with the finish command; report no_progress honestly when nothing changed.",
 ]
 DRIVEN_RULE = ("When you are done, just exit: `loopx run` verifies, records and finishes this turn. "
@@ -130,7 +130,8 @@ def commands(p: dict, actor: str) -> dict:
         del out["spend"]
     if t:
         fence = f" --fence {t['fence']}" if t.get("fence") else ""
-        out["done"] = f"{who} todo done {t['id']} --evidence EV{fence}"
+        out["done"] = (f"{who} todo done {t['id']}{fence}   (runs the todo's verify command; exit 0 closes it)"
+                       if t.get("verify") else f"{who} todo done {t['id']} --evidence EV{fence}")
     else:
         out["add_todo"] = f"{who} todo add 'TITLE' --goal-id {gid} --acceptance 'WHAT MAKES IT DONE'"
     return out

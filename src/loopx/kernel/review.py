@@ -73,7 +73,8 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
 def _progress(groups: dict, since_iso: str) -> dict:
     return {
         "counts": {k: len(v) for k, v in groups.items()},
-        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or []}
+        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or [],
+                  "forced": t.get("forced")}
                  for t in groups["done"] if (t.get("done_at") or "") > since_iso][-LIST:],
         "open": [{"id": t["id"], "title": t["title"], "status": t["status"]}
                  for t in groups["open"] + groups["claimed"] + groups["expired"]][:LIST],
@@ -151,7 +152,10 @@ def render_markdown(d: dict) -> str:
     c = p["counts"]
     L.append(f"{c['done']} done, {c['open'] + c['claimed'] + c['expired']} open, {c['blocked']} blocked.")
     L.append("")
-    L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})" for t in p["done"]]
+    L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})"
+          if not t.get("forced") else
+          f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, **closed UNVERIFIED** by {_t(t['forced'].get('by'))} with "
+          f"--force-unverified: {_t(t['forced'].get('why'), 200)})" for t in p["done"]]
     L += [f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, {t['status']})" for t in p["open"]]
     L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked: {_t(t.get('note'), 160)})" for t in p["blocked"]]
     rate = "n/a" if r["progress_rate"] is None else f"{round(r['progress_rate'] * 100)}%"
