@@ -52,7 +52,7 @@ _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop"
 
 def goal_verify_failed(state: dict, goal: dict) -> dict | None:
     """The newest goal-level run of the goal's verify command (evidence without todo and run)
-    when it failed and no turn finished since, else None."""
+    when it failed and no turn since made progress (runs after its ``after_run``)."""
     cmd = goal.get("verify")
     if not cmd:
         return None
@@ -61,9 +61,12 @@ def goal_verify_failed(state: dict, goal: dict) -> dict | None:
     if not hits:
         return None
     e = max(hits, key=lambda x: x.get("seq", 0))
-    last = state["runs"].get(goal.get("last_run") or "")
-    if e.get("exit_code") in (0, None) or (last and (last.get("finished") or last["started"]) > e["ts"]):
+    if e.get("exit_code") in (0, None):
         return None
+    after = (state["runs"].get(e.get("after_run") or "") or {}).get("seq", 0)
+    for r in state["runs"].values():  # progress since the check makes it worth checking again
+        if r["goal"] == goal["id"] and r.get("seq", 0) > after and r.get("result") in ("progress", "completion"):
+            return None
     return e
 
 
@@ -183,7 +186,12 @@ class _Eval:
 
         err = verify.open_error(self.state, self.goal)
         if err is None:
-            self.passed("setup", "no setup error stands")
+            last = self.state["runs"].get(self.goal.get("last_run") or "")
+            if last and last.get("setup_error"):  # a human said it is fixed, or the command changed
+                self.retry_setup = True
+                self.passed("setup", f"the setup error of {last['id']} was cleared: retrying")
+            else:
+                self.passed("setup", "no setup error stands")
             return None
         why = verify.changed_since(err, self.caller_path)
         if why:

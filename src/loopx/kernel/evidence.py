@@ -25,8 +25,10 @@ def excerpt(text: str) -> str:
 
 
 def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: str, todo=None, run=None,
-        command=None, exit_code=None, output: bytes | str | None = None, commit=None, files=None) -> dict:
-    """Record evidence. Returns {evidence_id, goal_id, sha256, bytes, excerpt_chars, blob}."""
+        command=None, exit_code=None, output: bytes | str | None = None, commit=None, files=None,
+        after_run: str | None = None) -> dict:
+    """Record evidence. ``after_run`` marks a goal-level check (no run of its own) made after
+    that run of the goal. Returns {evidence_id, goal_id, sha256, bytes, excerpt_chars, blob}."""
     validate.choice(kind, validate.EVIDENCE_KINDS, "evidence kind")
     summary = validate.text(summary, "--summary", limit=2000)
     command = validate.text(command, "--command", required=False, limit=4000)
@@ -60,7 +62,7 @@ def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: st
         eid = ids.new_id("evidence", state["evidence"], nbytes=4)
         data = {"evidence_id": eid, "kind": kind, "summary": summary}
         for k, v in (("todo", t), ("run", r), ("command", command), ("exit_code", exit_code),
-                     ("commit", commit), ("files", list(files) if files else None)):
+                     ("commit", commit), ("files", list(files) if files else None), ("after_run", after_run)):
             if v is not None:
                 data[k] = v
         if body is not None:

@@ -5,16 +5,18 @@ import at start-up):
 
 ``goals``     id -> {id, objective, done_when, status, priority, verify, scope{allow,deny,protect},
               quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
-              runs, no_progress_streak, last_run, last_progress_fp}
+              runs, no_progress_streak, last_run, last_progress_fp, updated_seq (seq of the last
+              goal.updated or status change, to order it against runs within a second)}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
               done_at, forced{by, why} (only when a human closed it with --force-unverified),
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided}
-``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command}
+``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
+              after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
-              evidence[], fp_before, fp_after, lease_until, slots, mode, setup_error (only when set:
+              evidence[], fp_before, fp_after, lease_until, slots, mode, finished_seq, setup_error (only when set:
               a verify command that could not run, see loopx.kernel.verify)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
@@ -176,6 +178,7 @@ def _goal_updated(s, r, d):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
+    g["updated_seq"] = r["seq"]
 
 
 def _goal_status(status):
@@ -184,6 +187,7 @@ def _goal_status(status):
         g["status"] = status
         g["status_note"] = d.get("note")
         g["updated"] = r["ts"]
+        g["updated_seq"] = r["seq"]
         if status == "active":
             g["no_progress_streak"] = 0
     return reducer
@@ -305,7 +309,7 @@ def _evidence_added(s, r, d):
         "id": eid, "goal": r["goal"], "todo": d.get("todo"), "run": d.get("run"), "kind": d.get("kind"),
         "summary": (d.get("summary") or "")[:300], "exit_code": d.get("exit_code"),
         "sha256": d.get("sha256"), "commit": d.get("commit"), "ts": r["ts"], "actor": r.get("actor"),
-        "seq": r["seq"], "command": d.get("command"),
+        "seq": r["seq"], "command": d.get("command"), "after_run": d.get("after_run"),
     }
 
 
@@ -347,6 +351,7 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    run["finished_seq"] = r["seq"]
     if d.get("setup_error"):
         run["setup_error"] = d["setup_error"]
     g = s["goals"].get(run["goal"])

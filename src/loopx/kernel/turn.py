@@ -185,7 +185,8 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
     if broken:
         verdict = "could not run" + (" (timed out)" if timed_out else f" (exit {code})")
     ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
-                      todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body)
+                      todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body,
+                      after_run=run.get("after_run"))
     return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
             "timed_out": timed_out, "setup_error": broken}
 

@@ -109,7 +109,7 @@ def open_error(state: dict, goal: dict) -> dict | None:
     last = state["runs"].get(goal.get("last_run") or "")
     if not last or not last.get("finished") or not isinstance(last.get("setup_error"), dict):
         return None
-    if (goal.get("updated") or "") > last["finished"]:
+    if (goal.get("updated_seq") or 0) > (last.get("finished_seq") or 0):
         return None  # a human changed the goal since (resume, update): try again
     err = last["setup_error"]
     todo = state["todos"].get(last.get("todo") or "")

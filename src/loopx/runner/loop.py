@@ -75,6 +75,8 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
+        before = self.store.load()["todos"]
+        self.todos_before = {k for k, t in before.items() if t["goal"] == started["goal_id"]}
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 
@@ -133,8 +135,8 @@ class Driver:
         g = self.store.load()["goals"].get(goal_id or "")
         if not g or not g.get("verify"):
             return None
-        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None}, g["verify"],
-                                self.timeout)
+        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
+                                                         "after_run": g.get("last_run")}, g["verify"], self.timeout)
         out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
                "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
         if check["passed"]:
@@ -152,9 +154,23 @@ class Driver:
             out["note"] = f"waiting for gate {asked[0]['id']}"
             return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
         if run.get("mode") == "plan":
-            added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"] and t["created"] >= run["started"])
+            known = getattr(self, "todos_before", set())
+            added = sum(1 for k, t in state["todos"].items() if t["goal"] == run["goal"] and k not in known)
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
+            g = state["goals"][run["goal"]]
+            todos = [t for t in state["todos"].values() if t["goal"] == run["goal"]]
+            if not added and todos and g.get("verify") and all(t["status"] in ("done", "archived") for t in todos):
+                # every todo is done but the goal's command failed: a turn that fixed it directly is progress
+                check = turn.run_verify(self.store, self.actor, run, g["verify"], self.timeout)
+                out["verify"] = check
+                if check.get("setup_error"):
+                    result, out["note"] = "blocked", "setup error: " + check["setup_error"]["message"]
+                elif check["passed"]:
+                    result, out["note"] = "progress", "the goal's verify command passes now"
+                else:
+                    out["note"] = "the planning turn added no todo and the goal's verify command still fails"
+                return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], verified_by=check)
             return turn.finish(self.store, self.actor, run["id"], result, note=out["note"])
         changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
                    or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
