@@ -288,6 +288,12 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
                 raise Conflict(ran["setup_error"]["message"], f"fix the setup, then run `loopx todo done {t0['id']}` again",
                                code="verify_broken", details={"setup_error": ran["setup_error"],
                                                               "evidence_id": ran["evidence_id"]})
+            if not ran["passed"]:
+                raise Conflict(f"{t0['id']} is not done: its verify command `{t0['verify'][:200]}` failed "
+                               f"(exit {ran['exit_code']}, evidence {ran['evidence_id']})",
+                               f"fix it and run `loopx todo done {t0['id']}` again; only a human can override: "
+                               "--force-unverified", code="evidence_failing",
+                               details={"evidence_id": ran["evidence_id"], "exit_code": ran["exit_code"]})
             evidence.append(ran["evidence_id"])
     if not evidence and not force:
         raise UsageError("a todo cannot be done without evidence",

@@ -3,7 +3,7 @@
 A verify command "could not run" when the shell says so (exit 126: found but not executable,
 exit 127: not found, which is also what ``env`` prints for a missing interpreter in a script's
 ``#!`` line), when it timed out, or when the shell itself could not be started. Then the run
-records ``setup_error`` (see docs/reasons.md)::
+records ``setup_error`` (see docs/loop.md, "Needs you: the reason codes")::
 
     {"reason": "verify_broken", "message": one line naming the fix, "command": str,
      "exit_code": int, "timed_out": bool, "path": the PATH it ran with (None = unset),
