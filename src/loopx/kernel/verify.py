@@ -23,8 +23,9 @@ import os
 
 REASON = "verify_broken"
 BROKEN_EXIT = (126, 127)
-_BUILTINS = frozenset("cd export set unset source . exec eval true false test [ echo printf exit "
-                      "return shift trap umask wait command type alias read local".split())
+_BUILTINS = frozenset({"cd", "export", "set", "unset", "source", ".", "exec", "eval", "true", "false", "test",
+                       "[", "echo", "printf", "exit", "return", "shift", "trap", "umask", "wait", "command",
+                       "type", "alias", "read", "local"})
 _OPS = ("&&", "||", ";", "|", "&", "(", ")", "!", "{", "}", "then", "do", "else", "if", "while", "until")
 
 
