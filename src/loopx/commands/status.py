@@ -50,6 +50,8 @@ def render(d: dict) -> str:
         for g in d["goals"]:
             t = g["todos"]
             flag = f"  NEEDS YOU: {len(g['needs_human'])} gate(s)" if g["needs_human"] else ""
+            if not flag and g.get("setup_error"):
+                flag = f"  NEEDS YOU: {g['setup_error'].get('reason')}"
             lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                          f"{flag}  {safe(g['objective'], limit=50)}")
         if not d["goals"]:
@@ -68,6 +70,9 @@ def render(d: dict) -> str:
         lines.append(f"  todos:   {counts}")
         for gate in g["needs_human"]:
             lines.append(f"  NEEDS YOU: gate {gate['gate_id']} ({gate['kind']}): {safe(gate['question'], limit=90)}")
+        err = g.get("setup_error")
+        if err:
+            lines.append(f"  NEEDS YOU: {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
         for c in g["claimed"]:
             lines.append(f"  held:    {c['id']} by {safe(c['holder'])} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
         for c in g["expired"]:
@@ -81,7 +86,8 @@ def render(d: dict) -> str:
         lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
         lr = g["last_run"]
         if lr:
-            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
+            ver = " verified" if lr["verified"] and lr["result"] in ("progress", "completion") else ""
+            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{ver}"
                          f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z")
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):

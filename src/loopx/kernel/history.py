@@ -61,7 +61,7 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
             dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
         rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
                      "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
-                     "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+                     "verified": bool(r["verified"]) and r["result"] in ("progress", "completion"), "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
                      "duration": dur, "note": r.get("note")})
     for rec in store.iter_records("events"):
         if rec["type"] != "decision.recorded" or rec["ts"] <= start:

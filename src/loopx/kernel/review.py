@@ -90,7 +90,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
     spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
-            "verified": sum(1 for r in finished if r["verified"]),
+            "verified": sum(1 for r in finished if r["verified"] and r["result"] in ("progress", "completion")),
             "slots_spent": sum(e[1] for e in spends), "budget": decide._budget(state, g, now)}
 
 

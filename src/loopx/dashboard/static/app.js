@@ -363,7 +363,8 @@ function chart(c) {
 function runItem(r) {
   return h("li", { class: "run" },
     h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "in progress", r.result || "running"),
-      r.finished ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
+      r.finished && (r.result === "progress" || r.result === "completion")
+        ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
       h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
     r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
