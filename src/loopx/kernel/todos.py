@@ -15,6 +15,7 @@ from loopx.kernel import clock, ids, queries, validate
 from loopx.kernel.store import Draft, Store
 
 DEFAULT_LEASE = 1800.0
+VERIFY_TIMEOUT = 1800.0  # seconds a todo's verify command may take in `todo done`
 MAX_LEASE = 7 * 86400.0
 
 
@@ -280,10 +281,10 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
         cited = [queries.resolve_evidence(state, ref)["id"] for ref in evidence]
         run = _current_run(state, t0, actor)
         if not proof.passing_verify(state, t0, cited, run["id"] if run else None):
-            from loopx.kernel import turn
+            from loopx.kernel import checks
 
-            ran = turn.run_verify(store, actor, run or {"goal": t0["goal"], "id": None, "todo": t0["id"]},
-                                  t0["verify"], verify_timeout)
+            ran = checks.run_verify(store, actor, run or {"goal": t0["goal"], "id": None, "todo": t0["id"]},
+                                    t0["verify"], VERIFY_TIMEOUT if verify_timeout is None else verify_timeout)
             if ran.get("setup_error"):
                 raise Conflict(ran["setup_error"]["message"], f"fix the setup, then run `loopx todo done {t0['id']}` again",
                                code="verify_broken", details={"setup_error": ran["setup_error"],

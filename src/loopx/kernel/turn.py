@@ -16,8 +16,6 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
@@ -159,36 +157,10 @@ def verify_command(state: dict, run: dict) -> str | None:
 
 
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
-    """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
-    the run. Returns {evidence_id, exit_code, passed, command, timed_out, setup_error}, where
-    ``setup_error`` is None or the ``verify_broken`` record of loopx.kernel.verify (the command
-    could not run: exit 126/127, a timeout, no shell)."""
-    from loopx.kernel import evidence
+    """See loopx.kernel.checks.run_verify (kept here for the callers of the turn API)."""
+    from loopx.kernel import checks
 
-    limit = VERIFY_TIMEOUT if timeout is None else timeout
-    timed_out = False
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
-    try:
-        proc = subprocess.run(command, shell=True, cwd=store.project_dir, capture_output=True, timeout=limit,
-                              env=env, stdin=subprocess.DEVNULL)
-        code, body = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, body, timed_out = 124, (exc.stdout or b"") + (exc.stderr or b""), True
-    except OSError as exc:
-        code, body = 127, str(exc).encode()
-    code = max(-255, min(255, code))
-    from loopx.kernel.verify import diagnose
-
-    broken = diagnose(command, code, timed_out=timed_out, env=env, cwd=store.project_dir, timeout=limit,
-                      output=body)
-    verdict = "passed" if code == 0 else ("timed out" if timed_out else f"failed (exit {code})")
-    if broken:
-        verdict = "could not run" + (" (timed out)" if timed_out else f" (exit {code})")
-    ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
-                      todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body,
-                      after_run=run.get("after_run"))
-    return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
-            "timed_out": timed_out, "setup_error": broken}
+    return checks.run_verify(store, actor, run, command, VERIFY_TIMEOUT if timeout is None else timeout)
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
