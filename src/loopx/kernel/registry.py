@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 from loopx.kernel import clock
 
 
 def home() -> str:
-    """The user-level data folder (created on demand by writers)."""
-    env = os.environ.get("LOOPX_HOME")
-    if env:
-        return os.path.abspath(env)
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
-    elif sys.platform == "darwin":
-        base = os.path.expanduser("~/Library/Application Support")
-    else:
-        base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return os.path.join(base, "loopx")
+    """The user-level data folder (created on demand by writers); see ``loopx.config.data_home``."""
+    from loopx.config import data_home
+
+    return data_home()
 
 
 def _path() -> str:
