@@ -38,7 +38,7 @@ class Context:
         self.fmt = fmt
         self.agent = agent if agent is not None else (os.environ.get("LOOPX_AGENT") or None)
         if self.agent is not None:
-            from loopx.kernel.ids import check_agent_name
+            from loopx.kernel.storage.ids import check_agent_name
 
             check_agent_name(self.agent)
         self.quiet = quiet
@@ -58,7 +58,7 @@ class Context:
     def store(self):
         """The project's Store (opened once). Raises NotConnected (exit 3)."""
         if self._store is None:
-            from loopx.kernel.store import Store
+            from loopx.kernel.storage.store import Store
 
             if self.project is not None and not os.path.isdir(self.project):
                 raise UsageError(f"--project {self.project!r} is not a directory",

@@ -27,13 +27,13 @@ def register(sub, name, help_text):
 
 
 def agent_register(ctx, name, kind) -> dict:
-    from loopx.kernel import agents
+    from loopx.kernel.write import agents
 
     return agents.register(ctx.store(), ctx.actor, name, kind)
 
 
 def agent_list(ctx) -> dict:
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now_iso()
@@ -58,7 +58,7 @@ def render_list(d: dict) -> str:
 
 
 def handoff(ctx, to, note, goal_id=None, todo=None) -> dict:
-    from loopx.kernel import agents
+    from loopx.kernel.write import agents
 
     return agents.handoff(ctx.store(), ctx.actor, to=to, goal_id=goal_id, todo=todo, note=note)
 

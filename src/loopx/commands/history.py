@@ -25,8 +25,9 @@ def register(sub, name, help_text):
 
 
 def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=False, events=False):
-    from loopx.kernel import clock, queries, validate
-    from loopx.kernel import history as hist
+    from loopx.kernel.read import history as hist
+    from loopx.kernel.read import queries, validate
+    from loopx.kernel.storage import clock
 
     n = validate.count(limit, "--limit", low=0, high=10_000_000)
     store = ctx.store()
@@ -51,7 +52,7 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
 
 
 def _round_row(r: dict) -> list[str]:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
     from loopx.output import safe
 
     if r["kind"] == "decision":

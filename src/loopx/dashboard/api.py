@@ -1,7 +1,7 @@
 """The JSON behind the dashboard pages, built from the same kernel queries as ``loopx status``.
 
 Every function returns a plain JSON-able dict. Projects come from the user registry
-(``loopx.kernel.registry.load()``) and are named in URLs by an opaque ``key`` (a hash of the path)
+(``loopx.kernel.storage.registry.load()``) and are named in URLs by an opaque ``key`` (a hash of the path)
 so a browser never sends a file path. Folded states are cached per project and reused while the
 store's files are unchanged (size and mtime), so polling costs a few ``stat`` calls.
 
@@ -69,7 +69,7 @@ class Api:
     # ------------------------------------------------------------------ projects and states
     def projects(self) -> list[dict]:
         """``[{key, path, name}]`` for every registered project, sorted by name."""
-        from loopx.kernel import registry
+        from loopx.kernel.storage import registry
 
         rows = [{"key": project_key(p), "path": p, "name": os.path.basename(p.rstrip("/\\")) or p}
                 for p in registry.load()]
@@ -85,7 +85,7 @@ class Api:
 
     def state(self, path: str) -> dict:
         """The folded state of the project at ``path`` (cached while its files are unchanged)."""
-        from loopx.kernel.store import DIRNAME, Store
+        from loopx.kernel.storage.store import DIRNAME, Store
 
         root = os.path.join(path, DIRNAME)
         if not os.path.isdir(root):
@@ -105,7 +105,9 @@ class Api:
         The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
         if row["status"] != "active":
             return None
-        from loopx.kernel import clock, decide, fingerprint
+        from loopx.kernel.policy import decide
+        from loopx.kernel.read import fingerprint
+        from loopx.kernel.storage import clock
 
         def fp(gid: str) -> str:
             return fingerprint.combine(fingerprint.state_part(state, gid), self._git_part(project_dir))
@@ -116,7 +118,7 @@ class Api:
             return None
 
     def _git_part(self, project_dir: str) -> str:
-        from loopx.kernel import fingerprint
+        from loopx.kernel.read import fingerprint
 
         now = time.monotonic()
         with self._lock:
@@ -132,7 +134,7 @@ class Api:
     def status(self, now_iso: str) -> dict:
         """All projects with their goals grouped as needs_you, running, ready, waiting, stopped.
         The answer is reused within the same clock second while no store file changed."""
-        from loopx.kernel.store import DIRNAME
+        from loopx.kernel.storage.store import DIRNAME
 
         listed = self.projects()
         key = (now_iso[:19], tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
@@ -146,7 +148,7 @@ class Api:
         return data
 
     def _status_of(self, listed: list[dict], now_iso: str) -> dict:
-        from loopx.kernel.status import summary
+        from loopx.kernel.read.status import summary
 
         projects = []
         counts = dict.fromkeys(GROUPS, 0)
@@ -179,8 +181,8 @@ class Api:
     # ------------------------------------------------------------------ goal page
     def goal(self, key, goal_id, now_iso: str) -> dict:
         """One goal: summary, todo board, gates, runs timeline, budget chart, recent evidence."""
-        from loopx.kernel import queries
-        from loopx.kernel.status import summary
+        from loopx.kernel.read import queries
+        from loopx.kernel.read.status import summary
 
         p = self.project(key)
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
@@ -214,8 +216,8 @@ class Api:
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
             raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
         try:
-            from loopx.kernel import review
-            from loopx.kernel.store import DIRNAME, Store
+            from loopx.kernel.policy import review
+            from loopx.kernel.storage.store import DIRNAME, Store
 
             d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
             return {"available": True, "markdown": review.render_markdown(d)}
@@ -251,8 +253,8 @@ class Api:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
         from loopx.context import human_name
-        from loopx.kernel import gates
-        from loopx.kernel.store import DIRNAME, Store
+        from loopx.kernel.storage.store import DIRNAME, Store
+        from loopx.kernel.write import gates
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -307,7 +309,8 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
     """Slots spent per time bin over the goal's rolling window (oldest bin first)."""
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     q = goal["quota"]
     now = clock.parse_ts(now_iso)

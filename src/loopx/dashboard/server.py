@@ -336,7 +336,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)
 
     def _api_get(self, path: str, query: dict) -> None:
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
         srv = self.server

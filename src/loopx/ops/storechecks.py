@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from loopx.kernel.store import FORMAT, STREAMS
+from loopx.kernel.storage.store import FORMAT, STREAMS
 from loopx.ops.doctor import result
 
 IGNORE_RULES = ("lock", "cache/")
@@ -113,7 +113,7 @@ def check_snapshot(t) -> dict:
         return result("store.snapshot", "ok", "no snapshot yet (one is written after 200 events)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
-    from loopx.kernel import fold
+    from loopx.kernel.storage import fold
 
     store = t.store()
     cached, offsets = store._load_snapshot()

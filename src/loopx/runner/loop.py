@@ -19,7 +19,9 @@ import json
 import os
 
 from loopx.errors import Interrupted, StateError
-from loopx.kernel import clock, decide, fingerprint, queries, turn
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.storage import clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 

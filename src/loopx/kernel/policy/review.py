@@ -28,7 +28,9 @@ import html
 import re
 from datetime import datetime
 
-from loopx.kernel import clock, decide, queries
+from loopx.kernel.policy import decide
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
 
 LIST = 20
 _CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
@@ -45,7 +47,7 @@ def _t(s, limit: int = 300) -> str:
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
-    from loopx.kernel import fingerprint
+    from loopx.kernel.read import fingerprint
 
     state = store.load()
     g = queries.resolve_goal(state, goal_id)

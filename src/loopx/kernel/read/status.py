@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from loopx.kernel import clock, queries
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
 
 READY_SHOWN = 5
 

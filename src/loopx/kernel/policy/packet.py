@@ -16,7 +16,8 @@ from __future__ import annotations
 import shlex
 from datetime import timedelta
 
-from loopx.kernel import clock, queries
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
 
 VERSION = 1
 MAX_TEXT = 6000
@@ -79,7 +80,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
              for x in pending[:_n(GATES)]]
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.gates import covering_gate
+        from loopx.kernel.write.gates import covering_gate
 
         ok = covering_gate(state, goal_id, action)
         wait = next((x for x in pending if x["kind"] == action), None)

@@ -2,7 +2,7 @@
 
 - ``next_turn`` asks should-run; on ``run`` it claims the todo with a lease and opens a run
   (``todo.claimed`` + ``run.started``) in one compare-and-append transaction, then returns the
-  turn packet (see ``loopx.kernel.packet``).
+  turn packet (see ``loopx.kernel.policy.packet``).
 - ``finish`` closes the run (``run.finished``), optionally running the verify command first and
   recording it as evidence; the todo's claim is released, or the todo is completed when the
   result is ``completion`` and evidence backs it.
@@ -21,8 +21,11 @@ import subprocess
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, decide, fingerprint, ids, queries, todos, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.policy import decide
+from loopx.kernel.read import fingerprint, queries, validate
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import todos
 
 VERIFY_TIMEOUT = 1800.0
 
@@ -53,7 +56,7 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
     state = store.load()
     now = clock.now()
@@ -84,7 +87,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
     The decision is evaluated again under the store lock; when another writer changed the answer
     meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
     agent = _agent_name(actor)
     secs = todos.lease_seconds(lease)
@@ -161,7 +164,7 @@ def verify_command(state: dict, run: dict) -> str | None:
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
     """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
     the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
-    from loopx.kernel import evidence
+    from loopx.kernel.write import evidence
 
     limit = VERIFY_TIMEOUT if timeout is None else timeout
     timed_out = False

@@ -23,7 +23,7 @@ import marshal
 import os
 from datetime import datetime, timedelta
 
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 FILE = "decisions.bin"
 MAX_TTL = 3600
@@ -68,7 +68,7 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
         if not (e["evaluated_at"] <= now_iso < e["valid_until"]):
             return None
         if e.get("git") is not None:
-            from loopx.kernel import fingerprint
+            from loopx.kernel.read import fingerprint
 
             if fingerprint.git_part(store.project_dir) != e["git"]:
                 return None
@@ -79,7 +79,7 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
 
 def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     """Recompute the time fields of decision ``d`` for ``now`` (same rules as decide)."""
-    from loopx.kernel import decide
+    from loopx.kernel.policy import decide
 
     dec = d["decision"]
     if dec == "run":
@@ -133,7 +133,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
     if files is None or d["decision"] == "error":
         return
-    from loopx.kernel.store import _atomic_write
+    from loopx.kernel.storage.store import _atomic_write
 
     prev = state["decisions"].get(d.get("goal_id") or "*")
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \

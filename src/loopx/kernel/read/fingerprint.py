@@ -46,7 +46,7 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
 
 
 def _git_dir(project_dir: str) -> str | None:
-    from loopx.kernel.store import find_up
+    from loopx.kernel.storage.store import find_up
 
     return find_up(project_dir, ".git", dir_only=False)
 

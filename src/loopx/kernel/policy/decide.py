@@ -35,7 +35,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError, StateError
-from loopx.kernel import clock, queries
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
@@ -358,8 +359,8 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
     unknown goal; an unreadable store yields an ``error`` decision instead of raising.
     ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
-    time-dependent input are unchanged (see loopx.kernel.decision_cache); ``explain`` bypasses it."""
-    from loopx.kernel import decision_cache as dc
+    time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it."""
+    from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
     k = dc.key(goal_id, agent)
@@ -376,7 +377,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         state = store.load()
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
-    from loopx.kernel import fingerprint as fpmod
+    from loopx.kernel.read import fingerprint as fpmod
 
     seen: dict = {}
 
@@ -417,6 +418,6 @@ def record_decision(store, d: dict, actor: str) -> bool:
 
 
 def _draft(goal_id, data):
-    from loopx.kernel.store import Draft
+    from loopx.kernel.storage.store import Draft
 
     return Draft("decision.recorded", goal_id, data)

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from loopx import __version__
 from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
-from loopx.kernel import clock, fold, ids
+from loopx.kernel.storage import clock, fold, ids
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -222,7 +222,7 @@ class Store:
 
     # ----------------------------------------------------------------- reading
     def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
-        """The folded state (a plain dict, see loopx.kernel.fold). Lock-free.
+        """The folded state (a plain dict, see loopx.kernel.storage.fold). Lock-free.
         ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason.
 
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
@@ -417,7 +417,7 @@ class Store:
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
             if reap and _expired_runs(state, clock.iso(now)):
-                from loopx.kernel.turn import reap_drafts
+                from loopx.kernel.policy.turn import reap_drafts
 
                 repairs = list(repairs) + reap_drafts(state, now)
             records = self._append(state, list(repairs), now, actor) if repairs else []
@@ -428,7 +428,7 @@ class Store:
             return records, state
 
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
-        from loopx.kernel.redact import redact
+        from loopx.kernel.storage.redact import redact
 
         ts = clock.iso(now)
         records: list[dict] = []

@@ -7,8 +7,9 @@ The kernel records who decided and through which channel (``terminal``, ``confir
 from __future__ import annotations
 
 from loopx.errors import Conflict, HumanRequired, UsageError
-from loopx.kernel import ids, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import ids
+from loopx.kernel.storage.store import Draft, Store
 
 
 def short_code(gate_id: str) -> str:

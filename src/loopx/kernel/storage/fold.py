@@ -63,7 +63,7 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
     spends, cut = {}, {}
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
         for gid, entries in state["spends"].items():
@@ -203,7 +203,7 @@ def _quota_set(s, r, d):
 
 
 def _guard_set(s, r, d):
-    """The pre-tool guard config (loopx.kernel.guard): rules, protected branches, defaults on/off."""
+    """The pre-tool guard config (loopx.kernel.policy.guard): rules, protected branches, defaults on/off."""
     g = s["goals"][r["goal"]]
     g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
                   "defaults": d.get("defaults", True)}

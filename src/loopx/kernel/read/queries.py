@@ -7,7 +7,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 from __future__ import annotations
 
 from loopx.errors import NotFound, UsageError
-from loopx.kernel import ids
+from loopx.kernel.storage import ids
 
 OPEN_STATES = ("open", "claimed")
 DONE_STATES = ("done", "archived")

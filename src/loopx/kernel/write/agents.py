@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from loopx.kernel import ids, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import ids
+from loopx.kernel.storage.store import Draft, Store
 
 AGENT_KINDS = ("claude-code", "codex", "cursor", "opencode", "gemini", "copilot", "shell", "custom", "human")
 
