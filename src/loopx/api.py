@@ -141,7 +141,6 @@ def connect(project: str | None = None, *, agent: str | None = None, create: boo
     current directory when creating). Raises NotConnected when ``create`` is False and none exists."""
     import os
 
-    from loopx.context import human_name
     from loopx.kernel.storage import ids, registry
     from loopx.kernel.storage.store import Store
 
@@ -153,7 +152,9 @@ def connect(project: str | None = None, *, agent: str | None = None, create: boo
         registry.add(store.project_dir, store.format_info().get("project_id", ""))
     else:
         store = Store.open(project)
-    actor = f"agent:{agent}" if agent else f"human:{human_name()}"
+    from loopx.kernel.storage import actors
+
+    actor = actors.of(agent)
     return Connection(store.project_dir, agent, actor, created, store)
 
 

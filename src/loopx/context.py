@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from loopx.errors import UsageError
+from loopx.kernel.storage import actors
 
 # Environment markers that agent hosts set inside their sessions and tool calls.
 AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
@@ -15,14 +16,6 @@ AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "COD
 def agent_markers() -> list[str]:
     """Names of the agent-host environment markers set in this process."""
     return [m for m in AGENT_ENV_MARKERS if os.environ.get(m)]
-
-
-def human_name() -> str:
-    for var in ("LOOPX_HUMAN", "USER", "LOGNAME", "USERNAME"):
-        v = os.environ.get(var)
-        if v:
-            return "".join(c for c in v if c.isalnum() or c in "._-")[:64] or "human"
-    return "human"
 
 
 class Context:
@@ -53,7 +46,7 @@ class Context:
     @property
     def actor(self) -> str:
         """``agent:<name>`` for an agent, else ``human:<login>``."""
-        return f"agent:{self.agent}" if self.agent else f"human:{human_name()}"
+        return actors.of(self.agent)
 
     def store(self):
         """The project's Store (opened once). Raises NotConnected (exit 3)."""

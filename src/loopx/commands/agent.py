@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel.storage import actors
 from loopx.output import safe, table
 
 
@@ -42,7 +43,7 @@ def agent_list(ctx) -> dict:
         c = t.get("claim")
         if c and c["lease_until"] > now:
             held.setdefault(c["holder"], []).append(t["id"])
-    rows = [dict(a, holds=held.get(f"agent:{a['name']}", [])) for a in
+    rows = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
             sorted(state["agents"].values(), key=lambda a: a["name"])]
     return {"agents": rows, "handoffs": state["handoffs"][-20:]}
 

@@ -8,6 +8,7 @@ ends with the envelope line (``data.count``), or one round per line with ``--rou
 from __future__ import annotations
 
 from loopx.commands import add, goal_opt
+from loopx.kernel.storage import actors
 
 
 def register(sub, name, help_text):
@@ -58,7 +59,7 @@ def _round_row(r: dict) -> list[str]:
     if r["kind"] == "decision":
         return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
                 "", "", "", ""]
-    agent = (r["agent"] or "").removeprefix("agent:")
+    agent = actors.name(r["agent"] or "")
     return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
             safe(r["result"] or "open"), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
             format_duration(r["duration"]) if r["duration"] is not None else "-"]

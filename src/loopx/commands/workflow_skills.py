@@ -42,10 +42,9 @@ def scope_root(ctx, scope: str) -> str:
         if not os.path.isdir(ctx.project):
             raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
         return os.path.abspath(ctx.project)
-    from loopx.kernel.storage.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
-    found = find_root(os.getcwd())
-    return os.path.dirname(found) if found else os.getcwd()
+    return project_dir() or os.getcwd()
 
 
 def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:

@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
+from loopx.kernel.storage import actors
 
 GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")
@@ -252,7 +253,6 @@ class Api:
     def decide(self, body: dict, *, user_agent: str | None) -> dict:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
-        from loopx.context import human_name
         from loopx.kernel.storage.store import DIRNAME, Store
         from loopx.kernel.write import gates
 
@@ -272,7 +272,7 @@ class Api:
         if gate_id not in store.load()["gates"]:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
-            return gates.decide(store, f"human:{human_name()}", gate_id, approve=decision == "approve",
+            return gates.decide(store, actors.human(), gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None

@@ -343,7 +343,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             now = clock.now_iso()
             if path == "/api/session":
-                from loopx.context import human_name
+                from loopx.kernel.storage.actors import human_name
 
                 data = {"csrf": srv.csrf, "version": __version__, "human": human_name(), "header": TOKEN_HEADER}
             elif path == "/api/status":

@@ -72,7 +72,8 @@ def payload_dir(payload: dict, project: str | None) -> str:
 
 def open_store(where: str):
     """The Store governing ``where`` or None when no ``.loopx/`` is at or above it."""
-    from loopx.kernel.storage.store import Store, find_root
+    from loopx.kernel.storage.fs import find_root
+    from loopx.kernel.storage.store import Store
 
     root = find_root(where)
     return Store(root) if root else None
@@ -146,8 +147,9 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
 
 def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
     from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
 
-    t = turn.next_turn(store, f"agent:{agent}", goal_id=goal_id)
+    t = turn.next_turn(store, actors.agent(agent), goal_id=goal_id)
     d = t.get("decision") or {}
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)

@@ -181,7 +181,7 @@ PROJECT_CHECKS = (check_store, check_gitignore, check_location)
 
 def find_project(project: str | None) -> tuple[str | None, dict | None]:
     """(project dir with a .loopx/, or None; a check result when ``project`` is given but unusable)."""
-    from loopx.kernel.storage.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
     if project:
         p = os.path.abspath(project)
@@ -189,8 +189,7 @@ def find_project(project: str | None) -> tuple[str | None, dict | None]:
             return p, None
         return None, result("project", "warning", f"{p} is not connected to loopx",
                             f"loopx connect --project {p}")
-    root = find_root(os.getcwd())
-    return (os.path.dirname(root) if root else None), None
+    return project_dir(), None
 
 
 def run(project: str | None = None) -> dict:

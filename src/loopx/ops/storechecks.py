@@ -201,11 +201,6 @@ def _git_not_ignored(project_dir: str) -> list[str]:
 
 
 def _in_git_tree(path: str) -> bool:
-    cur = os.path.abspath(path)
-    while True:
-        if os.path.exists(os.path.join(cur, ".git")):
-            return True
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return False
-        cur = parent
+    from loopx.kernel.storage.fs import git_dir
+
+    return git_dir(path) is not None

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError, StateError
 from loopx.kernel.read import queries
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import actors, clock
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
@@ -134,7 +134,7 @@ class _Eval:
 
     def __init__(self, state, goal, now, agent, fingerprint):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
-        self.me = f"agent:{agent}" if agent else None
+        self.me = actors.agent(agent) if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
         self.rules: list[dict] = []
@@ -390,7 +390,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
-        d["recorded"] = record_decision(store, d, actor or (f"agent:{agent}" if agent else "loopx:should-run"))
+        d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed:
         dc.save(store, k, files, d, state, now, seen.get("git"))
     return d

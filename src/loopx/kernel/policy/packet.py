@@ -17,7 +17,7 @@ import shlex
 from datetime import timedelta
 
 from loopx.kernel.read import queries
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import actors, clock
 
 VERSION = 1
 MAX_TEXT = 6000
@@ -109,7 +109,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
 def commands(p: dict, actor: str) -> dict:
     """The exact write-back commands with the ids filled in (``SUMMARY``/``CMD``/``N``/``EV`` are
     placeholders the agent replaces)."""
-    who = f"loopx --agent {actor[6:]}" if actor.startswith("agent:") else "loopx"
+    who = f"loopx --agent {actors.agent_name(actor)}" if actors.is_agent(actor) else "loopx"
     run, gid = p["run_id"], p["goal_id"]
     t = p["todo"]
     todo_flag = f" --todo {t['id']}" if t else ""

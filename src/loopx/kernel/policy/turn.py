@@ -23,15 +23,11 @@ from datetime import timedelta
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.policy import decide
 from loopx.kernel.read import fingerprint, queries, validate
-from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import todos
 
 VERIFY_TIMEOUT = 1800.0
-
-
-def _agent_name(actor: str) -> str | None:
-    return actor[6:] if actor.startswith("agent:") else None
 
 
 def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
@@ -89,7 +85,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
     from loopx.kernel.policy import packet
 
-    agent = _agent_name(actor)
+    agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)
     resumed = None if dry_run else _resume(store, actor, goal_id, driven)
     if resumed is not None:
@@ -244,7 +240,7 @@ def _may_finish(run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
                        "start a new turn with `loopx next`", code="run_finished")
-    if actor.startswith("agent:") and run["agent"] != actor:
+    if actors.is_agent(actor) and run["agent"] != actor:
         raise Conflict(f"run {run['id']} belongs to {run['agent']}, not {actor}",
                        "finish your own run (see `loopx history`)", code="run_not_yours")
 
@@ -344,5 +340,5 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict
     run = queries.resolve_run(state, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
-    return finish(store, actor if run["agent"] == actor or actor.startswith("human:") else run["agent"],
+    return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
                   run_id, result, note=note)

@@ -25,6 +25,8 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
+from loopx.kernel.storage import actors
+
 FOLD_VERSION = 3
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
@@ -128,10 +130,11 @@ def apply(state: dict, rec: dict) -> None:
     """Fold one record into ``state`` (in place)."""
     state["meta"]["events"] += 1
     actor = rec.get("actor") or ""
-    if actor.startswith("agent:"):
-        agent = state["agents"].get(actor[6:])
+    name = actors.agent_name(actor)
+    if name is not None:
+        agent = state["agents"].get(name)
         if agent is None:
-            agent = state["agents"][actor[6:]] = {"name": actor[6:], "kind": "unknown",
+            agent = state["agents"][name] = {"name": name, "kind": "unknown",
                                                   "registered": None, "last_seen": None}
         ts = rec.get("ts")
         if ts and (agent["last_seen"] is None or ts > agent["last_seen"]):

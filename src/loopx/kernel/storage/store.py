@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from loopx import __version__
 from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
 from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage.fs import DIRNAME, find_root
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -31,7 +32,6 @@ SNAPSHOT_FILE = "snapshot.bin"
 LIVE_FILE = "live.bin"
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
 BAD_SAMPLES = 20
-DIRNAME = ".loopx"
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
@@ -109,26 +109,6 @@ class Draft:
 
     def __init__(self, type: str, goal: str | None, data: dict, stream: str = "events") -> None:
         self.type, self.goal, self.data, self.stream = type, goal, data, stream
-
-
-def find_up(start: str, name: str, *, dir_only: bool = True) -> str | None:
-    """The nearest ``name`` at or above ``start`` (a directory, or with ``dir_only=False`` any kind
-    of entry, as git's worktree ``.git`` files), or None."""
-    test = os.path.isdir if dir_only else os.path.exists
-    cur = os.path.abspath(start)
-    while True:
-        cand = os.path.join(cur, name)
-        if test(cand):
-            return cand
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
-
-
-def find_root(start: str) -> str | None:
-    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
-    return find_up(start, DIRNAME)
 
 
 class Store:

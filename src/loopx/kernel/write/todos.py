@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
 
 DEFAULT_LEASE = 1800.0
@@ -41,7 +41,7 @@ def _holder_check(todo: dict, actor: str, now_iso: str, fence: int | None) -> No
         if claim["holder"] != actor:
             raise Conflict(f"fence {fence} belongs to {claim['holder']}, not {actor}", None, code="stale_fence")
         return
-    if claim and claim["holder"] != actor and actor.startswith("agent:"):
+    if claim and claim["holder"] != actor and actors.is_agent(actor):
         live = claim["lease_until"] > now_iso
         raise Conflict(f"{todo['id']} is claimed by {claim['holder']}"
                        + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
