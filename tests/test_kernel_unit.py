@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from loopx.errors import Ambiguous, Conflict, NotFound, UsageError
-from loopx.kernel.read import queries
+from loopx.kernel.read import budget, queries
 from loopx.kernel.storage import clock, fold, ids
 from loopx.kernel.storage import store as store_mod
 from loopx.kernel.storage.store import Store
@@ -237,8 +237,8 @@ def test_unknown_and_malformed_records_are_counted_not_fatal():
 def test_window_spend_and_resolve_goal():
     s = folded(*base_records(), rec(5, "quota.spent", ts="2026-03-01T08:00:00Z", run_id="r1", slots=1),
                rec(6, "quota.spent", ts="2026-03-01T09:00:00Z", run_id="r2", slots=2))
-    assert queries.window_spend(s, "g", "2026-03-01T08:30:00Z")[0] == 2
-    assert queries.window_spend(s, "g", "2026-03-01T07:00:00Z")[0] == 3
+    assert budget.window_spend(s, "g", "2026-03-01T08:30:00Z")[0] == 2
+    assert budget.window_spend(s, "g", "2026-03-01T07:00:00Z")[0] == 3
     assert queries.resolve_goal(s, None)["id"] == "g"
     fold.apply(s, rec(7, "goal.started", goal="g2", objective="two"))
     with pytest.raises(UsageError):

@@ -34,16 +34,13 @@ def agent_register(ctx, name, kind) -> dict:
 
 
 def agent_list(ctx) -> dict:
+    from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now_iso()
-    held: dict[str, list[str]] = {}
-    for t in state["todos"].values():
-        c = t.get("claim")
-        if c and c["lease_until"] > now:
-            held.setdefault(c["holder"], []).append(t["id"])
-    rows = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
+    held = queries.holdings(state, now)
+    rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in
             sorted(state["agents"].values(), key=lambda a: a["name"])]
     return {"agents": rows, "handoffs": state["handoffs"][-20:]}
 

@@ -41,10 +41,8 @@ def register(sub, name, help_text):
 
 
 def quota_show(ctx, goal_id=None) -> dict:
-    from datetime import timedelta
 
-    from loopx.kernel.policy import decide
-    from loopx.kernel.read import queries
+    from loopx.kernel.read import budget, queries
     from loopx.kernel.storage import clock
 
     state = ctx.store().load()
@@ -55,14 +53,12 @@ def quota_show(ctx, goal_id=None) -> dict:
         queries.resolve_goal(state, None)
     out = []
     for g in goals:
-        q = g["quota"]
-        start = clock.iso(now - timedelta(seconds=q["window"]))
-        spent, entries = queries.window_spend(state, g["id"], start)
-        out.append({"goal_id": g["id"], "status": g["status"], "slots": q["slots"], "window": q["window"],
-                    "cooldown": q.get("cooldown", 0), "stall_after": q.get("stall_after", 3),
-                    "spent": spent, "left": max(0, q["slots"] - spent),
-                    "next_slot_at": decide.slot_frees_at(state, g, now) if spent >= q["slots"] else None,
-                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in entries]})
+        b = budget.budget(state, g, now)
+        out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
+                    "cooldown": b["cooldown"], "stall_after": g["quota"].get("stall_after", 3),
+                    "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
+                    "cooldown_until": b["cooldown_until"],
+                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in b["ledger"]]})
     return {"quotas": out, "now": clock.iso(now)}
 
 

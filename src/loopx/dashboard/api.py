@@ -236,14 +236,10 @@ class Api:
                 msg = exc.message if isinstance(exc, LoopxError) else f"{type(exc).__name__}: {exc}"
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
-            held: dict[str, list[dict]] = {}
-            for t in state["todos"].values():
-                c = t.get("claim")
-                if c and t["status"] == "claimed" and c["holder"].startswith("agent:"):
-                    held.setdefault(c["holder"][6:], []).append(
-                        {"id": t["id"], "title": t["title"], "goal": t["goal"], "lease_until": c["lease_until"],
-                         "live": c["lease_until"] > now_iso})
-            agents = [dict(a, holds=held.get(a["name"], [])) for a in
+            from loopx.kernel.read import queries
+
+            held = queries.holdings(state, now_iso, expired=True)
+            agents = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
@@ -309,20 +305,18 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
     """Slots spent per time bin over the goal's rolling window (oldest bin first)."""
-    from loopx.kernel.read import queries
+    from loopx.kernel.read import budget
     from loopx.kernel.storage import clock
 
-    q = goal["quota"]
-    now = clock.parse_ts(now_iso)
-    start = now - timedelta(seconds=q["window"])
-    spent, entries = queries.window_spend(state, goal["id"], clock.iso(start))
-    width = q["window"] / bins
+    b = budget.budget(state, goal, now_iso)
+    start = clock.parse_ts(now_iso) - timedelta(seconds=b["window"])
+    width = b["window"] / bins
     counts = [0] * bins
-    for ts, n, _run in entries:
+    for ts, n, _run in b["ledger"]:
         i = int((clock.parse_ts(ts) - start).total_seconds() // width) if width else 0
         counts[min(bins - 1, max(0, i))] += n
-    return {"start": clock.iso(start), "end": now_iso, "window": q["window"], "bin_seconds": width,
-            "bins": counts, "spent": spent, "slots": q["slots"]}
+    return {"start": clock.iso(start), "end": now_iso, "window": b["window"], "bin_seconds": width,
+            "bins": counts, "spent": b["spent"], "slots": b["slots"]}
 
 
 def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[dict]:

@@ -14,9 +14,8 @@ summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[s
 from __future__ import annotations
 
 import shlex
-from datetime import timedelta
 
-from loopx.kernel.read import queries
+from loopx.kernel.read import budget, queries
 from loopx.kernel.storage import actors, clock
 
 VERSION = 1
@@ -88,9 +87,6 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                           "gate_id": (ok or wait or {}).get("id")})
     evidence = [{"id": e["id"], "kind": e["kind"], "summary": _cut(e["summary"], 140), "exit_code": e.get("exit_code")}
                 for e in queries.recent_evidence(state, goal_id, _n(EVIDENCE))]
-    q = g["quota"]
-    start = clock.iso(now - timedelta(seconds=q["window"]))
-    spent, _ = queries.window_spend(state, goal_id, start)
     scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:_n(GLOBS)]] for k in ("allow", "deny", "protect")}
     p = {"version": VERSION, "run_id": run_id, "goal_id": goal_id, "mode": mode or ("work" if todo else "plan"),
          "agent": actor, "lease_until": lease_until, "objective": _cut(g["objective"], 800),
@@ -100,7 +96,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                     "blocked": len(groups["blocked"]), "done": len(groups["done"]),
                     "total": sum(len(v) for k, v in groups.items() if k != "archived")},
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
-         "budget": {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)},
+         "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
     return p

@@ -29,7 +29,7 @@ import re
 from datetime import datetime
 
 from loopx.kernel.policy import decide
-from loopx.kernel.read import queries
+from loopx.kernel.read import budget, queries
 from loopx.kernel.storage import clock
 
 LIST = 20
@@ -92,7 +92,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
             "verified": sum(1 for r in finished if r["verified"]),
-            "slots_spent": sum(e[1] for e in spends), "budget": decide._budget(state, g, now)}
+            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now))}
 
 
 def _gates(gates: list[dict], since_iso: str) -> dict:

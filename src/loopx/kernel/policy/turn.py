@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.policy import decide
-from loopx.kernel.read import fingerprint, queries, validate
+from loopx.kernel.read import budget, fingerprint, queries, validate
 from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import todos
@@ -294,11 +294,11 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
             out.update(reason="not_verified",
                        message=f"run {r['id']} was not verified (result {r['result']}); nothing is charged")
         else:
-            budget = decide._budget(state, g, now)
-            if budget["spent"] + slots > budget["slots"]:
-                at = decide.slot_frees_at(state, g, now, need=slots)
+            b = budget.budget(state, g, now)
+            if b["spent"] + slots > b["slots"]:
+                at = budget.slot_frees_at(state, g, now, need=slots)
                 out.update(reason="budget_exhausted", next_check_at=at,
-                           message=f"{budget['spent']} of {budget['slots']} slots already spent in the window; "
+                           message=f"{b['spent']} of {b['slots']} slots already spent in the window; "
                                    f"next slot frees at {at}")
             else:
                 out.update(spent=True, ts=clock.iso(now), message="charged")
@@ -306,7 +306,7 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
         return []
 
     _, state = store.transact(plan, actor=actor)
-    out["budget"] = decide._budget(state, state["goals"][out["goal_id"]], clock.now())
+    out["budget"] = budget.brief(budget.budget(state, state["goals"][out["goal_id"]], clock.now()))
     return out
 
 
