@@ -100,7 +100,7 @@ def _start(project: Path) -> None:
 
 
 def _state(project: Path) -> dict:
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
 
     return Store.open(str(project)).load()
 

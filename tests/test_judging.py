@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
-from loopx.kernel import clock, decide, fingerprint, turn, verify
-from loopx.kernel.store import Store
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import fingerprint, verify
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell commands and PATH lookups are POSIX here")
 PY = sys.executable
@@ -81,7 +83,7 @@ def test_another_path_or_a_human_resume_retries_and_status_doctor_dashboard_say_
     assert finding["status"] == "error" and "PATH=/usr/bin:/bin" in finding["finding"]
     assert "ptest-missing -> not found" in finding["finding"]
     from loopx.dashboard.api import classify
-    from loopx.kernel.status import summary
+    from loopx.kernel.read.status import summary
 
     state = _state(project)
     row = summary(state, clock.now_iso())["goals"][0]
@@ -317,7 +319,7 @@ def test_a_rejected_gate_blocks_its_todos_until_a_human_reopens_them(project, cl
 # ------------------------------------------------------------------ 7: where the dashboard files a goal
 def test_an_open_run_is_running_with_whom_to_wait_for_and_a_skip_is_never_waiting(project, cli):
     from loopx.dashboard.api import classify
-    from loopx.kernel.status import summary
+    from loopx.kernel.read.status import summary
 
     _git(project, "init", "-q")
     _goal(cli, "true")

@@ -24,7 +24,9 @@ import json
 import os
 
 from loopx.errors import Interrupted, StateError
-from loopx.kernel import clock, decide, fingerprint, queries, turn
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.storage import actors, clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 
@@ -32,7 +34,7 @@ from loopx.runner.lease import RunnerLock
 class Driver:
     def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
                  lease: float, echo=None, log=None) -> None:
-        self.store, self.agent, self.actor = store, agent, f"agent:{agent}"
+        self.store, self.agent, self.actor = store, agent, actors.agent(agent)
         self.preset, self.agent_cmd = preset, agent_cmd
         self.timeout, self.lease, self.echo = timeout, lease, echo
         self.log = log or (lambda msg: None)
@@ -130,7 +132,7 @@ class Driver:
     def complete_goal(self, goal_id: str) -> dict | None:
         """All todos are done: run the goal's verify command (the goal's command decides the goal)
         and mark the goal done when it passes. None when the goal has no verify command."""
-        from loopx.kernel import goals
+        from loopx.kernel.write import goals
 
         g = self.store.load()["goals"].get(goal_id or "")
         if not g or not g.get("verify"):
