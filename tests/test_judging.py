@@ -172,12 +172,14 @@ def test_a_todo_with_its_own_verify_needs_a_passing_run_of_it(project, cli):
     other = _ev(cli, "--kind", "test", "--summary", "something else", "--command", "true", "--exit-code", "0")
     r = cli("todo", "done", red["id"], "--evidence", other, json=True)  # passing, but not its command
     assert r.code == 4 and r.json["error"]["code"] == "evidence_failing"  # todo done ran its command: exit 2
+    assert "failed (exit 2" in r.json["error"]["message"] and f"loopx todo done {red['id']}" in r.json["error"]["hint"]
     assert _todo(project, "red")["status"] == "open"
     ran = [e for e in _state(project)["evidence"].values() if e.get("command") == red["verify"]]
     assert [e["exit_code"] for e in ran] == [2]
     r = cli("todo", "done", green["id"], json=True)  # no evidence: it runs the command itself
-    assert r.code == 0 and r.data["verify"]["passed"] and "its verify command passed" in cli("todo", "show", green["id"]).out + r.data["verify"]["command"] or True
-    assert _todo(project, "green")["status"] == "done"
+    assert r.code == 0 and r.data["verify"]["passed"] and r.data["verify"]["command"] == green["verify"]
+    done = _todo(project, "green")
+    assert done["status"] == "done" and done["evidence"] == [r.data["verify"]["evidence_id"]]
 
 
 def test_only_a_human_forces_a_todo_done_and_the_review_says_so(project, cli, monkeypatch):
@@ -337,3 +339,17 @@ def test_an_open_run_is_running_with_whom_to_wait_for_and_a_skip_is_never_waitin
     assert d["decision"] == "skip"
     row = summary(state, clock.now_iso())["goals"][0]
     assert classify(row, d)[0] == "needs_you"
+
+
+def test_a_passing_verify_of_the_current_run_proves_the_todo_without_running_it_again(project, cli):
+    _goal(cli, "true", extra=("--todo", "own", "--todo-verify", f'"{PY}" -c pass'))
+    store = Store.open(str(project))
+    t = turn.next_turn(store, "agent:bot", goal_id="g1")
+    todo = store.load()["todos"][t["todo_id"]]
+    run = store.load()["runs"][t["run_id"]]
+    ran = turn.run_verify(store, "agent:bot", run, todo["verify"])
+    assert ran["passed"]
+    r = cli("--agent", "bot", "todo", "done", todo["id"], json=True)
+    assert r.code == 0 and r.data["verify"] is None  # proven by the run's own evidence
+    state = store.load()
+    assert [e["id"] for e in state["evidence"].values() if e.get("command") == todo["verify"]] == [ran["evidence_id"]]

@@ -281,7 +281,9 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
 
         cited = [queries.resolve_evidence(state, ref)["id"] for ref in evidence]
         run = _current_run(state, t0, actor)
-        if not proof.passing_verify(state, t0, cited, run["id"] if run else None):
+        proven = proof.passing_verify(state, t0, cited, run["id"] if run else None)
+        evidence += [e for e in proven if e not in cited]  # cite the current run's passing check
+        if not proven:
             from loopx.kernel.write import checks
 
             ran = checks.run_verify(store, actor, run or {"goal": t0["goal"], "id": None, "todo": t0["id"]},
