@@ -102,7 +102,7 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
-                          actor=ctx.actor)
+                          actor=ctx.actor, tick=record)
     if d["decision"] == "error":
         from loopx.errors import StateError
 

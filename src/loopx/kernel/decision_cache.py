@@ -86,7 +86,7 @@ def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
         d["next_check_at"], d["scheduler_hint"] = clock.iso(now), decide.HINT_RUN
     elif dec in ("pause", "stop", "error"):
         d["scheduler_hint"] = decide.HINT_MAX
-    elif dec == "wait" and d.get("next_check_at"):  # every wait names its time
+    elif (dec == "wait" or d.get("reason") == "watching") and d.get("next_check_at"):  # timed answers
         left = (clock.parse_ts(d["next_check_at"]) - now).total_seconds()
         d["scheduler_hint"] = int(min(decide.HINT_MAX, max(60, left)))
     else:
@@ -129,8 +129,10 @@ def valid_until(state: dict, now: datetime) -> str:
     return min(cands)
 
 
-def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None) -> None:
-    """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
+def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None,
+         cap: str | None = None) -> None:
+    """Remember ``d`` for ``k`` (best effort: the cache is disposable); ``cap`` (ISO) ends its
+    validity earlier (the next due watch check or notification retry)."""
     if files is None or d["decision"] == "error":
         return
     from loopx.kernel.store import _atomic_write
@@ -139,7 +141,12 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
         else None
     body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
-    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": valid_until(state, now),
+    until = valid_until(state, now)
+    if cap is not None:
+        if cap <= clock.iso(now):
+            return
+        until = min(until, cap)
+    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
              "git": git, "prev_ts": prev_ts, "decision": body}
     data = _read(store)
     data.pop(k, None)

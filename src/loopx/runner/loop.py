@@ -167,7 +167,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run)
+            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run,
+                                  tick=not dry_run)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
             if d["decision"] != "run":
