@@ -429,7 +429,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     elif files is not None and not changed:
         dc.save(store, k, files, d, state, now, seen.get("git"), cap=_cap(state, book, now))
     if tick:
-        _flush_notices(store, state)
+        _flush_notices(store, state, d["recorded"])
     return d
 
 
@@ -453,11 +453,12 @@ def _cap(state: dict, book: dict | None, now) -> str | None:
     return min(cands) if cands else None
 
 
-def _flush_notices(store, state: dict) -> None:
-    """Send queued notifications when any are pending; never fails the decision."""
+def _flush_notices(store, state: dict, recorded: bool) -> None:
+    """Send queued notifications when any are pending (a decision just recorded may be one);
+    never fails the decision."""
     from loopx.kernel import notices
 
-    if not notices.maybe_pending(state, clock.now_iso()):
+    if not recorded and not notices.maybe_pending(state, clock.now_iso()):
         return
     try:
         from loopx.notify import outbox
