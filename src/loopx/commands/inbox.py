@@ -53,9 +53,10 @@ def _project_items(path: str, info: dict) -> list[dict]:
         except LoopxError:
             continue
         if d["decision"] == "wait_human" and d["reason"] != "gate_pending":
-            prev = state["decisions"].get(g["id"]) or {}
+            last = state["runs"].get(g.get("last_run") or "") or {}
+            ts = max(g["updated"], last.get("finished") or "")
             items.append({"kind": "goal", "project": path, "goal": g["id"], "reason": d["reason"],
-                          "message": d["message"], "ts": prev.get("ts") or g["updated"],
+                          "message": d["message"], "ts": ts,
                           "command": f"loopx --project {q} history --goal-id {g['id']}"})
     return items
 
