@@ -224,3 +224,16 @@ def test_a_hook_never_sends(project, cli, clk, hook):
     r = run_loopx(["hook", "stop"], project, {"LOOPX_NOW": clk.iso}, input='{"stop_hook_active": false}')
     assert r.code == 0, r.err
     assert hook.bodies == []
+
+
+def test_the_dashboard_service_sends_queued_notifications(project, cli, clk, hook):
+    """Without any cron job, the dashboard service's pass over registered projects delivers them."""
+    from loopx.dashboard.service import flush_all
+
+    _goal(cli)
+    assert cli("notify", "set", "--webhook", hook.url).code == 0
+    clk.advance(60)
+    _open_gate(cli)
+    assert flush_all() == 1
+    assert flush_all() == 0
+    assert len(hook.bodies) == 1 and hook.bodies[0]["type"] == "gate.opened"
