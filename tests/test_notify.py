@@ -238,3 +238,23 @@ def test_the_dashboard_service_sends_queued_notifications(project, cli, clk, hoo
     assert flush_all() == 1
     assert flush_all() == 0
     assert len(hook.bodies) == 1 and hook.bodies[0]["type"] == "gate.opened"
+
+
+@pytest.mark.parametrize("text", ["[notify\nbroken", '[notify]\nsince = 5\nwebhook = "x"\ndesktop = "yes"\n'])
+def test_a_bad_user_config_never_breaks_should_run(project, cli, clk, text):
+    from loopx.config import config_path
+
+    _goal(cli)
+    _open_gate(cli)
+    import os
+
+    os.makedirs(os.path.dirname(config_path()), exist_ok=True)
+    with open(config_path(), "w") as fh:
+        fh.write(text)
+    r = cli("quota", "should-run", json=True)
+    assert r.code == 1 and r.data["decision"] == "wait_human"
+    r = cli("notify", "list", json=True)
+    if "broken" in text:
+        assert r.code == 3 and "config" in r.json["error"]["message"] and r.json["error"]["hint"]
+    else:
+        assert r.code == 0 and r.data["channels"] == []

@@ -245,3 +245,60 @@ def test_two_should_runs_at_once_run_a_due_check_once(project, cli, clk):
     assert (project / "runs.log").read_text().count("x") == 1
     assert len(cli("todo", "list", json=True).data["todos"]) == 1
     assert run_loopx(["quota", "should-run", "--json"], project, {"LOOPX_NOW": clk.iso}).code == 0
+
+
+@pytest.mark.parametrize("junk", ["not json", "[1, 2]", '{"w-x": "str"}', "BOOK"])
+def test_a_damaged_bookkeeping_cache_is_ignored(project, cli, clk, junk):
+    """The per-check cache is disposable: a damaged or hand-edited one means 'never checked'."""
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
+    assert cli("watch", "add", "--every", "5m", "--check", "echo hi", "--name", "w").code == 0
+    assert cli("quota", "should-run").code == 1
+    path = project / ".loopx" / "cache" / "watches.json"
+    if junk == "BOOK":
+        book = json.loads(path.read_text())
+        wid = next(iter(book))
+        book[wid]["last_run"] = "yesterday"
+        book[wid]["checks"] = "many"
+        junk = json.dumps(book)
+    path.write_text(junk)
+    clk.advance(60)
+    r = cli("quota", "should-run", json=True)
+    assert r.code == 1 and r.data["reason"] == "watching", r.out
+    assert cli("watch", "list", json=True).data["watches"][0]["checks"] == 1  # re-checked once, fresh count
+    assert cli("status").code == 0 and cli("history").code == 0
+
+
+def test_should_run_with_no_record_runs_no_check(project, cli, clk):
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
+    (project / "c.py").write_text("open('ran', 'a').write('x')\n")
+    assert cli("watch", "add", "--every", "5m", "--check", f"{PY} c.py", "--name", "w").code == 0
+    d = cli("quota", "should-run", "--no-record", json=True).data
+    assert d["reason"] == "watching" and not (project / "ran").exists()
+    cli("quota", "should-run")
+    assert (project / "ran").read_text() == "x"
+
+
+def test_hand_edited_watch_records_never_crash(project, cli, clk):
+    """A hand-written watch.added with wrong field types is a bad line (skipped and reported); one
+    with a broken regex or a zero cadence is checked without a traceback."""
+    from loopx.kernel.store import encode
+
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
+    path = project / ".loopx" / "events.jsonl"
+    seq = len(path.read_text().splitlines())
+    recs = [
+        {"watch_id": "w-aaaaaa", "name": "bad", "every": 60, "check": "true", "on": "change", "timeout": "soon"},
+        {"watch_id": "w-bbbbbb", "name": "re", "every": 0, "check": "echo x", "on": "match", "match": "(",
+         "timeout": 5},
+    ]
+    with path.open("ab") as fh:
+        for i, data in enumerate(recs, 1):
+            fh.write(encode({"v": 1, "seq": seq + i, "id": f"e-{i:016x}", "ts": clk.iso, "actor": "human:x",
+                             "type": "watch.added", "goal": "g", "data": data}))
+    r = cli("quota", "should-run", json=True)
+    assert r.code == 1, r.out
+    names = [w["name"] for w in cli("watch", "list", json=True).data["watches"]]
+    assert names == ["re"]
+    show = cli("watch", "show", "re", json=True).data["watch"]
+    assert show["outcome"] == "error" and "regular expression" in show["error"]
+    assert cli("status", json=True).json["warnings"]  # the bad line is reported

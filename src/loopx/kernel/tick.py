@@ -35,15 +35,30 @@ ACTOR = "loopx:watch"
 
 
 def load_book(store) -> dict:
-    """The bookkeeping dict (``{}`` when missing or unreadable: it is a disposable cache)."""
+    """The bookkeeping dict (``{}`` when missing or unreadable: it is a disposable cache). Entries
+    that do not have the expected shape (a hand-edited or damaged file) are dropped, so their
+    watches count as never checked and run at once."""
     import json
 
     try:
         with open(store.path("cache", BOOK_FILE), encoding="utf-8") as fh:
             data = json.load(fh)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if _entry_ok(v)}
+
+
+def _entry_ok(v) -> bool:
+    if not isinstance(v, dict) or not isinstance(v.get("last_run"), str):
+        return False
+    try:
+        clock.parse_ts(v["last_run"])
+    except Exception:  # noqa: BLE001 - any unparsable time drops the entry
+        return False
+    return (isinstance(v.get("checks", 0), int) and isinstance(v.get("errors", 0), int)
+            and all(isinstance(v.get(k), (str, type(None))) for k in ("outcome", "hash", "excerpt", "error")))
 
 
 def _save_book(store, book: dict) -> None:
@@ -114,7 +129,10 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
     if match and error is None:
         import re
 
-        matched = re.search(match, text) is not None
+        try:
+            matched = re.search(match, text) is not None
+        except re.error as exc:
+            error = f"--match is not a valid regular expression: {exc}"
     outcome = "error" if error else ("pass" if code == 0 else "fail")
     excerpt = text.strip()[-EXCERPT:]
     return {"outcome": outcome, "exit_code": code, "hash": hashlib.sha256(text.encode()).hexdigest(),
@@ -179,8 +197,8 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
                 due_w = [w for w in due_w if (watches.next_due(w, book) or now_iso) <= now_iso]
             results = []
             for w in due_w:
-                res = run_check(w["check"], store.project_dir, w.get("timeout") or watches.DEFAULT_TIMEOUT,
-                                w.get("match"))
+                timeout = min(max(1.0, w.get("timeout") or watches.DEFAULT_TIMEOUT), watches.MAX_TIMEOUT)
+                res = run_check(w["check"], store.project_dir, timeout, w.get("match"))
                 prev = book.get(w["id"]) or w.get("last")
                 errors = ((book.get(w["id"]) or {}).get("errors", 0) + 1) if res["outcome"] == "error" else 0
                 res["failing"] = errors >= watches.FAILING_AFTER

@@ -133,7 +133,7 @@ def next_due(w: dict, book: dict | None) -> str | None:
     b = (book or {}).get(w["id"])
     if not b or not b.get("last_run"):
         return None
-    return clock.iso(clock.parse_ts(b["last_run"]) + clock.timedelta(seconds=w["every"]))
+    return clock.iso(clock.parse_ts(b["last_run"]) + clock.timedelta(seconds=max(MIN_EVERY, w["every"])))
 
 
 def open_todo(state: dict, watch_id: str) -> dict | None:
@@ -147,7 +147,7 @@ def open_todo(state: dict, watch_id: str) -> dict | None:
 def recurring_due(todo: dict) -> str | None:
     """When a done recurring todo comes back (ISO): the first ``created + k*every`` after it was done."""
     every = todo.get("every")
-    if not every or todo["status"] != "done":
+    if not every or every <= 0 or todo["status"] != "done":
         return None
     anchor = clock.parse_ts(todo["created"])
     done = clock.parse_ts(todo.get("done_at") or todo["updated"])

@@ -19,10 +19,18 @@ from loopx.kernel import clock, notices
 
 
 def user_cfg() -> dict:
-    from loopx.config import get_user_value
+    """The ``[notify]`` table of the user's config (``{}`` without a config file). Raises StateError
+    for a config file that is not valid TOML."""
+    from loopx.config import config_path, get_user_value
 
+    if not os.path.exists(config_path()):
+        return {}
     cfg = get_user_value("notify", {})
-    return cfg if isinstance(cfg, dict) else {}
+    if not isinstance(cfg, dict):
+        return {}
+    if not isinstance(cfg.get("since"), str):
+        cfg.pop("since", None)
+    return cfg
 
 
 def flush(store, cfg: dict | None = None) -> dict:
