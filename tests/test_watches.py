@@ -302,3 +302,20 @@ def test_hand_edited_watch_records_never_crash(project, cli, clk):
     show = cli("watch", "show", "re", json=True).data["watch"]
     assert show["outcome"] == "error" and "regular expression" in show["error"]
     assert cli("status", json=True).json["warnings"]  # the bad line is reported
+
+
+def test_loopx_run_runs_due_checks_and_takes_the_todo(project, cli, clk):
+    """`loopx run` (a real process) runs the due check itself, and the fired todo is the turn's work."""
+    from conftest import run_loopx
+
+    assert cli("start-goal", "--goal-text", "Keep CI green", "--goal-id", "ci").code == 0
+    (project / "red.py").write_text("print('test_login FAILED')\nraise SystemExit(1)\n")
+    assert cli("watch", "add", "--every", "10m", "--check", f"{PY} red.py", "--on", "fail", "--name", "ci",
+               "--todo", "fix CI").code == 0
+    agent = f"{PY} -c \"import os; open('agent-saw', 'w').write(os.environ['LOOPX_TODO_ID'])\""
+    r = run_loopx(["--agent", "bot", "run", "--agent-cmd", agent, "--once", "--json"], project,
+                  {"LOOPX_NOW": clk.iso})
+    assert r.code == 0, r.out + r.err
+    todos = cli("todo", "list", json=True).data["todos"]
+    assert [t["title"] for t in todos] == ["fix CI"]
+    assert (project / "agent-saw").read_text() == todos[0]["id"]
