@@ -117,7 +117,7 @@ def test_server_down_never_blocks_and_is_retried_then_delivered(project, cli, cl
     assert cli("notify", "list", json=True).data["notifications"][0]["deliveries"]["webhook"]["attempts"] == 1
     h2 = Hook(port)
     try:
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         clk.set(clock.parse_ts(retry_at) + timedelta(seconds=1))
         cli("quota", "should-run")

@@ -123,7 +123,7 @@ def set_user_value(dotted: str, value) -> dict:
         raise UsageError(f"bad config key {dotted!r}", "use table.key, e.g. notify.desktop")
     if value is not None:
         _check_value(dotted, value)
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
 
     os.makedirs(data_home(), exist_ok=True)
     with Store(data_home()).lock():
@@ -142,7 +142,9 @@ def set_user_value(dotted: str, value) -> dict:
             node[parts[-1]] = value
         path = config_path()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        from loopx.kernel.store import _atomic_write  # becomes kernel/fs.atomic_write (issue 9, item 16)
+        from loopx.kernel.storage.store import (
+            _atomic_write,  # becomes kernel/fs.atomic_write (issue 9, item 16)
+        )
 
         _atomic_write(path, dumps_toml(cfg).encode("utf-8"))
         os.chmod(path, 0o600)

@@ -8,6 +8,7 @@ ends with the envelope line (``data.count``), or one round per line with ``--rou
 from __future__ import annotations
 
 from loopx.commands import add, goal_opt
+from loopx.kernel.storage import actors
 
 
 def register(sub, name, help_text):
@@ -25,8 +26,9 @@ def register(sub, name, help_text):
 
 
 def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=False, events=False):
-    from loopx.kernel import clock, queries, validate
-    from loopx.kernel import history as hist
+    from loopx.kernel.read import history as hist
+    from loopx.kernel.read import queries, validate
+    from loopx.kernel.storage import clock
 
     n = validate.count(limit, "--limit", low=0, high=10_000_000)
     store = ctx.store()
@@ -49,20 +51,21 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
     out["count"] = len(out["events"])
     out["watches"] = []
     if state.get("watches"):
-        from loopx.kernel import tick, watches
+        from loopx.kernel.policy import tick
+        from loopx.kernel.write import watches
 
         out["watches"] = watches.describe(state, tick.load_book(store), clock.now_iso(), gid)
     return out
 
 
 def _round_row(r: dict) -> list[str]:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
     from loopx.output import safe
 
     if r["kind"] == "decision":
         return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
                 "", "", "", ""]
-    agent = (r["agent"] or "").removeprefix("agent:")
+    agent = actors.name(r["agent"] or "")
     return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
             safe(r["result"] or "open"), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
             format_duration(r["duration"]) if r["duration"] is not None else "-"]
@@ -92,7 +95,7 @@ def render(d: dict) -> str:
         parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", "TODO", "RESULT", "VERIFIED", "EVID",
                                                "SLOTS", "DURATION"]))
     if d.get("watches"):
-        from loopx.kernel.clock import format_duration
+        from loopx.kernel.storage.clock import format_duration
 
         rows = [[w["name"], w["goal"], format_duration(w["every"]), w["outcome"] or "never run",
                  (w["last_run"] or "-")[:19], (w["next_due"] or w["status"])[:19], str(w["fired"])]

@@ -22,8 +22,9 @@ def _project_items(path: str, info: dict) -> list[dict]:
     import shlex
 
     from loopx.errors import LoopxError
-    from loopx.kernel import clock, decide, tick
-    from loopx.kernel.store import Store
+    from loopx.kernel.policy import decide, tick
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.store import Store
 
     q = shlex.quote(path)
     if not os.path.isdir(os.path.join(path, ".loopx")):
@@ -62,7 +63,7 @@ def _project_items(path: str, info: dict) -> list[dict]:
 
 
 def inbox(ctx) -> dict:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     items = []
     projects = registry.load()
@@ -92,8 +93,8 @@ def render_inbox(d: dict) -> str:
 def disconnect(ctx, path=None) -> dict:
     from loopx.commands.humanonly import require_human
     from loopx.errors import NotFound
-    from loopx.kernel import registry
-    from loopx.kernel.store import find_root
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import find_root
 
     require_human(ctx, "disconnecting a project")
     target = path or ctx.project

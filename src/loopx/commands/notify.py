@@ -48,7 +48,8 @@ def notify_set(ctx, webhook=None, preset=None, template=None, desktop=None, no_w
     from loopx.commands.humanonly import require_human
     from loopx.config import config_path, set_user_value
     from loopx.errors import UsageError
-    from loopx.kernel import clock, validate
+    from loopx.kernel.read import validate
+    from loopx.kernel.storage import clock
     from loopx.notify.outbox import user_cfg
 
     require_human(ctx, "changing notification targets")
@@ -86,7 +87,7 @@ def render_set(d: dict) -> str:
 
 
 def notify_test(ctx):
-    from loopx.kernel import clock, ids
+    from loopx.kernel.storage import clock, ids
     from loopx.notify import channels
     from loopx.notify.outbox import user_cfg
 
@@ -108,7 +109,7 @@ def render_test(d: dict) -> str:
 
 def notify_list(ctx, limit=20) -> dict:
     from loopx.errors import StateError
-    from loopx.kernel import notices, validate
+    from loopx.kernel.read import notices, validate
     from loopx.notify.outbox import user_cfg
 
     n = validate.count(limit, "--limit", low=1, high=200)

@@ -16,8 +16,8 @@ def register(sub, name, help_text):
 
 def status(ctx, goal_id=None, orient=False):
     from loopx.errors import NotConnected
-    from loopx.kernel import clock
-    from loopx.kernel.status import summary
+    from loopx.kernel.read.status import summary
+    from loopx.kernel.storage import clock
 
     try:
         store = ctx.store()
@@ -30,7 +30,7 @@ def status(ctx, goal_id=None, orient=False):
     state = store.load(view="live")
     book = None
     if state.get("watches"):
-        from loopx.kernel.tick import load_book
+        from loopx.kernel.policy.tick import load_book
 
         book = load_book(store)
     data = summary(state, clock.now_iso(), goal_id, book)
@@ -81,7 +81,7 @@ def render(d: dict) -> str:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
-        from loopx.kernel.clock import format_duration
+        from loopx.kernel.storage.clock import format_duration
 
         for w in g.get("watches") or []:
             lines.append(f"  watch:   {safe(w['name'])} every {format_duration(w['every'])} on {w['on']}, last "

@@ -45,7 +45,7 @@ def register(sub, name, help_text):
 
 def watch_add(ctx, every, check, goal_id=None, on="change", match=None, todo=None, timeout=None, name=None):
     from loopx.commands.humanonly import require_human
-    from loopx.kernel import watches
+    from loopx.kernel.write import watches
 
     require_human(ctx, "adding a watch")
     return watches.add(ctx.store(), ctx.actor, goal_id, every=every, check=check, on=on, match=match, todo=todo,
@@ -53,7 +53,7 @@ def watch_add(ctx, every, check, goal_id=None, on="change", match=None, todo=Non
 
 
 def render_add(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     return (f"added watch {d['name']} ({d['watch_id']}) on {d['goal_id']}: every {format_duration(d['every'])}, "
             f"on {d['on']}: {safe(d['check'])}\nchecks run from `loopx quota should-run` (cron); "
@@ -61,7 +61,10 @@ def render_add(d: dict) -> str:
 
 
 def _rows(ctx, goal_id=None) -> tuple[dict, list[dict]]:
-    from loopx.kernel import clock, queries, tick, watches
+    from loopx.kernel.policy import tick
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import watches
 
     store = ctx.store()
     state = store.load()
@@ -79,7 +82,7 @@ def _when(v) -> str:
 
 
 def render_list(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     if not d["watches"]:
         return "no watches (add one with `loopx watch add --every 10m --check CMD`)"
@@ -90,7 +93,7 @@ def render_list(d: dict) -> str:
 
 
 def watch_show(ctx, watch) -> dict:
-    from loopx.kernel import watches
+    from loopx.kernel.write import watches
 
     state, rows = _rows(ctx)
     w = watches.resolve(state, watch)
@@ -98,7 +101,7 @@ def watch_show(ctx, watch) -> dict:
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     w = d["watch"]
     lines = [f"watch {w['name']} ({w['id']})  goal {w['goal']}  {w['status']}",
@@ -121,7 +124,7 @@ def render_show(d: dict) -> str:
 
 
 def watch_status(ctx, watch, action) -> dict:
-    from loopx.kernel import watches
+    from loopx.kernel.write import watches
 
     if action == "remove":
         from loopx.commands.humanonly import require_human
@@ -137,7 +140,9 @@ def render_status(d: dict) -> str:
 
 
 def watch_run(ctx, watch=None):
-    from loopx.kernel import clock, tick, watches
+    from loopx.kernel.policy import tick
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import watches
 
     store = ctx.store()
     state = store.load()

@@ -2,7 +2,7 @@
 
 ``send(channel, cfg, notice, project) -> {"ok": bool, "skipped": bool, "detail": str}``; never raises
 for delivery problems (a refused connection, a timeout, an HTTP error, a missing desktop tool).
-``notice`` is ``{event_id, type, goal, ts, title, body, reason}`` (loopx.kernel.notices); every text
+``notice`` is ``{event_id, type, goal, ts, title, body, reason}`` (loopx.kernel.read.notices); every text
 is redacted before it leaves the machine.
 """
 
@@ -30,7 +30,7 @@ def configured(cfg: dict) -> list[str]:
 
 
 def _fields(notice: dict, project: str) -> dict:
-    from loopx.kernel.redact import redact_text
+    from loopx.kernel.storage.redact import redact_text
 
     return {"event_id": notice.get("event_id"), "type": notice.get("type"), "goal": notice.get("goal"),
             "reason": notice.get("reason"), "ts": notice.get("ts"), "project": project,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from loopx.kernel import clock, notices
+from loopx.kernel.read import notices
+from loopx.kernel.storage import clock
 
 
 def user_cfg() -> dict:
@@ -34,7 +35,7 @@ def user_cfg() -> dict:
 
 
 def flush(store, cfg: dict | None = None) -> dict:
-    from loopx.kernel.store import Draft, _try_lock, _unlock
+    from loopx.kernel.storage.store import Draft, _try_lock, _unlock
     from loopx.notify import channels as ch
 
     cfg = user_cfg() if cfg is None else cfg
@@ -76,8 +77,9 @@ def flush(store, cfg: dict | None = None) -> dict:
 
 def _write(store, draft) -> None:
     from loopx.errors import LoopxError
+    from loopx.kernel.storage import actors
 
     try:
-        store.transact(lambda state, now: [draft], actor="loopx:notify")
+        store.transact(lambda state, now: [draft], actor=actors.LOOPX + "notify")
     except LoopxError:
         pass

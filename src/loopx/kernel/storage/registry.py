@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 
 def home() -> str:
@@ -38,7 +38,7 @@ def load() -> dict:
 
 def add(project_dir: str, project_id: str) -> bool:
     """Register ``project_dir``; returns True when it was not registered before."""
-    from loopx.kernel.store import Store, _atomic_write
+    from loopx.kernel.storage.store import Store, _atomic_write
 
     os.makedirs(home(), exist_ok=True)
     lock_store = Store(home())  # reuse the store's OS lock on <home>/lock
@@ -55,7 +55,7 @@ def add(project_dir: str, project_id: str) -> bool:
 
 
 def remove(project_dir: str) -> bool:
-    from loopx.kernel.store import Store, _atomic_write
+    from loopx.kernel.storage.store import Store, _atomic_write
 
     if not os.path.isdir(home()):
         return False

@@ -9,15 +9,16 @@ None), todo (title or None), timeout (s)}``. ``on`` is the trigger:
 - ``match``   ``match`` (a regex) found the output and did not the time before.
 
 Events: ``watch.added``, ``watch.paused``, ``watch.resumed``, ``watch.removed`` (this module);
-``watch.checked`` and ``watch.fired`` (loopx.kernel.tick). This module holds the write operations
-and the read side (``describe``, ``due``); running checks is loopx.kernel.tick's job.
+``watch.checked`` and ``watch.fired`` (loopx.kernel.policy.tick). This module holds the write operations
+and the read side (``describe``, ``due``); running checks is loopx.kernel.policy.tick's job.
 """
 
 from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import Draft, Store
 
 TRIGGERS = ("change", "fail", "pass", "match")
 DEFAULT_TIMEOUT = 60.0
@@ -48,7 +49,7 @@ def _duration(value, what: str, low: float, high: float, default: float | None =
 def resolve(state: dict, ref: str) -> dict:
     """The live watch named or identified by ``ref`` (name, id or unique id prefix).
     Raises NotFound or Ambiguous (exit 2)."""
-    from loopx.kernel import ids
+    from loopx.kernel.storage import ids
 
     pool = {w["id"]: w for w in (state.get("watches") or {}).values() if w["status"] != "removed"}
     for w in pool.values():
@@ -85,7 +86,7 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
     out: dict = {}
 
     def plan(state, now):
-        from loopx.kernel import ids
+        from loopx.kernel.storage import ids
 
         g = queries.resolve_goal(state, goal_id)
         if g["status"] in ("done", "stopped"):

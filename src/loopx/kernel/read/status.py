@@ -4,26 +4,16 @@
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
 priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
 (holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, watches (loopx.kernel.watches.describe rows), next`` (the one command a
-person or agent should run next). ``book`` is the watch bookkeeping (loopx.kernel.tick.load_book).
+open_runs, last_decision, watches (loopx.kernel.write.watches.describe rows), next`` (the one command a
+person or agent should run next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from loopx.kernel import clock, queries
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
-
-
-def budget(state: dict, goal: dict, now_iso: str) -> dict:
-    """Slots spent in the goal's rolling window and what is left (``window`` in seconds)."""
-    q = goal["quota"]
-    start = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=q["window"]))
-    spent, _ = queries.window_spend(state, goal["id"], start)
-    return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent),
-            "cooldown": q.get("cooldown", 0)}
 
 
 def _run_brief(run: dict | None) -> dict | None:
@@ -75,7 +65,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
     ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
     last = state["runs"].get(goal.get("last_run") or "")
-    money = budget(state, goal, now_iso)
+    money = budget.without_ledger(budget.budget(state, goal, now_iso))
     return {
         "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
         "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
@@ -103,7 +93,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
 def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dict]:
     if not state.get("watches"):
         return []
-    from loopx.kernel import watches
+    from loopx.kernel.write import watches
 
     return watches.describe(state, book, now_iso, gid)
 
@@ -117,12 +107,8 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | 
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
     rows = [goal_summary(state, g, now_iso, book) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
-    held: dict[str, list[str]] = {}
-    for t in state["todos"].values():
-        c = t.get("claim")
-        if c and c["lease_until"] > now_iso and c["holder"].startswith("agent:"):
-            held.setdefault(c["holder"][6:], []).append(t["id"])
-    agent_rows = [dict(a, holds=held.get(a["name"], [])) for a in agents]
+    held = queries.holdings(state, now_iso)
+    agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel import clock, watches
+from loopx.kernel.storage import actors, clock
+from loopx.kernel.write import watches
 
 BOOK_FILE = "watches.json"
 EXCERPT = 600
 OUTPUT_CAP = 256 * 1024
-ACTOR = "loopx:watch"
+ACTOR = actors.LOOPX + "watch"
 
 
 def load_book(store) -> dict:
@@ -64,7 +65,7 @@ def _entry_ok(v) -> bool:
 def _save_book(store, book: dict) -> None:
     import json
 
-    from loopx.kernel.store import _atomic_write
+    from loopx.kernel.storage.store import _atomic_write
 
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
@@ -98,7 +99,7 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
     import subprocess
     import time
 
-    from loopx.kernel.redact import redact_text
+    from loopx.kernel.storage.redact import redact_text
 
     t0 = time.monotonic()
     error = None
@@ -181,7 +182,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
     if not due_w and not due_t:
         out["book"] = {}
         return out
-    from loopx.kernel.store import Draft, _try_lock, _unlock
+    from loopx.kernel.storage.store import Draft, _try_lock, _unlock
 
     os.makedirs(store.path("cache"), exist_ok=True)
     fd = os.open(store.path("cache", "watch.lock"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -222,7 +223,7 @@ def _record(store, results, due_t, out, Draft) -> None:
     fired: dict[str, str] = {}
 
     def plan(state, now):
-        from loopx.kernel import ids
+        from loopx.kernel.storage import ids
 
         drafts = []
         fired.clear()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 MAX_AGE = 86400            # seconds: older events are never sent (no flood after a long silence)
 MAX_ATTEMPTS = 6

@@ -42,16 +42,15 @@ def scope_root(ctx, scope: str) -> str:
         if not os.path.isdir(ctx.project):
             raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
         return os.path.abspath(ctx.project)
-    from loopx.kernel.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
-    found = find_root(os.getcwd())
-    return os.path.dirname(found) if found else os.getcwd()
+    return project_dir() or os.getcwd()
 
 
 def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:
     from loopx import hosts
     from loopx.hosts import files, plan
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     mode = mode or "check"
     chosen = hosts.expand_hosts(host)
@@ -131,7 +130,7 @@ def render_skills(d: dict) -> str:
 
 
 def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
-    from loopx.kernel import ids
+    from loopx.kernel.storage import ids
 
     if goal_id:
         ids.check_goal_id(goal_id)

@@ -19,9 +19,9 @@ import at start-up):
 ``decisions`` goal -> last recorded should-run decision
 ``watches``   id -> {id, goal, name, every (s), check, on, match, todo, timeout (s), status
               (active|paused|removed), created, fired (count), last_fired, last{outcome, matched,
-              hash, exit_code, excerpt, ts} | None, failing (bool)} (loopx.kernel.watches)
+              hash, exit_code, excerpt, ts} | None, failing (bool)} (loopx.kernel.write.watches)
 ``notices``   [{event_id, type, goal, ts, title, body, reason}] (last 200): events a person should
-              hear about (loopx.kernel.notices); ``deliveries`` event_id -> {channel: {status,
+              hear about (loopx.kernel.read.notices); ``deliveries`` event_id -> {channel: {status,
               attempts, retry_at, error, ts}}
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
@@ -30,6 +30,8 @@ that refers to an unknown id is ignored (it is still counted).
 """
 
 from __future__ import annotations
+
+from loopx.kernel.storage import actors
 
 FOLD_VERSION = 4
 HANDOFF_KEEP = 200
@@ -70,7 +72,7 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
     spends, cut = {}, {}
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
         for gid, entries in state["spends"].items():
@@ -141,10 +143,11 @@ def apply(state: dict, rec: dict) -> None:
     """Fold one record into ``state`` (in place)."""
     state["meta"]["events"] += 1
     actor = rec.get("actor") or ""
-    if actor.startswith("agent:"):
-        agent = state["agents"].get(actor[6:])
+    name = actors.agent_name(actor)
+    if name is not None:
+        agent = state["agents"].get(name)
         if agent is None:
-            agent = state["agents"][actor[6:]] = {"name": actor[6:], "kind": "unknown",
+            agent = state["agents"][name] = {"name": name, "kind": "unknown",
                                                   "registered": None, "last_seen": None}
         ts = rec.get("ts")
         if ts and (agent["last_seen"] is None or ts > agent["last_seen"]):
@@ -218,7 +221,7 @@ def _quota_set(s, r, d):
 
 
 def _guard_set(s, r, d):
-    """The pre-tool guard config (loopx.kernel.guard): rules, protected branches, defaults on/off."""
+    """The pre-tool guard config (loopx.kernel.policy.guard): rules, protected branches, defaults on/off."""
     g = s["goals"][r["goal"]]
     g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
                   "defaults": d.get("defaults", True)}
@@ -385,7 +388,7 @@ def _noop(s, r, d):
     return None
 
 
-# ------------------------------------------------------------------- watches (loopx.kernel.watches)
+# ------------------------------------------------------------------- watches (loopx.kernel.write.watches)
 def _watch_added(s, r, d):
     wid = d["watch_id"]
     s["watches"][wid] = {
@@ -414,7 +417,7 @@ def _watch_result(fired):
     return reducer
 
 
-# ------------------------------------------------------------------- notices (loopx.kernel.notices)
+# ------------------------------------------------------------------- notices (loopx.kernel.read.notices)
 NOTICE_KEEP = 200
 # decision reasons a person must act on (docs: REASONS convention) plus the budget running out
 NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
