@@ -124,7 +124,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     validity earlier (the next due watch check or notification retry)."""
     if files is None or d["decision"] == "error":
         return
-    from loopx.kernel.storage.store import _atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
     prev = state["decisions"].get(d.get("goal_id") or "*")
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
@@ -144,6 +144,6 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         data.pop(next(iter(data)))
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        _atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
+        atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
     except (OSError, ValueError):
         pass
