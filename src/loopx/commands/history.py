@@ -52,7 +52,7 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
     out["watches"] = []
     if state.get("watches"):
         from loopx.kernel.policy import tick
-        from loopx.kernel.write import watches
+        from loopx.kernel.read import watching as watches
 
         out["watches"] = watches.describe(state, tick.load_book(store), clock.now_iso(), gid)
     return out

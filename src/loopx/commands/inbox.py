@@ -94,7 +94,7 @@ def disconnect(ctx, path=None) -> dict:
     from loopx.commands.humanonly import require_human
     from loopx.errors import NotFound
     from loopx.kernel.storage import registry
-    from loopx.kernel.storage.store import find_root
+    from loopx.kernel.storage.fs import find_root
 
     require_human(ctx, "disconnecting a project")
     target = path or ctx.project

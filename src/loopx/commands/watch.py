@@ -62,14 +62,13 @@ def render_add(d: dict) -> str:
 
 def _rows(ctx, goal_id=None) -> tuple[dict, list[dict]]:
     from loopx.kernel.policy import tick
-    from loopx.kernel.read import queries
+    from loopx.kernel.read import queries, watching
     from loopx.kernel.storage import clock
-    from loopx.kernel.write import watches
 
     store = ctx.store()
     state = store.load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
-    return state, watches.describe(state, tick.load_book(store), clock.now_iso(), gid)
+    return state, watching.describe(state, tick.load_book(store), clock.now_iso(), gid)
 
 
 def watch_list(ctx, goal_id=None) -> dict:

@@ -228,8 +228,8 @@ class Api:
         watch_rows = []
         if state.get("watches"):
             from loopx.kernel.policy import tick
+            from loopx.kernel.read import watching as watches
             from loopx.kernel.storage.store import DIRNAME, Store
-            from loopx.kernel.write import watches
 
             book = tick.load_book(Store(os.path.join(p["path"], DIRNAME)))
             watch_rows = watches.describe(state, book, now_iso, goal_id)

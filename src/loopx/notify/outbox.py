@@ -35,7 +35,8 @@ def user_cfg() -> dict:
 
 
 def flush(store, cfg: dict | None = None) -> dict:
-    from loopx.kernel.storage.store import Draft, _try_lock, _unlock
+    from loopx.kernel.storage.fs import try_lock, unlock
+    from loopx.kernel.storage.store import Draft
     from loopx.notify import channels as ch
 
     cfg = user_cfg() if cfg is None else cfg
@@ -46,7 +47,7 @@ def flush(store, cfg: dict | None = None) -> dict:
     os.makedirs(store.path("cache"), exist_ok=True)
     fd = os.open(store.path("cache", "notify.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not _try_lock(fd):
+        if not try_lock(fd):
             out["busy"] = True
             return out
         try:
@@ -69,7 +70,7 @@ def flush(store, cfg: dict | None = None) -> dict:
                     out["failed"].append(data)
                 _write(store, Draft(kind, notice.get("goal"), data))
         finally:
-            _unlock(fd)
+            unlock(fd)
     finally:
         os.close(fd)
     return out
@@ -83,3 +84,10 @@ def _write(store, draft) -> None:
         store.transact(lambda state, now: [draft], actor=actors.LOOPX + "notify")
     except LoopxError:
         pass
+
+
+def after_decision(store, state: dict, decision: dict) -> None:
+    """``decide.should_run``'s ``on_decided`` hook: send queued notices when any may be pending
+    (a decision just recorded may itself be one). Never raises for delivery problems."""
+    if decision.get("recorded") or notices.maybe_pending(state, clock.now_iso()):
+        flush(store)

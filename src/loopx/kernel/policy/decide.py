@@ -121,7 +121,7 @@ class _Eval:
     def watch_note(self):
         """Watches are checked before the decision (loopx.kernel.policy.tick); here they only explain."""
         if self.state.get("watches"):
-            from loopx.kernel.write import watches
+            from loopx.kernel.read import watching as watches
 
             note = watches.rule_note(self.state, self.goal["id"], self.book, self.now_iso)
             if note:
@@ -200,7 +200,7 @@ class _Eval:
 
     def _watching(self):
         """A goal whose only work is watches or recurring todos is watching, never planning or complete."""
-        from loopx.kernel.write import watches
+        from loopx.kernel.read import watching as watches
 
         hit = watches.idle_rule(self.state, self.goal, self.book, self.now_iso)
         if hit is None:
@@ -316,7 +316,8 @@ def _key(d: dict) -> tuple:
 
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
-               explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False) -> dict:
+               explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
+               on_decided=None) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -324,8 +325,10 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
     time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it.
     ``tick`` (``quota should-run`` and ``loopx run``, never a hook) first runs the watch checks
-    that are due and reopens due recurring todos (loopx.kernel.policy.tick), and afterwards sends queued
-    notifications (loopx.notify.outbox); the cached answer is valid only until the next due check."""
+    that are due and reopens due recurring todos (loopx.kernel.policy.tick); a cached answer is
+    valid only until the next due check. ``on_decided(store, state, decision)`` is called after a
+    fresh (not cached) evaluation (the CLI and the runner send queued notifications there,
+    loopx.notify.outbox.after_decision); anything it raises is ignored."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -366,8 +369,11 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed:
         dc.save(store, k, files, d, state, now, seen.get("git"), cap=_cap(state, book, now))
-    if tick:
-        _flush_notices(store, state, d["recorded"])
+    if on_decided is not None:
+        try:
+            on_decided(store, state, d)
+        except Exception:  # noqa: BLE001 - a follow-up (sending notifications) never fails the decision
+            pass
     return d
 
 
@@ -389,21 +395,6 @@ def _cap(state: dict, book: dict | None, now) -> str | None:
     now_iso = clock.iso(now)
     cands = [c for c in (tk.earliest_due(state, book, now_iso), notices.next_retry(state)) if c]
     return min(cands) if cands else None
-
-
-def _flush_notices(store, state: dict, recorded: bool) -> None:
-    """Send queued notifications when any are pending (a decision just recorded may be one);
-    never fails the decision."""
-    from loopx.kernel.read import notices
-
-    if not recorded and not notices.maybe_pending(state, clock.now_iso()):
-        return
-    try:
-        from loopx.notify import outbox
-
-        outbox.flush(store)
-    except Exception:  # noqa: BLE001 - delivery problems are recorded by the outbox, never raised here
-        pass
 
 
 def _changed(state: dict, d: dict) -> bool:

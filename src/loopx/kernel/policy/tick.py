@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.read import watching as watches
 from loopx.kernel.storage import actors, clock
-from loopx.kernel.write import watches
 
 BOOK_FILE = "watches.json"
 EXCERPT = 600
@@ -65,11 +65,11 @@ def _entry_ok(v) -> bool:
 def _save_book(store, book: dict) -> None:
     import json
 
-    from loopx.kernel.storage.store import _atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        _atomic_write(store.path("cache", BOOK_FILE), json.dumps(book, sort_keys=True).encode(), sync=False)
+        atomic_write(store.path("cache", BOOK_FILE), json.dumps(book, sort_keys=True).encode(), sync=False)
     except OSError:
         pass
 
@@ -182,12 +182,13 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
     if not due_w and not due_t:
         out["book"] = {}
         return out
-    from loopx.kernel.storage.store import Draft, _try_lock, _unlock
+    from loopx.kernel.storage.fs import try_lock, unlock
+    from loopx.kernel.storage.store import Draft
 
     os.makedirs(store.path("cache"), exist_ok=True)
     fd = os.open(store.path("cache", "watch.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not _try_lock(fd):
+        if not try_lock(fd):
             out["busy"] = True
             out["book"] = load_book(store)
             return out
@@ -212,7 +213,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
             if due_w or due_t:
                 _record(store, results, due_t, out, Draft)
         finally:
-            _unlock(fd)
+            unlock(fd)
     finally:
         os.close(fd)
     return out

@@ -4,7 +4,7 @@
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
 priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
 (holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, watches (loopx.kernel.write.watches.describe rows), next`` (the one command a
+open_runs, last_decision, watches (loopx.kernel.read.watching.describe rows), next`` (the one command a
 person or agent should run next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
 """
 
@@ -93,7 +93,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
 def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dict]:
     if not state.get("watches"):
         return []
-    from loopx.kernel.write import watches
+    from loopx.kernel.read import watching as watches
 
     return watches.describe(state, book, now_iso, gid)
 
