@@ -36,13 +36,16 @@ def register(sub, name, help_text):
     s = add(acts, "show", "show one goal", handler=goal_show, render=render_show, command="goal show",
             example="loopx goal show my-goal")
     s.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
-    u = add(acts, "update", "change objective, done_when, verify command or priority", handler=goal_update,
+    u = add(acts, "update", "change objective, done_when, verify command, priority or max_parallel", handler=goal_update,
             command="goal update", example='loopx goal update my-goal --done-when "CI is green"')
     u.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
     u.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT")
     u.add_argument("--done-when", metavar="TEXT")
     u.add_argument("--verify", metavar="CMD")
     u.add_argument("--priority", type=int)
+    u.add_argument("--max-parallel", metavar="N",
+                   help="runners that may drive the goal at once, each in its own git worktree (default 1; "
+                        "raising it is for humans only)")
     for action, status, help_line in (("pause", "paused", "pause automatic turns"),
                                       ("resume", "active", "resume a paused, done or stopped goal"),
                                       ("done", "done", "mark the goal done"),
@@ -180,11 +183,21 @@ def render_show(d: dict) -> str:
     return "\n".join(lines)
 
 
-def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None) -> dict:
+def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None,
+                max_parallel=None) -> dict:
     from loopx.kernel.write import goals
 
+    if max_parallel is not None:
+        from loopx.context import require_human
+        from loopx.kernel.read import queries, validate
+
+        n = validate.count(max_parallel, "--max-parallel", low=1, high=goals.MAX_PARALLEL)
+        g = queries.resolve_goal(ctx.store().load(), goal_id)
+        if n > goals.max_parallel(g):
+            require_human(ctx, "raising max_parallel")
+        max_parallel = n
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority)
+                             verify=verify, priority=priority, max_parallel=max_parallel)
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:

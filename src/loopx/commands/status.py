@@ -28,7 +28,7 @@ def status(ctx, goal_id=None, orient=False):
                       "next": "loopx connect   # then: loopx start-goal --goal-text \"...\"",
                       "help": "loopx --help"})
     state = store.load(view="live")
-    data = summary(state, clock.now_iso(), goal_id)
+    data = summary(state, clock.now_iso(), goal_id, store.root)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True
@@ -83,6 +83,9 @@ def render(d: dict) -> str:
         if lr:
             lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
                          f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z")
+        for r in g.get("open_runs") or []:
+            where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
+            lines.append(f"  running: {r['id']} by {safe(r['agent'])} on {r['todo'] or 'planning'}{where}")
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")

@@ -5,11 +5,13 @@
 priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
 (holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
 open_runs, last_decision, next`` (the one command a person or agent should run next).
+Given ``store_root``, each open run also says which git worktree it works in
+(``"worktree": {"path", "branch"}`` or None; parallel runs, docs/multi-agent.md).
 """
 
 from __future__ import annotations
 
-from loopx.kernel.read import budget, queries
+from loopx.kernel.read import budget, queries, worktrees
 from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
@@ -55,7 +57,15 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
     return counts
 
 
-def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
+def _open_run(run: dict, store_root: str | None) -> dict:
+    out = _run_brief(run)
+    if store_root is not None:
+        path = worktrees.for_run(store_root, run["id"])
+        out["worktree"] = {"path": path, "branch": worktrees.branch(run["id"])} if path else None
+    return out
+
+
+def goal_summary(state: dict, goal: dict, now_iso: str, store_root: str | None = None) -> dict:
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
@@ -79,20 +89,21 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
-        "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
+        "open_runs": [_open_run(r, store_root) for r in queries.open_runs(state, gid)],
+        "max_parallel": int(goal.get("max_parallel") or 1),
         "last_decision": state["decisions"].get(gid),
         "next": next_step(state, goal, groups, gates, ready, money),
     }
 
 
-def summary(state: dict, now_iso: str, goal_id: str | None = None) -> dict:
+def summary(state: dict, now_iso: str, goal_id: str | None = None, store_root: str | None = None) -> dict:
     """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
     if goal_id:
         goals = [queries.resolve_goal(state, goal_id)]
     else:
         order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
-    rows = [goal_summary(state, g, now_iso) for g in goals]
+    rows = [goal_summary(state, g, now_iso, store_root) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]

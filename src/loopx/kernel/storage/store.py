@@ -35,7 +35,7 @@ SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refresh
 BAD_SAMPLES = 20
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nworktrees/\n"
 
 
 def lock_timeout() -> float:

@@ -75,8 +75,20 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     return out
 
 
+MAX_PARALLEL = 64
+
+
+def max_parallel(goal: dict) -> int:
+    """How many runners may drive ``goal`` at once (default 1)."""
+    return int(goal.get("max_parallel") or 1)
+
+
 def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict:
-    """Change objective, done_when, verify or priority (``goal.updated``)."""
+    """Change objective, done_when, verify, priority or max_parallel (``goal.updated``).
+
+    ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
+    worktree (docs/multi-agent.md); raising it is a human decision, which the CLI enforces
+    (``loopx.context.require_human``) before calling this."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "--goal-text")
@@ -86,8 +98,10 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
         changes["verify"] = validate.command(fields["verify"], "--verify")
     if fields.get("priority") is not None:
         changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
+    if fields.get("max_parallel") is not None:
+        changes["max_parallel"] = validate.count(fields["max_parallel"], "--max-parallel", low=1, high=MAX_PARALLEL)
     if not changes:
-        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify or --priority")
+        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority or --max-parallel")
     out: dict = {}
 
     def plan(state, now):
