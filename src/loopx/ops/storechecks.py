@@ -78,10 +78,9 @@ def check_merge(t) -> dict:
     dups = {n: (s["dup_ids"], s["dup_seqs"]) for n, s in t.scan["streams"].items() if s["dup_ids"] or s["dup_seqs"]}
     if not dups:
         return result("store.merge", "ok", "no duplicate event ids or sequence numbers")
-    what = "; ".join(f"{n}.jsonl: {i} duplicate id(s), {q} duplicate seq(s)" for n, (i, q) in dups.items())
-    return result("store.merge", "error", f"{what} (two branches' logs merged by git?)",
-                  "keep one side's .loopx/ (`git checkout --ours .loopx/` or `--theirs`) and redo the other "
-                  "side's changes with loopx commands")
+    what = "; ".join(f"{n}.jsonl: {i} duplicate id(s), {q} repeated seq(s)" for n, (i, q) in dups.items())
+    return result("store.merge", "ok", f"{what}: a union merge of several clones' logs; readers fold each record "
+                                       "once, in (seq, id) order, so every clone computes the same state")
 
 
 def check_seq(t) -> dict:
