@@ -236,3 +236,30 @@ def test_run_branches_do_not_change_the_fingerprint(repo, cli):
     git(repo, "worktree", "add", "-q", str(repo / ".loopx" / "worktrees" / "run-x"), "loopx/run-x")
     (repo / ".loopx" / "worktrees" / "run-x" / "new.txt").write_text("x")
     assert fingerprint.git_part(str(repo)) == before
+
+
+def test_ctrl_c_stops_every_runner_and_closes_their_runs(repo, cli):
+    import signal
+
+    _goal(cli, todos=("one", "two"), max_parallel=2)
+    agent = 'touch "$LOOPX_PROJECT_DIR/.loopx/cache/in-$LOOPX_AGENT"; sleep 120 & wait'
+    p = subprocess.Popen([os.sys.executable, "-m", "loopx", "run", "--parallel", "2", "--agent-cmd", agent, "--as", "w",
+                          "--json"], cwd=repo, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    cache = repo / ".loopx" / "cache"
+    try:
+        for _ in range(900):
+            if ((cache / "in-w-1").exists() and (cache / "in-w-2").exists()) or p.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert (cache / "in-w-1").exists() and (cache / "in-w-2").exists()
+        os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in the terminal does: the parent and both runners
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    runs = _state(repo)["runs"].values()
+    assert len(runs) == 2 and all(r["finished"] and r["result"] == "failed" for r in runs)
+    kept = sorted(x.name for x in (repo / ".loopx" / "worktrees").iterdir())
+    assert kept == sorted(r["id"] for r in runs)  # failed runs keep their worktrees for a look
