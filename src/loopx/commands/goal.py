@@ -132,7 +132,8 @@ def _goal_row(state, g, now_iso):
     groups = queries.by_status(state, g["id"], now_iso)
     return {"id": g["id"], "status": g["status"], "objective": g["objective"], "priority": g.get("priority", 0),
             "todos": {k: len(v) for k, v in groups.items()},
-            "pending_gates": len(queries.pending_gates(state, g["id"])), "created": g["created"]}
+            "pending_gates": len(queries.pending_gates(state, g["id"])), "created": g["created"],
+            "max_parallel": int(g.get("max_parallel") or 1)}
 
 
 def goal_list(ctx) -> dict:
@@ -187,17 +188,11 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
                 max_parallel=None) -> dict:
     from loopx.kernel.write import goals
 
-    if max_parallel is not None:
-        from loopx.context import require_human
-        from loopx.kernel.read import queries, validate
+    from loopx.context import require_human
 
-        n = validate.count(max_parallel, "--max-parallel", low=1, high=goals.MAX_PARALLEL)
-        g = queries.resolve_goal(ctx.store().load(), goal_id)
-        if n > goals.max_parallel(g):
-            require_human(ctx, "raising max_parallel")
-        max_parallel = n
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority, max_parallel=max_parallel)
+                             verify=verify, priority=priority, max_parallel=max_parallel,
+                             on_raise=lambda: require_human(ctx, "raising max_parallel"))
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:

@@ -83,12 +83,13 @@ def max_parallel(goal: dict) -> int:
     return int(goal.get("max_parallel") or 1)
 
 
-def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict:
+def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **fields) -> dict:
     """Change objective, done_when, verify, priority or max_parallel (``goal.updated``).
 
     ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
-    worktree (docs/multi-agent.md); raising it is a human decision, which the CLI enforces
-    (``loopx.context.require_human``) before calling this."""
+    worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
+    the store lock when the new value is above the current one and raises to refuse (the CLI
+    passes ``loopx.context.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "--goal-text")
@@ -106,6 +107,8 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
+        if changes.get("max_parallel", 0) > max_parallel(g) and on_raise is not None:
+            on_raise()
         out.update(goal_id=g["id"], changed=sorted(changes))
         return [Draft("goal.updated", g["id"], changes)]
 
