@@ -186,9 +186,8 @@ def render_show(d: dict) -> str:
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None,
                 max_parallel=None) -> dict:
-    from loopx.kernel.write import goals
-
     from loopx.context import require_human
+    from loopx.kernel.write import goals
 
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
                              verify=verify, priority=priority, max_parallel=max_parallel,
