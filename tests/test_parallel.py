@@ -263,3 +263,27 @@ def test_ctrl_c_stops_every_runner_and_closes_their_runs(repo, cli):
     assert len(runs) == 2 and all(r["finished"] and r["result"] == "failed" for r in runs)
     kept = sorted(x.name for x in (repo / ".loopx" / "worktrees").iterdir())
     assert kept == sorted(r["id"] for r in runs)  # failed runs keep their worktrees for a look
+
+
+def test_an_agent_inside_a_worktree_uses_the_projects_store_and_scope(repo, cli):
+    from loopx.kernel.policy import guard
+
+    _goal(cli, todos=("one",), max_parallel=2)
+    assert cli("scope", "set", "--allow", "src/**").code == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "commit .loopx/ too")  # so every worktree checks out a stale copy
+    assert cli("todo", "add", "added after the commit", "--goal-id", "g1").code == 0
+    wt = repo / ".loopx" / "worktrees" / "run-x"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/run-x", str(wt))
+    assert (wt / ".loopx" / "events.jsonl").exists()
+    (wt / "src").mkdir()
+    listed = run_loopx(["todo", "list", "--json"], cwd=wt / "src")
+    assert listed.code == 0, listed.err
+    assert "added after the commit" in [t["title"] for t in listed.data["todos"]]
+    state = _state(repo)
+    ok = guard.evaluate(state, paths=[str(wt / "src" / "a.py")], project_dir=str(repo), cwd=str(wt))
+    assert ok["allow"], ok
+    out = guard.evaluate(state, paths=[str(wt / "docs" / "x.md")], project_dir=str(repo), cwd=str(wt))
+    assert not out["allow"] and "docs/x.md" in out["reason"]
+    own = guard.evaluate(state, paths=[str(wt / ".loopx" / "events.jsonl")], project_dir=str(repo), cwd=str(wt))
+    assert not own["allow"] and "own store" in own["reason"]

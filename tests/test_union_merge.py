@@ -101,6 +101,9 @@ def test_two_clones_add_todos_and_merge_without_conflict(clones):
     d = run_loopx(["doctor", "--json"], cwd=a)
     merge = next(c for c in d.json["data"]["checks"] if c["id"] == "store.merge")
     assert merge["status"] == "ok" and "union" in merge["finding"]
+    snap = next(c for c in d.json["data"]["checks"] if c["id"] == "store.snapshot")
+    assert (a / ".loopx" / "cache" / "snapshot.bin").exists()
+    assert snap["status"] == "ok" and "matches" in snap["finding"], snap
 
 
 def test_both_orders_of_a_union_merge_fold_to_the_same_state(clones):

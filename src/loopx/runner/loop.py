@@ -239,7 +239,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
-            if drv.isolate and not dry_run:
+            if not dry_run:  # approved merge gates of earlier parallel runs (also after max_parallel went down)
                 from loopx.runner import merge
 
                 for m in merge.merge_approved(store, drv.actor):

@@ -156,7 +156,9 @@ def merge_approved(store, actor: str) -> list[dict]:
     """Merge the branches of approved ``merge`` gates opened by parallel runs that are not merged
     yet (the human approved after the run ended). Returns one ``integrate``-shaped dict each."""
     state = store.load()
-    done = []
+    done: list[dict] = []
+    if not any(g["kind"] == "merge" and g["status"] == "approved" and g.get("run") for g in state["gates"].values()):
+        return done
     for g in sorted(state["gates"].values(), key=lambda x: x.get("seq", 0)):
         if g["kind"] != "merge" or g["status"] != "approved" or not g.get("run"):
             continue
