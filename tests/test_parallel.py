@@ -287,3 +287,21 @@ def test_an_agent_inside_a_worktree_uses_the_projects_store_and_scope(repo, cli)
     assert not out["allow"] and "docs/x.md" in out["reason"]
     own = guard.evaluate(state, paths=[str(wt / ".loopx" / "events.jsonl")], project_dir=str(repo), cwd=str(wt))
     assert not own["allow"] and "own store" in own["reason"]
+
+
+@pytest.mark.parametrize("name", ["bad name", "../x", "x" * 63, "ünï/còde"])
+def test_bad_runner_names_are_refused_before_anything_is_claimed(repo, cli, name):
+    _goal(cli, todos=("one",), max_parallel=2)
+    r = run_loopx(["run", "--parallel", "2", "--agent-cmd", AGENT, "--as", name], cwd=repo)
+    assert r.code == 2 and "agent name" in r.err and "hint:" in r.err and "Traceback" not in r.err
+    assert _state(repo)["runs"] == {} and _branches(repo) == []
+
+
+def test_a_single_runner_works_in_the_checkout_as_before(repo, cli):
+    _goal(cli, todos=("one",), max_parallel=1)
+    r = run_loopx(["run", "--agent-cmd", AGENT, "--once", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    t = r.data["turns"][0]
+    assert "worktree" not in t and r.data["agent"] == "agent:shell"
+    assert (repo / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip() == str(repo)
+    assert not (repo / ".loopx" / "worktrees").exists() and _branches(repo) == []

@@ -24,12 +24,14 @@ def register(sub, name, help_text):
     p.add_argument("--dry-run", action="store_true", help="print the packet of the next turn; claim and spend nothing")
     p.add_argument("--parallel", metavar="N", help="run N runners at once on the goal, each turn in its own git worktree "
                                                    "(needs the goal's max_parallel >= N)")
+    p.add_argument("--echo", action="store_true",
+                   help="echo the agent's output to stderr even with --format json (--parallel passes it on)")
     p.add_argument("--as", dest="as_name", metavar="NAME",
                    help="the runner's agent name (default: the preset, or 'shell'); parallel runners are NAME-1..N")
 
 
 def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=None, lease=None, dry_run=False,
-        parallel=None, as_name=None):
+        parallel=None, as_name=None, echo=False):
     import sys
 
     from loopx import output
@@ -51,7 +53,8 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
     secs = clock.parse_duration(timeout) if timeout is not None else None
     if secs is not None and secs <= 0:
         raise UsageError("--timeout must be positive", "use e.g. --timeout 20m")
-    echo = None if ctx.json or ctx.quiet else sys.stderr
+    want_echo = echo
+    echo = sys.stderr if want_echo or not (ctx.json or ctx.quiet) else None
     name = as_name if as_name is not None else (ctx.agent or "shell")
     if as_name is not None:
         from loopx.kernel.storage.ids import check_agent_name
@@ -62,7 +65,7 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         if dry_run:
             raise UsageError("--parallel and --dry-run do not go together", "drop --parallel to see the next packet")
         return _parallel(ctx, n, name=name, goal_id=goal_id, agent_cmd=agent_cmd, once=once, max_turns=max_turns,
-                         timeout=timeout, lease=lease)
+                         timeout=timeout, lease=lease, echo=want_echo or not (ctx.json or ctx.quiet))
 
     def log(msg):
         if not ctx.json and not ctx.quiet:
@@ -75,14 +78,14 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
     return output.Reply(res, res["exit_code"])
 
 
-def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lease):
+def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lease, echo):
     import os
 
     from loopx import output
     from loopx.runner import parallel
 
     store = ctx.store()
-    gid, _base = parallel.check(store, goal_id, n)
+    gid, _base = parallel.check(store, goal_id, n, name)
     argv = ["--project", store.project_dir, "run", "--goal-id", gid, "--as", name]
     if ctx.agent and not agent_cmd:
         argv[0:0] = ["--agent", ctx.agent]
@@ -90,6 +93,8 @@ def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lea
         argv += ["--agent-cmd", agent_cmd]
     if once:
         argv.append("--once")
+    if echo:
+        argv.append("--echo")
     for flag, val in (("--max-turns", max_turns), ("--timeout", timeout), ("--lease", lease)):
         if val is not None:
             argv += [flag, str(val)]

@@ -298,6 +298,9 @@ def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run:
     from loopx.runner import worktree
 
     base = worktree.base_branch(store.project_dir)  # UsageError before any slot or claim is taken
+    from loopx.kernel.storage.ids import check_agent_name
+
+    check_agent_name(f"{drv.agent}-{n}")  # the longest runner name must be a valid agent name
     lk = RunnerLock(store, gid, n)
     slot = lk.acquire()
     drv.locks[gid] = lk

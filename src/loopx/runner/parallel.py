@@ -1,8 +1,9 @@
 """``loopx run --parallel N``: N runner processes on one goal (docs/multi-agent.md).
 
-``check(store, goal_id, n) -> (goal_id, base_branch)`` refuses before anything starts: N above the
-goal's ``max_parallel`` (UsageError ``max_parallel``, exit 2; raising it is a human decision), a
-project that is not a git repository or has no current branch.
+``check(store, goal_id, n, name) -> (goal_id, base_branch)`` refuses before anything starts: N
+above the goal's ``max_parallel`` (UsageError ``max_parallel``, exit 2; raising it is a human
+decision), a runner name ``<name>-<N>`` that is not a valid agent name, a project that is not a
+git repository or has no current branch.
 
 ``spawn(argv, n, env, cwd) -> dict`` starts ``n`` child ``loopx run`` processes with the same
 options in JSON mode, waits for all of them (Ctrl-C reaches every child through the terminal's
@@ -26,8 +27,9 @@ import sys
 from loopx.errors import UsageError
 
 
-def check(store, goal_id: str | None, n: int) -> tuple[str, str]:
+def check(store, goal_id: str | None, n: int, name: str = "shell") -> tuple[str, str]:
     from loopx.kernel.policy import decide
+    from loopx.kernel.storage.ids import check_agent_name
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
     from loopx.kernel.write import goals
@@ -45,6 +47,7 @@ def check(store, goal_id: str | None, n: int) -> tuple[str, str]:
     if n > limit:
         raise UsageError(f"goal {gid} allows {limit} runner(s) at once; --parallel {n} asks for more",
                          f"a human raises it: `loopx goal update {gid} --max-parallel {n}`", code="max_parallel")
+    check_agent_name(f"{name}-{n}")  # the longest runner name
     return gid, worktree.base_branch(store.project_dir)
 
 
