@@ -29,9 +29,9 @@ from loopx.errors import UsageError
 
 def check(store, goal_id: str | None, n: int, name: str = "shell") -> tuple[str, str]:
     from loopx.kernel.policy import decide
-    from loopx.kernel.storage.ids import check_agent_name
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.ids import check_agent_name
     from loopx.kernel.write import goals
     from loopx.runner import worktree
 
