@@ -54,8 +54,12 @@ def _branches(project: Path) -> list[str]:
     return git(project, "branch", "--list", "loopx/*", "--format=%(refname:short)").split()
 
 
-def test_parallel_3_three_worktrees_three_verified_runs_three_clean_merges(repo, cli):
+@pytest.mark.parametrize("commit_store", [False, True], ids=["store-untracked", "store-committed"])
+def test_parallel_3_three_worktrees_three_verified_runs_three_clean_merges(repo, cli, commit_store):
     _goal(cli)
+    if commit_store:  # .loopx/ tracked (the default advice): it keeps changing in the checkout meanwhile
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "track .loopx/")
     r = run_loopx(["run", "--parallel", "3", "--agent-cmd", AGENT, "--as", "bot", "--json"], cwd=repo, timeout=180)
     assert r.code == 0, r.out + r.err
     d = r.data
@@ -74,6 +78,7 @@ def test_parallel_3_three_worktrees_three_verified_runs_three_clean_merges(repo,
     for t in turns:
         assert (repo / f"work-{t['todo_id']}.txt").read_text().strip() == t["todo_id"]
     merges = git(repo, "log", "--merges", "--format=%s", "main").splitlines()
+    assert git(repo, "diff", "--name-only", "HEAD~3", "HEAD", "--", ".loopx") == ""  # merges never touch the store
     assert len(merges) == 3 and all(m.startswith("loopx: merge loopx/run-") for m in merges)
     assert _branches(repo) == []
     assert not list((repo / ".loopx" / "worktrees").iterdir())
