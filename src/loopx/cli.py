@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         msg = f"cannot read or write{where}: {exc.strerror or exc}"
         hint = "check that path's type and permissions (`loopx doctor` checks the store)"
+        if exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
+            hint = "free some disk space and retry (nothing was recorded)"
         return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
     except RecursionError:
         msg = "input nested too deeply to read"

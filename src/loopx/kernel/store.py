@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from loopx import __version__
 from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
 from loopx.kernel import clock, fold, ids
+from loopx.kernel.fs import atomic_write, stale_temporaries
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -171,7 +172,7 @@ class Store:
                     "project_id": "p-" + os.urandom(6).hex(), "created_at": clock.now_iso()}
             import json
 
-            _atomic_write(fpath, (json.dumps(info, indent=2) + "\n").encode())
+            atomic_write(fpath, (json.dumps(info, indent=2) + "\n").encode())
             created = True
         for sub in ("blobs", "cache", "quarantine"):
             os.makedirs(store.path(sub), exist_ok=True)
@@ -181,7 +182,7 @@ class Store:
                 os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
         gi = store.path(".gitignore")
         if not os.path.exists(gi):
-            _atomic_write(gi, GITIGNORE.encode())
+            atomic_write(gi, GITIGNORE.encode())
         store.format_info()
         return store, created
 
@@ -356,10 +357,10 @@ class Store:
         try:
             os.makedirs(self.path("cache"), exist_ok=True)
             data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            _atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+            atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
             view = fold.live_view(body, clock.now_iso())
             live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
-            _atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
+            atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
             self._sweep_cache()
         except (OSError, ValueError):
             pass
@@ -367,13 +368,11 @@ class Store:
     def _sweep_cache(self, older_than: float = 600.0) -> None:
         """Delete temp files that a process killed mid-write left in ``cache/`` (at most one snapshot
         each); only old ones, so a concurrent writer's file in flight is never touched."""
-        cutoff = time.time() - older_than
-        for entry in os.scandir(self.path("cache")):
-            if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
+        for path in stale_temporaries(self.path("cache"), older_than=older_than):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     # ----------------------------------------------------------------- writing
     @contextmanager
@@ -486,7 +485,7 @@ class Store:
                 torn = chunk[nl + 1:]
                 os.makedirs(self.path("quarantine"), exist_ok=True)
                 qname = f"{name}-{clock.now().strftime('%Y%m%dT%H%M%SZ')}-{os.urandom(3).hex()}.torn"
-                _atomic_write(self.path("quarantine", qname), torn)
+                atomic_write(self.path("quarantine", qname), torn)
                 fh.truncate(keep)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -519,7 +518,7 @@ class Store:
         p = self.path("blobs", digest[:2], digest)
         if not os.path.exists(p):
             os.makedirs(os.path.dirname(p), exist_ok=True)
-            _atomic_write(p, data)
+            atomic_write(p, data)
         return digest
 
 
@@ -541,16 +540,6 @@ def _unmarshal(raw: bytes):
 def _expired_runs(state: dict, now_iso: str) -> bool:
     return any(r["finished"] is None and r.get("lease_until") and r["lease_until"] <= now_iso
                for r in state["runs"].values())
-
-
-def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if sync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
