@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from loopx.cli import main
-from loopx.context import AGENT_ENV_MARKERS
+from loopx.context import AGENT_ENV_MARKERS, human_name
 
 REPO = Path(__file__).resolve().parents[1]
+HUMAN = f"human:{human_name()}"  # the actor of a human's command: the OS account, never $USER
 
 
 @dataclass

@@ -18,11 +18,27 @@ def agent_markers() -> list[str]:
 
 
 def human_name() -> str:
-    for var in ("LOOPX_HUMAN", "USER", "LOGNAME", "USERNAME"):
-        v = os.environ.get(var)
-        if v:
-            return "".join(c for c in v if c.isalnum() or c in "._-")[:64] or "human"
-    return "human"
+    """The login name of the OS account running loopx: the password entry of the real uid on POSIX
+    (``pwd.getpwuid(os.getuid())``), ``GetUserNameW`` on Windows; cleaned to ``[A-Za-z0-9._-]``, at
+    most 64 characters. An account without a name is ``uid<N>``. Never read from ``USER``,
+    ``LOGNAME`` or ``USERNAME``: an agent sets those as easily as it runs a command."""
+    name = ""
+    if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
+        try:
+            name = os.getlogin()  # GetUserNameW: the account of the process token, not %USERNAME%
+        except OSError:
+            name = ""
+        fallback = "windows-user"
+    else:
+        import pwd
+
+        uid = os.getuid()
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:  # a uid without an entry (containers): the uid is still the account
+            name = ""
+        fallback = f"uid{uid}"
+    return "".join(c for c in name if c.isalnum() or c in "._-")[:64] or fallback
 
 
 class Context:
