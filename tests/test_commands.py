@@ -264,3 +264,33 @@ def test_store_file_that_is_a_directory_exits_3(goal, cli, project):
     events.mkdir()
     r = cli("status", json=True)
     assert r.code == 3 and r.json["error"]["code"] == "io_error"
+
+
+# ------------------------------------------------------------------ issue 9 item 12: agent kinds
+def test_agent_register_accepts_any_lowercase_kind_word(project, cli):
+    r = cli("agent", "register", "deepseek", "--kind", "deepseek", json=True)
+    assert r.code == 0 and r.data["kind"] == "deepseek" and r.data["known"] is False and not r.json["warnings"]
+    rows = {a["name"]: a for a in cli("agent", "list", json=True).data["agents"]}
+    assert rows["deepseek"]["kind"] == "deepseek"
+    typo = cli("agent", "register", "c2", "--kind", "codx", json=True)
+    assert typo.code == 0 and "did you mean --kind codex" in typo.json["warnings"][0]
+    for bad in ("Deep Seek", "DEEPSEEK", "x-", "x" * 40, "", "dé"):
+        r = cli("agent", "register", "z", f"--kind={bad}", json=True)
+        assert r.code == 2 and "claude-code" in r.json["error"]["hint"], bad
+
+
+def test_an_unregistered_codex_agent_shows_its_host_kind(goal, cli, project):
+    cli("--agent", "codex", "next")
+    cli("--agent", "claude", "evidence", "add", "--kind", "note", "--summary", "x")
+    cli("--agent", "robot7", "evidence", "add", "--kind", "note", "--summary", "x")
+    rows = {a["name"]: a["kind"] for a in cli("agent", "list", json=True).data["agents"]}
+    assert rows == {"codex": "codex", "claude": "claude-code", "robot7": "unknown"}
+    from loopx.dashboard.api import Api
+
+    api = Api.__new__(Api)  # only the per-project reader is needed
+    api.projects = lambda: [{"key": "k", "name": "proj", "path": str(project)}]
+    from loopx.kernel.store import Store
+
+    api.state = lambda path: Store.open(path).load()
+    shown = {a["name"]: a["kind"] for a in api.agents("2026-01-01T00:00:00Z")["projects"][0]["agents"]}
+    assert shown["codex"] == "codex" and shown["claude"] == "claude-code"

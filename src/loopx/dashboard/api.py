@@ -240,7 +240,9 @@ class Api:
                     held.setdefault(c["holder"][6:], []).append(
                         {"id": t["id"], "title": t["title"], "goal": t["goal"], "lease_until": c["lease_until"],
                          "live": c["lease_until"] > now_iso})
-            agents = [dict(a, holds=held.get(a["name"], [])) for a in
+            from loopx.kernel.agents import shown_kind
+
+            agents = [dict(a, kind=shown_kind(a), holds=held.get(a["name"], [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
