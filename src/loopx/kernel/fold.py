@@ -85,8 +85,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "goal.updated": {"objective": _S, "priority": _N + _OPT},
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
-    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
-    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                   "depends_on_goals": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                     "depends_on_goals": _L + _OPT},
     "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
     "todo.renewed": {"todo_id": _S, "lease_until": _S},
     "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
@@ -119,7 +121,7 @@ def check_shape(rec: dict) -> None:
                 raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
             if key in _ID_FIELDS and key not in data:
                 raise ValueError(f"{rec['type']}: field {key!r} is missing")
-        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+        for key in ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect"):
             if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
                 raise ValueError(f"{rec['type']}: {key!r} must list strings")
 
@@ -217,6 +219,7 @@ def _todo_added(s, r, d):
     s["todos"][tid] = {
         "id": tid, "goal": r["goal"], "title": d.get("title", ""), "detail": d.get("detail"),
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
+        "depends_on_goals": list(d.get("depends_on_goals") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
         "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
         "created_by": r.get("actor"),
@@ -229,7 +232,7 @@ def _todo(s, d):
 
 def _todo_updated(s, r, d):
     t = _todo(s, d)
-    for k in ("title", "detail", "priority", "depends_on", "acceptance", "verify"):
+    for k in ("title", "detail", "priority", "depends_on", "depends_on_goals", "acceptance", "verify"):
         if k in d:
             t[k] = d[k]
     t["updated"] = r["ts"]
