@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
     "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
     "heartbeat-prompt": ("skills", "the prompt a scheduled automation should run each tick"),
+    "schedule": ("schedule", "print a cron or systemd recipe with the absolute path of this loopx filled in"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):
