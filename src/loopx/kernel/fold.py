@@ -101,6 +101,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
+    "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
 }
@@ -339,6 +340,8 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    if d.get("reaped"):
+        run["reaped"] = True
     g = s["goals"].get(run["goal"])
     if g is not None:
         if run["result"] in ("progress", "completion"):
@@ -349,6 +352,10 @@ def _run_finished(s, r, d):
 
 def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
+
+
+def _run_attached(s, r, d):
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
 
 def _quota_spent(s, r, d):
@@ -400,6 +407,7 @@ REDUCERS = {
     "handoff.recorded": _handoff_recorded,
     "run.started": _run_started,
     "run.renewed": _run_renewed,
+    "run.attached": _run_attached,
     "run.finished": _run_finished,
     "quota.spent": _quota_spent,
     "decision.recorded": _decision_recorded,

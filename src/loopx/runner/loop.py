@@ -79,10 +79,15 @@ class Driver:
                 except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
                     pass
 
+            def attached(pid):
+                from loopx.kernel import agentproc
+
+                turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
+
             res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
                                     env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
-                                    echo=self.echo)
+                                    echo=self.echo, on_start=attached)
         finally:
             for p in (prompt_file, json_file):
                 try:
