@@ -77,7 +77,7 @@ def test_kill_9_of_the_runner_ends_the_agent_and_its_children(project, cli, tmp_
         runner.send_signal(signal.SIGKILL)
         runner.wait()
         _wait_for(lambda: not _running(agent_pid) and not _running(child_pid), "the orphaned agent to end")
-        assert not agentproc.alive(proc)
+        _wait_for(lambda: not agentproc.alive(proc), "the guard to end the whole group")
     finally:
         if runner.poll() is None:
             runner.kill()
