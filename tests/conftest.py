@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from loopx.cli import main
-from loopx.context import AGENT_ENV_MARKERS, human_name
+from loopx.context import AGENT_ENV_MARKERS
+from loopx.kernel.storage.actors import human_name
 
 REPO = Path(__file__).resolve().parents[1]
 HUMAN = f"human:{human_name()}"  # the actor of a human's command: the OS account, never $USER
@@ -102,7 +103,7 @@ class Clock:
         self.set(start)
 
     def set(self, when):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         self.now = when
         self.mp.setenv("LOOPX_NOW", clock.iso(when))
@@ -115,7 +116,7 @@ class Clock:
 
     @property
     def iso(self):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         return clock.iso(self.now)
 

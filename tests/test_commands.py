@@ -18,7 +18,7 @@ def test_connect_is_idempotent_and_writes_gitignore(project, cli):
 
 
 def test_connect_registers_project_in_user_registry(project, cli, tmp_path):
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     assert str(project) in registry.load()
 
@@ -192,7 +192,7 @@ def test_json_envelope_on_argparse_error(project, cli):
 
 
 def test_status_next_says_wait_when_the_budget_is_spent(goal, cli):
-    from loopx.kernel.store import Draft, Store
+    from loopx.kernel.storage.store import Draft, Store
 
     cli("quota", "set", "--goal-id", goal, "--slots", "1")
     Store.open(".").transact(lambda s, n: [Draft("quota.spent", goal, {"run_id": "run-x", "slots": 1})], actor="human:t")
@@ -289,7 +289,7 @@ def test_an_unregistered_codex_agent_shows_its_host_kind(goal, cli, project):
 
     api = Api.__new__(Api)  # only the per-project reader is needed
     api.projects = lambda: [{"key": "k", "name": "proj", "path": str(project)}]
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
 
     api.state = lambda path: Store.open(path).load()
     shown = {a["name"]: a["kind"] for a in api.agents("2026-01-01T00:00:00Z")["projects"][0]["agents"]}
@@ -334,7 +334,7 @@ def test_goal_dependency_refuses_itself_unknown_goals_and_cycles(goal, cli):
 
 def test_dashboard_goal_page_shows_the_goal_dependency(goal, cli, project):
     from loopx.dashboard.api import Api
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
 
     cli("start-goal", "--goal-text", "B", "--goal-id", "b", "--todo", "x", json=True)
     tid = cli("todo", "add", "after g1", "--goal-id", "b", "--depends-on-goal", goal, json=True).data["todo_id"]

@@ -73,7 +73,7 @@ def test_demo_by_default_lives_in_the_data_folder_and_keeps_counting_turns(tmp_p
 
 
 def test_review_packet_counts_in_the_singular():
-    from loopx.kernel.review import render_markdown
+    from loopx.kernel.policy.review import render_markdown
 
     d = {"goal": {"id": "g", "objective": "o", "status": "active", "created": "2026-01-01T00:00:00Z"},
          "period": {"since": None, "until": "2026-01-02T00:00:00Z"},

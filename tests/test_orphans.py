@@ -14,8 +14,9 @@ from datetime import timedelta
 import pytest
 
 from conftest import subprocess_env
-from loopx.kernel import agentproc, clock, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import turn
+from loopx.kernel.storage import agentproc, clock
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups and signals are POSIX")
 

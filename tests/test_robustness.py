@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from loopx.kernel import fs
+from loopx.kernel.storage import fs
 
 posix_only = pytest.mark.skipif(os.name == "nt", reason="symlinks and modes are POSIX here")
 
@@ -208,7 +208,7 @@ def _expected(n: int, tail: bytes) -> tuple[str, int]:
 def test_ingest_hashes_the_whole_stream_in_bounded_memory_and_redacts_what_it_keeps():
     import tracemalloc
 
-    from loopx.kernel.evidence import MAX_BLOB, ingest
+    from loopx.kernel.write.evidence import MAX_BLOB, ingest
 
     secret = b"export GITHUB_TOKEN=ghp_" + b"a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + b"\n=== 1 failed ===\n"
     n = 128 << 20
@@ -240,7 +240,7 @@ def test_evidence_add_from_stdin_streams_hash_and_size_of_everything(goal, cli, 
 
 
 def test_ingest_small_output_is_kept_whole():
-    from loopx.kernel.evidence import ingest
+    from loopx.kernel.write.evidence import ingest
 
     kept, sha, size = ingest(b"ok\n")
     assert (kept, sha, size) == ("ok\n", hashlib.sha256(b"ok\n").hexdigest(), 3)

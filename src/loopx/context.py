@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
+from loopx.config import env
 from loopx.errors import UsageError
+from loopx.kernel.storage import actors
 
 # Environment markers that agent hosts set inside their sessions and tool calls.
 AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
@@ -15,30 +17,6 @@ AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "COD
 def agent_markers() -> list[str]:
     """Names of the agent-host environment markers set in this process."""
     return [m for m in AGENT_ENV_MARKERS if os.environ.get(m)]
-
-
-def human_name() -> str:
-    """The login name of the OS account running loopx: the password entry of the real uid on POSIX
-    (``pwd.getpwuid(os.getuid())``), ``GetUserNameW`` on Windows; cleaned to ``[A-Za-z0-9._-]``, at
-    most 64 characters. An account without a name is ``uid<N>``. Never read from ``USER``,
-    ``LOGNAME`` or ``USERNAME``: an agent sets those as easily as it runs a command."""
-    name = ""
-    if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
-        try:
-            name = os.getlogin()  # GetUserNameW: the account of the process token, not %USERNAME%
-        except OSError:
-            name = ""
-        fallback = "windows-user"
-    else:
-        import pwd
-
-        uid = os.getuid()
-        try:
-            name = pwd.getpwuid(uid).pw_name
-        except KeyError:  # a uid without an entry (containers): the uid is still the account
-            name = ""
-        fallback = f"uid{uid}"
-    return "".join(c for c in name if c.isalnum() or c in "._-")[:64] or fallback
 
 
 class Context:
@@ -52,9 +30,9 @@ class Context:
                  quiet: bool = False, debug: bool = False, command: str = "") -> None:
         self.project = project
         self.fmt = fmt
-        self.agent = agent if agent is not None else (os.environ.get("LOOPX_AGENT") or None)
+        self.agent = agent if agent is not None else env("LOOPX_AGENT")
         if self.agent is not None:
-            from loopx.kernel.ids import check_agent_name
+            from loopx.kernel.storage.ids import check_agent_name
 
             check_agent_name(self.agent)
         self.quiet = quiet
@@ -69,12 +47,12 @@ class Context:
     @property
     def actor(self) -> str:
         """``agent:<name>`` for an agent, else ``human:<login>``."""
-        return f"agent:{self.agent}" if self.agent else f"human:{human_name()}"
+        return actors.of(self.agent)
 
     def store(self):
         """The project's Store (opened once). Raises NotConnected (exit 3)."""
         if self._store is None:
-            from loopx.kernel.store import Store
+            from loopx.kernel.storage.store import Store
 
             if self.project is not None and not os.path.isdir(self.project):
                 raise UsageError(f"--project {self.project!r} is not a directory",

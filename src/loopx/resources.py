@@ -43,7 +43,13 @@ def loopx_executable() -> str:
     import sys
     import sysconfig
 
-    from loopx.runner.presets import quote
+    if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
+        from subprocess import list2cmdline
+
+        def quote(arg: str) -> str:
+            return list2cmdline([arg])
+    else:
+        from shlex import quote
 
     names = ("loopx.exe", "loopx-script.py", "loopx") if os.name == "nt" else ("loopx",)
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""

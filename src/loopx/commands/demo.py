@@ -15,6 +15,7 @@ leaves the checkout clean; ``--dir`` picks another place. The output says where 
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.config import env
 
 GOAL = "demo"
 TODOS = [
@@ -65,8 +66,9 @@ def setup(path, actor: str) -> dict:
     import shutil
 
     from loopx.errors import StateError
-    from loopx.kernel import goals, registry, todos
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
+    from loopx.kernel.write import goals, todos
     from loopx.resources import data_path
 
     src = data_path("examples", "demo-project")
@@ -101,20 +103,19 @@ def default_dir() -> str:
     """``demo`` in the user's loopx data folder (``$LOOPX_HOME/demo`` when set)."""
     import os
 
-    from loopx.kernel.registry import home
+    from loopx.config import data_home
 
-    return os.path.join(home(), "demo")
+    return os.path.join(data_home(), "demo")
 
 
 def demo(ctx, dir=None, approve=False, timeout="5m"):
-    import os
     import sys
     from pathlib import Path
 
     from loopx import output
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import clock
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.store import Store
 
     path = Path(dir or default_dir()).resolve()
     if approve and (ctx.agent or _agent_session()):
@@ -144,14 +145,14 @@ def demo(ctx, dir=None, approve=False, timeout="5m"):
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
             break
-        from loopx.kernel import gates
+        from loopx.kernel.write import gates
 
         gates.decide(store, ctx.actor, stop["gate_id"], approve=True, channel="confirm-flag",
                      note="approved with `loopx demo --approve`")
         if log:
             log(f"approved gate {stop['gate_id']} as {ctx.actor} (--approve)")
     out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": turns, "stop": stop, "stage": "stopped"}
-    if os.environ.get("LOOPX_DEMO_DEBUG"):
+    if env("LOOPX_DEMO_DEBUG"):
         out["info"] = info
     return output.Reply(*_conclude(store, ctx, out, res))
 
@@ -187,7 +188,8 @@ def _drive(store, secs, ctx, log, first_turn: int = 1):
 
 
 def _conclude(store, ctx, out, res):
-    from loopx.kernel import goals, review
+    from loopx.kernel.policy import review
+    from loopx.kernel.write import goals
 
     stop = out["stop"]
     if res["exit_code"]:

@@ -61,7 +61,7 @@ def _open_output(output, output_file):
 
 def evidence_add(ctx, kind, summary, goal_id=None, todo=None, run=None, cmd=None, exit_code=None, output=None,
                  output_file=None, commit=None, files=None) -> dict:
-    from loopx.kernel import evidence
+    from loopx.kernel.write import evidence
 
     stream = _open_output(output, output_file)
     try:
@@ -79,7 +79,7 @@ def render_add(d: dict) -> str:
 
 
 def evidence_list(ctx, goal_id=None, todo=None, run=None, limit=50) -> dict:
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
 
     state = ctx.store().load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id or state["goals"] else None
@@ -87,7 +87,7 @@ def evidence_list(ctx, goal_id=None, todo=None, run=None, limit=50) -> dict:
     rid = queries.resolve_run(state, run)["id"] if run else None
     rows = [e for e in sorted(state["evidence"].values(), key=lambda e: e.get("seq", 0))
             if (gid is None or e["goal"] == gid) and (tid is None or e["todo"] == tid) and (rid is None or e["run"] == rid)]
-    from loopx.kernel import validate
+    from loopx.kernel.read import validate
 
     n = validate.count(limit, "--limit", low=0, high=10_000_000)
     return {"evidence": rows[-n:] if n else rows, "count": len(rows)}
@@ -102,8 +102,8 @@ def render_list(d: dict) -> str:
 
 
 def evidence_show(ctx, evidence) -> dict:
-    from loopx.kernel import evidence as ev
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import evidence as ev
 
     store = ctx.store()
     e = queries.resolve_evidence(store.load(), evidence)

@@ -35,7 +35,7 @@ def register(sub, name, help_text):
 def _every(text: str) -> tuple[int, str, str]:
     """(seconds, cron minute/hour fields, systemd OnCalendar) for ``--every``."""
     from loopx.errors import UsageError
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     secs = int(clock.parse_duration(text))
     mins = secs // 60
@@ -63,7 +63,8 @@ def _path_value(agent_cli: str | None, exe: str) -> str:
 
 def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m") -> dict:
     from loopx.errors import UsageError
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
     from loopx.resources import loopx_executable
     from loopx.runner import presets
     from loopx.runner.presets import quote

@@ -72,7 +72,8 @@ def payload_dir(payload: dict, project: str | None) -> str:
 
 def open_store(where: str):
     """The Store governing ``where`` or None when no ``.loopx/`` is at or above it."""
-    from loopx.kernel.store import Store, find_root
+    from loopx.kernel.storage.fs import find_root
+    from loopx.kernel.storage.store import Store
 
     root = find_root(where)
     return Store(root) if root else None
@@ -107,7 +108,7 @@ def _read_count(path: str) -> int:
 def _write_count(path: str, n: int) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        from loopx.kernel.fs import atomic_write
+        from loopx.kernel.storage.fs import atomic_write
 
         atomic_write(path, json.dumps({"count": n}), sync=False)
     except OSError:
@@ -144,9 +145,10 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
 
 
 def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
 
-    t = turn.next_turn(store, f"agent:{agent}", goal_id=goal_id)
+    t = turn.next_turn(store, actors.agent(agent), goal_id=goal_id)
     d = t.get("decision") or {}
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)
@@ -206,7 +208,7 @@ def deny(host: str, reason: str) -> dict:
 def pre_tool(payload: dict, host: str, *, project: str | None = None,
              goal_id: str | None = None) -> tuple[dict | None, dict]:
     """The pre-tool guard (see the module docstring). Never raises."""
-    from loopx.kernel import guard
+    from loopx.kernel.policy import guard
 
     neutral = {} if host == "cursor" else None
     store = None
@@ -238,7 +240,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
 # ------------------------------------------------------------------ session start
 def session_summary(state: dict, goal_id: str | None = None) -> str | None:
     """A few lines: each active goal, its next todo and pending gates; None without goals."""
-    from loopx.kernel import clock, status
+    from loopx.kernel.read import status
+    from loopx.kernel.storage import clock
 
     goals = [g for g in status.summary(state, clock.now_iso(), goal_id)["goals"] if g["status"] == "active"]
     if not goals:

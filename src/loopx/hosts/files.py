@@ -55,7 +55,7 @@ def block_text(content: str) -> str:
 
 # ------------------------------------------------------------------ manifest
 def manifest_path() -> str:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     return os.path.join(registry.home(), "hosts", "manifest.json")
 
@@ -80,7 +80,7 @@ def save_manifest(data: dict) -> None:
 def write_text(path: str, text: str) -> None:
     """Write ``text`` atomically through ``kernel.fs.atomic_write``: a symlink keeps pointing at
     its target, which gets the new text; the target's file mode is kept. Creates parent folders."""
-    from loopx.kernel.fs import atomic_write, resolve
+    from loopx.kernel.storage.fs import atomic_write, resolve
 
     os.makedirs(os.path.dirname(resolve(path)) or ".", exist_ok=True)
     atomic_write(path, text)

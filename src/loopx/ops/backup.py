@@ -31,7 +31,7 @@ def _digest(data: bytes) -> str:
 
 
 def backup_dir() -> str:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     return os.path.join(registry.home(), "update-backups")
 
@@ -60,7 +60,7 @@ def backup_wheel(dest_dir: str | None = None) -> str:
     path = os.path.join(dest_dir, f"loopx-{dist.version}-{_tag(dist)}.whl")
     import io
 
-    from loopx.kernel.fs import atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
     buf = io.BytesIO()
     records = []

@@ -8,7 +8,7 @@ import contextlib
 import os
 import shutil
 
-from loopx.kernel.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
+from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
 
 
 def _writable(store) -> None:
@@ -22,7 +22,7 @@ def _writable(store) -> None:
 
 def repair_store(t, actor: str) -> str:
     """Quarantine a torn tail (the store's own repair) and undecodable lines, under the lock."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
     from loopx.ops.storescan import quarantine_bad_lines
 
     store = t.store()
@@ -72,7 +72,7 @@ def add_ignore_rules(t, actor: str) -> str:
         text = "# written by loopx: machine-local files\n"
     if text and not text.endswith("\n"):
         text += "\n"
-    from loopx.kernel.fs import atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
     atomic_write(path, text + "".join(r + "\n" for r in missing))
     return f"added {', '.join(missing)} to .loopx/.gitignore"

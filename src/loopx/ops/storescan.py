@@ -21,9 +21,9 @@ import json
 import os
 import re
 
-from loopx.kernel import fold
-from loopx.kernel.fs import atomic_write
-from loopx.kernel.store import _CONFLICT, STREAMS, Draft, decode
+from loopx.kernel.storage import fold
+from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.store import _CONFLICT, STREAMS, Draft, decode
 
 BAD_SAMPLES = 20
 _SEQ = re.compile(rb'"seq":(\d+)')

@@ -17,7 +17,8 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
     import os
 
     from loopx.errors import UsageError
-    from loopx.kernel import clock, review
+    from loopx.kernel.policy import review
+    from loopx.kernel.storage import clock
 
     start = clock.since_arg(since, clock.now()) if since else None
     d = review.build(ctx.store(), goal_id=goal_id, since=start)
@@ -32,7 +33,7 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
         if os.path.isdir(path):
             raise UsageError(f"--output {output!r} is a directory", "name a file, e.g. --output review.md")
         try:
-            from loopx.kernel.fs import atomic_write
+            from loopx.kernel.storage.fs import atomic_write
 
             atomic_write(path, md)
         except OSError as exc:

@@ -1,4 +1,4 @@
-"""The state fingerprint: a short hash of everything a turn depends on (DESIGN section 6).
+"""The state fingerprint: a short hash of everything a turn depends on (docs/architecture.md#the-governed-loop).
 
 It covers the goal (objective, done_when, verify, status, scope), the goal's todos that are not
 done or archived (id, title, detail, priority, dependencies, acceptance, verify and status, with
@@ -49,9 +49,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
 
 
 def _git_dir(project_dir: str) -> str | None:
-    from loopx.kernel.store import find_up
+    from loopx.kernel.storage.fs import git_dir
 
-    return find_up(project_dir, ".git", dir_only=False)
+    return git_dir(project_dir)
 
 
 def in_git(project_dir: str | None) -> bool:

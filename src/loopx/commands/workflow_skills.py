@@ -40,32 +40,14 @@ def choose_scope(ctx, scope: str | None) -> tuple[str, str]:
         return scope, "as asked (--scope)"
     if ctx.project:
         return "project", "--project names a project; --scope user installs for your home folder instead"
-    from loopx.kernel.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
-    found = find_root(os.getcwd())
+    found = project_dir()
     if found:
-        return "project", (f"inside the loopx project {os.path.dirname(found)}; "
+        return "project", (f"inside the loopx project {found}; "
                            "--scope user installs for your home folder instead")
     return "user", ("no loopx project here (no .loopx/ in this folder or above); "
                     "in a project, run `loopx connect` there or pass --scope project")
-
-
-def scope_root(ctx, scope: str) -> str:
-    """The folder paths are relative to: the home folder (user) or the project (project)."""
-    from loopx.errors import UsageError
-
-    if scope == "user":
-        return os.path.expanduser("~")
-    if scope != "project":
-        raise UsageError(f"unknown scope {scope!r}", "use --scope project or --scope user")
-    if ctx.project:
-        if not os.path.isdir(ctx.project):
-            raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
-        return os.path.abspath(ctx.project)
-    from loopx.kernel.store import find_root
-
-    found = find_root(os.getcwd())
-    return os.path.dirname(found) if found else os.getcwd()
 
 
 DONE = {"create": "created", "update": "updated", "replace": "replaced", "remove": "removed",
@@ -85,10 +67,12 @@ def outcome(action: str) -> str:
 def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force=False) -> Reply:
     from loopx import hosts
     from loopx.hosts import files, plan
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     mode = mode or "check"
     chosen = hosts.expand_hosts(host)
+    from loopx.commands import scope_root
+
     scope, why = choose_scope(ctx, scope)
     root = scope_root(ctx, scope)
     items = plan.items(chosen, scope, root)
@@ -176,7 +160,7 @@ def render_skills(d: dict) -> str:
 
 
 def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
-    from loopx.kernel import ids
+    from loopx.kernel.storage import ids
 
     if goal_id:
         ids.check_goal_id(goal_id)

@@ -1,4 +1,4 @@
-"""The append-only store under ``.loopx/`` (DESIGN section 3; docs/file-format.md).
+"""The append-only store under ``.loopx/`` (docs/architecture.md#store; docs/file-format.md).
 
 Two JSONL streams, ``events.jsonl`` (control events) and ``evidence.jsonl`` (evidence records),
 one compact JSON object per line ending in a ``crc`` field: the CRC32 (8 hex digits) of the line's
@@ -15,14 +15,14 @@ line. Bad lines are skipped, counted and reported, never silently dropped.
 from __future__ import annotations
 
 import os
-import time
 import zlib
 from contextlib import contextmanager
 
 from loopx import __version__
-from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
-from loopx.kernel import clock, fold, ids
-from loopx.kernel.fs import atomic_write, stale_temporaries
+from loopx.config import env
+from loopx.errors import NotConnected, ReadOnlyStore, StateError
+from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -32,7 +32,6 @@ SNAPSHOT_FILE = "snapshot.bin"
 LIVE_FILE = "live.bin"
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
 BAD_SAMPLES = 20
-DIRNAME = ".loopx"
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
@@ -41,7 +40,7 @@ GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
 def lock_timeout() -> float:
     """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10)."""
     try:
-        return max(0.0, float(os.environ.get("LOOPX_LOCK_TIMEOUT", "10")))
+        return max(0.0, float(env("LOOPX_LOCK_TIMEOUT") or "10"))
     except ValueError:
         return 10.0
 
@@ -110,26 +109,6 @@ class Draft:
 
     def __init__(self, type: str, goal: str | None, data: dict, stream: str = "events") -> None:
         self.type, self.goal, self.data, self.stream = type, goal, data, stream
-
-
-def find_up(start: str, name: str, *, dir_only: bool = True) -> str | None:
-    """The nearest ``name`` at or above ``start`` (a directory, or with ``dir_only=False`` any kind
-    of entry, as git's worktree ``.git`` files), or None."""
-    test = os.path.isdir if dir_only else os.path.exists
-    cur = os.path.abspath(start)
-    while True:
-        cand = os.path.join(cur, name)
-        if test(cand):
-            return cand
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
-
-
-def find_root(start: str) -> str | None:
-    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
-    return find_up(start, DIRNAME)
 
 
 class Store:
@@ -223,7 +202,7 @@ class Store:
 
     # ----------------------------------------------------------------- reading
     def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
-        """The folded state (a plain dict, see loopx.kernel.fold). Lock-free.
+        """The folded state (a plain dict, see loopx.kernel.storage.fold). Lock-free.
         ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason.
 
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
@@ -379,23 +358,8 @@ class Store:
     def lock(self, timeout: float | None = None):
         """Hold the store's OS lock. Raises StoreBusy (exit 4) after ``timeout`` seconds.
         The OS drops the lock when the holder dies, so a killed writer never blocks others."""
-        wait = lock_timeout() if timeout is None else timeout
-        fd = os.open(self.path("lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + wait
-            delay = 0.002
-            while not _try_lock(fd):
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"the store is busy (another loopx process held the lock for {wait:g}s)",
-                                    "retry in a moment; raise LOOPX_LOCK_TIMEOUT if this persists")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-            try:
-                yield
-            finally:
-                _unlock(fd)
-        finally:
-            os.close(fd)
+        with locked(self.path("lock"), lock_timeout() if timeout is None else timeout):
+            yield
 
     def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.
@@ -403,8 +367,9 @@ class Store:
         ``plan(state, now)`` sees the state folded under the lock and returns a list of Draft
         (or raises a LoopxError to refuse). Evidence drafts are written before control events.
         Before the plan runs, the writer does the store's housekeeping and writes it even when
-        the plan then refuses: torn tails are repaired and, with ``reap``, runs whose lease ended
-        are closed as failed (their claims released), so the plan sees the state after that.
+        the plan then refuses: torn tails are repaired and, with ``reap``, the registered housekeeping
+        runs (``register_housekeeping``: the write layer's run reaper closes runs whose lease ended as
+        failed and releases their claims), so the plan sees the state after that.
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
@@ -415,10 +380,9 @@ class Store:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
-            if reap and _expired_runs(state, clock.iso(now)):
-                from loopx.kernel.turn import reap_drafts
-
-                repairs = list(repairs) + reap_drafts(state, now)
+            if reap:
+                for housekeeping in HOUSEKEEPING:
+                    repairs = list(repairs) + list(housekeeping(state, now))
             records = self._append(state, list(repairs), now, actor) if repairs else []
             records += self._append(state, list(plan(state, now) or []), now, actor)
             lines = sum(m["lines"] for m in state["meta"]["files"].values())
@@ -427,7 +391,7 @@ class Store:
             return records, state
 
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
-        from loopx.kernel.redact import redact
+        from loopx.kernel.storage.redact import redact
 
         ts = clock.iso(now)
         records: list[dict] = []
@@ -537,34 +501,13 @@ def _unmarshal(raw: bytes):
             gc.enable()
 
 
-def _expired_runs(state: dict, now_iso: str) -> bool:
-    return any(r["finished"] is None and r.get("lease_until") and r["lease_until"] <= now_iso
-               for r in state["runs"].values())
+# Housekeeping registered by higher layers (``loopx.kernel.write`` registers the run reaper), so the
+# storage layer never imports them: each is ``fn(state, now) -> list[Draft]`` run inside every
+# transaction (unless ``reap=False``) before the plan.
+HOUSEKEEPING: list = []
 
 
-if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+def register_housekeeping(fn) -> None:
+    """Run ``fn(state, now) -> list[Draft]`` in every transaction before its plan (idempotent)."""
+    if fn not in HOUSEKEEPING:
+        HOUSEKEEPING.append(fn)

@@ -1,8 +1,8 @@
-"""The turn lifecycle (DESIGN section 7): start a turn, finish it, spend budget on it.
+"""The turn lifecycle (docs/architecture.md#the-governed-loop): start a turn, finish it, spend budget on it.
 
 - ``next_turn`` asks should-run; on ``run`` it claims the todo with a lease and opens a run
   (``todo.claimed`` + ``run.started``) in one compare-and-append transaction, then returns the
-  turn packet (see ``loopx.kernel.packet``).
+  turn packet (see ``loopx.kernel.policy.packet``).
 - ``finish`` closes the run (``run.finished``), optionally running the verify command first and
   recording it as evidence; the todo's claim is released, or the todo is completed when the
   result is ``completion`` and evidence backs it.
@@ -21,39 +21,20 @@ import subprocess
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, decide, fingerprint, ids, queries, todos, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.policy import decide
+from loopx.kernel.read import budget, fingerprint, queries, validate
+from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import runs, todos
 
 VERIFY_TIMEOUT = 1800.0
-
-
-def _agent_name(actor: str) -> str | None:
-    return actor[6:] if actor.startswith("agent:") else None
-
-
-def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
-    """Drafts that close every open run whose lease ended before ``now`` as ``failed`` and
-    release the claim its agent still holds on the run's todo."""
-    now_iso = clock.iso(now)
-    drafts = []
-    for run in queries.open_runs(state):
-        if run["id"] == skip or not run.get("lease_until") or run["lease_until"] > now_iso:
-            continue
-        drafts.append(Draft("run.finished", run["goal"], {
-            "run_id": run["id"], "result": "failed", "verified": False, "evidence": [],
-            "fingerprint": None, "note": f"lease expired at {run['lease_until']}", "reaped": True}))
-        t = state["todos"].get(run.get("todo") or "")
-        if t and t.get("claim") and t["claim"]["holder"] == run["agent"] and t["status"] == "claimed":
-            drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"],
-                                                             "note": f"run {run['id']} lease expired"}))
-    return drafts
 
 
 def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict | None:
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
     state = store.load()
     now = clock.now()
@@ -84,9 +65,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
     The decision is evaluated again under the store lock; when another writer changed the answer
     meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
-    agent = _agent_name(actor)
+    agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)
     resumed = None if dry_run else _resume(store, actor, goal_id, driven)
     if resumed is not None:
@@ -108,7 +89,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         return out
 
     def plan(state, now):
-        drafts = reap_drafts(state, now)
+        drafts = runs.reap_drafts(state, now)
         again = decide.evaluate(state, now, goal_id=gid, agent=agent,
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer
@@ -172,7 +153,7 @@ def verify_command(state: dict, run: dict) -> str | None:
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
     """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
     the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
-    from loopx.kernel import evidence
+    from loopx.kernel.write import evidence
 
     limit = VERIFY_TIMEOUT if timeout is None else timeout
     timed_out = False
@@ -226,7 +207,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             _may_finish(r, actor, result)
             out.update(_finished_view(state, r), repeat=True)
             return []
-        drafts = reap_drafts(state, now, skip=r["id"])
+        drafts = runs.reap_drafts(state, now, skip=r["id"])
         evs = [queries.resolve_evidence(state, e)["id"] for e in evidence or ()]
         for e in evs:
             if state["evidence"][e]["goal"] != r["goal"]:
@@ -252,7 +233,7 @@ def _may_finish(run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
                        "start a new turn with `loopx next`", code="run_finished")
-    if actor.startswith("agent:") and run["agent"] != actor:
+    if actors.is_agent(actor) and run["agent"] != actor:
         raise Conflict(f"run {run['id']} belongs to {run['agent']}, not {actor}",
                        "finish your own run (see `loopx history`)", code="run_not_yours")
 
@@ -306,11 +287,11 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
             out.update(reason="not_verified",
                        message=f"run {r['id']} was not verified (result {r['result']}); nothing is charged")
         else:
-            budget = decide._budget(state, g, now)
-            if budget["spent"] + slots > budget["slots"]:
-                at = decide.slot_frees_at(state, g, now, need=slots)
+            b = budget.budget(state, g, now)
+            if b["spent"] + slots > b["slots"]:
+                at = budget.slot_frees_at(state, g, now, need=slots)
                 out.update(reason="budget_exhausted", next_check_at=at,
-                           message=f"{budget['spent']} of {budget['slots']} slots already spent in the window; "
+                           message=f"{b['spent']} of {b['slots']} slots already spent in the window; "
                                    f"next slot frees at {at}")
             else:
                 out.update(spent=True, ts=clock.iso(now), message="charged")
@@ -318,7 +299,7 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
         return []
 
     _, state = store.transact(plan, actor=actor)
-    out["budget"] = decide._budget(state, state["goals"][out["goal_id"]], clock.now())
+    out["budget"] = budget.brief(budget.budget(state, state["goals"][out["goal_id"]], clock.now()))
     return out
 
 
@@ -338,7 +319,7 @@ def previous_agent_alive(state: dict, todo_id: str) -> dict | None:
     """The last run on ``todo_id`` when its agent's process group is still alive on this machine
     and the run was not closed by its own runner (still open, or closed because its lease lapsed),
     else None. Taking such a todo would start a second agent on the same work."""
-    from loopx.kernel import agentproc
+    from loopx.kernel.storage import agentproc
 
     runs = [r for r in state["runs"].values() if r.get("todo") == todo_id]
     if not runs:
@@ -380,5 +361,5 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict
     run = queries.resolve_run(state, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
-    return finish(store, actor if run["agent"] == actor or actor.startswith("human:") else run["agent"],
+    return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
                   run_id, result, note=note)
