@@ -310,3 +310,21 @@ def test_a_single_runner_works_in_the_checkout_as_before(repo, cli):
     assert "worktree" not in t and r.data["agent"] == "agent:shell"
     assert (repo / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip() == str(repo)
     assert not (repo / ".loopx" / "worktrees").exists() and _branches(repo) == []
+
+
+def test_doctor_names_run_branches_that_keep_unmerged_work(repo, cli):
+    _goal(cli, todos=("one",), protect=["merge"], max_parallel=2)
+    r = run_loopx(["run", "--parallel", "1", "--agent-cmd", AGENT, "--once", "--json"], cwd=repo, timeout=120)
+    assert r.code == 0, r.err
+    branch = r.data["turns"][0]["worktree"]["branch"]
+    d = run_loopx(["doctor", "--json"], cwd=repo)
+    check = next(c for c in d.json["data"]["checks"] if c["id"] == "worktrees")
+    assert check["status"] == "ok" and branch in check["finding"]
+
+
+def test_parallel_with_a_missing_host_cli_fails_once_up_front(repo, cli, monkeypatch):
+    _goal(cli, todos=("one",), max_parallel=2)
+    env = subprocess_env({"PATH": "/nonexistent"})
+    r = run_loopx(["--agent", "gemini", "run", "--parallel", "2"], cwd=repo, env=env)
+    assert r.code == 2 and "gemini" in r.err and "--agent-cmd" in r.err
+    assert _state(repo)["runs"] == {}

@@ -64,6 +64,8 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         n = validate.count(parallel, "--parallel", low=1, high=64)
         if dry_run:
             raise UsageError("--parallel and --dry-run do not go together", "drop --parallel to see the next packet")
+        if preset:
+            presets.check(preset)  # once, before N runners start (exit 2 when the host's CLI is missing)
         return _parallel(ctx, n, name=name, goal_id=goal_id, agent_cmd=agent_cmd, once=once, max_turns=max_turns,
                          timeout=timeout, lease=lease, echo=want_echo or not (ctx.json or ctx.quiet))
 

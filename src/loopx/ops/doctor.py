@@ -168,6 +168,11 @@ def check_worktrees(t: Target) -> dict:
 
     kept = worktrees.listing(t.root or "")
     if not kept:
+        branches = _run_branches(t.project_dir)
+        if branches:
+            return result("worktrees", "ok", f"no worktree of a parallel run is left behind; {len(branches)} run "
+                                             f"branch(es) keep unmerged work ({', '.join(branches[:5])}"
+                                             f"{' ...' if len(branches) > 5 else ''})")
         return result("worktrees", "ok", "no worktree of a parallel run is left behind")
     names = ", ".join(f"{w['run_id']} ({w['branch']})" for w in kept[:10]) + (" ..." if len(kept) > 10 else "")
     first = kept[0]
@@ -175,6 +180,21 @@ def check_worktrees(t: Target) -> dict:
                   f"{len(kept)} worktree(s) of parallel runs kept for a look: {names}",
                   f"look in {first['path']}; when done: git worktree remove --force {first['path']} "
                   f"&& git branch -D {first['branch']}")
+
+
+def _run_branches(project_dir: str | None) -> list[str]:
+    """``loopx/*`` branches (runs whose work waits at a gate, conflicted, or was not verified)."""
+    import shutil
+    import subprocess
+
+    if not project_dir or not shutil.which("git") or not os.path.exists(os.path.join(project_dir, ".git")):
+        return []
+    try:
+        proc = subprocess.run(["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/loopx/"],
+                              cwd=project_dir, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
 
 
 def check_location(t: Target) -> dict:
