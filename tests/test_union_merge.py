@@ -130,3 +130,62 @@ def test_both_orders_of_a_union_merge_fold_to_the_same_state(clones):
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines + lines[-3:]))
     assert _state(a) == _state(b)
+
+
+def test_three_clones_random_work_and_merges_converge(tmp_path, monkeypatch):
+    """Three clones add, claim, block and finish todos and push/pull in a seeded random order
+    (git merges the logs by union each time): at the end every clone has every record once and
+    all three fold to the same state."""
+    import random
+
+    from loopx.cli import main
+
+    rng = random.Random(16)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    first = tmp_path / "c0"
+    git(tmp_path, "clone", "-q", str(remote), str(first))
+    monkeypatch.chdir(tmp_path)
+
+    def lx_in(clone: Path, *args) -> int:
+        return main(["--project", str(clone), "--quiet", *args])
+
+    assert lx_in(first, "connect") == 0
+    assert lx_in(first, "start-goal", "--goal-text", "Ship it", "--goal-id", "g1") == 0
+    git(first, "add", "-A")
+    git(first, "commit", "-q", "-m", "init")
+    git(first, "push", "-q", "origin", "main")
+    clones = [first]
+    for i in (1, 2):
+        c = tmp_path / f"c{i}"
+        git(tmp_path, "clone", "-q", str(remote), str(c))
+        clones.append(c)
+    added = []
+    for step in range(36):
+        c = rng.choice(clones)
+        op = rng.random()
+        if op < 0.45:
+            title = f"todo {step} on {c.name}"
+            assert lx_in(c, "todo", "add", title, "--goal-id", "g1") == 0
+            added.append(title)
+        elif op < 0.6:
+            todos = [t for t in Store.open(str(c)).load()["todos"].values() if t["status"] == "open"]
+            if todos:
+                lx_in(c, "todo", "block", rng.choice(todos)["id"], "--reason", f"step {step}")
+        if git(c, "status", "--porcelain", "--", ".loopx").stdout:
+            git(c, "commit", "-qam", f"step {step}")
+        if rng.random() < 0.5:
+            pulled = git(c, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False)
+            assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+            assert Store.open(str(c)).load()["meta"]["read_only"] is None
+            git(c, "push", "-q", "origin", "main")
+    for _ in range(2):  # everyone pushes and pulls until all have everything
+        for c in clones:
+            assert git(c, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False).returncode == 0
+            git(c, "push", "-q", "origin", "main")
+    states = [_state(c) for c in clones]
+    assert states[0] == states[1] == states[2]
+    titles = sorted(t["title"] for t in states[0]["todos"].values())
+    assert titles == sorted(added) and len(set(titles)) == len(titles)
+    assert git(remote, "fsck", "--no-progress").returncode == 0
+    assert len(git(remote, "log", "--merges", "--format=%H", "main").stdout.split()) >= 3  # real merges happened
