@@ -155,6 +155,8 @@ def _render_parallel(d: dict) -> str:
         head = f"  {r['agent'] or 'runner (pid ' + str(r['pid']) + ')'}: exit {r['exit_code']}"
         if r.get("error"):
             head += f" - {safe(r['error'].get('message') or '')}"
+        elif r.get("stopped_because") == "decision" and r.get("stop"):
+            head += f", stopped: {r['stop']['decision']} ({r['stop']['reason']})"
         elif r.get("stopped_because"):
             head += f", stopped: {r['stopped_because'].replace('_', ' ')}"
         lines.append(head)
