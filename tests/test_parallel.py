@@ -328,3 +328,37 @@ def test_parallel_with_a_missing_host_cli_fails_once_up_front(repo, cli, monkeyp
     r = run_loopx(["--agent", "gemini", "run", "--parallel", "2"], cwd=repo, env=env)
     assert r.code == 2 and "gemini" in r.err and "--agent-cmd" in r.err
     assert _state(repo)["runs"] == {}
+
+
+def test_a_project_in_a_subfolder_of_its_repository(tmp_path, cli, monkeypatch):
+    """A monorepo: the project is ``services/api`` of the repository; agents and verification
+    work in that folder of each worktree and the merges land there."""
+    from loopx.cli import main
+    from loopx.kernel.policy import guard
+
+    top = tmp_path / "mono"
+    proj = top / "services" / "api"
+    proj.mkdir(parents=True)
+    git(top, "init", "-q", "-b", "main")
+    (proj / "README").write_text("api\n")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "init")
+    monkeypatch.chdir(proj)
+    assert main(["connect", "--quiet"]) == 0
+    _goal(cli, todos=("one", "two"), max_parallel=2)
+    assert cli("scope", "set", "--allow", "*.txt").code == 0
+    r = run_loopx(["run", "--parallel", "2", "--agent-cmd", AGENT, "--json"], cwd=proj, timeout=180)
+    assert r.code == 0, r.out + r.err
+    turns = r.data["turns"]
+    assert len(turns) == 2 and all(t["merge"]["action"] == "merged" for t in turns)
+    for t in turns:
+        assert (proj / f"work-{t['todo_id']}.txt").exists()
+        cwd = (proj / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip()
+        assert cwd.endswith(f"/.loopx/worktrees/{t['run_id']}/services/api")
+    assert git(top, "ls-files").split() == sorted(
+        ["services/api/README"] + [f"services/api/work-{t['todo_id']}.txt" for t in turns])
+    wt = proj / ".loopx" / "worktrees" / "run-y"
+    state = _state(proj)
+    inside = guard.evaluate(state, paths=[str(wt / "services" / "api" / "x.txt")], project_dir=str(proj))
+    outside = guard.evaluate(state, paths=[str(wt / "web" / "x.txt")], project_dir=str(proj))
+    assert inside["allow"] and not outside["allow"]

@@ -92,7 +92,7 @@ class Driver:
             except LoopxError as exc:
                 turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
                 raise
-            cwd = started["worktree"]["path"]
+            cwd = started["worktree"]["cwd"]
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 

@@ -3,9 +3,11 @@
 
 - ``base_branch(project_dir) -> str``: the branch checked out in the project (the base of every
   run's branch). Raises UsageError (``not_git``/``detached_head``) when there is none.
-- ``create(store, run_id, base) -> {"path", "branch", "base", "base_sha"}``
-- ``commit_all(path, message) -> bool``: commit whatever the agent left uncommitted (not
-  ``.loopx/``); True when a commit was made.
+- ``create(store, run_id, base) -> {"path", "branch", "base", "base_sha", "cwd"}``: ``cwd`` is
+  the project's copy inside the worktree (the worktree itself unless the project is a
+  subfolder of its repository).
+- ``commit_all(path, message) -> bool``: commit whatever the agent left uncommitted (no
+  ``.loopx/`` folder at any depth); True when a commit was made.
 - ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
 - ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
 
@@ -92,11 +94,13 @@ def create(store, run_id: str, base: str) -> dict:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     base_sha = git(store.project_dir, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
     git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, base_sha)
-    return {"path": path, "branch": branch, "base": base, "base_sha": base_sha}
+    cwd = worktrees.project_in(store.root, run_id, store.project_dir) or path
+    os.makedirs(cwd, exist_ok=True)
+    return {"path": path, "branch": branch, "base": base, "base_sha": base_sha, "cwd": cwd}
 
 
 def commit_all(path: str, message: str) -> bool:
-    git(path, "add", "-A", "--", ".", ":(exclude).loopx")
+    git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
     if git(path, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return False
     git(path, *identity(path), "commit", "-q", "--no-verify", "-m", message)

@@ -286,7 +286,9 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                     if verdict:
                         return verdict
     for path in paths:
-        rel = worktrees.strip(scope.project_relative(project_dir, path, cwd))
+        rel = scope.project_relative(project_dir, path, cwd)
+        if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
+            rel = worktrees.strip(rel, worktrees.prefix(project_dir))
         verdict = _path_verdict(state, goals, rel, branch_of)
         if verdict:
             return verdict

@@ -161,7 +161,7 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
     limit = VERIFY_TIMEOUT if timeout is None else timeout
     timed_out = False
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
-    cwd = cwd or worktrees.for_run(store.root, run.get("id")) or store.project_dir
+    cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     try:
         proc = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, timeout=limit,
                               env=env, stdin=subprocess.DEVNULL)

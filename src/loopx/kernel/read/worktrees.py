@@ -7,9 +7,14 @@
 - ``branch(run_id) -> str``: the run's branch, ``loopx/<run-id>``.
 - ``for_run(store_root, run_id) -> str | None``: the folder when it exists.
 - ``listing(store_root) -> [{"run_id", "path", "branch"}]``: the worktree folders present.
-- ``strip(rel) -> str``: a project-relative path inside a run's worktree made relative to that
-  worktree (``.loopx/worktrees/run-1/src/a.py`` -> ``src/a.py``), so scope rules read the same
-  in a worktree as in the main checkout; other paths are returned unchanged.
+- ``prefix(project_dir) -> str``: the project's folder relative to the top of its git work tree
+  (``""`` at the top, ``"services/api"`` in a monorepo).
+- ``project_in(store_root, run_id, project_dir) -> str | None``: where the project lies inside
+  the run's worktree (the worktree is a checkout of the whole repository).
+- ``strip(rel, prefix="") -> str``: a project-relative path inside a run's worktree made relative
+  to the project's copy in that worktree (``.loopx/worktrees/run-1/src/a.py`` -> ``src/a.py``), so
+  scope rules read the same in a worktree as in the main checkout; a path in the worktree but
+  outside the project's copy becomes ``../...``; other paths are returned unchanged.
 """
 
 from __future__ import annotations
@@ -44,10 +49,34 @@ def listing(store_root: str) -> list[dict]:
             if os.path.isdir(path(store_root, n))]
 
 
-def strip(rel: str) -> str:
-    prefix = f".loopx/{DIRNAME}/"
-    if rel.startswith(prefix):
-        rest = rel[len(prefix):]
-        _, sep, inner = rest.partition("/")
-        return inner if sep else "."
-    return rel
+def prefix(project_dir: str) -> str:
+    from loopx.kernel.storage.fs import git_dir
+
+    g = git_dir(project_dir)
+    if g is None:
+        return ""
+    rel = os.path.relpath(os.path.abspath(project_dir), os.path.dirname(g))
+    return "" if rel == "." else rel.replace(os.sep, "/")
+
+
+def project_in(store_root: str, run_id: str | None, project_dir: str) -> str | None:
+    p = for_run(store_root, run_id)
+    if p is None:
+        return None
+    pre = prefix(project_dir)
+    return os.path.join(p, *pre.split("/")) if pre else p
+
+
+def strip(rel: str, prefix: str = "") -> str:
+    head = f".loopx/{DIRNAME}/"
+    if not rel.startswith(head):
+        return rel
+    _, sep, inner = rel[len(head):].partition("/")
+    inner = inner if sep else "."
+    if not prefix:
+        return inner
+    if inner == prefix:
+        return "."
+    if inner.startswith(prefix + "/"):
+        return inner[len(prefix) + 1:]
+    return "../" + inner
