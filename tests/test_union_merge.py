@@ -189,3 +189,44 @@ def test_three_clones_random_work_and_merges_converge(tmp_path, monkeypatch):
     assert titles == sorted(added) and len(set(titles)) == len(titles)
     assert git(remote, "fsck", "--no-progress").returncode == 0
     assert len(git(remote, "log", "--merges", "--format=%H", "main").stdout.split()) >= 3  # real merges happened
+
+
+def test_a_gate_approved_on_one_clone_unblocks_the_other_after_a_pull(tmp_path, monkeypatch):
+    """Acceptance 3 with today's format: machine B's guard denies the protected action until B
+    pulls A's approval (a union merge of the logs), then allows it."""
+    from loopx.cli import main
+    from loopx.kernel.policy import guard
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    a, b = tmp_path / "a", tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(remote), str(a))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--project", str(a), "--quiet", "connect"]) == 0
+    assert main(["--project", str(a), "--quiet", "start-goal", "--goal-text", "Ship", "--goal-id", "g1",
+                 "--protect", "merge"]) == 0
+    git(a, "add", "-A")
+    git(a, "commit", "-q", "-m", "init")
+    git(a, "push", "-q", "origin", "main")
+    git(tmp_path, "clone", "-q", str(remote), str(b))
+    push = "git push origin main"
+
+    def verdict(clone):
+        return guard.evaluate(Store.open(str(clone)).load(), commands=[push], project_dir=str(clone))
+
+    assert not verdict(a)["allow"] and not verdict(b)["allow"]
+    assert main(["--project", str(a), "--quiet", "--agent", "codex", "gate", "open", "--kind", "merge",
+                 "--question", "Push the release to main?", "--goal-id", "g1"]) == 0
+    gid = next(iter(Store.open(str(a)).load()["gates"]))
+    assert main(["--project", str(a), "--quiet", "gate", "approve", gid, "--confirm", gid]) == 0
+    assert verdict(a)["allow"]
+    git(a, "commit", "-qam", "approved on a")
+    git(a, "push", "-q", "origin", "main")
+    # b worked meanwhile (its own todo), so the pull is a real merge of both logs
+    assert main(["--project", str(b), "--quiet", "todo", "add", "b's own work", "--goal-id", "g1"]) == 0
+    git(b, "commit", "-qam", "b works")
+    assert not verdict(b)["allow"]  # before the pull: denied
+    assert git(b, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False).returncode == 0
+    assert verdict(b)["allow"]  # after: allowed, and the audit trail names the human who approved
+    g = Store.open(str(b)).load()["gates"][gid]
+    assert g["status"] == "approved" and g["decided_by"].startswith("human:")
