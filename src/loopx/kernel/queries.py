@@ -128,6 +128,61 @@ def window_spend(state: dict, goal_id: str, window_start_iso: str) -> tuple[int,
     return sum(e[1] for e in entries), entries
 
 
+EPS = 1e-9
+
+
+def budget(state: dict, goal: dict, now) -> dict:
+    """The goal's budget over its rolling window at ``now`` (a datetime), in slots and in real units.
+
+    Returns ``{"slots", "window" (s), "spent", "left",
+    "max_usd" (float|None), "spent_usd" (float), "left_usd" (float|None),
+    "max_tokens" (int|None), "spent_tokens" (int), "left_tokens" (int|None),
+    "turn_usd", "turn_tokens" (the mean a costed turn in the window reported; None without one),
+    "costed_runs" (runs in the window that reported a cost or tokens),
+    "usd_exhausted", "tokens_exhausted" (bool: spent, or spent plus one more typical turn, is over
+    the limit), "usd_frees_at", "tokens_frees_at" (ISO time when enough leaves the window for one
+    more typical turn; None when not exhausted or when only a higher limit helps)}``.
+    Runs whose host reported no usage count in no real-unit total (usage unknown, never 0)."""
+    from datetime import timedelta
+
+    from loopx.kernel import clock
+
+    q = goal["quota"]
+    window = q["window"]
+    start = clock.iso(now - timedelta(seconds=window))
+    spent, _ = window_spend(state, goal["id"], start)
+    entries = sorted(e for e in (state.get("costs") or {}).get(goal["id"], []) if e[0] > start)
+    out = {"slots": q["slots"], "window": window, "spent": spent, "left": max(0, q["slots"] - spent),
+           "costed_runs": len(entries)}
+    for unit, col, cap in (("usd", 1, q.get("max_usd")), ("tokens", 2, q.get("max_tokens"))):
+        vals = [(e[0], e[col]) for e in entries if e[col] is not None]
+        total = sum(v for _, v in vals)
+        typical = total / len(vals) if vals else None
+        if unit == "usd":
+            total = round(total, 6)
+            typical = round(typical, 6) if typical is not None else None
+        else:
+            total = int(total)
+            typical = int(round(typical)) if typical is not None else None
+        out[f"max_{unit}"] = cap
+        out[f"spent_{unit}"] = total
+        out[f"left_{unit}"] = None if cap is None else max(0, cap - total)
+        out[f"turn_{unit}"] = typical
+        need = typical or 0
+        exhausted = cap is not None and (total >= cap - EPS or total + need > cap + EPS)
+        out[f"{unit}_exhausted"] = exhausted
+        frees = None
+        if exhausted and need <= cap + EPS:
+            remaining = total
+            for ts, v in vals:
+                remaining -= v
+                if remaining < cap - EPS and remaining + need <= cap + EPS:
+                    frees = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
+                    break
+        out[f"{unit}_frees_at"] = frees
+    return out
+
+
 def open_runs(state: dict, goal_id: str | None = None) -> list[dict]:
     return [r for r in state["runs"].values() if r["finished"] is None and (goal_id is None or r["goal"] == goal_id)]
 

@@ -1,0 +1,72 @@
+"""Small shared helpers of the usage readers: the cache folder, JSON cache files, timestamps."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def cache_path(name: str) -> str:
+    """``<data folder>/cache/usage/<name>`` (the folder is created)."""
+    from loopx import config
+
+    d = os.path.join(config.data_home(), "cache", "usage")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, name)
+
+
+def load(path: str) -> dict:
+    """A JSON cache file as a dict; a missing or damaged file is ``{}`` (the cache is disposable)."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save(path: str, data: dict) -> None:
+    """Write ``data`` atomically (best effort)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def epoch_of(ts) -> float | None:
+    """Seconds since the epoch of an ISO-8601 timestamp (``Z`` or an offset), or None."""
+    if not isinstance(ts, str) or len(ts) < 10:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.timestamp()
+
+
+def iso_of(epoch: float) -> str:
+    from datetime import datetime, timezone
+
+    from loopx.kernel import clock
+
+    return clock.iso(datetime.fromtimestamp(epoch, tz=timezone.utc))
+
+
+def home_dir(env_var: str, default: str) -> list[str]:
+    """The host's config folder(s): ``env_var`` (several separated by ``os.pathsep`` or a comma),
+    else ``~/<default>``."""
+    val = os.environ.get(env_var)
+    if val:
+        parts = [p for chunk in val.split(os.pathsep) for p in chunk.split(",")]
+        return [os.path.expanduser(p.strip()) for p in parts if p.strip()]
+    return [os.path.join(os.path.expanduser("~"), default)]
