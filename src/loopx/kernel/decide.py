@@ -236,10 +236,11 @@ class _Eval:
             return self.decide("budget", "wait", reason,
                                f"{fmt(b[f'spent_{unit}'])} of {fmt(b[f'max_{unit}'])} spent in the last "
                                f"{clock.format_duration(b['window'])}{more}{when}", next_check_at=at)
-        parts = [f"{b['spent_usd']:.2f}/{b['max_usd']:.2f} USD" if b.get("max_usd") is not None else None,
-                 f"{b['spent_tokens']:,}/{b['max_tokens']:,} tokens" if b.get("max_tokens") is not None else None]
-        parts = [p for p in parts if p]
-        self.passed("budget", ("spent " + ", ".join(parts)) if parts else "no money or token limit set")
+        parts = [f"{b['left']} of {b['slots']} slots left in the window",
+                 f"{b['spent_usd']:.2f}/{b['max_usd']:.2f} USD spent" if b.get("max_usd") is not None else None,
+                 f"{b['spent_tokens']:,}/{b['max_tokens']:,} tokens spent" if b.get("max_tokens") is not None
+                 else None]
+        self.budget_detail = "; ".join(p for p in parts if p)
         return None
 
     def window_rule(self):
@@ -357,7 +358,6 @@ class _Eval:
             return self.decide("budget", "wait", "budget_exhausted",
                                f"{b['spent']} of {b['slots']} slots spent in the last "
                                f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
-        self.passed("budget", f"{b['left']} of {b['slots']} slots left in the window")
         return None
 
     def cooldown_rule(self):
@@ -371,6 +371,7 @@ class _Eval:
                 return self.decide("budget", "wait", "cooldown",
                                    f"cooldown of {clock.format_duration(cool)} after the last run ends {until}",
                                    next_check_at=until)
+        self.passed("budget", getattr(self, "budget_detail", ""))
         return None
 
     def value(self):

@@ -29,7 +29,7 @@ PRESETS: dict[str, dict | list] = {
                     "modes": {"read-only": ["--permission-mode", "plan"],
                               "edit": ["--permission-mode", "acceptEdits"],
                               "full": ["--permission-mode", "bypassPermissions"]}},
-    "codex": {"argv": ["codex", "exec", "--json", "{packet}"], "report": "codex-jsonl", "kind": "codex",
+    "codex": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "kind": "codex",
               "modes": {"read-only": ["--sandbox", "read-only"],
                         "edit": ["--sandbox", "workspace-write"],
                         "full": ["--sandbox", "danger-full-access"]}},
