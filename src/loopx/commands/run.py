@@ -92,7 +92,7 @@ def render(d: dict) -> str:
     turns = d["turns"]
     spent = sum(t.get("slots") or 0 for t in turns)
     lines = [f"{len(turns)} turn(s), {spent} slot(s) spent"]
-    from loopx.runner.loop import usage_line
+    from loopx.runner.show import usage_line
 
     for t in turns:
         lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}"

@@ -329,6 +329,7 @@ def _run_started(s, r, d):
         "fence": d.get("fence"), "started": r["ts"], "finished": None, "result": None, "verified": False,
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
+        "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
     }
     g = s["goals"].get(r["goal"])
     if g is not None:

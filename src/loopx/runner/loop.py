@@ -26,6 +26,7 @@ from loopx.errors import Interrupted, StateError
 from loopx.kernel import clock, decide, fingerprint, queries, turn
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
+from loopx.runner.show import usage_line
 
 KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
 
@@ -266,17 +267,6 @@ def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
                          "host cannot edit files and the turn silently does nothing",
                          f"pass --permission-mode {'|'.join(presets.MODES)}, or have a human set the goal's default: "
                          f"loopx goal update {missing[0]} --permission-mode edit", code="permission_mode_required")
-
-
-def usage_line(u: dict | None) -> str:
-    """``12,345 tokens, 0.42 USD (model)`` or ``usage unknown``."""
-    if not u:
-        return "usage unknown"
-    parts = []
-    if u.get("total_tokens") is not None:
-        parts.append(f"{u['total_tokens']:,} tokens")
-    parts.append(f"{u['cost_usd']:.2f} USD" if u.get("cost_usd") is not None else "cost unknown")
-    return ", ".join(parts) + (f" ({u['model']})" if u.get("model") else "")
 
 
 def _turn_line(t: dict) -> str:

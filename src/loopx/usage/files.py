@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC
 
 
 def cache_path(name: str) -> str:
@@ -43,23 +44,23 @@ def epoch_of(ts) -> float | None:
     """Seconds since the epoch of an ISO-8601 timestamp (``Z`` or an offset), or None."""
     if not isinstance(ts, str) or len(ts) < 10:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         t = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
         return None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
+        t = t.replace(tzinfo=UTC)
     return t.timestamp()
 
 
 def iso_of(epoch: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from loopx.kernel import clock
 
-    return clock.iso(datetime.fromtimestamp(epoch, tz=timezone.utc))
+    return clock.iso(datetime.fromtimestamp(epoch, tz=UTC))
 
 
 def home_dir(env_var: str, default: str) -> list[str]:
