@@ -80,7 +80,7 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
             from loopx.kernel import decide
 
             for kind, sig in e["hosts"].items():
-                if list(usage.signature(decide.host_windows(kind, now))) != sig:
+                if [list(x) for x in usage.signature(decide.host_windows(kind, now))] != sig:
                     return None
         return refresh(dict(e["decision"]), now, e.get("prev_ts"))
     except (KeyError, TypeError, ValueError):
