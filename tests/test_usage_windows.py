@@ -168,8 +168,10 @@ def test_claude_block_and_week_totals_by_hand(project, cli, clk):
     assert h["skipped_lines"] == 1 and h["files"] == 4
     # a human sets the limits (user config, not the project)
     assert cli("usage", "set", "--host", "claude-code", "--block-tokens", "3000", "--week-tokens", "10000").code == 0
-    block, week = _claude(cli)["windows"]
+    h = _claude(cli)
+    block, week = h["windows"]
     assert (block["limit_source"], block["used_percent"], week["used_percent"]) == ("usage set", 76.3, 47.9)
+    assert h["bytes_read"] == 0  # new limits, same transcripts: recomputed from the remembered messages
     # the torn line completes: only the new bytes are read, and it counts
     before = torn.stat().st_size
     rest = _line("2026-03-08T11:06:00Z", "msg_4", "req_4", 99, 1)[60:] + "\n"

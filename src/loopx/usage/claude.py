@@ -21,8 +21,6 @@ written, or torn) is read once it is complete; lines that are not JSON are skipp
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 
 from loopx.usage import files, unknown
@@ -63,6 +61,8 @@ def _transcripts(roots: list[str]) -> list[tuple[str, int, int]]:
 def _entry(line: bytes, where: str):
     """(key, [epoch, input, output, cache_write, cache_read, model]) of one transcript line, "skip"
     for a JSON line that is not a counted message, or None for a line that is not JSON."""
+    import json
+
     try:
         obj = json.loads(line)
     except ValueError:
@@ -144,12 +144,14 @@ def blocks(entries: list[list]) -> list[dict]:
     return out
 
 
-def _state_path(roots: list[str]) -> str:
+def _state_path(roots: list[str], ext: str = "json") -> str:
+    import hashlib
+
     h = hashlib.sha256("\n".join(os.path.abspath(r) for r in roots).encode()).hexdigest()[:16]
-    return files.cache_path(f"claude-{h}.json")
+    return files.cache_path(f"claude-{h}.{ext}")
 
 
-def scan(roots: list[str], now_epoch: float) -> dict:
+def scan(roots: list[str], now_epoch: float, found: list | None = None) -> dict:
     """Bring the incremental state up to date; returns it with ``bytes_read`` and ``files``."""
     path = _state_path(roots)
     st = files.load(path)
@@ -157,7 +159,7 @@ def scan(roots: list[str], now_epoch: float) -> dict:
         st = {"v": STATE_VERSION, "files": {}, "entries": {}, "max_block": 0, "skipped": 0}
     known, entries = st["files"], st["entries"]
     counter = [0]
-    found = _transcripts(roots)
+    found = _transcripts(roots) if found is None else found
     changed = False
     seen = set()
     for p, size, mtime in found:
@@ -187,17 +189,36 @@ def scan(roots: list[str], now_epoch: float) -> dict:
 
 
 def windows(now) -> dict:
-    from loopx.usage import limits
-
+    """The windows at ``now``. A quick cache (marshal) keyed by every transcript's (path, size,
+    mtime) and the user config's stamp answers while nothing changed and no block or week edge
+    passed: a stat of each file, no transcript byte and no JSON read."""
     roots = files.home_dir("CLAUDE_CONFIG_DIR", ".claude")
     now_epoch = now.timestamp()
-    st = scan(roots, now_epoch)
+    found = _transcripts(roots)
+    key = [[p, size, mtime] for p, size, mtime in found] + [files.config_stamp()]
+    quick_path = _state_path(roots, "quick")
+    quick = files.load_quick(quick_path)
+    if (isinstance(quick, dict) and quick.get("v") == STATE_VERSION and quick.get("key") == key
+            and quick.get("at", 1e20) <= now_epoch < quick.get("until", 0)):
+        return dict(quick["result"], bytes_read=0,
+                    age_seconds=int(now_epoch - quick["newest"]) if quick.get("newest") else None)
+    out, until, newest = _compute(roots, now_epoch, found)
+    files.save_quick(quick_path, {"v": STATE_VERSION, "key": key, "at": now_epoch, "until": until,
+                                  "newest": newest, "result": out})
+    return out
+
+
+def _compute(roots: list[str], now_epoch: float, found: list) -> tuple[dict, float, float | None]:
+    """(windows dict, the epoch until which it holds if no file changes, the newest message)."""
+    from loopx.usage import limits
+
+    st = scan(roots, now_epoch, found)
     out = unknown("claude-code", None)
     out.update(source="claude-transcripts", bytes_read=st["bytes_read"], files=st["file_count"],
                skipped_lines=st.get("skipped", 0))
     if not st["file_count"]:
         out["note"] = "no Claude Code transcripts under " + os.pathsep.join(os.path.join(r, "projects") for r in roots)
-        return out
+        return out, now_epoch + 3600, None
     entries = [e for e in st["entries"].values() if e[0] <= now_epoch]
     bl = blocks(entries)
     done = [b for b in bl if b["end"] <= now_epoch or now_epoch - b["last"] >= BLOCK]
@@ -226,4 +247,12 @@ def windows(now) -> dict:
                age_seconds=int(now_epoch - newest) if newest else None)
     if not week_limit:
         out["note"] = "no week limit set (`loopx usage set --host claude-code --week-tokens N`)"
-    return out
+    edges = [now_epoch + 3600]
+    if active:
+        edges += [active["end"], active["last"] + BLOCK]
+    if oldest is not None:
+        edges.append(oldest + WEEK)
+    future = [e[0] for e in st["entries"].values() if e[0] > now_epoch]
+    if future:
+        edges.append(min(future))
+    return out, min(edges), newest

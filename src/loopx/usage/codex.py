@@ -14,7 +14,6 @@ found; the answer is cached by (path, size, mtime) so an unchanged folder reads 
 
 from __future__ import annotations
 
-import json
 import os
 
 from loopx.usage import files, unknown
@@ -22,7 +21,7 @@ from loopx.usage import files, unknown
 TAIL_CHUNK = 256 * 1024
 MAX_BACK = 16 * 1024 * 1024   # bytes read backwards per file before giving up on it
 MAX_FILES = 5                 # newest files tried
-CACHE = "codex.json"
+CACHE = "codex.quick"
 
 
 def _rollouts(sessions: str) -> list[tuple[float, int, str]]:
@@ -77,6 +76,8 @@ def _figure(line: bytes) -> dict | None:
     """The rate-limit figure of one rollout line, or None."""
     if b"rate_limits" not in line:
         return None
+    import json
+
     try:
         obj = json.loads(line)
     except ValueError:
@@ -133,7 +134,8 @@ def windows(now) -> dict:
     if not rollouts:
         return unknown("codex", f"no Codex sessions under {os.pathsep.join(sessions)}")
     path = files.cache_path(CACHE)
-    cached = files.load(path)
+    cached = files.load_quick(path)
+    cached = cached if isinstance(cached, dict) else {}
     key = [[p, sz, mt] for mt, sz, p in rollouts[:MAX_FILES]]
     counter = [0]
     if cached.get("key") == key and isinstance(cached.get("figure"), (dict, type(None))):
@@ -145,7 +147,7 @@ def windows(now) -> dict:
             bad += b
             if fig:
                 break
-        files.save(path, {"key": key, "figure": fig, "bad": bad})
+        files.save_quick(path, {"key": key, "figure": fig, "bad": bad})
     out = unknown("codex", None)
     out.update(source="codex-rollout", files=len(rollouts), bytes_read=counter[0], skipped_lines=bad)
     if not fig:

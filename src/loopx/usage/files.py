@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC
 
@@ -18,6 +17,8 @@ def cache_path(name: str) -> str:
 
 def load(path: str) -> dict:
     """A JSON cache file as a dict; a missing or damaged file is ``{}`` (the cache is disposable)."""
+    import json
+
     try:
         with open(path, "rb") as fh:
             data = json.loads(fh.read())
@@ -28,6 +29,8 @@ def load(path: str) -> dict:
 
 def save(path: str, data: dict) -> None:
     """Write ``data`` atomically (best effort)."""
+    import json
+
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -38,6 +41,43 @@ def save(path: str, data: dict) -> None:
             os.remove(tmp)
         except OSError:
             pass
+
+
+def load_quick(path: str):
+    """A marshal cache file (read without importing json: should-run's hot path), or None."""
+    import marshal
+
+    try:
+        with open(path, "rb") as fh:
+            return marshal.loads(fh.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def save_quick(path: str, obj) -> None:
+    import marshal
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(marshal.dumps(obj))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def config_stamp() -> list:
+    """(size, mtime_ns) of the user's config file (the usage limits live there), or []."""
+    from loopx import config
+
+    try:
+        st = os.stat(config.config_path())
+    except OSError:
+        return []
+    return [st.st_size, st.st_mtime_ns]
 
 
 def epoch_of(ts) -> float | None:
