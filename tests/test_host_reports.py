@@ -302,6 +302,13 @@ def test_host_error_clears_after_its_retry_time_and_after_a_working_turn(project
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "LOOPX_NOW": clk.iso}
     run_loopx(["--agent", "claude-code", "run", "--once", "--json"], cwd=project, env=env)
     assert cli("--agent", "claude-code", "quota", "should-run", json=True).data["reason"] == "host_not_logged_in"
+    clk.advance(60)
+    assert cli("goal", "update", "g1", "--priority", "1").code == 0  # a human says "fixed": try again at once
+    assert cli("--agent", "claude-code", "quota", "should-run", json=True).data["decision"] == "run"
+    assert cli("goal", "update", "g1", "--priority", "0").code == 0
+    env["LOOPX_NOW"] = clk.advance(60)
+    run_loopx(["--agent", "claude-code", "run", "--once", "--json"], cwd=project, env=env)
+    assert cli("--agent", "claude-code", "quota", "should-run", json=True).data["reason"] == "host_not_logged_in"
     clk.advance(6 * 3600 + 1)  # the host's state can have changed: try again
     assert cli("--agent", "claude-code", "quota", "should-run", json=True).data["decision"] == "run"
     _host(bindir, "claude", CLAUDE_OK, 0)

@@ -217,6 +217,9 @@ class _Eval:
         if at <= self.now_iso:
             self.passed("host", f"{who} failed ({err['reason']}) at {err['ts']}; retrying since {at}")
             return None
+        if (self.goal.get("updated") or "") > err["ts"]:
+            self.passed("host", f"{who} failed ({err['reason']}) at {err['ts']}; the goal changed since: retrying")
+            return None
         decision = "wait" if err["reason"] == "host_rate_limited" and err.get("reset_at") else "wait_human"
         return self.decide("host", decision, err["reason"],
                            f"{who} could not work in run {err.get('run')}: {err.get('message') or err['reason']} "

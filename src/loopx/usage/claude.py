@@ -145,9 +145,9 @@ def blocks(entries: list[list]) -> list[dict]:
 
 
 def _state_path(roots: list[str], ext: str = "json") -> str:
-    import hashlib
+    import zlib
 
-    h = hashlib.sha256("\n".join(os.path.abspath(r) for r in roots).encode()).hexdigest()[:16]
+    h = f"{zlib.crc32(chr(10).join(os.path.abspath(r) for r in roots).encode()):08x}"
     return files.cache_path(f"claude-{h}.{ext}")
 
 
