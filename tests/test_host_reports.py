@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="fake hosts are shell scripts")
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_loopx, subprocess_env
 from loopx.errors import UsageError
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents and signals are POSIX here")
 

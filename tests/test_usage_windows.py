@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -285,7 +285,7 @@ def test_one_dollar_a_day_allows_two_turns_of_forty_cents_then_waits(project, cl
 def test_token_budget_waits_with_its_own_reason(project, cli, clk):
     _todo_goal(cli, n=3)
     store = Store.open(str(project))
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     assert cli("quota", "set", "--max-tokens", "2500").code == 0
     for _ in range(2):

@@ -13,8 +13,7 @@ def require_human(ctx, what: str, *, agent_flag: bool = True) -> None:
     """Raise HumanRequired (exit 4, code ``human_required``) when the caller looks like an agent.
     ``agent_flag`` False ignores ``--agent`` (``loopx run --agent PRESET`` names the host to drive,
     not the caller); ``LOOPX_AGENT`` and the host markers still count."""
-    import os
-
+    from loopx import config
     from loopx.context import agent_markers
     from loopx.errors import HumanRequired
 
@@ -23,8 +22,8 @@ def require_human(ctx, what: str, *, agent_flag: bool = True) -> None:
         who = f"agent {ctx.agent}"
     elif markers:
         who = "an agent session (" + ", ".join(markers) + " set)"
-    elif os.environ.get("LOOPX_AGENT"):
-        who = f"agent {os.environ['LOOPX_AGENT']}"
+    elif config.env("LOOPX_AGENT"):
+        who = f"agent {config.env('LOOPX_AGENT')}"
     else:
         return
     raise HumanRequired(f"{what} is a human-only change; this looks like {who}",

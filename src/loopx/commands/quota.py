@@ -49,9 +49,9 @@ def register(sub, name, help_text):
 
 
 def quota_show(ctx, goal_id=None) -> dict:
-    from datetime import timedelta
 
-    from loopx.kernel import clock, decide, queries
+    from loopx.kernel.read import budget, queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now()
@@ -61,23 +61,21 @@ def quota_show(ctx, goal_id=None) -> dict:
         queries.resolve_goal(state, None)
     out = []
     for g in goals:
+        b = budget.budget(state, g, now)
         q = g["quota"]
-        start = clock.iso(now - timedelta(seconds=q["window"]))
-        spent, entries = queries.window_spend(state, g["id"], start)
-        b = queries.budget(state, g, now)
-        out.append({"goal_id": g["id"], "status": g["status"], "slots": q["slots"], "window": q["window"],
+        out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
+                    "cooldown": b["cooldown"], "stall_after": q.get("stall_after", 3),
+                    "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
+                    "cooldown_until": b["cooldown_until"],
                     "max_usd": b["max_usd"], "spent_usd": b["spent_usd"], "max_tokens": b["max_tokens"],
                     "spent_tokens": b["spent_tokens"], "costed_runs": b["costed_runs"],
                     "host_reserve": q.get("host_reserve", 10), "use_leftover": q.get("use_leftover") or 0,
-                    "cooldown": q.get("cooldown", 0), "stall_after": q.get("stall_after", 3),
-                    "spent": spent, "left": max(0, q["slots"] - spent),
-                    "next_slot_at": decide.slot_frees_at(state, g, now) if spent >= q["slots"] else None,
-                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in entries]})
+                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in b["ledger"]]})
     return {"quotas": out, "now": clock.iso(now)}
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     lines = []
     for q in d["quotas"]:
@@ -98,7 +96,8 @@ def render_show(d: dict) -> str:
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None, max_usd=None,
               max_tokens=None, host_reserve=None, use_leftover=None) -> dict:
-    from loopx.kernel import goals, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import goals
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after,
                                 max_usd=max_usd, max_tokens=max_tokens, host_reserve=host_reserve,
@@ -114,7 +113,7 @@ def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_a
 
 
 def render_set(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     q = d["quota"]
     extra = " (automatic turns paused)" if q["slots"] == 0 else ""
@@ -129,7 +128,8 @@ def render_set(d: dict) -> str:
 
 def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=True):
     from loopx import output
-    from loopx.kernel import decide, validate
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read import validate
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
@@ -173,7 +173,8 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
-    from loopx.kernel import turn, validate
+    from loopx.kernel.policy import turn
+    from loopx.kernel.read import validate
 
     n = validate.count(slots, "--slots", low=1, high=1000)
     receipt = turn.spend_slot(ctx.store(), ctx.actor, run, slots=n)

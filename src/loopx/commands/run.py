@@ -38,7 +38,9 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
 
     from loopx import output
     from loopx.errors import UsageError
-    from loopx.kernel import clock, todos, validate
+    from loopx.kernel.read import validate
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import todos
     from loopx.runner import loop, presets
 
     if not ctx.agent and not agent_cmd:
@@ -92,7 +94,7 @@ def render(d: dict) -> str:
     turns = d["turns"]
     spent = sum(t.get("slots") or 0 for t in turns)
     lines = [f"{len(turns)} turn(s), {spent} slot(s) spent"]
-    from loopx.runner.show import usage_line
+    from loopx.usage.text import usage_line
 
     for t in turns:
         lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}"

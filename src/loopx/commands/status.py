@@ -16,8 +16,8 @@ def register(sub, name, help_text):
 
 def status(ctx, goal_id=None, orient=False):
     from loopx.errors import NotConnected
-    from loopx.kernel import clock
-    from loopx.kernel.status import summary
+    from loopx.kernel.read.status import summary
+    from loopx.kernel.storage import clock
 
     try:
         store = ctx.store()
@@ -82,7 +82,7 @@ def render(d: dict) -> str:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
-        from loopx.kernel.clock import format_duration
+        from loopx.kernel.storage.clock import format_duration
 
         money = "".join([f", {b['spent_usd']:.2f}" + (f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else "")
                          + " USD" if b.get("costed_runs") or b.get("max_usd") is not None else "",
@@ -92,7 +92,7 @@ def render(d: dict) -> str:
                      f"{format_duration(b['window'])}")
         lr = g["last_run"]
         if lr:
-            from loopx.runner.show import usage_line
+            from loopx.usage.text import usage_line
 
             lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
                          f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"

@@ -32,7 +32,7 @@ def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) ->
         raise UsageError("--block-tokens and --week-tokens belong to `loopx usage set`",
                          "run: loopx usage set --host claude-code --block-tokens N")
     from loopx import usage as u
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     now = clock.now()
     kinds = u.HOSTS if host in (None, "all") else (host,)
@@ -44,7 +44,7 @@ def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
     from loopx import config
     from loopx.commands.human import require_human
     from loopx.errors import UsageError
-    from loopx.kernel import validate
+    from loopx.kernel.read import validate
 
     if host != "claude-code":
         raise UsageError("usage limits are set per host: only claude-code's windows are built by loopx",
@@ -64,7 +64,7 @@ def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
 
 
 def _age(secs) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     return "age unknown" if secs is None else f"{format_duration(secs)} old" if secs else "just now"
 

@@ -23,10 +23,12 @@ import json
 import os
 
 from loopx.errors import Interrupted, StateError
-from loopx.kernel import clock, decide, fingerprint, queries, turn
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.storage import actors, clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
-from loopx.runner.show import usage_line
+from loopx.usage.text import usage_line
 
 KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
 
@@ -34,7 +36,7 @@ KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to rea
 class Driver:
     def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
                  lease: float, echo=None, log=None, permission_mode: str | None = None) -> None:
-        self.store, self.agent, self.actor = store, agent, f"agent:{agent}"
+        self.store, self.agent, self.actor = store, agent, actors.agent(agent)
         self.preset, self.agent_cmd = preset, agent_cmd
         self.permission_mode = permission_mode
         self.spec = presets.spec(preset) if preset and not agent_cmd else None
@@ -80,7 +82,7 @@ class Driver:
         rid = started["run_id"]
         mode = self.mode_for(started["goal_id"])
         if mode and started.get("packet"):
-            from loopx.kernel import packet
+            from loopx.kernel.policy import packet
 
             started["packet"]["permission_mode"] = mode
             started["packet_text"] = packet.render(started["packet"])

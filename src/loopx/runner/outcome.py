@@ -78,7 +78,7 @@ def reset_time(text: str, now: datetime) -> str | None:
     """The reset time a rate-limit message names (ISO), or None: ``...|<epoch seconds>`` (Claude
     Code), ``resets_at``/``reset at`` epoch or ISO, ``try again in 2 hours 5 minutes`` /
     ``resets in 30m`` / ``retry after 120 seconds``."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     m = _rx("pipe", r"\|\s*(\d{10})\b").search(text) or _rx("epoch", r"reset[s_ ]*(?:at)?\W{0,4}(\d{10})\b").search(text)
     if m:

@@ -30,7 +30,7 @@ def unknown(kind: str, note: str) -> dict:
 
 def windows(kind: str, now=None) -> dict:
     """The usage windows of host ``kind`` at ``now`` (a datetime; default the clock)."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     now = now or clock.now()
     if kind == "codex":
@@ -42,6 +42,15 @@ def windows(kind: str, now=None) -> dict:
 
         return claude.windows(now)
     return unknown(kind, f"loopx cannot read {kind}'s usage windows from local files")
+
+
+def safe_windows(kind: str, now) -> dict | None:
+    """``windows(kind, now)``, or None when anything goes wrong (a broken host file or user config
+    never breaks a should-run decision)."""
+    try:
+        return windows(kind, now)
+    except Exception:  # noqa: BLE001 - the hosts' files are not ours; an odd one is "unknown"
+        return None
 
 
 def limits(kind: str) -> dict:

@@ -155,7 +155,7 @@ def windows(now) -> dict:
         return out
     out.update(known=True, as_of=fig["as_of"], windows=fig["windows"])
     if fig["as_of"]:
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         out["age_seconds"] = max(0, int((now - clock.parse_ts(fig["as_of"])).total_seconds()))
     return out

@@ -98,7 +98,7 @@ def epoch_of(ts) -> float | None:
 def iso_of(epoch: float) -> str:
     from datetime import datetime
 
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     return clock.iso(datetime.fromtimestamp(epoch, tz=UTC))
 
