@@ -358,3 +358,17 @@ def test_opencode_and_pi_usage_shapes_are_read():
     u = report.parse("pi-jsonl", pi)["usage"]
     assert (u["total_tokens"], u["cost_usd"], u["model"]) == (110, 0.002, "claude-x")
     assert sys.maxsize  # keep the import used on every platform
+
+
+def test_a_plain_argv_preset_still_works(monkeypatch, tmp_path):
+    from loopx.runner import presets
+
+    monkeypatch.setitem(presets.PRESETS, "pi", ["pi", "-p", "{packet}"])
+    exe = tmp_path / "pi"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert presets.argv_for("pi", "PKT", "/f", "edit") == ["pi", "-p", "PKT"]
+    assert presets.spec("pi")["report"] is None
+    with pytest.raises(Exception, match="no read-only setting"):
+        presets.argv_for("pi", "PKT", "/f", "read-only")

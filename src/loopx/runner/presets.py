@@ -11,8 +11,8 @@ preset name to::
      "kind": str}              # the host kind (usage windows, host errors): claude-code, codex, ...
 
 The packet is also given on stdin. ``MODES`` are loopx's own words; docs/usage.md has the same
-table. Other presets (another engineer's ``pi``) may be plain argv lists: they then report no
-usage and have no permission setting.
+table. Other presets (the hosts issue's ``pi``) may be plain argv lists: they then report no usage
+("usage unknown"), run ``edit`` and ``full`` unchanged and refuse ``read-only``.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def spec(preset: str) -> dict:
         raise UsageError(f"unknown agent preset {preset!r}",
                          f"use one of {', '.join(names())}, or --agent-cmd 'your command'")
     p = PRESETS[preset]
-    if isinstance(p, list):
-        return {"argv": list(p), "report": None, "kind": preset, "modes": {m: [] for m in MODES}}
+    if isinstance(p, list):  # a plain argv: no usage report, no permission flags (read-only cannot be enforced)
+        return {"argv": list(p), "report": None, "kind": preset, "modes": {"read-only": None, "edit": [], "full": []}}
     return p
 
 
