@@ -237,6 +237,8 @@ FAILURES = [
     ("claude-code", "claude", "", 0, True, "host_timed_out", "time limit"),
     ("claude-code", "claude", "", 0, False, "host_idle", "without any output"),
     ("opencode", "opencode", "Segmentation fault", 139, False, "host_crashed", "Segmentation fault"),
+    ("codex", "codex", "Not inside a trusted directory and --skip-git-repo-check was not specified.", 1, False,
+     "host_crashed", "trusted directory"),
 ]
 
 
@@ -372,3 +374,25 @@ def test_a_plain_argv_preset_still_works(monkeypatch, tmp_path):
     assert presets.spec("pi")["report"] is None
     with pytest.raises(Exception, match="no read-only setting"):
         presets.argv_for("pi", "PKT", "/f", "read-only")
+
+
+def test_outcome_does_not_misread_a_working_turn():
+    from datetime import UTC, datetime
+
+    from loopx.runner import outcome, report
+
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    ok = report.parse("claude-json", CLAUDE_OK)
+    # a successful report that talks about rate limits or logins is still a successful turn
+    assert outcome.classify(0, False, CLAUDE_OK + "\nfixed the rate limit and the please log in page", ok,
+                            preset="claude-code", now=now) is None
+    # a custom command that changed files and mentions a login page worked
+    assert outcome.classify(0, False, "updated the 'please log in' banner", report.parse(None, ""), preset=None,
+                            now=now, changed=True) is None
+    # a custom command that fails for its own reasons is not a host problem
+    assert outcome.classify(3, False, "assertion failed", report.parse(None, ""), preset=None, now=now) is None
+    for text, when in (("Claude AI usage limit reached|1772366400", "2026-03-01T12:00:00Z"),
+                       ("You've hit your usage limit. Try again in 2 hours 5 minutes.", "2026-03-01T02:05:00Z"),
+                       ("rate limited; resets at 2026-03-01T06:30:00Z", "2026-03-01T06:30:00Z")):
+        got = outcome.classify(1, False, text, report.parse(None, ""), preset="codex", now=now)
+        assert (got["reason"], got["reset_at"]) == ("host_rate_limited", when), text

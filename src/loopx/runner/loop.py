@@ -124,10 +124,12 @@ class Driver:
         from loopx.runner import changes, outcome, report
 
         rep = report.parse(self.spec["report"] if self.spec else None, res.get("output", res["output_tail"]))
+        diff = changes.measure(self.store.project_dir, before)
+        changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
         setup = None if res["interrupted"] else outcome.classify(
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
-            preset=self.preset if self.spec else None, now=clock.now())
-        return {"usage": rep["usage"], "changes": changes.measure(self.store.project_dir, before),
+            preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+        return {"usage": rep["usage"], "changes": diff,
                 "host": self.spec["kind"] if self.spec else None, "permission_mode": getattr(self, "turn_mode", None),
                 "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"]}
 

@@ -103,8 +103,10 @@ def reset_time(text: str, now: datetime) -> str | None:
 
 
 def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, *, preset: str | None,
-             now: datetime) -> dict | None:
-    """The setup error of a finished agent process, or None (see the module docstring)."""
+             now: datetime, changed: bool | None = None) -> dict | None:
+    """The setup error of a finished agent process, or None (see the module docstring).
+    ``changed`` (the turn changed files or made commits; None = unknown) keeps a short login hint
+    after exit 0 from being read as "not logged in" when the agent evidently worked."""
     report = report or {}
     text = output or ""
     said = "\n".join(x for x in (report.get("error") or "", text) if x)
@@ -117,7 +119,7 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
 
     if not worked_json or failed:
         line = _host_line(said, NOT_LOGGED_IN)
-        if line and (failed or len(text) < 2000):  # a login hint and exit 0 (Pi) is not a turn
+        if line and (failed or (len(text) < 1000 and not changed)):  # a login hint and exit 0 (Pi) is not a turn
             return out("host_not_logged_in", line)
         if failed and preset == "gemini" and exit_code == 41:
             return out("host_not_logged_in", report.get("error") or _message_of(text))
