@@ -87,7 +87,9 @@ def render(d: dict) -> str:
             tok = f"{w['tokens']:,} tokens" if w.get("tokens") is not None else None
             lim = f"of {w['limit']:,} ({w['limit_source']})" if w.get("limit") else None
             reset = f"resets {w['resets_at']}" if w.get("resets_at") else None
-            if w.get("resets_at") and w["resets_at"] <= d["now"]:
+            if w["name"] == "7 days" and w.get("resets_at"):
+                reset = f"rolling (the oldest counted message leaves at {w['resets_at']})"
+            elif w.get("resets_at") and w["resets_at"] <= d["now"]:
                 reset = f"reset since {w['resets_at']} (figure is older than the reset)"
             lines.append("  " + w["name"] + ": " + ", ".join(x for x in (pct, tok, lim, reset) if x))
         if h.get("skipped_lines"):

@@ -28,6 +28,7 @@ from loopx.usage import files, unknown
 BLOCK = 5 * 3600
 WEEK = 7 * 86400
 KEEP = 8 * 86400
+WEEK_SLACK = 300      # seconds the quick cache may keep a week total while messages leave the window
 READ_CHUNK = 1024 * 1024
 STATE_VERSION = 1
 
@@ -250,8 +251,8 @@ def _compute(roots: list[str], now_epoch: float, found: list) -> tuple[dict, flo
     edges = [now_epoch + 3600]
     if active:
         edges += [active["end"], active["last"] + BLOCK]
-    if oldest is not None:
-        edges.append(oldest + WEEK)
+    if oldest is not None and week_limit:  # the rolling week moves all the time: a 5-minute-old
+        edges.append(max(oldest + WEEK, now_epoch + WEEK_SLACK))  # total is close enough (it can only overcount)
     future = [e[0] for e in st["entries"].values() if e[0] > now_epoch]
     if future:
         edges.append(min(future))
