@@ -304,3 +304,20 @@ def test_quota_set_bad_real_units(project, cli, args):
     _todo_goal(cli)
     r = cli("quota", "set", *args)
     assert r.code == 2 and "hint:" in r.err
+
+
+def test_usage_needs_no_project_and_survives_damaged_caches(tmp_path, clk):
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    _claude_folder()
+    r = run_loopx(["usage", "--format", "json"], cwd=tmp_path)
+    assert r.code == 0, r.err
+    first = json.loads(r.out)["data"]["hosts"][0]
+    from loopx import config
+
+    cache = Path(config.data_home()) / "cache" / "usage"
+    for f in cache.iterdir():  # a killed writer, a full disk, a hand edit
+        f.write_bytes(f.read_bytes()[: len(f.read_bytes()) // 2])
+    r = run_loopx(["usage", "--format", "json"], cwd=tmp_path)
+    assert r.code == 0, r.err
+    again = json.loads(r.out)["data"]["hosts"][0]
+    assert again["windows"] == first["windows"] and again["bytes_read"] > 0  # read again from the start
