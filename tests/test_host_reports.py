@@ -396,3 +396,23 @@ def test_outcome_does_not_misread_a_working_turn():
                        ("rate limited; resets at 2026-03-01T06:30:00Z", "2026-03-01T06:30:00Z")):
         got = outcome.classify(1, False, text, report.parse(None, ""), preset="codex", now=now)
         assert (got["reason"], got["reset_at"]) == ("host_rate_limited", when), text
+
+
+def test_dashboard_puts_a_host_failure_under_needs_you_with_its_message(project, cli, tmp_path):
+    from loopx.dashboard.api import Api, project_key
+    from loopx.kernel.storage import clock
+
+    _goal(cli)
+    bindir = tmp_path / "bin"
+    _host(bindir, "claude", "Not logged in · Please run /login", 1, touch=False)
+    r, _doc = _run(project, bindir, "claude-code")
+    assert r.code == 1
+    api = Api()
+    now = clock.now_iso()
+    (p,) = [x for x in api.status(now)["projects"] if x["key"] == project_key(str(project))]
+    (g,) = p["goals"]
+    assert g["group"] == "needs_you" and "host_not_logged_in" in g["reason"] and "Not logged in" in g["reason"]
+    page = api.goal(p["key"], "g1", now)
+    run = page["runs"][0]
+    assert run["setup_error"]["reason"] == "host_not_logged_in" and run["host"] == "claude-code"
+    assert run["permission_mode"] == "edit" and run["usage"] is None  # plain text output: usage unknown
