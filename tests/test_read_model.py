@@ -73,7 +73,7 @@ def test_every_client_reports_the_same_budget_holdings_and_readiness(ops, tmp_pa
     from datetime import UTC, datetime
 
     from conftest import Clock
-    from loopx.dashboard.api import Api, budget_chart
+    from loopx.dashboard.api import Api, budget_chart, project_key
 
     proj = tmp_path_factory.mktemp("rm")
     monkeypatch.chdir(proj)
@@ -109,11 +109,9 @@ def test_every_client_reports_the_same_budget_holdings_and_readiness(ops, tmp_pa
     listed = {a["name"]: sorted(a["holds"]) for a in _cli("agent", "list")["agents"]}
     in_status = {a["name"]: sorted(a["holds"]) for a in _cli("status")["agents"]}
     board = Api().agents(now_iso)
-    from loopx.dashboard.api import project_key
-
-    here = project_key(store.project_dir)  # hypothesis examples share LOOPX_HOME: earlier projects are registered too
+    mine = project_key(str(proj))  # hypothesis examples share one LOOPX_HOME: look at this project only
     dash = {a["name"]: sorted(h["id"] for h in a["holds"] if h["live"])
-            for p in board["projects"] if p["key"] == here for a in p["agents"]}
+            for p in board["projects"] if p["key"] == mine for a in p["agents"]}
     for name in AGENTS:
         if name in listed:
             assert listed[name] == in_status.get(name, []) == dash.get(name, [])

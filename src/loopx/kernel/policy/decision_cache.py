@@ -89,7 +89,8 @@ def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     """Recompute the time fields of decision ``d`` for ``now`` (the same schedule rule as decide)."""
     from loopx.kernel.read import schedule
 
-    keep = d.get("next_check_at") if d["decision"] in ("wait", "pause", "stop", "error") else None
+    timed = d["decision"] in ("wait", "pause", "stop", "error") or d.get("reason") == "watching"
+    keep = d.get("next_check_at") if timed else None
     d["next_check_at"], d["scheduler_hint"] = schedule.hint(d["decision"], now, keep, prev_ts)
     d["evaluated_at"] = clock.iso(now)
     return d
@@ -140,8 +141,10 @@ def valid_until(state: dict, now: datetime) -> str:
 
 
 def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None,
-         hosts: dict | None = None) -> None:
-    """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
+         hosts: dict | None = None, cap: str | None = None) -> None:
+    """Remember ``d`` for ``k`` (best effort: the cache is disposable); ``cap`` (ISO) ends its
+    validity earlier (the next due watch check or notification retry); ``hosts`` are the usage
+    windows the window rule saw (their signature is compared again on a hit, their resets end it)."""
     if files is None or d["decision"] == "error":
         return
     from loopx.kernel.storage.fs import atomic_write
@@ -151,6 +154,10 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         else None
     body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
     until = valid_until(state, now)
+    if cap is not None:
+        if cap <= clock.iso(now):
+            return
+        until = min(until, cap)
     sigs = {}
     if hosts:
         from loopx import usage
