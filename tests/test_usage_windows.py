@@ -321,3 +321,29 @@ def test_usage_needs_no_project_and_survives_damaged_caches(tmp_path, clk):
     assert r.code == 0, r.err
     again = json.loads(r.out)["data"]["hosts"][0]
     assert again["windows"] == first["windows"] and again["bytes_read"] > 0  # read again from the start
+
+
+def test_a_huge_codex_rollout_is_read_from_its_end_only(project, cli, clk):
+    path = _codex_session(97.0, resets_at="2026-03-01T11:00:00Z")
+    body = path.read_text()
+    filler = json.dumps({"timestamp": "2026-03-01T08:10:00Z", "type": "response_item",
+                         "payload": {"type": "message", "content": "x" * 2000}}) + "\n"
+    path.write_text(filler * 10000 + body)  # 20 MB of history before the newest figure
+    h = cli("usage", "--host", "codex", json=True).data["hosts"][0]
+    assert h["windows"][0]["used_percent"] == 97.0
+    assert 0 < h["bytes_read"] <= 256 * 1024
+    assert cli("usage", "--host", "codex", json=True).data["hosts"][0]["bytes_read"] == 0
+
+
+def test_the_largest_block_heuristic_says_so_when_it_gates(project, cli, clk):
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    root = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" / "-p"
+    root.mkdir(parents=True)
+    (root / "s.jsonl").write_text("\n".join([
+        _line("2026-03-07T01:00:00Z", "a", "ra", 500, 500),     # a finished block of 1000
+        _line("2026-03-08T11:00:00Z", "b", "rb", 600, 400),     # the active block: 1000 = 100%
+    ]) + "\n")
+    _todo_goal(cli)
+    d = cli("--agent", "claude-code", "quota", "should-run", json=True).data
+    assert d["reason"] == "host_window" and "largest block seen" in d["message"]
+    assert d["next_check_at"] == "2026-03-08T16:00:00Z"

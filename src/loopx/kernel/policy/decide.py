@@ -200,8 +200,10 @@ class _Eval:
                 if used is None or (reset and reset <= self.now_iso):
                     continue
                 if used >= limit:
+                    src = w.get("limit_source")
+                    of = f" of {src}" if src and src != "host" else ""
                     return self.decide("window", "wait", "host_window",
-                                       f"{kind}'s {w['name']} window is {used:.0f}% used (reserve {reserve}%: "
+                                       f"{kind}'s {w['name']} window is {used:.0f}% used{of} (reserve {reserve}%: "
                                        f"turns stop at {limit}%); it resets at {reset or 'an unknown time'}",
                                        next_check_at=reset, host=kind, window=w)
                 if leftover and reset:
