@@ -416,3 +416,18 @@ def test_dashboard_puts_a_host_failure_under_needs_you_with_its_message(project,
     run = page["runs"][0]
     assert run["setup_error"]["reason"] == "host_not_logged_in" and run["host"] == "claude-code"
     assert run["permission_mode"] == "edit" and run["usage"] is None  # plain text output: usage unknown
+
+
+def test_review_packet_and_status_show_what_turns_cost(project, cli, tmp_path):
+    _goal(cli)
+    bindir = tmp_path / "bin"
+    _host(bindir, "claude", CLAUDE_OK, 0)
+    r, _doc = _run(project, bindir, "claude-code")
+    assert r.code == 0
+    md = cli("review-packet").out
+    assert "Reported cost of the period: 0.42 USD, 17,920 tokens." in md
+    assert "17,920 tokens, 0.42 USD (claude-sonnet-4-5)" in md
+    st = cli("status").out
+    assert "0.42 USD" in st and "17,920 tokens" in st
+    data = cli("review-packet", json=True).data
+    assert data["rounds"]["cost_usd"] == 0.4213 and data["rounds"]["usage_unknown"] == 0
