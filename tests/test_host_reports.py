@@ -431,3 +431,12 @@ def test_review_packet_and_status_show_what_turns_cost(project, cli, tmp_path):
     assert "0.42 USD" in st and "17,920 tokens" in st
     data = cli("review-packet", json=True).data
     assert data["rounds"]["cost_usd"] == 0.4213 and data["rounds"]["usage_unknown"] == 0
+
+
+def test_schedule_names_the_missing_permission_mode(project, cli):
+    assert cli("start-goal", "--goal-text", "x", "--goal-id", "g1", "--todo", "a").code == 0
+    r = cli("--agent", "codex", "schedule", "--cron", json=True)
+    assert r.code == 0 and any("permission mode" in n for n in r.data["notes"])
+    assert cli("goal", "update", "g1", "--permission-mode", "edit").code == 0
+    r = cli("--agent", "codex", "schedule", "--cron", json=True)
+    assert not any("permission mode" in n for n in r.data["notes"])
