@@ -347,3 +347,15 @@ def test_the_largest_block_heuristic_says_so_when_it_gates(project, cli, clk):
     d = cli("--agent", "claude-code", "quota", "should-run", json=True).data
     assert d["reason"] == "host_window" and "largest block seen" in d["message"]
     assert d["next_check_at"] == "2026-03-08T16:00:00Z"
+
+
+def test_the_host_of_a_turn():
+    from loopx.kernel.read import hosts
+
+    state = {"agents": {"nightly": {"kind": "codex"}, "odd": {"kind": "custom"}}}
+    goal = {"id": "g1", "host": None}
+    assert hosts.kinds(state, goal, "nightly") == ["codex"]          # the registered kind
+    assert hosts.kinds(state, goal, "claude-code") == ["claude-code"]  # a host's own name
+    assert hosts.kinds(state, goal, "odd") == ["claude-code", "codex"]  # unknown: every readable host
+    assert hosts.kinds(state, dict(goal, host="gemini"), "odd") == ["gemini"]  # the goal's default host
+    assert hosts.kinds(state, dict(goal, host="gemini"), None) == ["gemini"]
