@@ -19,21 +19,6 @@ def agent_markers() -> list[str]:
     return [m for m in AGENT_ENV_MARKERS if os.environ.get(m)]
 
 
-def require_human(ctx, what: str) -> None:
-    """Refuse ``what`` (a short phrase: "raising max_parallel") unless a human runs this command:
-    raises HumanRequired (exit 4, code ``human_required``) when ``--agent``, ``LOOPX_AGENT`` or an agent-host
-    marker (``AGENT_ENV_MARKERS``) is present. The same test ``loopx gate approve`` applies; the
-    one function to swap when the governance rules change."""
-    markers = agent_markers()
-    if getattr(ctx, "agent", None) or markers:
-        from loopx.errors import HumanRequired
-
-        who = f"agent {ctx.agent}" if getattr(ctx, "agent", None) else \
-            "an agent session (" + ", ".join(markers) + " set)"
-        raise HumanRequired(f"{what} is a human decision; this looks like {who}",
-                            "ask a human to run this command in their own terminal", code="human_required")
-
-
 class Context:
     """Global options and lazily opened resources.
 

@@ -43,6 +43,10 @@ def register(sub, name, help_text):
     u.add_argument("--done-when", metavar="TEXT")
     u.add_argument("--verify", metavar="CMD")
     u.add_argument("--priority", type=int)
+    u.add_argument("--host", metavar="KIND", help="default host of the goal's turns (claude-code, codex, ...): "
+                                                  "its usage windows gate should-run")
+    u.add_argument("--permission-mode", metavar="MODE", help="default permission mode of preset turns: "
+                                                             "read-only, edit or full (human-only)")
     u.add_argument("--max-parallel", metavar="N",
                    help="runners that may drive the goal at once, each in its own git worktree (default 1; "
                         "raising it is for humans only)")
@@ -178,19 +182,25 @@ def render_show(d: dict) -> str:
              f"  protected:  {', '.join(sc['protect']) or '-'}",
              f"  quota:      {q['slots']} slot(s) per {format_duration(q['window'])}"
              + (f", cooldown {format_duration(q['cooldown'])}" if q.get("cooldown") else "")
-             + f", stall after {q['stall_after']}",
+             + f", stall after {q['stall_after']}"
+             + (f", max {q['max_usd']:.2f} USD" if q.get("max_usd") is not None else "")
+             + (f", max {q['max_tokens']:,} tokens" if q.get("max_tokens") is not None else ""),
+             f"  host:       {g.get('host') or '-'}  permission mode: {g.get('permission_mode') or '-'}",
              "  todos:      " + ", ".join(f"{k} {v}" for k, v in g["todos"].items() if v) or "none",
              f"  runs:       {g.get('runs', 0)}"]
     return "\n".join(lines)
 
 
-def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None,
-                max_parallel=None) -> dict:
-    from loopx.context import require_human
+def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
+                permission_mode=None, max_parallel=None) -> dict:
+    from loopx.commands.human import require_human
     from loopx.kernel.write import goals
 
+    if permission_mode is not None:
+        require_human(ctx, "setting a goal's permission mode")
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority, max_parallel=max_parallel,
+                             verify=verify, priority=priority, host=host, permission_mode=permission_mode,
+                             max_parallel=max_parallel,
                              on_raise=lambda: require_human(ctx, "raising max_parallel"))
 
 
