@@ -14,8 +14,10 @@ import pytest
 
 from loopx.cli import main
 from loopx.context import AGENT_ENV_MARKERS
+from loopx.kernel.storage.actors import human_name
 
 REPO = Path(__file__).resolve().parents[1]
+HUMAN = f"human:{human_name()}"  # the actor of a human's command: the OS account, never $USER
 
 
 @dataclass
@@ -54,6 +56,9 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("LOOPX_NO_UPDATE_CHECK", "1")
     for var in (*AGENT_ENV_MARKERS, "LOOPX_NOW", "LOOPX_LOCK_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
+    # the hosts' own folders: never the real user's (loopx usage and should-run read them)
+    monkeypatch.setenv("CODEX_HOME", str(home / "codex-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude-home"))
     yield
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "next": ("turn", "claim the next todo, open a run and print the turn packet"),
     "turn": ("turn", "finish a turn (run) with its result"),
     "run": ("run", "drive an agent command through governed turns"),
+    "usage": ("usage", "what your Claude Code and Codex subscriptions have left (from local files)"),
     "history": ("history", "the event log, filtered"),
     "review-packet": ("review_packet", "a Markdown handoff and retrospective report"),
     "demo": ("demo", "run the bundled example project through the governed loop"),
@@ -45,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inbox": ("inbox", "what needs a person now, across every registered project"),
     "disconnect": ("inbox", "remove a project from the registry (its files stay)"),
     "forget": ("inbox", "alias of disconnect"),
+    "schedule": ("schedule", "print a cron or systemd recipe with the absolute path of this loopx filled in"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):
@@ -227,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         msg = f"cannot read or write{where}: {exc.strerror or exc}"
         hint = "check that path's type and permissions (`loopx doctor` checks the store)"
+        if exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
+            hint = "free some disk space and retry (nothing was recorded)"
         return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
     except RecursionError:
         msg = "input nested too deeply to read"

@@ -33,7 +33,7 @@ def status(ctx, goal_id=None, orient=False):
         from loopx.kernel.policy.tick import load_book
 
         book = load_book(store)
-    data = summary(state, clock.now_iso(), goal_id, book)
+    data = summary(state, clock.now_iso(), goal_id, book, store_root=store.root)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True
@@ -55,6 +55,9 @@ def render(d: dict) -> str:
         for g in d["goals"]:
             t = g["todos"]
             flag = f"  NEEDS YOU: {len(g['needs_human'])} gate(s)" if g["needs_human"] else ""
+            if g.get("host_errors"):
+                e = g["host_errors"][0]
+                flag += f"  NEEDS YOU: {e['reason']}: {safe(e['message'], limit=60)}"
             if not flag and g.get("setup_error"):
                 flag = f"  NEEDS YOU: {g['setup_error'].get('reason')}"
             lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
@@ -78,12 +81,18 @@ def render(d: dict) -> str:
         err = g.get("setup_error")
         if err:
             lines.append(f"  NEEDS YOU: {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
+        for e in g.get("host_errors") or []:
+            lines.append(f"  NEEDS YOU: {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
+                         f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
         for c in g["claimed"]:
             lines.append(f"  held:    {c['id']} by {safe(c['holder'])} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
         for c in g["expired"]:
             lines.append(f"  expired: {c['id']} (was {safe(c['holder'])})  {safe(c['title'], limit=40)}")
         for r in g["ready"][:3]:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
+        for w in g.get("waiting_on_goals", [])[:3]:
+            after = ", ".join(f"{x['id']} ({x['status']})" for x in w["goals"])
+            lines.append(f"  waits:   {w['id']}  {safe(w['title'], limit=40)}  (until goal {safe(after)} is done)")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
         from loopx.kernel.storage.clock import format_duration
@@ -93,12 +102,23 @@ def render(d: dict) -> str:
                          f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
                          + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
                          + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else ""))
-        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
+        money = "".join([f", {b['spent_usd']:.2f}" + (f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else "")
+                         + " USD" if b.get("costed_runs") or b.get("max_usd") is not None else "",
+                         f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
+                         + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
+        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last "
+                     f"{format_duration(b['window'])}")
         lr = g["last_run"]
         if lr:
+            from loopx.usage.text import usage_line
+
             ver = " verified" if lr["verified"] and lr["result"] in ("progress", "completion") else ""
             lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{ver}"
-                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z")
+                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
+                         + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
+        for r in g.get("open_runs") or []:
+            where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
+            lines.append(f"  running: {r['id']} by {safe(r['agent'])} on {r['todo'] or 'planning'}{where}")
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")

@@ -159,7 +159,7 @@ class Api:
                    "problems": [], "read_only": None}
             try:
                 state = self.state(p["path"])
-                data = summary(state, now_iso)
+                data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
             except LoopxError as exc:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
                 projects.append(row)
@@ -216,13 +216,13 @@ class Api:
         goal = state["goals"].get(goal_id)
         if goal is None:
             raise ApiError(404, "no_goal", f"no goal {goal_id} in {p['name']}", "open the goal from the overview")
-        row = summary(state, now_iso, goal_id)["goals"][0]
+        row = summary(state, now_iso, goal_id, store_root=os.path.join(p["path"], ".loopx"))["goals"][0]
         decision = self.decision(state, row, p["path"], now_iso)
         group, reason, next_check = classify(row, decision)
         board = {}
         for st, todos in queries.by_status(state, goal_id, now_iso).items():
             shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
-            board[st] = {"count": len(todos), "items": [_todo(t) for t in shown]}
+            board[st] = {"count": len(todos), "items": [_todo(t, state["goals"]) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
         watch_rows = []
@@ -270,9 +270,10 @@ class Api:
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
             from loopx.kernel.read import queries
+            from loopx.kernel.write.agents import shown_kind
 
             held = queries.holdings(state, now_iso, expired=True)
-            agents = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
+            agents = [dict(a, kind=shown_kind(a), holds=held.get(actors.agent(a["name"]), [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
@@ -321,6 +322,9 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
         return "stopped", row["status"], None
     if row["needs_human"]:
         return "needs_you", f"{len(row['needs_human'])} gate(s) wait for your decision", None
+    if row.get("host_errors"):
+        e = row["host_errors"][0]
+        return "needs_you", f"{e['host'] or e['agent']} could not work ({e['reason']}): {e['message']}", None
     if row["next"].startswith("wait for run-"):  # a run is open: wait for it, not "is the next one worth it?"
         return "running", row["next"], None
     d = decision or {"decision": "wait", "message": row["next"], "next_check_at": None}
@@ -374,6 +378,8 @@ def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[di
                     "todo_title": todo["title"] if todo else None, "started": r["started"],
                     "finished": r["finished"], "result": r["result"], "verified": r["verified"],
                     "slots": r.get("slots", 0), "mode": r.get("mode"), "note": r.get("note"),
+                    "usage": r.get("usage"), "changes": r.get("changes"), "host": r.get("host"),
+                    "permission_mode": r.get("permission_mode"), "setup_error": r.get("setup_error"),
                     "evidence": by_run.get(r["id"], [])})
     return _with_decision(out, decision)
 
@@ -387,11 +393,13 @@ def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
     return runs
 
 
-def _todo(t: dict) -> dict:
+def _todo(t: dict, goals: dict | None = None) -> dict:
     c = t.get("claim") or {}
     return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
             "holder": c.get("holder"), "lease_until": c.get("lease_until"), "since": c.get("since"),
             "note": t.get("note"), "evidence": len(t.get("evidence") or []), "depends_on": t.get("depends_on") or [],
+            "depends_on_goals": [{"id": g, "status": (goals or {}).get(g, {}).get("status")}
+                                 for g in t.get("depends_on_goals") or []],
             "acceptance": t.get("acceptance")}
 
 

@@ -12,7 +12,17 @@ When should-run says every todo is done, the goal's own verify command decides t
 runs once per call; passing marks the goal done, failing makes should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
-"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note"}``.
+"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
+"usage": loopx.runner.report usage|None (None: usage unknown), "changes": loopx.runner.changes
+dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None}``.
+A host that could not work (not logged in, offline, rate limited, crashed, timed out, idle:
+loopx.runner.outcome) ends the turn as ``failed`` with ``setup_error`` recorded on the run.
+
+When the goal allows several runners (``max_parallel`` > 1) the runner takes a free slot ``i``,
+acts as agent ``<name>-<i>``, and runs each turn in its own git worktree on branch
+``loopx/<run-id>`` (docs/multi-agent.md); such turns add ``"worktree": {"path", "branch", "kept",
+"branch_kept"}`` and ``"merge"`` (``loopx.runner.merge.integrate``'s dict or None), and the result
+gains ``"slot"`` and ``"merges"`` (approved merge gates merged by this runner).
 Exit code 0 when every turn worked or the loop stopped on a clean decision, 1 when an agent
 failed or timed out, 3 (raised StateError) for an unreadable store, 4 (Conflict ``runner_busy``)
 when another runner holds the goal, 130 (Interrupted) on Ctrl-C after closing the run.
@@ -23,22 +33,32 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.errors import Interrupted, StateError
+from loopx.errors import Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
+from loopx.usage.text import usage_line
+
+KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
 
 
 class Driver:
     def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
-                 lease: float, echo=None, log=None) -> None:
+                 lease: float, echo=None, log=None, permission_mode: str | None = None) -> None:
         self.store, self.agent, self.actor = store, agent, actors.agent(agent)
         self.preset, self.agent_cmd = preset, agent_cmd
+        self.permission_mode = permission_mode
+        self.spec = presets.spec(preset) if preset and not agent_cmd else None
         self.timeout, self.lease, self.echo = timeout, lease, echo
         self.log = log or (lambda msg: None)
         self.locks: dict[str, RunnerLock] = {}
+        self.isolate = False      # parallel mode: one git worktree per turn
+        self.base: str | None = None
+
+    def rename(self, agent: str) -> None:
+        self.agent, self.actor = agent, actors.agent(agent)
 
     def lock(self, goal_id: str) -> None:
         if goal_id not in self.locks:
@@ -57,7 +77,7 @@ class Driver:
             vals = {"prompt_file": prompt_file, "packet_json": json_file, "run_id": started["run_id"],
                     "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
             return presets.fill(self.agent_cmd, vals), True
-        return presets.argv_for(self.preset, started["packet_text"], prompt_file), False
+        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode), False
 
     def env(self, started: dict, prompt_file: str, json_file: str) -> dict:
         env = dict(os.environ)
@@ -67,8 +87,22 @@ class Driver:
                    LOOPX_FENCE=str(started.get("fence") or ""))
         return env
 
+    def mode_for(self, goal_id: str) -> str | None:
+        """The permission mode of a turn on ``goal_id``: ``--permission-mode``, else the goal's."""
+        if self.permission_mode or not self.spec:
+            return self.permission_mode
+        g = self.store.load()["goals"].get(goal_id) or {}
+        return g.get("permission_mode")
+
     def turn(self, started: dict) -> dict:
         rid = started["run_id"]
+        mode = self.mode_for(started["goal_id"])
+        if mode and started.get("packet"):
+            from loopx.kernel.policy import packet
+
+            started["packet"]["permission_mode"] = mode
+            started["packet_text"] = packet.render(started["packet"])
+        self.turn_mode = mode
         cache = self.store.path("cache")
         os.makedirs(cache, exist_ok=True)
         prompt_file = os.path.join(cache, f"{rid}.packet.txt")
@@ -77,8 +111,21 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
-        before = self.store.load()["todos"]
-        self.todos_before = {k for k, t in before.items() if t["goal"] == started["goal_id"]}
+        before_todos = self.store.load()["todos"]
+        self.todos_before = {k for k, t in before_todos.items() if t["goal"] == started["goal_id"]}
+        cwd = self.store.project_dir
+        if self.isolate:
+            from loopx.runner import worktree
+
+            try:
+                started["worktree"] = worktree.create(self.store, rid, self.base)
+            except LoopxError as exc:
+                turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
+                raise
+            cwd = started["worktree"]["cwd"]
+        from loopx.runner import changes
+
+        before = changes.head(cwd)
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 
@@ -88,38 +135,76 @@ class Driver:
                 except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
                     pass
 
+            def attached(pid):
+                from loopx.kernel.storage import agentproc
+
+                turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
+
             res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
-                                    env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
+                                    env=self.env(started, prompt_file, json_file), cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
-                                    echo=self.echo)
+                                    echo=self.echo, on_start=attached,
+                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
         finally:
             for p in (prompt_file, json_file):
                 try:
                     os.remove(p)
                 except OSError:
                     pass
-        return self.settle(started, res)
+        return self.settle(started, res, self.measure(res, before, cwd))
 
-    def settle(self, started: dict, res: dict) -> dict:
+    def measure(self, res: dict, before: str | None, cwd: str | None = None) -> dict:
+        """What the turn cost and changed (in ``cwd``, the run's worktree in parallel mode), and
+        whether the host could work at all."""
+        from loopx.runner import changes, outcome, report
+
+        rep = report.parse(self.spec["report"] if self.spec else None, res.get("output", res["output_tail"]))
+        diff = changes.measure(cwd or self.store.project_dir, before)
+        changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
+        setup = None if res["interrupted"] else outcome.classify(
+            res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
+            preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+        return {"usage": rep["usage"], "changes": diff,
+                "host": self.spec["kind"] if self.spec else None, "permission_mode": getattr(self, "turn_mode", None),
+                "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"]}
+
+    def settle(self, started: dict, res: dict, meas: dict | None = None) -> dict:
         rid = started["run_id"]
+        meas = meas or {}
+        report = {k: meas.get(k) for k in ("usage", "changes", "host", "permission_mode", "wall_time")}
         out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
                "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
-               "verify": None, "spend": None, "note": None}
+               "verify": None, "spend": None, "note": None, "setup_error": meas.get("setup_error"), **report}
+        if started.get("worktree"):
+            out["worktree"] = {"path": started["worktree"]["path"], "branch": started["worktree"]["branch"],
+                               "kept": True, "branch_kept": True}
+            out["merge"] = None
         if res["interrupted"]:
-            turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner")
+            turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner",
+                       report=report)
             raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
                               "run `loopx run` again to continue")
+        setup = meas.get("setup_error")
+        if setup:
+            why = f"{setup['reason'].replace('_', ' ')}: {setup['message']}"
+            fin = turn.close(self.store, self.actor, rid, "failed", why, report=dict(report, setup_error=setup))
+            out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
+            return out
         if res["timed_out"] or res["exit_code"] != 0:
             why = (f"timed out after {clock.format_duration(self.timeout or 0)}" if res["timed_out"]
                    else f"agent exited {res['exit_code']}")
-            fin = turn.close(self.store, self.actor, rid, "failed", why)
+            fin = turn.close(self.store, self.actor, rid, "failed", why, report=report)
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
             return out
+        changed = None
+        if started.get("worktree"):
+            changed = self.commit_worktree(started, out)
         state = self.store.load()
         run = queries.resolve_run(state, rid)
         if run["finished"] is None:
-            fin = self.finish_for_agent(state, run, out)
+            fin = self.finish_for_agent(state, run, out, report, changed)
         else:
+            turn.report(self.store, self.actor, rid, report)
             fin = {"result": run["result"], "verified": run["verified"]}
             out["note"] = "finished by the agent"
         out.update(result=fin["result"], verified=fin["verified"], slots=0)
@@ -127,6 +212,8 @@ class Driver:
             receipt = turn.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
+        if started.get("worktree"):
+            self.land(started, out)
         return out
 
     def complete_goal(self, goal_id: str) -> dict | None:
@@ -148,13 +235,55 @@ class Driver:
         self.log(f"goal {g['id']}: verify {'passed: the goal is done' if check['passed'] else 'failed'}")
         return out
 
-    def finish_for_agent(self, state: dict, run: dict, out: dict) -> dict:
+    # ------------------------------------------------------------------ parallel runs
+    def commit_worktree(self, started: dict, out: dict) -> bool | None:
+        """Commit what the agent left in its worktree; True when its branch is ahead of the base."""
+        from loopx.runner import worktree
+
+        info = started["worktree"]
+        title = started.get("todo_id") or "planning"
+        try:
+            worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})")
+            return worktree.ahead(info["path"], info["base_sha"]) > 0
+        except LoopxError as exc:
+            out["note"] = f"could not commit the worktree: {exc.message}"
+            return None
+
+    def land(self, started: dict, out: dict) -> None:
+        """Merge a verified run's branch back (or gate it), then remove the worktree. A failed run
+        keeps its worktree for a human (``loopx doctor`` lists it); a branch with unmerged work is
+        kept when the merge waits at a gate, conflicts, or the run was not verified."""
+        from loopx.runner import merge, worktree
+
+        info = started["worktree"]
+        rid = started["run_id"]
+        if out["result"] == "failed":
+            return
+        res = None
+        try:
+            if out["verified"] and out["result"] in ("progress", "completion"):
+                run = queries.resolve_run(self.store.load(), rid)
+                res = merge.integrate(self.store, self.actor, run, self.base)
+            ahead = worktree.ahead(info["path"], info["base_sha"]) > 0
+            keep_branch = (res["action"] in ("gated", "deferred", "conflict")) if res else ahead
+            worktree.remove(self.store, rid, delete_branch=not keep_branch)
+        except LoopxError as exc:
+            out["merge"] = res
+            out["note"] = ((out.get("note") or "") + f"; worktree kept: {exc.message}").lstrip("; ")
+            return
+        out["merge"] = res
+        out["worktree"].update(kept=False, branch_kept=keep_branch)
+        if res:
+            self.log(f"  {res['message']}")
+
+    def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None,
+                         changed: bool | None = None) -> dict:
         """The agent exited 0 without finishing: verify, judge the change, finish."""
         asked = [g for g in queries.pending_gates(state, run["goal"]) if g["created"] >= run["started"]
                  and (not g["blocks"] or run.get("todo") in g["blocks"])]
         if asked:
             out["note"] = f"waiting for gate {asked[0]['id']}"
-            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
+            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"], report=report)
         if run.get("mode") == "plan":
             known = getattr(self, "todos_before", set())
             added = sum(1 for k, t in state["todos"].items() if t["goal"] == run["goal"] and k not in known)
@@ -172,10 +301,12 @@ class Driver:
                     result, out["note"] = "progress", "the goal's verify command passes now"
                 else:
                     out["note"] = "the planning turn added no todo and the goal's verify command still fails"
-                return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], verified_by=check)
-            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"])
-        changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
-                   or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
+                return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], verified_by=check,
+                                   report=report)
+            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], report=report)
+        if changed is None:  # in a worktree, ``changed`` is "the run's branch is ahead of the base"
+            changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
+                       or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
         cmd = turn.verify_command(state, run)
         check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
         out["verify"] = check
@@ -194,26 +325,39 @@ class Driver:
         else:
             result, note = ("completion" if t else "progress"), "verify passed"
         out["note"] = note
-        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check)
+        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check, report=report)
 
 
 def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
           once: bool = False, max_turns: int | None = None, timeout: float | None = None, dry_run: bool = False,
-          lease: float = 1800.0, echo=None, log=None) -> dict:
-    """Drive turns until should-run says anything but ``run`` (see the module docstring)."""
+          lease: float = 1800.0, echo=None, log=None, first_turn: int = 1,
+          permission_mode: str | None = None) -> dict:
+    """Drive turns until should-run says anything but ``run`` (see the module docstring). Turns are
+    numbered from ``first_turn`` (``number`` in each turn dict and in the log lines).
+    ``permission_mode`` (read-only|edit|full) is mapped to the preset's own flags."""
     if preset and not agent_cmd:
-        presets.check(preset)
-    drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log)
+        presets.check(preset, permission_mode)
+        if permission_mode is None:
+            _require_goal_modes(store, goal_id, preset)
+    drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log,
+                 permission_mode=permission_mode)
     out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
     checked_goal = False
+    goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
+            if not dry_run:  # approved merge gates of earlier parallel runs (also after max_parallel went down)
+                from loopx.runner import merge
+
+                for m in merge.merge_approved(store, drv.actor):
+                    out.setdefault("merges", []).append(m)
+                    drv.log(f"approved merge: {m['message']}")
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run,
+            d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
@@ -236,20 +380,71 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
-            drv.log(f"turn {len(out['turns']) + 1}: {started['run_id']} on {started['todo_id'] or 'planning'}")
+            number = first_turn + len(out["turns"])
+            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or 'planning'}")
             try:
                 t = drv.turn(started)
             except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run
                 turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
                 raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
+            t["number"] = number
             out["turns"].append(t)
             drv.log(_turn_line(t))
-            if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0):
+            if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0 or t.get("setup_error")):
                 out.update(stopped_because="agent_failed", exit_code=1)
                 break
     finally:
         drv.release()
     return out
+
+
+def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run: bool) -> str | None:
+    """When the goal allows several runners: take a slot, rename the agent ``<name>-<slot>`` and
+    switch to one worktree per turn. Returns the goal to drive (fixed in parallel mode)."""
+    from loopx.kernel.write import goals
+
+    state = store.load()
+    if goal_id is None:
+        d = decide.evaluate(state, clock.now())
+        gid = d.get("goal_id")
+    else:
+        gid = queries.resolve_goal(state, goal_id)["id"]
+    goal = state["goals"].get(gid or "")
+    n = goals.max_parallel(goal) if goal else 1
+    if n <= 1:
+        return goal_id
+    from loopx.kernel.storage.ids import check_agent_name
+    from loopx.runner import worktree
+
+    base = worktree.base_branch(store.project_dir)  # UsageError before any slot or claim is taken
+    check_agent_name(f"{drv.agent}-{n}")  # the longest runner name must be a valid agent name
+    lk = RunnerLock(store, gid, n)
+    slot = lk.acquire()
+    drv.locks[gid] = lk
+    drv.rename(f"{drv.agent}-{slot}")
+    drv.isolate = not dry_run
+    drv.base = base
+    out.update(agent=drv.actor, slot=slot, base=base)
+    return gid
+
+
+def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
+    """A preset needs a permission mode: ``--permission-mode`` or the goal's default. Raises
+    UsageError (``permission_mode_required``) naming the goals without one."""
+    from loopx.errors import UsageError
+
+    state = store.load()
+    goals = [queries.resolve_goal(state, goal_id)] if goal_id else \
+        [g for g in state["goals"].values() if g["status"] == "active"]
+    missing = [g["id"] for g in goals if not g.get("permission_mode")]
+    for g in goals:
+        if g.get("permission_mode"):
+            presets.mode_flags(preset, g["permission_mode"])
+    if missing:
+        raise UsageError(f"no permission mode for {preset} on goal {', '.join(missing[:3])}: without one a headless "
+                         "host cannot edit files and the turn silently does nothing",
+                         f"pass --permission-mode {'|'.join(presets.MODES)}, or have a human set the goal's default: "
+                         f"loopx goal update {missing[0]} --permission-mode edit", code="permission_mode_required")
 
 
 def _turn_line(t: dict) -> str:
@@ -258,7 +453,8 @@ def _turn_line(t: dict) -> str:
     if t.get("result") in ("progress", "completion"):
         ver = ", verified" if t.get("verified") else ", not verified"
     note = f" ({t['note']})" if t.get("note") else ""
-    return f"  -> {t['result']}{ver}{spent} in {clock.format_duration(t['duration'])}{note}"
+    return (f"  -> {t['result']}{ver}{spent} in {clock.format_duration(t['duration'])}, "
+            f"{usage_line(t.get('usage'))}{note}")
 
 
 def _notify(store, state, d) -> None:

@@ -234,6 +234,9 @@ function goalCard(project, g) {
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
       g.last_run && g.last_run.finished ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result}` : ""),
+    (g.open_runs || []).length ? h("ul", { class: "run-list small" }, g.open_runs.map((r) =>
+      h("li", {}, `${r.id} · ${r.agent} · ${r.todo || "planning"}`,
+        r.worktree ? h("span", { class: "muted" }, ` · worktree ${r.worktree.branch}`) : null))) : null,
     g.needs_human.length
       ? h("p", { class: "next" }, h("a", { href: goalLink(project.key, g.id), class: "decide-link" },
         `Decide ${g.needs_human.length > 1 ? "the gates" : "the gate"} →`))
@@ -329,6 +332,9 @@ function todoItem(t) {
     h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
     t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
     t.note ? h("div", { class: "small muted" }, t.note) : null,
+    (t.depends_on_goals || []).filter((g) => g.status !== "done").length
+      ? h("div", { class: "small" }, "waits for goal ", (t.depends_on_goals || []).filter((g) => g.status !== "done")
+        .map((g) => `${g.id} (${g.status || "unknown"})`).join(", "), " to be done") : null,
     t.evidence ? h("div", { class: "small muted" }, `${t.evidence} evidence`) : null);
 }
 
@@ -368,8 +374,25 @@ function runItem(r) {
       h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
     r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
+    r.finished ? h("p", { class: "small" }, usageText(r)) : null,
+    r.setup_error ? h("p", { class: "small" }, chip(r.setup_error.reason, "warn"), " ", r.setup_error.message) : null,
     r.note ? h("p", { class: "small muted" }, r.note) : null,
     r.evidence.length ? h("ul", { class: "evidence" }, r.evidence.map(evidenceItem)) : null);
+}
+
+function usageText(r) {
+  const u = r.usage;
+  const parts = [];
+  if (!u) parts.push("usage unknown");
+  else {
+    if (u.total_tokens !== null && u.total_tokens !== undefined) parts.push(`${u.total_tokens.toLocaleString()} tokens`);
+    parts.push(u.cost_usd !== null && u.cost_usd !== undefined ? `${u.cost_usd.toFixed(2)} USD` : "cost unknown");
+    if (u.model) parts.push(u.model);
+  }
+  const c = r.changes;
+  if (c) parts.push(`${c.files} file(s) +${c.added}/-${c.removed}${c.commit_count ? `, ${c.commit_count} commit(s)` : ""}${c.committed ? "" : " (uncommitted)"}`);
+  if (r.permission_mode) parts.push(`permissions ${r.permission_mode}`);
+  return parts.join(" · ");
 }
 
 function evidenceItem(e) {

@@ -90,10 +90,20 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
         by_result[r["result"]] = by_result.get(r["result"], 0) + 1
     good = by_result.get("progress", 0) + by_result.get("completion", 0)
     spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
+    costed = [r.get("usage") for r in finished if r.get("usage")]
+    usd = [u["cost_usd"] for u in costed if u.get("cost_usd") is not None]
+    tok = [u["total_tokens"] for u in costed if u.get("total_tokens") is not None]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
             "verified": sum(1 for r in finished if r["verified"] and r["result"] in ("progress", "completion")),
-            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now))}
+            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now)),
+            "cost_usd": round(sum(usd), 6) if usd else None, "tokens": sum(tok) if tok else None,
+            "usage_unknown": len(finished) - len(costed),
+            "host_errors": [{"run_id": r["id"], "reason": r["setup_error"].get("reason"),
+                             "message": r["setup_error"].get("message")} for r in finished if r.get("setup_error")][-10:],
+            "turns": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "usage": r.get("usage"),
+                       "changes": r.get("changes"), "permission_mode": r.get("permission_mode")}
+                      for r in finished][-10:]}
 
 
 def _gates(gates: list[dict], since_iso: str) -> dict:
@@ -144,6 +154,11 @@ def _next_steps(r: dict, d: dict) -> list[str]:
     return steps
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def render_markdown(d: dict) -> str:
     g, p, r = d["goal"], d["progress"], d["rounds"]
     L = [f"# Review: {_t(g['id'])}", "", f"**Objective:** {_t(g['objective'], 1000)}", ""]
@@ -159,15 +174,34 @@ def render_markdown(d: dict) -> str:
           f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, **closed UNVERIFIED** by {_t(t['forced'].get('by'))} with "
           f"--force-unverified: {_t(t['forced'].get('why'), 200)})" for t in p["done"]]
     L += [f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, {t['status']})" for t in p["open"]]
-    L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked: {_t(t.get('note'), 160)})" for t in p["blocked"]]
+    L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked" + (f": {_t(t['note'], 160)}" if t.get("note") else "") + ")"
+          for t in p["blocked"]]
     rate = "n/a" if r["progress_rate"] is None else f"{round(r['progress_rate'] * 100)}%"
     b = r["budget"]
     L += ["", "## Rounds", "",
-          f"{r['count']} turns ({r['finished']} finished), progress rate {rate}, {r['verified']} verified.",
+          f"{_n(r['count'], 'turn')} ({r['finished']} finished), progress rate {rate}, {r['verified']} verified.",
           f"Slots spent in the period: {r['slots_spent']}; budget now {b['spent']}/{b['slots']} per "
           f"{clock.format_duration(b['window'])} ({b['left']} left).", ""]
     if r["by_result"]:
         L.append("Results: " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_result"].items())))
+        L.append("")
+    if r.get("turns"):
+        cost = "unknown" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD"
+        toks = "unknown" if r["tokens"] is None else f"{r['tokens']:,} tokens"
+        L.append(f"Reported cost of the period: {cost}, {toks}"
+                 + (f" ({r['usage_unknown']} turn(s) reported no usage)" if r["usage_unknown"] else "") + ".")
+        L.append("")
+        from loopx.usage.text import usage_line
+
+        for t in r["turns"]:
+            c = t.get("changes")
+            ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, {c['commit_count']} commit(s)"
+                  + ("" if c.get("committed") else ", uncommitted")) if c else ""
+            L.append(f"- `{t['run_id']}` {t['result']} on {t['todo_id'] or 'planning'}: {usage_line(t.get('usage'))}{ch}")
+        L.append("")
+    for e in r.get("host_errors") or []:
+        L.append(f"- host could not work in `{e['run_id']}`: {e['reason']}: {_t(e['message'], 200)}")
+    if r.get("host_errors"):
         L.append("")
     L += ["## Gates", ""]
     gates = d["gates"]
@@ -181,12 +215,14 @@ def render_markdown(d: dict) -> str:
     L += ["", "## Key evidence", ""]
     ev = d["evidence"]
     L += [f"- test `{e['id']}`: {_t(e['summary'], 200)}" for e in ev["tests"]]
-    L += [f"- commit `{e['id']}` {_t(e.get('commit'), 40)}: {_t(e['summary'], 200)}" for e in ev["commits"]]
+    L += [f"- commit `{e['id']}`" + (f" {_t(e['commit'], 40)}" if e.get("commit") else "") + f": {_t(e['summary'], 200)}"
+          for e in ev["commits"]]
     if not ev["tests"] and not ev["commits"]:
         L.append("No passing tests or commits recorded in this period.")
     pr = d["problems"]
     L += ["", "## Stalls and failures", "",
-          f"{len(pr['failures'])} unproductive turns listed, {pr['stalls']} stall(s), {pr['skips']} skip decision(s)."]
+          f"{_n(len(pr['failures']), 'unproductive turn')} listed, {_n(pr['stalls'], 'stall')}, "
+          f"{_n(pr['skips'], 'skip decision')}."]
     L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}: {_t(f.get('note'), 200) or 'no note'}"
           for f in pr["failures"]]
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]

@@ -95,6 +95,17 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
             return drafts
         until = clock.iso(now + timedelta(seconds=secs))
         tid = again.get("todo_id")
+        prev = previous_agent_alive(state, tid) if tid else None
+        if prev is not None:  # never two agents on one todo: the earlier one still runs
+            p = prev["process"]
+            out.update(decision={
+                "decision": "wait", "reason": "agent_alive", "goal_id": gid, "todo_id": tid, "run_id": prev["id"],
+                "message": (f"the agent of {prev['id']} on {tid} is still running here (process group {p['pgid']}, "
+                            f"run {'closed when its lease lapsed' if prev['finished'] else 'still open'}); "
+                            "a second turn would work on top of it"),
+                "hint": f"stop it (`kill -TERM -{p['pgid']}`) or wait for it to end, then run again"},
+                mode=None, lost_race=True)
+            return drafts
         for r in queries.open_runs(state, gid):
             if r["agent"] == actor and r["lease_until"] and r["lease_until"] > clock.iso(now):
                 drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
@@ -137,22 +148,25 @@ def verify_command(state: dict, run: dict) -> str | None:
     return (state["goals"].get(run["goal"]) or {}).get("verify")
 
 
-def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
+def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None,
+               cwd: str | None = None) -> dict:
     """See loopx.kernel.write.checks.run_verify (kept here for the callers of the turn API)."""
     from loopx.kernel.write import checks
 
-    return checks.run_verify(store, actor, run, command, VERIFY_TIMEOUT if timeout is None else timeout)
+    return checks.run_verify(store, actor, run, command, VERIFY_TIMEOUT if timeout is None else timeout, cwd=cwd)
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
-           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None) -> dict:
+           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None,
+           report: dict | None = None) -> dict:
     """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
 
     ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
     ``verified`` is True only when it exits 0. A ``completion`` backed by evidence (a passing
     verify, or cited evidence when no verify ran) completes the todo; otherwise the claim is
     released. ``verified_by`` passes a ``run_verify`` result obtained earlier (the runner verifies
-    before it picks the result). Finishing an already finished run with the same result returns it (``repeat``).
+    before it picks the result). ``report`` (the runner's measurement: usage, changes, host,
+    permission_mode, wall_time, setup_error; see ``report_data``) is recorded on ``run.finished``. Finishing an already finished run with the same result returns it (``repeat``).
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings}. Raises Conflict for a run finished differently or owned by another agent."""
     validate.choice(result, validate.RESULTS, "--result")
@@ -201,8 +215,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
         data = {"run_id": r["id"], "result": result, "verified": verified, "evidence": evs, "fingerprint": fp,
-                "note": note}
-        if check and check.get("setup_error"):
+                "note": note, **report_data(report)}
+        if check and check.get("setup_error") and not data.get("setup_error"):
             data["setup_error"] = check["setup_error"]
         drafts.append(Draft("run.finished", r["goal"], data))
         out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), result=result, verified=verified,
@@ -287,6 +301,34 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
     return out
 
 
+def attach(store: Store, actor: str, run_id: str, process: dict) -> None:
+    """Record the process group that runs the agent of ``run_id`` (``run.attached``; ``process``
+    from ``kernel.agentproc.describe``). A finished run is left alone."""
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        if r["finished"] is not None:
+            return []
+        return [Draft("run.attached", r["goal"], dict(process, run_id=r["id"]))]
+
+    store.transact(plan, actor=actor)
+
+
+def previous_agent_alive(state: dict, todo_id: str) -> dict | None:
+    """The last run on ``todo_id`` when its agent's process group is still alive on this machine
+    and the run was not closed by its own runner (still open, or closed because its lease lapsed),
+    else None. Taking such a todo would start a second agent on the same work."""
+    from loopx.kernel.storage import agentproc
+
+    runs = [r for r in state["runs"].values() if r.get("todo") == todo_id]
+    if not runs:
+        return None
+    last = max(runs, key=lambda r: r.get("seq", 0))
+    proc = last.get("process")
+    if not proc or (last["finished"] is not None and not last.get("reaped")):
+        return None
+    return last if agentproc.alive(proc) else None
+
+
 def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     """Extend an open run's lease and its agent's claim on the todo. Returns {run_id, lease_until}.
     Raises Conflict when the run is finished (for example reaped after its lease expired)."""
@@ -310,12 +352,41 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     return out
 
 
-def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict:
-    """Close an open run without verification (the runner uses it on timeout and Ctrl-C);
-    releases the claim. A run already finished is left as it is."""
+def close(store: Store, actor: str, run_id: str, result: str, note: str, report: dict | None = None) -> dict:
+    """Close an open run without verification (the runner uses it on timeout, Ctrl-C and host
+    setup errors); releases the claim. A run already finished is left as it is."""
     state = store.load()
     run = queries.resolve_run(state, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
     return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
-                  run_id, result, note=note)
+                  run_id, result, note=note, report=report)
+
+
+REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+
+
+def report_data(report: dict | None) -> dict:
+    """The fields of a runner measurement that go on the run's record (None values left out):
+    ``usage`` {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
+    cost_usd, model, session_id, num_turns, source} (absent: usage unknown), ``changes``
+    {commits, commit_count, files, added, removed, untracked, committed}, ``host``,
+    ``permission_mode``, ``wall_time`` (s), ``setup_error`` {reason, message, exit_code, reset_at}."""
+    return {k: report[k] for k in REPORT_KEYS if report and report.get(k) is not None}
+
+
+def report(store: Store, actor: str, run_id: str, measured: dict) -> dict:
+    """Record the runner's measurement of a run the agent finished itself (``run.reported``).
+    Returns {run_id, recorded}; nothing is written when there is nothing to record."""
+    data = report_data(measured)
+    out = {"run_id": run_id, "recorded": False}
+    if not data:
+        return out
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        out.update(run_id=r["id"], recorded=True)
+        return [Draft("run.reported", r["goal"], dict(data, run_id=r["id"]))]
+
+    store.transact(plan, actor=actor)
+    return out

@@ -6,7 +6,11 @@ done or archived (id, title, detail, priority, dependencies, acceptance, verify 
 goal's gates (id and status), and, when the project is a git repository, HEAD, every local
 branch and tag head and the stash (``git for-each-ref refs/heads refs/tags refs/stash``: a merge
 into another branch followed by a checkout back is a change), plus the list of dirty files (with
-size and mtime for files). Paths under ``.loopx/`` are ignored.
+size and mtime for files). Paths under ``.loopx/`` are ignored, and so are parallel runs'
+branches (``refs/heads/loopx/*``) and their worktrees under ``.loopx/worktrees/``: they never
+look like a change, only HEAD moving (a merge back) does. ``git status`` runs with
+``--no-optional-locks`` so a check never holds the index lock that a merge back or the user's
+own git needs.
 
 ``state_part`` is pure; ``git_part`` reads ``.git`` and runs ``git status`` (a few ms), so
 callers compute it only when the value rule needs it. ``combine`` joins the two into the
@@ -38,8 +42,11 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
             continue
         if status == "claimed":
             status = "open"
-        todos.append([t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
-                      sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")])
+        row = [t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
+               sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")]
+        if t.get("depends_on_goals"):  # another goal finishing makes this todo ready: a change
+            row.append([[x, (state["goals"].get(x) or {}).get("status")] for x in t["depends_on_goals"]])
+        todos.append(row)
     todos.sort()
     gates = sorted([x["id"], x["status"]] for x in state["gates"].values() if x["goal"] == goal_id)
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
@@ -72,7 +79,9 @@ def git_part(project_dir: str | None) -> str:
                               capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
         refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags",
                                "refs/stash"], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT).stdout
-        st = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=normal"],
+        refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)  # parallel runs' own
+        st = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z",
+                             "--untracked-files=normal"],
                             cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -2,26 +2,42 @@
 
 ``summary(state, now_iso, goal_id=None)`` -> ``{"goals": [goal_summary...], "agents": [...],
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
-priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
-(holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, setup_error (a standing ``verify_broken`` record of the last run, see
-loopx.kernel.read.verify, or None), watches (loopx.kernel.read.watching.describe rows), next`` (the
-one command a person or agent should run next). ``book`` is the watch bookkeeping
-(loopx.kernel.policy.tick.load_book).
+priority, needs_human (pending gates with question and short code), host_errors (agents whose host
+could not work on this goal: {agent, host, reason, message, run, ts, retry_at}), todos (counts by
+state), claimed (holder, lease_until), ready (first few), blocked, budget (read.budget without
+its ledger), last_run (with usage and changes), open_runs, last_decision, setup_error (a standing
+``verify_broken`` record of the last run, see loopx.kernel.read.verify, or None), watches
+(loopx.kernel.read.watching.describe rows), next`` (the one command a person or agent should run
+next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
+Given ``store_root``, each open run also says which git worktree it works in
+(``"worktree": {"path", "branch"}`` or None; parallel runs, docs/multi-agent.md).
 """
 
 from __future__ import annotations
 
-from loopx.kernel.read import budget, queries
+from loopx.kernel.read import budget, hosts, queries, worktrees
 from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
 
 
+def host_errors(state: dict, goal_id: str) -> list[dict]:
+    """Agents whose last turn on ``goal_id`` ended on a host setup error, newest first."""
+    out = []
+    for agent, e in (state.get("host_errors") or {}).items():
+        if e.get("goal") != goal_id:
+            continue
+        out.append({"agent": agent, "host": e.get("host"), "reason": e.get("reason"), "message": e.get("message"),
+                    "run": e.get("run"), "ts": e.get("ts"), "reset_at": e.get("reset_at"),
+                    "retry_at": hosts.retry_at(e)})
+    return sorted(out, key=lambda x: x["ts"] or "", reverse=True)
+
+
 def _run_brief(run: dict | None) -> dict | None:
     if not run:
         return None
-    return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots")}
+    return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots",
+                                    "usage", "changes", "host", "permission_mode", "setup_error")}
 
 
 def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
@@ -43,6 +59,10 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if setup_error:
         return (f"fix the setup ({setup_error.get('reason')}: {setup_error.get('message')}), "
                 f"then: loopx goal resume {gid}")
+    errs = host_errors(state, gid)
+    if errs:
+        e = errs[0]
+        return f"fix {e['host'] or e['agent']}: {e['reason'].replace('_', ' ')} ({e['message'][:80]}); see docs/usage.md"
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready and goal.get("no_progress_streak"):
@@ -52,6 +72,9 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     live = groups["claimed"]
     if live:
         return f"wait: {len(live)} todo(s) held by live leases"
+    waiting = [g for t in groups["open"] + groups["expired"] for g in queries.goals_waited_on(state, t)]
+    if waiting:
+        return f"wait: the open todos wait for goal {waiting[0]} to be done (`loopx status --goal-id {waiting[0]}`)"
     open_like = groups["open"] + groups["expired"] + groups["blocked"]
     if not open_like and (any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values())
                           or any(t.get("every") for t in groups["done"])):
@@ -70,7 +93,27 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
     return counts
 
 
-def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None) -> dict:
+def _open_run(run: dict, store_root: str | None) -> dict:
+    out = _run_brief(run)
+    if store_root is not None:
+        path = worktrees.for_run(store_root, run["id"])
+        out["worktree"] = {"path": path, "branch": worktrees.branch(run["id"])} if path else None
+    return out
+
+
+def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
+    """Open todos that wait for other goals to be done: ``[{id, title, goals: [{id, status}]}]``."""
+    out = []
+    for t in groups["open"] + groups["expired"]:
+        waits = queries.goals_waited_on(state, t) if t.get("depends_on_goals") else []
+        if waits:
+            out.append({"id": t["id"], "title": t["title"],
+                        "goals": [{"id": g, "status": (state["goals"].get(g) or {}).get("status")} for g in waits]})
+    return out
+
+
+def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None,
+                 store_root: str | None = None) -> dict:
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
@@ -88,6 +131,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "needs_human": [{"gate_id": g["id"], "kind": g["kind"], "question": g["question"],
                          "context": g.get("context"), "requested_by": g["requested_by"], "created": g["created"],
                          "blocks": g["blocks"], "code": g["id"].split("-", 1)[-1]} for g in gates],
+        "host_errors": host_errors(state, gid),
         "todos": _counts(state, gid, groups),
         "claimed": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
                      "lease_until": t["claim"]["lease_until"]} for t in groups["claimed"]],
@@ -96,10 +140,12 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
         "ready_count": len(ready),
         "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]],
+        "waiting_on_goals": _waiting_on_goals(state, groups),
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
-        "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
+        "open_runs": [_open_run(r, store_root) for r in queries.open_runs(state, gid)],
+        "max_parallel": int(goal.get("max_parallel") or 1),
         "last_decision": state["decisions"].get(gid),
         "setup_error": setup,
         "watches": _watches(state, gid, now_iso, book),
@@ -115,21 +161,22 @@ def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dic
     return watches.describe(state, book, now_iso, gid)
 
 
-def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None) -> dict:
+def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None,
+            store_root: str | None = None) -> dict:
     """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
     if goal_id:
         goals = [queries.resolve_goal(state, goal_id)]
     else:
         order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
-    rows = [goal_summary(state, g, now_iso, book) for g in goals]
+    rows = [goal_summary(state, g, now_iso, book, store_root) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
-        human = [r for r in rows if r["needs_human"] or r["setup_error"]]
+        human = [r for r in rows if r["needs_human"] or r["host_errors"] or r["setup_error"]]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
     return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

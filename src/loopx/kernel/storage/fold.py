@@ -5,8 +5,9 @@ import at start-up):
 
 ``goals``     id -> {id, objective, done_when, status, priority, verify, scope{allow,deny,protect},
               quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
-              runs, no_progress_streak, last_run, last_progress_fp, updated_seq (seq of the last
-              goal.updated or status change, to order it against runs within a second)}
+              runs, no_progress_streak, last_run, last_judged_run (last run without a setup error),
+              host, permission_mode, last_progress_fp, updated_seq (seq of the last goal.updated or
+              status change, to order it against runs within a second)}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
               done_at, forced{by, why} (only when a human closed it with --force-unverified),
@@ -16,11 +17,15 @@ import at start-up):
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
               after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
-              evidence[], fp_before, fp_after, lease_until, slots, mode, finished_seq, setup_error (only when set:
-              a verify command that could not run, see loopx.kernel.read.verify)}
+              evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
+              host, permission_mode, wall_time, finished_seq, setup_error|None (a host that could not
+              work, or a verify command that could not run: loopx.kernel.read.verify)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
+``costs``     goal -> [[ts, usd|None, tokens|None, run_id], ...] (what finished runs reported costing)
+``host_errors`` agent actor -> {reason, message, exit_code, reset_at, run, goal, host, ts}: the
+              setup error of the agent's last finished run (cleared by a run that worked)
 ``decisions`` goal -> last recorded should-run decision
 ``watches``   id -> {id, goal, name, every (s), check, on, match, todo, timeout (s), status
               (active|paused|removed), created, fired (count), last_fired, last{outcome, matched,
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 4
+FOLD_VERSION = 6
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -47,7 +52,7 @@ def empty() -> dict:
     files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": ""}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
-            "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
+            "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
 
@@ -68,26 +73,27 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             c[t["status"]] += 1
         else:
             todos[tid] = t
-    keep_runs = {g.get("last_run") for g in state["goals"].values()}
+    keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
     runs = {k: r for k, r in state["runs"].items() if r["finished"] is None or k in keep_runs}
     per_goal: dict[str, list] = {}
     for e in state["evidence"].values():
         per_goal.setdefault(e["goal"], []).append(e)
     evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
     gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
-    spends, cut = {}, {}
+    spends, costs, cut = {}, {}, {}
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
-        for gid, entries in state["spends"].items():
+        for gid in set(state["spends"]) | set(state.get("costs", {})):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
             cut[gid] = clock.iso(now - clock.timedelta(seconds=window))
-            spends[gid] = [e for e in entries if e[0] > cut[gid]]
+            spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
+            costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
     else:
-        spends = state["spends"]
+        spends, costs = state["spends"], state.get("costs", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                spends=spends, spends_cut=cut)
+                spends=spends, costs=costs, spends_cut=cut)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -96,12 +102,13 @@ _OPT = (type(None),)
 # reported by doctor, quarantined by `doctor --fix`), never a crash later in a query.
 SHAPES: dict[str, dict[str, tuple]] = {
     "goal.started": {"objective": _S, "priority": _N + _OPT, "scope": _D + _OPT, "quota": _D + _OPT},
-    "goal.updated": {"objective": _S, "priority": _N + _OPT},
+    "goal.updated": {"objective": _S, "priority": _N + _OPT, "max_parallel": _N + _OPT},
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
     "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
-                   "every": _N + _OPT, "watch": _S + _OPT},
-    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+                   "every": _N + _OPT, "watch": _S + _OPT, "depends_on_goals": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                     "depends_on_goals": _L + _OPT},
     "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
     "todo.renewed": {"todo_id": _S, "lease_until": _S},
     "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
@@ -114,7 +121,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
-    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
+    "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
+    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT, "usage": _D + _OPT,
+                     "changes": _D + _OPT, "setup_error": _D + _OPT},
+    "run.reported": {"run_id": _S, "usage": _D + _OPT, "changes": _D + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
     "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
                     "match": _S + _OPT, "todo": _S + _OPT},
@@ -139,7 +149,7 @@ def check_shape(rec: dict) -> None:
                 raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
             if key in _ID_FIELDS and key not in data:
                 raise ValueError(f"{rec['type']}: field {key!r} is missing")
-        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+        for key in ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect"):
             if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
                 raise ValueError(f"{rec['type']}: {key!r} must list strings")
 
@@ -192,7 +202,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority"):
+    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel"):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
@@ -221,7 +231,7 @@ def _scope_set(s, r, d):
 
 def _quota_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("slots", "window", "cooldown", "stall_after"):
+    for k in ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover"):
         if k in d:
             g["quota"][k] = d[k]
     g["updated"] = r["ts"]
@@ -242,6 +252,7 @@ def _todo_added(s, r, d):
     s["todos"][tid] = {
         "id": tid, "goal": r["goal"], "title": d.get("title", ""), "detail": d.get("detail"),
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
+        "depends_on_goals": list(d.get("depends_on_goals") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
         "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
         "created_by": r.get("actor"), "every": d.get("every"), "watch": d.get("watch"),
@@ -254,7 +265,7 @@ def _todo(s, d):
 
 def _todo_updated(s, r, d):
     t = _todo(s, d)
-    for k in ("title", "detail", "priority", "depends_on", "acceptance", "verify"):
+    for k in ("title", "detail", "priority", "depends_on", "depends_on_goals", "acceptance", "verify"):
         if k in d:
             t[k] = d[k]
     t["updated"] = r["ts"]
@@ -354,6 +365,7 @@ def _run_started(s, r, d):
         "fence": d.get("fence"), "started": r["ts"], "finished": None, "result": None, "verified": False,
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
+        "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
     }
     g = s["goals"].get(r["goal"])
     if g is not None:
@@ -370,18 +382,53 @@ def _run_finished(s, r, d):
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
     run["finished_seq"] = r["seq"]
-    if d.get("setup_error"):
-        run["setup_error"] = d["setup_error"]
+    if d.get("reaped"):
+        run["reaped"] = True
+    _run_report(s, r, run, d)
+    setup = run.get("setup_error")
     g = s["goals"].get(run["goal"])
-    if g is not None:
+    if g is not None and not setup:  # a host that could not work says nothing about the goal
+        g["last_judged_run"] = run["id"]
         if run["result"] in ("progress", "completion"):
             g["no_progress_streak"] = 0
         elif run["result"] in ("no_progress", "failed"):
             g["no_progress_streak"] = g.get("no_progress_streak", 0) + 1
+    agent = run.get("agent")
+    if agent and setup and str(setup.get("reason") or "").startswith("host_"):  # verify_broken is the goal's
+        s.setdefault("host_errors", {})[agent] = dict(setup, run=run["id"], goal=run["goal"], host=run.get("host"), ts=r["ts"])
+    elif agent and not d.get("reaped"):
+        s.setdefault("host_errors", {}).pop(agent, None)
+
+
+_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+
+
+def _run_report(s, r, run, d):
+    """Usage, changes, host and setup error of a run (``run.finished`` or ``run.reported``); the
+    reported cost goes into the goal's cost ledger once per run."""
+    for k in _REPORT_KEYS:
+        if k in d:
+            run[k] = d[k]
+    u = d.get("usage")
+    if isinstance(u, dict) and not run.get("costed"):
+        usd = u.get("cost_usd") if isinstance(u.get("cost_usd"), (int, float)) else None
+        tok = u.get("total_tokens") if isinstance(u.get("total_tokens"), (int, float)) else None
+        if usd is not None or tok is not None:
+            s.setdefault("costs", {}).setdefault(run["goal"], []).append([r["ts"], usd, tok, run["id"]])
+            run["costed"] = True
+
+
+def _run_reported(s, r, d):
+    run = s["runs"][d["run_id"]]
+    _run_report(s, r, run, d)
 
 
 def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
+
+
+def _run_attached(s, r, d):
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
 
 def _quota_spent(s, r, d):
@@ -502,7 +549,9 @@ REDUCERS = {
     "handoff.recorded": _handoff_recorded,
     "run.started": _run_started,
     "run.renewed": _run_renewed,
+    "run.attached": _run_attached,
     "run.finished": _run_finished,
+    "run.reported": _run_reported,
     "quota.spent": _quota_spent,
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
