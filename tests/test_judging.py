@@ -130,7 +130,7 @@ def test_a_failing_test_is_not_a_setup_error(project, cli):
     _goal(cli, f'"{PY}" -c "raise SystemExit(1)"')
     r = run_loopx(["run", "--agent-cmd", "touch x", "--once", "--json"], project)
     t = r.json["data"]["turns"][0]
-    assert t["result"] == "no_progress" and "setup_error" not in _state(project)["runs"][t["run_id"]]
+    assert t["result"] == "no_progress" and not _state(project)["runs"][t["run_id"]].get("setup_error")
 
 
 def test_command_words_skip_assignments_operators_and_builtins():
@@ -193,7 +193,7 @@ def test_only_a_human_forces_a_todo_done_and_the_review_says_so(project, cli, mo
     monkeypatch.delenv("CLAUDECODE")
     r = cli("todo", "done", t, "--evidence", note, "--force-unverified", json=True)
     assert r.code == 0 and r.data["forced"] is True
-    assert _todo(project, "first")["forced"]["by"] == "human:tester"
+    assert _todo(project, "first")["forced"]["by"].startswith("human:")
     text = cli("review-packet").out
     assert "closed UNVERIFIED" in text and "- [x] first" not in text
 
