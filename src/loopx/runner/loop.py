@@ -9,7 +9,8 @@
                     (only when all todos were done and the goal's verify command ran)}
 
 When should-run says every todo is done, the goal's own verify command decides the goal: it
-runs once per call; passing marks the goal done, failing makes should-run ask for a planning turn.
+runs once per call (not in ``--parallel`` mode, and not while a gate of the goal is pending or a
+run is open); passing marks the goal done, failing makes should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
 "agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
@@ -221,8 +222,9 @@ class Driver:
         and mark the goal done when it passes. None when the goal has no verify command."""
         from loopx.kernel.write import goals
 
-        g = self.store.load()["goals"].get(goal_id or "")
-        if not g or not g.get("verify"):
+        state = self.store.load()
+        g = state["goals"].get(goal_id or "")
+        if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
             return None
         check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
                                                          "after_run": g.get("last_run")}, g["verify"], self.timeout)
@@ -361,7 +363,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
-            if d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal:
+            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal
+                    and not drv.isolate):  # parallel runners leave it to a human: merges may still wait at gates
                 checked_goal = True
                 done = drv.complete_goal(d["goal_id"])
                 if done is not None:
