@@ -24,7 +24,7 @@ def register(sub, name, help_text):
                       help="report missing, stale, modified and current files (default); exit 1 unless all current")
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
     p.add_argument("--host", default="all", metavar="HOST",
-                   help="claude-code, codex, cursor, opencode, gemini or all (default all)")
+                   help="claude-code, codex, cursor, opencode, gemini, pi, generic or all (default all)")
     p.add_argument("--scope", default="project", metavar="SCOPE", help="project (default) or user (your home folder)")
     p.add_argument("--dry-run", action="store_true", help="print every path it would write or remove; change nothing")
     p.add_argument("--force", action="store_true", help="replace or remove files you edited (a backup is kept)")
@@ -74,6 +74,11 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
                 files.prune_dirs(item.path, root)
     if mode != "check" and not dry_run:
         files.save_manifest(manifest)
+    hook_rows = []
+    if mode == "install" and not dry_run:  # installed hooks follow this loopx (upgrade or move)
+        from loopx.hosts import hookconf
+
+        hook_rows = hookconf.refresh_installed(scope, root)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -81,7 +86,7 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
     verb = "remove" if mode == "remove" else "replace"
     warnings = [f"{len(kept)} file(s) you edited were left alone; rerun with --force to {verb} them (a backup is kept)"] if kept else []
     data = {"mode": mode, "scope": scope, "root": root, "hosts": chosen, "dry_run": dry_run, "files": rows,
-            "counts": counts, "all_current": counts.get("current", 0) == len(rows)}
+            "counts": counts, "all_current": counts.get("current", 0) == len(rows), "hooks_rewritten": hook_rows}
     code = 1 if mode == "check" and not data["all_current"] else 0
     return Reply(data, code, warnings)
 
@@ -92,7 +97,8 @@ def _leftovers(items, manifest, chosen, root):
     from loopx.hosts import files, plan
 
     known = {i.path for i in items}
-    bases = {os.path.join(root, *plan.SKILL_DIR[h].split("/")) + os.sep: h for h in chosen}
+    scope = "user" if root == os.path.expanduser("~") else "project"
+    bases = {plan.skill_base(h, scope, root) + os.sep: h for h in chosen}
     extra = []
     for path, rec in manifest["files"].items():
         if path in known or rec.get("kind") != "file":
@@ -122,6 +128,8 @@ def render_skills(d: dict) -> str:
              table(rows, ["STATUS", "ACTION", "PATH"] if d["mode"] != "check" else None) if d["mode"] != "check"
              else table([[r[0], r[2]] for r in rows], ["STATUS", "PATH"]),
              f"{counts}" if counts else "nothing to do"]
+    for h in d.get("hooks_rewritten") or []:
+        lines.append(f"hooks {h['action']}: {h['host']} ({safe(rel(h['path']))}) now start this loopx")
     backups = [r["backup"] for r in d["files"] if r.get("backup")]
     for b in backups:
         lines.append(f"backup kept: {safe(b)}")
