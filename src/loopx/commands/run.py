@@ -9,7 +9,7 @@ def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=run, render=render, command="run",
             example="loopx run --agent-cmd './my-agent.sh {prompt_file}' --once",
             description="Loop: should-run -> next -> agent -> verify -> evidence -> finish -> spend. The agent "
-                        "is a preset (global --agent claude-code|codex|cursor|opencode|gemini) or --agent-cmd "
+                        "is a preset (global --agent claude-code|codex|cursor|opencode|gemini|pi) or --agent-cmd "
                         "CMD, which gets the packet on stdin and may use {prompt_file}, {packet_json}, {run_id}, "
                         "{goal_id}, {todo_id}. Exit 0 when it worked or cleanly stopped, 1 when an agent failed "
                         "or timed out, 4 when another runner drives the goal, 130 on Ctrl-C.")

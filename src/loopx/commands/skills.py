@@ -11,7 +11,7 @@ def register(sub, name, help_text):
     from loopx.commands import add
 
     if name == "heartbeat-prompt":
-        p = add(sub, name, help_text, handler=heartbeat_prompt, render=lambda d: d["prompt"],
+        p = add(sub, name, help_text, handler=heartbeat_prompt, render=render_heartbeat,
                 example='claude -p "$(loopx heartbeat-prompt --goal-id my-goal --agent claude-code)"')
         p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="the goal (default: the best eligible one)")
         p.add_argument("--agent", dest="agent_name", metavar="NAME", help="the agent the tick runs as")
@@ -147,7 +147,40 @@ def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
     if agent:
         ids.check_agent_name(agent)
     return {"prompt": build_heartbeat(goal_id, agent), "goal_id": goal_id, "agent": agent,
-            "schedulers": SCHEDULERS}
+            "schedulers": SCHEDULERS, "schedule": recommend_schedule(ctx, goal_id)}
+
+
+def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
+    """The fixed interval a scheduled automation (Codex app, cron) should use for the goal: the
+    goal's budget spread over its window (window / slots), never more often than should-run's
+    shortest ``scheduler_hint``; plus the current hint. None outside a connected project."""
+    from loopx.kernel import clock, decide
+
+    try:
+        store = ctx.store()
+        state = store.load()
+        d = decide.evaluate(state, clock.now(), goal_id=goal_id, agent=ctx.agent)
+    except Exception:  # no project, unreadable store: the prompt alone is still useful
+        return None
+    goal = state["goals"].get(d.get("goal_id") or "") or {}
+    q = goal.get("quota") or {}
+    slots, window = int(q.get("slots") or 48), int(q.get("window") or 86400)
+    every = max(decide.HINT_MIN, window // max(slots, 1)) // 60 * 60
+    minutes = max(5, every // 60)
+    cron = f"*/{minutes} * * * *" if minutes < 60 and 60 % minutes == 0 else (
+        f"0 */{minutes // 60} * * *" if minutes % 60 == 0 and 24 % (minutes // 60) == 0 else None)
+    return {"every_minutes": minutes, "cron": cron, "goal_id": d.get("goal_id"), "decision": d.get("decision"),
+            "scheduler_hint": d.get("scheduler_hint"),
+            "why": f"{slots} slots per {window // 3600}h window: one tick every {minutes} min spends the budget "
+                   "evenly; ticks that find nothing to do stop at the should-run check"}
+
+
+def render_heartbeat(d: dict) -> str:
+    s = d.get("schedule")
+    if not s:
+        return d["prompt"]
+    when = f"every {s['every_minutes']} minutes" + (f" (cron: {s['cron']})" if s.get("cron") else "")
+    return d["prompt"] + f"\n\n# Schedule it {when}: {s['why']}."
 
 
 SCHEDULERS = [

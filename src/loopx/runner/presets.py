@@ -17,6 +17,7 @@ PRESETS: dict[str, list[str]] = {
     "cursor": ["cursor-agent", "-p", "{packet}"],
     "opencode": ["opencode", "run", "{packet}"],
     "gemini": ["gemini", "-p", "{packet}"],
+    "pi": ["pi", "-p"],  # print mode; pi reads the prompt (the packet) from piped stdin
 }
 
 
