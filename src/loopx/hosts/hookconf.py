@@ -173,6 +173,7 @@ def _installed_cap(host: str, path: str) -> int:
 
 def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
     """Install (``want``) or remove (None) loopx's entries in ``path``. Returns a report row."""
+    original = files.read_text(path)
     data = load(path)
     before = status(host, path, want or {})
     row = {"host": host, "path": path, "status": before, "events": sorted(want or {}), "action": "unchanged"}
@@ -203,19 +204,38 @@ def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
     else:
         if not hooks:
             del data["hooks"]
-        files.write_text(path, json.dumps(data, indent=2) + "\n")
-    _remember(path, created, want is not None)
+        kept = _original(path) if want is None else None
+        if kept is not None and _same_json(kept, data):
+            files.write_text(path, kept)  # the user's own bytes, formatting and all
+        else:
+            files.write_text(path, json.dumps(data, indent=2) + "\n")
+    _remember(path, created, want is not None, original if before == "missing" and not created else None)
     return row
+
+
+def _same_json(text: str, data: dict) -> bool:
+    try:
+        return json.loads(text) == data
+    except ValueError:
+        return False
+
+
+def _original(path: str) -> str | None:
+    return files.load_manifest()["files"].get(path, {}).get("original_text")
 
 
 def _created_by_us(path: str) -> bool:
     return bool(files.load_manifest()["files"].get(path, {}).get("created_file"))
 
 
-def _remember(path: str, created: bool, installed: bool) -> None:
+def _remember(path: str, created: bool, installed: bool, original: str | None = None) -> None:
+    """Track a settings file loopx wrote into: whether loopx created it, and the user's text from
+    before loopx's first entries (so removing them gives back the user's exact bytes)."""
     m = files.load_manifest()
     if installed:
         rec = m["files"].get(path) or {"created_file": created, "kind": "hooks"}
+        if original is not None and "original_text" not in rec and len(original) < 1 << 20:
+            rec["original_text"] = original
         m["files"][path] = rec
     else:
         m["files"].pop(path, None)
