@@ -6,7 +6,8 @@ quoting in each, so the installer renders it per shell:
 
 - ``posix``: ``shlex`` quoting (single quotes), forward or back slashes kept as given;
 - ``cmd``: the MSVC/``CommandLineToArgvW`` rules (``subprocess.list2cmdline``): double quotes
-  around words with spaces or tabs, backslashes doubled only before a quote;
+  around words with spaces or tabs, backslashes doubled only before a quote. cmd.exe expands
+  ``%VAR%`` even inside quotes, so a word with ``%`` or ``!`` is refused (ValueError);
 - ``pwsh``: the call operator ``&`` followed by single-quoted words (``'`` doubled inside), so a
   program path with spaces is run rather than printed as a string.
 
@@ -47,6 +48,8 @@ def render(argv: list[str], shell: str) -> str:
     if shell == "cmd":
         import subprocess
 
+        if any("%" in a or "!" in a for a in argv):  # cmd.exe expands %VAR% (and !VAR!) even inside quotes
+            raise ValueError("a word with % or ! cannot be quoted for cmd.exe: " + next(a for a in argv if "%" in a or "!" in a))
         return subprocess.list2cmdline(argv)
     if shell == "pwsh":
         words = [a if _PLAIN.match(a) else "'" + a.replace("'", "''") + "'" for a in argv]

@@ -51,7 +51,11 @@ def wanted(host: str, argv: list[str] | str | None = None, cap: int = 8) -> dict
         argv = cmdline.loopx_argv()
 
     def cmd(kind: str, extra: str = "") -> str:
-        return cmdline.hook_command(mod.WINDOWS_SHELL, ["hook", kind, "--host", host, *extra.split()], argv)
+        try:
+            return cmdline.hook_command(mod.WINDOWS_SHELL, ["hook", kind, "--host", host, *extra.split()], argv)
+        except ValueError as exc:
+            raise StateError(f"cannot write a {host} hook command for this loopx: {exc}",
+                             "install loopx in a folder whose path has no % or ! (e.g. with pipx)") from None
 
     cap_arg = f" --max-continuations {cap}" if cap != 8 else ""
     return mod.wanted(cmd, cap_arg, cap)
