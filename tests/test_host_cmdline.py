@@ -136,7 +136,7 @@ def test_payload_table(host, payload, commands, paths):
 def test_every_adapter_has_the_table_fields():
     for host in adapters.TABLE:
         mod = adapters.get(host)
-        assert mod.NAME == host and mod.KIND in ("settings", "plugin", "none") and mod.VERIFIED
+        assert host == mod.NAME and mod.KIND in ("settings", "plugin", "none") and mod.VERIFIED
         assert {"tool", "input", "shell", "edit", "builtin", "paths"} <= set(mod.SHAPE)
         response, code, _ = mod.deny("loopx: no.")
         assert code in (0, 2) and response

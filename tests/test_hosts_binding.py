@@ -351,3 +351,41 @@ def test_loopx_run_agent_pi_runs_a_governed_turn(goal, project, tmp_path):
     assert turn["run_id"] in (project / "pi-stdin.txt").read_text()
     run = Store.open(str(project)).load()["runs"][turn["run_id"]]
     assert run["agent"] == "agent:pi" and run["finished"]
+
+
+# ------------------------------------------------------------------ skills and instructions for the new hosts
+def test_workflow_skills_for_pi_gemini_and_generic(project, cli, tmp_path, monkeypatch):
+    import tomllib
+
+    r = cli("workflow-skills", "--install", "--host", "pi", json=True)
+    assert r.code == 0, r.err
+    assert (project / ".agents" / "skills" / "loopx" / "SKILL.md").exists()
+    assert "<!-- loopx:begin" in (project / "AGENTS.md").read_text()
+    assert cli("workflow-skills", "--install", "--host", "gemini").code == 0
+    cmd = tomllib.loads((project / ".gemini" / "commands" / "loopx.toml").read_text())
+    assert cmd["description"] and "loopx next" in cmd["prompt"]
+    assert cli("workflow-skills", "--check", "--host", "generic").code == 0  # same files as pi: current
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi-agent"))
+    assert cli("workflow-skills", "--install", "--host", "pi", "--scope", "user").code == 0
+    assert (tmp_path / "pi-agent" / "skills" / "loopx" / "SKILL.md").exists()
+    assert "loopx" in (tmp_path / "pi-agent" / "AGENTS.md").read_text()
+    assert cli("hooks", "--install", "--host", "pi", "--scope", "user").code == 0
+    assert (tmp_path / "pi-agent" / "extensions" / "loopx-guard.ts").exists()
+    assert cli("hooks", "--remove", "--host", "pi", "--scope", "user").code == 0
+    assert cli("workflow-skills", "--remove", "--host", "pi", "--scope", "user").code == 0
+    assert not (tmp_path / "pi-agent" / "skills").exists()
+
+
+def test_unknown_hosts_are_usage_errors(project, cli):
+    for args in (("workflow-skills", "--host", "vim"), ("hooks", "--install", "--host", "generic")):
+        r = cli(*args)
+        assert r.code == 2 and "hint:" in r.err
+
+
+def test_heartbeat_prompt_recommends_a_schedule(goal, cli):
+    r = cli("heartbeat-prompt", "--agent", "codex", json=True)
+    s = r.data["schedule"]
+    assert s["every_minutes"] == 30 and s["cron"] == "*/30 * * * *" and s["goal_id"] == "g1"
+    assert "every 30 minutes" in cli("heartbeat-prompt").out

@@ -71,7 +71,8 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
         else:
             rows.append(files.remove(item, manifest, force=force, dry_run=dry_run, stamp=stamp))
             if not dry_run and rows[-1]["action"] == "remove":
-                files.prune_dirs(item.path, root)
+                inside = item.path.startswith(root + os.sep)
+                files.prune_dirs(item.path, root if inside else plan.pi_agent_dir(root))
     if mode != "check" and not dry_run:
         files.save_manifest(manifest)
     hook_rows = []

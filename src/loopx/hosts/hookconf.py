@@ -138,7 +138,8 @@ def _plugin(host, scope, root, *, remove, dry_run, force, stamp) -> dict:
     if remove:
         row = files.remove(item, manifest, force=force, dry_run=dry_run, stamp=stamp)
         if not dry_run and row["action"] == "remove":
-            files.prune_dirs(item.path, root)
+            inside = item.path.startswith(root + os.sep)
+            files.prune_dirs(item.path, root if inside else os.path.dirname(os.path.dirname(item.path)))
     else:
         row = files.install(item, manifest, force=force, dry_run=dry_run, stamp=stamp)
     if not dry_run:
