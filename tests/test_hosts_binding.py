@@ -389,3 +389,26 @@ def test_heartbeat_prompt_recommends_a_schedule(goal, cli):
     s = r.data["schedule"]
     assert s["every_minutes"] == 30 and s["cron"] == "*/30 * * * *" and s["goal_id"] == "g1"
     assert "every 30 minutes" in cli("heartbeat-prompt").out
+
+
+def test_doctor_reports_a_plugin_whose_loopx_is_gone(governed, cli):
+    ext = governed / ".opencode" / "plugins" / "loopx-guard.js"
+    text = ext.read_text(encoding="utf-8")
+    ext.write_text(re.sub(r"^const LOOPX = .*$", 'const LOOPX = ["/gone/bin/loopx"];', text, flags=re.M),
+                   encoding="utf-8")
+    r = cli("doctor", "--json")
+    check = next(c for c in r.data["checks"] if c["id"] == "hooks.project.opencode")
+    assert r.code == 1 and check["status"] == "error" and "/gone/bin/loopx" in check["finding"]
+    ok = next(c for c in r.data["checks"] if c["id"] == "hooks.project.pi")
+    assert ok["status"] == "ok"
+
+
+def test_unparsable_gemini_settings_are_never_rewritten(project, cli):
+    bad = project / ".gemini" / "settings.json"
+    bad.parent.mkdir()
+    bad.write_text('{"theme": "x",', encoding="utf-8")
+    r = cli("hooks", "--install", "--host", "gemini")
+    assert r.code == 3 and "not valid JSON" in r.err and "hint:" in r.err
+    assert bad.read_text(encoding="utf-8") == '{"theme": "x",'
+    r = cli("doctor", "--json")
+    assert any(c["id"] == "hooks.project.gemini" and c["status"] == "warning" for c in r.data["checks"])

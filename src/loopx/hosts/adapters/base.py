@@ -20,6 +20,12 @@ def patch_paths(text: str) -> list[str]:
 def named_paths(ti: dict, keys=PATH_KEYS) -> list[str]:
     """Every string under a path-like key of a tool input (and lists of them under ``paths``...)."""
     out = [ti[k] for k in keys if isinstance(ti.get(k), str) and ti[k]]
+    for k in ("uri", "url", "resource"):  # file:// URIs name a path too
+        v = ti.get(k)
+        if isinstance(v, str) and v.lower().startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            out.append(unquote(urlparse(v).path))
     for k in LIST_KEYS:
         v = ti.get(k)
         if isinstance(v, list):
@@ -40,7 +46,8 @@ def named_paths(ti: dict, keys=PATH_KEYS) -> list[str]:
 def tool_call(payload: dict, shape: dict) -> tuple[list[str], list[str]]:
     """``(commands, paths)`` a tool call would run or write, read with ``shape`` (an adapter's
     SHAPE row). Shell tools give their command; edit tools, ``apply_patch`` bodies and any tool the
-    host does not list as a read-only built-in (MCP and plugin tools) give the paths they name."""
+    host does not list as a read-only built-in (MCP and plugin tools) give the paths they name,
+    and such a tool's ``command``/``cmd`` string is checked as a shell command."""
     name = str(payload.get(shape["tool"]) or "")
     ti = payload.get(shape["input"])
     shell, edit = shape["shell"], shape["edit"]
@@ -64,7 +71,11 @@ def tool_call(payload: dict, shape: dict) -> tuple[list[str], list[str]]:
     if name in edit:
         return commands, named_paths(ti, shape["paths"])
     if name and name not in shell and name not in shape["builtin"]:
-        return commands, named_paths(ti)  # MCP and other non-built-in tools: checked like edits
+        # MCP and other non-built-in tools: a path they name is checked like an edit, a command
+        # string they carry (an MCP shell server) like a shell command
+        if isinstance(cmd, str) and name not in edit:
+            commands.append(cmd)
+        return commands, named_paths(ti)
     return commands, []
 
 
