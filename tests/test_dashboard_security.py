@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from loopx.dashboard import server as server_mod
-from loopx.kernel import gates
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates
 
 
 class Live:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
 POSIX = os.name == "posix"
@@ -386,6 +386,7 @@ def test_unknown_hosts_are_usage_errors(project, cli):
 
 def test_heartbeat_prompt_recommends_a_schedule(goal, cli):
     r = cli("heartbeat-prompt", "--agent", "codex", json=True)
+    assert r.code == 0, r.err
     s = r.data["schedule"]
     assert s["every_minutes"] == 30 and s["cron"] == "*/30 * * * *" and s["goal_id"] == "g1"
     assert "every 30 minutes" in cli("heartbeat-prompt").out

@@ -30,15 +30,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "turn": ("turn", "finish a turn (run) with its result"),
     "run": ("run", "drive an agent command through governed turns"),
     "history": ("history", "the event log, filtered"),
-    "review-packet": ("review", "a Markdown handoff and retrospective report"),
+    "review-packet": ("review_packet", "a Markdown handoff and retrospective report"),
     "demo": ("demo", "run the bundled example project through the governed loop"),
     "doctor": ("doctor", "check the installation and the store; --fix applies safe repairs"),
     "update": ("update", "check for, plan and apply a self-update through the install channel"),
     "dashboard": ("dashboard", "the local browser dashboard"),
-    "workflow-skills": ("skills", "install, check or remove loopx skills for agent hosts"),
+    "workflow-skills": ("workflow_skills", "install, check or remove loopx skills for agent hosts"),
     "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
     "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
-    "heartbeat-prompt": ("skills", "the prompt a scheduled automation should run each tick"),
+    "heartbeat-prompt": ("workflow_skills", "the prompt a scheduled automation should run each tick"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):

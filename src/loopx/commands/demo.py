@@ -60,8 +60,9 @@ def setup(path, actor: str) -> dict:
     import shutil
 
     from loopx.errors import StateError
-    from loopx.kernel import goals, registry, todos
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
+    from loopx.kernel.write import goals, todos
     from loopx.resources import data_path
 
     src = data_path("examples", "demo-project")
@@ -99,8 +100,8 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
 
     from loopx import output
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import clock
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.store import Store
 
     path = Path(dir).resolve()
     if approve and (ctx.agent or _agent_session()):
@@ -126,7 +127,7 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
             break
-        from loopx.kernel import gates
+        from loopx.kernel.write import gates
 
         gates.decide(store, ctx.actor, stop["gate_id"], approve=True, channel="confirm-flag",
                      note="approved with `loopx demo --approve`")
@@ -168,7 +169,8 @@ def _drive(store, secs, ctx, log):
 
 
 def _conclude(store, ctx, out, res):
-    from loopx.kernel import goals, review
+    from loopx.kernel.policy import review
+    from loopx.kernel.write import goals
 
     stop = out["stop"]
     if res["exit_code"]:

@@ -133,16 +133,16 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
               try_command=None, force=False) -> Reply:
     from loopx import hosts
-    from loopx.commands.skills import scope_root
+    from loopx.commands.workflow_skills import scope_root
     from loopx.hosts import hookconf
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     mode = mode or "check"
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
     chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
     if cap is not None:
-        from loopx.kernel import validate
+        from loopx.kernel.read import validate
 
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
@@ -178,7 +178,8 @@ def render_hooks(d: dict) -> str:
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:
-    from loopx.kernel import guard, queries
+    from loopx.kernel.policy import guard
+    from loopx.kernel.read import queries
 
     store = ctx.store()
     rules = [guard.parse_rule(r, "command") for r in add_rule or []] + \

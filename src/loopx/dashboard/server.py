@@ -336,14 +336,14 @@ class Handler(BaseHTTPRequestHandler):
         self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)
 
     def _api_get(self, path: str, query: dict) -> None:
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
         srv = self.server
         try:
             now = clock.now_iso()
             if path == "/api/session":
-                from loopx.context import human_name
+                from loopx.kernel.storage.actors import human_name
 
                 data = {"csrf": srv.csrf, "version": __version__, "human": human_name(), "header": TOKEN_HEADER}
             elif path == "/api/status":

@@ -87,7 +87,8 @@ def payload_dir(payload: dict, project: str | None) -> str:
 
 def open_store(where: str):
     """The Store governing ``where`` or None when no ``.loopx/`` is at or above it."""
-    from loopx.kernel.store import Store, find_root
+    from loopx.kernel.storage.fs import find_root
+    from loopx.kernel.storage.store import Store
 
     root = find_root(where)
     return Store(root) if root else None
@@ -163,9 +164,10 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
 
 
 def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
 
-    t = turn.next_turn(store, f"agent:{agent}", goal_id=goal_id)
+    t = turn.next_turn(store, actors.agent(agent), goal_id=goal_id)
     d = t.get("decision") or {}
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)
@@ -206,7 +208,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
              goal_id: str | None = None) -> tuple[dict | None, dict]:
     """The pre-tool guard (see the module docstring). Never raises. ``info`` carries the
     ``exit_code`` and ``stderr`` the host expects with the response."""
-    from loopx.kernel import guard
+    from loopx.kernel.policy import guard
 
     store = None
     commands: list[str] = []
@@ -284,7 +286,8 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
     """An edit that already happened (Cursor's ``afterFileEdit``): when the guard would have
     refused it, record evidence (kind ``diff``), open a ``custom`` gate that blocks the goal, and
     leave a report the next Cursor hook hands to the agent. Never raises."""
-    from loopx.kernel import evidence, gates, guard
+    from loopx.kernel.policy import guard
+    from loopx.kernel.write import evidence, gates
 
     store = None
     try:
@@ -335,7 +338,8 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
 # ------------------------------------------------------------------ session start
 def session_summary(state: dict, goal_id: str | None = None) -> str | None:
     """A few lines: each active goal, its next todo and pending gates; None without goals."""
-    from loopx.kernel import clock, status
+    from loopx.kernel.read import status
+    from loopx.kernel.storage import clock
 
     goals = [g for g in status.summary(state, clock.now_iso(), goal_id)["goals"] if g["status"] == "active"]
     if not goals:

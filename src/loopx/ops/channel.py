@@ -90,14 +90,14 @@ def read_direct_url(dist) -> dict | None:
 
 
 def _git_checkout(path: str) -> str | None:
-    cur = os.path.abspath(path)
-    for _ in range(6):
-        if os.path.exists(os.path.join(cur, ".git")) and os.path.exists(os.path.join(cur, "pyproject.toml")):
-            return cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            break
-        cur = parent
+    """The git checkout (a folder with ``.git`` and ``pyproject.toml``) at most 6 levels above ``path``."""
+    from loopx.kernel.storage.fs import git_dir
+
+    found = git_dir(path)
+    top = os.path.dirname(found) if found else None
+    if top and os.path.exists(os.path.join(top, "pyproject.toml")) \
+            and os.path.relpath(os.path.abspath(path), top).count(os.sep) < 6:
+        return top
     return None
 
 

@@ -135,7 +135,7 @@ def check(project_dir: str | None) -> list[dict]:
 
 def refresh(project_dir: str | None) -> str:
     """Reinstall stale and missing (previously installed) items; never touch edited ones."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     _, files, _ = _installer()
     stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")

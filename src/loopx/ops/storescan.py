@@ -21,8 +21,8 @@ import json
 import os
 import re
 
-from loopx.kernel import fold
-from loopx.kernel.store import _CONFLICT, STREAMS, Draft, _atomic_write, decode
+from loopx.kernel.storage import fold
+from loopx.kernel.storage.store import _CONFLICT, STREAMS, Draft, _atomic_write, decode
 
 BAD_SAMPLES = 20
 _SEQ = re.compile(rb'"seq":(\d+)')

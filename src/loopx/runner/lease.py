@@ -11,7 +11,7 @@ import hashlib
 import os
 
 from loopx.errors import Conflict
-from loopx.kernel.store import _try_lock, _unlock
+from loopx.kernel.storage.store import _try_lock, _unlock
 
 
 class RunnerLock:

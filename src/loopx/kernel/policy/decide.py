@@ -35,13 +35,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError, StateError
-from loopx.kernel import clock, queries
+from loopx.kernel.read import budget, queries, schedule
+from loopx.kernel.storage import actors, clock
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
 STALL_RESULTS = ("no_progress", "failed")
-HANDOFF_HOLD = 1800            # seconds a handed-off todo stays reserved for its receiver
-HINT_MIN, HINT_MAX, HINT_RUN = 300, 3600, 300
 # when several goals are evaluated and none may run, the most useful answer wins
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
 
@@ -55,46 +54,9 @@ def exit_code(decision: dict, skip_exit: int = 1) -> int:
     return skip_exit
 
 
-def _budget(state: dict, goal: dict, now: datetime) -> dict:
-    q = goal["quota"]
-    start = clock.iso(now - timedelta(seconds=q["window"]))
-    spent, _ = queries.window_spend(state, goal["id"], start)
-    return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)}
-
-
-def slot_frees_at(state: dict, goal: dict, now: datetime, need: int = 1) -> str | None:
-    """When enough spends leave the rolling window for ``need`` slots to be free (ISO), or None."""
-    q = goal["quota"]
-    start = clock.iso(now - timedelta(seconds=q["window"]))
-    spent, entries = queries.window_spend(state, goal["id"], start)
-    excess = spent + need - q["slots"]
-    if excess <= 0:
-        return None
-    for ts, slots, _run in sorted(entries):
-        excess -= slots
-        if excess <= 0:
-            return clock.iso(clock.parse_ts(ts) + timedelta(seconds=q["window"]))
-    return None  # slots below what one spend needs: only a quota change helps
-
-
-def _candidates(state: dict, goal_id: str, now_iso: str, holder: str | None) -> list[dict]:
-    """Todos a turn could take if no gate stood in the way (queue order)."""
-    out = []
-    for t in queries.goal_todos(state, goal_id):
-        if not queries.deps_done(state, t):
-            continue
-        if t["status"] == "open":
-            out.append(t)
-        elif t["status"] == "claimed":
-            c = t["claim"]
-            if not queries.claim_live(t, now_iso) or (holder and c and c["holder"] == holder):
-                out.append(t)
-    return out
-
-
 def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None, now: datetime) -> str | None:
     """The agent a recent handoff reserved ``todo_id`` for, when that is not ``me``."""
-    limit = clock.iso(now - timedelta(seconds=HANDOFF_HOLD))
+    limit = clock.iso(now - timedelta(seconds=schedule.HANDOFF_HOLD))
     for h in reversed(state.get("handoffs") or []):
         if h.get("goal") == goal_id and h.get("todo") == todo_id:
             if h["ts"] > limit and h.get("to") and h["to"] != me:
@@ -133,11 +95,11 @@ class _Eval:
 
     def __init__(self, state, goal, now, agent, fingerprint):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
-        self.me = f"agent:{agent}" if agent else None
+        self.me = actors.agent(agent) if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
         self.rules: list[dict] = []
-        self.budget = _budget(state, goal, now)
+        self.budget = budget.budget(state, goal, now)
 
     def passed(self, rule: str, detail: str) -> None:
         self.rules.append({"rule": rule, "outcome": "pass", "detail": detail})
@@ -147,7 +109,7 @@ class _Eval:
         out = {"decision": decision, "reason": reason, "message": message, "goal_id": self.goal["id"],
                "todo_id": todo_id, "mode": extra.pop("mode", None), "gate_id": extra.pop("gate_id", None),
                "question": extra.pop("question", None), "next_check_at": next_check_at,
-               "budget": self.budget}
+               "budget": budget.brief(self.budget)}
         out.update(extra)
         return out
 
@@ -173,7 +135,7 @@ class _Eval:
         for gate in pending:
             if queries.gate_blocks_goal(gate):
                 return self._wait_gate(gate, "a pending gate blocks the goal")
-        cands = _candidates(s, gid, self.now_iso, self.me)
+        cands = queries.candidates(s, gid, self.now_iso, self.me)
         blocked = {b for gate in pending for b in gate["blocks"]}
         ready = [t for t in cands if t["id"] not in blocked]
         if cands and not ready:
@@ -222,21 +184,17 @@ class _Eval:
                            "open todos wait on dependencies that cannot progress")
 
     def budget_rule(self):
-        b, g = self.budget, self.goal
+        b = self.budget
         if b["spent"] >= b["slots"]:
-            at = slot_frees_at(self.state, g, self.now)
+            at = b["frees_at"]
             return self.decide("budget", "wait", "budget_exhausted",
                                f"{b['spent']} of {b['slots']} slots spent in the last "
                                f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
-        cool = g["quota"].get("cooldown") or 0
-        last = self.state["runs"].get(g.get("last_run") or "")
-        if cool and last:
-            since = last["finished"] or last["started"]
-            until = clock.iso(clock.parse_ts(since) + timedelta(seconds=cool))
-            if until > self.now_iso:
-                return self.decide("budget", "wait", "cooldown",
-                                   f"cooldown of {clock.format_duration(cool)} after the last run ends {until}",
-                                   next_check_at=until)
+        until = b["cooldown_until"]
+        if until:
+            return self.decide("budget", "wait", "cooldown",
+                               f"cooldown of {clock.format_duration(b['cooldown'])} after the last run ends {until}",
+                               next_check_at=until)
         self.passed("budget", f"{b['left']} of {b['slots']} slots left in the window")
         return None
 
@@ -273,31 +231,11 @@ class _Eval:
                            todo_id=t["id"], mode="work", next_check_at=self.now_iso)
 
     def finish(self, out: dict) -> dict:
-        """Fill ``scheduler_hint`` and, for open-ended waits, ``next_check_at``."""
-        d = out["decision"]
-        if d == "run":
-            hint = HINT_RUN
-        elif d in ("pause", "stop", "error"):
-            hint = HINT_MAX
-        elif out.get("next_check_at"):
-            left = (clock.parse_ts(out["next_check_at"]) - self.now).total_seconds()
-            hint = int(min(HINT_MAX, max(60, left)))
-        else:
-            hint = self._backoff(out)
-            out["next_check_at"] = clock.iso(self.now + timedelta(seconds=hint))
-        out["scheduler_hint"] = hint
+        """Fill ``next_check_at`` and ``scheduler_hint`` by the one schedule rule."""
+        since = schedule.same_since(self.state, self.goal["id"], out["decision"], out["reason"])
+        out["next_check_at"], out["scheduler_hint"] = schedule.hint(out["decision"], self.now,
+                                                                    out.get("next_check_at"), since)
         return out
-
-    def _backoff(self, out: dict) -> int:
-        """Back off while the same answer repeats: half the time it has stood, 5 min to 1 h."""
-        prev = self.state["decisions"].get(self.goal["id"])
-        if not prev or (prev.get("decision"), prev.get("reason")) != (out["decision"], out["reason"]):
-            return HINT_MIN
-        try:
-            unchanged = (self.now - clock.parse_ts(prev["ts"])).total_seconds()
-        except (LoopxError, KeyError, TypeError):
-            return HINT_MIN
-        return int(min(HINT_MAX, max(HINT_MIN, unchanged / 2)))
 
 
 def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
@@ -336,7 +274,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
     return best
 
 
-def _bare(decision: str, reason: str, message: str, now: datetime, hint: int = HINT_MAX) -> dict:
+def _bare(decision: str, reason: str, message: str, now: datetime, hint: int = schedule.HINT_MAX) -> dict:
     return {"decision": decision, "reason": reason, "message": message, "goal_id": None, "todo_id": None,
             "mode": None, "gate_id": None, "question": None, "next_check_at": None,
             "scheduler_hint": hint, "budget": None, "evaluated_at": clock.iso(now)}
@@ -358,8 +296,8 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
     unknown goal; an unreadable store yields an ``error`` decision instead of raising.
     ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
-    time-dependent input are unchanged (see loopx.kernel.decision_cache); ``explain`` bypasses it."""
-    from loopx.kernel import decision_cache as dc
+    time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it."""
+    from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
     k = dc.key(goal_id, agent)
@@ -376,7 +314,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         state = store.load()
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
-    from loopx.kernel import fingerprint as fpmod
+    from loopx.kernel.read import fingerprint as fpmod
 
     seen: dict = {}
 
@@ -389,7 +327,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
-        d["recorded"] = record_decision(store, d, actor or (f"agent:{agent}" if agent else "loopx:should-run"))
+        d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed:
         dc.save(store, k, files, d, state, now, seen.get("git"))
     return d
@@ -417,6 +355,6 @@ def record_decision(store, d: dict, actor: str) -> bool:
 
 
 def _draft(goal_id, data):
-    from loopx.kernel.store import Draft
+    from loopx.kernel.storage.store import Draft
 
     return Draft("decision.recorded", goal_id, data)

@@ -14,9 +14,9 @@ summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[s
 from __future__ import annotations
 
 import shlex
-from datetime import timedelta
 
-from loopx.kernel import clock, queries
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import actors, clock
 
 VERSION = 1
 MAX_TEXT = 6000
@@ -79,7 +79,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
              for x in pending[:_n(GATES)]]
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.gates import covering_gate
+        from loopx.kernel.write.gates import covering_gate
 
         ok = covering_gate(state, goal_id, action)
         wait = next((x for x in pending if x["kind"] == action), None)
@@ -87,9 +87,6 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                           "gate_id": (ok or wait or {}).get("id")})
     evidence = [{"id": e["id"], "kind": e["kind"], "summary": _cut(e["summary"], 140), "exit_code": e.get("exit_code")}
                 for e in queries.recent_evidence(state, goal_id, _n(EVIDENCE))]
-    q = g["quota"]
-    start = clock.iso(now - timedelta(seconds=q["window"]))
-    spent, _ = queries.window_spend(state, goal_id, start)
     scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:_n(GLOBS)]] for k in ("allow", "deny", "protect")}
     p = {"version": VERSION, "run_id": run_id, "goal_id": goal_id, "mode": mode or ("work" if todo else "plan"),
          "agent": actor, "lease_until": lease_until, "objective": _cut(g["objective"], 800),
@@ -99,7 +96,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                     "blocked": len(groups["blocked"]), "done": len(groups["done"]),
                     "total": sum(len(v) for k, v in groups.items() if k != "archived")},
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
-         "budget": {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent)},
+         "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
     return p
@@ -108,7 +105,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
 def commands(p: dict, actor: str) -> dict:
     """The exact write-back commands with the ids filled in (``SUMMARY``/``CMD``/``N``/``EV`` are
     placeholders the agent replaces)."""
-    who = f"loopx --agent {actor[6:]}" if actor.startswith("agent:") else "loopx"
+    who = f"loopx --agent {actors.agent_name(actor)}" if actors.is_agent(actor) else "loopx"
     run, gid = p["run_id"], p["goal_id"]
     t = p["todo"]
     todo_flag = f" --todo {t['id']}" if t else ""

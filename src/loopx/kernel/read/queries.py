@@ -7,7 +7,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 from __future__ import annotations
 
 from loopx.errors import NotFound, UsageError
-from loopx.kernel import ids
+from loopx.kernel.storage import ids
 
 OPEN_STATES = ("open", "claimed")
 DONE_STATES = ("done", "archived")
@@ -90,17 +90,12 @@ def deps_done(state: dict, todo: dict) -> bool:
     return True
 
 
-def ready_todos(state: dict, goal_id: str, now_iso: str, holder: str | None = None) -> list[dict]:
-    """Todos a turn could take now: open (or claimed with an expired lease, or held by
-    ``holder`` itself), dependencies done, not blocked by a pending gate. Queue order."""
-    blocked: set[str] = set()
-    for g in pending_gates(state, goal_id):
-        if gate_blocks_goal(g):
-            return []
-        blocked.update(g["blocks"])
+def candidates(state: dict, goal_id: str, now_iso: str, holder: str | None = None) -> list[dict]:
+    """Todos a turn could take if no gate stood in the way: open (or claimed with an expired lease,
+    or held by ``holder`` itself) with their dependencies done. Queue order."""
     out = []
     for t in goal_todos(state, goal_id):
-        if t["id"] in blocked or not deps_done(state, t):
+        if not deps_done(state, t):
             continue
         if t["status"] == "open":
             out.append(t)
@@ -109,6 +104,40 @@ def ready_todos(state: dict, goal_id: str, now_iso: str, holder: str | None = No
             if not claim_live(t, now_iso) or (holder and c and c["holder"] == holder):
                 out.append(t)
     return out
+
+
+def gate_blocked(state: dict, goal_id: str) -> tuple[bool, set[str]]:
+    """(a pending gate blocks the whole goal, ids of the todos pending gates block)."""
+    blocked: set[str] = set()
+    for g in pending_gates(state, goal_id):
+        if gate_blocks_goal(g):
+            return True, blocked
+        blocked.update(g["blocks"])
+    return False, blocked
+
+
+def ready_todos(state: dict, goal_id: str, now_iso: str, holder: str | None = None) -> list[dict]:
+    """``candidates`` that no pending gate blocks. Queue order."""
+    whole, blocked = gate_blocked(state, goal_id)
+    if whole:
+        return []
+    return [t for t in candidates(state, goal_id, now_iso, holder) if t["id"] not in blocked]
+
+
+def holdings(state: dict, now_iso: str, *, expired: bool = False) -> dict[str, list[dict]]:
+    """Who holds what: ``{actor: [{"id", "title", "goal", "lease_until", "live"}]}`` for every
+    claimed todo, keyed by the holder's actor string (``agent:<name>`` or ``human:<name>``).
+    ``live`` is False for a claim past its lease; such claims are listed only with ``expired``."""
+    held: dict[str, list[dict]] = {}
+    for t in state["todos"].values():
+        c = t.get("claim")
+        if not c or t["status"] != "claimed":
+            continue
+        live = c["lease_until"] > now_iso
+        if live or expired:
+            held.setdefault(c["holder"], []).append({"id": t["id"], "title": t["title"], "goal": t["goal"],
+                                                     "lease_until": c["lease_until"], "live": live})
+    return held
 
 
 def by_status(state: dict, goal_id: str, now_iso: str) -> dict[str, list[dict]]:
@@ -120,12 +149,6 @@ def by_status(state: dict, goal_id: str, now_iso: str) -> dict[str, list[dict]]:
             st = "expired"
         groups.setdefault(st, []).append(t)
     return groups
-
-
-def window_spend(state: dict, goal_id: str, window_start_iso: str) -> tuple[int, list[list]]:
-    """(slots spent since ``window_start_iso``, the ledger entries in that window)."""
-    entries = [e for e in state["spends"].get(goal_id, []) if e[0] > window_start_iso]
-    return sum(e[1] for e in entries), entries
 
 
 def open_runs(state: dict, goal_id: str | None = None) -> list[dict]:

@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 
 def home() -> str:
-    """The user-level data folder (created on demand by writers)."""
-    env = os.environ.get("LOOPX_HOME")
-    if env:
-        return os.path.abspath(env)
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
-    elif sys.platform == "darwin":
-        base = os.path.expanduser("~/Library/Application Support")
-    else:
-        base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return os.path.join(base, "loopx")
+    """The user-level data folder (created on demand by writers); see ``loopx.config.data_home``."""
+    from loopx.config import data_home
+
+    return data_home()
 
 
 def _path() -> str:
@@ -46,7 +38,7 @@ def load() -> dict:
 
 def add(project_dir: str, project_id: str) -> bool:
     """Register ``project_dir``; returns True when it was not registered before."""
-    from loopx.kernel.store import Store, _atomic_write
+    from loopx.kernel.storage.store import Store, _atomic_write
 
     os.makedirs(home(), exist_ok=True)
     lock_store = Store(home())  # reuse the store's OS lock on <home>/lock
@@ -63,7 +55,7 @@ def add(project_dir: str, project_id: str) -> bool:
 
 
 def remove(project_dir: str) -> bool:
-    from loopx.kernel.store import Store, _atomic_write
+    from loopx.kernel.storage.store import Store, _atomic_write
 
     if not os.path.isdir(home()):
         return False

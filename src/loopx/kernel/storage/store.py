@@ -21,7 +21,8 @@ from contextlib import contextmanager
 
 from loopx import __version__
 from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
-from loopx.kernel import clock, fold, ids
+from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage.fs import DIRNAME, find_root
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -31,7 +32,6 @@ SNAPSHOT_FILE = "snapshot.bin"
 LIVE_FILE = "live.bin"
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
 BAD_SAMPLES = 20
-DIRNAME = ".loopx"
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
 GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
@@ -109,26 +109,6 @@ class Draft:
 
     def __init__(self, type: str, goal: str | None, data: dict, stream: str = "events") -> None:
         self.type, self.goal, self.data, self.stream = type, goal, data, stream
-
-
-def find_up(start: str, name: str, *, dir_only: bool = True) -> str | None:
-    """The nearest ``name`` at or above ``start`` (a directory, or with ``dir_only=False`` any kind
-    of entry, as git's worktree ``.git`` files), or None."""
-    test = os.path.isdir if dir_only else os.path.exists
-    cur = os.path.abspath(start)
-    while True:
-        cand = os.path.join(cur, name)
-        if test(cand):
-            return cand
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return None
-        cur = parent
-
-
-def find_root(start: str) -> str | None:
-    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
-    return find_up(start, DIRNAME)
 
 
 class Store:
@@ -222,7 +202,7 @@ class Store:
 
     # ----------------------------------------------------------------- reading
     def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
-        """The folded state (a plain dict, see loopx.kernel.fold). Lock-free.
+        """The folded state (a plain dict, see loopx.kernel.storage.fold). Lock-free.
         ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason.
 
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
@@ -417,7 +397,7 @@ class Store:
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
             if reap and _expired_runs(state, clock.iso(now)):
-                from loopx.kernel.turn import reap_drafts
+                from loopx.kernel.policy.turn import reap_drafts
 
                 repairs = list(repairs) + reap_drafts(state, now)
             records = self._append(state, list(repairs), now, actor) if repairs else []
@@ -428,7 +408,7 @@ class Store:
             return records, state
 
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
-        from loopx.kernel.redact import redact
+        from loopx.kernel.storage.redact import redact
 
         ts = clock.iso(now)
         records: list[dict] = []

@@ -9,20 +9,10 @@ open_runs, last_decision, next`` (the one command a person or agent should run n
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from loopx.kernel import clock, queries
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
-
-
-def budget(state: dict, goal: dict, now_iso: str) -> dict:
-    """Slots spent in the goal's rolling window and what is left (``window`` in seconds)."""
-    q = goal["quota"]
-    start = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=q["window"]))
-    spent, _ = queries.window_spend(state, goal["id"], start)
-    return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": max(0, q["slots"] - spent),
-            "cooldown": q.get("cooldown", 0)}
 
 
 def _run_brief(run: dict | None) -> dict | None:
@@ -71,7 +61,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
     ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
     last = state["runs"].get(goal.get("last_run") or "")
-    money = budget(state, goal, now_iso)
+    money = budget.without_ledger(budget.budget(state, goal, now_iso))
     return {
         "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
         "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
@@ -104,12 +94,8 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None) -> dict:
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
     rows = [goal_summary(state, g, now_iso) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
-    held: dict[str, list[str]] = {}
-    for t in state["todos"].values():
-        c = t.get("claim")
-        if c and c["lease_until"] > now_iso and c["holder"].startswith("agent:"):
-            held.setdefault(c["holder"][6:], []).append(t["id"])
-    agent_rows = [dict(a, holds=held.get(a["name"], [])) for a in agents]
+    held = queries.holdings(state, now_iso)
+    agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:

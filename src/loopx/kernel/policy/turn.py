@@ -2,7 +2,7 @@
 
 - ``next_turn`` asks should-run; on ``run`` it claims the todo with a lease and opens a run
   (``todo.claimed`` + ``run.started``) in one compare-and-append transaction, then returns the
-  turn packet (see ``loopx.kernel.packet``).
+  turn packet (see ``loopx.kernel.policy.packet``).
 - ``finish`` closes the run (``run.finished``), optionally running the verify command first and
   recording it as evidence; the todo's claim is released, or the todo is completed when the
   result is ``completion`` and evidence backs it.
@@ -21,14 +21,13 @@ import subprocess
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, decide, fingerprint, ids, queries, todos, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.policy import decide
+from loopx.kernel.read import budget, fingerprint, queries, validate
+from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import todos
 
 VERIFY_TIMEOUT = 1800.0
-
-
-def _agent_name(actor: str) -> str | None:
-    return actor[6:] if actor.startswith("agent:") else None
 
 
 def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
@@ -53,7 +52,7 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
     state = store.load()
     now = clock.now()
@@ -84,9 +83,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
     The decision is evaluated again under the store lock; when another writer changed the answer
     meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
-    from loopx.kernel import packet
+    from loopx.kernel.policy import packet
 
-    agent = _agent_name(actor)
+    agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)
     resumed = None if dry_run else _resume(store, actor, goal_id, driven)
     if resumed is not None:
@@ -161,7 +160,7 @@ def verify_command(state: dict, run: dict) -> str | None:
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
     """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
     the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
-    from loopx.kernel import evidence
+    from loopx.kernel.write import evidence
 
     limit = VERIFY_TIMEOUT if timeout is None else timeout
     timed_out = False
@@ -241,7 +240,7 @@ def _may_finish(run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
                        "start a new turn with `loopx next`", code="run_finished")
-    if actor.startswith("agent:") and run["agent"] != actor:
+    if actors.is_agent(actor) and run["agent"] != actor:
         raise Conflict(f"run {run['id']} belongs to {run['agent']}, not {actor}",
                        "finish your own run (see `loopx history`)", code="run_not_yours")
 
@@ -295,11 +294,11 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
             out.update(reason="not_verified",
                        message=f"run {r['id']} was not verified (result {r['result']}); nothing is charged")
         else:
-            budget = decide._budget(state, g, now)
-            if budget["spent"] + slots > budget["slots"]:
-                at = decide.slot_frees_at(state, g, now, need=slots)
+            b = budget.budget(state, g, now)
+            if b["spent"] + slots > b["slots"]:
+                at = budget.slot_frees_at(state, g, now, need=slots)
                 out.update(reason="budget_exhausted", next_check_at=at,
-                           message=f"{budget['spent']} of {budget['slots']} slots already spent in the window; "
+                           message=f"{b['spent']} of {b['slots']} slots already spent in the window; "
                                    f"next slot frees at {at}")
             else:
                 out.update(spent=True, ts=clock.iso(now), message="charged")
@@ -307,7 +306,7 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
         return []
 
     _, state = store.transact(plan, actor=actor)
-    out["budget"] = decide._budget(state, state["goals"][out["goal_id"]], clock.now())
+    out["budget"] = budget.brief(budget.budget(state, state["goals"][out["goal_id"]], clock.now()))
     return out
 
 
@@ -341,5 +340,5 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict
     run = queries.resolve_run(state, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
-    return finish(store, actor if run["agent"] == actor or actor.startswith("human:") else run["agent"],
+    return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
                   run_id, result, note=note)

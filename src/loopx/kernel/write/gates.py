@@ -7,8 +7,9 @@ The kernel records who decided and through which channel (``terminal``, ``confir
 from __future__ import annotations
 
 from loopx.errors import Conflict, HumanRequired, UsageError
-from loopx.kernel import ids, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import actors, ids
+from loopx.kernel.storage.store import Draft, Store
 
 
 def short_code(gate_id: str) -> str:
@@ -48,7 +49,7 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     """Approve or reject a pending gate as a human. Raises HumanRequired for an agent actor,
     Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given and
     does not match the gate's short code, or a rejection has no note."""
-    if not actor.startswith("human:"):
+    if not actors.is_human(actor):
         raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
     note = validate.text(note, "--note", required=not approve)
     out: dict = {}

@@ -17,7 +17,8 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
     import os
 
     from loopx.errors import UsageError
-    from loopx.kernel import clock, review
+    from loopx.kernel.policy import review
+    from loopx.kernel.storage import clock
 
     start = clock.since_arg(since, clock.now()) if since else None
     d = review.build(ctx.store(), goal_id=goal_id, since=start)

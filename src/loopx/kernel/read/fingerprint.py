@@ -46,9 +46,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
 
 
 def _git_dir(project_dir: str) -> str | None:
-    from loopx.kernel.store import find_up
+    from loopx.kernel.storage.fs import git_dir
 
-    return find_up(project_dir, ".git", dir_only=False)
+    return git_dir(project_dir)
 
 
 def in_git(project_dir: str | None) -> bool:

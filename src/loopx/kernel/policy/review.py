@@ -28,7 +28,9 @@ import html
 import re
 from datetime import datetime
 
-from loopx.kernel import clock, decide, queries
+from loopx.kernel.policy import decide
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import clock
 
 LIST = 20
 _CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
@@ -45,7 +47,7 @@ def _t(s, limit: int = 300) -> str:
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
-    from loopx.kernel import fingerprint
+    from loopx.kernel.read import fingerprint
 
     state = store.load()
     g = queries.resolve_goal(state, goal_id)
@@ -90,7 +92,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
             "verified": sum(1 for r in finished if r["verified"]),
-            "slots_spent": sum(e[1] for e in spends), "budget": decide._budget(state, g, now)}
+            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now))}
 
 
 def _gates(gates: list[dict], since_iso: str) -> dict:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, ids, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.store import Draft, Store
 
 DEFAULT_LEASE = 1800.0
 MAX_LEASE = 7 * 86400.0
@@ -40,7 +41,7 @@ def _holder_check(todo: dict, actor: str, now_iso: str, fence: int | None) -> No
         if claim["holder"] != actor:
             raise Conflict(f"fence {fence} belongs to {claim['holder']}, not {actor}", None, code="stale_fence")
         return
-    if claim and claim["holder"] != actor and actor.startswith("agent:"):
+    if claim and claim["holder"] != actor and actors.is_agent(actor):
         live = claim["lease_until"] > now_iso
         raise Conflict(f"{todo['id']} is claimed by {claim['holder']}"
                        + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
@@ -112,7 +113,7 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
             raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
         deps = _deps(state, depends_on, g["id"])
         tid = ids.new_id("todo", state["todos"])
-        from loopx.kernel.redact import redact_text
+        from loopx.kernel.storage.redact import redact_text
 
         out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title))  # what is stored
         data = {"todo_id": tid, "title": title, "priority": priority}

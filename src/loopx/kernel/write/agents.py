@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from loopx.kernel import ids, queries, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import actors, ids
+from loopx.kernel.storage.store import Draft, Store
 
 AGENT_KINDS = ("claude-code", "codex", "cursor", "opencode", "gemini", "copilot", "shell", "custom", "human")
 
@@ -35,12 +36,12 @@ def handoff(store: Store, actor: str, *, to: str, goal_id=None, todo=None, note:
         g = queries.resolve_goal(state, t["goal"] if t else goal_id)
         drafts = []
         released = False
-        if t and t.get("claim") and (t["claim"]["holder"] == actor or actor.startswith("human:")):
+        if t and t.get("claim") and (t["claim"]["holder"] == actor or actors.is_human(actor)):
             drafts.append(Draft("todo.released", g["id"], {"todo_id": t["id"], "note": f"handed off to {to}"}))
             released = True
-        drafts.append(Draft("handoff.recorded", g["id"], {"from": actor, "to": f"agent:{to}",
+        drafts.append(Draft("handoff.recorded", g["id"], {"from": actor, "to": actors.agent(to),
                                                           "todo": t["id"] if t else None, "note": note}))
-        out.update({"from": actor, "to": f"agent:{to}", "goal_id": g["id"], "todo": t["id"] if t else None,
+        out.update({"from": actor, "to": actors.agent(to), "goal_id": g["id"], "todo": t["id"] if t else None,
                     "released": released})
         return drafts
 

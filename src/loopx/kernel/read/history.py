@@ -16,7 +16,7 @@ import heapq
 from datetime import datetime
 
 from loopx.errors import UsageError
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 
 def _since_iso(since: datetime | None) -> str:

@@ -25,6 +25,8 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
+from loopx.kernel.storage import actors
+
 FOLD_VERSION = 3
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
@@ -63,7 +65,7 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
     spends, cut = {}, {}
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
         for gid, entries in state["spends"].items():
@@ -128,10 +130,11 @@ def apply(state: dict, rec: dict) -> None:
     """Fold one record into ``state`` (in place)."""
     state["meta"]["events"] += 1
     actor = rec.get("actor") or ""
-    if actor.startswith("agent:"):
-        agent = state["agents"].get(actor[6:])
+    name = actors.agent_name(actor)
+    if name is not None:
+        agent = state["agents"].get(name)
         if agent is None:
-            agent = state["agents"][actor[6:]] = {"name": actor[6:], "kind": "unknown",
+            agent = state["agents"][name] = {"name": name, "kind": "unknown",
                                                   "registered": None, "last_seen": None}
         ts = rec.get("ts")
         if ts and (agent["last_seen"] is None or ts > agent["last_seen"]):
@@ -203,7 +206,7 @@ def _quota_set(s, r, d):
 
 
 def _guard_set(s, r, d):
-    """The pre-tool guard config (loopx.kernel.guard): rules, protected branches, defaults on/off."""
+    """The pre-tool guard config (loopx.kernel.policy.guard): rules, protected branches, defaults on/off."""
     g = s["goals"][r["goal"]]
     g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
                   "defaults": d.get("defaults", True)}

@@ -8,9 +8,10 @@ forbids the change, StoreBusy/ReadOnlyStore from the store.
 from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel import clock, ids, queries, validate
-from loopx.kernel.store import Draft, Store
-from loopx.kernel.todos import added_drafts
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write.todos import added_drafts
 
 DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
 STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",

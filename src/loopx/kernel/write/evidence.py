@@ -9,9 +9,10 @@ first and last MAX_BLOB/2 bytes).
 from __future__ import annotations
 
 from loopx.errors import UsageError
-from loopx.kernel import ids, queries, validate
-from loopx.kernel.redact import redact_text
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import ids
+from loopx.kernel.storage.redact import redact_text
+from loopx.kernel.storage.store import Draft, Store
 
 EXCERPT = 4000        # characters kept inline
 HEAD = 1000

@@ -42,16 +42,15 @@ def scope_root(ctx, scope: str) -> str:
         if not os.path.isdir(ctx.project):
             raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
         return os.path.abspath(ctx.project)
-    from loopx.kernel.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
-    found = find_root(os.getcwd())
-    return os.path.dirname(found) if found else os.getcwd()
+    return project_dir() or os.getcwd()
 
 
 def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:
     from loopx import hosts
     from loopx.hosts import files, plan
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     mode = mode or "check"
     chosen = hosts.expand_hosts(host)
@@ -140,7 +139,7 @@ def render_skills(d: dict) -> str:
 
 
 def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
-    from loopx.kernel import ids
+    from loopx.kernel.storage import ids
 
     if goal_id:
         ids.check_goal_id(goal_id)
@@ -155,18 +154,21 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
     """The fixed interval a scheduled automation (Codex app, cron) should use for the goal: the
     goal's budget spread over its window (window / slots), never more often than should-run's
     shortest ``scheduler_hint``; plus the current hint. None outside a connected project."""
-    from loopx.kernel import clock, decide
+    from loopx.errors import LoopxError
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read.schedule import HINT_MIN
+    from loopx.kernel.storage import clock
 
     try:
         store = ctx.store()
         state = store.load()
         d = decide.evaluate(state, clock.now(), goal_id=goal_id, agent=ctx.agent)
-    except Exception:  # no project, unreadable store: the prompt alone is still useful
+    except (LoopxError, OSError, ValueError):  # no project, unreadable store: the prompt alone is useful
         return None
     goal = state["goals"].get(d.get("goal_id") or "") or {}
     q = goal.get("quota") or {}
     slots, window = int(q.get("slots") or 48), int(q.get("window") or 86400)
-    every = max(decide.HINT_MIN, window // max(slots, 1)) // 60 * 60
+    every = max(HINT_MIN, window // max(slots, 1)) // 60 * 60
     minutes = max(5, every // 60)
     cron = f"*/{minutes} * * * *" if minutes < 60 and 60 % minutes == 0 else (
         f"0 */{minutes // 60} * * *" if minutes % 60 == 0 and 24 % (minutes // 60) == 0 else None)

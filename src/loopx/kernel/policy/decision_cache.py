@@ -23,12 +23,11 @@ import marshal
 import os
 from datetime import datetime, timedelta
 
-from loopx.kernel import clock
+from loopx.kernel.storage import clock
 
 FILE = "decisions.bin"
 MAX_TTL = 3600
 KEEP = 64
-HANDOFF_HOLD = 1800
 
 
 def key(goal_id: str | None, agent: str | None) -> str:
@@ -68,7 +67,7 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
         if not (e["evaluated_at"] <= now_iso < e["valid_until"]):
             return None
         if e.get("git") is not None:
-            from loopx.kernel import fingerprint
+            from loopx.kernel.read import fingerprint
 
             if fingerprint.git_part(store.project_dir) != e["git"]:
                 return None
@@ -78,30 +77,19 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
 
 
 def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
-    """Recompute the time fields of decision ``d`` for ``now`` (same rules as decide)."""
-    from loopx.kernel import decide
+    """Recompute the time fields of decision ``d`` for ``now`` (the same schedule rule as decide)."""
+    from loopx.kernel.read import schedule
 
-    dec = d["decision"]
-    if dec == "run":
-        d["next_check_at"], d["scheduler_hint"] = clock.iso(now), decide.HINT_RUN
-    elif dec in ("pause", "stop", "error"):
-        d["scheduler_hint"] = decide.HINT_MAX
-    elif dec == "wait" and d.get("next_check_at"):  # every wait names its time
-        left = (clock.parse_ts(d["next_check_at"]) - now).total_seconds()
-        d["scheduler_hint"] = int(min(decide.HINT_MAX, max(60, left)))
-    else:
-        hint = decide.HINT_MIN
-        if prev_ts:
-            unchanged = (now - clock.parse_ts(prev_ts)).total_seconds()
-            hint = int(min(decide.HINT_MAX, max(decide.HINT_MIN, unchanged / 2)))
-        d["scheduler_hint"] = hint
-        d["next_check_at"] = clock.iso(now + timedelta(seconds=hint))
+    keep = d.get("next_check_at") if d["decision"] in ("wait", "pause", "stop", "error") else None
+    d["next_check_at"], d["scheduler_hint"] = schedule.hint(d["decision"], now, keep, prev_ts)
     d["evaluated_at"] = clock.iso(now)
     return d
 
 
 def valid_until(state: dict, now: datetime) -> str:
     """The earliest time after ``now`` at which elapsed time alone could change a decision."""
+    from loopx.kernel.read import schedule
+
     now_iso = clock.iso(now)
     cands = [clock.iso(now + timedelta(seconds=MAX_TTL))]
     for t in state["todos"].values():
@@ -112,7 +100,7 @@ def valid_until(state: dict, now: datetime) -> str:
         if r["finished"] is None and r.get("lease_until") and r["lease_until"] > now_iso:
             cands.append(r["lease_until"])
     for h in state.get("handoffs") or []:
-        end = clock.iso(clock.parse_ts(h["ts"]) + timedelta(seconds=HANDOFF_HOLD))
+        end = clock.iso(clock.parse_ts(h["ts"]) + timedelta(seconds=schedule.HANDOFF_HOLD))
         if end > now_iso:
             cands.append(end)
     for gid, g in state["goals"].items():
@@ -133,7 +121,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
     if files is None or d["decision"] == "error":
         return
-    from loopx.kernel.store import _atomic_write
+    from loopx.kernel.storage.store import _atomic_write
 
     prev = state["decisions"].get(d.get("goal_id") or "*")
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \

@@ -30,8 +30,9 @@ import shlex
 import subprocess
 
 from loopx.errors import UsageError
-from loopx.kernel import gates, queries, scope, validate
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.read import queries, scope, validate
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import gates
 
 DEFAULT_BRANCHES = ("main", "master")
 RULE_KINDS = (*validate.GATE_KINDS, "none")

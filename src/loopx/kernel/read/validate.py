@@ -58,7 +58,7 @@ def command(value, what: str) -> str | None:
     would store it redacted, and the redacted command would no longer run."""
     cmd = text(value, what, required=False, limit=4000)
     if cmd:
-        from loopx.kernel.redact import redact_text
+        from loopx.kernel.storage.redact import redact_text
 
         if redact_text(cmd) != cmd:
             raise UsageError(f"{what} contains what looks like a secret; loopx never stores secrets",

@@ -1,0 +1,1 @@
+"""kernel.write: see docs/architecture.md (layers)."""
