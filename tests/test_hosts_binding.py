@@ -413,3 +413,16 @@ def test_unparsable_gemini_settings_are_never_rewritten(project, cli):
     assert bad.read_text(encoding="utf-8") == '{"theme": "x",'
     r = cli("doctor", "--json")
     assert any(c["id"] == "hooks.project.gemini" and c["status"] == "warning" for c in r.data["checks"])
+
+
+def test_doctor_warns_when_the_host_turned_hooks_off(governed, cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    conf = governed / ".gemini" / "settings.json"
+    data = json.loads(conf.read_text(encoding="utf-8"))
+    data["hooksConfig"] = {"enabled": False}
+    conf.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    (governed / ".codex" / "config.toml").write_text("[features]\nhooks = false\n", encoding="utf-8")
+    checks = {c["id"]: c for c in cli("doctor", "--json").data["checks"]}
+    assert checks["hooks.project.gemini"]["status"] == "warning" and "no hooks" in checks["hooks.project.gemini"]["finding"]
+    assert checks["hooks.project.codex"]["status"] == "warning" and "hooks = false" in checks["hooks.project.codex"]["finding"]
+    assert checks["hooks.project.claude-code"]["status"] == "ok"

@@ -86,6 +86,11 @@ def hooks(scope: str, root: str) -> list[dict]:
         if st == "missing":
             continue
         broken = [s for s in starts if not s["ok"]]
+        off = _disabled(host, scope, root)
+        if off and not broken:
+            out.append(result(cid, "warning", f"loopx's {host} hooks in {path} are installed but will not run: {off}",
+                              f"turn {host}'s hooks back on in its settings"))
+            continue
         if broken:
             b = broken[0]
             out.append(result(cid, "error",
@@ -105,6 +110,16 @@ def hooks(scope: str, root: str) -> list[dict]:
         else:
             out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"))
     return out
+
+
+def _disabled(host: str, scope: str, root: str) -> str | None:
+    from loopx.hosts import adapters
+
+    fn = getattr(adapters.get(host), "disabled", None)
+    try:
+        return fn(scope, root) if fn else None
+    except Exception:  # a host config loopx cannot read is reported elsewhere
+        return None
 
 
 def rewrite_hooks(project_dir: str | None) -> str:

@@ -54,3 +54,24 @@ def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:
     return {"SessionStart": [{"matcher": "startup|resume|clear", "hooks": [handler("session-start", 10)]}],
             "PreToolUse": [{"hooks": [handler("pre-tool", 10)]}],
             "Stop": [{"hooks": [handler("stop", 30, cap_arg)]}]}
+
+
+def disabled(scope: str, root: str) -> str | None:
+    """Why Codex would not run hooks, as far as its config.toml says: ``[features] hooks = false``
+    in the project's ``.codex/config.toml`` or ``$CODEX_HOME/config.toml``; else None."""
+    import tomllib
+
+    paths = [os.path.join(os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex"),
+                          "config.toml")]
+    if scope == "project":
+        paths.insert(0, os.path.join(root, ".codex", "config.toml"))
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                conf = tomllib.load(fh)
+        except (OSError, ValueError):
+            continue
+        features = conf.get("features") if isinstance(conf, dict) else None
+        if isinstance(features, dict) and features.get("hooks") is False:
+            return f"{path} sets [features] hooks = false, so Codex runs no hooks"
+    return None

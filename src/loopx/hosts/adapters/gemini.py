@@ -60,3 +60,22 @@ def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:
     return {"SessionStart": [{"hooks": [handler("session-start", 10000)]}],
             "BeforeTool": [{"matcher": MATCHER, "hooks": [handler("pre-tool", 10000)]}],
             "AfterAgent": [{"hooks": [handler("stop", 30000, cap_arg)]}]}
+
+
+def disabled(scope: str, root: str) -> str | None:
+    """Why Gemini CLI would not run loopx's hooks from this settings file, or None:
+    ``hooksConfig.enabled: false`` or a ``loopx-*`` hook listed in ``hooksConfig.disabled``."""
+    import json
+
+    try:
+        with open(config_path(scope, root), encoding="utf-8") as fh:
+            conf = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    hc = conf.get("hooksConfig") if isinstance(conf, dict) else None
+    if not isinstance(hc, dict):
+        return None
+    if hc.get("enabled") is False:
+        return "hooksConfig.enabled is false, so Gemini CLI runs no hooks at all"
+    off = [h for h in hc.get("disabled") or [] if isinstance(h, str) and ("loopx" in h)]
+    return f"hooksConfig.disabled lists {', '.join(off)}" if off else None
