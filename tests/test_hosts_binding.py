@@ -426,3 +426,21 @@ def test_doctor_warns_when_the_host_turned_hooks_off(governed, cli, monkeypatch,
     assert checks["hooks.project.gemini"]["status"] == "warning" and "no hooks" in checks["hooks.project.gemini"]["finding"]
     assert checks["hooks.project.codex"]["status"] == "warning" and "hooks = false" in checks["hooks.project.codex"]["finding"]
     assert checks["hooks.project.claude-code"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("path", ["docs/notes.md", "./docs/notes.md", "src/../docs/notes.md", "{P}/src/../docs/notes.md",
+                                  "{P}//docs///notes.md", ".loopx/events.jsonl", "src/../.loopx/format.json"])
+def test_cursor_after_edit_sees_through_disguised_paths(goal, project, cli, path):
+    assert cli("scope", "set", "--allow", "src/**").code == 0
+    data = fixture("cursor", "after_file_edit", project, file_path=path.replace("{P}", str(project)))
+    r = run_loopx(["hook", "after-edit", "--host", "cursor", "--json"], cwd=project, input=json.dumps(data))
+    info = json.loads(r.out)["data"]["info"]
+    assert info["allow"] is False and info.get("gate_id"), info
+
+
+@pytest.mark.parametrize("path", ["src/app.py", "./src/app.py", "{P}/src/./app.py"])
+def test_cursor_after_edit_in_scope_variants_pass(goal, project, cli, path):
+    assert cli("scope", "set", "--allow", "src/**").code == 0
+    data = fixture("cursor", "after_file_edit", project, file_path=path.replace("{P}", str(project)))
+    r = run_loopx(["hook", "after-edit", "--host", "cursor", "--json"], cwd=project, input=json.dumps(data))
+    assert json.loads(r.out)["data"]["info"].get("allow") is True
