@@ -144,3 +144,36 @@ def test_every_adapter_has_the_table_fields():
         assert {"tool", "input", "shell", "edit", "builtin", "paths"} <= set(mod.SHAPE)
         response, code, _ = mod.deny("loopx: no.")
         assert code in (0, 2) and response
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "cursor", "gemini"])
+@pytest.mark.parametrize("exe", [r"C:\Program Files\loopx env\Scripts\loopx.exe", r"C:\Users\dev\.venv\Scripts\loopx.exe"])
+def test_windows_hook_entries_are_quoted_for_the_hosts_shell(host, exe):
+    from loopx.hosts import hookconf
+
+    shell = adapters.get(host).WINDOWS_SHELL
+    want = hookconf.wanted(host, [exe], cap=3, windows=True)
+    commands = [h["command"] for entries in want.values() for e in entries for h in [e, *e.get("hooks", [])]
+                if "command" in h]
+    assert commands
+    for command in commands:
+        words = cmdline.split(command, shell)
+        assert words[0] == exe and words[1] == "hook" and words[words.index("--host") + 1] == host
+        if shell == "pwsh":
+            assert command.startswith("& ")
+
+
+def test_a_loopx_path_cmd_cannot_quote_is_a_clear_state_error():
+    from loopx.errors import StateError
+    from loopx.hosts import hookconf
+
+    with pytest.raises(ValueError):
+        cmdline.hook_command("cmd", ["hook"], [r"C:\100% done\loopx.exe"], windows=True)
+    mod = adapters.get("codex")
+    old = mod.WINDOWS_SHELL
+    try:
+        mod.WINDOWS_SHELL = "cmd"
+        with pytest.raises(StateError, match="cannot write a codex hook"):
+            hookconf.wanted("codex", [r"C:\100% done\loopx.exe"], windows=True)
+    finally:
+        mod.WINDOWS_SHELL = old

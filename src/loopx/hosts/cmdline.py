@@ -143,10 +143,13 @@ def _split_pwsh(command: str) -> list[str]:
     return out
 
 
-def hook_command(host_shell: str | None, args: list[str], argv: list[str] | None = None) -> str:
+def hook_command(host_shell: str | None, args: list[str], argv: list[str] | None = None,
+                 windows: bool | None = None) -> str:
     """The full hook command: loopx's argv plus ``args``, rendered for this platform (POSIX) or,
-    on Windows, for the shell the host uses there (``host_shell``)."""
-    shell = "posix" if os.name != "nt" else (host_shell or default_shell())
+    on Windows (``windows``, default: this platform), for the shell the host uses there
+    (``host_shell``). Raises ValueError for a word cmd.exe cannot quote."""
+    on_windows = (os.name == "nt") if windows is None else windows
+    shell = (host_shell or "cmd") if on_windows else "posix"
     return render([*(argv or loopx_argv()), *args], shell)
 
 

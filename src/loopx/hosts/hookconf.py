@@ -43,16 +43,18 @@ def config_path(host: str, scope: str, root: str) -> str:
     return mod.config_path(scope, root) if mod.KIND == "settings" else mod.plugin_path(scope, root)
 
 
-def wanted(host: str, argv: list[str] | str | None = None, cap: int = 8) -> dict:
+def wanted(host: str, argv: list[str] | str | None = None, cap: int = 8, windows: bool | None = None) -> dict:
     """``{event: [entry, ...]}``: loopx's entries for a ``settings`` host, starting loopx with
-    ``argv`` (default: this installation)."""
+    ``argv`` (default: this installation), quoted for the host's shell on Windows (``windows``,
+    default: this platform)."""
     mod = _adapter(host)
     if isinstance(argv, str) or argv is None:
         argv = cmdline.loopx_argv()
 
     def cmd(kind: str, extra: str = "") -> str:
         try:
-            return cmdline.hook_command(mod.WINDOWS_SHELL, ["hook", kind, "--host", host, *extra.split()], argv)
+            return cmdline.hook_command(mod.WINDOWS_SHELL, ["hook", kind, "--host", host, *extra.split()], argv,
+                                        windows)
         except ValueError as exc:
             raise StateError(f"cannot write a {host} hook command for this loopx: {exc}",
                              "install loopx in a folder whose path has no % or ! (e.g. with pipx)") from None
