@@ -78,10 +78,8 @@ def test_loopx_executable_is_absolute_and_runs():
     exe = loopx_executable()
     argv = cmdline.loopx_argv()
     assert os.path.isabs(argv[0])
-    if len(argv) == 1:
-        assert exe == argv[0] and os.access(exe, os.X_OK)
-    else:
-        assert argv[1:] == ["-m", "loopx"] and exe == f"{argv[0]} -m loopx"
+    assert cmdline.split(exe, cmdline.default_shell()) == argv
+    assert len(argv) == 1 and os.access(argv[0], os.X_OK) or argv[1:] == ["-m", "loopx"]
     proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == 0 and "loopx" in proc.stdout
@@ -177,3 +175,22 @@ def test_a_loopx_path_cmd_cannot_quote_is_a_clear_state_error():
             hookconf.wanted("codex", [r"C:\100% done\loopx.exe"], windows=True)
     finally:
         mod.WINDOWS_SHELL = old
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX quoting of the path")
+def test_loopx_argv_reads_quoted_and_unquoted_paths(tmp_path, monkeypatch):
+    import loopx.resources as res
+
+    exe = tmp_path / "my venv" / "bin" / "loopx"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    for text in (str(exe), shlex.quote(str(exe))):
+        monkeypatch.setattr(res, "loopx_executable", lambda t=text: t)
+        assert cmdline.loopx_argv() == [str(exe)]
+    py = tmp_path / "py env" / "python"
+    py.parent.mkdir()
+    py.write_text("")
+    for text in (f"{py} -m loopx", f"{shlex.quote(str(py))} -m loopx"):
+        monkeypatch.setattr(res, "loopx_executable", lambda t=text: t)
+        assert cmdline.loopx_argv() == [str(py), "-m", "loopx"]

@@ -27,13 +27,19 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_./\\:+=@,-]+$")
 
 def loopx_argv() -> list[str]:
     """The argv that starts this installation's loopx: ``[abs path of the loopx script]`` or
-    ``[sys.executable, "-m", "loopx"]`` (see ``resources.loopx_executable``)."""
+    ``[sys.executable, "-m", "loopx"]``, from ``resources.loopx_executable()`` (a command string,
+    quoted or not for the platform's shell)."""
     from loopx.resources import loopx_executable
 
     exe = loopx_executable()
+    if os.path.isfile(exe):
+        return [exe]
     suffix = " -m loopx"
-    if exe.endswith(suffix) and not os.path.isfile(exe):
+    if exe.endswith(suffix) and os.path.isfile(exe[: -len(suffix)]):
         return [exe[: -len(suffix)], "-m", "loopx"]
+    words = split(exe, default_shell())  # the string may be quoted for the platform's shell
+    if words and os.path.isabs(words[0]) and words[1:] in ([], ["-m", "loopx"]):
+        return words
     return [exe]
 
 
