@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN section 5: the JSON envelope, exit codes, error text, global options
+"""The CLI contract of docs/architecture.md#the-cli: the JSON envelope, exit codes, error text, global options
 anywhere on the line, an example in every ``--help``, and ids resolved like git resolves hashes."""
 
 from __future__ import annotations

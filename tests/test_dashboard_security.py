@@ -1,4 +1,4 @@
-"""Hostile requests against a real dashboard server on port 0 (DESIGN section 8, issue 4).
+"""Hostile requests against a real dashboard server on port 0 (docs/architecture.md#the-dashboard, issue 4).
 
 Every case is sent as raw bytes over a socket by a client that otherwise holds valid credentials
 (session cookie, CSRF token, correct Host and Origin) so each case isolates one broken rule.

@@ -1,4 +1,4 @@
-"""should-run: every decision of DESIGN section 6 with its reason, exit code and next_check_at."""
+"""should-run: every decision of docs/architecture.md#the-governed-loop with its reason, exit code and next_check_at."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def _decision(d: dict) -> Decision:
 
 
 def should_run(conn: Connection, goal_id: str | None = None, *, record: bool = True) -> Decision:
-    """Whether the next turn is worth running for this agent (DESIGN section 6)."""
+    """Whether the next turn is worth running for this agent (docs/architecture.md#the-governed-loop)."""
     from loopx.kernel.policy import decide
 
     return _decision(decide.should_run(conn.store, goal_id=goal_id, agent=conn.agent, record=record, actor=conn.actor))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from loopx.config import env
 from loopx.errors import UsageError
 from loopx.kernel.storage import actors
 
@@ -29,7 +30,7 @@ class Context:
                  quiet: bool = False, debug: bool = False, command: str = "") -> None:
         self.project = project
         self.fmt = fmt
-        self.agent = agent if agent is not None else (os.environ.get("LOOPX_AGENT") or None)
+        self.agent = agent if agent is not None else env("LOOPX_AGENT")
         if self.agent is not None:
             from loopx.kernel.storage.ids import check_agent_name
 

@@ -11,6 +11,7 @@ prints the exact approve command; run ``loopx demo --dir DIR`` again after appro
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.config import env
 
 GOAL = "demo"
 TODOS = [
@@ -94,7 +95,6 @@ def setup(path, actor: str) -> dict:
 
 
 def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
-    import os
     import sys
     from pathlib import Path
 
@@ -134,7 +134,7 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
         if log:
             log(f"approved gate {stop['gate_id']} as {ctx.actor} (--approve)")
     out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": turns, "stop": stop, "stage": "stopped"}
-    if os.environ.get("LOOPX_DEMO_DEBUG"):
+    if env("LOOPX_DEMO_DEBUG"):
         out["info"] = info
     return output.Reply(*_conclude(store, ctx, out, res))
 

@@ -8,9 +8,9 @@ The entry points print exactly the host's documented response (or nothing) and e
 
 from __future__ import annotations
 
-import os
 import sys
 
+from loopx.config import env
 from loopx.output import Reply, safe, table
 
 
@@ -60,7 +60,7 @@ def parse_cap(value) -> int:
     """The continuation cap: ``value``, else ``$LOOPX_STOP_HOOK_CAP``, else 8 (bad values -> 8)."""
     from loopx.hosts.entry import DEFAULT_CAP
 
-    raw = value if value is not None else os.environ.get("LOOPX_STOP_HOOK_CAP")
+    raw = value if value is not None else env("LOOPX_STOP_HOOK_CAP")
     try:
         return max(0, int(raw)) if raw is not None else DEFAULT_CAP
     except (TypeError, ValueError):
@@ -133,7 +133,7 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
               try_command=None, force=False) -> Reply:
     from loopx import hosts
-    from loopx.commands.workflow_skills import scope_root
+    from loopx.commands import scope_root
     from loopx.hosts import hookconf
     from loopx.kernel.storage import clock
 

@@ -30,23 +30,6 @@ def register(sub, name, help_text):
     p.add_argument("--force", action="store_true", help="replace or remove files you edited (a backup is kept)")
 
 
-def scope_root(ctx, scope: str) -> str:
-    """The folder paths are relative to: the home folder (user) or the project (project)."""
-    from loopx.errors import UsageError
-
-    if scope == "user":
-        return os.path.expanduser("~")
-    if scope != "project":
-        raise UsageError(f"unknown scope {scope!r}", "use --scope project or --scope user")
-    if ctx.project:
-        if not os.path.isdir(ctx.project):
-            raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
-        return os.path.abspath(ctx.project)
-    from loopx.kernel.storage.fs import project_dir
-
-    return project_dir() or os.getcwd()
-
-
 def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:
     from loopx import hosts
     from loopx.hosts import files, plan
@@ -54,6 +37,8 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
 
     mode = mode or "check"
     chosen = hosts.expand_hosts(host)
+    from loopx.commands import scope_root
+
     root = scope_root(ctx, scope)
     items = plan.items(chosen, scope, root)
     manifest = files.load_manifest()

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from loopx import __version__
+from loopx import __version__, config
 from loopx.errors import Conflict, StateError, UsageError
 
 STATE_NAME = "dashboard.json"
@@ -50,7 +50,7 @@ def log_path() -> str:
 
 def default_port() -> int:
     """``LOOPX_DASHBOARD_PORT`` or a stable port per user (47000 + uid % 1000)."""
-    env = os.environ.get("LOOPX_DASHBOARD_PORT")
+    env = config.env("LOOPX_DASHBOARD_PORT")
     if env:
         return check_port(env, "LOOPX_DASHBOARD_PORT")
     uid = os.getuid() if hasattr(os, "getuid") else 0

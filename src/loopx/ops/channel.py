@@ -30,6 +30,7 @@ import sysconfig
 from urllib.parse import unquote, urlparse
 
 import loopx
+from loopx.errors import StateError
 
 NAME = "loopx"
 MANUAL = ("editable", "vcs", "source", "system", "unknown")
@@ -194,7 +195,28 @@ def _finish(info: dict) -> dict:
     if info["channel"] == "editable" and info["source_dir"]:
         info["reinstall"] = f"{sys.executable} -m pip install -e {info['source_dir']}"
     elif not info["manual"]:
-        from loopx.ops.update import install_command
-
         info["reinstall"] = " ".join(install_command(info, v, None, None))
     return info
+
+
+def install_command(info: dict, version: str, index_url: str | None, find_links: str | None) -> list[str]:
+    """The command that installs loopx ``version`` through ``info``'s channel (never another)."""
+    spec = f"{NAME}=={version}"
+    ch = info["channel"]
+    idx = (["--index-url", index_url] if index_url else []) + (["--find-links", find_links] if find_links else [])
+    py = info["python"]
+    if ch in ("pip-venv", "pip-system"):
+        return [py, "-m", "pip", "install", *idx, spec]
+    if ch == "pip-user":
+        return [py, "-m", "pip", "install", "--user", *idx, spec]
+    if ch == "pip-target":
+        return [py, "-m", "pip", "install", "--upgrade", "--target", info["site_dir"], *idx, spec]
+    if ch == "uv-pip":
+        return ["uv", "pip", "install", "--python", py, *idx, spec]
+    if ch == "uv-tool":
+        return ["uv", "tool", "install", "--force", *idx, spec]
+    if ch == "pipx":
+        pip_args = f"--find-links={find_links}" if find_links else None
+        return ["pipx", "install", "--force", *(["--index-url", index_url] if index_url else []),
+                *([f"--pip-args={pip_args}"] if pip_args else []), spec]
+    raise StateError(f"loopx does not update a {ch} installation itself")

@@ -18,15 +18,13 @@ import os
 import sys
 
 from loopx import __version__
+from loopx.config import env
 from loopx.kernel.storage.store import DIRNAME
+from loopx.ops.check import result
 
 PROBLEM = ("warning", "error")
 MIN_PYTHON = (3, 11)
 CLOCK_SLACK_S = 300
-
-
-def result(cid: str, status: str, finding: str, fix: str | None = None, fixable: str | None = None) -> dict:
-    return {"id": cid, "status": status, "finding": finding, "fix": fix, "fixable": fixable}
 
 
 class Target:
@@ -130,7 +128,7 @@ def check_clock(t: Target) -> dict:
 
     from loopx.kernel.storage import clock
 
-    fixed = os.environ.get("LOOPX_NOW")
+    fixed = env("LOOPX_NOW")
     if fixed:
         return result("clock", "warning", f"LOOPX_NOW={fixed} freezes loopx's clock (meant for tests)",
                       "unset LOOPX_NOW")

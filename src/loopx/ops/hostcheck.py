@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.ops.doctor import result
+from loopx.ops.check import result
 
 
 def _installer():

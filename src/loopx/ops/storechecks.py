@@ -10,7 +10,7 @@ import os
 import subprocess
 
 from loopx.kernel.storage.store import FORMAT, STREAMS
-from loopx.ops.doctor import result
+from loopx.ops.check import result
 
 IGNORE_RULES = ("lock", "cache/")
 

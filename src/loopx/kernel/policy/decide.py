@@ -1,4 +1,4 @@
-"""The should-run decision (DESIGN section 6): is the next agent turn worth its tokens?
+"""The should-run decision (docs/architecture.md#the-governed-loop): is the next agent turn worth its tokens?
 
 ``evaluate(state, now, ...)`` is a pure function of the folded state, the clock and a
 fingerprint callable; ``should_run(store, ...)`` loads the store, evaluates, and records a
@@ -346,6 +346,8 @@ def record_decision(store, d: dict, actor: str) -> bool:
 
     def plan(state, now):
         return [] if not _changed(state, d) else [_draft(d.get("goal_id"), data)]
+
+    import loopx.kernel.write  # noqa: F401 (registers the write layer's housekeeping for this write)
 
     try:
         records, _ = store.transact(plan, actor=actor)

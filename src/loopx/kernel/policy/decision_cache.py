@@ -121,7 +121,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
     if files is None or d["decision"] == "error":
         return
-    from loopx.kernel.storage.store import _atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
     prev = state["decisions"].get(d.get("goal_id") or "*")
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
@@ -136,6 +136,6 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         data.pop(next(iter(data)))
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        _atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
+        atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
     except (OSError, ValueError):
         pass

@@ -1,4 +1,4 @@
-"""The turn packet (DESIGN section 7): one compact instruction for one agent turn.
+"""The turn packet (docs/architecture.md#the-governed-loop): one compact instruction for one agent turn.
 
 ``build(...)`` returns a JSON-able dict; ``render(packet)`` the same content as text. Every
 free-text field is cut to a fixed length and every list is bounded, so the text stays under

@@ -1,4 +1,4 @@
-"""The turn lifecycle (DESIGN section 7): start a turn, finish it, spend budget on it.
+"""The turn lifecycle (docs/architecture.md#the-governed-loop): start a turn, finish it, spend budget on it.
 
 - ``next_turn`` asks should-run; on ``run`` it claims the todo with a lease and opens a run
   (``todo.claimed`` + ``run.started``) in one compare-and-append transaction, then returns the
@@ -25,27 +25,9 @@ from loopx.kernel.policy import decide
 from loopx.kernel.read import budget, fingerprint, queries, validate
 from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import todos
+from loopx.kernel.write import runs, todos
 
 VERIFY_TIMEOUT = 1800.0
-
-
-def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
-    """Drafts that close every open run whose lease ended before ``now`` as ``failed`` and
-    release the claim its agent still holds on the run's todo."""
-    now_iso = clock.iso(now)
-    drafts = []
-    for run in queries.open_runs(state):
-        if run["id"] == skip or not run.get("lease_until") or run["lease_until"] > now_iso:
-            continue
-        drafts.append(Draft("run.finished", run["goal"], {
-            "run_id": run["id"], "result": "failed", "verified": False, "evidence": [],
-            "fingerprint": None, "note": f"lease expired at {run['lease_until']}", "reaped": True}))
-        t = state["todos"].get(run.get("todo") or "")
-        if t and t.get("claim") and t["claim"]["holder"] == run["agent"] and t["status"] == "claimed":
-            drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"],
-                                                             "note": f"run {run['id']} lease expired"}))
-    return drafts
 
 
 def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict | None:
@@ -107,7 +89,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         return out
 
     def plan(state, now):
-        drafts = reap_drafts(state, now)
+        drafts = runs.reap_drafts(state, now)
         again = decide.evaluate(state, now, goal_id=gid, agent=agent,
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer
@@ -214,7 +196,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             _may_finish(r, actor, result)
             out.update(_finished_view(state, r), repeat=True)
             return []
-        drafts = reap_drafts(state, now, skip=r["id"])
+        drafts = runs.reap_drafts(state, now, skip=r["id"])
         evs = [queries.resolve_evidence(state, e)["id"] for e in evidence or ()]
         for e in evs:
             if state["evidence"][e]["goal"] != r["goal"]:

@@ -1,4 +1,4 @@
-"""The state fingerprint: a short hash of everything a turn depends on (DESIGN section 6).
+"""The state fingerprint: a short hash of everything a turn depends on (docs/architecture.md#the-governed-loop).
 
 It covers the goal (objective, done_when, verify, status, scope), the goal's todos that are not
 done or archived (id, title, detail, priority, dependencies, acceptance, verify and status, with

@@ -8,9 +8,9 @@ width), so they sort as text.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 
+from loopx.config import env
 from loopx.errors import UsageError
 
 _DUR_PATTERN = r"(\d+(?:\.\d+)?)\s*([smhdw])"  # compiled on first use: `re` is not imported at start-up
@@ -19,7 +19,7 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 def now() -> datetime:
     """The current time (aware, UTC). Raises UsageError when ``LOOPX_NOW`` is not ISO-8601."""
-    fixed = os.environ.get("LOOPX_NOW")
+    fixed = env("LOOPX_NOW")
     if fixed:
         try:
             dt = parse_ts(fixed)

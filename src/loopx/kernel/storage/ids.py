@@ -23,6 +23,16 @@ def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> st
     """A fresh id of ``kind`` (see PREFIX) not in ``taken``; grows when the space is crowded."""
     prefix = PREFIX[kind]
     taken_set = taken if taken is not None else ()
+    from loopx.config import env
+
+    seed = env("LOOPX_ID_SEED")
+    if seed:  # deterministic ids for documentation transcripts: the first free one of a fixed sequence
+        import hashlib
+
+        for k in range(1_000_000):
+            candidate = prefix + hashlib.sha256(f"{seed}:{kind}:{k}".encode()).hexdigest()[:2 * nbytes]
+            if candidate not in taken_set:
+                return candidate
     for attempt in range(64):
         n = nbytes + attempt // 8
         candidate = prefix + os.urandom(n).hex()

@@ -38,7 +38,8 @@ def load() -> dict:
 
 def add(project_dir: str, project_id: str) -> bool:
     """Register ``project_dir``; returns True when it was not registered before."""
-    from loopx.kernel.storage.store import Store, _atomic_write
+    from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.store import Store
 
     os.makedirs(home(), exist_ok=True)
     lock_store = Store(home())  # reuse the store's OS lock on <home>/lock
@@ -50,12 +51,13 @@ def add(project_dir: str, project_id: str) -> bool:
         entry["project_id"] = project_id
         entry["last_seen"] = clock.now_iso()
         projects[key] = entry
-        _atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
+        atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
     return new
 
 
 def remove(project_dir: str) -> bool:
-    from loopx.kernel.storage.store import Store, _atomic_write
+    from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.store import Store
 
     if not os.path.isdir(home()):
         return False
@@ -63,5 +65,5 @@ def remove(project_dir: str) -> bool:
         projects = load()
         gone = projects.pop(os.path.abspath(project_dir), None) is not None
         if gone:
-            _atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
+            atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
     return gone

@@ -1,4 +1,4 @@
-"""The append-only store under ``.loopx/`` (DESIGN section 3; docs/file-format.md).
+"""The append-only store under ``.loopx/`` (docs/architecture.md#store; docs/file-format.md).
 
 Two JSONL streams, ``events.jsonl`` (control events) and ``evidence.jsonl`` (evidence records),
 one compact JSON object per line ending in a ``crc`` field: the CRC32 (8 hex digits) of the line's
@@ -20,9 +20,10 @@ import zlib
 from contextlib import contextmanager
 
 from loopx import __version__
-from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
+from loopx.config import env
+from loopx.errors import NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import clock, fold, ids
-from loopx.kernel.storage.fs import DIRNAME, find_root
+from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked
 
 FORMAT = 1
 STREAMS = ("events", "evidence")
@@ -40,7 +41,7 @@ GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
 def lock_timeout() -> float:
     """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10)."""
     try:
-        return max(0.0, float(os.environ.get("LOOPX_LOCK_TIMEOUT", "10")))
+        return max(0.0, float(env("LOOPX_LOCK_TIMEOUT") or "10"))
     except ValueError:
         return 10.0
 
@@ -151,7 +152,7 @@ class Store:
                     "project_id": "p-" + os.urandom(6).hex(), "created_at": clock.now_iso()}
             import json
 
-            _atomic_write(fpath, (json.dumps(info, indent=2) + "\n").encode())
+            atomic_write(fpath, (json.dumps(info, indent=2) + "\n").encode())
             created = True
         for sub in ("blobs", "cache", "quarantine"):
             os.makedirs(store.path(sub), exist_ok=True)
@@ -161,7 +162,7 @@ class Store:
                 os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
         gi = store.path(".gitignore")
         if not os.path.exists(gi):
-            _atomic_write(gi, GITIGNORE.encode())
+            atomic_write(gi, GITIGNORE.encode())
         store.format_info()
         return store, created
 
@@ -336,10 +337,10 @@ class Store:
         try:
             os.makedirs(self.path("cache"), exist_ok=True)
             data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            _atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+            atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
             view = fold.live_view(body, clock.now_iso())
             live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
-            _atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
+            atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
             self._sweep_cache()
         except (OSError, ValueError):
             pass
@@ -360,23 +361,8 @@ class Store:
     def lock(self, timeout: float | None = None):
         """Hold the store's OS lock. Raises StoreBusy (exit 4) after ``timeout`` seconds.
         The OS drops the lock when the holder dies, so a killed writer never blocks others."""
-        wait = lock_timeout() if timeout is None else timeout
-        fd = os.open(self.path("lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + wait
-            delay = 0.002
-            while not _try_lock(fd):
-                if time.monotonic() >= deadline:
-                    raise StoreBusy(f"the store is busy (another loopx process held the lock for {wait:g}s)",
-                                    "retry in a moment; raise LOOPX_LOCK_TIMEOUT if this persists")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-            try:
-                yield
-            finally:
-                _unlock(fd)
-        finally:
-            os.close(fd)
+        with locked(self.path("lock"), lock_timeout() if timeout is None else timeout):
+            yield
 
     def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.
@@ -384,8 +370,9 @@ class Store:
         ``plan(state, now)`` sees the state folded under the lock and returns a list of Draft
         (or raises a LoopxError to refuse). Evidence drafts are written before control events.
         Before the plan runs, the writer does the store's housekeeping and writes it even when
-        the plan then refuses: torn tails are repaired and, with ``reap``, runs whose lease ended
-        are closed as failed (their claims released), so the plan sees the state after that.
+        the plan then refuses: torn tails are repaired and, with ``reap``, the registered housekeeping
+        runs (``register_housekeeping``: the write layer's run reaper closes runs whose lease ended as
+        failed and releases their claims), so the plan sees the state after that.
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
@@ -396,10 +383,9 @@ class Store:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
-            if reap and _expired_runs(state, clock.iso(now)):
-                from loopx.kernel.policy.turn import reap_drafts
-
-                repairs = list(repairs) + reap_drafts(state, now)
+            if reap:
+                for housekeeping in HOUSEKEEPING:
+                    repairs = list(repairs) + list(housekeeping(state, now))
             records = self._append(state, list(repairs), now, actor) if repairs else []
             records += self._append(state, list(plan(state, now) or []), now, actor)
             lines = sum(m["lines"] for m in state["meta"]["files"].values())
@@ -466,7 +452,7 @@ class Store:
                 torn = chunk[nl + 1:]
                 os.makedirs(self.path("quarantine"), exist_ok=True)
                 qname = f"{name}-{clock.now().strftime('%Y%m%dT%H%M%SZ')}-{os.urandom(3).hex()}.torn"
-                _atomic_write(self.path("quarantine", qname), torn)
+                atomic_write(self.path("quarantine", qname), torn)
                 fh.truncate(keep)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -499,7 +485,7 @@ class Store:
         p = self.path("blobs", digest[:2], digest)
         if not os.path.exists(p):
             os.makedirs(os.path.dirname(p), exist_ok=True)
-            _atomic_write(p, data)
+            atomic_write(p, data)
         return digest
 
 
@@ -518,44 +504,13 @@ def _unmarshal(raw: bytes):
             gc.enable()
 
 
-def _expired_runs(state: dict, now_iso: str) -> bool:
-    return any(r["finished"] is None and r.get("lease_until") and r["lease_until"] <= now_iso
-               for r in state["runs"].values())
+# Housekeeping registered by higher layers (``loopx.kernel.write`` registers the run reaper), so the
+# storage layer never imports them: each is ``fn(state, now) -> list[Draft]`` run inside every
+# transaction (unless ``reap=False``) before the plan.
+HOUSEKEEPING: list = []
 
 
-def _atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        if sync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+def register_housekeeping(fn) -> None:
+    """Run ``fn(state, now) -> list[Draft]`` in every transaction before its plan (idempotent)."""
+    if fn not in HOUSEKEEPING:
+        HOUSEKEEPING.append(fn)
