@@ -104,7 +104,9 @@ def user_doc(host: str, home: str) -> str | None:
 
 
 def pi_agent_dir(home: str) -> str:
-    return os.environ.get("PI_CODING_AGENT_DIR") or os.path.join(home, ".pi", "agent")
+    from loopx.hosts.adapters import pi
+
+    return pi.agent_dir(home)
 
 
 def skill_base(host: str, scope: str, root: str) -> str:
