@@ -444,3 +444,15 @@ def test_cursor_after_edit_in_scope_variants_pass(goal, project, cli, path):
     data = fixture("cursor", "after_file_edit", project, file_path=path.replace("{P}", str(project)))
     r = run_loopx(["hook", "after-edit", "--host", "cursor", "--json"], cwd=project, input=json.dumps(data))
     assert json.loads(r.out)["data"]["info"].get("allow") is True
+
+
+def test_plugins_do_not_start_loopx_for_read_only_built_ins(governed, tmp_path):
+    node = node24()
+    broken = tmp_path / "loopx-guard.ts"
+    text = (governed / ".pi/extensions/loopx-guard.ts").read_text(encoding="utf-8")
+    broken.write_text(re.sub(r"^const LOOPX = .*$", 'const LOOPX = ["/nonexistent/bin/loopx"];', text, flags=re.M),
+                      encoding="utf-8")
+    read = {"type": "tool_call", "toolCallId": "t9", "toolName": "read", "input": {"path": ".loopx/events.jsonl"}}
+    assert fire(node, "pi", broken, read, governed, tmp_path) == {"refused": False, "message": None}
+    mcp = {"type": "tool_call", "toolCallId": "t10", "toolName": "fs_write", "input": {"path": "docs/x.md"}}
+    assert fire(node, "pi", broken, mcp, governed, tmp_path)["refused"]  # anything else still needs loopx

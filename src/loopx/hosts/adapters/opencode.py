@@ -36,7 +36,7 @@ def plugin_path(scope: str, root: str) -> str:
 
 
 def plugin_text(argv: list[str]) -> str:
-    return plugin_js.check_function(argv, NAME, ts=False) + """
+    return plugin_js.check_function(argv, NAME, ts=False, read_only=SHAPE["builtin"]) + """
 export const LoopxGuard = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {
     const why = loopxCheck(input.tool, output.args, directory, input.sessionID);

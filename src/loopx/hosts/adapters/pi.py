@@ -41,7 +41,7 @@ def plugin_path(scope: str, root: str) -> str:
 
 
 def plugin_text(argv: list[str]) -> str:
-    return plugin_js.check_function(argv, NAME, ts=True) + """
+    return plugin_js.check_function(argv, NAME, ts=True, read_only=SHAPE["builtin"]) + """
 export default function loopxGuard(pi: any): void {
   pi.on("tool_call", async (event: any, ctx: any) => {
     const why = loopxCheck(event.toolName, event.input, (ctx && ctx.cwd) || process.cwd(), "");

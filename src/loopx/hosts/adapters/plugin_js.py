@@ -10,7 +10,7 @@ import json
 MARK = "loopx-managed-guard"
 
 
-def check_function(argv: list[str], host: str, ts: bool) -> str:
+def check_function(argv: list[str], host: str, ts: bool, read_only=()) -> str:
     s = ": string" if ts else ""
     n = ": string | null" if ts else ""
     a = ": any" if ts else ""
@@ -20,8 +20,10 @@ def check_function(argv: list[str], host: str, ts: bool) -> str:
 import {{ spawnSync }} from "node:child_process";
 
 const LOOPX = {json.dumps(argv)};  // the loopx that installed this file (absolute path)
+const READ_ONLY = new Set({json.dumps(sorted(read_only))});  // built-in tools that never write
 
 function loopxCheck(tool{s}, args{a}, cwd{s}, session{s}){n} {{
+  if (READ_ONLY.has(tool)) return null;
   const payload = JSON.stringify({{ tool_name: tool, tool_input: args ?? {{}}, cwd, session_id: session }});
   const res = spawnSync(LOOPX[0], [...LOOPX.slice(1), "hook", "pre-tool", "--host", "{host}"],
     {{ input: payload, encoding: "utf8", timeout: 30000, windowsHide: true }});
