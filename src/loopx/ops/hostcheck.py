@@ -41,13 +41,20 @@ def _scopes(project_dir: str | None) -> list[tuple[str, str]]:
     return scopes + [("user", os.path.expanduser("~"))]
 
 
-def _summarise(scope: str, rows: list[tuple]) -> dict:
+def _covered(scope: str, root: str, rows: list[tuple]) -> list[str]:
+    """The hosts every one of whose files is present (shared files count for each host)."""
+    hosts_all, _, plan = _installer()
+    present = {i.path for i, st in rows if st != "missing"}
+    return [h for h in hosts_all if all(i.path in present for i in plan.items([h], scope, root))]
+
+
+def _summarise(scope: str, rows: list[tuple], covered: list[str] | None = None) -> dict:
     cid = f"hosts.{scope}"
     if not rows:
         return result(cid, "ok", f"no loopx skills installed in {scope} scope (optional: "
                                  f"`loopx workflow-skills --install --scope {scope}`)")
     bad = [(i, s) for i, s in rows if s != "current"]
-    hosts = sorted({i.host for i, _ in rows})
+    hosts = covered or sorted({i.host for i, _ in rows})
     if not bad:
         return result(cid, "ok", f"{len(rows)} file(s) current for {', '.join(hosts)}")
     counts: dict[str, int] = {}
@@ -140,7 +147,8 @@ def check(project_dir: str | None) -> list[dict]:
     out = []
     for scope, root in _scopes(project_dir):
         try:
-            out.append(_summarise(scope, scan_scope(scope, root)))
+            rows = scan_scope(scope, root)
+            out.append(_summarise(scope, rows, _covered(scope, root, rows)))
         except Exception as exc:  # a host module problem must never break doctor
             out.append(result(f"hosts.{scope}", "warning", f"could not check skills: {exc}",
                               "loopx workflow-skills --check"))
