@@ -456,3 +456,13 @@ def test_plugins_do_not_start_loopx_for_read_only_built_ins(governed, tmp_path):
     assert fire(node, "pi", broken, read, governed, tmp_path) == {"refused": False, "message": None}
     mcp = {"type": "tool_call", "toolCallId": "t10", "toolName": "fs_write", "input": {"path": "docs/x.md"}}
     assert fire(node, "pi", broken, mcp, governed, tmp_path)["refused"]  # anything else still needs loopx
+
+
+def test_generic_stop_and_session_start_answers(goal, project):
+    r = run_loopx(["hook", "stop", "--host", "generic"], cwd=project, input=json.dumps({"cwd": str(project)}))
+    doc = json.loads(r.out)
+    assert r.code == 0 and doc["decision"] == "continue" and "loopx turn finish" in doc["reason"]
+    r = run_loopx(["hook", "session-start", "--host", "generic"], cwd=project, input="{}")
+    assert "goal g1" in json.loads(r.out)["additionalContext"]
+    r = run_loopx(["hook", "stop", "--host", "generic", "--max-continuations", "0"], cwd=project, input="{}")
+    assert json.loads(r.out) == {"decision": "stop"}
