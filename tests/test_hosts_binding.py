@@ -466,3 +466,14 @@ def test_generic_stop_and_session_start_answers(goal, project):
     assert "goal g1" in json.loads(r.out)["additionalContext"]
     r = run_loopx(["hook", "stop", "--host", "generic", "--max-continuations", "0"], cwd=project, input="{}")
     assert json.loads(r.out) == {"decision": "stop"}
+
+
+def test_doctor_fix_rewrites_hooks_that_cannot_start(governed, cli, monkeypatch):
+    conf = governed / ".gemini" / "settings.json"
+    program = settings_command(governed, ".gemini/settings.json", "BeforeTool", "write_file").split()[0]
+    conf.write_text(conf.read_text(encoding="utf-8").replace(program, "loopx"), encoding="utf-8")  # the old bare word
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as a host without the venv on PATH would run it
+    check = next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.gemini")
+    assert check["status"] == "error" and "cannot start" in check["finding"]
+    cli("doctor", "--fix")
+    assert settings_command(governed, ".gemini/settings.json", "BeforeTool", "write_file").split()[0] == program
