@@ -477,3 +477,25 @@ def test_doctor_fix_rewrites_hooks_that_cannot_start(governed, cli, monkeypatch)
     assert check["status"] == "error" and "cannot start" in check["finding"]
     cli("doctor", "--fix")
     assert settings_command(governed, ".gemini/settings.json", "BeforeTool", "write_file").split()[0] == program
+
+
+def test_doctor_warns_when_gemini_would_not_load_project_hooks(governed, cli, monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GEMINI_CLI_TRUST_WORKSPACE", raising=False)
+    monkeypatch.delenv("GEMINI_CLI_TRUSTED_FOLDERS_PATH", raising=False)
+
+    def gemini_check():
+        return next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.gemini")
+
+    check = gemini_check()
+    assert check["status"] == "warning" and "trusted folder" in check["finding"]
+    rules = home / ".gemini" / "trustedFolders.json"
+    rules.write_text(json.dumps({str(governed / "sub"): "TRUST_PARENT"}), encoding="utf-8")
+    assert gemini_check()["status"] == "ok"
+    rules.write_text(json.dumps({str(governed.parent): "TRUST_FOLDER", str(governed): "DO_NOT_TRUST"}),
+                     encoding="utf-8")
+    assert gemini_check()["status"] == "warning"
+    monkeypatch.setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+    assert gemini_check()["status"] == "ok"

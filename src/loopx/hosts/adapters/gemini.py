@@ -62,20 +62,57 @@ def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:
             "AfterAgent": [{"hooks": [handler("stop", 30000, cap_arg)]}]}
 
 
-def disabled(scope: str, root: str) -> str | None:
-    """Why Gemini CLI would not run loopx's hooks from this settings file, or None:
-    ``hooksConfig.enabled: false`` or a ``loopx-*`` hook listed in ``hooksConfig.disabled``."""
+def _json(path: str):
     import json
 
     try:
-        with open(config_path(scope, root), encoding="utf-8") as fh:
-            conf = json.load(fh)
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def disabled(scope: str, root: str) -> str | None:
+    """Why Gemini CLI would not run loopx's hooks, or None: ``hooksConfig.enabled: false`` or a
+    ``loopx-*`` hook in ``hooksConfig.disabled``; for project hooks, a folder Gemini does not
+    trust (it then loads no project hooks; ``--skip-trust`` runs headless without them)."""
+    conf = _json(config_path(scope, root))
     hc = conf.get("hooksConfig") if isinstance(conf, dict) else None
-    if not isinstance(hc, dict):
+    if isinstance(hc, dict):
+        if hc.get("enabled") is False:
+            return "hooksConfig.enabled is false, so Gemini CLI runs no hooks at all"
+        off = [h for h in hc.get("disabled") or [] if isinstance(h, str) and ("loopx" in h)]
+        if off:
+            return f"hooksConfig.disabled lists {', '.join(off)}"
+    if scope == "project" and folder_trusted(root) is not True:
+        return (f"Gemini CLI loads project hooks only in a trusted folder, and {root} is not trusted in "
+                "~/.gemini/trustedFolders.json: trust it (open `gemini` there once), or set "
+                "GEMINI_CLI_TRUST_WORKSPACE=true for headless runs (`--skip-trust` runs without project hooks)")
+    return None
+
+
+def folder_trusted(root: str) -> bool | None:
+    """Gemini CLI's verdict on ``root`` (0.61.0 rules): True/False by the longest matching rule of
+    its trustedFolders.json (``TRUST_FOLDER``, ``TRUST_PARENT`` for the rule's parent,
+    ``DO_NOT_TRUST``), True when folder trust is switched off or ``GEMINI_CLI_TRUST_WORKSPACE`` is
+    true, None when no rule matches."""
+    home = os.path.expanduser("~")
+    if os.environ.get("GEMINI_CLI_TRUST_WORKSPACE", "").lower() == "true":
+        return True
+    user = _json(os.path.join(home, ".gemini", "settings.json"))
+    trust_conf = ((user or {}).get("security") or {}).get("folderTrust") if isinstance(user, dict) else None
+    if isinstance(trust_conf, dict) and trust_conf.get("enabled") is False:
+        return True
+    rules = _json(os.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+                  or os.path.join(home, ".gemini", "trustedFolders.json"))
+    if not isinstance(rules, dict):
         return None
-    if hc.get("enabled") is False:
-        return "hooksConfig.enabled is false, so Gemini CLI runs no hooks at all"
-    off = [h for h in hc.get("disabled") or [] if isinstance(h, str) and ("loopx" in h)]
-    return f"hooksConfig.disabled lists {', '.join(off)}" if off else None
+    loc = os.path.realpath(root)
+    best_len, best = -1, None
+    for rule, level in rules.items():
+        eff = os.path.realpath(os.path.dirname(rule) if level == "TRUST_PARENT" else rule)
+        if (loc == eff or loc.startswith(eff.rstrip(os.sep) + os.sep)) and len(rule) > best_len:
+            best_len, best = len(rule), level
+    if best == "DO_NOT_TRUST":
+        return False
+    return True if best in ("TRUST_FOLDER", "TRUST_PARENT") else None
