@@ -1,9 +1,14 @@
-"""Opt-in contract test against a real host CLI: Gemini CLI (``npm install @google/gemini-cli``)
-runs headless against a fake model on 127.0.0.1 that asks for a ``write_file`` outside the goal's
-scope; loopx's installed ``BeforeTool`` hook must refuse it, and the model must be told why.
+"""Opt-in contract tests against real host CLIs, each run headless against a fake model on
+127.0.0.1 that asks to write a file outside the goal's scope: loopx's installed guard must refuse
+it and the model must be told why.
 
-Runs when ``LOOPX_TEST_GEMINI`` names the ``gemini`` executable (or ``gemini`` is on PATH);
-skipped otherwise, since the host is not a Python dependency."""
+- Gemini CLI (``npm install @google/gemini-cli``): the ``BeforeTool`` hook in
+  ``.gemini/settings.json``; runs when ``LOOPX_TEST_GEMINI`` names ``gemini`` (or it is on PATH).
+- Pi (``npm install @mariozechner/pi-coding-agent``): the extension ``.pi/extensions/loopx-guard.ts``,
+  driven by ``loopx run --agent pi`` (the preset, packet on stdin); runs when ``LOOPX_TEST_PI``
+  names ``pi`` (or it is on PATH).
+
+Skipped otherwise, since the hosts are not Python dependencies."""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import pytest
 from conftest import subprocess_env
 
 GEMINI = os.environ.get("LOOPX_TEST_GEMINI") or shutil.which("gemini")
-pytestmark = pytest.mark.skipif(not GEMINI or os.name != "posix", reason="set LOOPX_TEST_GEMINI to a gemini CLI")
+PI = os.environ.get("LOOPX_TEST_PI") or shutil.which("pi")
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX hosts here")
 
 
 def fake_model(target: str, seen: list[str]) -> ThreadingHTTPServer:
@@ -59,6 +65,7 @@ def fake_model(target: str, seen: list[str]) -> ThreadingHTTPServer:
     return srv
 
 
+@pytest.mark.skipif(not GEMINI, reason="set LOOPX_TEST_GEMINI to a gemini CLI")
 def test_real_gemini_cli_is_refused_by_the_installed_before_tool_hook(goal, project, cli, tmp_path):
     assert cli("scope", "set", "--allow", "src/**").code == 0
     assert cli("hooks", "--install", "--host", "gemini").code == 0
@@ -81,3 +88,76 @@ def test_real_gemini_cli_is_refused_by_the_installed_before_tool_hook(goal, proj
     assert not target.exists()
     told = [b for b in seen if '"functionResponse"' in b]
     assert told and "Tool execution blocked: loopx:" in told[-1] and "outside the scope" in told[-1]
+
+
+def fake_openai(target: str, seen: list[str]) -> ThreadingHTTPServer:
+    """An OpenAI-compatible chat model (streaming) that calls Pi's ``write`` tool once."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = b'{"data": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
+            seen.append(body)
+            req = json.loads(body)
+            done = any(m.get("role") == "tool" for m in req.get("messages", []))
+            if done:
+                delta = {"role": "assistant", "content": "done."}
+                finish = "stop"
+            else:
+                args = json.dumps({"path": target, "content": "x\n"})
+                delta = {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                              "function": {"name": "write", "arguments": args}}]}
+                finish = "tool_calls"
+            base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": req.get("model")}
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for choice in ({"index": 0, "delta": delta, "finish_reason": None},
+                           {"index": 0, "delta": {}, "finish_reason": finish}):
+                self.wfile.write(b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n")
+            self.wfile.write(b"data: [DONE]\n\n")
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.mark.skipif(not PI, reason="set LOOPX_TEST_PI to a pi CLI")
+def test_real_pi_runs_the_preset_turn_and_the_extension_refuses_the_write(goal, project, cli, tmp_path):
+    from conftest import run_loopx
+
+    assert cli("scope", "set", "--allow", "src/**").code == 0
+    assert cli("hooks", "--install", "--host", "pi").code == 0
+    target = project / "docs" / "notes.md"
+    seen: list[str] = []
+    srv = fake_openai(str(target), seen)
+    agent_dir = tmp_path / "pi-agent"
+    agent_dir.mkdir()
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"fake": {
+        "baseUrl": f"http://127.0.0.1:{srv.server_address[1]}/v1", "api": "openai-completions", "apiKey": "x",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False}, "models": [{"id": "m1"}]}}}),
+        encoding="utf-8")
+    (agent_dir / "settings.json").write_text(json.dumps({"defaultProvider": "fake", "defaultModel": "m1"}),
+                                             encoding="utf-8")
+    try:
+        r = run_loopx(["--agent", "pi", "run", "--once", "--json"], cwd=project, timeout=300,
+                      env={"PI_CODING_AGENT_DIR": str(agent_dir),
+                           "PATH": f"{os.path.dirname(PI)}{os.pathsep}{os.environ['PATH']}"})
+    finally:
+        srv.shutdown()
+    assert r.code == 0, r.err
+    turn = json.loads(r.out)["data"]["turns"][0]
+    assert turn["agent_exit"] == 0 and not target.exists()
+    assert seen and turn["run_id"] in seen[0]  # the packet reached pi as its prompt (stdin)
+    told = [b for b in seen if '"role":"tool"' in b]
+    assert told and "outside the scope of goal g1" in told[-1]
