@@ -7,6 +7,8 @@ it and the model must be told why.
 - Pi (``npm install @mariozechner/pi-coding-agent``): the extension ``.pi/extensions/loopx-guard.ts``,
   driven by ``loopx run --agent pi`` (the preset, packet on stdin); runs when ``LOOPX_TEST_PI``
   names ``pi`` (or it is on PATH).
+- OpenCode (``npm install opencode-ai``): the plugin ``.opencode/plugins/loopx-guard.js`` under
+  ``opencode run``; runs when ``LOOPX_TEST_OPENCODE`` names ``opencode`` (or it is on PATH).
 
 Skipped otherwise, since the hosts are not Python dependencies."""
 
@@ -25,6 +27,7 @@ from conftest import subprocess_env
 
 GEMINI = os.environ.get("LOOPX_TEST_GEMINI") or shutil.which("gemini")
 PI = os.environ.get("LOOPX_TEST_PI") or shutil.which("pi")
+OPENCODE = os.environ.get("LOOPX_TEST_OPENCODE") or shutil.which("opencode")
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX hosts here")
 
 
@@ -90,8 +93,8 @@ def test_real_gemini_cli_is_refused_by_the_installed_before_tool_hook(goal, proj
     assert told and "Tool execution blocked: loopx:" in told[-1] and "outside the scope" in told[-1]
 
 
-def fake_openai(target: str, seen: list[str]) -> ThreadingHTTPServer:
-    """An OpenAI-compatible chat model (streaming) that calls Pi's ``write`` tool once."""
+def fake_openai(target: str, seen: list[str], path_key: str = "path") -> ThreadingHTTPServer:
+    """An OpenAI-compatible chat model (streaming) that calls a ``write`` tool once."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -114,7 +117,7 @@ def fake_openai(target: str, seen: list[str]) -> ThreadingHTTPServer:
                 delta = {"role": "assistant", "content": "done."}
                 finish = "stop"
             else:
-                args = json.dumps({"path": target, "content": "x\n"})
+                args = json.dumps({path_key: target, "content": "x\n"})
                 delta = {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                                                               "function": {"name": "write", "arguments": args}}]}
                 finish = "tool_calls"
@@ -159,5 +162,32 @@ def test_real_pi_runs_the_preset_turn_and_the_extension_refuses_the_write(goal, 
     turn = json.loads(r.out)["data"]["turns"][0]
     assert turn["agent_exit"] == 0 and not target.exists()
     assert seen and turn["run_id"] in seen[0]  # the packet reached pi as its prompt (stdin)
+    told = [b for b in seen if '"role":"tool"' in b]
+    assert told and "outside the scope of goal g1" in told[-1]
+
+
+@pytest.mark.skipif(not OPENCODE, reason="set LOOPX_TEST_OPENCODE to an opencode CLI")
+def test_real_opencode_loads_the_plugin_and_it_refuses_the_write(goal, project, cli, tmp_path):
+    assert cli("scope", "set", "--allow", "src/**").code == 0
+    assert cli("hooks", "--install", "--host", "opencode").code == 0
+    target = project / "docs" / "notes.md"
+    seen: list[str] = []
+    srv = fake_openai(str(target), seen, path_key="filePath")
+    (project / "opencode.json").write_text(json.dumps({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake", "models": {"m1": {"name": "m1"}},
+                              "options": {"baseURL": f"http://127.0.0.1:{srv.server_address[1]}/v1", "apiKey": "x"}}},
+        "model": "fake/m1"}), encoding="utf-8")
+    home = tmp_path / "oc-home"
+    home.mkdir()
+    try:
+        proc = subprocess.run([OPENCODE, "run", "--model", "fake/m1", "write the notes"], cwd=project, capture_output=True, text=True,
+                              timeout=300, env=subprocess_env({"HOME": str(home), "PWD": str(project),
+                                                               "XDG_CONFIG_HOME": str(home / ".config")}))
+    finally:
+        srv.shutdown()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not target.exists()
+    assert "outside the scope of goal g1" in proc.stdout + proc.stderr
     told = [b for b in seen if '"role":"tool"' in b]
     assert told and "outside the scope of goal g1" in told[-1]
