@@ -153,7 +153,7 @@ def test_real_pi_runs_the_preset_turn_and_the_extension_refuses_the_write(goal, 
     (agent_dir / "settings.json").write_text(json.dumps({"defaultProvider": "fake", "defaultModel": "m1"}),
                                              encoding="utf-8")
     try:
-        r = run_loopx(["--agent", "pi", "run", "--once", "--json"], cwd=project, timeout=300,
+        r = run_loopx(["--agent", "pi", "run", "--once", "--permission-mode", "edit", "--json"], cwd=project, timeout=300,
                       env={"PI_CODING_AGENT_DIR": str(agent_dir),
                            "PATH": f"{os.path.dirname(PI)}{os.pathsep}{os.environ['PATH']}"})
     finally:

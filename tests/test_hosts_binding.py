@@ -342,7 +342,9 @@ def test_loopx_run_agent_pi_runs_a_governed_turn(goal, project, tmp_path):
                     "loopx todo list >/dev/null 2>&1 || true\necho 'did the todo'\n", encoding="utf-8")
     fake.chmod(0o755)
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-    r = run_loopx(["--agent", "pi", "run", "--once", "--json"], cwd=project, env=env)
+    r = run_loopx(["--agent", "pi", "run", "--once", "--permission-mode", "read-only"], cwd=project, env=env)
+    assert r.code == 2 and "hint:" in r.err and not (project / "pi-args.txt").exists()  # pi has no read-only switch
+    r = run_loopx(["--agent", "pi", "run", "--once", "--permission-mode", "edit", "--json"], cwd=project, env=env)
     assert r.code == 0, r.err
     d = json.loads(r.out)["data"]
     turn = d["turns"][0]
