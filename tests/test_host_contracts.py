@@ -80,7 +80,8 @@ def test_real_gemini_cli_is_refused_by_the_installed_before_tool_hook(goal, proj
     seen: list[str] = []
     srv = fake_model(str(target), seen)
     try:
-        env = subprocess_env({"HOME": str(home), "GEMINI_API_KEY": "fake", "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        env = subprocess_env({"HOME": str(home), "PWD": str(project), "GEMINI_API_KEY": "fake",
+                              "GEMINI_CLI_TRUST_WORKSPACE": "true",
                               "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{srv.server_address[1]}",
                               "PATH": f"{os.path.dirname(GEMINI)}{os.pathsep}/usr/bin:/bin"})
         proc = subprocess.run([GEMINI, "-p", "write the notes", "--yolo", "-o", "json"], cwd=project, env=env,
