@@ -207,7 +207,7 @@ def test_packet_header_names_the_permission_mode(project, cli, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "claude.out").write_text(CLAUDE_OK)
-    (bindir / "claude").write_text(f"#!/bin/sh\ncat > '{tmp_path / 'packet.txt'}'\ntouch done.txt\n"
+    (bindir / "claude").write_text(f"#!/bin/sh\nprintf '%s' \"$2\" > '{tmp_path / 'packet.txt'}'\ntouch done.txt\n"
                                    f"cat '{bindir / 'claude.out'}'\n")
     (bindir / "claude").chmod(0o755)
     _run(project, bindir, "claude-code", "--permission-mode", "read-only")
