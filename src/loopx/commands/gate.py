@@ -1,7 +1,8 @@
 """``loopx gate open|list|show|approve|reject|check``.
 
 Approve and reject are for humans only: they refuse when the caller is an agent (``--agent``,
-``LOOPX_AGENT`` or an agent host's environment marker) and need either the gate's code typed on the
+``LOOPX_AGENT`` or an agent host's environment marker, here or in a parent process; see
+``loopx.kernel.humans``) and need either the gate's code typed on the
 controlling terminal (channel ``terminal``) or ``--confirm ID`` (channel ``confirm-flag``).
 """
 
@@ -139,15 +140,10 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
 
 
 def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
-    from loopx.context import agent_markers
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import gates, queries
+    from loopx.kernel import gates, humans, queries
 
-    markers = agent_markers()
-    if ctx.agent or markers:
-        who = f"agent {ctx.agent}" if ctx.agent else "an agent session (" + ", ".join(markers) + " set)"
-        raise HumanRequired(f"gates are decided by humans; this looks like {who}",
-                            "ask a human to run this command in their own terminal", code="human_required")
+    human = humans.require_human(ctx, "gate.decide")
     store = ctx.store()
     g = queries.resolve_gate(store.load(), gate)
     if confirm is not None:
@@ -160,8 +156,9 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
                             code="confirmation_required")
     else:
         channel = "terminal"
-    return gates.decide(store, ctx.actor, g["id"], approve=approve, note=note, channel=channel,
-                        user_agent=f"loopx-cli/{sys.platform}")
+    human.via = channel
+    return gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
+                        user_agent=f"loopx-cli/{sys.platform}", human=human)
 
 
 def render_decide(d: dict) -> str:

@@ -81,10 +81,10 @@ def render_show(d: dict) -> str:
 
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None) -> dict:
-    from loopx.kernel import goals
+    from loopx.kernel import goals, humans
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after)
-    return goals.set_quota(ctx.store(), ctx.actor, goal_id, policy)
+    return goals.set_quota(ctx.store(), ctx.actor, goal_id, policy, human=humans.channel_or_none(ctx))
 
 
 def render_set(d: dict) -> str:

@@ -250,8 +250,7 @@ class Api:
     def decide(self, body: dict, *, user_agent: str | None) -> dict:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
-        from loopx.context import human_name
-        from loopx.kernel import gates
+        from loopx.kernel import gates, humans
         from loopx.kernel.store import DIRNAME, Store
 
         if not isinstance(body, dict):
@@ -270,8 +269,9 @@ class Api:
         if gate_id not in store.load()["gates"]:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
-            return gates.decide(store, f"human:{human_name()}", gate_id, approve=decision == "approve",
-                                note=note or None, channel="dashboard", user_agent=user_agent, code=code)
+            human = humans.dashboard_channel(user_agent)
+            return gates.decide(store, human.actor, gate_id, approve=decision == "approve",
+                                note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
         except HumanRequired as exc:

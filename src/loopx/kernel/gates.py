@@ -44,12 +44,16 @@ def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, quest
 
 
 def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None, channel: str,
-           user_agent: str | None = None, code: str | None = None) -> dict:
-    """Approve or reject a pending gate as a human. Raises HumanRequired for an agent actor,
-    Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given and
-    does not match the gate's short code, or a rejection has no note."""
+           user_agent: str | None = None, code: str | None = None, human=None) -> dict:
+    """Approve or reject a pending gate as a human. ``human``: the ``humans.HumanChannel`` the CLI's
+    terminal path or the dashboard minted. Raises HumanRequired for an agent actor or a missing
+    channel, Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given
+    and does not match the gate's short code, or a rejection has no note."""
     if not actor.startswith("human:"):
         raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+    from loopx.kernel import humans
+
+    humans.check_channel(human, "gate.decide")
     note = validate.text(note, "--note", required=not approve)
     out: dict = {}
 

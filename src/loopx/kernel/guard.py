@@ -518,9 +518,13 @@ def parse_rule(text: str, field: str) -> dict:
 
 
 def set_config(store: Store, actor: str, goal_id: str | None, *, rules=None, branches=None,
-               defaults: bool | None = None, reset: bool = False) -> dict:
+               defaults: bool | None = None, reset: bool = False, human=None) -> dict:
     """Change a goal's guard config (``guard.set``): ``rules`` are appended (first match wins),
-    ``branches`` replace the protected branches, ``reset`` starts from the defaults."""
+    ``branches`` replace the protected branches, ``reset`` starts from the defaults. Needs
+    ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
+    from loopx.kernel import humans
+
+    humans.check_channel(human, "guard.rules")
     branches = [validate.text(b, "--protect-branch", limit=200) for b in branches or []]
     out: dict = {}
 

@@ -166,6 +166,15 @@ def require_human(ctx_or_channel, what: str, *, via: str = "terminal") -> HumanC
     return HumanChannel(f"human:{human_name()}", via, _seal=_SEAL)
 
 
+def channel_or_none(ctx) -> HumanChannel | None:
+    """A HumanChannel when ``require_human(ctx, ...)`` would give one, else None: for commands where
+    only some changes are human-only (the kernel decides and refuses those without a channel)."""
+    try:
+        return require_human(ctx, "")
+    except HumanRequired:
+        return None
+
+
 def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     """The channel for the dashboard's decision handler (the server runs as the human, and the
     request carried the CSRF token and the gate's typed code)."""
