@@ -173,3 +173,19 @@ def test_a_human_in_a_plain_shell_still_approves_with_confirm(gate_id, project, 
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     assert gate_status(project, gate_id) == "approved"
+
+
+def test_the_packet_and_dashboard_show_which_approval_a_turn_may_use(gate_id, project, cli):
+    from loopx.dashboard.api import _gate
+    from loopx.kernel import gates as kgates
+
+    assert cli("gate", "approve", gate_id, "--confirm", gate_id).code == 0
+    store = Store(str(project / ".loopx"))
+    assert _gate(store.load()["gates"][gate_id])["approval"] == "once"
+    nxt = cli("--agent", "bot", "next", json=True).data
+    assert {"action": "merge", "gate": "approved", "gate_id": gate_id, "standing": False} in nxt["packet"]["protected"]
+    assert "approved once (this turn may use it)" in nxt["packet_text"]
+    assert kgates.use(store, "guard:test", gate_id, "git push origin main")
+    assert not kgates.use(store, "guard:test", gate_id, "git push origin main")  # once
+    assert _gate(store.load()["gates"][gate_id])["approval"] == "used"
+    assert cli("gate", "list", "--status", "approved").out.count("approved (used)") == 1

@@ -44,6 +44,9 @@ def register(sub, name, help_text):
         a.add_argument("gate")
         a.add_argument("--note", metavar="TEXT", required=not approve, help="why (required to reject)")
         a.add_argument("--confirm", metavar="ID", help="confirm without a terminal prompt by repeating the gate id")
+        if approve:
+            a.add_argument("--standing", action="store_true",
+                           help="approve every later action of this kind for the goal, not just one (shown as standing)")
         a.set_defaults(approve=approve)
 
     c = add(acts, "check", "exit 0 when an approved gate covers an action, else 1", handler=gate_check,
@@ -67,7 +70,15 @@ def render_open(d: dict) -> str:
 
 def _brief(g: dict) -> dict:
     return {k: g.get(k) for k in ("id", "goal", "kind", "status", "question", "context", "blocks", "requested_by",
-                                  "decided_by", "channel", "note", "created", "decided")}
+                                  "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+
+
+def _status_word(g: dict) -> str:
+    if g["status"] != "approved":
+        return g["status"]
+    if g.get("standing"):
+        return "approved (standing)"
+    return "approved (used)" if g.get("used") else "approved (once)"
 
 
 def gate_list(ctx, goal_id=None, status="all") -> dict:
@@ -83,7 +94,7 @@ def gate_list(ctx, goal_id=None, status="all") -> dict:
 def render_list(d: dict) -> str:
     if not d["gates"]:
         return "no gates"
-    return table([[g["id"], g["status"], g["kind"], g["goal"], safe(g["question"], limit=70)] for g in d["gates"]],
+    return table([[g["id"], _status_word(g), g["kind"], g["goal"], safe(g["question"], limit=70)] for g in d["gates"]],
                  ["GATE", "STATUS", "KIND", "GOAL", "QUESTION"])
 
 
@@ -105,7 +116,11 @@ def render_show(d: dict) -> str:
     if g["status"] == "pending":
         lines.append(f"  decide:    loopx gate approve {g['id']}   |   loopx gate reject {g['id']} --note '...'")
     else:
-        lines.append(f"  decided:   {g['status']} by {safe(g['decided_by'])} via {g['channel']} at {g['decided']}")
+        lines.append(f"  decided:   {_status_word(g)} by {safe(g['decided_by'])} via {g['channel']} at {g['decided']}")
+        if g.get("used"):
+            u = g["used"]
+            lines.append(f"  used:      {u.get('count', 1)}x, last at {u.get('ts')} by {safe(u.get('by') or '?')}: "
+                         f"{safe(u.get('command') or '', limit=100)}")
         if g.get("note"):
             lines.append(f"  note:      {safe(g['note'])}")
     return "\n".join(lines)
@@ -139,11 +154,11 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
     return True
 
 
-def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
+def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> dict:
     from loopx.errors import HumanRequired, UsageError
     from loopx.kernel import gates, humans, queries
 
-    human = humans.require_human(ctx, "gate.decide")
+    human = humans.require_human(ctx, "gate.standing" if standing else "gate.decide")
     store = ctx.store()
     g = queries.resolve_gate(store.load(), gate)
     if confirm is not None:
@@ -158,11 +173,15 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
         channel = "terminal"
     human.via = channel
     return gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
-                        user_agent=f"loopx-cli/{sys.platform}", human=human)
+                        user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing)
 
 
 def render_decide(d: dict) -> str:
-    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}"
+    extra = ""
+    if d["status"] == "approved":
+        extra = ("\nstanding approval: it covers every later " + d["kind"] + " action of the goal") if d.get("standing") \
+            else "\nsingle-use approval: it covers one " + d["kind"] + " action (the guard records its use)"
+    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}" + extra
 
 
 def gate_check(ctx, action, goal_id=None):
@@ -170,9 +189,13 @@ def gate_check(ctx, action, goal_id=None):
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
-    hit = gates.covering_gate(state, g["id"], action)
+    from loopx.kernel.guard import verify_gate
+
+    hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]
+    used = gates.last_used(state, g["id"], action) if hit is None else None
     data = {"goal_id": g["id"], "action": action, "allowed": hit is not None, "gate_id": hit["id"] if hit else None,
+            "standing": bool(hit and hit.get("standing")), "used": used["id"] if used else None,
             "pending": pending, "protected": action in g["scope"]["protect"]}
     return Reply(data, exit_code=0 if hit else 1)
 
@@ -180,6 +203,8 @@ def gate_check(ctx, action, goal_id=None):
 def render_check(d: dict) -> str:
     if d["allowed"]:
         return f"allowed: gate {d['gate_id']} approved {d['action']} for {d['goal_id']}"
+    if d.get("used") and not d["pending"]:
+        return f"not allowed: gate {d['used']} approved one {d['action']} action and it was used; open a new gate"
     if d["pending"]:
         return f"not yet: gate {d['pending'][0]} for {d['action']} is pending a human decision"
     return f"not allowed: no approved {d['action']} gate for {d['goal_id']}; open one with `loopx gate open --kind {d['action']} --question ...`"

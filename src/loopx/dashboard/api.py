@@ -361,7 +361,10 @@ def _todo(t: dict) -> dict:
 
 def _gate(g: dict) -> dict:
     out = {k: g.get(k) for k in ("id", "kind", "question", "context", "blocks", "status", "requested_by",
-                                 "decided_by", "channel", "note", "created", "decided")}
+                                 "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+    out["approval"] = None
+    if g["status"] == "approved":  # which approval a turn may use, and a used one as used
+        out["approval"] = "standing" if g.get("standing") else ("used" if g.get("used") else "once")
     out["code"] = g["id"].split("-", 1)[-1] if g["status"] == "pending" else None
     return out
 

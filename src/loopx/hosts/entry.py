@@ -231,9 +231,30 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
         return neutral, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
+    if verdict.get("allow") and verdict.get("uses"):
+        verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):
         return neutral, verdict
     return deny(host, verdict["reason"]), verdict
+
+
+def _use_approvals(store, host: str, verdict: dict) -> dict:
+    """Record each approval the allowed call uses (``gates.use``); a single-use approval used up by
+    another call meanwhile turns the verdict into a deny."""
+    from loopx.kernel import gates
+
+    try:
+        for u in verdict["uses"]:
+            if not gates.use(store, f"guard:{host}", u["gate_id"], u["command"]):
+                return {"allow": False, "kind": u["kind"], "gate_id": u["gate_id"], "reason": (
+                    f"loopx: gate {u['gate_id']} approved `{u['command'][:120]}` once and that approval was just "
+                    "used by another call. Open a new gate and stop.")}
+    except Exception as exc:  # cannot record the use: do not let the approval be reused silently
+        log_error(store, "hook pre-tool (recording an approval's use)", exc)
+        return {"allow": False, "kind": verdict["uses"][0]["kind"], "reason": (
+            f"loopx: could not record the use of approval {verdict['uses'][0]['gate_id']} "
+            f"({type(exc).__name__}); ask a human to run `loopx doctor`.")}
+    return verdict
 
 
 # ------------------------------------------------------------------ session start

@@ -334,9 +334,10 @@ def _names_store(word: str) -> bool:
 
 
 def gate_state(state: dict, goal_id: str, kind: str) -> tuple[str, dict | None]:
-    """``("approved"|"pending"|"none", gate)``: an approved gate covers ``kind`` unless a newer gate
-    of the same kind (pending or rejected) was opened after that approval."""
-    approved = gates.covering_gate(state, goal_id, kind)
+    """``("approved"|"pending"|"none", gate)``: a usable approved gate (standing, or single-use and
+    not used yet; see ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind
+    (pending or rejected) was opened after that approval."""
+    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate)
     same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
     if approved is not None:
         newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
@@ -363,7 +364,12 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
     if status == "approved":
         return {}
     gid = goal["id"]
-    if status == "pending":
+    used = gates.last_used(state, gid, kind) if status == "none" else None
+    if used is not None:
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}. Gate {used['id']} approved it once "
+                  f"and that approval was used at {(used.get('used') or {}).get('ts')}. Ask again: open a new gate "
+                  f"(loopx gate open --goal-id {gid} --kind {kind} --question \"...\") and stop; never approve it yourself.")
+    elif status == "pending":
         reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}; gate {gate['id']} is waiting for a "
                   f"human. Do not retry it in another form: finish the turn with `loopx turn finish --result blocked` "
                   f"and stop until a human approves {gate['id']}.")
@@ -381,7 +387,8 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
 
     ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
-    ``cwd``). Denied: a human-only loopx command or one run with agent markers stripped (kind
+    ``cwd``). Allowed thanks to approvals: ``uses`` lists ``{gate_id, kind, command, standing}``;
+    the caller records each with ``gates.use`` (a single-use approval authorises once). Denied: a human-only loopx command or one run with agent markers stripped (kind
     ``governance``, whatever the goal); a command or path mapping to a kind the goal protects
     without an approved gate (a mapping that cannot be resolved is denied too: fail closed); an
     edit inside ``.loopx/``, in a denied path, outside every allowed glob, or of a file with more
@@ -390,6 +397,7 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
 
     cwd = cwd or project_dir
     git = git or gitpush.Git(branch_of)
+    uses: list[dict] = []
     for command in commands:
         verdict = _governance(command, cwd)
         if verdict:
@@ -403,13 +411,15 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                 if hit["kind"] == "*" and protect:
                     return _unresolved(hit, goal, sorted(protect)[0])
                 if hit["kind"] in protect:
-                    if hit.get("unresolved"):
-                        status, _ = gate_state(state, goal["id"], hit["kind"])
-                        if status != "approved":
-                            return _unresolved(hit, goal, hit["kind"])
+                    status, gate = gate_state(state, goal["id"], hit["kind"])
+                    if hit.get("unresolved") and status != "approved":
+                        return _unresolved(hit, goal, hit["kind"])
                     verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"])
                     if verdict:
                         return verdict
+                    if gate["id"] not in [u["gate_id"] for u in uses]:
+                        uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
+                                     "standing": bool(gate.get("standing"))})
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
     for path, how in written:
         rel = scope.project_relative(project_dir, path, cwd)
@@ -420,7 +430,18 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
             if how != "edit":
                 verdict["reason"] = verdict["reason"].replace(f"writing {rel}", f"writing {rel} (through {how})")
             return verdict
+    if uses:
+        return {"allow": True, "reason": "approved: " + ", ".join(u["gate_id"] for u in uses), "uses": uses,
+                "goals": [g["id"] for g in goals]}
     return {"allow": True, "reason": "no protected action", "goals": [g["id"] for g in goals]}
+
+
+def verify_gate(gate: dict) -> bool:
+    """True when ``gate``'s approval counts: always, unless approval signing is on for this user
+    (then its signature must verify; see ``loopx.kernel.signing``)."""
+    from loopx.kernel import signing
+
+    return signing.approval_counts(gate)
 
 
 def _unresolved(hit: dict, goal: dict, kind: str) -> dict:
