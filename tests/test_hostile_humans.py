@@ -189,3 +189,48 @@ def test_the_packet_and_dashboard_show_which_approval_a_turn_may_use(gate_id, pr
     assert not kgates.use(store, "guard:test", gate_id, "git push origin main")  # once
     assert _gate(store.load()["gates"][gate_id])["approval"] == "used"
     assert cli("gate", "list", "--status", "approved").out.count("approved (used)") == 1
+
+
+# ------------------------------------------------------------------ the store vanishes (item 5)
+def push_hook(project: Path, env=None):
+    body = json.dumps({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(project),
+                       "tool_input": {"command": "git push origin main"}})
+    return run_loopx(["hook", "pre-tool", "--host", "claude-code"], cwd=project, input=body, env=env)
+
+
+def hook_denies(r) -> str:
+    assert r.code == 0, r.err
+    out = json.loads(r.out)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    return out["permissionDecisionReason"]
+
+
+@pytest.mark.parametrize("how", ["moved", "removed", "replaced"])
+def test_protected_actions_stay_denied_when_the_store_vanishes(how, goal, project, shim, cli):
+    import shutil
+
+    assert "protected action" in hook_denies(push_hook(project))
+    if how == "moved":
+        (project / ".loopx").rename(project.parent / "stash")
+    elif how == "removed":
+        shutil.rmtree(project / ".loopx")
+    else:
+        shutil.rmtree(project / ".loopx")
+        Store.create(str(project))  # a fresh, empty store: no goals, nothing protected
+    reason = hook_denies(push_hook(project))
+    assert ("gone" in reason or "replaced" in reason) and "loopx connect" in reason
+    # an agent cannot reconnect it; the guard would not let it try, and the CLI refuses too
+    proc = agent_shell("loopx connect --format json", project, shim)
+    assert proc.returncode == 4 and json.loads(proc.stdout)["error"]["code"] == "human_required"
+    hook_denies(push_hook(project))
+    # a human reconnects: the project is governed by the new store from now on
+    assert cli("connect").code == 0
+    r = push_hook(project)
+    assert r.code == 0 and r.out == ""  # the new store has no goal protecting merge
+
+
+def test_an_unregistered_project_without_a_store_is_not_governed(tmp_path):
+    d = tmp_path / "plain"
+    d.mkdir()
+    r = push_hook(d)
+    assert r.code == 0 and r.out == ""

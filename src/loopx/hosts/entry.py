@@ -218,13 +218,19 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             return neutral, {"allow": True, "reason": "not a shell command or file edit"}
         where = payload_dir(payload, project)
         store = open_store(where)
-        if store is None:
-            return neutral, {"allow": True, "reason": "no .loopx/ here: not governed"}
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
+        from loopx.kernel import registry
+
+        vanished = registry.store_problem(where, store)
+        if store is None and vanished is None:
+            return neutral, {"allow": True, "reason": "no .loopx/ here: not governed"}
         try:
+            if vanished:
+                raise RuntimeError(vanished)
             state = store.load()
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
-            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:200])
+            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
+                                                project_dir=store.project_dir if store else where)
         else:
             verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
                                      cwd=cwd, goal_id=goal_id)
