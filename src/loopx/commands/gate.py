@@ -49,6 +49,17 @@ def register(sub, name, help_text):
                            help="approve every later action of this kind for the goal, not just one (shown as standing)")
         a.set_defaults(approve=approve)
 
+    sg = add(acts, "signing", "turn signed approvals on or off, or show them (humans only to change)",
+             handler=gate_signing, render=render_signing, command="gate signing",
+             example="loopx gate signing --enable --key ~/.ssh/id_ed25519")
+    mode = sg.add_mutually_exclusive_group()
+    mode.add_argument("--enable", dest="enable", action="store_const", const=True,
+                      help="sign every approval with --key (ssh-keygen -Y sign, namespace loopx-gate)")
+    mode.add_argument("--disable", dest="enable", action="store_const", const=False,
+                      help="stop requiring signatures (the change itself is signed)")
+    sg.add_argument("--key", metavar="PATH", help="private key, or the .pub of an ssh-agent or security key")
+    sg.add_argument("--principal", metavar="NAME", help="the signer's name in allowed_signers (default: your login)")
+
     c = add(acts, "check", "exit 0 when an approved gate covers an action, else 1", handler=gate_check,
             render=render_check, command="gate check", example="loopx gate check --action merge && git push origin main")
     goal_opt(c)
@@ -172,8 +183,33 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
     else:
         channel = "terminal"
     human.via = channel
-    return gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
-                        user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing)
+    from loopx.kernel import signing
+
+    signature = signing.sign_approval(g, standing) if approve else None
+    out = gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
+                       user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing, signature=signature)
+    if signature:
+        out["signed_by"] = f"{signature['principal']} {signature['fingerprint']}"
+    return out
+
+
+def gate_signing(ctx, enable=None, key=None, principal=None) -> dict:
+    from loopx.kernel import humans, signing
+
+    if enable is None:
+        return dict(signing.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
+    human = humans.require_human(ctx, "signing.config")
+    return signing.configure(enable=enable, key=key, principal=principal, human=human)
+
+
+def render_signing(d: dict) -> str:
+    if "signers" not in d:
+        state = "on" if d["enabled"] else "off"
+        return f"signed approvals {state} for {safe(d['principal'])} ({d['fingerprint']}); allowed signers: {safe(d['allowed_signers'])}"
+    lines = [f"signed approvals: {'on' if d['enabled'] else 'off'} ({d['entries']} signed change(s) in {safe(d['log'])})"]
+    lines += [f"  signer {safe(s['principal'])}  {s['fingerprint']}" for s in d["signers"]]
+    lines += [f"  problem: {safe(p)}" for p in d["problems"]]
+    return "\n".join(lines)
 
 
 def render_decide(d: dict) -> str:
@@ -181,6 +217,8 @@ def render_decide(d: dict) -> str:
     if d["status"] == "approved":
         extra = ("\nstanding approval: it covers every later " + d["kind"] + " action of the goal") if d.get("standing") \
             else "\nsingle-use approval: it covers one " + d["kind"] + " action (the guard records its use)"
+    if d.get("signed_by"):
+        extra += f"\nsigned by {safe(d['signed_by'])}"
     return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}" + extra
 
 
@@ -194,15 +232,20 @@ def gate_check(ctx, action, goal_id=None):
     hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]
     used = gates.last_used(state, g["id"], action) if hit is None else None
+    unsigned = [x["id"] for x in state["gates"].values() if x["goal"] == g["id"] and x["kind"] == action
+                and gates.usable(x) and not verify_gate(x)]
     data = {"goal_id": g["id"], "action": action, "allowed": hit is not None, "gate_id": hit["id"] if hit else None,
             "standing": bool(hit and hit.get("standing")), "used": used["id"] if used else None,
-            "pending": pending, "protected": action in g["scope"]["protect"]}
+            "pending": pending, "protected": action in g["scope"]["protect"], "unsigned": unsigned}
     return Reply(data, exit_code=0 if hit else 1)
 
 
 def render_check(d: dict) -> str:
     if d["allowed"]:
         return f"allowed: gate {d['gate_id']} approved {d['action']} for {d['goal_id']}"
+    if d.get("unsigned") and not d["pending"]:
+        return (f"not allowed: signing is on and the approval of {', '.join(d['unsigned'])} is unsigned or does not "
+                "verify against the allowed signers")
     if d.get("used") and not d["pending"]:
         return f"not allowed: gate {d['used']} approved one {d['action']} action and it was used; open a new gate"
     if d["pending"]:
