@@ -4,7 +4,7 @@ Every change that loosens governance is made by a human. ``HUMAN_ONLY`` is the o
 commands add their entry here and call ``require_human``). Three layers enforce it:
 
 1. The CLI: a human-only command calls ``require_human(ctx, what)``, which refuses (HumanRequired,
-   exit 3, code ``human_required``) when the caller is an agent: ``--agent``/``LOOPX_AGENT``, an
+   exit 4, code ``human_required``) when the caller is an agent: ``--agent``/``LOOPX_AGENT``, an
    agent host's environment marker in this process, or in any ancestor process (so
    ``env -u CLAUDECODE loopx ...`` or ``env -i ...`` run from an agent's shell is still an agent).
    On success it returns a ``HumanChannel``.
@@ -153,7 +153,7 @@ def require_human(ctx_or_channel, what: str, *, via: str = "terminal") -> HumanC
 
     ``ctx_or_channel``: a CLI Context (checked: no ``--agent``, no agent marker in this process or
     any parent), or a HumanChannel already minted (returned as is). ``what``: a key of HUMAN_ONLY
-    (or a free sentence). Raises HumanRequired (exit 3, code ``human_required``)."""
+    (or a free sentence). Raises HumanRequired (exit 4, code ``human_required``)."""
     if isinstance(ctx_or_channel, HumanChannel):
         return ctx_or_channel
     label = HUMAN_ONLY.get(what, what)
