@@ -281,3 +281,13 @@ def test_a_push_from_a_worktree_on_an_unprotected_branch_passes(repo):
     allowed(repo, "cd ../wt && git push origin HEAD")
     git(wt, "checkout", "-q", "main")
     assert "merge" in denied(repo, "cd ../wt && git push origin HEAD")["reason"]
+
+
+@pytest.mark.parametrize("command", [
+    "{ git push origin main; }", "if true; then git push; fi", "$(echo git) push", "x=git; $x push",
+    "git push origin @", "git push origin 'refs/heads/*:refs/heads/*'", "git push origin :", "`echo git` push",
+    "! git push", "until false; do git push; done", "git \\\npush",
+])
+def test_the_exact_forms_from_the_issue_on_main(repo, command):
+    git(repo, "checkout", "-q", "main")
+    assert denied(repo, command)["kind"] == "merge"

@@ -234,3 +234,10 @@ def test_an_unregistered_project_without_a_store_is_not_governed(tmp_path):
     d.mkdir()
     r = push_hook(d)
     assert r.code == 0 and r.out == ""
+
+
+def test_a_dashboard_started_from_an_agent_session_cannot_decide(monkeypatch):
+    assert humans.dashboard_channel("test").via == "dashboard"
+    monkeypatch.setenv("CURSOR_AGENT", "1")
+    with pytest.raises(HumanRequired):
+        humans.dashboard_channel("test")

@@ -177,8 +177,14 @@ def channel_or_none(ctx) -> HumanChannel | None:
 
 def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     """The channel for the dashboard's decision handler (the server runs as the human, and the
-    request carried the CSRF token and the gate's typed code)."""
+    request carried the CSRF token and the gate's typed code). Raises HumanRequired when the
+    server itself was started from an agent session (a marker here or in a parent process)."""
     from loopx.context import human_name
+
+    who = agent_evidence(None)
+    if who:
+        raise HumanRequired(f"this dashboard was started from {who}, so it cannot record a human's decision",
+                            "start `loopx dashboard` from your own terminal", code="human_required")
 
     return HumanChannel(f"human:{human_name()}", "dashboard", user_agent, _seal=_SEAL)
 
