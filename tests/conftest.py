@@ -71,7 +71,7 @@ def cli(capsys):
 
 def human_channel(via: str = "confirm-flag"):
     """A human channel as the CLI's terminal path mints it (tests call the kernel directly)."""
-    from loopx.kernel import humans
+    from loopx.kernel.write import humans
 
     return humans.HumanChannel("human:tester", via, _seal=humans._SEAL)
 
@@ -108,7 +108,7 @@ class Clock:
         self.set(start)
 
     def set(self, when):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         self.now = when
         self.mp.setenv("LOOPX_NOW", clock.iso(when))
@@ -121,7 +121,7 @@ class Clock:
 
     @property
     def iso(self):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         return clock.iso(self.now)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loopx.kernel import guard, shell
-from loopx.kernel.store import Store
+from loopx.kernel.policy import guard, shell
+from loopx.kernel.storage.store import Store
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}

@@ -17,8 +17,9 @@ import pytest
 
 from conftest import REPO, human_channel, run_loopx, subprocess_env
 from loopx.errors import HumanRequired
-from loopx.kernel import gates, goals, guard, humans, todos
-from loopx.kernel.store import Store
+from loopx.kernel.policy import guard
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, goals, humans, todos
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_importing_the_kernel_cannot_record_a_human_decision(gate_id, project):
 
 
 def test_the_python_api_cannot_approve_either(gate_id, project):
-    code = ("from loopx import api; from loopx.kernel import gates; c = api.connect('.', create=False); "
+    code = ("from loopx import api; from loopx.kernel.write import gates; c = api.connect('.', create=False); "
             f"gates.decide(c.store, c.actor, {gate_id!r}, approve=True, channel='dashboard')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=project, env=subprocess_env(), capture_output=True,
                           text=True, timeout=60)
@@ -177,7 +178,7 @@ def test_a_human_in_a_plain_shell_still_approves_with_confirm(gate_id, project, 
 
 def test_the_packet_and_dashboard_show_which_approval_a_turn_may_use(gate_id, project, cli):
     from loopx.dashboard.api import _gate
-    from loopx.kernel import gates as kgates
+    from loopx.kernel.write import gates as kgates
 
     assert cli("gate", "approve", gate_id, "--confirm", gate_id).code == 0
     store = Store(str(project / ".loopx"))

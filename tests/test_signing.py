@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import human_channel
-from loopx.kernel import gates, guard, signing
-from loopx.kernel.store import Store
+from loopx.kernel.policy import guard
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, signing
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is missing")
 

@@ -29,6 +29,7 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
     "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
     "LOOPX_HUMAN": (None, "the human's display name in recorded decisions (default: the OS account)"),
+    "LOOPX_ID_SEED": (None, "makes new todo, gate, evidence and run ids deterministic (documentation transcripts, tests)"),
     "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
     "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),
     "LOOPX_NOW": (None, "ISO-8601 UTC time that replaces the clock (tests, simulations)"),
@@ -123,10 +124,10 @@ def set_user_value(dotted: str, value) -> dict:
         raise UsageError(f"bad config key {dotted!r}", "use table.key, e.g. notify.desktop")
     if value is not None:
         _check_value(dotted, value)
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.fs import atomic_write, locked
 
     os.makedirs(data_home(), exist_ok=True)
-    with Store(data_home()).lock():
+    with locked(os.path.join(data_home(), "lock"), float(env("LOOPX_LOCK_TIMEOUT") or 10)):
         cfg = load_user_config()
         node = cfg
         for part in parts[:-1]:
@@ -142,9 +143,7 @@ def set_user_value(dotted: str, value) -> dict:
             node[parts[-1]] = value
         path = config_path()
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        from loopx.kernel.store import _atomic_write  # becomes kernel/fs.atomic_write (issue 9, item 16)
-
-        _atomic_write(path, dumps_toml(cfg).encode("utf-8"))
+        atomic_write(path, dumps_toml(cfg).encode("utf-8"))
         os.chmod(path, 0o600)
     return cfg
 

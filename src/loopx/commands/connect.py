@@ -14,8 +14,8 @@ def register(sub, name, help_text):
 
 
 def connect(ctx) -> dict:
-    from loopx.kernel import registry
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
 
     project = os.path.abspath(ctx.project or os.getcwd())
     if not os.path.isdir(project):
@@ -44,7 +44,8 @@ def _check_replacement(ctx, project: str, inner: str) -> None:
     is human-only: until then the hooks deny protected actions there."""
     import json
 
-    from loopx.kernel import humans, registry
+    from loopx.kernel.storage import registry
+    from loopx.kernel.write import humans
 
     known = (registry.load().get(project) or {}).get("project_id")
     if not known:

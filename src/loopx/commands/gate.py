@@ -2,7 +2,7 @@
 
 Approve and reject are for humans only: they refuse when the caller is an agent (``--agent``,
 ``LOOPX_AGENT`` or an agent host's environment marker, here or in a parent process; see
-``loopx.kernel.humans``) and need either the gate's code typed on the
+``loopx.kernel.write.humans``) and need either the gate's code typed on the
 controlling terminal (channel ``terminal``) or ``--confirm ID`` (channel ``confirm-flag``).
 """
 
@@ -67,7 +67,7 @@ def register(sub, name, help_text):
 
 
 def gate_open(ctx, kind, question, goal_id=None, blocks=None, context=None, run=None) -> dict:
-    from loopx.kernel import gates
+    from loopx.kernel.write import gates
 
     return gates.open_gate(ctx.store(), ctx.actor, goal_id, kind=kind, question=question, blocks=blocks,
                            context=context, run=run)
@@ -93,7 +93,7 @@ def _status_word(g: dict) -> str:
 
 
 def gate_list(ctx, goal_id=None, status="all") -> dict:
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
 
     state = ctx.store().load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
@@ -110,7 +110,8 @@ def render_list(d: dict) -> str:
 
 
 def gate_show(ctx, gate) -> dict:
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     g = queries.resolve_gate(ctx.store().load(), gate)
     return {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
@@ -139,7 +140,7 @@ def render_show(d: dict) -> str:
 
 def _tty_confirm(gate: dict, approve: bool) -> bool:
     """Ask on the controlling terminal for the gate's code. False when there is no terminal."""
-    from loopx.kernel.gates import short_code
+    from loopx.kernel.write.gates import short_code
 
     code = short_code(gate["id"])
     try:
@@ -167,7 +168,8 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
 
 def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> dict:
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import gates, humans, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates, humans
 
     human = humans.require_human(ctx, "gate.standing" if standing else "gate.decide")
     store = ctx.store()
@@ -183,7 +185,7 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
     else:
         channel = "terminal"
     human.via = channel
-    from loopx.kernel import signing
+    from loopx.kernel.write import signing
 
     signature = signing.sign_approval(g, standing) if approve else None
     out = gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
@@ -194,7 +196,7 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
 
 
 def gate_signing(ctx, enable=None, key=None, principal=None) -> dict:
-    from loopx.kernel import humans, signing
+    from loopx.kernel.write import humans, signing
 
     if enable is None:
         return dict(signing.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
@@ -223,11 +225,12 @@ def render_decide(d: dict) -> str:
 
 
 def gate_check(ctx, action, goal_id=None):
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
-    from loopx.kernel.guard import verify_gate
+    from loopx.kernel.policy.guard import verify_gate
 
     hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]

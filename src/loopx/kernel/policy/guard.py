@@ -1,0 +1,563 @@
+"""The pre-tool guard: which shell commands and file edits are protected actions of a goal.
+
+A command is split into simple commands (on ``&&``, ``||``, ``;``, ``|``, ``&``, newlines and
+``bash -c`` strings); wrappers (``sudo``, ``env``, ``VAR=x``, ``time``, ``nohup``, ``npx`` ...) are
+stripped; each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
+own rules first, then by the defaults below. A goal's rules live in its ``guard`` config
+(``guard.set`` event): ``{"rules": [{"kind", "command"|"path"}], "branches": [...], "defaults": bool}``
+where ``command`` is an fnmatch pattern over the normalised command (``git push * release/*``),
+``path`` a scope glob over project-relative edit paths, and kind ``none`` exempts a match.
+
+Defaults (``DEFAULT_BRANCHES`` are the protected branches):
+
+- merge: ``git push`` to a protected branch (explicit refspec, or the current branch when none is
+  given, ``--all``/``--mirror``), ``gh pr merge``
+- release: ``npm|pnpm|yarn|bun publish``, ``twine upload``, ``cargo publish``, ``poetry|uv|flit|hatch
+  publish``, ``gem push``, ``docker push``, ``mvn deploy``, ``gh release create``, pushing tags
+- production-write: ``kubectl apply|create|delete|replace|patch|edit|scale|rollout|set``, ``helm
+  install|upgrade|uninstall|rollback``, ``terraform|tofu|terragrunt apply|destroy|import``,
+  ``pulumi up|destroy``, ``fly|flyctl deploy``, ``vercel --prod``, ``netlify deploy --prod``,
+  ``firebase deploy``, ``gcloud ... deploy``, ``aws cloudformation deploy``, ``serverless|sls|cdk|kamal deploy``
+
+Everything here is pure except ``current_branch`` (one ``git`` subprocess) and ``set_rules``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from loopx.errors import UsageError
+from loopx.kernel.read import queries, scope, validate
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import gates
+
+DEFAULT_BRANCHES = ("main", "master")
+RULE_KINDS = (*validate.GATE_KINDS, "none")
+_PUBLISH = {"npm", "pnpm", "yarn", "bun", "poetry", "uv", "flit", "hatch", "pdm"}
+_KUBE = {"apply", "create", "delete", "replace", "patch", "edit", "scale", "rollout", "set", "label", "annotate", "drain",
+         "run", "expose", "autoscale", "cordon", "taint"}
+_HELM = {"install", "upgrade", "uninstall", "delete", "rollback"}
+_TF = {"apply", "destroy", "import"}
+# options whose next word is a value, per program (so `kubectl -n prod apply` finds `apply`)
+_VALUE_OPTS: dict[str, set[str]] = {
+    "kubectl": {"-n", "--namespace", "--context", "--cluster", "--user", "-s", "--server", "--kubeconfig", "--token",
+                "--as", "--as-group", "--as-uid", "--request-timeout", "--certificate-authority", "--client-key",
+                "--client-certificate", "--tls-server-name", "-v", "--v", "--profile", "--cache-dir", "-o", "--output"},
+    "helm": {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-token", "--kube-as-user",
+             "--kube-as-group", "--kube-ca-file", "--registry-config", "--repository-config", "--repository-cache",
+             "--burst-limit"},
+    "docker": {"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert",
+               "--tlskey"},
+    "cargo": {"-Z", "--config", "-C", "--color", "--manifest-path", "--registry", "--index", "--token", "-p",
+              "--package", "--target", "--target-dir", "-j", "--jobs", "--features", "-F"},
+    "npm": {"--prefix", "-w", "--workspace", "--registry", "--tag", "--access", "--otp", "-C", "--userconfig"},
+    "pnpm": {"-C", "--dir", "--filter", "-F", "-w", "--workspace-dir", "--registry", "--tag", "--access", "--otp"},
+    "yarn": {"--cwd", "--registry", "--tag", "--access", "--otp"},
+    "bun": {"--cwd", "--registry", "--tag", "--access", "--otp", "-c", "--config"},
+    "gh": {"-R", "--repo", "--hostname", "-X", "--method", "-H", "--header", "-f", "-F", "--field", "--raw-field",
+           "--input", "-q", "--jq", "-t", "--template", "-p", "--preview", "--cache"},
+    "glab": {"-R", "--repo"},
+    "aws": {"--profile", "--region", "--output", "--endpoint-url", "--query", "--cli-read-timeout",
+            "--cli-connect-timeout", "--ca-bundle", "--color"},
+    "gcloud": {"--project", "--account", "--configuration", "--region", "--zone", "--format", "--verbosity",
+               "--impersonate-service-account", "--billing-project"},
+    "terraform": {"-chdir"}, "tofu": {"-chdir"}, "terragrunt": {"--terragrunt-working-dir", "--working-dir"},
+    "pulumi": {"-s", "--stack", "-C", "--cwd"},
+    "twine": {"-r", "--repository", "--repository-url", "-u", "--username", "-p", "--password"},
+    "fly": {"-a", "--app", "-c", "--config", "-t", "--access-token"},
+    "vercel": {"--scope", "--token", "-t", "--cwd", "-A", "--local-config", "-S"},
+    "podman": {"--url", "--connection", "-c", "--root", "--runroot"},
+    "gem": {"--host", "-k", "--key", "--otp"},
+    "mvn": {"-f", "--file", "-s", "--settings", "-P", "--activate-profiles", "-pl", "--projects", "-D"},
+}
+_VALUE_OPTS.update({"oc": _VALUE_OPTS["kubectl"], "flyctl": _VALUE_OPTS["fly"], "./mvnw": _VALUE_OPTS["mvn"],
+                    "mvnw": _VALUE_OPTS["mvn"]})
+# programs tried when a command's name cannot be known (`$TOOL push origin main`)
+CANDIDATES = ("git", "gh", "npm", "cargo", "twine", "docker", "kubectl", "helm", "terraform", "loopx")
+
+
+def verbs(prog: str, args: list[str]) -> list[str]:
+    """The positional words of ``prog ARGS``: options and their values skipped (``--x=v`` too)."""
+    takes = _VALUE_OPTS.get(prog, set())
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i + 1:])
+            break
+        if a.startswith("+") and prog == "cargo" and not out:
+            i += 1  # cargo +nightly
+            continue
+        if a.startswith("-") and len(a) > 1:
+            opt, eq, _ = a.partition("=")
+            if opt in takes and not eq:
+                i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
+# ------------------------------------------------------------------ parsing commands
+def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
+    """``command`` as a list of simple commands (word lists: program base name first), read by
+    ``loopx.kernel.policy.shell`` (wrappers stripped, ``sh -c``/``eval``/substitutions read too)."""
+    from loopx.kernel.policy import shell
+
+    return [s.words for s in shell.commands(command)]
+
+
+def current_branch(cwd: str | None) -> str | None:
+    """The checked-out branch in ``cwd``, or None."""
+    from loopx.kernel.policy.gitpush import Git
+
+    return Git().branch((cwd, None))
+
+
+# ------------------------------------------------------------------ default mapping
+def default_kind(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None,
+                 branch_of=None, git=None) -> str | None:
+    """The gate kind the default mapping gives one simple command, or None (see ``judge``)."""
+    return judge(words, branches=branches, cwd=cwd, git=git, branch_of=branch_of)[0]
+
+
+def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None, git=None,
+          branch_of=None) -> tuple[str | None, str | None]:
+    """``(kind, unresolved)`` for one simple command under the default mapping: ``kind`` a gate
+    kind or None; ``unresolved`` says what could not be known when the command may be protected
+    (the caller then fails closed for a protected kind, ``kind`` being the kind it may be)."""
+    from loopx.kernel.policy import gitpush, shell
+
+    if git is None:
+        git = gitpush.Git(branch_of)
+    if not words:
+        return None, None
+    prog, args = words[0], words[1:]
+    if shell.is_unknown(prog):
+        for cand in CANDIDATES:
+            kind, _ = judge([cand, *args], branches=branches, cwd=cwd, git=git)
+            if kind:
+                return kind, f"the program name comes from a value loopx cannot see; as `{cand}` it would be a {kind} action"
+        return None, None
+    if cwd and str(cwd).startswith(shell.UNKNOWN) and prog == "git":
+        kind, why = gitpush.git_kind(args, None, branches, git, run_alias=_alias_judge(branches, git))
+        if kind or why or "push" in args:
+            return kind or "merge", "the directory it runs in (after `cd`) cannot be known"
+        return None, None
+    if prog == "git":
+        return gitpush.git_kind(args, cwd, branches, git, run_alias=_alias_judge(branches, git))
+    if prog in ("git-push", "git-send-pack"):
+        return gitpush.git_kind([prog[4:], *args], cwd, branches, git)
+    sub = verbs(prog, args)
+    first = sub[0] if sub else ""
+    if prog == "gh":
+        return _gh_kind(sub, args), None
+    if prog == "glab" and sub[:2] in (["mr", "merge"], ["release", "create"]):
+        return ("merge" if sub[0] == "mr" else "release"), None
+    if prog == "curl" and any("api.github.com" in a for a in args):
+        return _api_kind(args, [a for a in args if "api.github.com" in a][0]), None
+    if prog in ("docker", "podman"):
+        if first == "push" or sub[:2] in (["image", "push"], ["manifest", "push"], ["compose", "push"],
+                                           ["trust", "sign"]):
+            return "release", None
+        if ("buildx" in sub[:1] or first in ("build", "bake")) and any(
+                a in ("--push", "--output=type=registry") or a.startswith("--push=") or "type=registry" in a
+                for a in args):
+            return "release", None
+        return None, None
+    if (prog in _PUBLISH and "publish" in sub[:2]) or (prog == "yarn" and sub[:2] == ["npm", "publish"]) \
+            or (prog == "twine" and first == "upload") or (prog == "cargo" and first in ("publish", "release")) \
+            or (prog == "gem" and first == "push") or (prog in ("mvn", "./mvnw", "mvnw") and "deploy" in sub) \
+            or (prog in ("gradle", "./gradlew", "gradlew") and any(s.startswith("publish") for s in sub)):
+        return "release", None
+    return _deploy_kind(prog, args, sub, first), None
+
+
+def _alias_judge(branches, git):
+    def run(script: str, cwd):
+        from loopx.kernel.policy import shell
+
+        worst: tuple[str | None, str | None] = (None, None)
+        for s in shell.commands(script, cwd=cwd):
+            kind, why = judge(s.words, branches=branches, cwd=s.cwd, git=git)
+            if kind == "merge" and not why:
+                return kind, None
+            if kind or why:
+                worst = (kind, why)
+        return worst
+    return run
+
+
+def _gh_kind(sub: list[str], args: list[str]) -> str | None:
+    if sub[:2] == ["pr", "merge"]:
+        return "merge"
+    if sub[:2] == ["release", "create"] or sub[:2] == ["release", "upload"]:
+        return "release"
+    if sub[:1] == ["api"] and len(sub) > 1:
+        return _api_kind(args, sub[1])
+    return None
+
+
+def _api_kind(args: list[str], path: str) -> str | None:
+    method = None
+    for i, a in enumerate(args):
+        if a in ("-X", "--method", "--request") and i + 1 < len(args):
+            method = args[i + 1]
+        elif a.startswith("--method=") or a.startswith("--request="):
+            method = a.split("=", 1)[1]
+        elif a.startswith("-X") and len(a) > 2:
+            method = a[2:]
+    fields = any(a in ("-f", "-F", "--field", "--raw-field", "--input", "-d", "--data") for a in args)
+    method = (method or ("POST" if fields else "GET")).upper()
+    body = " ".join(args)
+    if "mergePullRequest" in body or "enablePullRequestAutoMerge" in body:
+        return "merge"
+    if method == "GET":
+        return None
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith("/merge") or p.endswith("/merges") or "/git/refs/heads/" in p or p.endswith("/git/refs"):
+        return "merge"
+    if p.endswith("/releases") or "/git/refs/tags" in p:
+        return "release"
+    return None
+
+
+def _deploy_kind(prog: str, args: list[str], sub: list[str], first: str) -> str | None:
+    if (prog in ("kubectl", "oc") and first in _KUBE) or (prog == "helm" and first in _HELM) \
+            or (prog in ("terraform", "tofu", "terragrunt") and first in _TF) \
+            or (prog == "pulumi" and first in ("up", "destroy", "update")) \
+            or (prog in ("fly", "flyctl") and first == "deploy") \
+            or (prog == "vercel" and ("--prod" in args or "--production" in args)) \
+            or (prog == "netlify" and first == "deploy" and "--prod" in args) \
+            or (prog in ("firebase", "serverless", "sls", "cdk", "kamal") and first == "deploy") \
+            or (prog == "gcloud" and "deploy" in sub) \
+            or (prog == "aws" and sub[:2] == ["cloudformation", "deploy"]):
+        return "production-write"
+    return None
+
+
+# ------------------------------------------------------------------ per-goal evaluation
+def config(goal: dict | None) -> dict:
+    """The goal's effective guard config (defaults filled in)."""
+    g = (goal or {}).get("guard") or {}
+    return {"rules": list(g.get("rules") or []), "branches": list(g.get("branches") or DEFAULT_BRANCHES),
+            "defaults": g.get("defaults", True) is not False}
+
+
+_READ_ONLY = {"cat", "ls", "grep", "rg", "head", "tail", "less", "more", "wc", "jq", "stat", "file", "du", "diff",
+              "sha256sum", "md5sum", "echo", "printf", "test", "[", "realpath", "readlink", "tree", "bat", "git", "loopx"}
+_LINKERS = {"ln", "link", "cp", "rsync"}
+
+
+def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=None, git=None) -> list[dict]:
+    """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
+    maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
+    kind, for a script loopx cannot read)."""
+    from loopx.kernel.policy import gitpush, shell
+
+    git = git or gitpush.Git(branch_of)
+    hits = []
+    for s in shell.commands(command, cwd=cwd):
+        line = s.text
+        if s.opaque:
+            hits.append({"kind": "*", "command": line, "rule": "default", "unresolved": s.opaque})
+            continue
+        kind, rule, why = None, None, None
+        for r in cfg["rules"]:
+            if r.get("command") and fnmatch.fnmatchcase(line, r["command"]):
+                kind, rule = r["kind"], r["command"]
+                break
+        if rule is None and cfg["defaults"]:
+            kind, why = judge(s.words, branches=cfg["branches"], cwd=s.cwd, git=git)
+            rule = "default"
+        if kind and kind != "none":
+            hits.append({"kind": kind, "command": line, "rule": rule, "unresolved": why})
+        elif why and kind != "none":
+            hits.append({"kind": "merge", "command": line, "rule": rule, "unresolved": why})
+    return hits
+
+
+def _governance(command: str, cwd: str | None) -> dict:
+    """Deny an agent command that runs a human-only loopx command or strips agent markers."""
+    from loopx.kernel.policy import shell
+    from loopx.kernel.write import humans
+
+    for s in shell.commands(command, cwd=cwd):
+        words = s.words
+        if shell.is_unknown(words[0]) and humans.agent_command_violation(["loopx", *words[1:]], ()):
+            why = humans.agent_command_violation(["loopx", *words[1:]], ())
+            return {"allow": False, "kind": "governance", "command": s.text, "reason": why.replace(
+                "loopx: ", "loopx: the program name cannot be known and as loopx ", 1)}
+        why = humans.agent_command_violation(words, s.stripped)
+        if why:
+            return {"allow": False, "kind": "governance", "command": s.text, "reason": why}
+    return {}
+
+
+def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
+    """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
+    in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
+    sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
+    import re
+
+    from loopx.kernel.policy import shell
+
+    out: list[tuple[str, str]] = []
+    if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
+        for a, b in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+                               command.replace("\\n", "\n"), re.M):
+            out.append((os.path.join(cwd or ".", (a or b).strip("'\"")), "apply_patch"))
+    for s in shell.commands(command, cwd=cwd):
+        base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
+        for w in s.writes:
+            if not shell.is_unknown(w):
+                out.append((os.path.join(base or ".", w), "redirect"))
+        prog, args = s.words[0], s.words[1:]
+        if prog not in _READ_ONLY:
+            for a in args:
+                if not a.startswith("-") and not shell.is_unknown(a) and _names_store(a):
+                    out.append((os.path.join(base or ".", a), prog))
+        if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
+                                                               (a.startswith("-") and not a.startswith("--") and "l" in a)
+                                                               for a in args)):
+            pos = [a for a in args if not a.startswith("-")]
+            for src in pos[:-1] if len(pos) > 1 else pos:
+                if not shell.is_unknown(src):
+                    out.append((os.path.join(base or ".", src), f"{prog} (link source)"))
+    return out
+
+
+def _names_store(word: str) -> bool:
+    parts = word.replace("\\", "/").split("/")
+    return ".loopx" in parts or any(p.startswith(".loopx") and p != ".loopx" and "*" in p for p in parts) or \
+        word.rstrip("/").endswith(".loopx*") or word in (".lo*", ".l*", ".*")
+
+
+def gate_state(state: dict, goal_id: str, kind: str) -> tuple[str, dict | None]:
+    """``("approved"|"pending"|"none", gate)``: a usable approved gate (standing, or single-use and
+    not used yet; see ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind
+    (pending or rejected) was opened after that approval."""
+    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate)
+    same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
+    if approved is not None:
+        newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
+        if not newer:
+            return "approved", approved
+    pending = [g for g in same if g["status"] == "pending"]
+    if pending:
+        return "pending", max(pending, key=lambda g: g.get("seq", 0))
+    return "none", None
+
+
+def governing_goals(state: dict, goal_id: str | None = None) -> list[dict]:
+    """The goals whose protections apply: ``goal_id`` when given, else every active or paused goal."""
+    if goal_id:
+        try:
+            return [queries.resolve_goal(state, goal_id)]
+        except UsageError:
+            pass
+    return [g for g in state["goals"].values() if g["status"] in ("active", "paused")]
+
+
+def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
+    status, gate = gate_state(state, goal["id"], kind)
+    if status == "approved":
+        return {}
+    gid = goal["id"]
+    used = gates.last_used(state, gid, kind) if status == "none" else None
+    if used is not None:
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}. Gate {used['id']} approved it once "
+                  f"and that approval was used at {(used.get('used') or {}).get('ts')}. Ask again: open a new gate "
+                  f"(loopx gate open --goal-id {gid} --kind {kind} --question \"...\") and stop; never approve it yourself.")
+    elif status == "pending":
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}; gate {gate['id']} is waiting for a "
+                  f"human. Do not retry it in another form: finish the turn with `loopx turn finish --result blocked` "
+                  f"and stop until a human approves {gate['id']}.")
+    else:
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid} and no human has approved it. "
+                  f"Open a gate and stop: loopx gate open --goal-id {gid} --kind {kind} --question \"<one concrete "
+                  f"yes/no question, e.g. May I run: {what[:80]}?>\" -- then finish the turn with --result blocked. "
+                  f"Never approve a gate yourself.")
+    return {"allow": False, "kind": kind, "goal_id": gid, "gate_id": gate["id"] if gate else None,
+            "gate_status": status, "reason": reason, "rule": rule}
+
+
+def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str | None = None,
+             goal_id: str | None = None, branch_of=None, git=None) -> dict:
+    """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
+
+    ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
+    ``cwd``). Allowed thanks to approvals: ``uses`` lists ``{gate_id, kind, command, standing}``;
+    the caller records each with ``gates.use`` (a single-use approval authorises once). Denied: a human-only loopx command or one run with agent markers stripped (kind
+    ``governance``, whatever the goal); a command or path mapping to a kind the goal protects
+    without an approved gate (a mapping that cannot be resolved is denied too: fail closed); an
+    edit inside ``.loopx/``, in a denied path, outside every allowed glob, or of a file with more
+    than one hard link."""
+    from loopx.kernel.policy import gitpush
+
+    cwd = cwd or project_dir
+    git = git or gitpush.Git(branch_of)
+    uses: list[dict] = []
+    for command in commands:
+        verdict = _governance(command, cwd)
+        if verdict:
+            return verdict
+    goals = governing_goals(state, goal_id)
+    for goal in goals:
+        cfg = config(goal)
+        protect = set(goal["scope"].get("protect") or [])
+        for command in commands:
+            for hit in command_kinds(command, cfg, cwd=cwd, git=git):
+                if hit["kind"] == "*" and protect:
+                    return _unresolved(hit, goal, sorted(protect)[0])
+                if hit["kind"] in protect:
+                    status, gate = gate_state(state, goal["id"], hit["kind"])
+                    if hit.get("unresolved") and status != "approved":
+                        return _unresolved(hit, goal, hit["kind"])
+                    verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"])
+                    if verdict:
+                        return verdict
+                    if gate["id"] not in [u["gate_id"] for u in uses]:
+                        uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
+                                     "standing": bool(gate.get("standing"))})
+    written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
+    for path, how in written:
+        rel = scope.project_relative(project_dir, path, cwd)
+        verdict = _path_verdict(state, goals, rel, branch_of)
+        if not verdict and how == "edit":
+            verdict = _link_verdict(path, cwd, rel)
+        if verdict:
+            if how != "edit":
+                verdict["reason"] = verdict["reason"].replace(f"writing {rel}", f"writing {rel} (through {how})")
+            return verdict
+    if uses:
+        return {"allow": True, "reason": "approved: " + ", ".join(u["gate_id"] for u in uses), "uses": uses,
+                "goals": [g["id"] for g in goals]}
+    return {"allow": True, "reason": "no protected action", "goals": [g["id"] for g in goals]}
+
+
+def verify_gate(gate: dict) -> bool:
+    """True when ``gate``'s approval counts: always, unless approval signing is on for this user
+    (then its signature must verify; see ``loopx.kernel.write.signing``)."""
+    from loopx.kernel.write import signing
+
+    return signing.approval_counts(gate)
+
+
+def _unresolved(hit: dict, goal: dict, kind: str) -> dict:
+    return {"allow": False, "kind": kind, "goal_id": goal["id"], "gate_id": None, "gate_status": "unresolved",
+            "rule": hit["rule"], "reason": (
+                f"loopx: cannot tell whether `{hit['command'][:160]}` is a protected action ({kind}) of goal "
+                f"{goal['id']}: {hit['unresolved']}. loopx denies what it cannot check. Write the command out "
+                "plainly (literal program name, branch and directory), or open a gate and stop.")}
+
+
+def _link_verdict(path: str, cwd: str | None, rel: str) -> dict:
+    full = os.path.join(cwd or ".", path)
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return {}
+    import stat as _stat
+
+    if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return {"allow": False, "kind": "scope", "path": rel, "reason": (
+            f"loopx: {rel} has {st.st_nlink} hard links, so writing it also changes files elsewhere that loopx "
+            "cannot see. Write a fresh copy instead (remove the link first), or ask a human.")}
+    return {}
+
+
+def _path_verdict(state: dict, goals: list[dict], rel: str, branch_of) -> dict:
+    if rel == ".loopx" or rel.startswith(".loopx/"):
+        return {"allow": False, "kind": "scope", "path": rel, "reason": (
+            f"loopx: {rel} is loopx's own store; never edit it directly. Use loopx commands "
+            "(evidence add, todo done, turn finish, gate open) to record state.")}
+    if not goals:
+        return {}
+    outside = rel == ".." or rel.startswith("../")
+    if outside and all(not g["scope"].get("allow") for g in goals):
+        return {}  # no goal restricts paths: files outside the project are not loopx's business
+    checks = [(g, scope.check(g["scope"], rel)) for g in goals]
+    for g, c in checks:
+        if c["reason"].startswith("denied by"):
+            return _scope_deny(g, rel, c["reason"])
+    if any(c["inside"] for _, c in checks):
+        for g in goals:
+            for r in config(g)["rules"]:
+                if r.get("path") and r["kind"] in (g["scope"].get("protect") or []) and scope.matches(r["path"], rel):
+                    verdict = _deny(r["kind"], f"edit {rel}", g, state, r["path"])
+                    if verdict:
+                        return verdict
+        return {}
+    return _scope_deny(checks[0][0], rel, checks[0][1]["reason"])
+
+
+def _scope_deny(goal: dict, rel: str, why: str) -> dict:
+    allow = ", ".join(goal["scope"].get("allow") or []) or "(whole project)"
+    return {"allow": False, "kind": "scope", "goal_id": goal["id"], "path": rel, "reason": (
+        f"loopx: writing {rel} is outside the scope of goal {goal['id']} ({why}; allowed: {allow}). Stay inside "
+        f"scope; if the goal really needs this path, say so in your turn summary and ask a human to widen it "
+        f"with `loopx scope set`.")}
+
+
+def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, branch_of=None, paths=(),
+                        project_dir: str | None = None) -> dict:
+    """Verdict when the store cannot be read (or is gone, moved or replaced): human-only loopx
+    commands and protected-looking commands (default mapping, every kind assumed protected, an
+    unresolvable one included) are denied, and so are edits of the store; everything else is
+    allowed so the agent can still work."""
+    cfg = {"rules": [], "branches": list(DEFAULT_BRANCHES), "defaults": True}
+    for command in commands:
+        verdict = _governance(command, cwd)
+        if verdict:
+            return verdict
+    if project_dir:
+        for path, _how in [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]:
+            rel = scope.project_relative(project_dir, path, cwd or project_dir)
+            if rel == ".loopx" or rel.startswith(".loopx/"):
+                return {"allow": False, "kind": "scope", "path": rel, "reason": (
+                    f"loopx: {rel} is loopx's own store ({problem}); never edit it directly. Ask a human to run "
+                    "`loopx doctor` or `loopx connect`.")}
+    for command in commands:
+        for hit in command_kinds(command, cfg, cwd=cwd, branch_of=branch_of):
+            return {"allow": False, "kind": hit["kind"] if hit["kind"] != "*" else "unresolved", "reason": (
+                f"loopx: the store cannot be read ({problem}), so loopx cannot confirm an approved {hit['kind']} "
+                f"gate for `{hit['command']}`. Do not run it; ask a human to run `loopx doctor`.")}
+    return {"allow": True, "reason": f"store unreadable ({problem}); not a protected command"}
+
+
+# ------------------------------------------------------------------ configuring
+def parse_rule(text: str, field: str) -> dict:
+    """``KIND=PATTERN`` -> ``{"kind", field: pattern}``. Raises UsageError (exit 2)."""
+    kind, eq, pattern = str(text).partition("=")
+    kind, pattern = kind.strip(), pattern.strip()
+    if not eq or not pattern:
+        raise UsageError(f"bad rule {text!r}", "write KIND=PATTERN, e.g. release='make release*'")
+    validate.choice(kind, RULE_KINDS, "rule kind")
+    validate.text(pattern, "rule pattern", limit=500)
+    return {"kind": kind, field: pattern}
+
+
+def set_config(store: Store, actor: str, goal_id: str | None, *, rules=None, branches=None,
+               defaults: bool | None = None, reset: bool = False, human=None) -> dict:
+    """Change a goal's guard config (``guard.set``): ``rules`` are appended (first match wins),
+    ``branches`` replace the protected branches, ``reset`` starts from the defaults. Needs
+    ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
+    from loopx.kernel.write import humans
+
+    humans.check_channel(human, "guard.rules")
+    branches = [validate.text(b, "--protect-branch", limit=200) for b in branches or []]
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        cur = {"rules": [], "branches": list(DEFAULT_BRANCHES), "defaults": True} if reset else config(g)
+        new = {"rules": cur["rules"] + list(rules or []), "branches": branches or cur["branches"],
+               "defaults": cur["defaults"] if defaults is None else bool(defaults)}
+        out.update(goal_id=g["id"], guard=new)
+        return [Draft("guard.set", g["id"], new)]
+
+    store.transact(plan, actor=actor)
+    return out

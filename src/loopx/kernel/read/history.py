@@ -1,0 +1,77 @@
+"""Read-only views of the log: filtered events and the rounds of the governed loop.
+
+``events(store, ...)`` returns the records of both streams (events and evidence) merged in time
+order, filtered by goal, start time and type prefix, newest ``limit`` kept.
+``rounds(store, ...)`` returns one row per turn (a ``run.started`` .. ``run.finished`` pair) and
+one per recorded non-run decision, in time order::
+
+    {"kind": "run", "ts", "decision": "run", "run_id", "goal_id", "agent", "todo_id", "mode",
+     "result", "verified", "evidence" (count), "slots", "duration" (s|None), "note"}
+    {"kind": "decision", "ts", "decision", "reason", "message", "goal_id", "todo_id"}
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+
+from loopx.errors import UsageError
+from loopx.kernel.storage import clock
+
+
+def _since_iso(since: datetime | None) -> str:
+    return clock.iso(since) if since else ""
+
+
+def events(store, *, goal_id: str | None = None, since: datetime | None = None,
+           type_prefix: str | None = None, limit: int | None = 50) -> list[dict]:
+    """Records (as stored, without ``crc``) matching the filters, oldest first; the newest
+    ``limit`` of them (``None`` or 0 = all)."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be 0 or more", "use e.g. --limit 100 (0 = everything)")
+    start = _since_iso(since)
+    prefix = type_prefix or ""
+    merged = heapq.merge(store.iter_records("events"), store.iter_records("evidence"),
+                         key=lambda r: r.get("ts") or "")
+    out: list[dict] = []
+    for rec in merged:
+        if goal_id and rec.get("goal") != goal_id:
+            continue
+        if start and (rec.get("ts") or "") <= start:
+            continue
+        if prefix and not rec["type"].startswith(prefix):
+            continue
+        rec.pop("crc", None)
+        out.append(rec)
+        if limit and len(out) > 4 * limit:
+            del out[:-limit]
+    return out[-limit:] if limit else out
+
+
+def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | None = None,
+           limit: int | None = 50) -> list[dict]:
+    """The loop's rounds (see the module docstring), oldest first, newest ``limit`` kept."""
+    start = _since_iso(since)
+    rows = []
+    for r in state["runs"].values():
+        if (goal_id and r["goal"] != goal_id) or r["started"] <= start:
+            continue
+        dur = None
+        if r["finished"]:
+            dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
+        rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
+                     "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
+                     "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+                     "duration": dur, "note": r.get("note")})
+    for rec in store.iter_records("events"):
+        if rec["type"] != "decision.recorded" or rec["ts"] <= start:
+            continue
+        if goal_id and rec.get("goal") != goal_id:
+            continue
+        d = rec.get("data") or {}
+        if d.get("decision") == "run":
+            continue
+        rows.append({"kind": "decision", "ts": rec["ts"], "decision": d.get("decision"), "reason": d.get("reason"),
+                     "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+    rows.sort(key=lambda x: x["ts"])
+    return rows[-limit:] if limit else rows
