@@ -291,3 +291,56 @@ def test_a_push_from_a_worktree_on_an_unprotected_branch_passes(repo):
 def test_the_exact_forms_from_the_issue_on_main(repo, command):
     git(repo, "checkout", "-q", "main")
     assert denied(repo, command)["kind"] == "merge"
+
+
+# ------------------------------------------------------------------ more disguises
+@pytest.mark.parametrize("command", [
+    'x="git push origin main"; $x',                                        # field splitting
+    "python3 -c \"import os; os.system('git push origin main')\"",
+    "python -c \"import subprocess; subprocess.run(['git', 'push', 'origin', 'main'])\"",
+    "node -e \"require('child_process').execSync('git push origin main')\"",
+    "echo 'git push origin main' > go.sh; sh go.sh",                       # written by the same command
+    "printf 'git push origin main\\n' > go.sh && chmod +x go.sh && ./go.sh",
+    'eval "$X"', 'sh -c "$CMD"', "$CMD",
+])
+def test_scripts_interpreters_and_unseen_text_are_denied(repo, command):
+    assert not verdict(repo, command)["allow"]
+
+
+def test_an_existing_script_file_is_read(repo):
+    (repo / "ship.sh").write_text("#!/bin/sh\nset -e\ngit push origin HEAD:main\n")
+    (repo / "ok.sh").write_text("#!/bin/sh\necho fine\n")
+    for command in ("sh ship.sh", "bash ./ship.sh", "./ship.sh", ". ./ship.sh", "source ship.sh"):
+        assert denied(repo, command)["kind"] == "merge"
+    for command in ("sh ok.sh", "./ok.sh", "python -c 'print(1)'", "sh missing.sh"):
+        allowed(repo, command)
+
+
+@pytest.mark.parametrize("how", ["edit", "shell"])
+@pytest.mark.parametrize("target", [".claude/settings.local.json", ".claude/settings.json", ".codex/hooks.json",
+                                    ".cursor/hooks.json", "~/.claude/settings.json", "~/.codex/hooks.json"])
+def test_hook_configs_cannot_be_edited_by_an_agent(repo, how, target):
+    state = Store(str(repo / ".loopx")).load()
+    if how == "edit":
+        v = guard.evaluate(state, paths=[os.path.expanduser(target)], project_dir=str(repo), cwd=str(repo))
+    else:
+        v = guard.evaluate(state, commands=[f"echo '{{}}' > {target}"], project_dir=str(repo), cwd=str(repo))
+    assert not v["allow"] and v["kind"] == "governance", v
+
+
+@pytest.mark.parametrize("command", ["rm -rf .claude", "rm .claude/settings.local.json",
+                                     "sed -i 's/loopx/true/' .codex/hooks.json", "mv .cursor/hooks.json /tmp/x",
+                                     "cp /dev/null ~/.claude/settings.json"])
+def test_shell_changes_to_hook_configs_are_denied(repo, command):
+    assert denied(repo, command)["kind"] == "governance"
+
+
+def test_loopx_user_files_cannot_be_edited_by_an_agent(repo):
+    from loopx import config
+
+    state = Store(str(repo / ".loopx")).load()
+    signers = os.path.join(os.path.dirname(config.config_path()), "allowed_signers")
+    v = guard.evaluate(state, paths=[signers], project_dir=str(repo), cwd=str(repo))
+    assert not v["allow"] and v["kind"] == "governance"
+    assert denied(repo, f"echo x >> {config.data_home()}/projects.json")["kind"] == "governance"
+    allowed(repo, "cat .claude/settings.json")

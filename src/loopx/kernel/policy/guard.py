@@ -249,6 +249,8 @@ def config(goal: dict | None) -> dict:
 _READ_ONLY = {"cat", "ls", "grep", "rg", "head", "tail", "less", "more", "wc", "jq", "stat", "file", "du", "diff",
               "sha256sum", "md5sum", "echo", "printf", "test", "[", "realpath", "readlink", "tree", "bat", "git", "loopx"}
 _LINKERS = {"ln", "link", "cp", "rsync"}
+_GOVERNANCE_NAMES = {"settings.json", "settings.local.json", "hooks.json", "config.toml", "allowed_signers",
+                     "signing-log.jsonl", "projects.json", ".claude", ".codex", ".cursor"}
 
 
 def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=None, git=None) -> list[dict]:
@@ -263,6 +265,10 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
         line = s.text
         if s.opaque:
             hits.append({"kind": "*", "command": line, "rule": "default", "unresolved": s.opaque})
+            continue
+        if shell.is_unknown(s.words[0]) and all(shell.is_unknown(a) for a in s.words[1:]):
+            hits.append({"kind": "*", "command": line, "rule": "default",
+                         "unresolved": "the whole command comes from values loopx cannot see"})
             continue
         kind, rule, why = None, None, None
         for r in cfg["rules"]:
@@ -313,12 +319,16 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
         base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
         for w in s.writes:
             if not shell.is_unknown(w):
-                out.append((os.path.join(base or ".", w), "redirect"))
+                out.append((os.path.join(base or ".", os.path.expanduser(w)), "redirect"))
         prog, args = s.words[0], s.words[1:]
         if prog not in _READ_ONLY:
             for a in args:
-                if not a.startswith("-") and not shell.is_unknown(a) and _names_store(a):
+                if a.startswith("-") or shell.is_unknown(a):
+                    continue
+                if _names_store(a):
                     out.append((os.path.join(base or ".", a), prog))
+                elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or "loopx" in a.split("/"):
+                    out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
         if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
                                                                (a.startswith("-") and not a.startswith("--") and "l" in a)
                                                                for a in args)):
@@ -424,6 +434,11 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                                      "standing": bool(gate.get("standing"))})
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
     for path, how in written:
+        verdict = governance_path(path, cwd, project_dir)
+        if verdict:
+            return verdict
+        if how == "governance-only":
+            continue
         rel = scope.project_relative(project_dir, path, cwd)
         verdict = _path_verdict(state, goals, rel, branch_of)
         if not verdict and how == "edit":
@@ -444,6 +459,36 @@ def verify_gate(gate: dict) -> bool:
     from loopx.kernel.write import signing
 
     return signing.approval_counts(gate)
+
+
+# files whose change removes or loosens governance: the hosts' hook configs and loopx's own user files
+_HOOK_FILES = (".claude/settings.json", ".claude/settings.local.json", ".codex/hooks.json", ".codex/config.toml",
+               ".cursor/hooks.json", ".gemini/settings.json")
+
+
+def governance_path(path: str, cwd: str | None, project_dir: str) -> dict:
+    """A deny verdict when writing ``path`` would change the hooks that call the guard (a host's
+    hook config in the project or the home folder) or loopx's user config and data folder
+    (registry, signing, allowed signers); else {}."""
+    from loopx import config
+
+    full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
+    homes = {os.path.realpath(project_dir), os.path.realpath(os.path.expanduser("~"))}
+    codex_home = os.environ.get("CODEX_HOME")
+    targets = {os.path.join(h, f) for h in homes for f in _HOOK_FILES}
+    if codex_home:
+        targets |= {os.path.join(os.path.realpath(codex_home), n) for n in ("hooks.json", "config.toml")}
+    dirs = {os.path.realpath(config.data_home()), os.path.realpath(os.path.dirname(config.config_path()))}
+    what = None
+    if full in targets or any(t.startswith(full + os.sep) for t in targets):
+        what = "an agent host's hook configuration (removing or changing loopx's hooks is human-only)"
+    elif any(full == d or full.startswith(d + os.sep) for d in dirs):
+        what = "loopx's user configuration or data folder (signing, registry, settings are human-only)"
+    if what is None:
+        return {}
+    return {"allow": False, "kind": "governance", "path": full, "reason": (
+        f"loopx: writing {full} changes {what}. Do not edit it; if the hooks or settings need a change, say "
+        "so in your turn summary and stop.")}
 
 
 def _unresolved(hit: dict, goal: dict, kind: str) -> dict:
@@ -515,6 +560,9 @@ def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, br
             return verdict
     if project_dir:
         for path, _how in [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]:
+            verdict = governance_path(path, cwd, project_dir)
+            if verdict:
+                return verdict
             rel = scope.project_relative(project_dir, path, cwd or project_dir)
             if rel == ".loopx" or rel.startswith(".loopx/"):
                 return {"allow": False, "kind": "scope", "path": rel, "reason": (

@@ -242,7 +242,9 @@ def _read_dquoted(text: str, i: int, word: _Word) -> int:
             word.lit(text[i + 1] if text[i + 1] in '$`"\\' else text[i:i + 2])
             i += 2
         elif c in "$`":
+            before = len(word.parts)
             i = _read_dollar(text, i, word)
+            word.parts[before:] = [("q" + k, v) if k in ("var", "cmd") else (k, v) for k, v in word.parts[before:]]
         else:
             word.lit(c)
             i += 1
@@ -299,6 +301,7 @@ class _Reader:
         self.unset: set[str] = set()
         self.out: list[Simple] = []
         self.writes: list[str] = []
+        self.written: set[str] = set()
 
     # words -------------------------------------------------------
     def expand(self, w: _Word) -> str:
@@ -306,14 +309,19 @@ class _Reader:
         for kind, val in w.parts:
             if kind == "lit" or kind == "q":
                 buf.append(val)
-            elif kind == "var":
-                v = self.vars.get(val) if val in self.vars else None
-                if v is None and val not in self.vars:
-                    v = None
+            elif kind in ("var", "qvar"):
+                v = self.vars.get(val)
                 buf.append(v if v is not None else UNKNOWN + "$" + val)
-            elif kind == "cmd":
+            elif kind in ("cmd", "qcmd"):
                 buf.append(self.substitute(val))
         return "".join(buf)
+
+    def fields(self, w: _Word) -> list[str]:
+        """``w`` expanded and, when it has an unquoted expansion, split on blanks as sh does."""
+        value = self.expand(w)
+        if any(k in ("var", "cmd") for k, _ in w.parts):
+            return value.split()
+        return [value]
 
     def substitute(self, inner: str) -> str:
         sub = _Reader(self.cwd, self.depth + 1)
@@ -371,12 +379,17 @@ class _Reader:
             and not [a for a in s[1:] if not a.startswith("-")]
 
     def script(self, body: str, cwd=None) -> None:
+        if body.strip().startswith(UNKNOWN):
+            self.out.append(Simple([UNKNOWN + "script"], cwd or self.cwd, opaque=(
+                f"a shell runs `{body.replace(UNKNOWN, '').strip()[:80]}`, whose text loopx cannot see")))
+            return
         if self.depth >= MAX_DEPTH:
             self.out.append(Simple([UNKNOWN + "script"], cwd or self.cwd, opaque="nested too deeply to read"))
             return
         sub = _Reader(cwd or self.cwd, self.depth + 1)
         sub.vars = dict(self.vars)
         sub.aliases = dict(self.aliases)
+        sub.written = self.written
         sub.read(body)
         self.out.extend(sub.out)
 
@@ -437,7 +450,9 @@ class _Reader:
             for name in env:
                 self.unset.discard(name)
             return None
-        argv = [self.expand(w) for w in words[k:]]
+        argv = [f for w in words[k:] for f in self.fields(w)]
+        if not argv:
+            return None
         # aliases
         if argv[0] in self.aliases and self.depth < MAX_DEPTH:
             self.script(self.aliases[argv[0]] + " " + " ".join(_quote(a) for a in argv[1:]))
@@ -454,6 +469,7 @@ class _Reader:
             if self.writes:
                 self.out.append(Simple([":"], box["cwd"], env, [], None, wrappers, self.writes))
             return None
+        argv_prog = words[0]
         prog = os.path.basename(words[0]) if not is_unknown(words[0]) else words[0]
         if prog in ("busybox", "toybox") and len(words) > 1:
             words = words[1:]
@@ -501,6 +517,14 @@ class _Reader:
         if (prog in SHELLS or prog in ("eval", "source", ".")) and \
                 self.shell(prog, words, stdin, herestring, cwd, env, strip_all, wrappers):
             return None
+        for w in self.writes:
+            if not is_unknown(w):
+                base = cwd if cwd and not str(cwd).startswith(UNKNOWN) else os.getcwd()
+                self.written.add(os.path.normpath(os.path.join(base, w)))
+        if "/" in argv_prog and not is_unknown(argv_prog) and prog not in SHELLS and self._looks_like_script(argv_prog, cwd):
+            self.script_file(argv_prog, cwd)
+        if prog in _INTERPRETERS:
+            self.interpreter_code(words, cwd)
         simple = Simple(words, cwd, env, strip_all, None, wrappers, self.writes)
         self.out.append(simple)
         if prog == "echo":
@@ -517,7 +541,7 @@ class _Reader:
             self.script(" ".join(words[1:]), cwd)
             return True
         if prog in ("source", "."):
-            return False
+            return self.script_file(words[1] if len(words) > 1 else "", cwd)
         args = words[1:]
         for j, a in enumerate(args):
             if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
@@ -529,7 +553,7 @@ class _Reader:
                 self.script(args[j + 1], cwd)
                 return True
             if not a.startswith("-") and not a.startswith("+"):
-                return False  # a script file: the command itself is checked as is
+                return self.script_file(a, cwd)  # a script file: read it when it can be read
         # reads its script from stdin
         source = herestring if herestring is not None else stdin
         if source is None:
@@ -540,6 +564,56 @@ class _Reader:
                                    wrappers))
             return True
         self.script(source, cwd)
+        return True
+
+    def _looks_like_script(self, name: str, cwd) -> bool:
+        base = cwd if cwd and not str(cwd).startswith(UNKNOWN) else os.getcwd()
+        path = os.path.normpath(os.path.join(base, os.path.expanduser(name)))
+        if path in self.written:
+            return True
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(128)
+        except OSError:
+            return False
+        first = head.split(b"\n", 1)[0]
+        return first.startswith(b"#!") and any(s.encode() in first for s in ("sh", "bash", "zsh", "dash", "ksh"))
+
+    def interpreter_code(self, words: list[str], cwd) -> None:
+        """``python -c CODE``, ``node -e CODE``...: string literals that spell a command are read
+        as commands (``os.system('git push origin main')``, ``["git", "push", ...]``)."""
+        import re
+
+        code = next((words[j + 1] for j, a in enumerate(words[1:-1], 1) if a in ("-c", "-e", "--eval", "-E")), None)
+        if not code:
+            return
+        lits = [m.group(2) for m in re.finditer(r"(['\"])((?:\\.|(?!\1).){1,400})\1", code)]
+        for i, lit in enumerate(lits):
+            head = lit.strip().split(" ", 1)[0]
+            if os.path.basename(head) in _COMMANDISH:
+                self.script(lit, cwd)
+                if " " not in lit.strip():
+                    self.script(" ".join(_quote(x) for x in lits[i:i + 16]), cwd)
+
+    def script_file(self, name: str, cwd) -> bool:
+        """Read the shell script ``name`` (relative to ``cwd``) as commands; True when handled. A file
+        written earlier in the same command text, or one that cannot be read, is opaque."""
+        if not name or is_unknown(name):
+            self.out.append(Simple([UNKNOWN + "script"], cwd, opaque="the script's name cannot be known"))
+            return True
+        base = cwd if cwd and not str(cwd).startswith(UNKNOWN) else None
+        path = os.path.normpath(os.path.join(base or os.getcwd(), os.path.expanduser(name)))
+        if path in self.written:
+            self.out.append(Simple([name], cwd, opaque=f"`{name}` is written by the same command, so loopx cannot read it"))
+            return True
+        try:
+            if os.path.getsize(path) > 512 * 1024:
+                raise OSError("too large")
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                body = fh.read()
+        except OSError:
+            return False  # no such file: running it fails; the command itself is judged as is
+        self.script(body, cwd)
         return True
 
     # wrappers ----------------------------------------------------
@@ -608,6 +682,9 @@ _SUBWRAP = {"poetry": "run", "uv": "run", "pdm": "run", "hatch": "run", "rye": "
 _STRING_CMD = {"script": ("-c", "--command"), "su": ("-c", "--command"), "flock": ("-c", "--command"),
                "env": ("-S", "--split-string"), "sg": ("-c",), "npx": ("-c", "--call")}
 PYTHONS = ("python", "python3", "py", "pypy", "pypy3")
+_INTERPRETERS = {"python", "python3", "pypy3", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "osascript"}
+_COMMANDISH = {"git", "gh", "glab", "npm", "pnpm", "yarn", "cargo", "twine", "docker", "podman", "kubectl", "helm",
+               "terraform", "tofu", "loopx", "sh", "bash", "zsh", "env", "fly", "flyctl", "vercel", "gcloud", "aws"}
 
 
 def _unwrap(reader, argv, env, stripped, wrappers, dry, box):
