@@ -344,3 +344,20 @@ def test_loopx_user_files_cannot_be_edited_by_an_agent(repo):
     assert not v["allow"] and v["kind"] == "governance"
     assert denied(repo, f"echo x >> {config.data_home()}/projects.json")["kind"] == "governance"
     allowed(repo, "cat .claude/settings.json")
+
+
+def test_the_reader_never_raises_on_generated_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    alphabet = st.sampled_from(list("ab =$`'\"\\;&|(){}<>#!\n\t-*:@~") + ["git", "push", "main", "$(", "${", "<<E",
+                                                                        "E", "sh -c", "eval", "env -S", "do", "done"])
+
+    @settings(max_examples=600, deadline=None)
+    @given(st.lists(alphabet, max_size=40).map("".join))
+    def read(text):
+        for s in shell.commands(text, cwd="/p"):
+            assert isinstance(s.words, list) and s.words
+            assert "could not be read" not in (s.opaque or ""), (text, s.opaque)  # a reader bug, not a denial
+
+    read()

@@ -824,5 +824,8 @@ def _split_words(text: str) -> list[str]:
 def commands(text: str, *, cwd: str | None = None) -> list[Simple]:
     """The simple commands ``text`` would run, in order (see the module docstring). Never raises."""
     r = _Reader(cwd, 0)
-    r.read(str(text))
+    try:
+        r.read(str(text))
+    except (Exception, RecursionError) as exc:  # never let a crafted command crash the guard open
+        r.out.append(Simple([UNKNOWN + "unreadable"], cwd, opaque=f"the command could not be read ({type(exc).__name__})"))
     return r.out
