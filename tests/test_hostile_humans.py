@@ -67,6 +67,8 @@ APPROVALS = [
     "setsid env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT loopx gate approve {g} --confirm {g}",
     "L=loopx; env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT $L gate reject {g} --note no --confirm {g}",
     "sh -c 'env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT loopx --format json gate approve {g} --confirm {g}'",
+    "env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT " + sys.executable +
+    " -c \"from loopx.cli import main; raise SystemExit(main(['gate', 'approve', '{g}', '--confirm', '{g}']))\"",
 ]
 
 

@@ -297,6 +297,10 @@ def _governance(command: str, cwd: str | None) -> dict:
             return {"allow": False, "kind": "governance", "command": s.text, "reason": why.replace(
                 "loopx: ", "loopx: the program name cannot be known and as loopx ", 1)}
         why = humans.agent_command_violation(words, s.stripped)
+        if why is None and "loopx" in command.lower():
+            # markers stripped for a program that is not loopx itself but whose text names it
+            # (`env -i python -c "from loopx.cli import main; ..."`)
+            why = humans.agent_command_violation(["loopx"], s.stripped)
         if why:
             return {"allow": False, "kind": "governance", "command": s.text, "reason": why}
     return {}
