@@ -1,8 +1,8 @@
 """The pre-tool guard: which shell commands and file edits are protected actions of a goal.
 
-A command is split into simple commands (on ``&&``, ``||``, ``;``, ``|``, ``&``, newlines and
-``bash -c`` strings); wrappers (``sudo``, ``env``, ``VAR=x``, ``time``, ``nohup``, ``npx`` ...) are
-stripped; each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
+A command is read into simple commands by ``policy/shell.py`` (a POSIX shell reader: compound
+commands, substitutions, variables, here-documents, script files, wrappers such as ``sudo``,
+``env``, ``setsid``, ``flock``, ``script``, ``watch``, ``strace``, ``python -m``); each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
 own rules first, then by the defaults below. A goal's rules live in its ``guard`` config
 (``guard.set`` event): ``{"rules": [{"kind", "command"|"path"}], "branches": [...], "defaults": bool}``
 where ``command`` is an fnmatch pattern over the normalised command (``git push * release/*``),
@@ -10,8 +10,8 @@ where ``command`` is an fnmatch pattern over the normalised command (``git push 
 
 Defaults (``DEFAULT_BRANCHES`` are the protected branches):
 
-- merge: ``git push`` to a protected branch (explicit refspec, or the current branch when none is
-  given, ``--all``/``--mirror``), ``gh pr merge``
+- merge: ``git push``/``send-pack``/``subtree push``/a git alias to a protected branch, resolved by
+  ``policy/gitpush.py`` as git would; ``gh pr merge``, ``gh api`` writes to ``.../merge``
 - release: ``npm|pnpm|yarn|bun publish``, ``twine upload``, ``cargo publish``, ``poetry|uv|flit|hatch
   publish``, ``gem push``, ``docker push``, ``mvn deploy``, ``gh release create``, pushing tags
 - production-write: ``kubectl apply|create|delete|replace|patch|edit|scale|rollout|set``, ``helm
@@ -19,7 +19,12 @@ Defaults (``DEFAULT_BRANCHES`` are the protected branches):
   ``pulumi up|destroy``, ``fly|flyctl deploy``, ``vercel --prod``, ``netlify deploy --prod``,
   ``firebase deploy``, ``gcloud ... deploy``, ``aws cloudformation deploy``, ``serverless|sls|cdk|kamal deploy``
 
-Everything here is pure except ``current_branch`` (one ``git`` subprocess) and ``set_rules``.
+Beyond gate kinds, ``evaluate`` denies (kind ``governance``) human-only loopx commands, stripping
+agent markers before loopx, and writes to hook configs or loopx's user files, whatever the goal;
+and it fails closed (``unresolved``) on what it cannot read when the goal protects it.
+
+Everything here is pure except the read-only ``git`` lookups (``gitpush.Git``), reading script
+files a command runs, and ``set_config``.
 """
 
 from __future__ import annotations
