@@ -361,3 +361,19 @@ def test_the_reader_never_raises_on_generated_text():
             assert "could not be read" not in (s.opaque or ""), (text, s.opaque)  # a reader bug, not a denial
 
     read()
+
+
+@pytest.mark.parametrize("command", [
+    "git -c remote.origin.push=HEAD:main push",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.p GIT_CONFIG_VALUE_0=push git p origin main",
+    "GIT_CONFIG_PARAMETERS=\"'alias.p=push'\" git p origin main",
+    "GIT_DIR=../wt/.git git push origin HEAD",
+    "gh m 12",  # a gh alias (gh alias set m 'pr merge')
+])
+def test_config_and_aliases_given_on_the_command_line(repo, command):
+    if "GIT_DIR" in command:
+        wt = repo.parent / "wt"
+        git(wt, "checkout", "-q", "main")
+        gitdir = git(wt, "rev-parse", "--git-dir").strip()
+        command = command.replace("../wt/.git", gitdir)
+    assert denied(repo, command)["kind"] == "merge"

@@ -96,10 +96,33 @@ def protected(branch: str, branches) -> bool:
     return any(fnmatch.fnmatchcase(branch, b) for b in branches)
 
 
-def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias=None):
+def env_overrides(env: dict) -> dict:
+    """Config given to git through the environment (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
+    ``GIT_CONFIG_VALUE_n`` and ``GIT_CONFIG_PARAMETERS``) as ``{normalised key: value}``."""
+    out: dict = {}
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT") or 0)
+    except ValueError:
+        count = 0
+    for n in range(min(count, 100)):
+        k, v = env.get(f"GIT_CONFIG_KEY_{n}"), env.get(f"GIT_CONFIG_VALUE_{n}")
+        if k:
+            out[_norm_key(k)] = v or ""
+    params = env.get("GIT_CONFIG_PARAMETERS") or ""
+    for item in params.replace("'", "\n").split("\n"):
+        k, eq, v = item.strip().partition("=")
+        if eq and k:
+            out[_norm_key(k)] = v
+    return out
+
+
+def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias=None, env: dict | None = None):
     """``(kind, unresolved)`` for ``git ARGS`` run in ``cwd`` (see the module docstring).
-    ``run_alias(script, cwd)``: judges a shell alias (``alias.x = !cmd``) and returns the same pair."""
-    loc_cwd, git_dir, overrides = cwd, None, {}
+    ``run_alias(script, cwd)``: judges a shell alias (``alias.x = !cmd``) and returns the same pair.
+    ``env``: assignments in front of the command (config passed through ``GIT_CONFIG_*`` counts)."""
+    loc_cwd, git_dir, overrides = cwd, None, env_overrides(env or {})
+    if env and env.get("GIT_DIR"):
+        git_dir = os.path.normpath(os.path.join(cwd or ".", env["GIT_DIR"]))
     i = 0
     while i < len(args) and args[i].startswith("-"):
         a = args[i]
@@ -150,7 +173,7 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
 
     expanded = _split_words(alias) + rest
     head = [a for a in args[:i]]
-    return git_kind(head + expanded, cwd, branches, git, depth + 1, run_alias)
+    return git_kind(head + expanded, cwd, branches, git, depth + 1, run_alias, env)
 
 
 def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pack: bool = False):
@@ -202,7 +225,8 @@ def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pa
             or git.get(loc, f"branch.{b}.remote", overrides) or "origin"
         if is_unknown(remote):
             return None, "the remote comes from a value loopx cannot see"
-        configured = git.config(loc).get(_norm_key(f"remote.{remote}.push"))
+        key = _norm_key(f"remote.{remote}.push")
+        configured = [overrides[key]] if key in overrides else git.config(loc).get(key)
         if configured:
             refspecs = list(configured)
         else:

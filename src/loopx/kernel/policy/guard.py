@@ -78,6 +78,10 @@ _VALUE_OPTS: dict[str, set[str]] = {
 }
 _VALUE_OPTS.update({"oc": _VALUE_OPTS["kubectl"], "flyctl": _VALUE_OPTS["fly"], "./mvnw": _VALUE_OPTS["mvn"],
                     "mvnw": _VALUE_OPTS["mvn"]})
+_GH_COMMANDS = {"pr", "issue", "repo", "release", "api", "auth", "browse", "codespace", "gist", "org", "project", "run",
+                "workflow", "search", "secret", "variable", "ssh-key", "gpg-key", "label", "config", "extension",
+                "extensions", "alias", "cache", "ruleset", "attestation", "completion", "status", "help", "co",
+                "version", "copilot", "agent-task", "preview", "accessibility"}
 # programs tried when a command's name cannot be known (`$TOOL push origin main`)
 CANDIDATES = ("git", "gh", "npm", "cargo", "twine", "docker", "kubectl", "helm", "terraform", "loopx")
 
@@ -129,7 +133,7 @@ def default_kind(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None
 
 
 def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None, git=None,
-          branch_of=None) -> tuple[str | None, str | None]:
+          branch_of=None, env: dict | None = None) -> tuple[str | None, str | None]:
     """``(kind, unresolved)`` for one simple command under the default mapping: ``kind`` a gate
     kind or None; ``unresolved`` says what could not be known when the command may be protected
     (the caller then fails closed for a protected kind, ``kind`` being the kind it may be)."""
@@ -152,12 +156,14 @@ def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None
             return kind or "merge", "the directory it runs in (after `cd`) cannot be known"
         return None, None
     if prog == "git":
-        return gitpush.git_kind(args, cwd, branches, git, run_alias=_alias_judge(branches, git))
+        return gitpush.git_kind(args, cwd, branches, git, run_alias=_alias_judge(branches, git), env=env)
     if prog in ("git-push", "git-send-pack"):
         return gitpush.git_kind([prog[4:], *args], cwd, branches, git)
     sub = verbs(prog, args)
     first = sub[0] if sub else ""
     if prog == "gh":
+        if first and first not in _GH_COMMANDS:
+            return "merge", f"`gh {first}` is not a gh command loopx knows; it may be a gh alias for a merge"
         return _gh_kind(sub, args), None
     if prog == "glab" and sub[:2] in (["mr", "merge"], ["release", "create"]):
         return ("merge" if sub[0] == "mr" else "release"), None
@@ -186,7 +192,7 @@ def _alias_judge(branches, git):
 
         worst: tuple[str | None, str | None] = (None, None)
         for s in shell.commands(script, cwd=cwd):
-            kind, why = judge(s.words, branches=branches, cwd=s.cwd, git=git)
+            kind, why = judge(s.words, branches=branches, cwd=s.cwd, git=git, env=s.env)
             if kind == "merge" and not why:
                 return kind, None
             if kind or why:
@@ -281,7 +287,7 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
                 kind, rule = r["kind"], r["command"]
                 break
         if rule is None and cfg["defaults"]:
-            kind, why = judge(s.words, branches=cfg["branches"], cwd=s.cwd, git=git)
+            kind, why = judge(s.words, branches=cfg["branches"], cwd=s.cwd, git=git, env=s.env)
             rule = "default"
         if kind and kind != "none":
             hits.append({"kind": kind, "command": line, "rule": rule, "unresolved": why})
