@@ -40,6 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
     "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
     "heartbeat-prompt": ("workflow_skills", "the prompt a scheduled automation should run each tick"),
+    "watch": ("watch", "cheap checks that open a todo only when something changed"),
+    "notify": ("notify", "notification channels: set, test, list, send"),
+    "inbox": ("inbox", "what needs a person now, across every registered project"),
+    "disconnect": ("inbox", "remove a project from the registry (its files stay)"),
+    "forget": ("inbox", "alias of disconnect"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):

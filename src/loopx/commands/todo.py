@@ -18,6 +18,7 @@ def register(sub, name, help_text):
     a.add_argument("--depends-on", action="append", metavar="TODO", help="a todo that must be done first (repeatable)")
     a.add_argument("--acceptance", metavar="TEXT", help="what makes this todo done")
     a.add_argument("--verify", metavar="CMD", help="verify command for this todo (overrides the goal's)")
+    a.add_argument("--every", metavar="DUR", help="recurring: reopen this long after it was due once done (e.g. 1d)")
 
     lst = add(acts, "list", "list todos", handler=todo_list, render=render_list, command="todo list",
               example="loopx todo list --status open")
@@ -80,11 +81,12 @@ def register(sub, name, help_text):
     ar.add_argument("--note")
 
 
-def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None):
+def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None,
+             every=None):
     from loopx.kernel.write import todos
 
     return todos.add(ctx.store(), ctx.actor, goal_id, title, detail=detail, priority=priority,
-                     depends_on=depends_on, acceptance=acceptance, verify=verify)
+                     depends_on=depends_on, acceptance=acceptance, verify=verify, every=every)
 
 
 def _brief(t: dict, now_iso: str) -> dict:

@@ -169,7 +169,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run)
+            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run,
+                                  tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
             if d["decision"] != "run":
@@ -205,3 +206,10 @@ def _turn_line(t: dict) -> str:
     ver = "verified" if t.get("verified") else "not verified"
     note = f" ({t['note']})" if t.get("note") else ""
     return f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}{note}"
+
+
+def _notify(store, state, d) -> None:
+    """Send queued notifications after a decision (loopx.notify.outbox)."""
+    from loopx.notify.outbox import after_decision
+
+    after_decision(store, state, d)

@@ -18,6 +18,12 @@ import at start-up):
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
 ``decisions`` goal -> last recorded should-run decision
+``watches``   id -> {id, goal, name, every (s), check, on, match, todo, timeout (s), status
+              (active|paused|removed), created, fired (count), last_fired, last{outcome, matched,
+              hash, exit_code, excerpt, ts} | None, failing (bool)} (loopx.kernel.write.watches)
+``notices``   [{event_id, type, goal, ts, title, body, reason}] (last 200): events a person should
+              hear about (loopx.kernel.read.notices); ``deliveries`` event_id -> {channel: {status,
+              attempts, retry_at, error, ts}}
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
 Reducers never raise on well-formed records: validation happens before a write, and a record
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -38,6 +44,7 @@ def empty() -> dict:
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
+            "watches": {}, "notices": [], "deliveries": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
 
 
@@ -88,7 +95,8 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "goal.updated": {"objective": _S, "priority": _N + _OPT},
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
-    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                   "every": _N + _OPT, "watch": _S + _OPT},
     "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
     "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
     "todo.renewed": {"todo_id": _S, "lease_until": _S},
@@ -104,8 +112,13 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
+    "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
+                    "match": _S + _OPT, "todo": _S + _OPT},
+    "watch.paused": {"watch_id": _S}, "watch.resumed": {"watch_id": _S}, "watch.removed": {"watch_id": _S},
+    "watch.checked": {"watch_id": _S, "outcome": _S}, "watch.fired": {"watch_id": _S, "outcome": _S},
+    "notify.delivered": {"event_id": _S, "channel": _S}, "notify.failed": {"event_id": _S, "channel": _S},
 }
-_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name")
+_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel")
 
 
 def check_shape(rec: dict) -> None:
@@ -150,6 +163,8 @@ def apply(state: dict, rec: dict) -> None:
         return
     try:
         fn(state, rec, data)
+        if rec["type"] in _NOTICE_TYPES:
+            _notice(state, rec, data)
     except (KeyError, TypeError, AttributeError, ValueError):
         state["meta"]["malformed"] = state["meta"].get("malformed", 0) + 1
 
@@ -223,7 +238,7 @@ def _todo_added(s, r, d):
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
         "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
-        "created_by": r.get("actor"),
+        "created_by": r.get("actor"), "every": d.get("every"), "watch": d.get("watch"),
     }
 
 
@@ -383,6 +398,75 @@ def _noop(s, r, d):
     return None
 
 
+# ------------------------------------------------------------------- watches (loopx.kernel.write.watches)
+def _watch_added(s, r, d):
+    wid = d["watch_id"]
+    s["watches"][wid] = {
+        "id": wid, "goal": r["goal"], "name": d["name"], "every": d["every"], "check": d["check"],
+        "on": d.get("on", "change"), "match": d.get("match"), "todo": d.get("todo"),
+        "timeout": d.get("timeout", 60), "status": "active", "created": r["ts"], "fired": 0,
+        "last_fired": None, "last": None, "failing": False,
+    }
+
+
+def _watch_status(status):
+    def reducer(s, r, d):
+        s["watches"][d["watch_id"]]["status"] = status
+    return reducer
+
+
+def _watch_result(fired):
+    def reducer(s, r, d):
+        w = s["watches"][d["watch_id"]]
+        w["last"] = {k: d.get(k) for k in ("outcome", "matched", "hash", "exit_code", "excerpt")}
+        w["last"]["ts"] = r["ts"]
+        w["failing"] = bool(d.get("failing"))
+        if fired:
+            w["fired"] = w.get("fired", 0) + 1
+            w["last_fired"] = r["ts"]
+    return reducer
+
+
+# ------------------------------------------------------------------- notices (loopx.kernel.read.notices)
+NOTICE_KEEP = 200
+# decision reasons a person must act on (docs: REASONS convention) plus the budget running out
+NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
+                  "host_offline", "host_rate_limited", "host_crashed", "host_timed_out", "host_idle")
+_NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
+
+
+def _notice(s, r, d):
+    t, goal = r["type"], r.get("goal")
+    if t == "gate.opened":
+        title, body, reason = f"loopx: gate {d['gate_id']} on {goal}", d.get("question", ""), "gate_pending"
+    elif t == "goal.completed":
+        title, body, reason = f"loopx: goal {goal} finished", d.get("note") or "the goal is done", "goal_done"
+    else:
+        reason = d.get("reason")
+        if reason not in NOTICE_REASONS:
+            return
+        title, body = f"loopx: goal {goal} needs you ({reason})", d.get("message") or ""
+    if not r.get("id"):
+        return
+    s["notices"].append({"event_id": r["id"], "type": t, "goal": goal, "ts": r["ts"], "title": title,
+                         "body": str(body)[:300], "reason": reason})
+    if len(s["notices"]) > NOTICE_KEEP:
+        del s["notices"][:-NOTICE_KEEP]
+
+
+def _notify_result(status):
+    def reducer(s, r, d):
+        per = s["deliveries"].setdefault(d["event_id"], {})
+        prev = per.get(d["channel"]) or {}
+        per[d["channel"]] = {"status": status, "attempts": d.get("attempt", prev.get("attempts", 0) + 1),
+                             "retry_at": d.get("retry_at"), "error": d.get("error"), "ts": r["ts"]}
+        if len(s["deliveries"]) > NOTICE_KEEP * 2:
+            keep = {n["event_id"] for n in s["notices"]}
+            for k in [k for k in s["deliveries"] if k not in keep]:
+                del s["deliveries"][k]
+    return reducer
+
+
 REDUCERS = {
     "goal.started": _goal_started,
     "goal.updated": _goal_updated,
@@ -416,4 +500,12 @@ REDUCERS = {
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
+    "watch.added": _watch_added,
+    "watch.paused": _watch_status("paused"),
+    "watch.resumed": _watch_status("active"),
+    "watch.removed": _watch_status("removed"),
+    "watch.checked": _watch_result(False),
+    "watch.fired": _watch_result(True),
+    "notify.delivered": _notify_result("delivered"),
+    "notify.failed": _notify_result("failed"),
 }

@@ -98,13 +98,19 @@ def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draf
 
 
 def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=None, priority=0,
-        depends_on=None, acceptance=None, verify=None) -> dict:
-    """Add a todo (``todo.added``). Returns {todo_id, goal_id}."""
+        depends_on=None, acceptance=None, verify=None, every=None) -> dict:
+    """Add a todo (``todo.added``). ``every`` (a duration such as ``1d``) makes it recurring: once
+    done it reopens at ``created + k*every`` (loopx.kernel.policy.tick). Returns {todo_id, goal_id}."""
     title = validate.text(title, "title", limit=validate.MAX_TITLE)
     detail = validate.text(detail, "--detail", required=False)
     acceptance = validate.text(acceptance, "--acceptance", required=False)
     verify = validate.command(verify, "--verify")
     priority = validate.count(priority, "--priority", low=-1000, high=1000)
+    every_s = None
+    if every is not None:
+        from loopx.kernel.write.watches import MAX_EVERY, MIN_EVERY, _duration
+
+        every_s = _duration(every, "--every", MIN_EVERY, MAX_EVERY)
     out: dict = {}
 
     def plan(state, now):
@@ -117,7 +123,8 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
 
         out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title))  # what is stored
         data = {"todo_id": tid, "title": title, "priority": priority}
-        for k, v in (("detail", detail), ("depends_on", deps), ("acceptance", acceptance), ("verify", verify)):
+        for k, v in (("detail", detail), ("depends_on", deps), ("acceptance", acceptance), ("verify", verify),
+                     ("every", every_s)):
             if v:
                 data[k] = v
         return [Draft("todo.added", g["id"], data)]
