@@ -154,7 +154,8 @@ def test_reopening_a_todo_is_human_only(goal, project, cli):
     "loopx gate approve gate-1234 --confirm gate-1234", "python -m loopx gate approve gate-1234",
     "uvx loopx gate reject gate-1234 --note x", "/opt/venv/bin/loopx --project . gate approve gate-1234",
     "bash -c 'loopx --format=json scope set --allow \"**\"'", "loopx todo update t-1 --reopen",
-    "loopx watch add --every 5m -- make deploy", "loopx disconnect", "loopx goal share g1",
+    "loopx watch add --every 5m -- make deploy", "loopx watch remove w-1", "loopx notify set --webhook x",
+    "loopx disconnect", "loopx forget .", "loopx goal share g1",
     "loopx turn finish --run r-1 --force-unverified", "echo ok && $(echo loopx) gate approve gate-1",
     "loopx connect", "loopx hooks --rules --protect-branch nothing",
 ])
@@ -163,6 +164,7 @@ def test_the_guard_denies_human_only_loopx_commands_however_wrapped(goal, projec
 
 
 @pytest.mark.parametrize("command", ["loopx status", "loopx gate open --kind merge --question 'ok?'",
+                                     "loopx notify list", "loopx watch list", "loopx inbox",
                                      "loopx hooks --rules --try 'git push origin main'", "loopx todo done t-1",
                                      "loopx evidence add --kind test --summary ok", "loopx scope show"])
 def test_ordinary_loopx_commands_pass_the_guard(goal, project, command):
@@ -244,3 +246,14 @@ def test_a_dashboard_started_from_an_agent_session_cannot_decide(monkeypatch):
     monkeypatch.setenv("CURSOR_AGENT", "1")
     with pytest.raises(HumanRequired):
         humans.dashboard_channel("test")
+
+
+@pytest.mark.parametrize("args", [["watch", "add", "--every", "5m", "--check", "true"], ["notify", "set", "--desktop", "on"],
+                                  ["disconnect"]])
+def test_other_issues_human_only_commands_see_through_env_u(args, goal, project, shim):
+    """watch add, notify set and disconnect use the same check: markers in a parent count."""
+    import shlex
+
+    proc = agent_shell("env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT loopx --format json " + shlex.join(args), project, shim)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "human_required"
