@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import HUMAN, REPO
 from loopx import __version__
 from loopx.dashboard import server as server_mod
 from loopx.dashboard.api import project_key
@@ -124,7 +124,7 @@ def test_approve_a_gate_in_the_browser(browser, scene):
     assert len(approved) == 1
     rec = approved[0]
     assert rec["data"]["gate_id"] == gate_id and rec["data"]["channel"] == "dashboard"
-    assert rec["actor"] == "human:tester" and "Chrome" in rec["data"]["user_agent"]
+    assert rec["actor"] == HUMAN and "Chrome" in rec["data"]["user_agent"]
 
     page.get_by_role("button", name="Load the review packet").click()
     review = page.locator("pre.review")

@@ -79,6 +79,9 @@ def render(d: dict) -> str:
             lines.append(f"  expired: {c['id']} (was {safe(c['holder'])})  {safe(c['title'], limit=40)}")
         for r in g["ready"][:3]:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
+        for w in g.get("waiting_on_goals", [])[:3]:
+            after = ", ".join(f"{x['id']} ({x['status']})" for x in w["goals"])
+            lines.append(f"  waits:   {w['id']}  {safe(w['title'], limit=40)}  (until goal {safe(after)} is done)")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
         from loopx.kernel.storage.clock import format_duration

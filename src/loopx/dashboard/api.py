@@ -222,7 +222,7 @@ class Api:
         board = {}
         for st, todos in queries.by_status(state, goal_id, now_iso).items():
             shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
-            board[st] = {"count": len(todos), "items": [_todo(t) for t in shown]}
+            board[st] = {"count": len(todos), "items": [_todo(t, state["goals"]) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
         watch_rows = []
@@ -270,9 +270,10 @@ class Api:
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
             from loopx.kernel.read import queries
+            from loopx.kernel.write.agents import shown_kind
 
             held = queries.holdings(state, now_iso, expired=True)
-            agents = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
+            agents = [dict(a, kind=shown_kind(a), holds=held.get(actors.agent(a["name"]), [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
@@ -382,11 +383,13 @@ def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
     return runs
 
 
-def _todo(t: dict) -> dict:
+def _todo(t: dict, goals: dict | None = None) -> dict:
     c = t.get("claim") or {}
     return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
             "holder": c.get("holder"), "lease_until": c.get("lease_until"), "since": c.get("since"),
             "note": t.get("note"), "evidence": len(t.get("evidence") or []), "depends_on": t.get("depends_on") or [],
+            "depends_on_goals": [{"id": g, "status": (goals or {}).get(g, {}).get("status")}
+                                 for g in t.get("depends_on_goals") or []],
             "acceptance": t.get("acceptance")}
 
 

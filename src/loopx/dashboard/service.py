@@ -82,14 +82,9 @@ def read_state() -> dict | None:
 
 def write_state(info: dict) -> None:
     os.makedirs(home(), exist_ok=True)
-    tmp = f"{state_path()}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, (json.dumps(info, indent=2) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, state_path())
+    from loopx.kernel.storage.fs import atomic_write
+
+    atomic_write(state_path(), json.dumps(info, indent=2) + "\n", mode=0o600)
 
 
 def remove_state(instance: str | None = None) -> None:

@@ -333,6 +333,9 @@ function todoItem(t) {
     h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
     t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
     t.note ? h("div", { class: "small muted" }, t.note) : null,
+    (t.depends_on_goals || []).filter((g) => g.status !== "done").length
+      ? h("div", { class: "small" }, "waits for goal ", (t.depends_on_goals || []).filter((g) => g.status !== "done")
+        .map((g) => `${g.id} (${g.status || "unknown"})`).join(", "), " to be done") : null,
     t.evidence ? h("div", { class: "small muted" }, `${t.evidence} evidence`) : null);
 }
 

@@ -195,6 +195,10 @@ class _Eval:
             n = sum(t["status"] == "blocked" for t in live)
             return self.decide("work", "wait_human", "todos_blocked",
                                f"{n} todo(s) are blocked and nothing else is ready (`loopx todo list`)")
+        waits = [g for t in live for g in queries.goals_waited_on(self.state, t)]
+        if waits:
+            return self.decide("work", "wait", "goal_dependency",
+                               f"the open todos wait for goal {waits[0]} to be done; it is worked on first")
         return self.decide("work", "wait_human", "dependencies",
                            "open todos wait on dependencies that cannot progress")
 

@@ -41,6 +41,9 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     live = groups["claimed"]
     if live:
         return f"wait: {len(live)} todo(s) held by live leases"
+    waiting = [g for t in groups["open"] + groups["expired"] for g in queries.goals_waited_on(state, t)]
+    if waiting:
+        return f"wait: the open todos wait for goal {waiting[0]} to be done (`loopx status --goal-id {waiting[0]}`)"
     open_like = groups["open"] + groups["expired"] + groups["blocked"]
     if not open_like and (any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values())
                           or any(t.get("every") for t in groups["done"])):
@@ -57,6 +60,17 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
     for k, n in state.get("closed", {}).get(gid, {}).items():  # a live view counts closed todos here
         counts[k] = counts.get(k, 0) + n
     return counts
+
+
+def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
+    """Open todos that wait for other goals to be done: ``[{id, title, goals: [{id, status}]}]``."""
+    out = []
+    for t in groups["open"] + groups["expired"]:
+        waits = queries.goals_waited_on(state, t) if t.get("depends_on_goals") else []
+        if waits:
+            out.append({"id": t["id"], "title": t["title"],
+                        "goals": [{"id": g, "status": (state["goals"].get(g) or {}).get("status")} for g in waits]})
+    return out
 
 
 def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None) -> dict:
@@ -80,6 +94,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
         "ready_count": len(ready),
         "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]],
+        "waiting_on_goals": _waiting_on_goals(state, groups),
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),

@@ -96,8 +96,9 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
     "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
-                   "every": _N + _OPT, "watch": _S + _OPT},
-    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+                   "every": _N + _OPT, "watch": _S + _OPT, "depends_on_goals": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                     "depends_on_goals": _L + _OPT},
     "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
     "todo.renewed": {"todo_id": _S, "lease_until": _S},
     "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
@@ -110,6 +111,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
+    "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
     "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
@@ -135,7 +137,7 @@ def check_shape(rec: dict) -> None:
                 raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
             if key in _ID_FIELDS and key not in data:
                 raise ValueError(f"{rec['type']}: field {key!r} is missing")
-        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+        for key in ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect"):
             if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
                 raise ValueError(f"{rec['type']}: {key!r} must list strings")
 
@@ -236,6 +238,7 @@ def _todo_added(s, r, d):
     s["todos"][tid] = {
         "id": tid, "goal": r["goal"], "title": d.get("title", ""), "detail": d.get("detail"),
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
+        "depends_on_goals": list(d.get("depends_on_goals") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
         "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
         "created_by": r.get("actor"), "every": d.get("every"), "watch": d.get("watch"),
@@ -248,7 +251,7 @@ def _todo(s, d):
 
 def _todo_updated(s, r, d):
     t = _todo(s, d)
-    for k in ("title", "detail", "priority", "depends_on", "acceptance", "verify"):
+    for k in ("title", "detail", "priority", "depends_on", "depends_on_goals", "acceptance", "verify"):
         if k in d:
             t[k] = d[k]
     t["updated"] = r["ts"]
@@ -364,6 +367,8 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    if d.get("reaped"):
+        run["reaped"] = True
     g = s["goals"].get(run["goal"])
     if g is not None:
         if run["result"] in ("progress", "completion"):
@@ -374,6 +379,10 @@ def _run_finished(s, r, d):
 
 def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
+
+
+def _run_attached(s, r, d):
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
 
 def _quota_spent(s, r, d):
@@ -495,6 +504,7 @@ REDUCERS = {
     "handoff.recorded": _handoff_recorded,
     "run.started": _run_started,
     "run.renewed": _run_renewed,
+    "run.attached": _run_attached,
     "run.finished": _run_finished,
     "quota.spent": _quota_spent,
     "decision.recorded": _decision_recorded,
