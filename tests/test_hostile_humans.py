@@ -109,7 +109,7 @@ GOVERNANCE_OFF = [
     ("loopx scope set --clear-protect", "widening"),
     ("loopx goal stop g1", "stopping or finishing"),
     ("loopx goal done g1", "stopping or finishing"),
-    ("loopx quota set --slots 1000", "raising"),
+    ("loopx quota set --slots 1000", "budget"),
     ("loopx hooks --remove --host claude-code", "removing loopx's hooks"),
 ]
 

@@ -35,7 +35,7 @@ HUMAN_ONLY: dict[str, str] = {
     "guard.rules": "editing the pre-tool guard's rules or protected branches",
     "goal.finish": "stopping or finishing a goal",
     "hooks.remove": "removing loopx's hooks",
-    "quota.raise": "raising a goal's budget (slots, window, cooldown, stall limit)",
+    "quota.raise": "raising a goal's budget (slots, window, cooldown, stall limit, money, tokens, host reserve)",
     "connect.replace": "reconnecting a project whose store was removed, moved or replaced",
     "disconnect": "disconnecting a project",
     "watch.add": "adding a watch (its check runs a command from cron, outside any agent sandbox)",
@@ -82,6 +82,10 @@ AGENT_DENIED: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
     (("todo", "reopen"), None, "todo.reopen"),
     ((), "--force-unverified", "force_unverified"),
     (("gate", "signing"), None, "signing.config"),
+    (("goal", "update"), "--permission-mode", "permission.mode"),
+    (("run",), "--permission-mode", "permission.mode"),
+    (("start-goal",), "--permission-mode", "permission.mode"),
+    (("usage", "set"), None, "usage.limit"),
     (("doctor",), "--fix", "doctor.fix"),
 )
 HUMAN_ONLY.setdefault("doctor.fix", "repairing the store")
