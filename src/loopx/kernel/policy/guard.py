@@ -33,7 +33,7 @@ import fnmatch
 import os
 
 from loopx.errors import UsageError
-from loopx.kernel.read import queries, scope, validate
+from loopx.kernel.read import queries, scope, validate, worktrees
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import gates
 
@@ -455,6 +455,8 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
         if how == "governance-only":
             continue
         rel = scope.project_relative(project_dir, path, cwd)
+        if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
+            rel = worktrees.strip(rel, worktrees.prefix(project_dir))
         verdict = _path_verdict(state, goals, rel, branch_of)
         if not verdict and how == "edit":
             verdict = _link_verdict(path, cwd, rel)
@@ -579,6 +581,8 @@ def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, br
             if verdict:
                 return verdict
             rel = scope.project_relative(project_dir, path, cwd or project_dir)
+            if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):
+                rel = worktrees.strip(rel, worktrees.prefix(project_dir))
             if rel == ".loopx" or rel.startswith(".loopx/"):
                 return {"allow": False, "kind": "scope", "path": rel, "reason": (
                     f"loopx: {rel} is loopx's own store ({problem}); never edit it directly. Ask a human to run "

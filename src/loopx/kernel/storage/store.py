@@ -10,6 +10,13 @@ appended, let the caller validate against the current state (compare-and-append)
 file's new lines with one ``os.write`` and ``fsync``. Readers never lock: they load the snapshot in
 ``cache/`` when it still matches the files, fold only the tail, and ignore an unterminated last
 line. Bad lines are skipped, counted and reported, never silently dropped.
+
+A log may also be the union of several clones' logs (git's ``merge=union``, which ``loopx
+connect`` sets for ``.loopx/*.jsonl``): both sides' new lines, each side's in its own order, with
+``seq`` numbers that repeat. A reader that meets a ``seq`` not above the last one folds that file
+again in ``order_key`` order with duplicate ids dropped (``merged`` in the file's meta), so every
+clone with the same records computes the same state whatever order git wrote them in; the next
+``seq`` is one above the largest, a Lamport clock over the clones.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refresh
 BAD_SAMPLES = 20
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nworktrees/\n"
 
 
 def lock_timeout() -> float:
@@ -223,14 +230,18 @@ class Store:
             folded += n
             if tail:
                 torn[name] = tail
+        if any(m.get("unordered") for m in state["meta"]["files"].values()):
+            state, folded = self._fold_merged(state), SNAPSHOT_EVERY  # saved: the next read folds the tail only
         state["meta"]["torn"] = torn
         if save_snapshot == "refresh" or (save_snapshot and folded >= SNAPSHOT_EVERY):
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
-    def _fold_file(self, state: dict, name: str, offset: int) -> tuple[int, int]:
-        """Fold ``name`` from byte ``offset``; return (lines folded, torn-tail bytes)."""
+    def _fold_file(self, state: dict, name: str, offset: int, ordered: bool = False) -> tuple[int, int]:
+        """Fold ``name`` from byte ``offset``; return (lines folded, torn-tail bytes). A record whose
+        ``seq`` is not above the last one marks the file ``unordered`` (a union-merged log; the
+        caller folds again with ``ordered``, which sorts by ``order_key`` and drops duplicate ids)."""
         meta = state["meta"]["files"][name]
         try:
             with open(self.path(f"{name}.jsonl"), "rb") as fh:
@@ -250,6 +261,9 @@ class Store:
         pos = offset
         count = 0
         apply = fold.apply
+        if ordered:
+            collected: list[dict] = []
+            apply = lambda _state, rec: collected.append(rec)  # noqa: E731 - sorted and folded below
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -270,14 +284,38 @@ class Store:
                                                 "reason": str(exc), "text": line[:80].decode("utf-8", "replace")})
                 continue
             seq = rec["seq"]
-            if seq != meta["last_seq"] + 1:
+            if seq <= meta["last_seq"] and not ordered:
+                meta["unordered"] = True
+            elif seq != meta["last_seq"] + 1 and not ordered:
                 meta["seq_gaps"] = meta.get("seq_gaps", 0) + 1
             if seq > meta["last_seq"]:
                 meta["last_seq"] = seq
             apply(state, rec)
+        if ordered:
+            seen: set = set()
+            keep = []
+            for rec in sorted(collected, key=order_key):
+                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+                if rid in seen:
+                    meta["duplicates"] = meta.get("duplicates", 0) + 1
+                    continue
+                seen.add(rid)
+                keep.append(rec)
+            meta["merged"] = True
+            for rec in keep:
+                fold.apply(state, rec)
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
+
+    def _fold_merged(self, seen: dict) -> dict:
+        """The whole state again, each file folded in ``order_key`` order without duplicate ids
+        (a union-merged log: see the module docstring). ``seen`` is the state the plain fold made."""
+        state = fold.empty()
+        for name in STREAMS:
+            merged = seen["meta"]["files"][name].get("unordered") or seen["meta"]["files"][name].get("merged")
+            self._fold_file(state, name, 0, ordered=bool(merged))
+        return state
 
     def _load_live(self) -> dict | None:
         state, offsets = self._load_snapshot(LIVE_FILE)
@@ -287,7 +325,8 @@ class Store:
         torn = {}
         for name in STREAMS:
             n, tail = self._fold_file(state, name, offsets[name])
-            if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed:
+            if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed \
+                    or state["meta"]["files"][name].get("unordered"):
                 return None  # too far behind, or the tail refers to something the view left out
             if tail:
                 torn[name] = tail
@@ -484,6 +523,15 @@ class Store:
             os.makedirs(os.path.dirname(p), exist_ok=True)
             atomic_write(p, data)
         return digest
+
+
+def order_key(rec: dict) -> tuple:
+    """The order in which a union-merged log is folded: ``(seq, id)``. ``seq`` acts as a Lamport
+    clock (a writer takes one above the largest it has seen, merged records included), so each
+    clone's own records keep their order and a record written after a merge sorts after what the
+    merge brought; ``id`` (random) breaks ties between clones deterministically. Store format 2
+    replaces this with ``(hlc, node, id)``."""
+    return (rec.get("seq", 0), str(rec.get("id") or ""))
 
 
 def _unmarshal(raw: bytes):
