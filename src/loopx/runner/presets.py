@@ -48,6 +48,8 @@ PRESETS: dict[str, dict | list] = {
                "modes": {"read-only": ["--approval-mode", "plan"],
                          "edit": ["--approval-mode", "auto_edit"],
                          "full": ["--approval-mode", "yolo"]}},
+    # a plain argv (no usage report, no permission flags): print mode, the packet on piped stdin
+    "pi": ["pi", "-p"],
 }
 
 
