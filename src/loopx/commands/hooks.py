@@ -141,6 +141,10 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
     chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    if mode == "remove" and not dry_run:
+        from loopx.kernel.write import humans
+
+        humans.require_human(ctx, "hooks.remove")
     if cap is not None:
         from loopx.kernel.read import validate
 
@@ -186,8 +190,11 @@ def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_default
         [guard.parse_rule(r, "path") for r in add_path_rule or []]
     changed = bool(rules or protect_branch or no_defaults or reset_rules)
     if changed:
-        guard.set_config(store, ctx.actor, goal_id, rules=rules, branches=protect_branch,
-                         defaults=False if no_defaults else None, reset=reset_rules)
+        from loopx.kernel.write import humans
+
+        human = humans.require_human(ctx, "guard.rules")
+        guard.set_config(store, human.actor, goal_id, rules=rules, branches=protect_branch,
+                         defaults=False if no_defaults else None, reset=reset_rules, human=human)
     state = store.load()
     goal = queries.resolve_goal(state, goal_id)
     out = {"mode": "rules", "goal_id": goal["id"], "changed": changed, "guard": guard.config(goal),

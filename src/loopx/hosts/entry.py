@@ -222,19 +222,27 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             return _allow(host, {"allow": True, "reason": "not a shell command or file edit"})
         where = payload_dir(payload, project)
         store = open_store(where)
-        if store is None:
-            return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
+        from loopx.kernel.storage import registry
+
+        vanished = registry.store_problem(where, store)
+        if store is None and vanished is None:
+            return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         try:
+            if vanished:
+                raise RuntimeError(vanished)
             state = store.load()
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
-            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:200])
+            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
+                                                project_dir=store.project_dir if store else where)
         else:
             verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
                                      cwd=cwd, goal_id=goal_id)
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
         return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
+    if verdict.get("allow") and verdict.get("uses"):
+        verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):
         return _allow(host, verdict)
     response, extra = deny(host, verdict["reason"])
@@ -332,6 +340,25 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
     except Exception as exc:
         log_error(store, "hook after-edit", exc)
         return {}, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _use_approvals(store, host: str, verdict: dict) -> dict:
+    """Record each approval the allowed call uses (``gates.use``); a single-use approval used up by
+    another call meanwhile turns the verdict into a deny."""
+    from loopx.kernel.write import gates
+
+    try:
+        for u in verdict["uses"]:
+            if not gates.use(store, f"guard:{host}", u["gate_id"], u["command"]):
+                return {"allow": False, "kind": u["kind"], "gate_id": u["gate_id"], "reason": (
+                    f"loopx: gate {u['gate_id']} approved `{u['command'][:120]}` once and that approval was just "
+                    "used by another call. Open a new gate and stop.")}
+    except Exception as exc:  # cannot record the use: do not let the approval be reused silently
+        log_error(store, "hook pre-tool (recording an approval's use)", exc)
+        return {"allow": False, "kind": verdict["uses"][0]["kind"], "reason": (
+            f"loopx: could not record the use of approval {verdict['uses'][0]['gate_id']} "
+            f"({type(exc).__name__}); ask a human to run `loopx doctor`.")}
+    return verdict
 
 
 # ------------------------------------------------------------------ session start
