@@ -25,17 +25,17 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
 
 def empty() -> dict:
-    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": ""}
+    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
-            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
+            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
 
 
 def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
@@ -402,4 +402,5 @@ REDUCERS = {
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
+    "store.migrated": _noop,
 }

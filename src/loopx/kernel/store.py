@@ -23,8 +23,9 @@ from loopx import __version__
 from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
 from loopx.kernel import clock, fold, ids
 
-FORMAT = 1
+FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
 STREAMS = ("events", "evidence")
+SEGMENT_BYTES = 8 << 20       # the open segment (``events.jsonl``) is closed into ``events/`` past this size
 EVENT_VERSION = 1
 SNAPSHOT_VERSION = 3
 SNAPSHOT_FILE = "snapshot.bin"
@@ -34,7 +35,7 @@ BAD_SAMPLES = 20
 DIRNAME = ".loopx"
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nnode\nbackup/\n"
 
 
 def lock_timeout() -> float:
@@ -80,6 +81,10 @@ def decode(line: bytes, loads=None) -> dict:
     if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) or not isinstance(rec.get("seq"), int):
         raise ValueError("not an event record")
     fold.check_shape(rec)
+    if "node" in rec:
+        from loopx.kernel.chain import check_fields
+
+        check_fields(rec)
     return rec
 
 
@@ -138,6 +143,7 @@ class Store:
         self.root = root
         self.project_dir = os.path.dirname(root)
         self._format: dict | None = None
+        self.migrated: dict | None = None  # set by the write that migrated a format-1 store
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -187,6 +193,45 @@ class Store:
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
+
+    def segment_path(self, stream: str, number: int) -> str:
+        """The closed segment ``number`` (1-based) of ``stream``: ``<stream>/000001.jsonl``."""
+        return os.path.join(self.root, stream, f"{number:06d}.jsonl")
+
+    def closed_segments(self, stream: str) -> int:
+        """How many closed segments ``stream`` has (they are numbered 1..n without gaps)."""
+        n = 0
+        try:
+            names = os.listdir(self.path(stream))
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        have = {x for x in names if len(x) == 12 and x.endswith(".jsonl") and x[:6].isdigit()}
+        while f"{n + 1:06d}.jsonl" in have:
+            n += 1
+        return n
+
+    def stream_paths(self, stream: str) -> list[str]:
+        """Every file of ``stream`` oldest first: the closed segments, then the open ``<stream>.jsonl``."""
+        return [self.segment_path(stream, i) for i in range(1, self.closed_segments(stream) + 1)] + \
+            [self.path(f"{stream}.jsonl")]
+
+    def node_id(self, *, create: bool = False) -> str | None:
+        """This clone's node id from ``.loopx/node``; with ``create`` (writers, under the lock) a
+        missing or unreadable file gets a fresh id."""
+        from loopx.kernel import chain
+
+        try:
+            with open(self.path(chain.NODE_FILE), "rb") as fh:
+                text = fh.read(64).decode("ascii", "replace").strip()
+            if chain.valid_node(text):
+                return text
+        except OSError:
+            pass
+        if not create:
+            return None
+        node = chain.new_node()
+        _atomic_write(self.path(chain.NODE_FILE), (node + "\n").encode())
+        return node
 
     def format_info(self) -> dict:
         """``format.json`` as a dict. Raises StateError when it is missing or unreadable."""
@@ -239,7 +284,7 @@ class Store:
         folded = 0
         torn = {}
         for name in STREAMS:
-            n, tail = self._fold_file(state, name, offsets.get(name, 0))
+            n, tail = self._fold_stream(state, name, offsets.get(name, 0))
             folded += n
             if tail:
                 torn[name] = tail
@@ -249,11 +294,27 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
-    def _fold_file(self, state: dict, name: str, offset: int) -> tuple[int, int]:
-        """Fold ``name`` from byte ``offset``; return (lines folded, torn-tail bytes)."""
+    def _fold_stream(self, state: dict, name: str, offset: int) -> tuple[int, int]:
+        """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
+        state was folded (closed since if a segment numbered past ``meta["segments"]`` exists), then
+        every later segment and the open file. Returns (lines folded, torn-tail bytes)."""
+        meta = state["meta"]["files"][name]
+        total = 0
+        while os.path.exists(self.segment_path(name, meta.get("segments", 0) + 1)):
+            k = meta.get("segments", 0) + 1
+            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k))
+            total += n
+            meta["segments"] = k
+            meta["offset"], meta["tail"], offset = 0, "", 0
+        n, torn = self._fold_file(state, name, offset)
+        return total + n, torn
+
+    def _fold_file(self, state: dict, name: str, offset: int, path: str | None = None) -> tuple[int, int]:
+        """Fold ``name`` (the open file, or ``path``) from byte ``offset``; return (lines folded,
+        torn-tail bytes)."""
         meta = state["meta"]["files"][name]
         try:
-            with open(self.path(f"{name}.jsonl"), "rb") as fh:
+            with open(path or self.path(f"{name}.jsonl"), "rb") as fh:
                 if offset:
                     fh.seek(offset)
                 data = fh.read()
@@ -270,6 +331,8 @@ class Store:
         pos = offset
         count = 0
         apply = fold.apply
+        heads: dict = {}
+        top = None
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -294,7 +357,15 @@ class Store:
                 meta["seq_gaps"] = meta.get("seq_gaps", 0) + 1
             if seq > meta["last_seq"]:
                 meta["last_seq"] = seq
+            node = rec.get("node")
+            if node is not None:
+                hlc = rec["hlc"]
+                heads[node] = (hlc, seq, line)
+                if top is None or hlc > top:
+                    top = hlc
             apply(state, rec)
+        if heads:
+            _note_heads(state["meta"], name, heads, top)
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
@@ -306,7 +377,7 @@ class Store:
         malformed = state["meta"].get("malformed", 0)
         torn = {}
         for name in STREAMS:
-            n, tail = self._fold_file(state, name, offsets[name])
+            n, tail = self._fold_stream(state, name, offsets[name])
             if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed:
                 return None  # too far behind, or the tail refers to something the view left out
             if tail:
@@ -333,7 +404,9 @@ class Store:
                 meta = snap["state"]["meta"]["files"][name]
                 off = meta["offset"]
                 tail = bytes.fromhex(meta.get("tail", ""))
-                with open(self.path(f"{name}.jsonl"), "rb") as fh:
+                closed = self.segment_path(name, meta.get("segments", 0) + 1)
+                where = closed if os.path.exists(closed) else self.path(f"{name}.jsonl")
+                with open(where, "rb") as fh:
                     if off:
                         fh.seek(max(0, off - len(tail)))
                         if fh.read(len(tail)) != tail:
@@ -410,6 +483,15 @@ class Store:
         """
         with self.lock():
             repairs = self._repair_torn_tails()
+            if self.format_info()["format"] < FORMAT and not self.read_only_reason():
+                from loopx.kernel import migrate
+
+                done = migrate.run(self)
+                if done:
+                    self.migrated = done
+                    repairs = list(repairs) + [Draft("store.migrated", None, {
+                        "from": 1, "to": FORMAT, "records": done["records"], "legacy_node": done["node"],
+                        "backup": os.path.relpath(done["backup"], self.root)})]
             state = self.load(save_snapshot=False)
             reason = state["meta"]["read_only"]
             if reason:
@@ -422,15 +504,42 @@ class Store:
                 repairs = list(repairs) + reap_drafts(state, now)
             records = self._append(state, list(repairs), now, actor) if repairs else []
             records += self._append(state, list(plan(state, now) or []), now, actor)
+            rotated = self._rotate(state)
             lines = sum(m["lines"] for m in state["meta"]["files"].values())
-            if lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY:
+            if rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY:
                 self._save_snapshot(state)
             return records, state
 
+    def _rotate(self, state: dict) -> bool:
+        """Under the lock: close each open file grown past SEGMENT_BYTES into ``<stream>/NNNNNN.jsonl``
+        (renamed whole, never rewritten) and start an empty open file. True when one was closed."""
+        done = False
+        for name in STREAMS:
+            meta = state["meta"]["files"][name]
+            if meta["offset"] < SEGMENT_BYTES:
+                continue
+            k = meta.get("segments", 0) + 1
+            os.makedirs(self.path(name), exist_ok=True)
+            dest = self.segment_path(name, k)
+            if os.path.exists(dest):
+                continue  # never overwrite a closed segment; doctor reports the odd numbering
+            os.rename(self.path(f"{name}.jsonl"), dest)
+            os.close(os.open(self.path(f"{name}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            meta["segments"], meta["offset"], meta["tail"] = k, 0, ""
+            done = True
+        return done
+
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
+        from hashlib import sha256
+
+        from loopx.kernel.chain import next_hlc, wall_ms
         from loopx.kernel.redact import redact
 
         ts = clock.iso(now)
+        wall = wall_ms(now)
+        node = self.node_id(create=True)
+        top = state["meta"]
+        chain = top.setdefault("chain", {})
         records: list[dict] = []
         for stream in ("evidence", "events"):
             mine = [d for d in drafts if d.stream == stream]
@@ -441,10 +550,16 @@ class Store:
             chunks = []
             for d in mine:
                 seq += 1
-                rec = {"v": EVENT_VERSION, "seq": seq, "id": ids.event_id(), "ts": ts, "actor": actor,
+                head = chain.get(node)
+                hlc = next_hlc(top.get("hlc"), wall)
+                rec = {"v": EVENT_VERSION, "seq": seq, "id": ids.event_id(), "ts": ts, "node": node, "hlc": hlc,
+                       "prev": head["hash"] if head else None, "actor": actor,
                        "type": d.type, "goal": d.goal, "data": redact(clean(d.data))}
-                chunks.append(encode(rec))
+                line = encode(rec)
+                chunks.append(line)
                 records.append(rec)
+                top["hlc"] = hlc
+                chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
             fd = os.open(self.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -497,19 +612,60 @@ class Store:
 
     # ----------------------------------------------------------------- helpers
     def iter_records(self, stream: str = "events"):
-        """Yield every good record of ``stream`` in file order (for history and reports)."""
-        try:
-            fh = open(self.path(f"{stream}.jsonl"), "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
-            return
-        with fh:
-            for line in fh:
-                if not line.endswith(b"\n"):
-                    break
-                try:
-                    yield decode(line[:-1])
-                except ValueError:
-                    continue
+        """Yield every good record of ``stream`` in file order, streaming the closed segments and
+        then the open file (for history, reports and doctor)."""
+        from json import loads
+
+        for path in self.stream_paths(stream):
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+            except FileNotFoundError:
+                continue
+            with fh:
+                for line in fh:
+                    if not line.endswith(b"\n"):
+                        break
+                    try:
+                        yield decode(line[:-1], loads)
+                    except ValueError:
+                        continue
+
+    def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
+        """Yield every good record of ``stream`` newest first, reading the files backwards in
+        ``block``-byte pieces (``history --limit N`` reads only the end of the log)."""
+        from json import loads
+
+        for path in reversed(self.stream_paths(stream)):
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+            except FileNotFoundError:
+                continue
+            with fh:
+                end = fh.seek(0, os.SEEK_END)
+                rest = b""
+                first = True
+                while end > 0:
+                    start = max(0, end - block)
+                    fh.seek(start)
+                    chunk = fh.read(end - start) + rest
+                    end = start
+                    lines = chunk.split(b"\n")
+                    rest = lines[0] if start > 0 else b""
+                    body = lines[1:] if start > 0 else lines
+                    if first:  # the part after the last newline is a torn tail (or nothing)
+                        body = body[:-1]
+                        first = False
+                    for line in reversed(body):
+                        if line.strip():
+                            try:
+                                yield decode(line, loads)
+                            except ValueError:
+                                continue
+                if rest.strip():
+                    try:
+                        yield decode(rest, loads)
+                    except ValueError:
+                        pass
 
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` content-addressed under ``blobs/``; returns the sha256 hex. Write-once."""
@@ -521,6 +677,20 @@ class Store:
             os.makedirs(os.path.dirname(p), exist_ok=True)
             _atomic_write(p, data)
         return digest
+
+
+def _note_heads(meta: dict, stream: str, heads: dict, top: list) -> None:
+    """Record in ``meta`` each node's newest record among ``heads`` ({node: (hlc, seq, line)}) and
+    the newest clock value ``top``; only the winning lines are hashed."""
+    from loopx.kernel.chain import line_hash
+
+    chain = meta.setdefault("chain", {})
+    for node, (hlc, seq, line) in heads.items():
+        cur = chain.get(node)
+        if cur is None or hlc > cur["hlc"]:
+            chain[node] = {"hash": line_hash(line), "hlc": hlc, "seq": seq, "stream": stream}
+    if meta.get("hlc") is None or top > meta["hlc"]:
+        meta["hlc"] = top
 
 
 def _unmarshal(raw: bytes):
