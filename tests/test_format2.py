@@ -234,8 +234,8 @@ def test_segments_rotate_and_every_reader_sees_all_records(goal, project, cli, m
     assert [r["seq"] for r in newest] == [r["seq"] for r in reversed(every)]
     titles = {t["title"] for t in cli("todo", "list", "--goal-id", goal, json=True).data["todos"]}
     assert {f"todo {i}" for i in range(12)} <= titles
-    (root / "cache" / "snapshot.bin").unlink()
-    (root / "cache" / "live.bin").unlink()
+    (root / "cache" / "snapshot.bin").unlink(missing_ok=True)
+    (root / "cache" / "live.bin").unlink(missing_ok=True)
     assert {t["title"] for t in cli("todo", "list", "--goal-id", goal, json=True).data["todos"]} == titles
     checks = {c["id"]: c for c in cli("doctor", json=True).data["checks"]}
     assert checks["store.chain"]["status"] == "ok"

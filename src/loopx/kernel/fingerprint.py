@@ -20,28 +20,42 @@ GIT_TIMEOUT = 10.0
 
 def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     """Hash of the goal, its live todos and its gates. ``overrides`` maps todo id -> status to
-    use instead of the folded one (for the state a transaction is about to produce)."""
+    use instead of the folded one (for the state a transaction is about to produce).
+    Closed todos and decided gates count only by id and status, folded into one order-free 64-bit
+    mark (``fold.closed_mark``), so a live view (which keeps that mark for what it left out, in
+    ``closed_fp``) and the full state give the same hash."""
+    from loopx.kernel.fold import closed_mark
+
     g = state["goals"].get(goal_id) or {}
     import hashlib
     import json
 
     overrides = overrides or {}
+    mark = state.get("closed_fp", {}).get(goal_id, 0)
     todos = []
     for t in state["todos"].values():
         if t["goal"] != goal_id:
             continue
         status = overrides.get(t["id"], t["status"])
         if status in ("done", "archived"):
-            todos.append([t["id"], status])
+            mark ^= closed_mark(t["id"], status)
             continue
         if status == "claimed":
             status = "open"
         todos.append([t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
                       sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")])
     todos.sort()
-    gates = sorted([x["id"], x["status"]] for x in state["gates"].values() if x["goal"] == goal_id)
+    gates = []
+    for x in state["gates"].values():
+        if x["goal"] != goal_id:
+            continue
+        if x["status"] == "pending":
+            gates.append([x["id"], x["status"]])
+        else:
+            mark ^= closed_mark(x["id"], x["status"])
+    gates.sort()
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
-            todos, gates]
+            todos, gates, f"{mark:016x}"]
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -20,7 +20,7 @@ import zlib
 from contextlib import contextmanager
 
 from loopx import __version__
-from loopx.errors import NotConnected, ReadOnlyStore, StateError, StoreBusy
+from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError, StoreBusy
 from loopx.kernel import clock, fold, ids
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -418,22 +418,26 @@ class Store:
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             return fold.empty(), {}
 
-    def _save_snapshot(self, state: dict) -> None:
-        """Write the snapshot atomically; the cache is disposable so failures are ignored."""
+    def _save_snapshot(self, state: dict, *, full: bool = True) -> None:
+        """Write the snapshots atomically: the full state (unless ``full`` is False or ``state`` is
+        itself a live view) and the live view derived from it. The cache is disposable, so
+        failures are ignored."""
         import marshal
         meta = state["meta"]
-        meta["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
+        is_live = "closed" in state
         saved = {k: v for k, v in meta.items() if k not in ("torn", "read_only")}
         body = dict(state)
         body["meta"] = saved
         try:
             os.makedirs(self.path("cache"), exist_ok=True)
-            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            _atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+            if full and not is_live:
+                meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
+                data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
+                _atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+                self._sweep_cache()
             view = fold.live_view(body, clock.now_iso())
             live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
             _atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
-            self._sweep_cache()
         except (OSError, ValueError):
             pass
 
@@ -492,22 +496,46 @@ class Store:
                     repairs = list(repairs) + [Draft("store.migrated", None, {
                         "from": 1, "to": FORMAT, "records": done["records"], "legacy_node": done["node"],
                         "backup": os.path.relpath(done["backup"], self.root)})]
-            state = self.load(save_snapshot=False)
+            # the live view when it is current (a write then reads and rewrites only what is open),
+            # else the full state; see docs/architecture.md "Flat cost"
+            state = self._load_live() if self.format_info()["format"] >= FORMAT else None
+            live = state is not None
+            if state is None:
+                state = self.load(save_snapshot=False)
             reason = state["meta"]["read_only"]
             if reason:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
+            malformed = state["meta"].get("malformed", 0)
             if reap and _expired_runs(state, clock.iso(now)):
                 from loopx.kernel.turn import reap_drafts
 
                 repairs = list(repairs) + reap_drafts(state, now)
             records = self._append(state, list(repairs), now, actor) if repairs else []
-            records += self._append(state, list(plan(state, now) or []), now, actor)
+            if live:
+                ids.HIDDEN = state.get("hidden", 0)
+                try:
+                    drafts = list(plan(state, now) or [])
+                except (LoopxError, KeyError):
+                    # the plan may need a record the live view left out (a done todo, an old
+                    # run): ask again on the full state, which also gives the real refusal
+                    ids.HIDDEN = 0
+                    state, live = self.load(save_snapshot=False), False
+                    drafts = list(plan(state, now) or [])
+                finally:
+                    ids.HIDDEN = 0
+            else:
+                drafts = list(plan(state, now) or [])
+            records += self._append(state, drafts, now, actor)
+            if live and state["meta"].get("malformed", 0) != malformed:
+                state, live = self.load(save_snapshot=False), False  # a record touched what the view left out
             rotated = self._rotate(state)
-            lines = sum(m["lines"] for m in state["meta"]["files"].values())
-            if rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY:
-                self._save_snapshot(state)
+            if live:
+                self._save_snapshot(state, full=False)
+            else:
+                lines = sum(m["lines"] for m in state["meta"]["files"].values())
+                self._save_snapshot(state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
             return records, state
 
     def _rotate(self, state: dict) -> bool:
