@@ -9,7 +9,7 @@ from loopx.output import safe, table
 def register(sub, name, help_text):
     p = add(sub, name, help_text, example='loopx todo add "fix the flaky login test" --priority 2')
     acts = actions(p)
-    a = add(acts, "add", "add a todo to a goal", handler=todo_add, render=lambda d: f"added {d['todo_id']} to {d['goal_id']}",
+    a = add(acts, "add", "add a todo to a goal", handler=todo_add, render=render_add,
             command="todo add", example='loopx todo add "fix the parser" --detail "see issue 12" --depends-on t-3f9a')
     a.add_argument("title")
     goal_opt(a)
@@ -78,6 +78,10 @@ def register(sub, name, help_text):
              command="todo archive", example="loopx todo archive t-3f9a --note 'superseded'")
     ar.add_argument("todo")
     ar.add_argument("--note")
+
+
+def render_add(d: dict) -> str:
+    return f"added {d['todo_id']} to {d['goal_id']}"
 
 
 def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None):

@@ -44,10 +44,21 @@ def canonical(line: bytes) -> bytes:
     return line
 
 
+def sha256(data: bytes = b""):
+    """A SHA-256 hash object from the interpreter's built-in module when there is one (importing
+    ``hashlib`` loads OpenSSL, several ms on every write), else from ``hashlib``."""
+    try:
+        from _sha256 import sha256 as impl  # CPython 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256 as impl  # CPython 3.12+
+        except ImportError:  # pragma: no cover - other interpreters
+            from hashlib import sha256 as impl
+    return impl(data)
+
+
 def line_hash(line: bytes) -> str:
     """SHA-256 hex of ``canonical(line)``."""
-    from hashlib import sha256
-
     return sha256(canonical(line)).hexdigest()
 
 

@@ -151,12 +151,11 @@ def run(store) -> dict | None:
     """Migrate ``store`` to format 2 (see the module docstring). Call with the lock held."""
     import heapq
     import json
-    from hashlib import sha256
 
     from loopx import __version__
     from loopx.errors import StateError
     from loopx.kernel import clock
-    from loopx.kernel.chain import next_hlc
+    from loopx.kernel.chain import next_hlc, sha256
     from loopx.kernel.store import FORMAT, _atomic_write, decode, encode
 
     if resume(store):

@@ -558,9 +558,7 @@ class Store:
         return done
 
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
-        from hashlib import sha256
-
-        from loopx.kernel.chain import next_hlc, wall_ms
+        from loopx.kernel.chain import next_hlc, sha256, wall_ms
         from loopx.kernel.redact import redact
 
         ts = clock.iso(now)
@@ -617,6 +615,9 @@ class Store:
             if size == 0:
                 continue
             with open(p, "rb+") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) == b"\n":
+                    continue  # the common case: one byte read, whatever the file's size
                 back = min(size, 1 << 20)
                 fh.seek(size - back)
                 chunk = fh.read(back)
