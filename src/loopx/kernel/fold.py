@@ -67,7 +67,8 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     (pruning again only moves more records out; the counts add up):
 
     - todos not done or archived, and closed ones created after the goal's stall horizon;
-    - pending gates, and decided ones decided after it; open runs, each goal's last run and the
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
       runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
     - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
       ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
@@ -103,9 +104,17 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
         per_goal.setdefault(e["goal"], []).append(e)
     evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
     hidden += len(state["evidence"]) - len(evidence)
+    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    for g in state["gates"].values():
+        if g["status"] == "approved":
+            key = (g["goal"], g["kind"])
+            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
     gates = {}
     for k, g in state["gates"].items():
-        if g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]:
+        cover = approved.get((g["goal"], g["kind"]))
+        if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
+                or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
+                                                                       and (g.get("decided_seq") or 0) == cover)))):
             gates[k] = g
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])

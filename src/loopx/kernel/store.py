@@ -253,9 +253,29 @@ class Store:
             self._format = info
         return self._format
 
+    def format_number(self) -> int:
+        """``format.json``'s ``format``, read without importing ``json`` when the file is plain (the
+        hot read path); anything unusual goes through ``format_info`` (and its errors)."""
+        if self._format is not None:
+            return self._format["format"]
+        try:
+            with open(self.path("format.json"), "rb") as fh:
+                raw = fh.read(4096)
+        except OSError:
+            return self.format_info()["format"]
+        key = raw.find(b'"format"')
+        if key >= 0 and raw.count(b'"format"') == 1 and len(raw) < 4096:
+            rest = raw[key + 8:].lstrip(b" \t\r\n")
+            if rest.startswith(b":"):
+                rest = rest[1:].lstrip(b" \t\r\n")
+                digits = len(rest) - len(rest.lstrip(b"0123456789"))
+                if 0 < digits < 6 and rest[digits:digits + 1] in (b",", b"}", b" ", b"\n", b"\r", b"\t"):
+                    return int(rest[:digits])
+        return self.format_info()["format"]
+
     def read_only_reason(self, state: dict | None = None) -> str | None:
         """Why this store must not be written now, or None."""
-        fmt = self.format_info()["format"]
+        fmt = self.format_number()
         if fmt > FORMAT:
             return (f"this store has format {fmt}; this loopx {__version__} understands format {FORMAT}"
                     " (upgrade loopx: `loopx update plan`)")
@@ -274,7 +294,7 @@ class Store:
         todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
         what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
         stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
-        self.format_info()
+        self.format_number()
         if view == "live":
             live = self._load_live()
             if live is not None:
@@ -487,7 +507,7 @@ class Store:
         """
         with self.lock():
             repairs = self._repair_torn_tails()
-            if self.format_info()["format"] < FORMAT and not self.read_only_reason():
+            if self.format_number() < FORMAT and not self.read_only_reason():
                 from loopx.kernel import migrate
 
                 done = migrate.run(self)
@@ -498,7 +518,7 @@ class Store:
                         "backup": os.path.relpath(done["backup"], self.root)})]
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
-            state = self._load_live() if self.format_info()["format"] >= FORMAT else None
+            state = self._load_live() if self.format_number() >= FORMAT else None
             live = state is not None
             if state is None:
                 state = self.load(save_snapshot=False)
