@@ -5,7 +5,7 @@ decision, a todo claimed, a run started, evidence recorded, the run finished, a 
 todo done (or released after no progress), with renewals, gates and handoffs sprinkled in; about
 30 todos stay open. Records carry ``node``, ``hlc`` and a valid ``prev`` chain, so doctor's chain
 check passes. The clock advances 5-120 s per event and the history *ends at the current time*
-(it starts ``events * 62.5 s`` before now), so leases, windows and the live view look like a real
+(it starts about ``events * 62.5 s`` before now and ends shortly before it), so leases, windows and the live view look like a real
 store's, not like one a year in the future.
 
     from storebuild import build
@@ -88,7 +88,8 @@ def build(root: str, events: int, seed: int = 7, end: datetime | None = None) ->
     os.makedirs(proj)
     store, _ = Store.create(proj)
     end = end or datetime.now(UTC)
-    w = Writer(store, rng, end - timedelta(seconds=events * MEAN_STEP))
+    # start early enough that the random walk ends before ``end`` (mean plus three standard deviations)
+    w = Writer(store, rng, end - timedelta(seconds=events * (MEAN_STEP + 100 / max(1, events) ** 0.5)))
     goals = [f"goal-{i}" for i in range(4)]
     for i, gid in enumerate(goals):
         w.add("goal.started", gid, {"objective": f"Objective number {i}: make the thing work well",
@@ -100,7 +101,9 @@ def build(root: str, events: int, seed: int = 7, end: datetime | None = None) ->
         w.add("agent.registered", None, {"name": name, "kind": name})
     backlog: list[tuple[str, str]] = []
     n = 0
+    turns = 0
     while w.count < events:
+        turns += 1
         gid = rng.choice(goals)
         while len(backlog) < 30:
             tid = f"t-{n:06x}"
@@ -113,14 +116,14 @@ def build(root: str, events: int, seed: int = 7, end: datetime | None = None) ->
         until = clock.iso(w.now + timedelta(minutes=5))
         w.add("decision.recorded", gid, {"decision": "run", "reason": "ready", "todo": tid}, actor=agent)
         fence = w.add("todo.claimed", gid, {"todo_id": tid, "holder": agent, "lease_until": until}, actor=agent)
-        rid = f"run-{n:06x}"
+        rid = f"run-{turns:06x}"
         w.add("run.started", gid, {"run_id": rid, "todo_id": tid, "agent": agent, "lease_until": until,
                                    "fingerprint": f"{rng.getrandbits(64):016x}", "mode": "work", "fence": fence},
               actor=agent)
         if rng.random() < 0.2:
             w.add("todo.renewed", gid, {"todo_id": tid, "lease_until": clock.iso(w.now + timedelta(minutes=5))},
                   actor=agent)
-        eid = f"ev-{n:08x}"
+        eid = f"ev-{turns:08x}"
         w.add("evidence.added", gid, {"evidence_id": eid, "kind": "test", "summary": "12 passed, 0 failed",
                                       "todo": tid, "run": rid, "command": "pytest -q", "exit_code": 0,
                                       "excerpt": "....\n12 passed in 0.31s\n", "sha256": f"{rng.getrandbits(256):064x}",
@@ -135,7 +138,7 @@ def build(root: str, events: int, seed: int = 7, end: datetime | None = None) ->
         else:
             w.add("todo.completed", gid, {"todo_id": tid, "evidence": [eid], "note": None}, actor=agent)
         if rng.random() < 0.03:
-            gate = f"gate-{n:06x}"
+            gate = f"gate-{turns:06x}"
             w.add("gate.opened", gid, {"gate_id": gate, "kind": "merge", "question": "Merge the branch?", "blocks": []},
                   actor=agent)
             w.add("gate.approved", gid, {"gate_id": gate, "note": "ok", "channel": "terminal"})
