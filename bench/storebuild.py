@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
-from loopx.kernel import clock  # noqa: E402
+from loopx.kernel import clock, fold  # noqa: E402
 from loopx.kernel.store import SEGMENT_BYTES, Store, encode  # noqa: E402
 
 AGENTS = ["claude-code", "codex", "cursor", "shell"]
@@ -46,6 +46,7 @@ class Writer:
         self.node = store.node_id(create=True)
         self.prev = None
         self.hlc = None
+        self.state = fold.empty()
 
     def ts(self) -> str:
         self.now += timedelta(seconds=self.rng.randint(5, 120))
@@ -68,12 +69,23 @@ class Writer:
         return self.seq[stream]
 
     def _rotate(self, stream: str) -> None:
+        """Close the open file as the next segment, as ``Store._rotate`` does, with the checkpoint
+        (the live view at that point) that loopx writes next to a closed events segment."""
+        for fh in self.fh.values():
+            fh.flush()
+        if stream == "events":  # fold what was written so far (incrementally) for the checkpoint
+            for name in ("events", "evidence"):
+                self.store._fold_stream(self.state, name, self.state["meta"]["files"][name]["offset"])
         self.fh[stream].close()
         self.segments[stream] += 1
         os.makedirs(self.store.path(stream), exist_ok=True)
         os.rename(self.store.path(f"{stream}.jsonl"), self.store.segment_path(stream, self.segments[stream]))
         self.fh[stream] = open(self.store.path(f"{stream}.jsonl"), "ab")  # noqa: SIM115
         self.size[stream] = 0
+        meta = self.state["meta"]["files"][stream]
+        if stream == "events":
+            meta["segments"], meta["offset"], meta["tail"] = self.segments[stream], 0, ""
+            self.store._write_checkpoint(self.state, self.segments[stream])
 
     def close(self) -> None:
         for fh in self.fh.values():

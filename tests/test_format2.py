@@ -234,8 +234,16 @@ def test_segments_rotate_and_every_reader_sees_all_records(goal, project, cli, m
     assert [r["seq"] for r in newest] == [r["seq"] for r in reversed(every)]
     titles = {t["title"] for t in cli("todo", "list", "--goal-id", goal, json=True).data["todos"]}
     assert {f"todo {i}" for i in range(12)} <= titles
-    (root / "cache" / "snapshot.bin").unlink(missing_ok=True)
-    (root / "cache" / "live.bin").unlink(missing_ok=True)
+    assert sorted(p.name for p in (root / "events").glob("*.live.json"))  # a checkpoint per closed segment
+    shutil.rmtree(root / "cache")  # a fresh clone: no cache at all
+    live = Store(str(root)).load(view="live")
+    assert "closed" in live  # started from the newest checkpoint, not from a fold of every segment
+    from loopx.kernel import clock, status
+
+    fresh = Store(str(root)).load(save_snapshot=False)
+    now = clock.now_iso()
+    assert {k: v for k, v in status.summary(live, now).items() if k != "store"} == \
+        {k: v for k, v in status.summary(fresh, now).items() if k != "store"}
     assert {t["title"] for t in cli("todo", "list", "--goal-id", goal, json=True).data["todos"]} == titles
     checks = {c["id"]: c for c in cli("doctor", json=True).data["checks"]}
     assert checks["store.chain"]["status"] == "ok"

@@ -392,13 +392,17 @@ class Store:
 
     def _load_live(self) -> dict | None:
         state, offsets = self._load_snapshot(LIVE_FILE)
-        if not offsets:
-            return None
+        checkpoint = False
+        if not offsets:  # no usable cache (a fresh clone, a deleted cache): start from a checkpoint
+            state, offsets = self._load_checkpoint()
+            if not offsets:
+                return None
+            checkpoint = True
         malformed = state["meta"].get("malformed", 0)
         torn = {}
         for name in STREAMS:
             n, tail = self._fold_stream(state, name, offsets[name])
-            if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed:
+            if (n >= SNAPSHOT_EVERY and not checkpoint) or state["meta"].get("malformed", 0) != malformed:
                 return None  # too far behind, or the tail refers to something the view left out
             if tail:
                 torn[name] = tail
@@ -409,7 +413,61 @@ class Store:
                 return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
         state["meta"]["torn"] = torn
         state["meta"]["read_only"] = self.read_only_reason(state)
+        if checkpoint:
+            self._save_snapshot(state, full=False)
         return state
+
+    def _load_checkpoint(self) -> tuple[dict, dict]:
+        """The live view saved when the newest closed events segment was closed
+        (``events/NNNNNN.live.json``), if it still matches the files; else (empty, {})."""
+        k = self.closed_segments("events")
+        path = self.segment_path("events", k)[:-len(".jsonl")] + ".live.json" if k else None
+        if path is None or not os.path.exists(path):
+            return fold.empty(), {}
+        try:
+            from json import loads
+
+            with open(path, "rb") as fh:
+                snap = loads(fh.read())
+            if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
+                raise ValueError("old checkpoint")
+            return snap["state"], self._check_offsets(snap["state"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return fold.empty(), {}
+
+    def _write_checkpoint(self, state: dict, number: int) -> None:
+        """Under the lock, right after closing events segment ``number``: keep the live view next to
+        it, so a clone without a cache starts from there instead of folding the whole history.
+        Derived data like the cache (rebuilt by any full read); written once, never changed."""
+        import json
+
+        view = fold.live_view({**state, "meta": {k: v for k, v in state["meta"].items()
+                                                 if k not in ("torn", "read_only")}}, clock.now_iso())
+        body = json.dumps({"fold": fold.FOLD_VERSION, "state": view}, separators=(",", ":"), sort_keys=True)
+        try:
+            _atomic_write(self.segment_path("events", number)[:-len(".jsonl")] + ".live.json", body.encode())
+        except OSError:
+            pass
+
+    def _check_offsets(self, state: dict) -> dict:
+        """{stream: offset} when every stream still holds the bytes ``state`` recorded before its
+        offset (in the segment that open file became, if it was closed since). Raises ValueError."""
+        offsets = {}
+        for name in STREAMS:
+            meta = state["meta"]["files"][name]
+            off = meta["offset"]
+            tail = bytes.fromhex(meta.get("tail", ""))
+            closed = self.segment_path(name, meta.get("segments", 0) + 1)
+            where = closed if os.path.exists(closed) else self.path(f"{name}.jsonl")
+            with open(where, "rb") as fh:
+                if off:
+                    fh.seek(max(0, off - len(tail)))
+                    if fh.read(len(tail)) != tail:
+                        raise ValueError("file changed under the snapshot")
+                elif tail:
+                    raise ValueError("bad snapshot")
+            offsets[name] = off
+        return offsets
 
     def _load_snapshot(self, filename: str = SNAPSHOT_FILE) -> tuple[dict, dict]:
         try:
@@ -419,22 +477,7 @@ class Store:
             if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
                     or snap.get("fold") != fold.FOLD_VERSION):
                 raise ValueError("old snapshot")
-            offsets = {}
-            for name in STREAMS:
-                meta = snap["state"]["meta"]["files"][name]
-                off = meta["offset"]
-                tail = bytes.fromhex(meta.get("tail", ""))
-                closed = self.segment_path(name, meta.get("segments", 0) + 1)
-                where = closed if os.path.exists(closed) else self.path(f"{name}.jsonl")
-                with open(where, "rb") as fh:
-                    if off:
-                        fh.seek(max(0, off - len(tail)))
-                        if fh.read(len(tail)) != tail:
-                            raise ValueError("file changed under the snapshot")
-                    elif tail:
-                        raise ValueError("bad snapshot")
-                offsets[name] = off
-            return snap["state"], offsets
+            return snap["state"], self._check_offsets(snap["state"])
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             return fold.empty(), {}
 
@@ -575,6 +618,8 @@ class Store:
             os.close(os.open(self.path(f"{name}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
             meta["segments"], meta["offset"], meta["tail"] = k, 0, ""
             done = True
+            if name == "events":
+                self._write_checkpoint(state, k)
         return done
 
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
