@@ -51,8 +51,8 @@ def sha256(data: bytes = b""):
         from _sha256 import sha256 as impl  # CPython 3.11
     except ImportError:
         try:
-            from _sha2 import sha256 as impl  # CPython 3.12+
-        except ImportError:  # pragma: no cover - other interpreters
+            impl = __import__("_sha2").sha256  # CPython 3.12+ (a built-in module, not a dependency)
+        except (ImportError, AttributeError):  # pragma: no cover - other interpreters
             from hashlib import sha256 as impl
     return impl(data)
 

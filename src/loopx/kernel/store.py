@@ -335,6 +335,8 @@ class Store:
         meta = state["meta"]["files"][name]
         try:
             with open(path or self.path(f"{name}.jsonl"), "rb") as fh:
+                if path is None:
+                    meta["mtime"] = os.fstat(fh.fileno()).st_mtime_ns
                 if offset:
                     fh.seek(offset)
                 data = fh.read()
@@ -458,8 +460,14 @@ class Store:
             off = meta["offset"]
             tail = bytes.fromhex(meta.get("tail", ""))
             closed = self.segment_path(name, meta.get("segments", 0) + 1)
-            where = closed if os.path.exists(closed) else self.path(f"{name}.jsonl")
+            is_open = not os.path.exists(closed)
+            where = self.path(f"{name}.jsonl") if is_open else closed
             with open(where, "rb") as fh:
+                if is_open and meta.get("mtime"):
+                    st = os.fstat(fh.fileno())
+                    if st.st_mtime_ns != meta["mtime"] and st.st_size == off:
+                        # changed since the cache saw it, yet nothing was appended: edited in place
+                        raise ValueError("file rewritten under the snapshot")
                 if off:
                     fh.seek(max(0, off - len(tail)))
                     if fh.read(len(tail)) != tail:
@@ -616,7 +624,7 @@ class Store:
                 continue  # never overwrite a closed segment; doctor reports the odd numbering
             os.rename(self.path(f"{name}.jsonl"), dest)
             os.close(os.open(self.path(f"{name}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            meta["segments"], meta["offset"], meta["tail"] = k, 0, ""
+            meta["segments"], meta["offset"], meta["tail"], meta["mtime"] = k, 0, "", None
             done = True
             if name == "events":
                 self._write_checkpoint(state, k)
@@ -658,6 +666,7 @@ class Store:
                 while written < len(blob):  # a short write on a regular file is rare; finish it
                     written += os.write(fd, blob[written:])
                 os.fsync(fd)
+                meta["mtime"] = os.fstat(fd).st_mtime_ns
             finally:
                 os.close(fd)
             for rec, chunk in zip(records[-len(mine):], chunks, strict=True):
