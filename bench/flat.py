@@ -1,5 +1,5 @@
+# ruff: noqa: B023, E731
 """Benchmark issue 11 ("flat cost at any history size"): every hot command on stores of 1k to 1M
-# ruff: noqa: B023, E731  (closures used at once inside the loop)
 events, as a ratio to the same interpreter's bare ``python -c pass`` and with its peak RSS.
 
 For each size it builds a realistic store (bench/storebuild.py: format 2, ends at the current
