@@ -133,6 +133,8 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
                            "--todo": ("todo", None), "--run": ("run", None), "--command": ("cmd", None),
                            "--exit-code": ("exit_code", None), "--commit": ("commit", None),
                            "<req>": ("kind", "summary")}),
+    ("hook",): ("hooks", "hook_entry", "render_entry", "hook",
+                {**_GOAL, "--host": ("host", None), "--max-continuations": ("cap", None), "<pos>": ("event",)}),
     ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
                        {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
                         "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
