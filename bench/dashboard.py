@@ -31,8 +31,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
-from loopx.kernel import registry  # noqa: E402
-from loopx.kernel.store import Store, encode  # noqa: E402
+from loopx.kernel.storage import registry  # noqa: E402
+from loopx.kernel.storage.store import Store, encode  # noqa: E402
 
 GOALS = 5
 
@@ -147,7 +147,7 @@ def main() -> None:
                         "median_ms": round(statistics.median(seq_times) * 1000, 2),
                         "p99_ms": round(pct(seq_times, 99) * 1000, 2), "first_ms": round(first * 1000, 1)}]
             from loopx.dashboard.api import Api
-            from loopx.kernel import clock
+            from loopx.kernel.storage import clock
 
             api = Api()
             listed = api.projects()

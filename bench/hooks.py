@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
 from loopx import api  # noqa: E402
-from loopx.kernel import gates, goals, todos  # noqa: E402
+from loopx.kernel.write import gates, goals, todos  # noqa: E402
 
 
 def timed(cmd, stdin: str, env: dict, runs: int) -> float:

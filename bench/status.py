@@ -1,5 +1,5 @@
 """Benchmark: how long ``loopx status`` and ``loopx todo add`` take on stores of 1k, 10k and 100k
-events, next to a bare ``python -c pass`` (issue 2; DESIGN section 10: a figure, not a test).
+events, next to a bare ``python -c pass`` (issue 2; docs/testing.md: a figure, not a test).
 
 The stores hold a realistic mix written with the store's own encoder: a few goals, and for each
 unit of work a todo added, claimed, a run started, evidence recorded, the run finished, a slot
@@ -30,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
-from loopx.kernel import clock  # noqa: E402
-from loopx.kernel.store import Store, encode  # noqa: E402
+from loopx.kernel.storage import clock  # noqa: E402
+from loopx.kernel.storage.store import Store, encode  # noqa: E402
 
 AGENTS = ["claude-code", "codex", "cursor", "shell"]
 START = datetime(2026, 1, 1, tzinfo=UTC)

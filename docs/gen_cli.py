@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from loopx.cli import COMMANDS, GLOBAL_HELP, build_parser  # noqa: E402
+from loopx.config import VARS  # noqa: E402
 
 HEAD = """# loopx command reference
 
@@ -48,7 +49,7 @@ def _subparsers(p: argparse.ArgumentParser):
 def _args(p: argparse.ArgumentParser) -> list[str]:
     rows = []
     for a in p._actions:
-        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) or a.help == argparse.SUPPRESS:
             continue
         name = ", ".join(a.option_strings) if a.option_strings else a.metavar or a.dest
         if a.option_strings and a.nargs != 0:
@@ -79,7 +80,11 @@ def _section(path: str, p: argparse.ArgumentParser, level: int) -> list[str]:
 
 def render() -> str:
     parser = build_parser()
-    lines = [HEAD.format(global_help=GLOBAL_HELP), "## Commands", ""]
+    lines = [HEAD.format(global_help=GLOBAL_HELP), "## Environment", "",
+             "Read only through `loopx.config` (generated from its `VARS` table):", "",
+             "| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{k}` | {f'`{d}`' if d else '—'} | {m.replace('|', '/')} |" for k, (d, m) in sorted(VARS.items())]
+    lines += ["", "## Commands", ""]
     lines += [f"- [`{n}`](#loopx-{n}) — {h}" for n, (_, h) in COMMANDS.items()]
     lines.append("")
     sub = _subparsers(parser)

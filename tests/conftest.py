@@ -101,7 +101,7 @@ class Clock:
         self.set(start)
 
     def set(self, when):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         self.now = when
         self.mp.setenv("LOOPX_NOW", clock.iso(when))
@@ -114,7 +114,7 @@ class Clock:
 
     @property
     def iso(self):
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         return clock.iso(self.now)
 

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN section 5: the JSON envelope, exit codes, error text, global options
+"""The CLI contract of docs/architecture.md#the-cli: the JSON envelope, exit codes, error text, global options
 anywhere on the line, an example in every ``--help``, and ids resolved like git resolves hashes."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def _wait_until_waiting_for_lock(pid: int, lock, timeout: float = 30.0) -> None:
 
 @pytest.mark.skipif(os.name == "nt", reason="SIGINT delivery to a child is POSIX")
 def test_interrupt_while_waiting_for_the_lock_is_130(goal, project):
-    holder = subprocess.Popen([sys.executable, "-c", "from loopx.kernel.store import Store\nimport time\n"
+    holder = subprocess.Popen([sys.executable, "-c", "from loopx.kernel.storage.store import Store\nimport time\n"
                                "with Store.open('.').lock():\n print('locked', flush=True); time.sleep(60)"],
                               cwd=project, env=subprocess_env(), stdout=subprocess.PIPE, text=True)
     try:

@@ -18,7 +18,7 @@ def test_connect_is_idempotent_and_writes_gitignore(project, cli):
 
 
 def test_connect_registers_project_in_user_registry(project, cli, tmp_path):
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     assert str(project) in registry.load()
 
@@ -192,7 +192,7 @@ def test_json_envelope_on_argparse_error(project, cli):
 
 
 def test_status_next_says_wait_when_the_budget_is_spent(goal, cli):
-    from loopx.kernel.store import Draft, Store
+    from loopx.kernel.storage.store import Draft, Store
 
     cli("quota", "set", "--goal-id", goal, "--slots", "1")
     Store.open(".").transact(lambda s, n: [Draft("quota.spent", goal, {"run_id": "run-x", "slots": 1})], actor="human:t")

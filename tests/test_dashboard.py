@@ -21,8 +21,9 @@ from loopx import __version__
 from loopx.dashboard import server as server_mod
 from loopx.dashboard import service
 from loopx.dashboard.api import project_key
-from loopx.kernel import evidence, gates, todos, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import turn
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import evidence, gates, todos
 
 XSS_TITLE = 'fix <img src=x onerror="window.__pwned=1"> and </script><script>window.__pwned=2</script>'
 XSS_SUMMARY = 'tests pass <img src=x onerror=window.__pwned=3> </script>'
@@ -189,7 +190,7 @@ def test_goal_and_review_errors_are_json_with_a_hint(project, cli, client):
 
 
 def test_agents_page_lists_holders_and_handoffs(project, cli, client):
-    from loopx.kernel import agents
+    from loopx.kernel.write import agents
 
     _goal(project, cli, "g1", "handed over", "kept")
     st = _store(project)
@@ -506,7 +507,7 @@ def test_another_address_needs_the_unsafe_flag_and_warns(service_home):
 
 
 def test_one_unreadable_project_does_not_break_the_overview(project, cli, client, tmp_path):
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     _goal(project, cli, "fine", "f1")
     broken = tmp_path / "broken"

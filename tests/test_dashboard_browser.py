@@ -21,8 +21,9 @@ from conftest import REPO
 from loopx import __version__
 from loopx.dashboard import server as server_mod
 from loopx.dashboard.api import project_key
-from loopx.kernel import evidence, gates, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import turn
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import evidence, gates
 
 CHROMIUM = os.environ.get("LOOPX_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

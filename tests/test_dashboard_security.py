@@ -1,4 +1,4 @@
-"""Hostile requests against a real dashboard server on port 0 (DESIGN section 8, issue 4).
+"""Hostile requests against a real dashboard server on port 0 (docs/architecture.md#the-dashboard, issue 4).
 
 Every case is sent as raw bytes over a socket by a client that otherwise holds valid credentials
 (session cookie, CSRF token, correct Host and Origin) so each case isolates one broken rule.
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from loopx.dashboard import server as server_mod
-from loopx.kernel import gates
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates
 
 
 class Live:

@@ -1,4 +1,4 @@
-"""should-run: every decision of DESIGN section 6 with its reason, exit code and next_check_at."""
+"""should-run: every decision of docs/architecture.md#the-governed-loop with its reason, exit code and next_check_at."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from loopx.kernel import agents, clock, decide, gates, goals, todos, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import agents, gates, goals, todos
 
 BASE = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
 

@@ -25,3 +25,47 @@ def test_every_command_help_has_an_example():
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     missing = [name for name, p in sub.choices.items() if "example:" not in (p.epilog or "")]
     assert not missing, f"commands without an example in --help: {missing}"
+
+
+def test_transcripts_in_the_docs_match_what_loopx_prints():
+    """Every ```console block of README.md and docs/*.md, run in a scratch project (fixed clock,
+    deterministic ids), prints what the docs say (docs/transcripts.py; rerun it to refresh)."""
+    proc = subprocess.run([sys.executable, str(REPO / "docs" / "transcripts.py"), "--check"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_transcript_checker_catches_a_wrong_output(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("```console\n$ loopx --version\nloopx 0.0.0-not-this\n```\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(REPO / "docs" / "transcripts.py"), "--check", str(doc)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "loopx now prints" in proc.stdout
+
+
+def test_links_into_architecture_md_name_sections_that_exist():
+    import re
+
+    arch = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).strip().replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", arch, re.M)}
+    cited = set()
+    for f in [*(REPO / "src").rglob("*.py"), *(REPO / "tests").glob("*.py"), *(REPO / "docs").glob("*.md")]:
+        cited |= set(re.findall(r"architecture\.md#([a-z0-9-]+)", f.read_text(encoding="utf-8")))
+    assert cited, "no citation found: the check would prove nothing"
+    assert cited <= anchors, f"links to missing sections: {sorted(cited - anchors)}"
+    assert not [f for f in (REPO / "src").rglob("*.py") if "DESIGN section" in f.read_text(encoding="utf-8")]
+
+
+def test_every_environment_variable_read_is_declared_in_config():
+    import re
+
+    from loopx.config import VARS
+
+    used = set()
+    for f in (REPO / "src").rglob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        used |= set(re.findall(r'env\("(LOOPX_[A-Z_]+)"\)', text))
+        raw = re.findall(r'os\.environ(?:\.get)?[\[(]"(LOOPX_[A-Z_]+)"', text) + re.findall(r'getenv\("(LOOPX_[A-Z_]+)"', text)
+        assert not raw or f.name == "config.py", f"{f} reads {raw} without loopx.config.env"
+    assert used and used <= set(VARS), sorted(used - set(VARS))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 
 @pytest.fixture(autouse=True)
@@ -193,7 +193,7 @@ def test_merged_logs_duplicate_ids_are_an_error(goal, cli, project):
 
 
 def test_unknown_event_type_is_a_warning(goal, cli, project):
-    from loopx.kernel.store import Draft
+    from loopx.kernel.storage.store import Draft
 
     Store.open(str(project)).transact(lambda s, now: [Draft("widget.frobbed", None, {})], actor="human:t")
     r, checks = doctor(cli)

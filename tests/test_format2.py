@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loopx.kernel import chain
-from loopx.kernel.store import Store, decode
+from loopx.kernel.storage import chain
+from loopx.kernel.storage.store import Store, decode
 
 FIXTURE = Path(__file__).parent / "fixtures" / "format1-store"
 
@@ -102,7 +102,7 @@ def test_format1_store_reads_then_migrates_on_first_write_without_losing_a_recor
 
 
 def test_interrupted_migration_is_finished_by_the_next_writer(old_project, cli):
-    from loopx.kernel import migrate
+    from loopx.kernel.storage import migrate
 
     root = old_project / ".loopx"
     store = Store(str(root))
@@ -138,7 +138,7 @@ def _rewrite(path: Path, lines: list[bytes]) -> None:
 
 
 def _forge(rec: dict) -> bytes:
-    from loopx.kernel.store import encode
+    from loopx.kernel.storage.store import encode
 
     rec = {k: v for k, v in rec.items() if k != "crc"}
     return encode(rec)
@@ -197,7 +197,7 @@ def test_doctor_reports_an_edited_line_with_a_recomputed_crc(goal, project, cli)
 def test_doctor_reports_a_cut_off_end_against_the_heads_the_cache_saw(goal, project, cli):
     _grow(cli, goal)
     assert cli("status").code == 0  # readers refresh the cached views, which remember the heads
-    from loopx.kernel import chain as ch
+    from loopx.kernel.storage import chain as ch
 
     heads = ch.chain_heads(Store(str(project / ".loopx")))
     node, head = next(iter(heads.items()))
@@ -220,7 +220,7 @@ def test_chain_heads_names_each_nodes_newest_record(goal, project, cli):
 
 # ------------------------------------------------------------------ segments and newest-first reads
 def test_segments_rotate_and_every_reader_sees_all_records(goal, project, cli, monkeypatch):
-    from loopx.kernel import store as store_mod
+    from loopx.kernel.storage import store as store_mod
 
     monkeypatch.setattr(store_mod, "SEGMENT_BYTES", 1500)
     _grow(cli, goal, 12)
@@ -238,7 +238,8 @@ def test_segments_rotate_and_every_reader_sees_all_records(goal, project, cli, m
     shutil.rmtree(root / "cache")  # a fresh clone: no cache at all
     live = Store(str(root)).load(view="live")
     assert "closed" in live  # started from the newest checkpoint, not from a fold of every segment
-    from loopx.kernel import clock, status
+    from loopx.kernel.read import status
+    from loopx.kernel.storage import clock
 
     fresh = Store(str(root)).load(save_snapshot=False)
     now = clock.now_iso()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from loopx.kernel import turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import turn
+from loopx.kernel.storage.store import Store
 from test_decide import start
 
 
@@ -24,7 +24,7 @@ def store(project, clk):
     clk.advance(30)
     turn.finish(s, "agent:bot", t2["run_id"], "no_progress")
     clk.advance(60)
-    from loopx.kernel import decide
+    from loopx.kernel.policy import decide
 
     decide.should_run(s, goal_id="g1")  # records the skip
     return s
@@ -75,7 +75,7 @@ def test_bad_input_is_a_usage_error(store, cli, args):
 
 
 def test_agent_text_is_made_safe(store, cli, clk):
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     todos.add(store, "agent:bot", "g1", "evil \x1b[31mred\x1b[0m title")
     r = cli("history", "--events", "--limit", "1")

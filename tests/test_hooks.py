@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
-from loopx.kernel import guard
+from loopx.kernel.policy import guard
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
 

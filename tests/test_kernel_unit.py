@@ -1,6 +1,6 @@
 """Pure kernel unit tests (fixed clock, no subprocesses): clock, ids, record encoding, fold and
 queries, plus a hypothesis state machine that drives the todo lifecycle through the real Store and
-checks it against a small model of the rules in ``loopx.kernel.todos``."""
+checks it against a small model of the rules in ``loopx.kernel.write.todos``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from loopx.errors import Ambiguous, Conflict, NotFound, UsageError
-from loopx.kernel import clock, fold, ids, queries, todos
-from loopx.kernel import store as store_mod
-from loopx.kernel.store import Store
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage import store as store_mod
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import todos
 
 T0 = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
 
@@ -235,8 +237,8 @@ def test_unknown_and_malformed_records_are_counted_not_fatal():
 def test_window_spend_and_resolve_goal():
     s = folded(*base_records(), rec(5, "quota.spent", ts="2026-03-01T08:00:00Z", run_id="r1", slots=1),
                rec(6, "quota.spent", ts="2026-03-01T09:00:00Z", run_id="r2", slots=2))
-    assert queries.window_spend(s, "g", "2026-03-01T08:30:00Z")[0] == 2
-    assert queries.window_spend(s, "g", "2026-03-01T07:00:00Z")[0] == 3
+    assert budget.window_spend(s, "g", "2026-03-01T08:30:00Z")[0] == 2
+    assert budget.window_spend(s, "g", "2026-03-01T07:00:00Z")[0] == 3
     assert queries.resolve_goal(s, None)["id"] == "g"
     fold.apply(s, rec(7, "goal.started", goal="g2", objective="two"))
     with pytest.raises(UsageError):
@@ -297,7 +299,7 @@ class TodoMachine(RuleBasedStateMachine):
 
     @initialize()
     def start(self):
-        from loopx.kernel import evidence, goals
+        from loopx.kernel.write import evidence, goals
 
         goals.start_goal(self.store, "human:h", objective="model", goal_id="g")
         self.ev = evidence.add(self.store, "human:h", "g", kind="note", summary="proof")["evidence_id"]
@@ -464,7 +466,7 @@ def test_todo_lifecycle_matches_the_model():
 
 
 def test_agent_last_seen_is_the_newest_whatever_the_fold_order():
-    from loopx.kernel import fold
+    from loopx.kernel.storage import fold
 
     state = fold.empty()
     newer = {"v": 1, "seq": 1, "ts": "2026-03-01T09:00:05Z", "actor": "agent:a", "type": "project.noted",

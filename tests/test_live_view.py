@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from loopx.kernel import clock, evidence, gates, goals, status, todos
-from loopx.kernel.store import SNAPSHOT_EVERY, Store
+from loopx.kernel.read import status
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import SNAPSHOT_EVERY, Store
+from loopx.kernel.write import evidence, gates, goals, todos
 
 H = "human:tester"
 
@@ -86,7 +88,7 @@ def test_writes_keep_the_live_view_current_and_ids_clear_of_left_out_ones(busy):
     state = store.load(view="live")
     assert "closed" in state and tid in state["todos"]
     full = store.load()
-    from loopx.kernel import fingerprint
+    from loopx.kernel.read import fingerprint
 
     assert fingerprint.state_part(state, "g1") == fingerprint.state_part(full, "g1")
     assert _summary(store, "live") == _summary(store, "full")
@@ -96,7 +98,7 @@ def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatc
     monkeypatch.setenv("LOOPX_NOW", "2026-05-01T00:00:00Z")
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="budget", goal_id="g1", quota={"window": 3600})
-    from loopx.kernel.store import Draft
+    from loopx.kernel.storage.store import Draft
 
     for hour in range(0, 30):
         monkeypatch.setenv("LOOPX_NOW", f"2026-05-0{1 + hour // 24}T{hour % 24:02d}:00:00Z")

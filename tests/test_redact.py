@@ -1,6 +1,6 @@
 """Secrets are redacted before anything is written (issue 2, acceptance 12).
 
-One synthetic sample per rule in ``loopx.kernel.redact`` goes in through real ``loopx`` processes
+One synthetic sample per rule in ``loopx.kernel.storage.redact`` goes in through real ``loopx`` processes
 (evidence output on stdin and in a file, evidence summaries, todo details, goal text); the bytes on
 disk (JSONL lines and blobs) must not contain the secret and must carry the rule's marker. Git SHAs,
 sha256 digests and UUIDs are identifiers and stay as they are. All samples are fake.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
-from loopx.kernel import redact
+from loopx.kernel.storage import redact
 
 A36 = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"   # 36 mixed alphanumerics
 B24 = "Qw7Er5Ty3Ui1Op9As8Df6Gh4"                 # distinct fakes so no sample hides inside another

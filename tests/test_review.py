@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from loopx.kernel import gates, review, todos, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import review, turn
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, todos
 from test_decide import start
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents and signals are POSIX here")
 

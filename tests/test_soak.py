@@ -13,8 +13,10 @@ import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 
-from loopx.kernel import clock, decide, evidence, gates, goals, todos, turn
-from loopx.kernel.store import Store
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import evidence, gates, goals, todos
 
 START = datetime(2026, 4, 1, 0, 0, tzinfo=UTC)
 TICK = timedelta(minutes=10)

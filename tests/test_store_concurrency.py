@@ -147,7 +147,7 @@ def test_16_processes_claim_the_same_todo(goal, project, tmp_path, cli):
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
     store = Store.open(".")
     with store.lock():
         print("locked", flush=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
-from loopx.kernel.store import Store
+from loopx.kernel.storage.store import Store
 from test_store_concurrency import check_crc, check_file, read_lines
 
 HAS_DOCTOR = (Path(__file__).resolve().parents[1] / "src" / "loopx" / "commands" / "doctor.py").exists()

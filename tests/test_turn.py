@@ -7,8 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from loopx.kernel import clock, gates, goals, ids, turn
-from loopx.kernel.store import Draft, Store
+from loopx.kernel.policy import turn
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import gates, goals
 
 
 @pytest.fixture

@@ -186,7 +186,7 @@ def test_plan_for_a_pip_target_install(tmp_path, indexes):
 
 
 def test_tool_channels_keep_their_tool():
-    from loopx.ops.update import install_command
+    from loopx.ops.channel import install_command
 
     base = {"python": "/p/bin/python", "site_dir": "/p/lib/site-packages"}
     pipx = install_command(dict(base, channel="pipx"), "1.2.3", None, "/wheels")

@@ -128,7 +128,7 @@ class Gate:
 
 @dataclass(frozen=True)
 class Status:
-    """``goals``: one summary dict per goal (see ``loopx.kernel.status``); ``next``: the next step."""
+    """``goals``: one summary dict per goal (see ``loopx.kernel.read.status``); ``next``: the next step."""
 
     goals: tuple[dict, ...]
     next: str
@@ -141,9 +141,8 @@ def connect(project: str | None = None, *, agent: str | None = None, create: boo
     current directory when creating). Raises NotConnected when ``create`` is False and none exists."""
     import os
 
-    from loopx.context import human_name
-    from loopx.kernel import ids, registry
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import ids, registry
+    from loopx.kernel.storage.store import Store
 
     if agent is not None:
         ids.check_agent_name(agent)
@@ -153,7 +152,9 @@ def connect(project: str | None = None, *, agent: str | None = None, create: boo
         registry.add(store.project_dir, store.format_info().get("project_id", ""))
     else:
         store = Store.open(project)
-    actor = f"agent:{agent}" if agent else f"human:{human_name()}"
+    from loopx.kernel.storage import actors
+
+    actor = actors.of(agent)
     return Connection(store.project_dir, agent, actor, created, store)
 
 
@@ -164,15 +165,15 @@ def _decision(d: dict) -> Decision:
 
 
 def should_run(conn: Connection, goal_id: str | None = None, *, record: bool = True) -> Decision:
-    """Whether the next turn is worth running for this agent (DESIGN section 6)."""
-    from loopx.kernel import decide
+    """Whether the next turn is worth running for this agent (docs/architecture.md#the-governed-loop)."""
+    from loopx.kernel.policy import decide
 
     return _decision(decide.should_run(conn.store, goal_id=goal_id, agent=conn.agent, record=record, actor=conn.actor))
 
 
 def next_turn(conn: Connection, goal_id: str | None = None, *, lease: str | None = None) -> Turn:
     """Claim the next todo, open a run and build the packet (nothing is claimed unless should-run says run)."""
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     t = turn.next_turn(conn.store, conn.actor, goal_id=goal_id, lease=lease)
     return Turn(t["started"], _decision(t["decision"]), t.get("goal_id"), t.get("todo_id"), t.get("run_id"),
@@ -183,7 +184,8 @@ def add_evidence(conn: Connection, run_id: str | None, *, kind: str, summary: st
                  todo: str | None = None, command: str | None = None, exit_code: int | None = None,
                  output: str | bytes | None = None, commit: str | None = None) -> Evidence:
     """Record evidence for a run (its goal is the run's goal unless ``goal_id`` is given)."""
-    from loopx.kernel import evidence, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import evidence
 
     if run_id and goal_id is None:
         run = queries.resolve_run(conn.store.load(), run_id)
@@ -197,7 +199,7 @@ def finish_turn(conn: Connection, run_id: str, result: str, *, evidence=(), veri
                 note: str | None = None) -> TurnResult:
     """Close a run with ``result`` (progress, completion, no_progress, failed, blocked); ``verify``
     runs the goal's verify command first and records it."""
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     r = turn.finish(conn.store, conn.actor, run_id, result, evidence=tuple(evidence), verify=verify, note=note)
     return TurnResult(r["run_id"], r["goal_id"], r.get("todo_id"), r["result"], bool(r.get("verified")),
@@ -206,7 +208,7 @@ def finish_turn(conn: Connection, run_id: str, result: str, *, evidence=(), veri
 
 def spend_slot(conn: Connection, run_id: str, slots: int = 1) -> Receipt:
     """Charge the budget for a finished, verified run; once per run."""
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     r = turn.spend_slot(conn.store, conn.actor, run_id, slots)
     return Receipt(bool(r["spent"]), bool(r["repeat"]), r["run_id"], r["goal_id"], r["slots"], r.get("reason"),
@@ -217,7 +219,8 @@ def open_gate(conn: Connection, kind: str, question: str, *, goal_id: str | None
               context: str | None = None, run: str | None = None) -> Gate:
     """Ask a human (``kind``: merge, release, production-write, sensitive-data, route-change, spend,
     custom). Only a human can approve it, through the terminal or the dashboard."""
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     if run and goal_id is None:
         goal_id = queries.resolve_run(conn.store.load(), run)["goal"]
@@ -228,8 +231,8 @@ def open_gate(conn: Connection, kind: str, question: str, *, goal_id: str | None
 
 def status(conn: Connection, goal_id: str | None = None) -> Status:
     """The one-screen summary behind ``loopx status`` as data."""
-    from loopx.kernel import clock
-    from loopx.kernel import status as st
+    from loopx.kernel.read import status as st
+    from loopx.kernel.storage import clock
 
     s = st.summary(conn.store.load(), clock.now_iso(), goal_id)
     return Status(tuple(s["goals"]), s["next"], s)

@@ -11,6 +11,7 @@ import os
 import sys
 
 from loopx import __version__
+from loopx.config import env
 from loopx.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_STATE, LoopxError, UsageError
 
 # command -> (module under loopx.commands, one-line help)
@@ -30,22 +31,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "turn": ("turn", "finish a turn (run) with its result"),
     "run": ("run", "drive an agent command through governed turns"),
     "history": ("history", "the event log, filtered"),
-    "review-packet": ("review", "a Markdown handoff and retrospective report"),
+    "review-packet": ("review_packet", "a Markdown handoff and retrospective report"),
     "demo": ("demo", "run the bundled example project through the governed loop"),
     "doctor": ("doctor", "check the installation and the store; --fix applies safe repairs"),
     "update": ("update", "check for, plan and apply a self-update through the install channel"),
     "dashboard": ("dashboard", "the local browser dashboard"),
-    "workflow-skills": ("skills", "install, check or remove loopx skills for agent hosts"),
+    "workflow-skills": ("workflow_skills", "install, check or remove loopx skills for agent hosts"),
     "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
     "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
-    "heartbeat-prompt": ("skills", "the prompt a scheduled automation should run each tick"),
+    "heartbeat-prompt": ("workflow_skills", "the prompt a scheduled automation should run each tick"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):
   --project DIR        project root (default: nearest .loopx/ above the current directory)
-  --format text|json   output format (--json is short for --format json)
+  --format FORMAT      text (default), json (one envelope) or jsonl; --json is short for --format json
   --agent NAME         act as this agent (default: $LOOPX_AGENT; unset means a human)
-  --quiet              print nothing on success
+  --quiet, -q          print nothing on success
   --debug              show tracebacks for internal errors
 
 exit codes: 0 ok, 1 a clean "no", 2 usage, 3 state, 4 conflict, 70 internal, 130 interrupted
@@ -53,8 +54,11 @@ docs: docs/cli.md"""
 
 
 def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
-    """Pull global options out of ``argv`` wherever they stand (up to a ``--``)."""
-    opts: dict = {"project": None, "fmt": None, "agent": None, "quiet": False, "debug": False}
+    """Pull global options out of ``argv`` wherever they stand (up to a ``--``): the one reading of
+    the global options. A malformed one is kept in ``opts["error"]`` (a UsageError) rather than
+    raised, so the scan still finds ``--format json`` anywhere on the line and the error is
+    reported in the format asked for."""
+    opts: dict = {"project": None, "fmt": None, "agent": None, "quiet": False, "debug": False, "error": None}
     rest: list[str] = []
     takes = {"--project": "project", "--format": "fmt", "--agent": "agent"}
     i = 0
@@ -67,11 +71,11 @@ def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
         if name in takes:
             if eq:
                 opts[takes[name]] = val
-            elif i + 1 < len(argv):
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
                 opts[takes[name]] = argv[i + 1]
                 i += 1
-            else:
-                raise UsageError(f"{name} needs a value", "see `loopx --help`")
+            elif opts["error"] is None:
+                opts["error"] = UsageError(f"{name} needs a value", "see `loopx --help`")
         elif a == "--json":
             opts["fmt"] = "json"
         elif a in ("--quiet", "-q"):
@@ -82,7 +86,9 @@ def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
             rest.append(a)
         i += 1
     if opts["fmt"] not in (None, "text", "json", "jsonl"):
-        raise UsageError(f"unknown format {opts['fmt']!r}", "use --format text or --format json")
+        opts["error"] = opts["error"] or UsageError(f"unknown format {opts['fmt']!r}",
+                                                    "use --format text, json or jsonl")
+        opts["fmt"] = "json" if str(opts["fmt"]).startswith("json") else None
     return opts, rest
 
 
@@ -197,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
 
     output.setup_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
-    fmt = "json" if ("--json" in argv or "--format=json" in argv) else "text"
+    opts, rest = _split_globals(argv)
+    fmt = opts["fmt"] or "text"
+    debug = opts["debug"]
     command = "loopx"
-    debug = "--debug" in argv
     try:
-        opts, rest = _split_globals(argv)
-        fmt = opts["fmt"] or "text"
+        if opts["error"] is not None:
+            raise opts["error"]
         if not rest:
             rest = ["status", "--orient"]
         if rest == ["--version"]:
@@ -250,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = "input nested too deeply to read"
         return _fail(fmt, command, EXIT_STATE, {"code": "too_deep", "message": msg, "hint": None}, msg, None)
     except Exception as exc:  # the one place an unexpected error becomes exit 70
-        if debug or os.environ.get("LOOPX_DEBUG"):
+        if debug or env("LOOPX_DEBUG"):
             import traceback
 
             traceback.print_exc()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
+from loopx.config import env
 from loopx.errors import UsageError
+from loopx.kernel.storage import actors
 
 # Environment markers that agent hosts set inside their sessions and tool calls.
 AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
@@ -15,14 +17,6 @@ AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "COD
 def agent_markers() -> list[str]:
     """Names of the agent-host environment markers set in this process."""
     return [m for m in AGENT_ENV_MARKERS if os.environ.get(m)]
-
-
-def human_name() -> str:
-    for var in ("LOOPX_HUMAN", "USER", "LOGNAME", "USERNAME"):
-        v = os.environ.get(var)
-        if v:
-            return "".join(c for c in v if c.isalnum() or c in "._-")[:64] or "human"
-    return "human"
 
 
 class Context:
@@ -36,9 +30,9 @@ class Context:
                  quiet: bool = False, debug: bool = False, command: str = "") -> None:
         self.project = project
         self.fmt = fmt
-        self.agent = agent if agent is not None else (os.environ.get("LOOPX_AGENT") or None)
+        self.agent = agent if agent is not None else env("LOOPX_AGENT")
         if self.agent is not None:
-            from loopx.kernel.ids import check_agent_name
+            from loopx.kernel.storage.ids import check_agent_name
 
             check_agent_name(self.agent)
         self.quiet = quiet
@@ -53,12 +47,12 @@ class Context:
     @property
     def actor(self) -> str:
         """``agent:<name>`` for an agent, else ``human:<login>``."""
-        return f"agent:{self.agent}" if self.agent else f"human:{human_name()}"
+        return actors.of(self.agent)
 
     def store(self):
         """The project's Store (opened once). Raises NotConnected (exit 3)."""
         if self._store is None:
-            from loopx.kernel.store import Store
+            from loopx.kernel.storage.store import Store
 
             if self.project is not None and not os.path.isdir(self.project):
                 raise UsageError(f"--project {self.project!r} is not a directory",

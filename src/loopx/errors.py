@@ -1,6 +1,6 @@
 """The LoopxError hierarchy: every failure a user can cause has a stable code, an exit code and a hint.
 
-Exit codes (DESIGN section 5): 0 ok, 1 clean "no", 2 usage, 3 state, 4 conflict, 70 internal,
+Exit codes (docs/architecture.md#the-cli): 0 ok, 1 clean "no", 2 usage, 3 state, 4 conflict, 70 internal,
 130 interrupted. The kernel raises these; only ``loopx.cli`` turns them into output and exits.
 """
 

@@ -1,4 +1,4 @@
-"""One data dict, two renderings: the JSON envelope and terminal-safe text (DESIGN section 5).
+"""One data dict, two renderings: the JSON envelope and terminal-safe text (docs/architecture.md#the-cli).
 
 The JSON envelope is always exactly one document on stdout::
 

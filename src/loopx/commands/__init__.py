@@ -4,11 +4,16 @@ the JSON envelope) and ``_render`` (data dict -> text)."""
 
 from __future__ import annotations
 
+import os
+
+GLOBALS = ("global options (before or after the command): --project DIR, --format text|json|jsonl (--json),\n"
+           "  --agent NAME, --quiet (-q), --debug; exit codes: 0 ok, 1 no, 2 usage, 3 state, 4 conflict")
+
 
 def add(sub, name: str, help_text: str, *, handler=None, render=None, example: str | None = None,
         description: str | None = None, command: str | None = None):
     """Add one (sub)command parser with an example in its help epilog."""
-    epilog = f"example:\n  {example}" if example else None
+    epilog = (f"example:\n  {example}\n\n" if example else "") + GLOBALS
     p = sub.add_parser(name, help=help_text, description=description or help_text, epilog=epilog)
     if handler is not None:
         p.set_defaults(_handler=handler, _render=render, _name=command or name)
@@ -25,3 +30,20 @@ def actions(parser, dest: str = "_action"):
 def goal_opt(p, required: bool = False) -> None:
     p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", required=required,
                    help="the goal (optional when exactly one goal is active)")
+
+
+def scope_root(ctx, scope: str) -> str:
+    """The folder paths are relative to: the home folder (user) or the project (project)."""
+    from loopx.errors import UsageError
+
+    if scope == "user":
+        return os.path.expanduser("~")
+    if scope != "project":
+        raise UsageError(f"unknown scope {scope!r}", "use --scope project or --scope user")
+    if ctx.project:
+        if not os.path.isdir(ctx.project):
+            raise UsageError(f"--project {ctx.project!r} is not a directory", "pass the project's root directory")
+        return os.path.abspath(ctx.project)
+    from loopx.kernel.storage.fs import project_dir
+
+    return project_dir() or os.getcwd()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel.storage import actors
 from loopx.output import safe, table
 
 
@@ -27,22 +28,19 @@ def register(sub, name, help_text):
 
 
 def agent_register(ctx, name, kind) -> dict:
-    from loopx.kernel import agents
+    from loopx.kernel.write import agents
 
     return agents.register(ctx.store(), ctx.actor, name, kind)
 
 
 def agent_list(ctx) -> dict:
-    from loopx.kernel import clock
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now_iso()
-    held: dict[str, list[str]] = {}
-    for t in state["todos"].values():
-        c = t.get("claim")
-        if c and c["lease_until"] > now:
-            held.setdefault(c["holder"], []).append(t["id"])
-    rows = [dict(a, holds=held.get(f"agent:{a['name']}", [])) for a in
+    held = queries.holdings(state, now)
+    rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in
             sorted(state["agents"].values(), key=lambda a: a["name"])]
     return {"agents": rows, "handoffs": state["handoffs"][-20:]}
 
@@ -58,7 +56,7 @@ def render_list(d: dict) -> str:
 
 
 def handoff(ctx, to, note, goal_id=None, todo=None) -> dict:
-    from loopx.kernel import agents
+    from loopx.kernel.write import agents
 
     return agents.handoff(ctx.store(), ctx.actor, to=to, goal_id=goal_id, todo=todo, note=note)
 

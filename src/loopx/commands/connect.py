@@ -14,8 +14,8 @@ def register(sub, name, help_text):
 
 
 def connect(ctx) -> dict:
-    from loopx.kernel import registry
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
 
     project = os.path.abspath(ctx.project or os.getcwd())
     if not os.path.isdir(project):

@@ -11,6 +11,7 @@ prints the exact approve command; run ``loopx demo --dir DIR`` again after appro
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.config import env
 
 GOAL = "demo"
 TODOS = [
@@ -60,8 +61,9 @@ def setup(path, actor: str) -> dict:
     import shutil
 
     from loopx.errors import StateError
-    from loopx.kernel import goals, registry, todos
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
+    from loopx.kernel.write import goals, todos
     from loopx.resources import data_path
 
     src = data_path("examples", "demo-project")
@@ -93,14 +95,13 @@ def setup(path, actor: str) -> dict:
 
 
 def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
-    import os
     import sys
     from pathlib import Path
 
     from loopx import output
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import clock
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.store import Store
 
     path = Path(dir).resolve()
     if approve and (ctx.agent or _agent_session()):
@@ -126,14 +127,14 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
             break
-        from loopx.kernel import gates
+        from loopx.kernel.write import gates
 
         gates.decide(store, ctx.actor, stop["gate_id"], approve=True, channel="confirm-flag",
                      note="approved with `loopx demo --approve`")
         if log:
             log(f"approved gate {stop['gate_id']} as {ctx.actor} (--approve)")
     out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": turns, "stop": stop, "stage": "stopped"}
-    if os.environ.get("LOOPX_DEMO_DEBUG"):
+    if env("LOOPX_DEMO_DEBUG"):
         out["info"] = info
     return output.Reply(*_conclude(store, ctx, out, res))
 
@@ -168,7 +169,8 @@ def _drive(store, secs, ctx, log):
 
 
 def _conclude(store, ctx, out, res):
-    from loopx.kernel import goals, review
+    from loopx.kernel.policy import review
+    from loopx.kernel.write import goals
 
     stop = out["stop"]
     if res["exit_code"]:

@@ -60,7 +60,7 @@ def _read_output(output, output_file) -> bytes | None:
 
 def evidence_add(ctx, kind, summary, goal_id=None, todo=None, run=None, cmd=None, exit_code=None, output=None,
                  output_file=None, commit=None, files=None) -> dict:
-    from loopx.kernel import evidence
+    from loopx.kernel.write import evidence
 
     body = _read_output(output, output_file)
     return evidence.add(ctx.store(), ctx.actor, goal_id, kind=kind, summary=summary, todo=todo, run=run, command=cmd,
@@ -74,7 +74,7 @@ def render_add(d: dict) -> str:
 
 
 def evidence_list(ctx, goal_id=None, todo=None, run=None, limit=50) -> dict:
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
 
     state = ctx.store().load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id or state["goals"] else None
@@ -95,8 +95,8 @@ def render_list(d: dict) -> str:
 
 
 def evidence_show(ctx, evidence) -> dict:
-    from loopx.kernel import evidence as ev
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import evidence as ev
 
     store = ctx.store()
     e = queries.resolve_evidence(store.load(), evidence)

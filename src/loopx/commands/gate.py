@@ -52,7 +52,7 @@ def register(sub, name, help_text):
 
 
 def gate_open(ctx, kind, question, goal_id=None, blocks=None, context=None, run=None) -> dict:
-    from loopx.kernel import gates
+    from loopx.kernel.write import gates
 
     return gates.open_gate(ctx.store(), ctx.actor, goal_id, kind=kind, question=question, blocks=blocks,
                            context=context, run=run)
@@ -70,7 +70,7 @@ def _brief(g: dict) -> dict:
 
 
 def gate_list(ctx, goal_id=None, status="all") -> dict:
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
 
     state = ctx.store().load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
@@ -87,7 +87,8 @@ def render_list(d: dict) -> str:
 
 
 def gate_show(ctx, gate) -> dict:
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     g = queries.resolve_gate(ctx.store().load(), gate)
     return {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
@@ -112,7 +113,7 @@ def render_show(d: dict) -> str:
 
 def _tty_confirm(gate: dict, approve: bool) -> bool:
     """Ask on the controlling terminal for the gate's code. False when there is no terminal."""
-    from loopx.kernel.gates import short_code
+    from loopx.kernel.write.gates import short_code
 
     code = short_code(gate["id"])
     try:
@@ -141,7 +142,8 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
 def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
     from loopx.context import agent_markers
     from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     markers = agent_markers()
     if ctx.agent or markers:
@@ -169,7 +171,8 @@ def render_decide(d: dict) -> str:
 
 
 def gate_check(ctx, action, goal_id=None):
-    from loopx.kernel import gates, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.write import gates
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)

@@ -79,7 +79,7 @@ def _ask(prompt: str, default: str | None = None) -> str | None:
 def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, allow=None, deny=None,
                protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False):
     from loopx.errors import UsageError
-    from loopx.kernel import goals
+    from loopx.kernel.write import goals
 
     args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,
                 deny=deny, protect=protect, slots=slots, window=window, todos=todos)
@@ -124,7 +124,7 @@ def render_started(d: dict) -> str:
 
 
 def _goal_row(state, g, now_iso):
-    from loopx.kernel import queries
+    from loopx.kernel.read import queries
 
     groups = queries.by_status(state, g["id"], now_iso)
     return {"id": g["id"], "status": g["status"], "objective": g["objective"], "priority": g.get("priority", 0),
@@ -133,7 +133,7 @@ def _goal_row(state, g, now_iso):
 
 
 def goal_list(ctx) -> dict:
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now_iso()
@@ -151,7 +151,8 @@ def render_list(d: dict) -> str:
 
 
 def goal_show(ctx, goal_id=None) -> dict:
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
@@ -164,7 +165,7 @@ def render_show(d: dict) -> str:
     g = d["goal"]
     sc = g["scope"]
     q = g["quota"]
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     lines = [f"goal {g['id']}  ({g['status']})", f"  objective:  {safe(g['objective'])}",
              f"  done when:  {safe(g.get('done_when')) or '-'}", f"  verify:     {safe(g.get('verify')) or '-'}",
@@ -180,14 +181,14 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None) -> dict:
-    from loopx.kernel import goals
+    from loopx.kernel.write import goals
 
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
                              verify=verify, priority=priority)
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
-    from loopx.kernel import goals
+    from loopx.kernel.write import goals
 
     return goals.set_status(ctx.store(), ctx.actor, goal_id, status, note)
 

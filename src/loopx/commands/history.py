@@ -8,6 +8,7 @@ ends with the envelope line (``data.count``), or one round per line with ``--rou
 from __future__ import annotations
 
 from loopx.commands import add, goal_opt
+from loopx.kernel.storage import actors
 
 
 def register(sub, name, help_text):
@@ -25,8 +26,9 @@ def register(sub, name, help_text):
 
 
 def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=False, events=False):
-    from loopx.kernel import clock, queries, validate
-    from loopx.kernel import history as hist
+    from loopx.kernel.read import history as hist
+    from loopx.kernel.read import queries, validate
+    from loopx.kernel.storage import clock
 
     n = validate.count(limit, "--limit", low=0, high=10_000_000)
     store = ctx.store()
@@ -51,13 +53,13 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
 
 
 def _round_row(r: dict) -> list[str]:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
     from loopx.output import safe
 
     if r["kind"] == "decision":
         return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
                 "", "", "", ""]
-    agent = (r["agent"] or "").removeprefix("agent:")
+    agent = actors.name(r["agent"] or "")
     return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
             safe(r["result"] or "open"), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
             format_duration(r["duration"]) if r["duration"] is not None else "-"]

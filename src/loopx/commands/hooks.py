@@ -8,9 +8,9 @@ The entry points print exactly the host's documented response (or nothing) and e
 
 from __future__ import annotations
 
-import os
 import sys
 
+from loopx.config import env
 from loopx.output import Reply, safe, table
 
 
@@ -55,7 +55,7 @@ def parse_cap(value) -> int:
     """The continuation cap: ``value``, else ``$LOOPX_STOP_HOOK_CAP``, else 8 (bad values -> 8)."""
     from loopx.hosts.entry import DEFAULT_CAP
 
-    raw = value if value is not None else os.environ.get("LOOPX_STOP_HOOK_CAP")
+    raw = value if value is not None else env("LOOPX_STOP_HOOK_CAP")
     try:
         return max(0, int(raw)) if raw is not None else DEFAULT_CAP
     except (TypeError, ValueError):
@@ -123,7 +123,7 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
               try_command=None) -> Reply:
     from loopx import hosts
-    from loopx.commands.skills import scope_root
+    from loopx.commands import scope_root
     from loopx.hosts import hookconf
 
     mode = mode or "check"
@@ -131,7 +131,7 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
     chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
     if cap is not None:
-        from loopx.kernel import validate
+        from loopx.kernel.read import validate
 
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
@@ -162,7 +162,8 @@ def render_hooks(d: dict) -> str:
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:
-    from loopx.kernel import guard, queries
+    from loopx.kernel.policy import guard
+    from loopx.kernel.read import queries
 
     store = ctx.store()
     rules = [guard.parse_rule(r, "command") for r in add_rule or []] + \

@@ -41,9 +41,9 @@ def register(sub, name, help_text):
 
 
 def quota_show(ctx, goal_id=None) -> dict:
-    from datetime import timedelta
 
-    from loopx.kernel import clock, decide, queries
+    from loopx.kernel.read import budget, queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now()
@@ -53,19 +53,17 @@ def quota_show(ctx, goal_id=None) -> dict:
         queries.resolve_goal(state, None)
     out = []
     for g in goals:
-        q = g["quota"]
-        start = clock.iso(now - timedelta(seconds=q["window"]))
-        spent, entries = queries.window_spend(state, g["id"], start)
-        out.append({"goal_id": g["id"], "status": g["status"], "slots": q["slots"], "window": q["window"],
-                    "cooldown": q.get("cooldown", 0), "stall_after": q.get("stall_after", 3),
-                    "spent": spent, "left": max(0, q["slots"] - spent),
-                    "next_slot_at": decide.slot_frees_at(state, g, now) if spent >= q["slots"] else None,
-                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in entries]})
+        b = budget.budget(state, g, now)
+        out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
+                    "cooldown": b["cooldown"], "stall_after": g["quota"].get("stall_after", 3),
+                    "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
+                    "cooldown_until": b["cooldown_until"],
+                    "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in b["ledger"]]})
     return {"quotas": out, "now": clock.iso(now)}
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     lines = []
     for q in d["quotas"]:
@@ -81,14 +79,14 @@ def render_show(d: dict) -> str:
 
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None) -> dict:
-    from loopx.kernel import goals
+    from loopx.kernel.write import goals
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after)
     return goals.set_quota(ctx.store(), ctx.actor, goal_id, policy)
 
 
 def render_set(d: dict) -> str:
-    from loopx.kernel.clock import format_duration
+    from loopx.kernel.storage.clock import format_duration
 
     q = d["quota"]
     extra = " (automatic turns paused)" if q["slots"] == 0 else ""
@@ -98,7 +96,8 @@ def render_set(d: dict) -> str:
 
 def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=True):
     from loopx import output
-    from loopx.kernel import decide, validate
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read import validate
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
@@ -135,7 +134,8 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
-    from loopx.kernel import turn, validate
+    from loopx.kernel.policy import turn
+    from loopx.kernel.read import validate
 
     n = validate.count(slots, "--slots", low=1, high=1000)
     receipt = turn.spend_slot(ctx.store(), ctx.actor, run, slots=n)

@@ -27,7 +27,9 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
 
     from loopx import output
     from loopx.errors import UsageError
-    from loopx.kernel import clock, todos, validate
+    from loopx.kernel.read import validate
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import todos
     from loopx.runner import loop, presets
 
     if not ctx.agent and not agent_cmd:

@@ -16,8 +16,8 @@ def register(sub, name, help_text):
 
 def status(ctx, goal_id=None, orient=False):
     from loopx.errors import NotConnected
-    from loopx.kernel import clock
-    from loopx.kernel.status import summary
+    from loopx.kernel.read.status import summary
+    from loopx.kernel.storage import clock
 
     try:
         store = ctx.store()
@@ -76,7 +76,7 @@ def render(d: dict) -> str:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
-        from loopx.kernel.clock import format_duration
+        from loopx.kernel.storage.clock import format_duration
 
         lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
         lr = g["last_run"]

@@ -85,7 +85,7 @@ def render_add(d: dict) -> str:
 
 
 def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None):
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.add(ctx.store(), ctx.actor, goal_id, title, detail=detail, priority=priority,
                      depends_on=depends_on, acceptance=acceptance, verify=verify)
@@ -102,7 +102,8 @@ def _brief(t: dict, now_iso: str) -> dict:
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     now = clock.now_iso()
@@ -132,7 +133,8 @@ def render_list(d: dict) -> str:
 
 
 def todo_show(ctx, todo) -> dict:
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     state = ctx.store().load()
     t = queries.resolve_todo(state, todo)
@@ -164,7 +166,7 @@ def render_show(d: dict) -> str:
 
 
 def todo_claim(ctx, todo, lease=None) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.claim(ctx.store(), ctx.actor, todo, lease)
 
@@ -175,31 +177,31 @@ def render_claim(d: dict) -> str:
 
 
 def todo_renew(ctx, todo, lease=None, fence=None) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.renew(ctx.store(), ctx.actor, todo, lease, fence)
 
 
 def todo_release(ctx, todo, fence=None, note=None) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.release(ctx.store(), ctx.actor, todo, fence, note)
 
 
 def todo_update(ctx, todo, **fields) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.update(ctx.store(), ctx.actor, todo, **fields)
 
 
 def todo_block(ctx, todo, reason) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.block(ctx.store(), ctx.actor, todo, reason)
 
 
 def todo_done(ctx, todo, evidence=None, next_titles=None, fence=None, note=None) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.done(ctx.store(), ctx.actor, todo, evidence or [], next_titles=next_titles, fence=fence, note=note)
 
@@ -212,6 +214,6 @@ def render_done(d: dict) -> str:
 
 
 def todo_archive(ctx, todo, note=None) -> dict:
-    from loopx.kernel import todos
+    from loopx.kernel.write import todos
 
     return todos.archive(ctx.store(), ctx.actor, todo, note)

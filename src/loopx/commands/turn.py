@@ -35,7 +35,7 @@ def register(sub, name, help_text):
 
 def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
     from loopx import output
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
     d = res["decision"]
@@ -44,7 +44,7 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
 
         raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
     if not res["started"] and not res["packet"]:
-        from loopx.kernel import decide
+        from loopx.kernel.policy import decide
 
         return output.Reply(res, decide.exit_code(d))
     return res
@@ -63,7 +63,7 @@ def render_next(d: dict) -> str:
 
 def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     from loopx import output
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     res = turn.finish(ctx.store(), ctx.actor, run, result, evidence=evidence or (), verify=verify, note=note)
     warnings = res.pop("warnings", [])
@@ -89,6 +89,6 @@ def render_finish(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
 
     return turn.renew(ctx.store(), ctx.actor, run, lease=lease)

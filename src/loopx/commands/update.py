@@ -7,10 +7,10 @@ a channel updated by hand)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 from loopx.commands import actions, add
+from loopx.config import env
 from loopx.errors import UsageError
 from loopx.output import Reply, safe
 
@@ -73,7 +73,7 @@ def render_check(d: dict) -> str:
         return f"loopx {d['installed']} installed; not checked: {safe(d['reason'])}"
     if d["update_available"]:
         flag = f" --find-links {safe(d['find_links'])}" if d.get("find_links") else ""
-        if d.get("index_url") and d["index_url"] != os.environ.get("LOOPX_INDEX_URL"):
+        if d.get("index_url") and d["index_url"] != env("LOOPX_INDEX_URL"):
             flag += f" --index-url {safe(d['index_url'])}"
         return f"loopx {d['installed']} installed; {d['newest']} is available\nnext: loopx update plan{flag}"
     return f"loopx {d['installed']} installed; up to date (newest on the index: {d['newest'] or 'none'})"
@@ -97,7 +97,7 @@ def render_plan(d: dict) -> str:
            None: " (apply refuses without a way back)"}.get(d.get("rollback_source"), "")
     lines.append(f"rollback:  {safe(d['rollback_steps'][0])}{how}")
     nxt = "next: loopx update apply --yes" + (f" --to {d['target']}" if d["target"] else "")
-    if d.get("index_url") and d["index_url"] != os.environ.get("LOOPX_INDEX_URL"):
+    if d.get("index_url") and d["index_url"] != env("LOOPX_INDEX_URL"):
         nxt += f" --index-url {d['index_url']}"
     if d.get("find_links"):
         nxt += f" --find-links {d['find_links']}"

@@ -1,4 +1,4 @@
-"""The local dashboard (DESIGN section 8; docs/dashboard.md).
+"""The local dashboard (docs/architecture.md#the-dashboard; docs/dashboard.md).
 
 ``server`` is the HTTP server (standard library ``ThreadingHTTPServer``) with its security rules,
 ``api`` assembles the JSON the pages show from the same kernel queries as ``loopx status``,

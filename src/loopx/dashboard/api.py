@@ -1,7 +1,7 @@
 """The JSON behind the dashboard pages, built from the same kernel queries as ``loopx status``.
 
 Every function returns a plain JSON-able dict. Projects come from the user registry
-(``loopx.kernel.registry.load()``) and are named in URLs by an opaque ``key`` (a hash of the path)
+(``loopx.kernel.storage.registry.load()``) and are named in URLs by an opaque ``key`` (a hash of the path)
 so a browser never sends a file path. Folded states are cached per project and reused while the
 store's files are unchanged (size and mtime), so polling costs a few ``stat`` calls.
 
@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
+from loopx.kernel.storage import actors
 
 GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")
@@ -69,7 +70,7 @@ class Api:
     # ------------------------------------------------------------------ projects and states
     def projects(self) -> list[dict]:
         """``[{key, path, name}]`` for every registered project, sorted by name."""
-        from loopx.kernel import registry
+        from loopx.kernel.storage import registry
 
         rows = [{"key": project_key(p), "path": p, "name": os.path.basename(p.rstrip("/\\")) or p}
                 for p in registry.load()]
@@ -85,7 +86,7 @@ class Api:
 
     def state(self, path: str) -> dict:
         """The folded state of the project at ``path`` (cached while its files are unchanged)."""
-        from loopx.kernel.store import DIRNAME, Store
+        from loopx.kernel.storage.store import DIRNAME, Store
 
         root = os.path.join(path, DIRNAME)
         if not os.path.isdir(root):
@@ -105,7 +106,9 @@ class Api:
         The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
         if row["status"] != "active":
             return None
-        from loopx.kernel import clock, decide, fingerprint
+        from loopx.kernel.policy import decide
+        from loopx.kernel.read import fingerprint
+        from loopx.kernel.storage import clock
 
         def fp(gid: str) -> str:
             return fingerprint.combine(fingerprint.state_part(state, gid), self._git_part(project_dir))
@@ -116,7 +119,7 @@ class Api:
             return None
 
     def _git_part(self, project_dir: str) -> str:
-        from loopx.kernel import fingerprint
+        from loopx.kernel.read import fingerprint
 
         now = time.monotonic()
         with self._lock:
@@ -132,7 +135,7 @@ class Api:
     def status(self, now_iso: str) -> dict:
         """All projects with their goals grouped as needs_you, running, ready, waiting, stopped.
         The answer is reused within the same clock second while no store file changed."""
-        from loopx.kernel.store import DIRNAME
+        from loopx.kernel.storage.store import DIRNAME
 
         listed = self.projects()
         key = (now_iso[:19], tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
@@ -146,7 +149,7 @@ class Api:
         return data
 
     def _status_of(self, listed: list[dict], now_iso: str) -> dict:
-        from loopx.kernel.status import summary
+        from loopx.kernel.read.status import summary
 
         projects = []
         counts = dict.fromkeys(GROUPS, 0)
@@ -179,8 +182,8 @@ class Api:
     # ------------------------------------------------------------------ goal page
     def goal(self, key, goal_id, now_iso: str) -> dict:
         """One goal: summary, todo board, gates, runs timeline, budget chart, recent evidence."""
-        from loopx.kernel import queries
-        from loopx.kernel.status import summary
+        from loopx.kernel.read import queries
+        from loopx.kernel.read.status import summary
 
         p = self.project(key)
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
@@ -214,8 +217,8 @@ class Api:
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
             raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
         try:
-            from loopx.kernel import review
-            from loopx.kernel.store import DIRNAME, Store
+            from loopx.kernel.policy import review
+            from loopx.kernel.storage.store import DIRNAME, Store
 
             d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
             return {"available": True, "markdown": review.render_markdown(d)}
@@ -233,14 +236,10 @@ class Api:
                 msg = exc.message if isinstance(exc, LoopxError) else f"{type(exc).__name__}: {exc}"
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
-            held: dict[str, list[dict]] = {}
-            for t in state["todos"].values():
-                c = t.get("claim")
-                if c and t["status"] == "claimed" and c["holder"].startswith("agent:"):
-                    held.setdefault(c["holder"][6:], []).append(
-                        {"id": t["id"], "title": t["title"], "goal": t["goal"], "lease_until": c["lease_until"],
-                         "live": c["lease_until"] > now_iso})
-            agents = [dict(a, holds=held.get(a["name"], [])) for a in
+            from loopx.kernel.read import queries
+
+            held = queries.holdings(state, now_iso, expired=True)
+            agents = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
@@ -250,9 +249,8 @@ class Api:
     def decide(self, body: dict, *, user_agent: str | None) -> dict:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
-        from loopx.context import human_name
-        from loopx.kernel import gates
-        from loopx.kernel.store import DIRNAME, Store
+        from loopx.kernel.storage.store import DIRNAME, Store
+        from loopx.kernel.write import gates
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -270,7 +268,7 @@ class Api:
         if gate_id not in store.load()["gates"]:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
-            return gates.decide(store, f"human:{human_name()}", gate_id, approve=decision == "approve",
+            return gates.decide(store, actors.human(), gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
@@ -307,19 +305,18 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
     """Slots spent per time bin over the goal's rolling window (oldest bin first)."""
-    from loopx.kernel import clock, queries
+    from loopx.kernel.read import budget
+    from loopx.kernel.storage import clock
 
-    q = goal["quota"]
-    now = clock.parse_ts(now_iso)
-    start = now - timedelta(seconds=q["window"])
-    spent, entries = queries.window_spend(state, goal["id"], clock.iso(start))
-    width = q["window"] / bins
+    b = budget.budget(state, goal, now_iso)
+    start = clock.parse_ts(now_iso) - timedelta(seconds=b["window"])
+    width = b["window"] / bins
     counts = [0] * bins
-    for ts, n, _run in entries:
+    for ts, n, _run in b["ledger"]:
         i = int((clock.parse_ts(ts) - start).total_seconds() // width) if width else 0
         counts[min(bins - 1, max(0, i))] += n
-    return {"start": clock.iso(start), "end": now_iso, "window": q["window"], "bin_seconds": width,
-            "bins": counts, "spent": spent, "slots": q["slots"]}
+    return {"start": clock.iso(start), "end": now_iso, "window": b["window"], "bin_seconds": width,
+            "bins": counts, "spent": b["spent"], "slots": b["slots"]}
 
 
 def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[dict]:

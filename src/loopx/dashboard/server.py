@@ -1,4 +1,4 @@
-"""The dashboard's HTTP server: ``http.server.ThreadingHTTPServer`` with the rules of DESIGN section 8.
+"""The dashboard's HTTP server: ``http.server.ThreadingHTTPServer`` with the rules of docs/architecture.md#the-dashboard.
 
 Security rules, in the order a request meets them:
 
@@ -65,6 +65,24 @@ TOKEN_HEADER = "X-Loopx-Token"
 
 _QUERY = re.compile(r"\?[^\s\"']*")
 
+
+
+SCHEMA = 1  # the same envelope version as the CLI's JSON output
+
+
+def _status_code(status: int) -> str:
+    """A stable string code for an HTTP status (``404`` -> ``not_found``)."""
+    try:
+        return HTTPStatus(int(status)).name.lower()
+    except ValueError:
+        return "error"
+
+
+def error_body(status: int, code: str, message: str, hint: str | None = None) -> dict:
+    """The dashboard API's one error envelope: ``{"schema", "ok": false, "status": HTTP status,
+    "error": {"code": stable string, "message", "hint"}}`` (string codes, as in the CLI)."""
+    return {"schema": SCHEMA, "ok": False, "status": int(status),
+            "error": {"code": str(code), "message": message, "hint": hint}}
 
 class DashboardServer(ThreadingHTTPServer):
     """The server. ``token`` is the launch secret (signs launch tokens); ``instance`` identifies this process to the
@@ -244,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
             phrase = HTTPStatus(code).phrase
         except ValueError:
             phrase = "Error"
-        body = {"ok": False, "error": {"code": code, "message": message or phrase, "hint": explain}}
+        body = error_body(code, _status_code(code), message or phrase, explain)
         self.close_connection = True
         self.request_version = "HTTP/1.0"  # always answer with a status line and headers, even to HTTP/0.9
         self._send(code, json.dumps(body).encode(), "application/json", extra=extra, no_store=True)
@@ -316,8 +334,8 @@ class Handler(BaseHTTPRequestHandler):
                              "instance": self.server.instance, "pid": _pid()})
         elif path.startswith("/api/"):
             if not self._cookie_ok():
-                self._json(401, {"ok": False, "error": {"code": "no_session", "message": "not signed in",
-                                                        "hint": "open the link printed by `loopx dashboard`"}})
+                self._json(401, error_body(401, "no_session", "not signed in",
+                                           "open the link printed by `loopx dashboard`"))
                 return
             self._api_get(path, parse_qs(parts.query, max_num_fields=8))
         else:
@@ -336,14 +354,14 @@ class Handler(BaseHTTPRequestHandler):
         self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)
 
     def _api_get(self, path: str, query: dict) -> None:
-        from loopx.kernel import clock
+        from loopx.kernel.storage import clock
 
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
         srv = self.server
         try:
             now = clock.now_iso()
             if path == "/api/session":
-                from loopx.context import human_name
+                from loopx.kernel.storage.actors import human_name
 
                 data = {"csrf": srv.csrf, "version": __version__, "human": human_name(), "header": TOKEN_HEADER}
             elif path == "/api/status":
@@ -358,14 +376,14 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return
         except api_mod.ApiError as exc:
-            self._json(exc.status, {"ok": False, "error": exc.as_dict()})
+            self._json(exc.status, error_body(exc.status, exc.code, exc.message, exc.hint))
             return
         except Exception as exc:  # an API failure is reported to the page, the server stays up
             self.server.write_log(f"api error on {path}: {type(exc).__name__}")
-            self._json(500, {"ok": False, "error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"[:300],
-                                                    "hint": "see the dashboard log; `loopx doctor` checks the store"}})
+            self._json(500, error_body(500, "internal", f"{type(exc).__name__}: {exc}"[:300],
+                                       "see the dashboard log; `loopx doctor` checks the store"))
             return
-        self._json(200, {"ok": True, "data": data})
+        self._json(200, {"schema": SCHEMA, "ok": True, "data": data})
 
     # ------------------------------------------------------------------ POST
     def do_POST(self):
@@ -393,9 +411,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             data = self.server.api.decide(body, user_agent=self.headers.get("User-Agent"))
         except api_mod.ApiError as exc:
-            self._json(exc.status, {"ok": False, "error": exc.as_dict()})
+            self._json(exc.status, error_body(exc.status, exc.code, exc.message, exc.hint))
             return
-        self._json(200, {"ok": True, "data": data})
+        self._json(200, {"schema": SCHEMA, "ok": True, "data": data})
 
     def _read_body(self):
         if self.headers.get("Transfer-Encoding"):

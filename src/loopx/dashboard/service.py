@@ -1,7 +1,7 @@
 """Start, reuse, upgrade, stop and report the background dashboard server.
 
 The running server is described by ``dashboard.json`` in the user data folder
-(``loopx.kernel.registry.home()``), written by the server itself after it has bound its port
+(``loopx.kernel.storage.registry.home()``), written by the server itself after it has bound its port
 (mode 0600, it holds the launch token): ``{pid, port, host, version, token, instance, started,
 log}``. ``instance`` is a random id the server also reports at ``/api/health``; a server is only
 ever signalled after that health check proved the pid belongs to it.
@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from loopx import __version__
+from loopx import __version__, config
 from loopx.errors import Conflict, StateError, UsageError
 
 STATE_NAME = "dashboard.json"
@@ -35,7 +35,7 @@ _FIELDS = {"pid": int, "port": int, "version": str, "token": str, "instance": st
 
 
 def home() -> str:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     return registry.home()
 
@@ -50,7 +50,7 @@ def log_path() -> str:
 
 def default_port() -> int:
     """``LOOPX_DASHBOARD_PORT`` or a stable port per user (47000 + uid % 1000)."""
-    env = os.environ.get("LOOPX_DASHBOARD_PORT")
+    env = config.env("LOOPX_DASHBOARD_PORT")
     if env:
         return check_port(env, "LOOPX_DASHBOARD_PORT")
     uid = os.getuid() if hasattr(os, "getuid") else 0
@@ -213,7 +213,7 @@ def stop() -> dict:
 
 
 def _lock():
-    from loopx.kernel.store import Store
+    from loopx.kernel.storage.store import Store
 
     d = os.path.join(home(), "dashboard")
     os.makedirs(d, exist_ok=True)

@@ -72,7 +72,8 @@ def payload_dir(payload: dict, project: str | None) -> str:
 
 def open_store(where: str):
     """The Store governing ``where`` or None when no ``.loopx/`` is at or above it."""
-    from loopx.kernel.store import Store, find_root
+    from loopx.kernel.storage.fs import find_root
+    from loopx.kernel.storage.store import Store
 
     root = find_root(where)
     return Store(root) if root else None
@@ -145,9 +146,10 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
 
 
 def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
-    from loopx.kernel import turn
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
 
-    t = turn.next_turn(store, f"agent:{agent}", goal_id=goal_id)
+    t = turn.next_turn(store, actors.agent(agent), goal_id=goal_id)
     d = t.get("decision") or {}
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)
@@ -207,7 +209,7 @@ def deny(host: str, reason: str) -> dict:
 def pre_tool(payload: dict, host: str, *, project: str | None = None,
              goal_id: str | None = None) -> tuple[dict | None, dict]:
     """The pre-tool guard (see the module docstring). Never raises."""
-    from loopx.kernel import guard
+    from loopx.kernel.policy import guard
 
     neutral = {} if host == "cursor" else None
     store = None
@@ -239,7 +241,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
 # ------------------------------------------------------------------ session start
 def session_summary(state: dict, goal_id: str | None = None) -> str | None:
     """A few lines: each active goal, its next todo and pending gates; None without goals."""
-    from loopx.kernel import clock, status
+    from loopx.kernel.read import status
+    from loopx.kernel.storage import clock
 
     goals = [g for g in status.summary(state, clock.now_iso(), goal_id)["goals"] if g["status"] == "active"]
     if not goals:

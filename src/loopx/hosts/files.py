@@ -55,7 +55,7 @@ def block_text(content: str) -> str:
 
 # ------------------------------------------------------------------ manifest
 def manifest_path() -> str:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     return os.path.join(registry.home(), "hosts", "manifest.json")
 

@@ -31,7 +31,7 @@ def _digest(data: bytes) -> str:
 
 
 def backup_dir() -> str:
-    from loopx.kernel import registry
+    from loopx.kernel.storage import registry
 
     return os.path.join(registry.home(), "update-backups")
 

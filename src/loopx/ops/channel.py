@@ -30,6 +30,7 @@ import sysconfig
 from urllib.parse import unquote, urlparse
 
 import loopx
+from loopx.errors import StateError
 
 NAME = "loopx"
 MANUAL = ("editable", "vcs", "source", "system", "unknown")
@@ -90,14 +91,14 @@ def read_direct_url(dist) -> dict | None:
 
 
 def _git_checkout(path: str) -> str | None:
-    cur = os.path.abspath(path)
-    for _ in range(6):
-        if os.path.exists(os.path.join(cur, ".git")) and os.path.exists(os.path.join(cur, "pyproject.toml")):
-            return cur
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            break
-        cur = parent
+    """The git checkout (a folder with ``.git`` and ``pyproject.toml``) at most 6 levels above ``path``."""
+    from loopx.kernel.storage.fs import git_dir
+
+    found = git_dir(path)
+    top = os.path.dirname(found) if found else None
+    if top and os.path.exists(os.path.join(top, "pyproject.toml")) \
+            and os.path.relpath(os.path.abspath(path), top).count(os.sep) < 6:
+        return top
     return None
 
 
@@ -194,7 +195,28 @@ def _finish(info: dict) -> dict:
     if info["channel"] == "editable" and info["source_dir"]:
         info["reinstall"] = f"{sys.executable} -m pip install -e {info['source_dir']}"
     elif not info["manual"]:
-        from loopx.ops.update import install_command
-
         info["reinstall"] = " ".join(install_command(info, v, None, None))
     return info
+
+
+def install_command(info: dict, version: str, index_url: str | None, find_links: str | None) -> list[str]:
+    """The command that installs loopx ``version`` through ``info``'s channel (never another)."""
+    spec = f"{NAME}=={version}"
+    ch = info["channel"]
+    idx = (["--index-url", index_url] if index_url else []) + (["--find-links", find_links] if find_links else [])
+    py = info["python"]
+    if ch in ("pip-venv", "pip-system"):
+        return [py, "-m", "pip", "install", *idx, spec]
+    if ch == "pip-user":
+        return [py, "-m", "pip", "install", "--user", *idx, spec]
+    if ch == "pip-target":
+        return [py, "-m", "pip", "install", "--upgrade", "--target", info["site_dir"], *idx, spec]
+    if ch == "uv-pip":
+        return ["uv", "pip", "install", "--python", py, *idx, spec]
+    if ch == "uv-tool":
+        return ["uv", "tool", "install", "--force", *idx, spec]
+    if ch == "pipx":
+        pip_args = f"--find-links={find_links}" if find_links else None
+        return ["pipx", "install", "--force", *(["--index-url", index_url] if index_url else []),
+                *([f"--pip-args={pip_args}"] if pip_args else []), spec]
+    raise StateError(f"loopx does not update a {ch} installation itself")

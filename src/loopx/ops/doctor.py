@@ -18,15 +18,13 @@ import os
 import sys
 
 from loopx import __version__
-from loopx.kernel.store import DIRNAME
+from loopx.config import env
+from loopx.kernel.storage.store import DIRNAME
+from loopx.ops.check import result
 
 PROBLEM = ("warning", "error")
 MIN_PYTHON = (3, 11)
 CLOCK_SLACK_S = 300
-
-
-def result(cid: str, status: str, finding: str, fix: str | None = None, fixable: str | None = None) -> dict:
-    return {"id": cid, "status": status, "finding": finding, "fix": fix, "fixable": fixable}
 
 
 class Target:
@@ -46,7 +44,7 @@ class Target:
         return self._scan
 
     def store(self):
-        from loopx.kernel.store import Store
+        from loopx.kernel.storage.store import Store
 
         return Store(self.root)
 
@@ -128,9 +126,9 @@ def check_dashboard(t: Target) -> dict:
 def check_clock(t: Target) -> dict:
     from datetime import UTC, datetime
 
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
-    fixed = os.environ.get("LOOPX_NOW")
+    fixed = env("LOOPX_NOW")
     if fixed:
         return result("clock", "warning", f"LOOPX_NOW={fixed} freezes loopx's clock (meant for tests)",
                       "unset LOOPX_NOW")
@@ -181,7 +179,7 @@ PROJECT_CHECKS = (check_store, check_gitignore, check_location)
 
 def find_project(project: str | None) -> tuple[str | None, dict | None]:
     """(project dir with a .loopx/, or None; a check result when ``project`` is given but unusable)."""
-    from loopx.kernel.store import find_root
+    from loopx.kernel.storage.fs import project_dir
 
     if project:
         p = os.path.abspath(project)
@@ -189,8 +187,7 @@ def find_project(project: str | None) -> tuple[str | None, dict | None]:
             return p, None
         return None, result("project", "warning", f"{p} is not connected to loopx",
                             f"loopx connect --project {p}")
-    root = find_root(os.getcwd())
-    return (os.path.dirname(root) if root else None), None
+    return project_dir(), None
 
 
 def run(project: str | None = None) -> dict:

@@ -8,7 +8,7 @@ import contextlib
 import os
 import shutil
 
-from loopx.kernel.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
+from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
 
 
 def _writable(store) -> None:
@@ -22,7 +22,7 @@ def _writable(store) -> None:
 
 def repair_store(t, actor: str) -> str:
     """Quarantine a torn tail (the store's own repair) and undecodable lines, under the lock."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
     from loopx.ops.storescan import quarantine_bad_lines
 
     store = t.store()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.ops.doctor import result
+from loopx.ops.check import result
 
 
 def _installer():
@@ -109,7 +109,7 @@ def check(project_dir: str | None) -> list[dict]:
 
 def refresh(project_dir: str | None) -> str:
     """Reinstall stale and missing (previously installed) items; never touch edited ones."""
-    from loopx.kernel import clock
+    from loopx.kernel.storage import clock
 
     _, files, _ = _installer()
     stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")

@@ -11,7 +11,7 @@ import sys
 import sysconfig
 
 from loopx import __version__
-from loopx.ops.doctor import result
+from loopx.ops.check import result
 
 # Path components of folders that sync clients own (case-insensitive).
 SYNCED = ("dropbox", "onedrive", "icloud drive", "icloud~", "mobile documents", "com~apple~clouddocs",

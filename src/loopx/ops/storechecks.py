@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from loopx.kernel.store import FORMAT, STREAMS
-from loopx.ops.doctor import result
+from loopx.kernel.storage.store import FORMAT, STREAMS
+from loopx.ops.check import result
 
 IGNORE_RULES = ("lock", "cache/", "node", "backup/")
 
@@ -38,7 +38,7 @@ def check_chain(t) -> dict:
     fmt = t.scan["format"]
     if not fmt["ok"] or fmt["format"] > FORMAT:
         return result("store.chain", "skipped", "not checked: format.json is unusable")
-    from loopx.kernel import chain
+    from loopx.kernel.storage import chain
 
     store = t.store()
     found = chain.verify(store)
@@ -64,7 +64,7 @@ def check_chain(t) -> dict:
 
 def _cached_heads(store) -> dict:
     """The chain heads the cached views recorded (whatever the log looks like now)."""
-    from loopx.kernel.store import LIVE_FILE, SNAPSHOT_FILE, _unmarshal
+    from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, _unmarshal
 
     best: dict = {}
     for name in (SNAPSHOT_FILE, LIVE_FILE):
@@ -165,7 +165,7 @@ def check_snapshot(t) -> dict:
         return result("store.snapshot", "ok", "no snapshot yet (one is written after 200 events)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
-    from loopx.kernel import fold
+    from loopx.kernel.storage import fold
 
     store = t.store()
     cached, offsets = store._load_snapshot()
@@ -258,11 +258,6 @@ def _git_not_ignored(project_dir: str) -> list[str]:
 
 
 def _in_git_tree(path: str) -> bool:
-    cur = os.path.abspath(path)
-    while True:
-        if os.path.exists(os.path.join(cur, ".git")):
-            return True
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            return False
-        cur = parent
+    from loopx.kernel.storage.fs import git_dir
+
+    return git_dir(path) is not None

@@ -21,8 +21,9 @@ import json
 import os
 import re
 
-from loopx.kernel import fold
-from loopx.kernel.store import _CONFLICT, STREAMS, Draft, _atomic_write, decode
+from loopx.kernel.storage import fold
+from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.store import _CONFLICT, STREAMS, Draft, decode
 
 BAD_SAMPLES = 20
 _SEQ = re.compile(rb'"seq":(\d+)')
@@ -182,8 +183,8 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
         return None
     os.makedirs(store.path("quarantine"), exist_ok=True)
     qname = f"{name}-{stamp}-{os.urandom(3).hex()}.bad"
-    _atomic_write(store.path("quarantine", qname), b"\n".join(bad) + b"\n")
-    _atomic_write(path, b"".join(line + b"\n" for line in keep))
+    atomic_write(store.path("quarantine", qname), b"\n".join(bad) + b"\n")
+    atomic_write(path, b"".join(line + b"\n" for line in keep))
     return Draft("store.repaired", None, {"file": f"{name}.jsonl", "reason": "bad lines", "lines": len(bad),
                                           "bytes": sum(len(b) + 1 for b in bad), "seqs": seqs,
                                           "quarantine": f"quarantine/{qname}"})

@@ -17,8 +17,9 @@ import sysconfig
 from typing import Any
 
 from loopx import __version__
+from loopx.config import env
 from loopx.errors import StateError, UsageError
-from loopx.ops.channel import NAME, url_path
+from loopx.ops.channel import NAME, install_command, url_path
 
 _V = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|rc|c|alpha|beta)[-_.]?(\d*))?(?:[-_.]?post[-_.]?(\d*))?"
                 r"(?:[-_.]?dev[-_.]?(\d*))?(?:\+[a-z0-9.]+)?$", re.I)
@@ -55,7 +56,7 @@ def is_pre(v: str) -> bool:
 
 
 def index_options(index_url: str | None, find_links: str | None) -> tuple[str | None, str | None]:
-    index_url = index_url or os.environ.get("LOOPX_INDEX_URL") or None
+    index_url = index_url or env("LOOPX_INDEX_URL") or None
     return index_url, find_links
 
 
@@ -124,7 +125,7 @@ def check(index_url=None, find_links=None, pre: bool = False) -> dict:
     index_url, find_links = index_options(index_url, find_links)
     out = {"installed": __version__, "newest": None, "update_available": False, "checked": False,
            "reason": None, "index": index_url or find_links, "index_url": index_url, "find_links": find_links}
-    if os.environ.get("LOOPX_NO_UPDATE_CHECK") not in (None, "", "0"):
+    if env("LOOPX_NO_UPDATE_CHECK") not in (None, "0"):
         out["reason"] = "update checks are off (LOOPX_NO_UPDATE_CHECK is set)"
         return out
     _need_index(index_url, find_links)
@@ -136,29 +137,6 @@ def check(index_url=None, find_links=None, pre: bool = False) -> dict:
 
 
 # ------------------------------------------------------------------ commands per channel
-def install_command(info: dict, version: str, index_url: str | None, find_links: str | None) -> list[str]:
-    """The command that installs loopx ``version`` through ``info``'s channel (never another)."""
-    spec = f"{NAME}=={version}"
-    ch = info["channel"]
-    idx = (["--index-url", index_url] if index_url else []) + (["--find-links", find_links] if find_links else [])
-    py = info["python"]
-    if ch in ("pip-venv", "pip-system"):
-        return [py, "-m", "pip", "install", *idx, spec]
-    if ch == "pip-user":
-        return [py, "-m", "pip", "install", "--user", *idx, spec]
-    if ch == "pip-target":
-        return [py, "-m", "pip", "install", "--upgrade", "--target", info["site_dir"], *idx, spec]
-    if ch == "uv-pip":
-        return ["uv", "pip", "install", "--python", py, *idx, spec]
-    if ch == "uv-tool":
-        return ["uv", "tool", "install", "--force", *idx, spec]
-    if ch == "pipx":
-        pip_args = f"--find-links={find_links}" if find_links else None
-        return ["pipx", "install", "--force", *(["--index-url", index_url] if index_url else []),
-                *([f"--pip-args={pip_args}"] if pip_args else []), spec]
-    raise StateError(f"loopx does not update a {ch} installation itself")
-
-
 def manual_steps(info: dict) -> tuple[list[str], list[str]]:
     """(update commands, rollback commands) for channels a human runs by hand."""
     ch = info["channel"]

@@ -11,7 +11,7 @@ import hashlib
 import os
 
 from loopx.errors import Conflict
-from loopx.kernel.store import _try_lock, _unlock
+from loopx.kernel.storage.fs import try_lock, unlock
 
 
 class RunnerLock:
@@ -25,7 +25,7 @@ class RunnerLock:
     def acquire(self) -> None:
         """Take the lock now or raise Conflict (``runner_busy``, exit 4)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not _try_lock(fd):
+        if not try_lock(fd):
             try:
                 holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if hasattr(os, "pread") else "?"
             except OSError:
@@ -41,7 +41,7 @@ class RunnerLock:
     def release(self) -> None:
         if self.fd is not None:
             try:
-                _unlock(self.fd)
+                unlock(self.fd)
             finally:
                 os.close(self.fd)
                 self.fd = None

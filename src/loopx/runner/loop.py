@@ -19,7 +19,9 @@ import json
 import os
 
 from loopx.errors import Interrupted, StateError
-from loopx.kernel import clock, decide, fingerprint, queries, turn
+from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.storage import actors, clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 
@@ -27,7 +29,7 @@ from loopx.runner.lease import RunnerLock
 class Driver:
     def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
                  lease: float, echo=None, log=None) -> None:
-        self.store, self.agent, self.actor = store, agent, f"agent:{agent}"
+        self.store, self.agent, self.actor = store, agent, actors.agent(agent)
         self.preset, self.agent_cmd = preset, agent_cmd
         self.timeout, self.lease, self.echo = timeout, lease, echo
         self.log = log or (lambda msg: None)

@@ -1,0 +1,136 @@
+"""Keep the terminal transcripts in README.md and docs/*.md true by running them.
+
+A transcript is a fenced block whose info string is ``console``: lines starting with ``$ `` are
+commands (a trailing ``\\`` continues one on the next line), the lines after a command up to the
+next one are its output (stdout and stderr together). All transcripts of one file run in order in
+one scratch git repository (``/home/alice/shop`` in the text) with a fixed clock (``LOOPX_NOW``),
+deterministic ids (``LOOPX_ID_SEED``), an isolated ``LOOPX_HOME``, no agent markers and no colour,
+so their output is stable and is compared line for line.
+
+    python docs/transcripts.py          # rerun every transcript and rewrite the outputs in place
+    python docs/transcripts.py --check  # exit 1 naming the first difference (tests/test_docs.py)
+    python docs/transcripts.py docs/loop.md   # only these files
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+NOW = "2026-12-01T09:00:00Z"
+FAKE_PROJECT, FAKE_HOME = "/home/alice/shop", "/home/alice"
+BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
+MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
+           "CODEX_THREAD_ID", "CURSOR_AGENT", "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE", "LOOPX_RUN_ID")
+
+
+def files() -> list[Path]:
+    return [REPO / "README.md", *sorted(HERE.glob("*.md"))]
+
+
+def parse(block: str) -> list[tuple[str, list[str]]]:
+    """``[(command, expected output lines)]`` of one block."""
+    steps: list[tuple[str, list[str]]] = []
+    lines = block.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.startswith("$ "):
+            raise ValueError(f"a console block must start with a `$ ` command, not {line!r}")
+        cmd = line[2:]
+        while cmd.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            cmd = cmd + "\n" + lines[i]
+        out = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("$ "):
+            out.append(lines[i])
+            i += 1
+        steps.append((cmd, out))
+    return steps
+
+
+class Session:
+    """One scratch project in which a file's transcripts run in order."""
+
+    def __init__(self, tmp: str) -> None:
+        self.home = os.path.join(tmp, "home")
+        self.project = os.path.join(tmp, "shop")
+        os.makedirs(self.home)
+        os.makedirs(self.project)
+        env = {k: v for k, v in os.environ.items() if k not in MARKERS and not k.startswith("LOOPX_")}
+        env.update(LOOPX_HOME=os.path.join(self.home, ".loopx-home"), HOME=self.home, LOOPX_NOW=NOW,
+                   LOOPX_ID_SEED="docs", USER="alice", LOGNAME="alice", NO_COLOR="1", COLUMNS="100", TZ="UTC",
+                   LOOPX_NO_UPDATE_CHECK="1", GIT_AUTHOR_NAME="alice", GIT_AUTHOR_EMAIL="alice@example.com",
+                   GIT_COMMITTER_NAME="alice", GIT_COMMITTER_EMAIL="alice@example.com",
+                   GIT_AUTHOR_DATE=NOW, GIT_COMMITTER_DATE=NOW, PYTHONIOENCODING="utf-8")
+        self.env = env
+        self.run("git init -q -b main . && mkdir -p src tests && echo '# shop' > README.md && "
+                 "git add -A && git commit -qm init")
+
+    def run(self, cmd: str) -> str:
+        script = f'loopx() {{ "{sys.executable}" -m loopx "$@"; }}\nexport -f loopx\n{cmd}\n'
+        proc = subprocess.run(["bash", "-c", script], cwd=self.project, env=self.env, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return self.normalise(proc.stdout + proc.stderr)
+
+    def normalise(self, text: str) -> str:
+        text = text.replace(self.project, FAKE_PROJECT).replace(self.home, FAKE_HOME)
+        text = text.replace(os.path.realpath(self.project), FAKE_PROJECT)
+        text = text.replace(sys.executable, "python")
+        return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
+
+
+def render(block: str, session: Session) -> str:
+    parts = []
+    for cmd, _expected in parse(block):
+        parts.append("$ " + cmd)
+        out = session.run(cmd)
+        if out:
+            parts.append(out)
+    return "\n".join(parts) + "\n"
+
+
+def process(path: Path) -> tuple[str, str]:
+    """(current text, text with every transcript's output refreshed)."""
+    text = path.read_text(encoding="utf-8")
+    if not BLOCK.search(text):
+        return text, text
+    with tempfile.TemporaryDirectory(prefix="loopx-docs-") as tmp:
+        session = Session(tmp)
+        new = BLOCK.sub(lambda m: "```console\n" + render(m.group(1), session) + "```\n", text)
+    return text, new
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    chosen = [Path(a).resolve() for a in argv if not a.startswith("--")] or files()
+    status = 0
+    for path in chosen:
+        old, new = process(path)
+        if old == new:
+            continue
+        if check:
+            rel = os.path.relpath(path, REPO)
+            for n, (a, b) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False), 1):
+                if a != b:
+                    print(f"{rel}:{n}: the transcript says\n    {a}\nbut loopx now prints\n    {b}")
+                    break
+            else:
+                print(f"{rel}: transcript length differs")
+            print("rerun `python docs/transcripts.py` and review the diff")
+            status = 1
+        else:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote {os.path.relpath(path, REPO)}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

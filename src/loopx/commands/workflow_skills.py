@@ -1,0 +1,157 @@
+"""``loopx workflow-skills --install|--check|--remove`` and ``loopx heartbeat-prompt``."""
+
+from __future__ import annotations
+
+import os
+
+from loopx.output import Reply, safe, table
+
+
+def register(sub, name, help_text):
+    from loopx.commands import add
+
+    if name == "heartbeat-prompt":
+        p = add(sub, name, help_text, handler=heartbeat_prompt, render=lambda d: d["prompt"],
+                example='claude -p "$(loopx heartbeat-prompt --goal-id my-goal --agent claude-code)"')
+        p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="the goal (default: the best eligible one)")
+        p.add_argument("--agent", dest="agent_name", metavar="NAME", help="the agent the tick runs as")
+        return
+    p = add(sub, name, help_text, handler=workflow_skills, render=render_skills,
+            example="loopx workflow-skills --install --host claude-code --dry-run")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--install", dest="mode", action="store_const", const="install", help="write skills and host files")
+    mode.add_argument("--check", dest="mode", action="store_const", const="check",
+                      help="report missing, stale, modified and current files (default); exit 1 unless all current")
+    mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
+    p.add_argument("--host", default="all", metavar="HOST",
+                   help="claude-code, codex, cursor, opencode, gemini or all (default all)")
+    p.add_argument("--scope", default="project", metavar="SCOPE", help="project (default) or user (your home folder)")
+    p.add_argument("--dry-run", action="store_true", help="print every path it would write or remove; change nothing")
+    p.add_argument("--force", action="store_true", help="replace or remove files you edited (a backup is kept)")
+
+
+def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:
+    from loopx import hosts
+    from loopx.hosts import files, plan
+    from loopx.kernel.storage import clock
+
+    mode = mode or "check"
+    chosen = hosts.expand_hosts(host)
+    from loopx.commands import scope_root
+
+    root = scope_root(ctx, scope)
+    items = plan.items(chosen, scope, root)
+    manifest = files.load_manifest()
+    stamp = clock.now_iso().replace(":", "").replace("-", "")
+    rows = []
+    if mode == "remove":
+        items += _leftovers(items, manifest, chosen, root)
+    for item in items:
+        if mode == "check":
+            rows.append({"path": item.path, "host": item.host, "what": item.what,
+                         "status": files.status(item, manifest), "action": None, "backup": None})
+        elif mode == "install":
+            rows.append(files.install(item, manifest, force=force, dry_run=dry_run, stamp=stamp))
+        else:
+            rows.append(files.remove(item, manifest, force=force, dry_run=dry_run, stamp=stamp))
+            if not dry_run and rows[-1]["action"] == "remove":
+                files.prune_dirs(item.path, root)
+    if mode != "check" and not dry_run:
+        files.save_manifest(manifest)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    kept = [r["path"] for r in rows if (r["action"] or "").startswith("kept")]
+    verb = "remove" if mode == "remove" else "replace"
+    warnings = [f"{len(kept)} file(s) you edited were left alone; rerun with --force to {verb} them (a backup is kept)"] if kept else []
+    data = {"mode": mode, "scope": scope, "root": root, "hosts": chosen, "dry_run": dry_run, "files": rows,
+            "counts": counts, "all_current": counts.get("current", 0) == len(rows)}
+    code = 1 if mode == "check" and not data["all_current"] else 0
+    return Reply(data, code, warnings)
+
+
+def _leftovers(items, manifest, chosen, root):
+    """Files a previous loopx installed under this root's loopx skill folders that the current
+    bundle no longer has (so --remove leaves nothing of loopx behind)."""
+    from loopx.hosts import files, plan
+
+    known = {i.path for i in items}
+    bases = {os.path.join(root, *plan.SKILL_DIR[h].split("/")) + os.sep: h for h in chosen}
+    extra = []
+    for path, rec in manifest["files"].items():
+        if path in known or rec.get("kind") != "file":
+            continue
+        for base, host in bases.items():
+            if path.startswith(base) and os.path.relpath(path, base).split(os.sep)[0].startswith("loopx"):
+                text = files.read_text(path)
+                # present and unedited: "current"; edited: "modified" (kept unless --force)
+                extra.append(files.Item(path, "file", text if text is not None and files.sha(text) == rec.get("sha256") else "",
+                                        host, "old skill file"))
+    return extra
+
+
+def render_skills(d: dict) -> str:
+    root = d["root"]
+
+    def rel(p):
+        r = os.path.relpath(p, root)
+        return p if r.startswith("..") else r
+
+    rows = [[r["status"], r["action"] or "", safe(rel(r["path"]))] for r in d["files"]]
+    head = {"check": "checked", "install": "installed", "remove": "removed"}[d["mode"]]
+    if d["dry_run"]:
+        head = f"dry run ({d['mode']}): nothing changed"
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(d["counts"].items()))
+    lines = [f"{head}: {', '.join(d['hosts'])} ({d['scope']} scope, {safe(root)})",
+             table(rows, ["STATUS", "ACTION", "PATH"] if d["mode"] != "check" else None) if d["mode"] != "check"
+             else table([[r[0], r[2]] for r in rows], ["STATUS", "PATH"]),
+             f"{counts}" if counts else "nothing to do"]
+    backups = [r["backup"] for r in d["files"] if r.get("backup")]
+    for b in backups:
+        lines.append(f"backup kept: {safe(b)}")
+    if d["mode"] == "check" and not d["all_current"]:
+        lines.append("next: loopx workflow-skills --install" + (" --scope user" if d["scope"] == "user" else ""))
+    return "\n".join(lines)
+
+
+def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
+    from loopx.kernel.storage import ids
+
+    if goal_id:
+        ids.check_goal_id(goal_id)
+    agent = agent_name or ctx.agent
+    if agent:
+        ids.check_agent_name(agent)
+    return {"prompt": build_heartbeat(goal_id, agent), "goal_id": goal_id, "agent": agent,
+            "schedulers": SCHEDULERS}
+
+
+SCHEDULERS = [
+    "Claude Code: /loop 30m <prompt> in a session, or cron: claude -p \"$(loopx heartbeat-prompt --agent claude-code)\"",
+    "Codex app: an automation whose prompt is this text; CLI: codex exec \"$(loopx heartbeat-prompt --agent codex)\"",
+    "Any: loopx quota should-run && <agent> -p \"$(loopx heartbeat-prompt)\" (see docs/hosts.md)",
+]
+
+
+def build_heartbeat(goal_id: str | None, agent: str | None) -> str:
+    """The text a scheduled tick runs: should-run first, then at most one governed turn."""
+    g = f" --goal-id {goal_id}" if goal_id else ""
+    a = f" --agent {agent}" if agent else ""
+    return f"""This is one scheduled loopx tick. Do at most one governed turn, then stop.
+
+1. Run `loopx quota should-run{g}{a}`. If it exits non-zero, reply with its one-line message
+   and stop: do not work around it (it means waiting for a human, budget spent, nothing ready,
+   or the goal is done).
+2. Run `loopx next{g}{a} --format json`. If it exits non-zero, reply with its message and stop.
+   Otherwise read `data.packet`: objective, done_when, scope, protected actions, your todo and
+   its acceptance, and the write-back commands with the run id filled in.
+3. Do that one todo, changing only paths inside the scope. Run the verify command.
+4. Record what you ran: `loopx evidence add --run RUN --kind test --summary "..." --command "..." --exit-code N`.
+   If the todo is done: `loopx todo done TODO --evidence EV`.
+5. Close the turn honestly: `loopx turn finish --run RUN --result progress|completion|no_progress|failed|blocked --verify`,
+   then `loopx quota spend-slot --run RUN` (it only charges a verified run).
+6. If the work needs a protected action (merge, release, deploy, production data, spending),
+   open a gate with `loopx gate open --kind KIND --question "..."`, finish with `--result blocked`
+   and stop. Never approve or reject a gate yourself.
+
+Reply with one line: the todo, the result, and the evidence id (or why no turn ran)."""

@@ -1,0 +1,196 @@
+"""Configuration: the one reader of ``LOOPX_*`` environment variables and of the user's config file.
+
+Environment variables are declared in ``VARS`` (name -> (default, meaning)); ``env(name)`` is the
+only way code reads them, so docs/cli.md's environment table (generated from ``VARS``) cannot miss
+one. Unknown names raise ``KeyError`` at the call site, which a test exercises for every module.
+
+The user's config file is TOML (read with the standard library's ``tomllib``) at
+``$LOOPX_HOME/config.toml`` when ``LOOPX_HOME`` is set, else the platform's config location:
+``$XDG_CONFIG_HOME/loopx/config.toml`` (default ``~/.config``) on Linux,
+``~/Library/Application Support/loopx/config.toml`` on macOS, ``%APPDATA%\\loopx\\config.toml`` on
+Windows. It holds user-level settings that a project must not be able to redirect (notification
+targets, host usage limits, signing). Only loopx's own commands write it, through
+``set_user_value``; the writer emits a small TOML subset (tables of strings, numbers, booleans and
+lists of those), which ``tomllib`` reads back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# name -> (default or None, meaning). Keep sorted by name.
+VARS: dict[str, tuple[str | None, str]] = {
+    "LOOPX_AGENT": (None, "act as this agent (same as --agent); unset means a human"),
+    "LOOPX_DASHBOARD_PORT": (None, "port of the dashboard server (default: a stable per-user port)"),
+    "LOOPX_DEBUG": (None, "set to 1 to show tracebacks of internal errors (same as --debug)"),
+    "LOOPX_DEMO_DEBUG": (None, "set to 1 to keep the demo's scratch folder and print its agent's output"),
+    "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
+    "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
+    "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
+    "LOOPX_HUMAN": (None, "the human's display name in recorded decisions (default: the OS account)"),
+    "LOOPX_ID_SEED": (None, "makes new todo, gate, evidence and run ids deterministic (documentation transcripts, tests)"),
+    "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
+    "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),
+    "LOOPX_NOW": (None, "ISO-8601 UTC time that replaces the clock (tests, simulations)"),
+    "LOOPX_NO_UPDATE_CHECK": (None, "set to 1 to skip update checks in doctor and update"),
+    "LOOPX_PACKET_JSON": (None, "set by `loopx run` for the agent: path of the turn packet as JSON"),
+    "LOOPX_PROJECT_DIR": (None, "set by `loopx run` for the agent: the project root"),
+    "LOOPX_PROMPT_FILE": (None, "set by `loopx run` for the agent: path of the turn packet as text"),
+    "LOOPX_RUN_ID": (None, "set by `loopx run` for the agent: the open run; loopx commands default to it"),
+    "LOOPX_STOP_HOOK_CAP": ("8", "continuations the Stop hook grants per session before letting the agent stop"),
+    "LOOPX_TODO_ID": (None, "set by `loopx run` for the agent: the todo of the turn"),
+}
+
+
+def env(name: str) -> str | None:
+    """The value of ``LOOPX_*`` variable ``name`` (empty counts as unset), else its default.
+
+    Raises KeyError for a name not declared in ``VARS``.
+    """
+    default = VARS[name][0]
+    value = os.environ.get(name)
+    return value if value else default
+
+
+def data_home() -> str:
+    """The user-level data folder: ``LOOPX_HOME``, else the platform's data location + ``loopx``."""
+    base = env("LOOPX_HOME")
+    if base:
+        return os.path.abspath(base)
+    if sys.platform == "win32":
+        root = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+    elif sys.platform == "darwin":
+        root = os.path.expanduser("~/Library/Application Support")
+    else:
+        root = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return os.path.join(root, "loopx")
+
+
+def config_path() -> str:
+    """Path of the user's ``config.toml`` (it may not exist)."""
+    base = env("LOOPX_HOME")
+    if base:
+        return os.path.join(os.path.abspath(base), "config.toml")
+    if sys.platform == "win32":
+        root = os.environ.get("APPDATA") or os.path.expanduser("~\\AppData\\Roaming")
+    elif sys.platform == "darwin":
+        root = os.path.expanduser("~/Library/Application Support")
+    else:
+        root = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return os.path.join(root, "loopx", "config.toml")
+
+
+def load_user_config() -> dict:
+    """The user's config as a dict (``{}`` when the file is missing).
+
+    Raises ``StateError`` (exit 3) when the file exists but is not valid TOML, naming the file.
+    """
+    import tomllib
+
+    try:
+        with open(config_path(), "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        from loopx.errors import StateError
+
+        raise StateError(f"the user config {config_path()} cannot be read: {exc}",
+                         "fix or remove the file; loopx's own commands rewrite it") from None
+
+
+def get_user_value(dotted: str, default=None):
+    """``get_user_value("notify.webhook.url")`` -> the value, or ``default`` when absent."""
+    node: object = load_user_config()
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def set_user_value(dotted: str, value) -> dict:
+    """Set (or, with ``value is None``, remove) ``dotted`` in the user's config; returns the new config.
+
+    ``dotted`` is ``table.key`` or ``table.sub.key`` (bare keys ``[A-Za-z0-9_-]``); values are str,
+    int, float, bool or lists of those. Written atomically under a lock in the data folder.
+    Raises ``UsageError`` for a malformed key or value type, ``StateError`` for an unreadable file.
+    """
+    from loopx.errors import UsageError
+
+    parts = dotted.split(".")
+    if len(parts) < 2 or not all(p and all(c.isalnum() or c in "_-" for c in p) for p in parts):
+        raise UsageError(f"bad config key {dotted!r}", "use table.key, e.g. notify.desktop")
+    if value is not None:
+        _check_value(dotted, value)
+    from loopx.kernel.storage.fs import atomic_write, locked
+
+    os.makedirs(data_home(), exist_ok=True)
+    with locked(os.path.join(data_home(), "lock"), float(env("LOOPX_LOCK_TIMEOUT") or 10)):
+        cfg = load_user_config()
+        node = cfg
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                if value is None:
+                    return cfg
+                nxt = node[part] = {}
+            node = nxt
+        if value is None:
+            node.pop(parts[-1], None)
+        else:
+            node[parts[-1]] = value
+        path = config_path()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, dumps_toml(cfg).encode("utf-8"))
+        os.chmod(path, 0o600)
+    return cfg
+
+
+def _check_value(key: str, value) -> None:
+    from loopx.errors import UsageError
+
+    items = value if isinstance(value, list) else [value]
+    for v in items:
+        if not isinstance(v, (str, int, float, bool)):
+            raise UsageError(f"config value for {key} must be text, a number or true/false",
+                             "pass a plain value")
+
+
+def _scalar(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    out = ['"']
+    for ch in str(v):
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def dumps_toml(cfg: dict) -> str:
+    """Serialise ``cfg`` (nested dicts of scalars and lists) as TOML that ``tomllib`` reads back."""
+    lines = ["# loopx user config: written by loopx's own commands (loopx notify set, ...)."]
+
+    def table(prefix: str, node: dict) -> None:
+        scalars = [(k, v) for k, v in node.items() if not isinstance(v, dict)]
+        subs = [(k, v) for k, v in node.items() if isinstance(v, dict)]
+        if prefix and scalars:
+            lines.append("")
+            lines.append(f"[{prefix}]")
+        for k, v in scalars:
+            lines.append(f"{k} = {_scalar(v)}")
+        for k, v in subs:
+            table(f"{prefix}.{k}" if prefix else k, v)
+
+    table("", cfg)
+    return "\n".join(lines) + "\n"

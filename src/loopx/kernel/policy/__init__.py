@@ -1,0 +1,1 @@
+"""kernel.policy: see docs/architecture.md (layers)."""

@@ -1,0 +1,363 @@
+"""The should-run decision (docs/architecture.md#the-governed-loop): is the next agent turn worth its tokens?
+
+``evaluate(state, now, ...)`` is a pure function of the folded state, the clock and a
+fingerprint callable; ``should_run(store, ...)`` loads the store, evaluates, and records a
+``decision.recorded`` event only when the decision (decision, reason, todo) differs from the last
+one recorded for that goal, so an idle day of per-minute checks adds a handful of lines.
+
+Rules, per goal, in order; the first that applies decides:
+
+1. ``store``   store unreadable, newer format or conflict markers -> ``error``
+2. ``status``  goal done/stopped -> ``stop``; paused or quota slots 0 -> ``pause``
+3. ``gates``   a pending gate blocks the goal or every ready todo -> ``wait_human``
+4. ``work``    nothing ready: claimed by others -> ``wait``; handed to another agent ->
+               ``handoff``; all done -> ``stop`` (complete); blocked -> ``wait_human``;
+               no todos -> continue in ``plan`` mode
+5. ``budget``  slots spent in the rolling window >= slots -> ``wait``; cooldown -> ``wait``
+6. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
+               run made no progress and the fingerprint has not changed -> ``skip``
+7. ``run``     -> ``run``, naming the todo (or ``mode: plan``)
+
+The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
+
+    {"decision": "run|skip|wait|wait_human|pause|stop|handoff|error",
+     "reason": stable snake_case code, "message": one line, "goal_id": str|None,
+     "todo_id": str|None, "mode": "work"|"plan"|None, "gate_id": str|None, "question": str|None,
+     "next_check_at": ISO time|None, "scheduler_hint": seconds (int),
+     "budget": {"slots", "window" (s), "spent", "left"} | None, "evaluated_at": ISO time,
+     "rules": [{"rule", "outcome": "pass"|"decides", "detail"}] (only with explain),
+     "goals": [{"goal_id", "decision", "reason"}] (when several goals were evaluated),
+     "recorded": bool, "cached": bool (answered from the decision cache)}
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from loopx.errors import LoopxError, StateError
+from loopx.kernel.read import budget, queries, schedule
+from loopx.kernel.storage import actors, clock
+
+DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
+NO_PROGRESS = ("no_progress", "failed", "blocked")
+STALL_RESULTS = ("no_progress", "failed")
+# when several goals are evaluated and none may run, the most useful answer wins
+_RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
+
+
+def exit_code(decision: dict, skip_exit: int = 1) -> int:
+    """0 for run, 3 for error, else ``skip_exit`` (default 1)."""
+    if decision["decision"] == "run":
+        return 0
+    if decision["decision"] == "error":
+        return 3
+    return skip_exit
+
+
+def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None, now: datetime) -> str | None:
+    """The agent a recent handoff reserved ``todo_id`` for, when that is not ``me``."""
+    limit = clock.iso(now - timedelta(seconds=schedule.HANDOFF_HOLD))
+    for h in reversed(state.get("handoffs") or []):
+        if h.get("goal") == goal_id and h.get("todo") == todo_id:
+            if h["ts"] > limit and h.get("to") and h["to"] != me:
+                return h["to"]
+            return None
+    return None
+
+
+def _stall_streak(state: dict, goal: dict) -> int:
+    """Consecutive no-progress runs since the last change a human would make (goal or quota
+    update, a new todo, a decided gate)."""
+    if goal.get("no_progress_streak", 0) < goal["quota"].get("stall_after", 3):
+        return goal.get("no_progress_streak", 0)
+    gid = goal["id"]
+    reset = goal.get("updated") or ""
+    for t in state["todos"].values():
+        if t["goal"] == gid and t["created"] > reset:
+            reset = t["created"]
+    for g in state["gates"].values():
+        if g["goal"] == gid and g.get("decided") and g["decided"] > reset:
+            reset = g["decided"]
+    runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > reset),
+                  key=lambda r: (r["started"], r.get("seq", 0)), reverse=True)
+    n = 0
+    for r in runs:
+        if r["finished"] is None:
+            continue
+        if r["result"] not in STALL_RESULTS:
+            break
+        n += 1
+    return n
+
+
+class _Eval:
+    """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
+
+    def __init__(self, state, goal, now, agent, fingerprint):
+        self.state, self.goal, self.now, self.agent = state, goal, now, agent
+        self.me = actors.agent(agent) if agent else None
+        self.now_iso = clock.iso(now)
+        self.fingerprint = fingerprint
+        self.rules: list[dict] = []
+        self.budget = budget.budget(state, goal, now)
+
+    def passed(self, rule: str, detail: str) -> None:
+        self.rules.append({"rule": rule, "outcome": "pass", "detail": detail})
+
+    def decide(self, rule, decision, reason, message, *, todo_id=None, next_check_at=None, **extra) -> dict:
+        self.rules.append({"rule": rule, "outcome": "decides", "detail": f"{decision} ({reason}): {message}"})
+        out = {"decision": decision, "reason": reason, "message": message, "goal_id": self.goal["id"],
+               "todo_id": todo_id, "mode": extra.pop("mode", None), "gate_id": extra.pop("gate_id", None),
+               "question": extra.pop("question", None), "next_check_at": next_check_at,
+               "budget": budget.brief(self.budget)}
+        out.update(extra)
+        return out
+
+    def run(self) -> dict:
+        return (self.status() or self.gates_and_work() or self.budget_rule() or self.value()
+                or self.go())
+
+    def status(self):
+        g = self.goal
+        if g["status"] in ("done", "stopped"):
+            return self.decide("status", "stop", f"goal_{g['status']}", f"goal {g['id']} is {g['status']}")
+        if g["status"] == "paused":
+            return self.decide("status", "pause", "goal_paused", f"goal {g['id']} is paused (`loopx goal resume`)")
+        if g["quota"]["slots"] <= 0:
+            return self.decide("status", "pause", "quota_zero",
+                               f"goal {g['id']} has 0 slots: automatic turns are paused (`loopx quota set --slots N`)")
+        self.passed("status", f"goal is {g['status']} with {g['quota']['slots']} slots")
+        return None
+
+    def gates_and_work(self):
+        s, gid = self.state, self.goal["id"]
+        pending = sorted(queries.pending_gates(s, gid), key=lambda x: x["created"])
+        for gate in pending:
+            if queries.gate_blocks_goal(gate):
+                return self._wait_gate(gate, "a pending gate blocks the goal")
+        cands = queries.candidates(s, gid, self.now_iso, self.me)
+        blocked = {b for gate in pending for b in gate["blocks"]}
+        ready = [t for t in cands if t["id"] not in blocked]
+        if cands and not ready:
+            gate = next(x for x in pending if set(x["blocks"]) & {t["id"] for t in cands})
+            return self._wait_gate(gate, "pending gates block every ready todo")
+        self.passed("gates", f"{len(pending)} pending gate(s); none blocks all ready work")
+        if ready and self.me:
+            mine = [t for t in ready if not _reserved_for_other(s, gid, t["id"], self.me, self.now)]
+            if not mine:
+                to = _reserved_for_other(s, gid, ready[0]["id"], self.me, self.now)
+                return self.decide("work", "handoff", "handed_off",
+                                   f"the ready work was handed off to {to}", todo_id=ready[0]["id"],
+                                   handed_to=to)
+            ready = mine
+        self.ready = ready
+        if ready:
+            self.passed("work", f"{len(ready)} ready todo(s); next {ready[0]['id']}")
+            return None
+        return self._nothing_ready()
+
+    def _wait_gate(self, gate, why):
+        return self.decide("gates", "wait_human", "gate_pending",
+                           f"{why}: gate {gate['id']} ({gate['kind']}) asks: {gate['question'][:200]}",
+                           gate_id=gate["id"], question=gate["question"])
+
+    def _nothing_ready(self):
+        todos = queries.goal_todos(self.state, self.goal["id"])
+        live = [t for t in todos if t["status"] not in queries.DONE_STATES]
+        closed = sum(self.state.get("closed", {}).get(self.goal["id"], {}).values())  # a live view's left-out todos
+        if not todos and not closed:
+            self.passed("work", "no todos: the next turn plans (mode plan)")
+            return None
+        if not live:
+            return self.decide("work", "stop", "complete",
+                               f"all {len(todos) + closed} todos are done: goal looks complete (`loopx goal done`)")
+        held = [t for t in live if queries.claim_live(t, self.now_iso)]
+        if held:
+            first = min(t["claim"]["lease_until"] for t in held)
+            return self.decide("work", "wait", "claimed",
+                               f"{len(held)} todo(s) held by other agents; the first lease ends {first}",
+                               next_check_at=first)
+        if any(t["status"] == "blocked" for t in live):
+            n = sum(t["status"] == "blocked" for t in live)
+            return self.decide("work", "wait_human", "todos_blocked",
+                               f"{n} todo(s) are blocked and nothing else is ready (`loopx todo list`)")
+        return self.decide("work", "wait_human", "dependencies",
+                           "open todos wait on dependencies that cannot progress")
+
+    def budget_rule(self):
+        b = self.budget
+        if b["spent"] >= b["slots"]:
+            at = b["frees_at"]
+            return self.decide("budget", "wait", "budget_exhausted",
+                               f"{b['spent']} of {b['slots']} slots spent in the last "
+                               f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
+        until = b["cooldown_until"]
+        if until:
+            return self.decide("budget", "wait", "cooldown",
+                               f"cooldown of {clock.format_duration(b['cooldown'])} after the last run ends {until}",
+                               next_check_at=until)
+        self.passed("budget", f"{b['left']} of {b['slots']} slots left in the window")
+        return None
+
+    def value(self):
+        g = self.goal
+        stall_after = g["quota"].get("stall_after", 3)
+        streak = _stall_streak(self.state, g)
+        if streak >= stall_after:
+            return self.decide("value", "wait_human", "stalled",
+                               f"{streak} consecutive turns made no progress; look at `loopx history`, then add a "
+                               "todo, update the goal or set its quota to continue",
+                               streak=streak)
+        last = self.state["runs"].get(g.get("last_run") or "")
+        if last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
+            fp = self.fingerprint(g["id"]) if self.fingerprint else None
+            if fp == last["fp_after"]:
+                return self.decide("value", "skip", "no_change",
+                                   f"the last run ({last['id']}) made no progress and nothing changed since "
+                                   "(a commit, an edited file, a new or changed todo or a decided gate "
+                                   "makes the next check run)",
+                                   fingerprint=fp)
+            self.passed("value", "the last run made no progress but the state changed since")
+        else:
+            self.passed("value", "the last run made progress" if last else "no run yet")
+        return None
+
+    def go(self):
+        ready = getattr(self, "ready", [])
+        if not ready:
+            return self.decide("run", "run", "plan", "no todos yet: run a planning turn that adds them",
+                               mode="plan", next_check_at=self.now_iso)
+        t = ready[0]
+        return self.decide("run", "run", "ready", f"next todo {t['id']}: {t['title'][:120]}",
+                           todo_id=t["id"], mode="work", next_check_at=self.now_iso)
+
+    def finish(self, out: dict) -> dict:
+        """Fill ``next_check_at`` and ``scheduler_hint`` by the one schedule rule."""
+        since = schedule.same_since(self.state, self.goal["id"], out["decision"], out["reason"])
+        out["next_check_at"], out["scheduler_hint"] = schedule.hint(out["decision"], self.now,
+                                                                    out.get("next_check_at"), since)
+        return out
+
+
+def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
+             fingerprint=None, explain: bool = False) -> dict:
+    """The decision for ``goal_id`` (or the best of all active goals) at ``now``. Pure, given
+    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it). Raises
+    UsageError/NotFound for an unknown ``goal_id``."""
+    reason = state["meta"].get("read_only")
+    if reason:
+        return error_decision("store_read_only", f"the store cannot be used: {reason}", now)
+    if goal_id:
+        goals = [queries.resolve_goal(state, goal_id)]
+    else:
+        goals = sorted((g for g in state["goals"].values() if g["status"] == "active"),
+                       key=lambda g: (-(g.get("priority") or 0), g["created"]))
+        if not goals:
+            msg = "no active goal" if state["goals"] else "no goal yet"
+            return _bare("stop", "no_active_goal" if state["goals"] else "no_goal",
+                         msg + ' (`loopx start-goal --goal-text "..."`)', now)
+    results = []
+    for g in goals:
+        ev = _Eval(state, g, now, agent, fingerprint)
+        out = ev.finish(ev.run())
+        if explain:
+            out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules
+        results.append(out)
+        if out["decision"] == "run":
+            break
+    best = next((r for r in results if r["decision"] == "run"), None)
+    if best is None:
+        best = min(results, key=lambda r: (_RANK.get(r["decision"], 9), r.get("next_check_at") or "~"))
+    if len(goals) > 1 or (not goal_id and len(results) > 1):
+        best["goals"] = [{"goal_id": r["goal_id"], "decision": r["decision"], "reason": r["reason"]}
+                         for r in results]
+    best["evaluated_at"] = clock.iso(now)
+    return best
+
+
+def _bare(decision: str, reason: str, message: str, now: datetime, hint: int = schedule.HINT_MAX) -> dict:
+    return {"decision": decision, "reason": reason, "message": message, "goal_id": None, "todo_id": None,
+            "mode": None, "gate_id": None, "question": None, "next_check_at": None,
+            "scheduler_hint": hint, "budget": None, "evaluated_at": clock.iso(now)}
+
+
+def error_decision(reason: str, message: str, now: datetime | None = None) -> dict:
+    """An ``error`` decision (exit 3) for a store that cannot be read or written."""
+    return _bare("error", reason, message, now or clock.now())
+
+
+def _key(d: dict) -> tuple:
+    return (d.get("decision"), d.get("reason"), d.get("todo_id"), d.get("gate_id"))
+
+
+def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
+               explain: bool = False, actor: str | None = None, cache: bool = True) -> dict:
+    """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
+    ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
+    busy store never fails the check (``recorded`` is then False). Raises UsageError for an
+    unknown goal; an unreadable store yields an ``error`` decision instead of raising.
+    ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
+    time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it."""
+    from loopx.kernel.policy import decision_cache as dc
+
+    now = clock.now()
+    k = dc.key(goal_id, agent)
+    files = dc.stamp(store) if cache and not explain else None
+    if files is not None:
+        try:
+            hit = dc.lookup(store, k, files, now)
+        except LoopxError:
+            hit = None
+        if hit is not None:
+            hit["recorded"], hit["cached"] = False, True
+            return hit
+    try:
+        state = store.load(view="live")
+    except StateError as exc:
+        return error_decision("store_unreadable", exc.message)
+    from loopx.kernel.read import fingerprint as fpmod
+
+    seen: dict = {}
+
+    def fp(gid: str) -> str:
+        if "git" not in seen:
+            seen["git"] = fpmod.git_part(store.project_dir)
+        return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
+
+    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain)
+    d["recorded"], d["cached"] = False, False
+    changed = d["decision"] != "error" and _changed(state, d)
+    if record and changed:
+        d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
+    elif files is not None and not changed:
+        dc.save(store, k, files, d, state, now, seen.get("git"))
+    return d
+
+
+def _changed(state: dict, d: dict) -> bool:
+    prev = state["decisions"].get(d.get("goal_id") or "*")
+    return prev is None or _key(prev) != _key(d)
+
+
+def record_decision(store, d: dict, actor: str) -> bool:
+    """Append ``decision.recorded`` unless the last recorded decision for the goal is the same.
+    Returns True when a line was written; a busy or read-only store returns False."""
+    data = {k: d.get(k) for k in ("decision", "reason", "todo_id", "gate_id", "next_check_at")}
+    data["message"] = (d.get("message") or "")[:300]
+
+    def plan(state, now):
+        return [] if not _changed(state, d) else [_draft(d.get("goal_id"), data)]
+
+    import loopx.kernel.write  # noqa: F401 (registers the write layer's housekeeping for this write)
+
+    try:
+        records, _ = store.transact(plan, actor=actor)
+    except LoopxError:
+        return False
+    return bool(records)
+
+
+def _draft(goal_id, data):
+    from loopx.kernel.storage.store import Draft
+
+    return Draft("decision.recorded", goal_id, data)

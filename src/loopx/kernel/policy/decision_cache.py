@@ -1,0 +1,141 @@
+"""A disposable cache of should-run answers, so a cron job polling an unchanged store does not
+fold it again (``.loopx/cache/decisions.bin``, marshal: reading it needs no `json` import).
+
+An entry is keyed by (goal argument, agent) and stores the decision with:
+
+- the size, mtime and inode of ``events.jsonl``, ``evidence.jsonl`` and ``format.json`` taken
+  *before* the state was loaded (any append, repair or rewrite invalidates the entry);
+- ``valid_until``: the earliest moment a time-dependent input could change the answer (a claim,
+  run lease or handoff reservation ending, a spend leaving the rolling window, a cooldown ending),
+  capped at one hour;
+- ``git``: the git part of the fingerprint when the value rule consulted it (compared again on a
+  hit, which costs one ``git status``), else None;
+- ``evaluated_at``; a clock that went backwards (``LOOPX_NOW``) misses.
+
+Entries are written only when the call recorded nothing, and the whole file is rewritten
+atomically; a damaged file is a miss. Time fields of a hit (``next_check_at``,
+``scheduler_hint``, ``evaluated_at``) are recomputed for the current time.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+from datetime import datetime, timedelta
+
+from loopx.kernel.storage import clock
+
+FILE = "decisions.bin"
+MAX_TTL = 3600
+KEEP = 64
+
+
+def key(goal_id: str | None, agent: str | None) -> str:
+    return f"{goal_id or '*'}|{agent or ''}"
+
+
+def stamp(store) -> list | None:
+    """(size, mtime_ns, inode) of the files a decision depends on; None when one is missing."""
+    out = []
+    for name in ("events.jsonl", "evidence.jsonl", "format.json"):
+        try:
+            st = os.stat(store.path(name))
+        except OSError:
+            return None
+        out.append([st.st_size, st.st_mtime_ns, st.st_ino])
+    return out
+
+
+def _read(store) -> dict:
+    try:
+        with open(store.path("cache", FILE), "rb") as fh:
+            data = marshal.loads(fh.read())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}
+
+
+def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
+    """The cached decision for ``k`` refreshed to ``now``, or None on a miss."""
+    if files is None:
+        return None
+    e = _read(store).get(k)
+    if not isinstance(e, dict) or e.get("files") != files:
+        return None
+    now_iso = clock.iso(now)
+    try:
+        if not (e["evaluated_at"] <= now_iso < e["valid_until"]):
+            return None
+        if e.get("git") is not None:
+            from loopx.kernel.read import fingerprint
+
+            if fingerprint.git_part(store.project_dir) != e["git"]:
+                return None
+        return refresh(dict(e["decision"]), now, e.get("prev_ts"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
+    """Recompute the time fields of decision ``d`` for ``now`` (the same schedule rule as decide)."""
+    from loopx.kernel.read import schedule
+
+    keep = d.get("next_check_at") if d["decision"] in ("wait", "pause", "stop", "error") else None
+    d["next_check_at"], d["scheduler_hint"] = schedule.hint(d["decision"], now, keep, prev_ts)
+    d["evaluated_at"] = clock.iso(now)
+    return d
+
+
+def valid_until(state: dict, now: datetime) -> str:
+    """The earliest time after ``now`` at which elapsed time alone could change a decision."""
+    from loopx.kernel.read import schedule
+
+    now_iso = clock.iso(now)
+    cands = [clock.iso(now + timedelta(seconds=MAX_TTL))]
+    for t in state["todos"].values():
+        c = t.get("claim")
+        if c and c.get("lease_until") and c["lease_until"] > now_iso:
+            cands.append(c["lease_until"])
+    for r in state["runs"].values():
+        if r["finished"] is None and r.get("lease_until") and r["lease_until"] > now_iso:
+            cands.append(r["lease_until"])
+    for h in state.get("handoffs") or []:
+        end = clock.iso(clock.parse_ts(h["ts"]) + timedelta(seconds=schedule.HANDOFF_HOLD))
+        if end > now_iso:
+            cands.append(end)
+    for gid, g in state["goals"].items():
+        window = g["quota"]["window"]
+        for ts, _slots, _run in state["spends"].get(gid, []):
+            end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
+            if end > now_iso:
+                cands.append(end)
+        last = state["runs"].get(g.get("last_run") or "")
+        if last and g["quota"].get("cooldown"):
+            end = clock.iso(clock.parse_ts(last["finished"] or last["started"]) + timedelta(seconds=g["quota"]["cooldown"]))
+            if end > now_iso:
+                cands.append(end)
+    return min(cands)
+
+
+def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None) -> None:
+    """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
+    if files is None or d["decision"] == "error":
+        return
+    from loopx.kernel.storage.fs import atomic_write
+
+    prev = state["decisions"].get(d.get("goal_id") or "*")
+    prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
+        else None
+    body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
+    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": valid_until(state, now),
+             "git": git, "prev_ts": prev_ts, "decision": body}
+    data = _read(store)
+    data.pop(k, None)
+    data[k] = entry
+    while len(data) > KEEP:
+        data.pop(next(iter(data)))
+    try:
+        os.makedirs(store.path("cache"), exist_ok=True)
+        atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
+    except (OSError, ValueError):
+        pass

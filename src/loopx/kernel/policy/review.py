@@ -1,0 +1,189 @@
+"""The review packet: a handoff and retrospective report of one goal.
+
+``build(store, goal_id=None, since=None) -> dict`` (``since``: a datetime, or None for the whole
+life of the goal) gathers::
+
+    {"goal": {id, objective, done_when, status, verify, created},
+     "period": {"since": ISO|None, "until": ISO},
+     "progress": {"counts": {open, claimed, expired, blocked, done, archived},
+                  "done": [{id, title, done_at, evidence[]}], "open": [{id, title, status}],
+                  "blocked": [{id, title, note}]},
+     "rounds": {"count", "finished", "by_result": {result: n}, "progress_rate" (0..1|None),
+                "verified", "slots_spent", "budget": {slots, window, spent, left}},
+     "gates": {"decided": [{id, kind, question, status, decided_by, note, decided}],
+               "pending": [{id, kind, question, created}]},
+     "evidence": {"tests": [{id, summary, exit_code, ts}], "commits": [{id, summary, commit, ts}]},
+     "problems": {"failures": [{run_id, todo_id, result, note, finished}], "stalls": n,
+                  "skips": n},
+     "decision": <should-run decision dict, not recorded>,
+     "next_steps": [str]}
+
+``render_markdown(d) -> str`` renders it; agent-written text is escaped so it shows as text in
+any Markdown or HTML viewer.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime
+
+from loopx.kernel.policy import decide
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import clock
+
+LIST = 20
+_CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def _t(s, limit: int = 300) -> str:
+    """Agent text made inert for Markdown/HTML: one line, no controls, HTML-escaped, bounded."""
+    if s is None:
+        return ""
+    s = " ".join(_CTRL.sub("", str(s)).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s, quote=False)
+
+
+def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
+    from loopx.kernel.read import fingerprint
+
+    state = store.load()
+    g = queries.resolve_goal(state, goal_id)
+    gid = g["id"]
+    now = clock.now()
+    since_iso = clock.iso(since) if since else ""
+    d = decide.evaluate(state, now, goal_id=gid,
+                        fingerprint=lambda x: fingerprint.compute(state, x, store.project_dir))
+    runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > since_iso),
+                  key=lambda r: r["started"])
+    out = {
+        "goal": {k: g.get(k) for k in ("id", "objective", "done_when", "status", "verify", "created")},
+        "period": {"since": since_iso or None, "until": clock.iso(now)},
+        "progress": _progress(queries.by_status(state, gid, clock.iso(now)), since_iso),
+        "rounds": _rounds(state, g, runs, since_iso, now),
+        "gates": _gates([x for x in state["gates"].values() if x["goal"] == gid], since_iso),
+        "evidence": _evidence(state, gid, since_iso),
+        "problems": _problems(store, gid, runs, since_iso),
+        "decision": d,
+    }
+    out["next_steps"] = _next_steps(out, d)
+    return out
+
+
+def _progress(groups: dict, since_iso: str) -> dict:
+    return {
+        "counts": {k: len(v) for k, v in groups.items()},
+        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or []}
+                 for t in groups["done"] if (t.get("done_at") or "") > since_iso][-LIST:],
+        "open": [{"id": t["id"], "title": t["title"], "status": t["status"]}
+                 for t in groups["open"] + groups["claimed"] + groups["expired"]][:LIST],
+        "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]][:LIST]}
+
+
+def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict:
+    finished = [r for r in runs if r["finished"]]
+    by_result: dict[str, int] = {}
+    for r in finished:
+        by_result[r["result"]] = by_result.get(r["result"], 0) + 1
+    good = by_result.get("progress", 0) + by_result.get("completion", 0)
+    spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
+    return {"count": len(runs), "finished": len(finished), "by_result": by_result,
+            "progress_rate": round(good / len(finished), 3) if finished else None,
+            "verified": sum(1 for r in finished if r["verified"]),
+            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now))}
+
+
+def _gates(gates: list[dict], since_iso: str) -> dict:
+    gates = sorted(gates, key=lambda x: x["created"])
+    return {"decided": [{k: x.get(k) for k in ("id", "kind", "question", "status", "decided_by", "note", "decided")}
+                        for x in gates if x["status"] != "pending" and (x.get("decided") or "") > since_iso],
+            "pending": [{k: x.get(k) for k in ("id", "kind", "question", "created")}
+                        for x in gates if x["status"] == "pending"]}
+
+
+def _evidence(state: dict, gid: str, since_iso: str) -> dict:
+    evid = sorted((e for e in state["evidence"].values() if e["goal"] == gid and e["ts"] > since_iso),
+                  key=lambda e: e.get("seq", 0))
+    return {"tests": [{"id": e["id"], "summary": e["summary"], "exit_code": e.get("exit_code"), "ts": e["ts"]}
+                      for e in evid if e["kind"] == "test" and e.get("exit_code") == 0][-10:],
+            "commits": [{"id": e["id"], "summary": e["summary"], "commit": e.get("commit"), "ts": e["ts"]}
+                        for e in evid if e["kind"] == "commit" or e.get("commit")][-10:]}
+
+
+def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
+    stalls = skips = 0
+    for rec in store.iter_records("events"):
+        if rec["type"] == "decision.recorded" and rec.get("goal") == gid and rec["ts"] > since_iso:
+            data = rec.get("data") or {}
+            stalls += data.get("reason") == "stalled"
+            skips += data.get("decision") == "skip"
+    return {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "note": r.get("note"),
+                          "finished": r["finished"]}
+                         for r in runs if r["finished"] and r["result"] in ("failed", "no_progress", "blocked")][-10:],
+            "stalls": stalls, "skips": skips}
+
+
+def _next_steps(r: dict, d: dict) -> list[str]:
+    steps = []
+    for x in r["gates"]["pending"]:
+        steps.append(f"A human decides gate {x['id']} ({x['kind']}): {x['question'][:200]} -- "
+                     f"`loopx gate approve {x['id']} --confirm {x['id']}` or `loopx gate reject {x['id']} --note ...`")
+    for t in r["progress"]["blocked"][:5]:
+        steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
+    if d["decision"] == "run":
+        steps.append(f"The next turn can run now: {d['message']} (`loopx run --once` or `loopx next`)")
+    elif d["decision"] == "stop" and d["reason"] == "goal_done":
+        steps.append("Nothing left: the goal is done. Start the next one with `loopx start-goal`")
+    elif d["decision"] == "stop" and d["reason"] == "complete":
+        steps.append("Every todo is done: check done_when and mark the goal done (`loopx goal done`)")
+    elif not r["gates"]["pending"]:
+        steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']}")
+    return steps
+
+
+def render_markdown(d: dict) -> str:
+    g, p, r = d["goal"], d["progress"], d["rounds"]
+    L = [f"# Review: {_t(g['id'])}", "", f"**Objective:** {_t(g['objective'], 1000)}", ""]
+    if g.get("done_when"):
+        L += [f"**Done when:** {_t(g['done_when'], 1000)}", ""]
+    since = d["period"]["since"] or g.get("created")
+    L += [f"Status **{g['status']}** · period {since} to {d['period']['until']}", "", "## Progress", ""]
+    c = p["counts"]
+    L.append(f"{c['done']} done, {c['open'] + c['claimed'] + c['expired']} open, {c['blocked']} blocked.")
+    L.append("")
+    L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})" for t in p["done"]]
+    L += [f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, {t['status']})" for t in p["open"]]
+    L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked: {_t(t.get('note'), 160)})" for t in p["blocked"]]
+    rate = "n/a" if r["progress_rate"] is None else f"{round(r['progress_rate'] * 100)}%"
+    b = r["budget"]
+    L += ["", "## Rounds", "",
+          f"{r['count']} turns ({r['finished']} finished), progress rate {rate}, {r['verified']} verified.",
+          f"Slots spent in the period: {r['slots_spent']}; budget now {b['spent']}/{b['slots']} per "
+          f"{clock.format_duration(b['window'])} ({b['left']} left).", ""]
+    if r["by_result"]:
+        L.append("Results: " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_result"].items())))
+        L.append("")
+    L += ["## Gates", ""]
+    gates = d["gates"]
+    for x in gates["pending"]:
+        L.append(f"- **pending** `{x['id']}` ({x['kind']}): {_t(x['question'])}")
+    for x in gates["decided"]:
+        note = f" -- {_t(x['note'])}" if x.get("note") else ""
+        L.append(f"- {x['status']} `{x['id']}` ({x['kind']}) by {_t(x['decided_by'])}: {_t(x['question'])}{note}")
+    if not gates["pending"] and not gates["decided"]:
+        L.append("No gates in this period.")
+    L += ["", "## Key evidence", ""]
+    ev = d["evidence"]
+    L += [f"- test `{e['id']}`: {_t(e['summary'], 200)}" for e in ev["tests"]]
+    L += [f"- commit `{e['id']}` {_t(e.get('commit'), 40)}: {_t(e['summary'], 200)}" for e in ev["commits"]]
+    if not ev["tests"] and not ev["commits"]:
+        L.append("No passing tests or commits recorded in this period.")
+    pr = d["problems"]
+    L += ["", "## Stalls and failures", "",
+          f"{len(pr['failures'])} unproductive turns listed, {pr['stalls']} stall(s), {pr['skips']} skip decision(s)."]
+    L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}: {_t(f.get('note'), 200) or 'no note'}"
+          for f in pr["failures"]]
+    L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
+    return "\n".join(L) + "\n"

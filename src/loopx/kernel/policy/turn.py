@@ -1,0 +1,335 @@
+"""The turn lifecycle (docs/architecture.md#the-governed-loop): start a turn, finish it, spend budget on it.
+
+- ``next_turn`` asks should-run; on ``run`` it claims the todo with a lease and opens a run
+  (``todo.claimed`` + ``run.started``) in one compare-and-append transaction, then returns the
+  turn packet (see ``loopx.kernel.policy.packet``).
+- ``finish`` closes the run (``run.finished``), optionally running the verify command first and
+  recording it as evidence; the todo's claim is released, or the todo is completed when the
+  result is ``completion`` and evidence backs it.
+- ``spend_slot`` charges the budget (``quota.spent``) for a finished, verified run, once per run.
+- ``renew`` extends a run's lease (and its todo claim); ``reap_drafts`` closes runs whose lease
+  expired as ``failed`` and releases their claims; every writer in this module calls it.
+
+All functions take a Store and an actor (``agent:<name>`` or ``human:<name>``) and return
+JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, StoreBusy 4).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import timedelta
+
+from loopx.errors import Conflict, UsageError
+from loopx.kernel.policy import decide
+from loopx.kernel.read import budget, fingerprint, queries, validate
+from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import runs, todos
+
+VERIFY_TIMEOUT = 1800.0
+
+
+def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict | None:
+    """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
+    (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
+    run as failed would count a no-progress turn and could stall the goal for everyone."""
+    from loopx.kernel.policy import packet
+
+    state = store.load(view="live")  # open runs, their todos and what the packet shows are all in the live view
+    now = clock.now()
+    now_iso = clock.iso(now)
+    mine = [r for r in queries.open_runs(state) if r["agent"] == actor and r.get("lease_until")
+            and r["lease_until"] > now_iso and (goal_id is None or r["goal"] == goal_id)]
+    if not mine:
+        return None
+    r = max(mine, key=lambda x: x.get("seq", 0))
+    t = state["todos"].get(r.get("todo") or "")
+    fence = t["claim"]["fence"] if t and t.get("claim") and t["claim"]["holder"] == actor else None
+    p = packet.build(state, r["goal"], r.get("todo"), r["id"], r["lease_until"], actor, now, r.get("mode"), driven=driven)
+    return {"started": True, "resumed": True, "decision": {"decision": "run", "reason": "resumed",
+                                                           "message": f"your run {r['id']} is still open",
+                                                           "goal_id": r["goal"], "todo_id": r.get("todo")},
+            "goal_id": r["goal"], "todo_id": r.get("todo"), "run_id": r["id"], "lease_until": r["lease_until"],
+            "fence": fence, "mode": r.get("mode"), "packet": p, "packet_text": packet.render(p)}
+
+
+def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
+              dry_run: bool = False, driven: bool = False) -> dict:
+    """Start the next turn for ``actor``.
+
+    Returns ``{"started": bool, "decision": <should-run dict>, "goal_id", "todo_id", "run_id",
+    "lease_until", "fence", "mode", "packet": dict|None, "packet_text": str|None}``. When the
+    decision is not ``run`` nothing is claimed (``started`` False, ids None but ``goal_id``).
+    ``dry_run`` builds the packet without writing anything (``run_id`` is ``run-dry-run``);
+    ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
+    The decision is evaluated again under the store lock; when another writer changed the answer
+    meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
+    from loopx.kernel.policy import packet
+
+    agent = actors.agent_name(actor)
+    secs = todos.lease_seconds(lease)
+    resumed = None if dry_run else _resume(store, actor, goal_id, driven)
+    if resumed is not None:
+        return resumed
+    d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor)
+    out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
+           "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
+    if d["decision"] != "run":
+        return out
+    git = fingerprint.git_part(store.project_dir)
+    gid = d["goal_id"]
+    if dry_run:
+        state = store.load(view="live")
+        now = clock.now()
+        until = clock.iso(now + timedelta(seconds=secs))
+        p = packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now, d.get("mode"), driven=driven)
+        out.update(todo_id=d.get("todo_id"), run_id="run-dry-run", lease_until=until, packet=p,
+                   packet_text=packet.render(p))
+        return out
+
+    def plan(state, now):
+        drafts = runs.reap_drafts(state, now)
+        again = decide.evaluate(state, now, goal_id=gid, agent=agent,
+                                fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
+        if again["decision"] != "run":  # another writer got there first: report the new answer
+            out.update(decision=again, mode=again.get("mode"), lost_race=True)
+            return drafts
+        until = clock.iso(now + timedelta(seconds=secs))
+        tid = again.get("todo_id")
+        for r in queries.open_runs(state, gid):
+            if r["agent"] == actor and r["lease_until"] and r["lease_until"] > clock.iso(now):
+                drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
+                                                          "evidence": [], "fingerprint": None,
+                                                          "note": "superseded by a new turn of the same agent"}))
+        if tid:
+            t = state["todos"][tid]
+            c = t.get("claim")
+            if c and c["holder"] == actor and c["lease_until"] > clock.iso(now):
+                drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
+                out["fence"] = c["fence"]
+            else:
+                drafts.append(Draft("todo.claimed", gid, {"todo_id": tid, "holder": actor, "lease_until": until}))
+        rid = ids.new_id("run", state["runs"])
+        fp = fingerprint.combine(fingerprint.state_part(state, gid), git)
+        drafts.append(Draft("run.started", gid, {"run_id": rid, "todo_id": tid, "agent": actor,
+                                                 "lease_until": until, "fingerprint": fp,
+                                                 "mode": again.get("mode") or "work"}))
+        out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
+        return drafts
+
+    records, state = store.transact(plan, actor=actor, reap=False)  # the plan reaps itself
+    if out.pop("lost_race", False):
+        return out
+    for rec in records:
+        if rec["type"] == "todo.claimed":
+            out["fence"] = rec["seq"]
+    out["started"] = True
+    p = packet.build(state, gid, out["todo_id"], out["run_id"], out["lease_until"], actor, clock.now(), out["mode"],
+                     fence=out["fence"], driven=driven)
+    out.update(packet=p, packet_text=packet.render(p))
+    return out
+
+
+def verify_command(state: dict, run: dict) -> str | None:
+    """The todo's verify command, else the goal's, else None."""
+    t = state["todos"].get(run.get("todo") or "")
+    if t and t.get("verify"):
+        return t["verify"]
+    return (state["goals"].get(run["goal"]) or {}).get("verify")
+
+
+def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
+    """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
+    the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
+    from loopx.kernel.write import evidence
+
+    limit = VERIFY_TIMEOUT if timeout is None else timeout
+    timed_out = False
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
+    try:
+        proc = subprocess.run(command, shell=True, cwd=store.project_dir, capture_output=True, timeout=limit,
+                              env=env, stdin=subprocess.DEVNULL)
+        code, body = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, body, timed_out = 124, (exc.stdout or b"") + (exc.stderr or b""), True
+    except OSError as exc:
+        code, body = 127, str(exc).encode()
+    code = max(-255, min(255, code))
+    verdict = "passed" if code == 0 else ("timed out" if timed_out else f"failed (exit {code})")
+    ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
+                      todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body)
+    return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
+            "timed_out": timed_out}
+
+
+def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
+           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None) -> dict:
+    """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
+
+    ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
+    ``verified`` is True only when it exits 0. A ``completion`` backed by evidence (a passing
+    verify, or cited evidence when no verify ran) completes the todo; otherwise the claim is
+    released. ``verified_by`` passes a ``run_verify`` result obtained earlier (the runner verifies
+    before it picks the result). Finishing an already finished run with the same result returns it (``repeat``).
+    Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
+    warnings}. Raises Conflict for a run finished differently or owned by another agent."""
+    validate.choice(result, validate.RESULTS, "--result")
+    note = validate.text(note, "--note", required=False, limit=2000)
+    state, run = _load_run(store, run_id)
+    _may_finish(run, actor, result)
+    check = verified_by
+    if verify and check is None and run["finished"] is None:
+        cmd = verify_command(state, run)
+        if not cmd:
+            raise UsageError(f"goal {run['goal']} has no verify command",
+                             f"set one: `loopx goal update {run['goal']} --verify CMD`, or finish without --verify",
+                             code="no_verify_command")
+        check = run_verify(store, actor, run, cmd, verify_timeout)
+    git = fingerprint.git_part(store.project_dir)
+    out: dict = {"warnings": []}
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run["id"])
+        if r["finished"] is not None:
+            _may_finish(r, actor, result)
+            out.update(_finished_view(state, r), repeat=True)
+            return []
+        drafts = runs.reap_drafts(state, now, skip=r["id"])
+        evs = [queries.resolve_evidence(state, e)["id"] for e in evidence or ()]
+        for e in evs:
+            if state["evidence"][e]["goal"] != r["goal"]:
+                raise UsageError(f"evidence {e} belongs to goal {state['evidence'][e]['goal']}",
+                                 "cite evidence of this run's goal")
+        if check:
+            evs.append(check["evidence_id"])
+        verified = bool(check and check["passed"])
+        backed = verified or (check is None and bool(evs))
+        overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
+        fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
+        drafts.append(Draft("run.finished", r["goal"], {"run_id": r["id"], "result": result, "verified": verified,
+                                                        "evidence": evs, "fingerprint": fp, "note": note}))
+        out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), result=result, verified=verified,
+                   evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
+        return drafts
+
+    store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
+    return out
+
+
+def _may_finish(run: dict, actor: str, result: str) -> None:
+    if run["finished"] is not None and run["result"] != result:
+        raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
+                       "start a new turn with `loopx next`", code="run_finished")
+    if actors.is_agent(actor) and run["agent"] != actor:
+        raise Conflict(f"run {run['id']} belongs to {run['agent']}, not {actor}",
+                       "finish your own run (see `loopx history`)", code="run_not_yours")
+
+
+def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, str | None]:
+    t = state["todos"].get(run.get("todo") or "")
+    if not t or t["status"] in ("done", "archived"):
+        return {}, t["status"] if t else None
+    c = t.get("claim")
+    mine = bool(c) and c["holder"] == run["agent"]
+    if result == "completion" and backed:
+        drafts.append(Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
+                                                          "note": f"completed by run {run['id']}"}))
+        return {t["id"]: "done"}, "done"
+    if result == "completion":
+        out["warnings"].append(f"{t['id']} stays open: a completion needs passing verification or cited evidence")
+    if mine:
+        drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"], "note": f"run {run['id']}: {result}"}))
+        return {t["id"]: "open"}, "open"
+    return {}, t["status"]
+
+
+def _finished_view(state: dict, r: dict) -> dict:
+    t = state["todos"].get(r.get("todo") or "")
+    return {"run_id": r["id"], "goal_id": r["goal"], "todo_id": r.get("todo"), "result": r["result"],
+            "verified": r["verified"], "evidence": r["evidence"], "verify": None,
+            "todo_status": t["status"] if t else None, "fingerprint": r.get("fp_after")}
+
+
+def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
+    """Charge ``slots`` for a finished, verified run (``quota.spent``); a repeat for the same run
+    is a no-op returning the first receipt (``repeat`` True). A refusal is not an error: it
+    returns ``spent`` False with ``reason`` (run_open, not_verified, budget_exhausted) and
+    ``message``. Receipt: {spent, repeat, run_id, goal_id, slots, ts, budget, reason, message,
+    next_check_at}."""
+    slots = validate.count(slots, "--slots", low=1, high=1000)
+    out: dict = {}
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        g = state["goals"][r["goal"]]
+        out.update(run_id=r["id"], goal_id=r["goal"], slots=slots, spent=False, repeat=False, ts=None,
+                   reason=None, message=None, next_check_at=None)
+        prior = [e for e in state["spends"].get(r["goal"], []) if e[2] == r["id"]]
+        if prior:
+            out.update(spent=True, repeat=True, ts=prior[0][0], slots=prior[0][1],
+                       message="already charged for this run")
+        elif r["finished"] is None:
+            out.update(reason="run_open", message=f"run {r['id']} is still open; finish it first")
+        elif not r["verified"]:
+            out.update(reason="not_verified",
+                       message=f"run {r['id']} was not verified (result {r['result']}); nothing is charged")
+        else:
+            b = budget.budget(state, g, now)
+            if b["spent"] + slots > b["slots"]:
+                at = budget.slot_frees_at(state, g, now, need=slots)
+                out.update(reason="budget_exhausted", next_check_at=at,
+                           message=f"{b['spent']} of {b['slots']} slots already spent in the window; "
+                                   f"next slot frees at {at}")
+            else:
+                out.update(spent=True, ts=clock.iso(now), message="charged")
+                return [Draft("quota.spent", r["goal"], {"run_id": r["id"], "slots": slots})]
+        return []
+
+    _, state = store.transact(plan, actor=actor)
+    out["budget"] = budget.brief(budget.budget(state, state["goals"][out["goal_id"]], clock.now()))
+    return out
+
+
+def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
+    """Extend an open run's lease and its agent's claim on the todo. Returns {run_id, lease_until}.
+    Raises Conflict when the run is finished (for example reaped after its lease expired)."""
+    secs = todos.lease_seconds(lease)
+    out: dict = {}
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        if r["finished"] is not None:
+            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "start a new turn with `loopx next`",
+                           code="run_finished")
+        until = clock.iso(now + timedelta(seconds=secs))
+        drafts = [Draft("run.renewed", r["goal"], {"run_id": r["id"], "lease_until": until})]
+        t = state["todos"].get(r.get("todo") or "")
+        if t and t.get("claim") and t["claim"]["holder"] == r["agent"] and t["status"] == "claimed":
+            drafts.append(Draft("todo.renewed", r["goal"], {"todo_id": t["id"], "lease_until": until}))
+        out.update(run_id=r["id"], lease_until=until)
+        return drafts
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
+    """(state, run): the live view when it holds the run (an open run always is), else the full state
+    (a run finished long ago). Raises like ``queries.resolve_run``."""
+    state = store.load(view="live")
+    try:
+        return state, queries.resolve_run(state, run_id)
+    except UsageError:
+        state = store.load()
+        return state, queries.resolve_run(state, run_id)
+
+
+def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict:
+    """Close an open run without verification (the runner uses it on timeout and Ctrl-C);
+    releases the claim. A run already finished is left as it is."""
+    state, run = _load_run(store, run_id)
+    if run["finished"] is not None:
+        return _finished_view(state, run) | {"repeat": True}
+    return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
+                  run_id, result, note=note)

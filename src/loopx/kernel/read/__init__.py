@@ -1,0 +1,1 @@
+"""kernel.read: see docs/architecture.md (layers)."""

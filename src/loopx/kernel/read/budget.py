@@ -1,0 +1,72 @@
+"""The budget of a goal: the one place that computes spend, what is left and when it frees.
+
+``budget(state, goal, now)`` -> ``{"slots": int, "window": int (s), "spent": int (slots in the
+rolling window), "left": int, "cooldown": int (s), "cooldown_until": ISO | None (set only while a
+cooldown after the last run is still running), "frees_at": ISO | None (when a slot frees, set
+only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entries)}``. Every
+client (status, should-run, the packet, ``quota show``, the dashboard, ``loopx.api``) reads these
+numbers from here. ``now`` is a datetime or an ISO string.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from loopx.kernel.storage import clock
+
+
+def _now(now):
+    return clock.parse_ts(now) if isinstance(now, str) else now
+
+
+def window_spend(state: dict, goal_id: str, window_start_iso: str) -> tuple[int, list[list]]:
+    """(slots spent after ``window_start_iso``, the ledger entries in that window)."""
+    entries = [e for e in state["spends"].get(goal_id, []) if e[0] > window_start_iso]
+    return sum(e[1] for e in entries), entries
+
+
+def slot_frees_at(state: dict, goal: dict, now, need: int = 1) -> str | None:
+    """When enough spends leave the rolling window for ``need`` slots to be free (ISO), or None
+    (free now, or the quota's slots are below what one spend needs: only a quota change helps)."""
+    now = _now(now)
+    q = goal["quota"]
+    spent, entries = window_spend(state, goal["id"], clock.iso(now - timedelta(seconds=q["window"])))
+    excess = spent + need - q["slots"]
+    if excess <= 0:
+        return None
+    for ts, slots, _run in sorted(entries):
+        excess -= slots
+        if excess <= 0:
+            return clock.iso(clock.parse_ts(ts) + timedelta(seconds=q["window"]))
+    return None
+
+
+def cooldown_until(state: dict, goal: dict, now) -> str | None:
+    """The end of the cooldown after the goal's last run while it is still running, else None."""
+    cool = goal["quota"].get("cooldown") or 0
+    last = state["runs"].get(goal.get("last_run") or "")
+    if not cool or not last:
+        return None
+    until = clock.iso(clock.parse_ts(last["finished"] or last["started"]) + timedelta(seconds=cool))
+    return until if until > clock.iso(_now(now)) else None
+
+
+def budget(state: dict, goal: dict, now) -> dict:
+    """The goal's budget at ``now`` (shape in the module docstring)."""
+    now = _now(now)
+    q = goal["quota"]
+    spent, entries = window_spend(state, goal["id"], clock.iso(now - timedelta(seconds=q["window"])))
+    left = max(0, q["slots"] - spent)
+    return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": left,
+            "cooldown": q.get("cooldown", 0) or 0, "cooldown_until": cooldown_until(state, goal, now),
+            "frees_at": slot_frees_at(state, goal, now) if not left else None, "ledger": entries}
+
+
+def without_ledger(b: dict) -> dict:
+    """``b`` without its ledger entries (what status and the dashboard show)."""
+    return {k: v for k, v in b.items() if k != "ledger"}
+
+
+def brief(b: dict) -> dict:
+    """The four numbers a packet or a summary line shows: slots, window, spent, left."""
+    return {k: b[k] for k in ("slots", "window", "spent", "left")}

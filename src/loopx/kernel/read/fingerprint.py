@@ -1,0 +1,119 @@
+"""The state fingerprint: a short hash of everything a turn depends on (docs/architecture.md#the-governed-loop).
+
+It covers the goal (objective, done_when, verify, status, scope), the goal's todos that are not
+done or archived (id, title, detail, priority, dependencies, acceptance, verify and status, with
+``claimed`` counted as ``open`` so a claim and its release do not look like a change), the
+goal's gates (id and status), and, when the project is a git repository, HEAD plus the list of
+dirty files (with size and mtime for files). Paths under ``.loopx/`` are ignored.
+
+``state_part`` is pure; ``git_part`` reads ``.git`` and runs ``git status`` (a few ms), so
+callers compute it only when the value rule needs it. ``combine`` joins the two into the
+16-hex-digit fingerprint stored on runs (``fp_before``/``fp_after``).
+"""
+
+from __future__ import annotations
+
+import os
+
+GIT_TIMEOUT = 10.0
+
+
+def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
+    """Hash of the goal, its live todos and its gates. ``overrides`` maps todo id -> status to
+    use instead of the folded one (for the state a transaction is about to produce).
+    Closed todos and decided gates count only by id and status, folded into one order-free 64-bit
+    mark (``fold.closed_mark``), so a live view (which keeps that mark for what it left out, in
+    ``closed_fp``) and the full state give the same hash."""
+    from loopx.kernel.storage.fold import closed_mark
+
+    g = state["goals"].get(goal_id) or {}
+    import hashlib
+    import json
+
+    overrides = overrides or {}
+    mark = state.get("closed_fp", {}).get(goal_id, 0)
+    todos = []
+    for t in state["todos"].values():
+        if t["goal"] != goal_id:
+            continue
+        status = overrides.get(t["id"], t["status"])
+        if status in ("done", "archived"):
+            mark ^= closed_mark(t["id"], status)
+            continue
+        if status == "claimed":
+            status = "open"
+        todos.append([t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
+                      sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")])
+    todos.sort()
+    gates = []
+    for x in state["gates"].values():
+        if x["goal"] != goal_id:
+            continue
+        if x["status"] == "pending":
+            gates.append([x["id"], x["status"]])
+        else:
+            mark ^= closed_mark(x["id"], x["status"])
+    gates.sort()
+    body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
+            todos, gates, f"{mark:016x}"]
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _git_dir(project_dir: str) -> str | None:
+    from loopx.kernel.storage.fs import git_dir
+
+    return git_dir(project_dir)
+
+
+def in_git(project_dir: str | None) -> bool:
+    """True when ``project_dir`` lies inside a git work tree (file changes are then visible)."""
+    return bool(project_dir) and _git_dir(project_dir) is not None
+
+
+def git_part(project_dir: str | None) -> str:
+    """HEAD and the dirty-file list of the git repository holding ``project_dir``; ``""`` when
+    there is none or git is not installed (then only the loopx state counts)."""
+    if not project_dir or _git_dir(project_dir) is None:
+        return ""
+    import hashlib
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
+                              capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
+        st = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=normal"],
+                            cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if st.returncode != 0:
+        return ""
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
+                         timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
+    items = []
+    for entry in st.stdout.split(b"\0"):
+        if len(entry) < 4:
+            continue
+        path = entry[3:].decode("utf-8", "replace")
+        if path == ".loopx" or path.startswith(".loopx/") or "/.loopx/" in f"/{path}":
+            continue
+        stamp = ""
+        if not path.endswith("/"):
+            try:
+                s = os.stat(os.path.join(top, path))
+                stamp = f"{s.st_size}:{s.st_mtime_ns}"
+            except OSError:
+                stamp = "gone"
+        items.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
+    items.sort()
+    return hashlib.sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
+
+
+def combine(state_hash: str, git_hash: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
+
+
+def compute(state: dict, goal_id: str, project_dir: str | None, overrides: dict | None = None) -> str:
+    """The full fingerprint of ``goal_id`` now."""
+    return combine(state_part(state, goal_id, overrides), git_part(project_dir))

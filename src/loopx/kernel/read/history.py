@@ -1,0 +1,128 @@
+"""Read-only views of the log: filtered events and the rounds of the governed loop.
+
+``events(store, ...)`` returns the records of both streams (events and evidence) merged in time
+order, filtered by goal, start time and type prefix, newest ``limit`` kept.
+``rounds(store, ...)`` returns one row per turn (a ``run.started`` .. ``run.finished`` pair) and
+one per recorded non-run decision, in time order::
+
+    {"kind": "run", "ts", "decision": "run", "run_id", "goal_id", "agent", "todo_id", "mode",
+     "result", "verified", "evidence" (count), "slots", "duration" (s|None), "note"}
+    {"kind": "decision", "ts", "decision", "reason", "message", "goal_id", "todo_id"}
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+
+from loopx.errors import UsageError
+from loopx.kernel.storage import clock
+
+
+def _since_iso(since: datetime | None) -> str:
+    return clock.iso(since) if since else ""
+
+
+def events(store, *, goal_id: str | None = None, since: datetime | None = None,
+           type_prefix: str | None = None, limit: int | None = 50) -> list[dict]:
+    """Records (as stored, without ``crc``) matching the filters, oldest first; the newest
+    ``limit`` of them (``None`` or 0 = all). With a limit the log is read from its newest end and
+    reading stops once ``limit`` records matched, so the cost does not grow with the history."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be 0 or more", "use e.g. --limit 100 (0 = everything)")
+    start = _since_iso(since)
+    prefix = type_prefix or ""
+    if limit:
+        # newest first; on equal times evidence first, which reversed gives the oldest-first order
+        merged = heapq.merge(store.iter_records_newest("evidence"), store.iter_records_newest("events"),
+                             key=lambda r: r.get("ts") or "", reverse=True)
+    else:
+        merged = heapq.merge(store.iter_records("events"), store.iter_records("evidence"),
+                             key=lambda r: r.get("ts") or "")
+    out: list[dict] = []
+    for rec in merged:
+        if goal_id and rec.get("goal") != goal_id:
+            continue
+        if start and (rec.get("ts") or "") <= start:
+            continue
+        if prefix and not rec["type"].startswith(prefix):
+            continue
+        rec.pop("crc", None)
+        out.append(rec)
+        if limit and len(out) >= limit:
+            break
+    if limit:
+        out.reverse()
+    return out
+
+
+def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | None = None,
+           limit: int | None = 50) -> list[dict]:
+    """The loop's rounds (see the module docstring), oldest first, newest ``limit`` kept. With a
+    limit they are rebuilt from the newest end of the log (``state`` is not used), so the cost does
+    not grow with the history; without one, from ``state``'s runs (the full state)."""
+    start = _since_iso(since)
+    if limit:
+        return _recent_rounds(store, goal_id, start, limit)
+    rows = []
+    for r in state["runs"].values():
+        if (goal_id and r["goal"] != goal_id) or r["started"] <= start:
+            continue
+        dur = None
+        if r["finished"]:
+            dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
+        rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
+                     "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
+                     "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+                     "duration": dur, "note": r.get("note")})
+    for rec in store.iter_records("events"):
+        if rec["type"] != "decision.recorded" or rec["ts"] <= start:
+            continue
+        if goal_id and rec.get("goal") != goal_id:
+            continue
+        d = rec.get("data") or {}
+        if d.get("decision") == "run":
+            continue
+        rows.append({"kind": "decision", "ts": rec["ts"], "decision": d.get("decision"), "reason": d.get("reason"),
+                     "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+    rows.sort(key=lambda x: x["ts"])
+    return rows[-limit:] if limit else rows
+
+
+def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[dict]:
+    """The newest ``limit`` rounds, read backwards: a run's ``run.finished`` and ``quota.spent``
+    come before its ``run.started`` when reading from the end, so they wait in ``pending``."""
+    rows: list[dict] = []
+    pending: dict[str, dict] = {}
+    for rec in store.iter_records_newest("events"):
+        ts = rec.get("ts") or ""
+        if start and ts <= start:
+            continue
+        if goal_id and rec.get("goal") != goal_id:
+            continue
+        t, d = rec["type"], rec.get("data") or {}
+        if t == "run.finished":
+            pending.setdefault(d.get("run_id"), {}).setdefault("finished", (rec, d))
+        elif t == "quota.spent":
+            p = pending.setdefault(d.get("run_id"), {})
+            p["slots"] = p.get("slots", 0) + (d.get("slots", 1) if isinstance(d.get("slots", 1), (int, float)) else 0)
+        elif t == "run.started":
+            p = pending.pop(d.get("run_id"), {})
+            fin = p.get("finished")
+            fd = fin[1] if fin else {}
+            dur = None
+            if fin:
+                dur = round((clock.parse_ts(fin[0]["ts"]) - clock.parse_ts(ts)).total_seconds(), 1)
+            rows.append({"kind": "run", "ts": ts, "decision": "run", "run_id": d.get("run_id"),
+                         "goal_id": rec.get("goal"), "agent": d.get("agent"), "todo_id": d.get("todo_id"),
+                         "mode": d.get("mode", "work"), "result": fd.get("result") if fin else None,
+                         "verified": bool(fd.get("verified")), "evidence": len(fd.get("evidence") or []),
+                         "slots": p.get("slots", 0), "duration": dur, "note": fd.get("note")})
+        elif t == "decision.recorded" and d.get("decision") != "run":
+            rows.append({"kind": "decision", "ts": ts, "decision": d.get("decision"), "reason": d.get("reason"),
+                         "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+        if len(rows) >= limit:
+            break
+    rows.reverse()
+    rows.sort(key=lambda x: x["ts"])
+    return rows[-limit:]

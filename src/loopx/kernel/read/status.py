@@ -1,0 +1,105 @@
+"""The one-screen summary behind ``loopx status`` and the dashboard overview.
+
+``summary(state, now_iso, goal_id=None)`` -> ``{"goals": [goal_summary...], "agents": [...],
+"store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
+priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
+(holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
+open_runs, last_decision, next`` (the one command a person or agent should run next).
+"""
+
+from __future__ import annotations
+
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import actors
+
+READY_SHOWN = 5
+
+
+def _run_brief(run: dict | None) -> dict | None:
+    if not run:
+        return None
+    return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots")}
+
+
+def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
+              budget_now: dict | None = None) -> str:
+    gid = goal["id"]
+    if goal["status"] == "paused":
+        return f"loopx goal resume {gid}"
+    if goal["status"] in ("done", "stopped"):
+        return f"nothing: the goal is {goal['status']}"
+    if gates:
+        g = gates[0]
+        return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
+    if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
+        return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
+    if ready and goal.get("no_progress_streak"):
+        return "loopx quota should-run --explain  (the last run made no progress: is the next one worth it?)"
+    if ready:
+        return "loopx next  (or: loopx run --agent-cmd ...)"
+    live = groups["claimed"]
+    if live:
+        return f"wait: {len(live)} todo(s) held by live leases"
+    open_like = groups["open"] + groups["expired"] + groups["blocked"]
+    if not open_like and groups["done"]:
+        return f"goal looks complete: loopx goal done {gid}"
+    if groups["blocked"] and not groups["open"]:
+        return f"unblock a todo: loopx todo update {groups['blocked'][0]['id']} --reopen"
+    return f'loopx todo add "first step" --goal-id {gid}'
+
+
+def _counts(state: dict, gid: str, groups: dict) -> dict:
+    counts = {k: len(v) for k, v in groups.items()}
+    for k, n in state.get("closed", {}).get(gid, {}).items():  # a live view counts closed todos here
+        counts[k] = counts.get(k, 0) + n
+    return counts
+
+
+def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
+    gid = goal["id"]
+    groups = queries.by_status(state, gid, now_iso)
+    gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
+    ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
+    last = state["runs"].get(goal.get("last_run") or "")
+    money = budget.without_ledger(budget.budget(state, goal, now_iso))
+    return {
+        "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
+        "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
+        "needs_human": [{"gate_id": g["id"], "kind": g["kind"], "question": g["question"],
+                         "context": g.get("context"), "requested_by": g["requested_by"], "created": g["created"],
+                         "blocks": g["blocks"], "code": g["id"].split("-", 1)[-1]} for g in gates],
+        "todos": _counts(state, gid, groups),
+        "claimed": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
+                     "lease_until": t["claim"]["lease_until"]} for t in groups["claimed"]],
+        "expired": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
+                     "lease_until": t["claim"]["lease_until"]} for t in groups["expired"]],
+        "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
+        "ready_count": len(ready),
+        "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]],
+        "budget": money,
+        "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
+        "last_run": _run_brief(last),
+        "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
+        "last_decision": state["decisions"].get(gid),
+        "next": next_step(state, goal, groups, gates, ready, money),
+    }
+
+
+def summary(state: dict, now_iso: str, goal_id: str | None = None) -> dict:
+    """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
+    if goal_id:
+        goals = [queries.resolve_goal(state, goal_id)]
+    else:
+        order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
+        goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
+    rows = [goal_summary(state, g, now_iso) for g in goals]
+    agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
+    held = queries.holdings(state, now_iso)
+    agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
+    if not rows:
+        nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
+    else:
+        human = [r for r in rows if r["needs_human"]]
+        active = [r for r in rows if r["status"] == "active"]
+        nxt = (human or active or rows)[0]["next"]
+    return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

@@ -1,0 +1,1 @@
+"""kernel.storage: see docs/architecture.md (layers)."""

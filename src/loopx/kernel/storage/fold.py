@@ -1,0 +1,467 @@
+"""Pure reducers: events -> state.
+
+The state is a plain JSON-shaped dict (so the snapshot is a straight dump and nothing costs an
+import at start-up):
+
+``goals``     id -> {id, objective, done_when, status, priority, verify, scope{allow,deny,protect},
+              quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
+              runs, no_progress_streak, last_run, last_progress_fp}
+``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
+              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
+``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
+              channel, note, created, decided}
+``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
+``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
+              evidence[], fp_before, fp_after, lease_until, slots, mode}
+``agents``    name -> {name, kind, registered, last_seen}
+``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
+``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
+``decisions`` goal -> last recorded should-run decision
+``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
+
+Reducers never raise on well-formed records: validation happens before a write, and a record
+that refers to an unknown id is ignored (it is still counted).
+"""
+
+from __future__ import annotations
+
+from loopx.kernel.storage import actors
+
+FOLD_VERSION = 4
+HANDOFF_KEEP = 200
+DECIDED = ("approved", "rejected")
+
+
+def empty() -> dict:
+    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
+             for name in ("events", "evidence")}
+    return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
+            "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
+            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
+
+
+def closed_mark(item_id: str, status: str) -> int:
+    """What a closed todo or decided gate adds (XOR) to its goal's ``closed_fp``: 64 bits of
+    SHA-256(id NUL status). Order-free, so a live view and the full state agree on it."""
+    from hashlib import sha256
+
+    return int.from_bytes(sha256(f"{item_id}\0{status}".encode()).digest()[:8], "big")
+
+
+def _horizons(state: dict) -> dict:
+    """Per goal, the start of the oldest run the stall count may need: the newest
+    ``no_progress_streak + 2`` finished runs (open runs are always kept). Todos created and gates
+    decided before it cannot change that count (see decide._stall_streak)."""
+    per: dict[str, list] = {}
+    for r in state["runs"].values():
+        if r["finished"] is not None:
+            per.setdefault(r["goal"], []).append((r["started"], r.get("seq", 0)))
+    out = {}
+    for gid, g in state["goals"].items():
+        runs = sorted(per.get(gid, ()), reverse=True)
+        keep = g.get("no_progress_streak", 0) + 2
+        out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
+    return out
+
+
+def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
+    """The part of ``state`` that is still moving, from the full state or from an earlier live view
+    (pruning again only moves more records out; the counts add up):
+
+    - todos not done or archived, and closed ones created after the goal's stall horizon;
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
+      runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
+    - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
+      ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
+      fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
+      ids are drawn long enough not to collide with them; see ids.new_id).
+
+    With ``now_iso``, quota ledger entries older than each goal's window before then are dropped and
+    ``spends_cut`` says from when each goal's ledger is complete.
+    Folding a record into a live view gives the live view of the folded full state, except when
+    the record updates something the view left out (the reducer then counts it as malformed)."""
+    closed = {g: dict(c) for g, c in state.get("closed", {}).items()}
+    closed_fp = dict(state.get("closed_fp", {}))
+    hidden = state.get("hidden", 0)
+    horizon = _horizons(state)
+    todos = {}
+    for tid, t in state["todos"].items():
+        if t["status"] in ("done", "archived") and t["created"] < horizon.get(t["goal"], ("~",))[0]:
+            c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
+            c[t["status"]] = c.get(t["status"], 0) + 1
+            closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
+            hidden += 1
+        else:
+            todos[tid] = t
+    keep_runs = {g.get("last_run") for g in state["goals"].values()}
+    runs = {}
+    for k, r in state["runs"].items():
+        if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
+            runs[k] = r
+        else:
+            hidden += 1
+    per_goal: dict[str, list] = {}
+    for e in state["evidence"].values():
+        per_goal.setdefault(e["goal"], []).append(e)
+    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
+    hidden += len(state["evidence"]) - len(evidence)
+    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    for g in state["gates"].values():
+        if g["status"] == "approved":
+            key = (g["goal"], g["kind"])
+            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
+    gates = {}
+    for k, g in state["gates"].items():
+        cover = approved.get((g["goal"], g["kind"]))
+        if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
+                or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
+                                                                       and (g.get("decided_seq") or 0) == cover)))):
+            gates[k] = g
+        else:
+            closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
+            hidden += 1
+    spends, cut = {}, dict(state.get("spends_cut", {}))
+    if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
+        from loopx.kernel.storage import clock
+
+        now = clock.parse_ts(now_iso)
+        for gid, entries in state["spends"].items():
+            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+            cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
+            spends[gid] = [e for e in entries if e[0] > cut[gid]]
+    else:
+        spends = state["spends"]
+    return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
+                closed_fp=closed_fp, hidden=hidden, spends=spends, spends_cut=cut)
+
+
+_S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
+_OPT = (type(None),)
+# Field types each event needs to fold safely; a record that breaks them is a bad line (counted,
+# reported by doctor, quarantined by `doctor --fix`), never a crash later in a query.
+SHAPES: dict[str, dict[str, tuple]] = {
+    "goal.started": {"objective": _S, "priority": _N + _OPT, "scope": _D + _OPT, "quota": _D + _OPT},
+    "goal.updated": {"objective": _S, "priority": _N + _OPT},
+    "scope.set": {"allow": _L, "deny": _L, "protect": _L},
+    "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
+    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
+    "todo.renewed": {"todo_id": _S, "lease_until": _S},
+    "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
+    "todo.archived": {"todo_id": _S},
+    "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
+    "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
+    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S},
+    "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
+    "agent.registered": {"name": _S, "kind": _S},
+    "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
+    "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
+    "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
+    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
+    "quota.spent": {"run_id": _S + _OPT, "slots": _N},
+}
+_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name")
+
+
+def check_shape(rec: dict) -> None:
+    """Raise ValueError when ``rec`` (a decoded line) does not have the shape folding relies on."""
+    if not isinstance(rec.get("ts"), str) or not isinstance(rec.get("actor", ""), str):
+        raise ValueError("ts or actor is not a string")
+    if not isinstance(rec.get("goal"), (str, type(None))) or not isinstance(rec.get("data"), dict):
+        raise ValueError("goal or data has the wrong type")
+    shape = SHAPES.get(rec["type"])
+    if shape:
+        data = rec["data"]
+        for key, types in shape.items():
+            if key in data and not isinstance(data[key], types):
+                raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
+            if key in _ID_FIELDS and key not in data:
+                raise ValueError(f"{rec['type']}: field {key!r} is missing")
+        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+            if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
+                raise ValueError(f"{rec['type']}: {key!r} must list strings")
+
+
+def apply(state: dict, rec: dict) -> None:
+    """Fold one record into ``state`` (in place)."""
+    state["meta"]["events"] += 1
+    actor = rec.get("actor") or ""
+    name = actors.agent_name(actor)
+    if name is not None:
+        agent = state["agents"].get(name)
+        if agent is None:
+            agent = state["agents"][name] = {"name": name, "kind": "unknown",
+                                                  "registered": None, "last_seen": None}
+        ts = rec.get("ts")
+        if ts and (agent["last_seen"] is None or ts > agent["last_seen"]):
+            agent["last_seen"] = ts  # the newest, whatever order the two streams are folded in
+    fn = REDUCERS.get(rec["type"])
+    if fn is None:
+        unknown = state["meta"]["unknown_types"]
+        unknown[rec["type"]] = unknown.get(rec["type"], 0) + 1
+        return
+    data = rec.get("data")
+    if not isinstance(data, dict):
+        return
+    try:
+        fn(state, rec, data)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        state["meta"]["malformed"] = state["meta"].get("malformed", 0) + 1
+
+
+# ------------------------------------------------------------------- goals
+def _goal_started(s, r, d):
+    gid = r["goal"]
+    scope = d.get("scope") or {}
+    quota = d.get("quota") or {}
+    s["goals"][gid] = {
+        "id": gid, "objective": d.get("objective", ""), "done_when": d.get("done_when"),
+        "status": "active", "priority": d.get("priority", 0), "verify": d.get("verify"),
+        "scope": {"allow": list(scope.get("allow") or []), "deny": list(scope.get("deny") or []),
+                  "protect": list(scope.get("protect") or [])},
+        "quota": {"slots": quota.get("slots", 48), "window": quota.get("window", 86400),
+                  "cooldown": quota.get("cooldown", 0), "stall_after": quota.get("stall_after", 3)},
+        "created": r["ts"], "updated": r["ts"], "created_by": r.get("actor"),
+        "runs": 0, "no_progress_streak": 0, "last_run": None, "status_note": None,
+    }
+
+
+def _goal_updated(s, r, d):
+    g = s["goals"][r["goal"]]
+    for k in ("objective", "done_when", "verify", "priority"):
+        if k in d:
+            g[k] = d[k]
+    g["updated"] = r["ts"]
+
+
+def _goal_status(status):
+    def reducer(s, r, d):
+        g = s["goals"][r["goal"]]
+        g["status"] = status
+        g["status_note"] = d.get("note")
+        g["updated"] = r["ts"]
+        if status == "active":
+            g["no_progress_streak"] = 0
+    return reducer
+
+
+def _scope_set(s, r, d):
+    g = s["goals"][r["goal"]]
+    for k in ("allow", "deny", "protect"):
+        if k in d:
+            g["scope"][k] = list(d[k])
+    g["updated"] = r["ts"]
+
+
+def _quota_set(s, r, d):
+    g = s["goals"][r["goal"]]
+    for k in ("slots", "window", "cooldown", "stall_after"):
+        if k in d:
+            g["quota"][k] = d[k]
+    g["updated"] = r["ts"]
+
+
+def _guard_set(s, r, d):
+    """The pre-tool guard config (loopx.kernel.policy.guard): rules, protected branches, defaults on/off."""
+    g = s["goals"][r["goal"]]
+    g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
+                  "defaults": d.get("defaults", True)}
+    g["updated"] = r["ts"]
+
+
+# ------------------------------------------------------------------- todos
+def _todo_added(s, r, d):
+    s["order"] += 1
+    tid = d["todo_id"]
+    s["todos"][tid] = {
+        "id": tid, "goal": r["goal"], "title": d.get("title", ""), "detail": d.get("detail"),
+        "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
+        "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
+        "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
+        "created_by": r.get("actor"),
+    }
+
+
+def _todo(s, d):
+    return s["todos"][d["todo_id"]]
+
+
+def _todo_updated(s, r, d):
+    t = _todo(s, d)
+    for k in ("title", "detail", "priority", "depends_on", "acceptance", "verify"):
+        if k in d:
+            t[k] = d[k]
+    t["updated"] = r["ts"]
+
+
+def _todo_claimed(s, r, d):
+    t = _todo(s, d)
+    t["claim"] = {"holder": d["holder"], "lease_until": d["lease_until"], "fence": r["seq"], "since": r["ts"]}
+    t["status"] = "claimed"
+    t["updated"] = r["ts"]
+
+
+def _todo_renewed(s, r, d):
+    t = _todo(s, d)
+    if t["claim"]:
+        t["claim"]["lease_until"] = d["lease_until"]
+    t["updated"] = r["ts"]
+
+
+def _todo_to(status, keep_claim=False):
+    def reducer(s, r, d):
+        t = _todo(s, d)
+        t["status"] = status
+        if not keep_claim:
+            t["claim"] = None
+        if "note" in d or "reason" in d:
+            t["note"] = d.get("note") or d.get("reason")
+        if status == "done":
+            t["evidence"] = list(d.get("evidence") or [])
+            t["done_at"] = r["ts"]
+        t["updated"] = r["ts"]
+    return reducer
+
+
+# ------------------------------------------------------------------- gates
+def _gate_opened(s, r, d):
+    gid = d["gate_id"]
+    s["gates"][gid] = {
+        "id": gid, "goal": r["goal"], "kind": d.get("kind", "custom"), "question": d.get("question", ""),
+        "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
+        "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
+        "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
+    }
+
+
+def _gate_decided(status):
+    def reducer(s, r, d):
+        g = s["gates"][d["gate_id"]]
+        g["status"] = status
+        g["decided_by"] = r.get("actor")
+        g["channel"] = d.get("channel")
+        g["note"] = d.get("note")
+        g["decided"] = r["ts"]
+        g["decided_seq"] = r["seq"]
+    return reducer
+
+
+# ------------------------------------------------------------------- evidence, agents
+def _evidence_added(s, r, d):
+    eid = d["evidence_id"]
+    s["evidence"][eid] = {
+        "id": eid, "goal": r["goal"], "todo": d.get("todo"), "run": d.get("run"), "kind": d.get("kind"),
+        "summary": (d.get("summary") or "")[:300], "exit_code": d.get("exit_code"),
+        "sha256": d.get("sha256"), "commit": d.get("commit"), "ts": r["ts"], "actor": r.get("actor"),
+        "seq": r["seq"],
+    }
+
+
+def _agent_registered(s, r, d):
+    name = d["name"]
+    a = s["agents"].get(name) or {"name": name, "last_seen": None}
+    a["kind"] = d.get("kind", "unknown")
+    a["registered"] = r["ts"]
+    s["agents"][name] = a
+
+
+def _handoff_recorded(s, r, d):
+    s["handoffs"].append({"from": d.get("from"), "to": d.get("to"), "goal": r.get("goal"),
+                          "todo": d.get("todo"), "note": d.get("note"), "ts": r["ts"]})
+    if len(s["handoffs"]) > HANDOFF_KEEP:
+        del s["handoffs"][:-HANDOFF_KEEP]
+
+
+# ------------------------------------------------------------------- runs and quota
+def _run_started(s, r, d):
+    rid = d["run_id"]
+    s["runs"][rid] = {
+        "id": rid, "seq": r["seq"], "goal": r["goal"], "todo": d.get("todo_id"), "agent": d.get("agent"),
+        "fence": d.get("fence"), "started": r["ts"], "finished": None, "result": None, "verified": False,
+        "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
+        "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
+    }
+    g = s["goals"].get(r["goal"])
+    if g is not None:
+        g["last_run"] = rid
+        g["runs"] = g.get("runs", 0) + 1
+
+
+def _run_finished(s, r, d):
+    run = s["runs"][d["run_id"]]
+    run["finished"] = r["ts"]
+    run["result"] = d.get("result")
+    run["verified"] = bool(d.get("verified"))
+    run["evidence"] = list(d.get("evidence") or [])
+    run["fp_after"] = d.get("fingerprint")
+    run["note"] = d.get("note")
+    g = s["goals"].get(run["goal"])
+    if g is not None:
+        if run["result"] in ("progress", "completion"):
+            g["no_progress_streak"] = 0
+        elif run["result"] in ("no_progress", "failed"):
+            g["no_progress_streak"] = g.get("no_progress_streak", 0) + 1
+
+
+def _run_renewed(s, r, d):
+    s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
+
+
+def _quota_spent(s, r, d):
+    run_id = d.get("run_id")
+    slots = d.get("slots", 1)
+    s["spends"].setdefault(r["goal"], []).append([r["ts"], slots, run_id])
+    run = s["runs"].get(run_id)
+    if run is not None:
+        run["slots"] = run.get("slots", 0) + slots
+        run["spent_seq"] = r["seq"]
+
+
+def _decision_recorded(s, r, d):
+    s["decisions"][r.get("goal") or "*"] = dict(d, ts=r["ts"])
+
+
+def _store_repaired(s, r, d):
+    s["meta"]["repairs"] = s["meta"].get("repairs", 0) + 1
+
+
+def _noop(s, r, d):
+    return None
+
+
+REDUCERS = {
+    "goal.started": _goal_started,
+    "goal.updated": _goal_updated,
+    "goal.paused": _goal_status("paused"),
+    "goal.resumed": _goal_status("active"),
+    "goal.completed": _goal_status("done"),
+    "goal.stopped": _goal_status("stopped"),
+    "scope.set": _scope_set,
+    "quota.set": _quota_set,
+    "guard.set": _guard_set,
+    "todo.added": _todo_added,
+    "todo.updated": _todo_updated,
+    "todo.claimed": _todo_claimed,
+    "todo.renewed": _todo_renewed,
+    "todo.released": _todo_to("open"),
+    "todo.blocked": _todo_to("blocked"),
+    "todo.reopened": _todo_to("open"),
+    "todo.completed": _todo_to("done"),
+    "todo.archived": _todo_to("archived"),
+    "gate.opened": _gate_opened,
+    "gate.approved": _gate_decided("approved"),
+    "gate.rejected": _gate_decided("rejected"),
+    "evidence.added": _evidence_added,
+    "agent.registered": _agent_registered,
+    "handoff.recorded": _handoff_recorded,
+    "run.started": _run_started,
+    "run.renewed": _run_renewed,
+    "run.finished": _run_finished,
+    "quota.spent": _quota_spent,
+    "decision.recorded": _decision_recorded,
+    "store.repaired": _store_repaired,
+    "project.noted": _noop,
+    "store.migrated": _noop,
+}

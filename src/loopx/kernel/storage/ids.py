@@ -1,0 +1,104 @@
+"""Id generation and prefix resolution.
+
+Record ids are a kind prefix plus random hex (``t-3f9a1c``, ``gate-8b20d4``, ``ev-…``,
+``run-…``). Any unique prefix is accepted on the command line, as git does with hashes, with or
+without the kind prefix. Goal ids are slugs restricted to ``[a-z0-9][a-z0-9-]{0,63}``; ids are
+never used as file paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from loopx.errors import Ambiguous, NotFound, UsageError
+
+LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
+PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-"}
+GOAL_ID = r"[a-z0-9][a-z0-9-]{0,63}\Z"        # patterns compiled on first use (start-up speed)
+AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
+
+
+HIDDEN = 0  # ids the caller's state does not show (a live view left them out); set by Store.transact
+
+
+def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> str:
+    """A fresh id of ``kind`` (see PREFIX) not in ``taken``; grows when the space is crowded.
+    When ``HIDDEN`` ids exist that ``taken`` cannot show, the id is drawn long enough that hitting
+    one of them has a chance under 1e-9 (``t-`` + 10 hex digits up to ~1,000 hidden ids, 12 up to
+    ~250,000, 14 beyond)."""
+    prefix = PREFIX[kind]
+    taken_set = taken if taken is not None else ()
+    from loopx.config import env
+
+    seed = env("LOOPX_ID_SEED")
+    if seed:  # deterministic ids for documentation transcripts: the first free one of a fixed sequence
+        import hashlib
+
+        for k in range(1_000_000):
+            candidate = prefix + hashlib.sha256(f"{seed}:{kind}:{k}".encode()).hexdigest()[:2 * nbytes]
+            if candidate not in taken_set:
+                return candidate
+    if HIDDEN:
+        while 256 ** nbytes < HIDDEN * 10 ** 9:
+            nbytes += 1
+    for attempt in range(64):
+        n = nbytes + attempt // 8
+        candidate = prefix + os.urandom(n).hex()
+        if candidate not in taken_set:
+            return candidate
+    raise RuntimeError("could not generate a unique id")  # pragma: no cover
+
+
+def event_id() -> str:
+    return PREFIX["event"] + os.urandom(8).hex()
+
+
+def check_goal_id(goal_id: str) -> str:
+    """Return ``goal_id`` when it is a valid slug, else raise UsageError."""
+    import re
+
+    if not isinstance(goal_id, str) or not re.match(GOAL_ID, goal_id):
+        raise UsageError(f"invalid goal id {goal_id!r}",
+                         "goal ids are 1-64 chars of a-z, 0-9 and '-', starting with a letter or digit")
+    return goal_id
+
+
+def check_agent_name(name: str) -> str:
+    import re
+
+    if not isinstance(name, str) or not re.match(AGENT_NAME, name):
+        raise UsageError(f"invalid agent name {name!r}",
+                         "agent names are 1-64 chars of letters, digits, '.', '_' and '-'")
+    return name
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    """A goal id derived from free text: ``"Fix the flaky CI!"`` -> ``fix-the-flaky-ci``."""
+    import re
+    import unicodedata
+
+    norm = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", norm).strip("-")[:limit].strip("-")
+    return slug or "goal"
+
+
+def resolve(kind: str, given: str, ids: Iterable[str]) -> str:
+    """The one id in ``ids`` that ``given`` names: exact, or a unique prefix with or without the
+    kind prefix. Raises NotFound or Ambiguous (exit 2) naming the candidates."""
+    listing = LISTING.get(kind, f"loopx {kind} list")
+    if not isinstance(given, str) or not given.strip():
+        raise UsageError(f"empty {kind} id", f"list them with `{listing}`")
+    given = given.strip()
+    pool = ids if isinstance(ids, (dict, set, frozenset)) else set(ids)
+    if given in pool:
+        return given
+    prefix = PREFIX.get(kind, "")
+    keys = (given, prefix + given) if prefix and not given.startswith(prefix) else (given,)
+    hits = sorted({i for i in pool for k in keys if i.startswith(k)})
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise NotFound(f"no {kind} matches {given!r}", f"list them with `{listing}`")
+    shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
+    raise Ambiguous(f"{kind} id {given!r} is ambiguous: {shown}", "type more characters of the id")

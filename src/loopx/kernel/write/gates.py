@@ -1,0 +1,80 @@
+"""Human gates: an agent opens one with a concrete question; only a human approves or rejects it.
+
+The kernel records who decided and through which channel (``terminal``, ``confirm-flag``,
+``dashboard``); the clients (CLI, dashboard) are responsible for proving a human is present.
+"""
+
+from __future__ import annotations
+
+from loopx.errors import Conflict, HumanRequired, UsageError
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import actors, ids
+from loopx.kernel.storage.store import Draft, Store
+
+
+def short_code(gate_id: str) -> str:
+    """The code a human types to confirm a decision: the id's hex part."""
+    return gate_id.split("-", 1)[-1]
+
+
+def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, question: str,
+              blocks=None, context=None, run=None) -> dict:
+    """Open a pending gate (``gate.opened``). ``blocks``: todo ids (empty = the whole goal)."""
+    validate.choice(kind, validate.GATE_KINDS, "gate kind")
+    question = validate.text(question, "--question", limit=2000)
+    context = validate.text(context, "--context", required=False)
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        blocked = [queries.resolve_todo(state, b)["id"] for b in blocks or []]
+        for b in blocked:
+            if state["todos"][b]["goal"] != g["id"]:
+                raise UsageError(f"{b} belongs to goal {state['todos'][b]['goal']}", "block todos of this goal only")
+        gid = ids.new_id("gate", state["gates"])
+        out.update(gate_id=gid, goal_id=g["id"], kind=kind, code=short_code(gid), blocks=blocked, question=question)
+        data = {"gate_id": gid, "kind": kind, "question": question, "blocks": blocked}
+        if context:
+            data["context"] = context
+        if run:
+            data["run"] = queries.resolve_run(state, run)["id"]
+        return [Draft("gate.opened", g["id"], data)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None, channel: str,
+           user_agent: str | None = None, code: str | None = None) -> dict:
+    """Approve or reject a pending gate as a human. Raises HumanRequired for an agent actor,
+    Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given and
+    does not match the gate's short code, or a rejection has no note."""
+    if not actors.is_human(actor):
+        raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+    note = validate.text(note, "--note", required=not approve)
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_gate(state, gate_ref)
+        if code is not None and code.strip().lower() != short_code(g["id"]):
+            raise UsageError("the confirmation code does not match", f"type the gate's code: {short_code(g['id'])}",
+                             code="bad_confirmation")
+        if g["status"] != "pending":
+            raise Conflict(f"gate {g['id']} was already {g['status']} by {g['decided_by']} at {g['decided']}",
+                           "open a new gate if the question needs another decision", code="gate_decided")
+        status = "approved" if approve else "rejected"
+        out.update(gate_id=g["id"], goal_id=g["goal"], status=status, kind=g["kind"], decided_by=actor, channel=channel)
+        data = {"gate_id": g["id"], "note": note, "channel": channel}
+        if user_agent:
+            data["user_agent"] = user_agent[:300]
+        return [Draft(f"gate.{status}", g["goal"], data)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def covering_gate(state: dict, goal_id: str, action: str) -> dict | None:
+    """The newest approved gate of ``action`` kind for the goal, or None."""
+    hits = [g for g in state["gates"].values()
+            if g["goal"] == goal_id and g["kind"] == action and g["status"] == "approved"]
+    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None

@@ -1,0 +1,154 @@
+"""Goal operations: start, update, status changes, scope and quota policy.
+
+Each function runs one compare-and-append transaction on a Store and returns a JSON-able dict.
+Errors: UsageError (exit 2) for bad input or unknown ids, Conflict (exit 4) for a state that
+forbids the change, StoreBusy/ReadOnlyStore from the store.
+"""
+
+from __future__ import annotations
+
+from loopx.errors import Conflict, UsageError
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write.todos import added_drafts
+
+DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
+STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",
+                 "stopped": "goal.stopped"}
+ALLOWED_FROM = {"paused": ("active",), "active": ("paused", "stopped", "done"),
+                "done": ("active", "paused"), "stopped": ("active", "paused")}
+
+
+def quota_policy(slots=None, window=None, cooldown=None, stall_after=None) -> dict:
+    """Validated quota fields (only those given). ``window``/``cooldown`` accept durations."""
+    out: dict = {}
+    if slots is not None:
+        out["slots"] = validate.count(slots, "--slots", high=100_000)
+    if window is not None:
+        w = clock.parse_duration(window)
+        if w < 60:
+            raise UsageError("--window must be at least 60s", "use e.g. --window 24h")
+        out["window"] = w
+    if cooldown is not None:
+        out["cooldown"] = clock.parse_duration(cooldown) if str(cooldown) not in ("0", "0s") else 0
+    if stall_after is not None:
+        out["stall_after"] = validate.count(stall_after, "--stall-after", low=1, high=1000)
+    return out
+
+
+def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None = None,
+               done_when: str | None = None, verify: str | None = None, priority: int = 0,
+               allow=None, deny=None, protect=None, quota: dict | None = None,
+               todos: list[str] | None = None) -> dict:
+    """Start a goal (``goal.started``) with optional first todos. Returns {goal_id, todo_ids}."""
+    objective = validate.text(objective, "--goal-text")
+    done_when = validate.text(done_when, "--done-when", required=False)
+    verify = validate.command(verify, "--verify")
+    if goal_id is not None:
+        ids.check_goal_id(goal_id)
+    protect = [validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect or []]
+    scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
+             "protect": sorted(set(protect))}
+    policy = dict(DEFAULT_QUOTA, **(quota or {}))
+    titles = [validate.text(t, "--todo", limit=validate.MAX_TITLE) for t in todos or []]
+    out: dict = {}
+
+    def plan(state, now):
+        gid = goal_id
+        if gid is None:
+            base = ids.slugify(objective)
+            gid, n = base, 2
+            while gid in state["goals"]:
+                gid = f"{base[:60]}-{n}"
+                n += 1
+        elif gid in state["goals"]:
+            raise Conflict(f"goal {gid!r} already exists", f"see it with `loopx goal show {gid}` or pick another --goal-id")
+        drafts = [Draft("goal.started", gid, {"objective": objective, "done_when": done_when,
+                                              "verify": verify, "priority": priority, "scope": scope,
+                                              "quota": policy})]
+        tids = added_drafts(state, gid, titles, drafts)
+        out.update(goal_id=gid, todo_ids=tids)
+        return drafts
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict:
+    """Change objective, done_when, verify or priority (``goal.updated``)."""
+    changes: dict = {}
+    if fields.get("objective") is not None:
+        changes["objective"] = validate.text(fields["objective"], "--goal-text")
+    if fields.get("done_when") is not None:
+        changes["done_when"] = validate.text(fields["done_when"], "--done-when")
+    if fields.get("verify") is not None:
+        changes["verify"] = validate.command(fields["verify"], "--verify")
+    if fields.get("priority") is not None:
+        changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
+    if not changes:
+        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify or --priority")
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        out.update(goal_id=g["id"], changed=sorted(changes))
+        return [Draft("goal.updated", g["id"], changes)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def set_status(store: Store, actor: str, goal_id: str | None, status: str, note: str | None = None) -> dict:
+    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there."""
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
+        if g["status"] == status:
+            return []
+        if g["status"] not in ALLOWED_FROM[status]:
+            raise Conflict(f"goal {g['id']} is {g['status']}; it cannot become {status}",
+                           "resume it first: `loopx goal resume`" if status != "active" else None)
+        return [Draft(STATUS_EVENTS[status], g["id"], {"note": validate.text(note, "--note", required=False)})]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny=None, protect=None) -> dict:
+    """Replace the given scope lists (``scope.set``); lists not given stay as they are."""
+    changes: dict = {}
+    if allow is not None:
+        changes["allow"] = validate.globs(allow, "--allow")
+    if deny is not None:
+        changes["deny"] = validate.globs(deny, "--deny")
+    if protect is not None:
+        changes["protect"] = sorted({validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect})
+    if not changes:
+        raise UsageError("nothing to set", "pass --allow, --deny or --protect (repeatable; --clear-* empties a list)")
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        scope = dict(g["scope"], **changes)
+        out.update(goal_id=g["id"], scope=scope)
+        return [Draft("scope.set", g["id"], changes)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict) -> dict:
+    if not policy:
+        raise UsageError("nothing to set", "pass --slots, --window, --cooldown or --stall-after")
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        out.update(goal_id=g["id"], quota=dict(g["quota"], **policy))
+        return [Draft("quota.set", g["id"], policy)]
+
+    store.transact(plan, actor=actor)
+    return out

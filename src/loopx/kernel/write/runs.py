@@ -1,0 +1,30 @@
+"""Run housekeeping: runs whose lease ended are closed by the next writer.
+
+``reap_drafts`` is registered as store housekeeping when this package is imported (see
+``loopx.kernel.write``), so every transaction of a domain writer closes expired runs before its own
+plan runs; the turn commands also call it inside their own plans.
+"""
+
+from __future__ import annotations
+
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.store import Draft
+
+
+def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
+    """Drafts that close every open run whose lease ended before ``now`` as ``failed`` and
+    release the claim its agent still holds on the run's todo."""
+    now_iso = clock.iso(now)
+    drafts = []
+    for run in queries.open_runs(state):
+        if run["id"] == skip or not run.get("lease_until") or run["lease_until"] > now_iso:
+            continue
+        drafts.append(Draft("run.finished", run["goal"], {
+            "run_id": run["id"], "result": "failed", "verified": False, "evidence": [],
+            "fingerprint": None, "note": f"lease expired at {run['lease_until']}", "reaped": True}))
+        t = state["todos"].get(run.get("todo") or "")
+        if t and t.get("claim") and t["claim"]["holder"] == run["agent"] and t["status"] == "claimed":
+            drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"],
+                                                             "note": f"run {run['id']} lease expired"}))
+    return drafts

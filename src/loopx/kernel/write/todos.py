@@ -1,0 +1,277 @@
+"""Todo operations: add, claim with a lease, renew, release, update, block, reopen, done, archive.
+
+Claims carry a fence: the ``seq`` of the ``todo.claimed`` event. A write by an agent is refused
+(Conflict, exit 4) when another holder's claim stands, or when the caller passes a ``fence`` that is
+no longer the current one; an expired lease can be claimed by anyone. Humans may act on any todo
+(the event records the human actor). Lease durations are seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from loopx.errors import Conflict, UsageError
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.store import Draft, Store
+
+DEFAULT_LEASE = 1800.0
+MAX_LEASE = 7 * 86400.0
+
+
+def lease_seconds(value) -> float:
+    try:
+        secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
+    except UsageError as exc:
+        raise UsageError(f"--lease: {exc.message}", "use e.g. --lease 30m (at most 7d)") from None
+    if not 1 <= secs <= MAX_LEASE:
+        raise UsageError("--lease must be between 1s and 7d", "use e.g. --lease 30m")
+    return secs
+
+
+def _holder_check(todo: dict, actor: str, now_iso: str, fence: int | None) -> None:
+    claim = todo.get("claim")
+    if fence is not None:
+        if not claim or claim["fence"] != fence:
+            cur = f"current holder {claim['holder']} (fence {claim['fence']})" if claim else "no current claim"
+            mine = bool(claim) and claim["holder"] == actor
+            raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
+                           f"your current claim has fence {claim['fence']}; pass that" if mine
+                           else "your lease was taken over; run `loopx next` for new work", code="stale_fence")
+        if claim["holder"] != actor:
+            raise Conflict(f"fence {fence} belongs to {claim['holder']}, not {actor}", None, code="stale_fence")
+        return
+    if claim and claim["holder"] != actor and actors.is_agent(actor):
+        live = claim["lease_until"] > now_iso
+        raise Conflict(f"{todo['id']} is claimed by {claim['holder']}"
+                       + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
+                       f"claim it first with `loopx todo claim {todo['id']}`" if not live
+                       else "pick another todo, or ask the holder for a handoff",
+                       code="claimed_by_other", details={"holder": claim["holder"], "lease_until": claim["lease_until"]})
+
+
+def _writable(todo: dict) -> None:
+    if todo["status"] in ("done", "archived"):
+        raise Conflict(f"{todo['id']} is already {todo['status']}", "add a new todo for follow-up work",
+                       code="todo_closed")
+
+
+def _one(store: Store, actor: str, todo_ref: str, build) -> dict:
+    """Resolve ``todo_ref`` under the lock and let ``build(state, todo, now_iso, out)`` make drafts."""
+    out: dict = {}
+
+    def plan(state, now):
+        t = queries.resolve_todo(state, todo_ref)
+        out["todo_id"] = t["id"]
+        out["goal_id"] = t["goal"]
+        return build(state, t, clock.iso(now), now, out)
+
+    records, _ = store.transact(plan, actor=actor)
+    for rec in records:
+        if rec["type"] == "todo.claimed":
+            out["fence"] = rec["seq"]
+    return out
+
+
+def _deps(state: dict, refs, goal_id: str) -> list[str]:
+    """Resolve ``--depends-on`` references; each must be a todo of the same goal."""
+    deps = []
+    for ref in refs or []:
+        d = queries.resolve_todo(state, ref)
+        if d["goal"] != goal_id:
+            raise UsageError(f"{d['id']} belongs to goal {d['goal']}, not {goal_id}",
+                             "a todo can only depend on todos of its own goal")
+        deps.append(d["id"])
+    return deps
+
+
+def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
+    """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
+    taken = set(state["todos"])
+    new = []
+    for title in titles:
+        tid = ids.new_id("todo", taken)
+        taken.add(tid)
+        new.append(tid)
+        drafts.append(Draft("todo.added", goal_id, {"todo_id": tid, "title": title, "priority": priority}))
+    return new
+
+
+def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=None, priority=0,
+        depends_on=None, acceptance=None, verify=None) -> dict:
+    """Add a todo (``todo.added``). Returns {todo_id, goal_id}."""
+    title = validate.text(title, "title", limit=validate.MAX_TITLE)
+    detail = validate.text(detail, "--detail", required=False)
+    acceptance = validate.text(acceptance, "--acceptance", required=False)
+    verify = validate.command(verify, "--verify")
+    priority = validate.count(priority, "--priority", low=-1000, high=1000)
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        if g["status"] in ("done", "stopped"):
+            raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
+        deps = _deps(state, depends_on, g["id"])
+        tid = ids.new_id("todo", state["todos"])
+        from loopx.kernel.storage.redact import redact_text
+
+        out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title))  # what is stored
+        data = {"todo_id": tid, "title": title, "priority": priority}
+        for k, v in (("detail", detail), ("depends_on", deps), ("acceptance", acceptance), ("verify", verify)):
+            if v:
+                data[k] = v
+        return [Draft("todo.added", g["id"], data)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
+    """Claim a todo for ``actor`` with a lease. Conflict (exit 4) when another live claim holds it,
+    naming the holder and expiry. Claiming one's own live claim renews it."""
+    secs = lease_seconds(lease)
+
+    def build(state, t, now_iso, now, out):
+        _writable(t)
+        if t["status"] == "blocked":
+            raise Conflict(f"{t['id']} is blocked: {t.get('note') or 'no reason given'}",
+                           f"reopen it with `loopx todo update {t['id']} --reopen`", code="todo_blocked")
+        c = t.get("claim")
+        if c and c["holder"] != actor and c["lease_until"] > now_iso:
+            raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}",
+                           "pick another todo (`loopx todo list --ready`) or wait for the lease to expire",
+                           code="claimed_by_other", details={"holder": c["holder"], "lease_until": c["lease_until"]})
+        for g in queries.pending_gates(state, t["goal"]):
+            if not g["blocks"] or t["id"] in g["blocks"]:
+                raise Conflict(f"{t['id']} waits for gate {g['id']}: {g['question']}",
+                               "a human must decide it: `loopx gate show " + g["id"] + "`", code="gate_pending")
+        until = clock.iso(now + timedelta(seconds=secs))
+        if c and c["holder"] == actor and c["lease_until"] > now_iso:
+            out.update(holder=actor, lease_until=until, fence=c["fence"], renewed=True)
+            return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
+        out.update(holder=actor, lease_until=until, renewed=False, taken_over=c["holder"] if c else None)
+        return [Draft("todo.claimed", t["goal"], {"todo_id": t["id"], "holder": actor, "lease_until": until})]
+
+    return _one(store, actor, todo_ref, build)
+
+
+def renew(store: Store, actor: str, todo_ref: str, lease=None, fence: int | None = None) -> dict:
+    """Extend the caller's own claim. Conflict when the claim was lost (fenced out)."""
+    secs = lease_seconds(lease)
+
+    def build(state, t, now_iso, now, out):
+        _writable(t)
+        c = t.get("claim")
+        if not c:
+            raise Conflict(f"{t['id']} is not claimed", f"claim it: `loopx todo claim {t['id']}`", code="not_claimed")
+        _holder_check(t, actor, now_iso, fence)
+        until = clock.iso(now + timedelta(seconds=secs))
+        out.update(lease_until=until, fence=c["fence"])
+        return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
+
+    return _one(store, actor, todo_ref, build)
+
+
+def release(store: Store, actor: str, todo_ref: str, fence: int | None = None, note=None) -> dict:
+    def build(state, t, now_iso, now, out):
+        _writable(t)
+        if not t.get("claim"):
+            out["changed"] = False
+            return []
+        _holder_check(t, actor, now_iso, fence)
+        out["changed"] = True
+        return [Draft("todo.released", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
+
+    return _one(store, actor, todo_ref, build)
+
+
+def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, priority=None,
+           depends_on=None, acceptance=None, verify=None, reopen: bool = False) -> dict:
+    fields: dict = {}
+    if title is not None:
+        fields["title"] = validate.text(title, "--title", limit=validate.MAX_TITLE)
+    if detail is not None:
+        fields["detail"] = validate.text(detail, "--detail", required=False)
+    if priority is not None:
+        fields["priority"] = validate.count(priority, "--priority", low=-1000, high=1000)
+    if acceptance is not None:
+        fields["acceptance"] = validate.text(acceptance, "--acceptance", required=False)
+    if verify is not None:
+        fields["verify"] = validate.command(verify, "--verify")
+    if not fields and depends_on is None and not reopen:
+        raise UsageError("nothing to update", "pass --title, --detail, --priority, --depends-on, --acceptance, --verify or --reopen")
+
+    def build(state, t, now_iso, now, out):
+        drafts = []
+        f = dict(fields)
+        if depends_on is not None:
+            deps = _deps(state, depends_on, t["goal"])
+            if t["id"] in deps:
+                raise UsageError(f"{t['id']} cannot depend on itself", "name another todo")
+            f["depends_on"] = deps
+        if f:
+            _holder_check(t, actor, now_iso, None)
+            drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
+        if reopen:
+            if t["status"] == "open":
+                pass
+            elif t["status"] in ("blocked", "done", "archived", "claimed"):
+                if t["status"] == "claimed":
+                    _holder_check(t, actor, now_iso, None)  # reopening would drop another agent's claim
+                drafts.append(Draft("todo.reopened", t["goal"], {"todo_id": t["id"]}))
+        out.update(changed=sorted(f) + (["status"] if reopen else []))
+        return drafts
+
+    return _one(store, actor, todo_ref, build)
+
+
+def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
+    reason = validate.text(reason, "--reason")
+
+    def build(state, t, now_iso, now, out):
+        _writable(t)
+        _holder_check(t, actor, now_iso, None)
+        return [Draft("todo.blocked", t["goal"], {"todo_id": t["id"], "reason": reason})]
+
+    return _one(store, actor, todo_ref, build)
+
+
+def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_titles=None,
+         fence: int | None = None, note=None) -> dict:
+    """Complete a todo citing at least one evidence record of its goal (``todo.completed``);
+    ``next_titles`` adds successor todos in the same transaction. Returns {todo_id, evidence, next}."""
+    if not evidence:
+        raise UsageError("a todo cannot be done without evidence",
+                         "record it first: `loopx evidence add --kind test --summary ...`, then pass --evidence ID",
+                         code="evidence_required")
+    titles = [validate.text(t, "--next", limit=validate.MAX_TITLE) for t in next_titles or []]
+
+    def build(state, t, now_iso, now, out):
+        _writable(t)
+        _holder_check(t, actor, now_iso, fence)
+        evs = []
+        for ref in evidence:
+            e = queries.resolve_evidence(state, ref)
+            if e["goal"] != t["goal"]:
+                raise UsageError(f"evidence {e['id']} belongs to goal {e['goal']}, not {t['goal']}",
+                                 "cite evidence recorded for this goal")
+            evs.append(e["id"])
+        drafts = [Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
+                                                      "note": validate.text(note, "--note", required=False)})]
+        nxt = added_drafts(state, t["goal"], titles, drafts, priority=t.get("priority", 0))
+        out.update(evidence=evs, next=nxt)
+        return drafts
+
+    return _one(store, actor, todo_ref, build)
+
+
+def archive(store: Store, actor: str, todo_ref: str, note=None) -> dict:
+    def build(state, t, now_iso, now, out):
+        if t["status"] == "archived":
+            out["changed"] = False
+            return []
+        _holder_check(t, actor, now_iso, None)
+        out["changed"] = True
+        return [Draft("todo.archived", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
+
+    return _one(store, actor, todo_ref, build)
