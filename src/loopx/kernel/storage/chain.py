@@ -99,8 +99,41 @@ def chain_heads(store) -> dict:
     return {node: dict(head) for node, head in (state["meta"].get("chain") or {}).items()}
 
 
+_HEAD = None
+
+
+def _header(line: bytes):
+    """(seq, id, node, hlc, prev) read straight from a line loopx wrote (fixed key order, CRC
+    checked), or None when the line has any other shape (the caller then decodes it as JSON).
+    Each key must occur once, so a duplicated key cannot make this differ from a JSON reader."""
+    global _HEAD
+    import zlib
+
+    if _HEAD is None:
+        import re
+
+        _HEAD = re.compile(rb'\{"v":\d+,"seq":(\d+),"id":"([A-Za-z0-9_-]*)","ts":"[0-9TZ:.+-]*","node":"(n-[0-9a-f]{16})",'
+                           rb'"hlc":\[(\d+),(\d+)\],"prev":(null|"[0-9a-f]{64}"),')
+    m = _HEAD.match(line)
+    if m is None or line.count(b'"node":') != 1 or line.count(b'"hlc":') != 1 or line.count(b'"prev":') != 1 \
+            or line.count(b'"seq":') != 1 or line.count(b'"id":') != 1:
+        return None
+    cut = line.rfind(b',"crc":"')
+    if cut < 0 or len(line) != cut + 18 or not line.endswith(b'"}'):
+        return None
+    try:
+        if zlib.crc32(line[:cut]) != int(line[cut + 8:cut + 16], 16):
+            return None
+    except ValueError:
+        return None
+    prev = m.group(6)
+    return (int(m.group(1)), m.group(2).decode(), m.group(3).decode(), [int(m.group(4)), int(m.group(5))],
+            None if prev == b"null" else prev[1:-1].decode())
+
+
 def _records(store, stream: str):
-    """(key, stream, seq, rec, line) for every decodable line of ``stream``, in file order."""
+    """(key, stream, seq, rec, line) for every decodable line of ``stream``, in file order; ``rec``
+    holds only the chain fields when the line could be read without JSON (``_header``)."""
     from json import loads
 
     decode = store.decode
@@ -113,8 +146,14 @@ def _records(store, stream: str):
             for line in fh:
                 if not line.endswith(b"\n"):
                     break
+                body = line[:-1]
+                head = _header(body)
+                if head is not None:
+                    seq, rid, node, hlc, prev = head
+                    yield (hlc, node, rid), stream, seq, {"node": node, "hlc": hlc, "prev": prev}, line
+                    continue
                 try:
-                    rec = decode(line[:-1], loads)
+                    rec = decode(body, loads)
                 except ValueError:
                     continue  # counted and reported by the line checks
                 hlc = rec.get("hlc")
