@@ -70,6 +70,7 @@ def test_format1_store_reads_then_migrates_on_first_write_without_losing_a_recor
 
     r = cli("todo", "add", "after the upgrade", "--goal-id", "fix-ci", json=True)
     assert r.code == 0, r.err
+    assert any("migrated .loopx/ in place to store format 2" in w for w in r.json["warnings"])
     # a verified copy of the old bytes
     for s in ("events", "evidence"):
         assert (root / "backup" / "format-1" / f"{s}.jsonl").read_bytes() == raw_before[s]
@@ -97,7 +98,8 @@ def test_format1_store_reads_then_migrates_on_first_write_without_losing_a_recor
     assert checks["store.chain"]["status"] == "ok", checks["store.chain"]
     # migrating is a one-time step: the next write leaves the old records alone
     snap = (root / "events.jsonl").read_bytes()
-    assert cli("todo", "add", "one more", "--goal-id", "fix-ci").code == 0
+    again = cli("todo", "add", "one more", "--goal-id", "fix-ci", json=True)
+    assert again.code == 0 and not again.json["warnings"]  # said once
     assert (root / "events.jsonl").read_bytes().startswith(snap)
 
 

@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         reply = handler(ctx, **args)
         if not isinstance(reply, output.Reply):
             reply = output.Reply(reply or {})
+        migrated = getattr(getattr(ctx, "_store", None), "migrated", None)
+        if migrated:  # said once: only the write that migrated the store sees this
+            reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
+                              f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
         if fmt != "text":
             output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
                                               warnings=reply.warnings))
