@@ -1,4 +1,4 @@
-"""In-place migration of a format-1 store to format 2 (DESIGN section 11), run by the first write.
+"""In-place migration of a format-1 store to format 2 (docs/file-format.md, "Versioning and migration"), run by the first write.
 
 ``run(store)`` (the caller holds the store's lock and has repaired torn tails):
 
