@@ -14,8 +14,10 @@ import pytest
 
 from loopx.cli import main
 from loopx.context import AGENT_ENV_MARKERS
+from loopx.kernel.storage.actors import human_name
 
 REPO = Path(__file__).resolve().parents[1]
+HUMAN = f"human:{human_name()}"  # the actor of a human's command: the OS account, never $USER
 
 
 @dataclass

@@ -264,3 +264,84 @@ def test_store_file_that_is_a_directory_exits_3(goal, cli, project):
     events.mkdir()
     r = cli("status", json=True)
     assert r.code == 3 and r.json["error"]["code"] == "io_error"
+
+
+# ------------------------------------------------------------------ issue 9 item 12: agent kinds
+def test_agent_register_accepts_any_lowercase_kind_word(project, cli):
+    r = cli("agent", "register", "deepseek", "--kind", "deepseek", json=True)
+    assert r.code == 0 and r.data["kind"] == "deepseek" and r.data["known"] is False and not r.json["warnings"]
+    rows = {a["name"]: a for a in cli("agent", "list", json=True).data["agents"]}
+    assert rows["deepseek"]["kind"] == "deepseek"
+    typo = cli("agent", "register", "c2", "--kind", "codx", json=True)
+    assert typo.code == 0 and "did you mean --kind codex" in typo.json["warnings"][0]
+    for bad in ("Deep Seek", "DEEPSEEK", "x-", "x" * 40, "", "dé"):
+        r = cli("agent", "register", "z", f"--kind={bad}", json=True)
+        assert r.code == 2 and "claude-code" in r.json["error"]["hint"], bad
+
+
+def test_an_unregistered_codex_agent_shows_its_host_kind(goal, cli, project):
+    cli("--agent", "codex", "next")
+    cli("--agent", "claude", "evidence", "add", "--kind", "note", "--summary", "x")
+    cli("--agent", "robot7", "evidence", "add", "--kind", "note", "--summary", "x")
+    rows = {a["name"]: a["kind"] for a in cli("agent", "list", json=True).data["agents"]}
+    assert rows == {"codex": "codex", "claude": "claude-code", "robot7": "unknown"}
+    from loopx.dashboard.api import Api
+
+    api = Api.__new__(Api)  # only the per-project reader is needed
+    api.projects = lambda: [{"key": "k", "name": "proj", "path": str(project)}]
+    from loopx.kernel.storage.store import Store
+
+    api.state = lambda path: Store.open(path).load()
+    shown = {a["name"]: a["kind"] for a in api.agents("2026-01-01T00:00:00Z")["projects"][0]["agents"]}
+    assert shown["codex"] == "codex" and shown["claude"] == "claude-code"
+
+
+# ------------------------------------------------------------------ issue 9 item 14: goal dependencies
+def test_todo_depends_on_another_goal_is_ready_when_that_goal_is_done(goal, cli, project):
+    other = cli("start-goal", "--goal-text", "Ship the API", "--goal-id", "api", "--todo", "build it", json=True).data
+    r = cli("todo", "add", "use the new API", "--goal-id", "api", "--depends-on-goal", goal, json=True)
+    assert r.code == 0 and r.data["depends_on_goals"] == [goal]
+    waiting = r.data["todo_id"]
+    assert "ready once goal g1 is done" in cli("todo", "add", "x2", "--goal-id", "api", "--depends-on-goal", "g1").out
+    ready = {t["id"] for t in cli("todo", "list", "--goal-id", "api", "--ready", json=True).data["todos"]}
+    assert waiting not in ready and other["todo_ids"][0] in ready
+    st = cli("status", "--goal-id", "api", json=True).data["goals"][0]
+    assert st["waiting_on_goals"][0]["id"] == waiting and st["waiting_on_goals"][0]["goals"] == [{"id": goal, "status": "active"}]
+    assert f"waits:   {waiting}" in cli("status", "--goal-id", "api").out and "until goal g1 (active) is done" in cli("status").out
+    assert "after goal: g1" in cli("todo", "show", waiting).out
+    # only the waiting todos left: should-run waits (not a human problem), naming the goal
+    cli("todo", "archive", other["todo_ids"][0])
+    d = cli("quota", "should-run", "--goal-id", "api", json=True).data
+    assert (d["decision"], d["reason"]) == ("wait", "goal_dependency") and "g1" in d["message"]
+    assert cli("goal", "done", goal, json=True).code == 0
+    ready = {t["id"] for t in cli("todo", "list", "--goal-id", "api", "--ready", json=True).data["todos"]}
+    assert waiting in ready
+    assert cli("status", "--goal-id", "api", json=True).data["goals"][0]["waiting_on_goals"] == []
+    d = cli("quota", "should-run", "--goal-id", "api", json=True).data
+    assert d["decision"] == "run"
+
+
+def test_goal_dependency_refuses_itself_unknown_goals_and_cycles(goal, cli):
+    cli("start-goal", "--goal-text", "B", "--goal-id", "b", "--todo", "x", json=True)
+    r = cli("todo", "add", "t", "--goal-id", goal, "--depends-on-goal", goal, json=True)
+    assert r.code == 2 and "its own goal" in r.json["error"]["message"]
+    r = cli("todo", "add", "t", "--goal-id", goal, "--depends-on-goal", "nope", json=True)
+    assert r.code == 2 and r.json["error"]["hint"]
+    assert cli("todo", "add", "t", "--goal-id", "b", "--depends-on-goal", goal, json=True).code == 0
+    r = cli("todo", "add", "t", "--goal-id", goal, "--depends-on-goal", "b", json=True)
+    assert r.code == 2 and "wait for each other" in r.json["error"]["message"]
+
+
+def test_dashboard_goal_page_shows_the_goal_dependency(goal, cli, project):
+    from loopx.dashboard.api import Api
+    from loopx.kernel.storage.store import Store
+
+    cli("start-goal", "--goal-text", "B", "--goal-id", "b", "--todo", "x", json=True)
+    tid = cli("todo", "add", "after g1", "--goal-id", "b", "--depends-on-goal", goal, json=True).data["todo_id"]
+    api = Api.__new__(Api)
+    api.state = lambda path: Store.open(path).load()
+    api.project = lambda key: {"key": key, "name": "proj", "path": str(project)}
+    api.decision = lambda *a, **k: None
+    page = api.goal("k", "b", "2026-01-01T00:00:00Z")
+    items = {t["id"]: t for col in page["board"].values() for t in col["items"]}
+    assert items[tid]["depends_on_goals"] == [{"id": goal, "status": "active"}]

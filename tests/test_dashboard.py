@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_loopx, subprocess_env
+from conftest import HUMAN, REPO, run_loopx, subprocess_env
 from loopx import __version__
 from loopx.dashboard import server as server_mod
 from loopx.dashboard import service
@@ -218,7 +218,7 @@ def test_gate_decisions_through_the_api(project, cli, client):
     err = client.decide({"project": key, "gate": g2, "decision": "reject", "code": gates.short_code(g2)}, status=400)
     assert "note" in err["message"]
     ok = client.decide({"project": key, "gate": g1, "decision": "approve", "code": gates.short_code(g1).upper()})
-    assert ok["status"] == "approved" and ok["decided_by"] == "human:tester" and ok["channel"] == "dashboard"
+    assert ok["status"] == "approved" and ok["decided_by"] == HUMAN and ok["channel"] == "dashboard"
     ok = client.decide({"project": key, "gate": g2, "decision": "reject", "code": gates.short_code(g2), "note": "no"})
     assert ok["status"] == "rejected"
     state = st.load()

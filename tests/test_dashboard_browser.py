@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import HUMAN, REPO
 from loopx import __version__
 from loopx.dashboard import server as server_mod
 from loopx.dashboard.api import project_key
@@ -124,7 +124,7 @@ def test_approve_a_gate_in_the_browser(browser, scene):
     assert len(approved) == 1
     rec = approved[0]
     assert rec["data"]["gate_id"] == gate_id and rec["data"]["channel"] == "dashboard"
-    assert rec["actor"] == "human:tester" and "Chrome" in rec["data"]["user_agent"]
+    assert rec["actor"] == HUMAN and "Chrome" in rec["data"]["user_agent"]
 
     page.get_by_role("button", name="Load the review packet").click()
     review = page.locator("pre.review")
@@ -168,3 +168,55 @@ def test_the_page_says_so_when_the_api_stops_answering(browser, scene):
     assert page.locator("article.card").count() == 0  # the old data is gone, not shown as current
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-offline.png"))
+
+
+def test_a_new_gate_shows_one_system_notification(browser, project, cli):
+    """Issue 13, acceptance 6: with notification permission granted, a newly opened gate appears as
+    exactly one system notification (the Notifications API, observed through a recording wrapper)."""
+    assert cli("start-goal", "--goal-text", "Release 2.0", "--goal-id", "rel", "--todo", "tag it").code == 0
+    st = Store.open(str(project))
+    old = gates.open_gate(st, "agent:claude", "rel", kind="custom", question="An older question?")
+    srv = server_mod.make_server("127.0.0.1", 0)
+    server_mod.serve_in_thread(srv)
+    try:
+        origin = srv.launch_url.split("/launch")[0]
+        ctx = browser.new_context()
+        ctx.grant_permissions(["notifications"], origin=origin)
+        ctx.add_init_script("""
+            window.__notes = [];
+            const Real = window.Notification;
+            class Spy {
+              constructor(title, opts) { window.__notes.push({ title, body: (opts || {}).body, tag: (opts || {}).tag }); }
+              static get permission() { return Real ? Real.permission : "granted"; }
+              static requestPermission() { return Real.requestPermission(); }
+            }
+            window.Notification = Spy;
+        """)
+        page = ctx.new_page()
+        polls: list[str] = []
+        page.on("response", lambda r: polls.append(r.url) if "/api/notices" in r.url else None)
+
+        def until(cond, what: str, tries: int = 300) -> None:  # wait for a condition, checked per 100 ms
+            for _ in range(tries):
+                if cond():
+                    return
+                page.wait_for_timeout(100)
+            pytest.fail(f"timed out waiting for {what}")
+
+        page.goto(srv.launch_url)
+        page.locator("article.card", has_text="Release 2.0").wait_for(timeout=15000)
+        assert page.evaluate("Notification.permission") == "granted"
+        until(lambda: page.evaluate("localStorage.getItem('loopx.notices.seen')") is not None, "the first poll")
+        assert page.evaluate("window.__notes") == []  # what was there before the page opened is not replayed
+        gate = gates.open_gate(st, "agent:claude", "rel", kind="release", question="Publish 2.0 to PyPI?")
+        until(lambda: page.evaluate("window.__notes.length") >= 1, "the notification")
+        seen = len(polls)
+        until(lambda: len(polls) >= seen + 3, "three more polls")  # and it is still exactly one
+        notes = page.evaluate("window.__notes")
+        assert len(notes) == 1, notes
+        assert gate["gate_id"] in notes[0]["title"] and "Publish 2.0 to PyPI?" in notes[0]["body"]
+        assert old["gate_id"] not in json.dumps(notes)
+        ctx.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HUMAN
 from loopx.dashboard import server as server_mod
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import gates
@@ -285,7 +286,7 @@ def test_positive_control_the_same_request_with_every_rule_met_decides_the_gate(
     recs = [json.loads(line) for line in (live.proj / ".loopx" / "events.jsonl").read_text().splitlines()]
     ev = [r for r in recs if r["type"] == "gate.approved"]
     assert len(ev) == 1
-    assert ev[0]["actor"] == "human:tester"
+    assert ev[0]["actor"] == HUMAN
     assert ev[0]["data"]["channel"] == "dashboard"
     assert ev[0]["data"]["user_agent"] == ua
     # deciding twice is a conflict, and changes nothing

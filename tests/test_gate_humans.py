@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import run_loopx, subprocess_env
+from conftest import HUMAN, run_loopx, subprocess_env
 from test_store_concurrency import check_file
 
 AGENT_ENVS = [{"LOOPX_AGENT": "bot"}, {"CLAUDECODE": "1"}, {"CLAUDE_CODE_ENTRYPOINT": "cli"},
@@ -116,10 +116,10 @@ def test_human_terminal_approves_by_typing_the_code(project, gate):
     assert rc == 0, shown
     assert "Merge PR #12 into main?" in shown and f"type {code} (or the full id) to APPROVE" in shown
     (ev,) = decisions(project)
-    assert ev["type"] == "gate.approved" and ev["actor"] == "human:tester"
+    assert ev["type"] == "gate.approved" and ev["actor"] == HUMAN
     assert ev["data"]["channel"] == "terminal" and ev["data"]["note"] == "ship it"
     show = run_loopx(["gate", "show", gate, "--format", "json"], project).data["gate"]
-    assert (show["status"], show["decided_by"], show["channel"]) == ("approved", "human:tester", "terminal")
+    assert (show["status"], show["decided_by"], show["channel"]) == ("approved", HUMAN, "terminal")
     assert run_loopx(["gate", "check", "--action", "merge"], project).code == 0
 
 
@@ -146,15 +146,30 @@ def test_confirm_flag_from_a_human_shell(project, gate):
     rc, out, err = run_detached(["gate", "approve", gate, "--confirm", gate, "--format", "json"], project)
     assert rc == 0, err
     (ev,) = decisions(project)
-    assert ev["actor"] == "human:tester" and ev["data"]["channel"] == "confirm-flag"
+    assert ev["actor"] == HUMAN and ev["data"]["channel"] == "confirm-flag"
     assert run_loopx(["gate", "check", "--action", "merge"], project).code == 0
-    # the short code works too, for a second gate; LOOPX_HUMAN names the human
+    # the short code works too, for a second gate; the name is the OS account's, whatever USER says
     g2 = run_loopx(["gate", "open", "--kind", "release", "--question", "Release 1.0?", "--format", "json"],
                    project).data["gate_id"]
     rc, _, err = run_detached(["gate", "reject", g2, "--confirm", g2.split("-", 1)[1], "--note", "not yet"],
-                              project, env={"LOOPX_HUMAN": "maria"})
+                              project, env={"USER": "alice", "LOGNAME": "alice", "LOOPX_HUMAN": "alice"})
     assert rc == 0, err
-    assert decisions(project)[-1]["actor"] == "human:maria"
+    assert decisions(project)[-1]["actor"] == HUMAN != "human:alice"
+
+
+def test_human_name_comes_from_the_os_account_not_the_environment(project, gate):
+    """`env -i` (no USER at all) and a forged USER both record the account's real name."""
+    import pwd
+
+    account = pwd.getpwuid(os.getuid()).pw_name
+    assert f"human:{account}" == HUMAN and account not in ("", "human")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": subprocess_env()["PYTHONPATH"],
+           "LOOPX_HOME": os.environ["LOOPX_HOME"]}
+    proc = subprocess.run([sys.executable, "-m", "loopx", "gate", "approve", gate, "--confirm", gate],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr
+    assert decisions(project)[-1]["actor"] == f"human:{account}"
 
 
 def test_no_terminal_and_no_confirm_is_refused(project, gate):
@@ -173,7 +188,7 @@ def test_wrong_confirm_and_double_decisions(project, gate):
     assert rc == 2, err      # a rejection needs a note
     assert run_detached(["gate", "approve", gate, "--confirm", gate], project)[0] == 0
     rc, _, err = run_detached(["gate", "reject", gate, "--confirm", gate, "--note", "changed my mind"], project)
-    assert rc == 4 and "already approved" in err and "human:tester" in err
+    assert rc == 4 and "already approved" in err and HUMAN in err
     assert len(decisions(project)) == 1
 
 

@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     "loopx.kernel.read": 2,
     "loopx.kernel.write": 3,
     "loopx.kernel.policy": 4,
-    "loopx.hosts": 5, "loopx.runner": 5, "loopx.dashboard": 5, "loopx.api": 5,
+    "loopx.hosts": 5, "loopx.runner": 5, "loopx.dashboard": 5, "loopx.api": 5, "loopx.notify": 5,
     "loopx.ops": 6,
     "loopx.output": 7, "loopx.parsing": 7, "loopx.context": 7, "loopx.commands": 7, "loopx.cli": 7,
     "loopx.__main__": 7,

@@ -188,10 +188,47 @@ def test_the_wheel_ships_the_skills(tmp_path):
     home.mkdir()
     env = wheelkit.pip_env(HOME=str(home), LOOPX_HOME=str(tmp_path / "lh"))
     loopx = wheelkit.venv_bin(tmp_path / "venv", "loopx")
-    r = wheelkit.run([loopx, "workflow-skills", "--install", "--host", "claude-code", "--json"], cwd=proj, env=env)
+    r = wheelkit.run([loopx, "workflow-skills", "--install", "--host", "claude-code", "--scope", "project", "--json"],
+                     cwd=proj, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     for name in SKILLS:
         got = (proj / ".claude" / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
         assert got == (REPO / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
     where = wheelkit.run([py, "-c", "import loopx.hosts.plan as p; print(p.skills_root())"], env=env)
     assert str(tmp_path / "venv") in where.stdout and str(REPO) not in where.stdout
+
+
+# ------------------------------------------------------------------ issue 9 item 9
+def test_install_says_what_it_wrote(project, home, cli):
+    r = cli("workflow-skills", "--install", "--host", "claude-code")
+    assert r.code == 0
+    assert "missing" not in r.out and "created  .claude/skills/loopx/SKILL.md" in r.out
+    assert r.out.rstrip().endswith("4 created")
+    data = cli("workflow-skills", "--install", "--host", "claude-code", json=True).data
+    assert data["outcomes"] == {"unchanged": 4} and {f["outcome"] for f in data["files"]} == {"unchanged"}
+    gone = cli("workflow-skills", "--remove", "--host", "claude-code")
+    assert re.search(r"^removed\s+\.claude/skills/loopx/SKILL\.md$", gone.out, re.M)
+    assert gone.out.rstrip().endswith("3 removed, 1 removed block")
+
+
+def test_install_outside_any_project_goes_to_the_home_folder(tmp_path, home, cli, monkeypatch):
+    shell_dir = tmp_path / "downloads"
+    shell_dir.mkdir()
+    monkeypatch.chdir(shell_dir)
+    r = cli("workflow-skills", "--install", json=True)
+    assert r.code == 0, r.out
+    assert r.data["scope"] == "user" and "no loopx project here" in r.data["scope_reason"]
+    assert list(shell_dir.iterdir()) == []  # no CLAUDE.md, AGENTS.md, GEMINI.md, .agents/, .cursor/ here
+    assert (home / ".claude" / "skills" / "loopx" / "SKILL.md").exists()
+    text = cli("workflow-skills", "--check")
+    assert text.code == 0 and "user scope" in text.out
+
+
+def test_install_inside_a_project_names_its_scope_and_the_other(project, home, cli, monkeypatch):
+    sub = project / "src" / "deep"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    r = cli("workflow-skills", "--install", "--host", "codex")
+    assert r.code == 0 and (project / "AGENTS.md").exists() and not (sub / "AGENTS.md").exists()
+    assert f"scope: project, inside the loopx project {project}" in r.out and "--scope user" in r.out
+    assert not (home / ".agents").exists()

@@ -244,3 +244,80 @@ def test_old_backup_wheels_are_pruned(tmp_path):
     prune(str(tmp_path), keep=str(tmp_path / "loopx-0.4.0-py3-none-any.whl"))
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [f"loopx-0.{i}.0-py3-none-any.whl" for i in (2, 3, 4)]
+
+
+# ------------------------------------------------------------------ issue 9 items 8 and 20
+def test_check_on_an_editable_checkout_shows_the_git_steps(cli, tmp_path, monkeypatch):
+    """The README's own install (pip install -e .): no index is needed, the git steps are shown."""
+    from loopx.ops import channel
+
+    info = channel.detect()
+    if info["channel"] not in ("editable", "source"):
+        pytest.skip("the test suite runs from an installed wheel here")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOPX_INDEX_URL", raising=False)
+    r = cli("update", "check", json=True)
+    assert r.code == 0, r.out
+    d = r.data
+    assert d["channel"] == info["channel"] and "source checkout" in d["reason"]
+    assert d["steps"][0] == f"git -C {info['source_dir']} pull --ff-only"
+    text = cli("update", "check")
+    assert text.code == 0 and "source checkout" in text.out and "pull --ff-only" in text.out
+
+
+def _index_page(root, files: list[tuple[str, dict]]):
+    """A PEP 503 page for loopx whose anchors carry the PEP 592/503 data attributes."""
+    import html
+
+    proj = root / "loopx"
+    proj.mkdir(parents=True)
+    links = "".join(f'<a href="{html.escape(n)}#sha256=00"' + "".join(
+        f' {k}="{html.escape(v)}"' if v is not None else f" {k}" for k, v in attrs.items()) + f">{n}</a>\n"
+        for n, attrs in files)
+    (proj / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return root.as_uri()
+
+
+def test_check_skips_yanked_releases_and_those_for_another_python(tmp_path, monkeypatch):
+    from loopx.ops import update
+
+    here = ".".join(map(str, sys.version_info[:2]))
+    nxt = f"{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    url = _index_page(tmp_path, [
+        ("loopx-9.0.0-py3-none-any.whl", {}),
+        ("loopx-9.1.0-py3-none-any.whl", {"data-requires-python": f">={here}"}),
+        ("loopx-9.2.0-py3-none-any.whl", {"data-yanked": "broken upload"}),
+        ("loopx-9.3.0-py3-none-any.whl", {"data-yanked": None}),
+        ("loopx-9.4.0-py3-none-any.whl", {"data-requires-python": f">={nxt}"}),
+        ("loopx-9.5.0.tar.gz", {"data-requires-python": f"<{here}"}),
+    ])
+    assert update.available(url, None) == ["9.0.0", "9.1.0"]
+    monkeypatch.setenv("LOOPX_NO_UPDATE_CHECK", "")
+    d = update.check(url, None, info={"channel": "pip-venv", "summary": "venv", "python": sys.executable})
+    assert d["newest"] == "9.1.0"
+    # pinned, pip installs a yanked release; never one for another Python
+    assert "9.2.0" in update.available(url, None, yanked=True) and "9.4.0" not in update.available(url, None, yanked=True)
+
+
+def test_requires_python_of_wheels_in_a_plain_folder_is_read(tmp_path):
+    import zipfile
+
+    from loopx.ops import update
+
+    nxt = f"{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    for v, rp in (("9.0.0", ">=3.8"), ("9.9.0", f">={nxt}")):
+        with zipfile.ZipFile(tmp_path / f"loopx-{v}-py3-none-any.whl", "w") as zf:
+            zf.writestr(f"loopx-{v}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: loopx\nVersion: {v}\n"
+                                                         f"Requires-Python: {rp}\n\nbody\n")
+    assert update.available(None, str(tmp_path)) == ["9.0.0"]
+
+
+@pytest.mark.parametrize(("spec", "py", "ok"), [
+    (">=3.11", "3.11.4", True), (">=3.12", "3.11.9", False), ("<3.12,>=3.10", "3.11.0", True),
+    ("!=3.11.*", "3.11.2", False), ("==3.11.*", "3.11.2", True), ("~=3.10", "3.13.0", True),
+    ("~=3.10.1", "3.11.0", False), (">3.11", "3.11.0", False), ("", "3.11.0", True), ("junk", "3.11.0", False),
+])
+def test_requires_python_specifiers(spec, py, ok):
+    from loopx.ops.update import python_ok
+
+    assert python_ok(spec, py) is ok

@@ -40,6 +40,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hooks": ("hooks", "install, check or remove loopx hooks for agent hosts"),
     "hook": ("hooks", "hook entry points called by agent hosts (stop, pre-tool, session-start)"),
     "heartbeat-prompt": ("workflow_skills", "the prompt a scheduled automation should run each tick"),
+    "watch": ("watch", "cheap checks that open a todo only when something changed"),
+    "notify": ("notify", "notification channels: set, test, list, send"),
+    "inbox": ("inbox", "what needs a person now, across every registered project"),
+    "disconnect": ("inbox", "remove a project from the registry (its files stay)"),
+    "forget": ("inbox", "alias of disconnect"),
+    "schedule": ("schedule", "print a cron or systemd recipe with the absolute path of this loopx filled in"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         msg = f"cannot read or write{where}: {exc.strerror or exc}"
         hint = "check that path's type and permissions (`loopx doctor` checks the store)"
+        if exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
+            hint = "free some disk space and retry (nothing was recorded)"
         return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
     except RecursionError:
         msg = "input nested too deeply to read"

@@ -28,7 +28,6 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
     "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
     "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
-    "LOOPX_HUMAN": (None, "the human's display name in recorded decisions (default: the OS account)"),
     "LOOPX_ID_SEED": (None, "makes new todo, gate, evidence and run ids deterministic (documentation transcripts, tests)"),
     "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
     "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),

@@ -22,15 +22,22 @@ def register(sub, name, help_text):
             render=lambda d: f"registered {d['name']} ({d['kind']})" if d["changed"] else f"{d['name']} already registered as {d['kind']}",
             command="agent register", example="loopx agent register claude --kind claude-code")
     r.add_argument("name")
-    r.add_argument("--kind", required=True, help="claude-code, codex, cursor, opencode, gemini, copilot, shell, custom")
+    r.add_argument("--kind", required=True,
+                   help="any lowercase word; known hosts: claude-code, codex, cursor, opencode, gemini, copilot, shell, custom")
     add(acts, "list", "list agents, what they hold, and recent handoffs", handler=agent_list, render=render_list,
         command="agent list", example="loopx agent list --format json")
 
 
-def agent_register(ctx, name, kind) -> dict:
+def agent_register(ctx, name, kind):
     from loopx.kernel.write import agents
+    from loopx.output import Reply
 
-    return agents.register(ctx.store(), ctx.actor, name, kind)
+    d = agents.register(ctx.store(), ctx.actor, name, kind)
+    warnings = []
+    if d["suggestion"]:
+        warnings.append(f"{kind!r} is not a host loopx knows; did you mean --kind {d['suggestion']}? "
+                        f"(kept as {kind!r})")
+    return Reply(d, 0, warnings)
 
 
 def agent_list(ctx) -> dict:
@@ -40,7 +47,9 @@ def agent_list(ctx) -> dict:
     state = ctx.store().load()
     now = clock.now_iso()
     held = queries.holdings(state, now)
-    rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in
+    from loopx.kernel.write.agents import shown_kind
+
+    rows = [dict(a, kind=shown_kind(a), holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in
             sorted(state["agents"].values(), key=lambda a: a["name"])]
     return {"agents": rows, "handoffs": state["handoffs"][-20:]}
 

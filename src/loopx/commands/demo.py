@@ -4,8 +4,12 @@ Copies the bundled example project (a Python package whose tests fail for three 
 makes it a git repository on branch ``loopx/fixes``, connects it, starts goal ``demo`` (one todo
 per failing test, each with its own verify command, and a protected ``merge`` step), then drives
 it with ``loopx run`` and the bundled deterministic example agent. It stops at the human gate and
-prints the exact approve command; run ``loopx demo --dir DIR`` again after approving (or pass
-``--approve`` to approve as yourself in one go) and it finishes and prints the review packet.
+prints the exact approve command; run ``loopx demo`` again after approving (or pass ``--approve``
+to approve as yourself in one go) and it finishes and prints the review packet.
+
+The project goes to ``<loopx data folder>/demo`` (``$LOOPX_HOME/demo`` when set; see
+``kernel.registry.home``), never into the current folder, so running the demo from a checkout
+leaves the checkout clean; ``--dir`` picks another place. The output says where it is.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ MERGE = "Merge branch loopx/fixes into main (protected action: merge)"
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=demo, render=render, command="demo",
             example="loopx demo --dir /tmp/loopx-demo --approve")
-    p.add_argument("--dir", metavar="DIR", default="loopx-demo",
-                   help="where to put the demo project (default ./loopx-demo); run again to continue")
+    p.add_argument("--dir", metavar="DIR", default=None,
+                   help="where to put the demo project (default: demo/ in loopx's data folder, "
+                        "$LOOPX_HOME/demo when set); run again to continue")
     p.add_argument("--approve", action="store_true",
                    help="approve the merge gate yourself when the demo reaches it (you are the human)")
     p.add_argument("--timeout", metavar="DUR", default="5m", help="per-turn agent timeout (default 5m)")
@@ -94,7 +99,16 @@ def setup(path, actor: str) -> dict:
     return {"dir": str(path), "goal_id": GOAL, "todo_ids": ids}
 
 
-def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
+def default_dir() -> str:
+    """``demo`` in the user's loopx data folder (``$LOOPX_HOME/demo`` when set)."""
+    import os
+
+    from loopx.config import data_home
+
+    return os.path.join(data_home(), "demo")
+
+
+def demo(ctx, dir=None, approve=False, timeout="5m"):
     import sys
     from pathlib import Path
 
@@ -103,13 +117,14 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
     from loopx.kernel.storage import clock
     from loopx.kernel.storage.store import Store
 
-    path = Path(dir).resolve()
+    path = Path(dir or default_dir()).resolve()
     if approve and (ctx.agent or _agent_session()):
         raise HumanRequired("--approve is for a human at a terminal, not an agent session",
                             "run the demo without --approve and let a human approve the gate")
     fresh = not (path / ".loopx").is_dir()
     if fresh and path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{path} exists and is not a loopx demo", "pass --dir with a new or empty directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
     info = setup(path, ctx.actor) if fresh else {"dir": str(path), "goal_id": GOAL}
     store = Store.open(str(path))
     if GOAL not in store.load()["goals"]:
@@ -122,7 +137,10 @@ def demo(ctx, dir="loopx-demo", approve=False, timeout="5m"):
             log(f"shopcart's test suite before the loop: {_suite(path)}")
     turns = []
     while True:
-        res = _drive(store, secs, ctx, log)
+        # number turns after the goal's earlier runs, so a second `loopx demo` (or the drive after an
+        # approval) goes on counting instead of starting at 1 again
+        done_before = sum(1 for r in store.load()["runs"].values() if r["goal"] == GOAL)
+        res = _drive(store, secs, ctx, log, first_turn=done_before + 1)
         turns += res["turns"]
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
@@ -155,7 +173,7 @@ def _agent_session() -> bool:
     return bool(agent_markers())
 
 
-def _drive(store, secs, ctx, log):
+def _drive(store, secs, ctx, log, first_turn: int = 1):
     import sys
 
     from loopx.resources import data_path
@@ -165,7 +183,8 @@ def _drive(store, secs, ctx, log):
     agent = data_path("examples", "agents", "fixer.py")
     cmd = f"{_python()} {quote(str(agent))}"
     echo = None if ctx.json or ctx.quiet else sys.stderr
-    return loop.drive(store, "fixer", goal_id=GOAL, agent_cmd=cmd, timeout=secs, echo=echo, log=log)
+    return loop.drive(store, "fixer", goal_id=GOAL, agent_cmd=cmd, timeout=secs, echo=echo, log=log,
+                      first_turn=first_turn)
 
 
 def _conclude(store, ctx, out, res):
@@ -178,9 +197,13 @@ def _conclude(store, ctx, out, res):
         return out, 1
     if stop.get("decision") == "wait_human" and stop.get("gate_id"):
         gid = stop["gate_id"]
-        flag = "" if out["dir"] == str(__import__("pathlib").Path("loopx-demo").resolve()) else f" --dir {out['dir']}"
+        from pathlib import Path
+
+        from loopx.runner.presets import quote
+
+        flag = "" if out["dir"] == str(Path(default_dir()).resolve()) else f" --dir {quote(out['dir'])}"
         out.update(stage="gate", gate_id=gid, question=stop.get("question"),
-                   approve_command=f"loopx --project {out['dir']} gate approve {gid} --confirm {gid}",
+                   approve_command=f"loopx --project {quote(out['dir'])} gate approve {gid} --confirm {gid}",
                    continue_command=f"loopx demo{flag}")
         return out, 0
     if stop.get("decision") == "stop" and stop.get("reason") == "complete":
@@ -196,10 +219,12 @@ def _conclude(store, ctx, out, res):
 def render(d: dict) -> str:
     from loopx.output import safe
 
-    lines = [f"demo project: {d['dir']}  ({len(d['turns'])} turn(s) this time)"]
+    n = len(d["turns"])
+    lines = [f"demo project: {safe(d['dir'])}  ({n} turn{'' if n == 1 else 's'} this time)"]
     for t in d["turns"]:
         spent = " +1 slot" if t.get("slots") else ""
-        lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}{spent}  {safe(t.get('note') or '')}")
+        lines.append(f"  turn {t.get('number', '?')}: {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}{spent}"
+                     f"  {safe(t.get('note') or '')}".rstrip())
     if d["stage"] == "gate":
         lines += ["", "The loop stopped at a human gate:", f"  {d['gate_id']}: {safe(d['question'])}", "",
                   "Approve it (you are the human):", f"  {d['approve_command']}",

@@ -33,14 +33,16 @@ def register(sub, name, help_text):
     goal_opt(lst)
     lst.add_argument("--todo", metavar="TODO")
     lst.add_argument("--run", metavar="RUN")
-    lst.add_argument("--limit", type=int, default=50, metavar="N")
+    lst.add_argument("--limit", default=50, metavar="N", help="newest N records (default 50, 0 = all)")
 
     s = add(acts, "show", "show one evidence record with its output excerpt", handler=evidence_show, render=render_show,
             command="evidence show", example="loopx evidence show ev-1a2b")
     s.add_argument("evidence")
 
 
-def _read_output(output, output_file) -> bytes | None:
+def _open_output(output, output_file):
+    """The binary stream to read the output from (stdin or the file), or None. The kernel reads it
+    in chunks (bounded memory, see ``kernel.evidence.ingest``)."""
     from loopx.errors import UsageError
 
     if output is not None:
@@ -48,11 +50,10 @@ def _read_output(output, output_file) -> bytes | None:
             raise UsageError("--output takes '-' (stdin)", "use --output - or --output-file FILE")
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("--output - needs the output piped on stdin", "e.g. pytest 2>&1 | loopx evidence add ... --output -")
-        return sys.stdin.buffer.read()
+        return getattr(sys.stdin, "buffer", sys.stdin)
     if output_file is not None:
         try:
-            with open(output_file, "rb") as fh:
-                return fh.read()
+            return open(output_file, "rb")  # noqa: SIM115 - closed by evidence_add
         except OSError as exc:
             raise UsageError(f"cannot read --output-file {output_file!r}: {exc.strerror}", "pass a readable file") from None
     return None
@@ -62,9 +63,13 @@ def evidence_add(ctx, kind, summary, goal_id=None, todo=None, run=None, cmd=None
                  output_file=None, commit=None, files=None) -> dict:
     from loopx.kernel.write import evidence
 
-    body = _read_output(output, output_file)
-    return evidence.add(ctx.store(), ctx.actor, goal_id, kind=kind, summary=summary, todo=todo, run=run, command=cmd,
-                        exit_code=exit_code, output=body, commit=commit, files=files)
+    stream = _open_output(output, output_file)
+    try:
+        return evidence.add(ctx.store(), ctx.actor, goal_id, kind=kind, summary=summary, todo=todo, run=run,
+                            command=cmd, exit_code=exit_code, output=stream, commit=commit, files=files)
+    finally:
+        if output_file is not None and stream is not None:
+            stream.close()
 
 
 def render_add(d: dict) -> str:
@@ -82,8 +87,10 @@ def evidence_list(ctx, goal_id=None, todo=None, run=None, limit=50) -> dict:
     rid = queries.resolve_run(state, run)["id"] if run else None
     rows = [e for e in sorted(state["evidence"].values(), key=lambda e: e.get("seq", 0))
             if (gid is None or e["goal"] == gid) and (tid is None or e["todo"] == tid) and (rid is None or e["run"] == rid)]
-    limit = max(1, int(limit))
-    return {"evidence": rows[-limit:], "count": len(rows)}
+    from loopx.kernel.read import validate
+
+    n = validate.count(limit, "--limit", low=0, high=10_000_000)
+    return {"evidence": rows[-n:] if n else rows, "count": len(rows)}
 
 
 def render_list(d: dict) -> str:

@@ -49,6 +49,12 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
             print_json(row)
         return {"count": len(rows), "view": "rounds" if rounds else "events"}
     out["count"] = len(out["events"])
+    out["watches"] = []
+    if state.get("watches"):
+        from loopx.kernel.policy import tick
+        from loopx.kernel.read import watching as watches
+
+        out["watches"] = watches.describe(state, tick.load_book(store), clock.now_iso(), gid)
     return out
 
 
@@ -71,7 +77,7 @@ def _event_line(e: dict) -> str:
     d = e.get("data") or {}
     bits = []
     for k in ("todo_id", "run_id", "gate_id", "evidence_id", "title", "question", "result", "decision",
-              "reason", "summary", "kind", "holder"):
+              "reason", "summary", "kind", "holder", "watch_id", "outcome", "channel", "error"):
         if d.get(k) is not None:
             bits.append(f"{k}={d[k]}")
     return f"{e['ts'][:19]}  {e['type']:<18} {safe(e.get('goal') or '-'):<14} {safe(e.get('actor') or ''):<18} " \
@@ -88,6 +94,13 @@ def render(d: dict) -> str:
         rows = [_round_row(r) for r in d["rounds"]]
         parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", "TODO", "RESULT", "VERIFIED", "EVID",
                                                "SLOTS", "DURATION"]))
+    if d.get("watches"):
+        from loopx.kernel.storage.clock import format_duration
+
+        rows = [[w["name"], w["goal"], format_duration(w["every"]), w["outcome"] or "never run",
+                 (w["last_run"] or "-")[:19], (w["next_due"] or w["status"])[:19], str(w["fired"])]
+                for w in d["watches"]]
+        parts.append("WATCHES\n" + table(rows, ["WATCH", "GOAL", "EVERY", "LAST", "LAST RUN", "NEXT DUE", "FIRED"]))
     if d["events"]:
         parts.append("EVENTS\n" + "\n".join(_event_line(e) for e in d["events"]))
     return "\n\n".join(parts) if parts else "no history matches"

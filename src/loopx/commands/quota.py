@@ -101,12 +101,18 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
-                          actor=ctx.actor)
+                          actor=ctx.actor, tick=record, on_decided=_notify if record else None)
     if d["decision"] == "error":
         from loopx.errors import StateError
 
         raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
     return output.Reply(d, decide.exit_code(d, skip))
+
+
+def _notify(store, state, d) -> None:
+    from loopx.notify.outbox import after_decision
+
+    after_decision(store, state, d)
 
 
 def render_decision(d: dict) -> str:

@@ -33,8 +33,9 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
         if os.path.isdir(path):
             raise UsageError(f"--output {output!r} is a directory", "name a file, e.g. --output review.md")
         try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(md)
+            from loopx.kernel.storage.fs import atomic_write
+
+            atomic_write(path, md)
         except OSError as exc:
             raise UsageError(f"cannot write {output!r}: {exc.strerror}", "pick a writable path") from None
         d["output"] = path

@@ -28,7 +28,12 @@ def status(ctx, goal_id=None, orient=False):
                       "next": "loopx connect   # then: loopx start-goal --goal-text \"...\"",
                       "help": "loopx --help"})
     state = store.load(view="live")
-    data = summary(state, clock.now_iso(), goal_id)
+    book = None
+    if state.get("watches"):
+        from loopx.kernel.policy.tick import load_book
+
+        book = load_book(store)
+    data = summary(state, clock.now_iso(), goal_id, book)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True
@@ -74,10 +79,18 @@ def render(d: dict) -> str:
             lines.append(f"  expired: {c['id']} (was {safe(c['holder'])})  {safe(c['title'], limit=40)}")
         for r in g["ready"][:3]:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
+        for w in g.get("waiting_on_goals", [])[:3]:
+            after = ", ".join(f"{x['id']} ({x['status']})" for x in w["goals"])
+            lines.append(f"  waits:   {w['id']}  {safe(w['title'], limit=40)}  (until goal {safe(after)} is done)")
         for r in g["blocked"][:3]:
             lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
         from loopx.kernel.storage.clock import format_duration
 
+        for w in g.get("watches") or []:
+            lines.append(f"  watch:   {safe(w['name'])} every {format_duration(w['every'])} on {w['on']}, last "
+                         f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
+                         + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
+                         + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else ""))
         lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
         lr = g["last_run"]
         if lr:

@@ -16,8 +16,11 @@ def register(sub, name, help_text):
     a.add_argument("--detail", metavar="TEXT")
     a.add_argument("--priority", default=0, metavar="N", help="higher first (default 0)")
     a.add_argument("--depends-on", action="append", metavar="TODO", help="a todo that must be done first (repeatable)")
+    a.add_argument("--depends-on-goal", dest="depends_on_goals", action="append", metavar="GOAL",
+                   help="another goal that must be done first: the todo is ready once that goal is done (repeatable)")
     a.add_argument("--acceptance", metavar="TEXT", help="what makes this todo done")
     a.add_argument("--verify", metavar="CMD", help="verify command for this todo (overrides the goal's)")
+    a.add_argument("--every", metavar="DUR", help="recurring: reopen this long after it was due once done (e.g. 1d)")
 
     lst = add(acts, "list", "list todos", handler=todo_list, render=render_list, command="todo list",
               example="loopx todo list --status open")
@@ -84,11 +87,18 @@ def render_add(d: dict) -> str:
     return f"added {d['todo_id']} to {d['goal_id']}"
 
 
-def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None):
+def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None,
+             every=None, depends_on_goals=None):
     from loopx.kernel.write import todos
 
     return todos.add(ctx.store(), ctx.actor, goal_id, title, detail=detail, priority=priority,
-                     depends_on=depends_on, acceptance=acceptance, verify=verify)
+                     depends_on=depends_on, acceptance=acceptance, verify=verify, every=every,
+                     depends_on_goals=depends_on_goals)
+
+
+def render_add(d: dict) -> str:
+    waits = f" (ready once goal {', '.join(d['depends_on_goals'])} is done)" if d.get("depends_on_goals") else ""
+    return f"added {d['todo_id']} to {d['goal_id']}{waits}"
 
 
 def _brief(t: dict, now_iso: str) -> dict:
@@ -98,7 +108,8 @@ def _brief(t: dict, now_iso: str) -> dict:
         status = "expired"
     return {"id": t["id"], "goal": t["goal"], "title": t["title"], "status": status, "priority": t.get("priority", 0),
             "holder": c["holder"] if c else None, "lease_until": c["lease_until"] if c else None,
-            "depends_on": t.get("depends_on") or [], "evidence": t.get("evidence") or []}
+            "depends_on": t.get("depends_on") or [], "depends_on_goals": t.get("depends_on_goals") or [],
+            "evidence": t.get("evidence") or []}
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
@@ -156,6 +167,8 @@ def render_show(d: dict) -> str:
         lines.append(f"  claim:      {safe(c['holder'])} until {c['lease_until']} (fence {c['fence']})")
     if t.get("depends_on"):
         lines.append(f"  depends on: {', '.join(t['depends_on'])}")
+    if t.get("depends_on_goals"):
+        lines.append(f"  after goal: {', '.join(t['depends_on_goals'])} (ready once done)")
     if t.get("evidence"):
         lines.append(f"  evidence:   {', '.join(t['evidence'])}")
     if t.get("gates"):

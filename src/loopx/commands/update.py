@@ -69,6 +69,13 @@ def apply(ctx, to=None, index_url=None, find_links=None, pre=False, yes=False) -
 
 
 def render_check(d: dict) -> str:
+    if d.get("steps"):
+        lines = [f"loopx {d['installed']} installed; {safe(d['reason'])}:"]
+        lines += [f"  {safe(s)}" for s in d["steps"]]
+        if d.get("rollback_steps"):
+            lines.append("to roll back:")
+            lines += [f"  {safe(s)}" for s in d["rollback_steps"]]
+        return "\n".join(lines)
     if not d["checked"]:
         return f"loopx {d['installed']} installed; not checked: {safe(d['reason'])}"
     if d["update_available"]:

@@ -25,12 +25,46 @@ def register(sub, name, help_text):
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
     p.add_argument("--host", default="all", metavar="HOST",
                    help="claude-code, codex, cursor, opencode, gemini or all (default all)")
-    p.add_argument("--scope", default="project", metavar="SCOPE", help="project (default) or user (your home folder)")
+    p.add_argument("--scope", default=None, metavar="SCOPE",
+                   help="project or user (your home folder); default: project inside a loopx project "
+                        "(a .loopx/ here or above), user anywhere else")
     p.add_argument("--dry-run", action="store_true", help="print every path it would write or remove; change nothing")
     p.add_argument("--force", action="store_true", help="replace or remove files you edited (a backup is kept)")
 
 
-def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, force=False) -> Reply:
+def choose_scope(ctx, scope: str | None) -> tuple[str, str]:
+    """``(scope, why)``: the given scope, else ``project`` when the command runs inside a loopx
+    project (``--project`` or a ``.loopx/`` here or above) and ``user`` anywhere else, so a first
+    install right after ``pip install`` never drops host files into whatever folder the shell is in."""
+    if scope is not None:
+        return scope, "as asked (--scope)"
+    if ctx.project:
+        return "project", "--project names a project; --scope user installs for your home folder instead"
+    from loopx.kernel.storage.fs import project_dir
+
+    found = project_dir()
+    if found:
+        return "project", (f"inside the loopx project {found}; "
+                           "--scope user installs for your home folder instead")
+    return "user", ("no loopx project here (no .loopx/ in this folder or above); "
+                    "in a project, run `loopx connect` there or pass --scope project")
+
+
+DONE = {"create": "created", "update": "updated", "replace": "replaced", "remove": "removed",
+        "remove block": "removed block", "unchanged": "unchanged", "nothing to remove": "absent"}
+
+
+def outcome(action: str) -> str:
+    """One word for what happened to a file: created, updated, replaced, removed, unchanged, kept,
+    would create, ..."""
+    if action.startswith("would "):
+        return action
+    if action.startswith("kept"):
+        return "kept"
+    return DONE.get(action, action)
+
+
+def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force=False) -> Reply:
     from loopx import hosts
     from loopx.hosts import files, plan
     from loopx.kernel.storage import clock
@@ -39,6 +73,7 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
     chosen = hosts.expand_hosts(host)
     from loopx.commands import scope_root
 
+    scope, why = choose_scope(ctx, scope)
     root = scope_root(ctx, scope)
     items = plan.items(chosen, scope, root)
     manifest = files.load_manifest()
@@ -59,13 +94,19 @@ def workflow_skills(ctx, mode=None, host="all", scope="project", dry_run=False, 
     if mode != "check" and not dry_run:
         files.save_manifest(manifest)
     counts: dict[str, int] = {}
+    done: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if r["action"]:
+            r["outcome"] = outcome(r["action"])
+            done[r["outcome"]] = done.get(r["outcome"], 0) + 1
     kept = [r["path"] for r in rows if (r["action"] or "").startswith("kept")]
     verb = "remove" if mode == "remove" else "replace"
     warnings = [f"{len(kept)} file(s) you edited were left alone; rerun with --force to {verb} them (a backup is kept)"] if kept else []
-    data = {"mode": mode, "scope": scope, "root": root, "hosts": chosen, "dry_run": dry_run, "files": rows,
-            "counts": counts, "all_current": counts.get("current", 0) == len(rows)}
+    other = "project" if scope == "user" else "user"
+    data = {"mode": mode, "scope": scope, "scope_reason": why, "other_scope": f"--scope {other}", "root": root,
+            "hosts": chosen, "dry_run": dry_run, "files": rows, "counts": counts, "outcomes": done,
+            "all_current": counts.get("current", 0) == len(rows)}
     code = 1 if mode == "check" and not data["all_current"] else 0
     return Reply(data, code, warnings)
 
@@ -97,20 +138,24 @@ def render_skills(d: dict) -> str:
         r = os.path.relpath(p, root)
         return p if r.startswith("..") else r
 
-    rows = [[r["status"], r["action"] or "", safe(rel(r["path"]))] for r in d["files"]]
     head = {"check": "checked", "install": "installed", "remove": "removed"}[d["mode"]]
     if d["dry_run"]:
         head = f"dry run ({d['mode']}): nothing changed"
-    counts = ", ".join(f"{v} {k}" for k, v in sorted(d["counts"].items()))
-    lines = [f"{head}: {', '.join(d['hosts'])} ({d['scope']} scope, {safe(root)})",
-             table(rows, ["STATUS", "ACTION", "PATH"] if d["mode"] != "check" else None) if d["mode"] != "check"
-             else table([[r[0], r[2]] for r in rows], ["STATUS", "PATH"]),
-             f"{counts}" if counts else "nothing to do"]
+    lines = [f"{head}: {', '.join(d['hosts'])} ({d['scope']} scope, {safe(root)})"]
+    if d.get("scope_reason") and not d["scope_reason"].startswith("as asked"):
+        lines.append(f"scope: {d['scope']}, {safe(d['scope_reason'])}")
+    if d["mode"] == "check":
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(d["counts"].items()))
+        lines += [table([[r["status"], safe(rel(r["path"]))] for r in d["files"]], ["STATUS", "PATH"]),
+                  counts or "nothing to check"]
+    else:  # say what was done to each file, not what it looked like before
+        lines += [table([[r.get("outcome") or "", safe(rel(r["path"]))] for r in d["files"]], ["RESULT", "PATH"]),
+                  ", ".join(f"{v} {k}" for k, v in sorted(d["outcomes"].items())) or "nothing to do"]
     backups = [r["backup"] for r in d["files"] if r.get("backup")]
     for b in backups:
         lines.append(f"backup kept: {safe(b)}")
     if d["mode"] == "check" and not d["all_current"]:
-        lines.append("next: loopx workflow-skills --install" + (" --scope user" if d["scope"] == "user" else ""))
+        lines.append(f"next: loopx workflow-skills --install --scope {d['scope']}")
     return "\n".join(lines)
 
 

@@ -91,7 +91,8 @@ class Api:
 
         root = os.path.join(path, DIRNAME)
         if not os.path.isdir(root):
-            raise StateError(f"{path} is no longer connected (no .loopx/)", "run `loopx connect` there again")
+            raise StateError(f"{path} is no longer connected (no .loopx/)",
+                             f"run `loopx connect` there again, or forget it: `loopx disconnect {path}`")
         sig = _sig(root)
         with self._lock:
             hit = self._cache.get((root, view))
@@ -180,6 +181,29 @@ class Api:
             projects.append(row)
         return {"generated_at": now_iso, "version": __version__, "projects": projects, "counts": counts}
 
+    # ------------------------------------------------------------------ notifications
+    def notices(self, now_iso: str, limit: int = 20) -> dict:
+        """The newest notifiable events of the last day across projects (newest first):
+        ``{"notices": [{id ("<project key>:<event id>"), project, goal, type, reason, title, body, ts}]}``.
+        The page shows each one once as a system notification (the Notifications API)."""
+        from loopx.kernel.read import notices
+        from loopx.kernel.storage import clock
+
+        floor = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=notices.MAX_AGE))
+        rows = []
+        for p in self.projects():
+            try:
+                state = self.state(p["path"])
+            except (LoopxError, OSError, ValueError, TypeError, KeyError, AttributeError):
+                continue
+            for n in state.get("notices") or ():
+                if n["ts"] >= floor:
+                    rows.append({"id": f"{p['key']}:{n['event_id']}", "project": p["name"], "goal": n.get("goal"),
+                                 "type": n["type"], "reason": n.get("reason"), "title": n["title"],
+                                 "body": n.get("body") or "", "ts": n["ts"]})
+        rows.sort(key=lambda r: r["ts"], reverse=True)
+        return {"generated_at": now_iso, "notices": rows[:limit]}
+
     # ------------------------------------------------------------------ goal page
     def goal(self, key, goal_id, now_iso: str) -> dict:
         """One goal: summary, todo board, gates, runs timeline, budget chart, recent evidence."""
@@ -199,11 +223,20 @@ class Api:
         board = {}
         for st, todos in queries.by_status(state, goal_id, now_iso).items():
             shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
-            board[st] = {"count": len(todos), "items": [_todo(t) for t in shown]}
+            board[st] = {"count": len(todos), "items": [_todo(t, state["goals"]) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
+        watch_rows = []
+        if state.get("watches"):
+            from loopx.kernel.policy import tick
+            from loopx.kernel.read import watching as watches
+            from loopx.kernel.storage.store import DIRNAME, Store
+
+            book = tick.load_book(Store(os.path.join(p["path"], DIRNAME)))
+            watch_rows = watches.describe(state, book, now_iso, goal_id)
         return {
             "generated_at": now_iso, "project": {k: p[k] for k in ("key", "name", "path")},
+            "watches": watch_rows,
             "goal": {k: goal.get(k) for k in ("id", "objective", "done_when", "status", "priority", "verify",
                                              "scope", "quota", "created", "updated", "status_note")},
             "summary": dict(row, group=group, reason=reason, next_check_at=next_check, decision=decision),
@@ -238,9 +271,10 @@ class Api:
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
             from loopx.kernel.read import queries
+            from loopx.kernel.write.agents import shown_kind
 
             held = queries.holdings(state, now_iso, expired=True)
-            agents = [dict(a, holds=held.get(actors.agent(a["name"]), [])) for a in
+            agents = [dict(a, kind=shown_kind(a), holds=held.get(actors.agent(a["name"]), [])) for a in
                       sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)]
             rows.append({"key": p["key"], "name": p["name"], "error": None, "agents": agents,
                          "handoffs": list(reversed(state["handoffs"][-50:]))})
@@ -349,11 +383,13 @@ def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
     return runs
 
 
-def _todo(t: dict) -> dict:
+def _todo(t: dict, goals: dict | None = None) -> dict:
     c = t.get("claim") or {}
     return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
             "holder": c.get("holder"), "lease_until": c.get("lease_until"), "since": c.get("since"),
             "note": t.get("note"), "evidence": len(t.get("evidence") or []), "depends_on": t.get("depends_on") or [],
+            "depends_on_goals": [{"id": g, "status": (goals or {}).get(g, {}).get("status")}
+                                 for g in t.get("depends_on_goals") or []],
             "acceptance": t.get("acceptance")}
 
 

@@ -372,6 +372,8 @@ class Handler(BaseHTTPRequestHandler):
                 data = srv.api.review(q.get("project"), q.get("goal"))
             elif path == "/api/agents":
                 data = srv.api.agents(now)
+            elif path == "/api/notices":
+                data = srv.api.notices(now)
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return

@@ -82,14 +82,9 @@ def read_state() -> dict | None:
 
 def write_state(info: dict) -> None:
     os.makedirs(home(), exist_ok=True)
-    tmp = f"{state_path()}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, (json.dumps(info, indent=2) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, state_path())
+    from loopx.kernel.storage.fs import atomic_write
+
+    atomic_write(state_path(), json.dumps(info, indent=2) + "\n", mode=0o600)
 
 
 def remove_state(instance: str | None = None) -> None:
@@ -372,6 +367,7 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), on_signal)
     announce(server)
+    threading.Thread(target=_notify_loop, args=(stopping,), name="loopx-notify", daemon=True).start()
     if open_browser:
         import webbrowser
 
@@ -382,3 +378,41 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
         server.server_close()
         remove_state(server.instance)
     return {"stopped": True, "port": server.port}
+
+
+NOTIFY_EVERY = 30.0  # seconds between the service's passes over the registered projects' outboxes
+
+
+def _notify_loop(stopping: threading.Event) -> None:
+    """Send queued notifications of every registered project (loopx.notify.outbox), so a person is
+    told even when no cron job runs should-run. Errors are ignored; the next pass retries."""
+    while not stopping.wait(NOTIFY_EVERY):
+        try:
+            flush_all()
+        except Exception:  # noqa: BLE001 - the dashboard must keep serving
+            pass
+
+
+def flush_all() -> int:
+    """One pass: flush each registered project that has pending notices; returns how many were sent."""
+    from loopx.errors import LoopxError
+    from loopx.kernel.read import notices
+    from loopx.kernel.storage import clock, registry
+    from loopx.kernel.storage.store import DIRNAME, Store
+    from loopx.notify import channels, outbox
+
+    cfg = outbox.user_cfg()
+    if not channels.configured(cfg):
+        return 0
+    sent = 0
+    for path in registry.load():
+        root = os.path.join(path, DIRNAME)
+        if not os.path.isdir(root):
+            continue
+        try:
+            store = Store(root)
+            if notices.maybe_pending(store.load(save_snapshot=False), clock.now_iso()):
+                sent += len(outbox.flush(store, cfg)["sent"])
+        except (LoopxError, OSError):
+            continue
+    return sent

@@ -108,10 +108,9 @@ def _read_count(path: str) -> int:
 def _write_count(path: str, n: int) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"count": n}, fh)
-        os.replace(tmp, path)
+        from loopx.kernel.storage.fs import atomic_write
+
+        atomic_write(path, json.dumps({"count": n}), sync=False)
     except OSError:
         pass
 

@@ -78,12 +78,12 @@ def save_manifest(data: dict) -> None:
 
 
 def write_text(path: str, text: str) -> None:
-    """Write ``text`` atomically (temp file + rename), creating parent folders."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.loopx-tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Write ``text`` atomically through ``kernel.fs.atomic_write``: a symlink keeps pointing at
+    its target, which gets the new text; the target's file mode is kept. Creates parent folders."""
+    from loopx.kernel.storage.fs import atomic_write, resolve
+
+    os.makedirs(os.path.dirname(resolve(path)) or ".", exist_ok=True)
+    atomic_write(path, text)
 
 
 def read_text(path: str) -> str | None:

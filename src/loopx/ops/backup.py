@@ -58,9 +58,13 @@ def backup_wheel(dest_dir: str | None = None) -> str:
     dest_dir = dest_dir or backup_dir()
     os.makedirs(dest_dir, exist_ok=True)
     path = os.path.join(dest_dir, f"loopx-{dist.version}-{_tag(dist)}.whl")
-    tmp = path + ".part"
+    import io
+
+    from loopx.kernel.storage.fs import atomic_write
+
+    buf = io.BytesIO()
     records = []
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for f in dist.files:
             rel = f.as_posix()
             name = rel.rsplit("/", 1)[-1]
@@ -76,7 +80,7 @@ def backup_wheel(dest_dir: str | None = None) -> str:
             records.append(f"{rel},{_digest(data)},{len(data)}")
         records.append(f"{info_dir}/RECORD,,")
         zf.writestr(f"{info_dir}/RECORD", "\n".join(records) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, buf.getvalue())
     prune(dest_dir, keep=path)
     return path
 

@@ -72,9 +72,22 @@ def add_ignore_rules(t, actor: str) -> str:
         text = "# written by loopx: machine-local files\n"
     if text and not text.endswith("\n"):
         text += "\n"
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text + "".join(r + "\n" for r in missing))
+    from loopx.kernel.storage.fs import atomic_write
+
+    atomic_write(path, text + "".join(r + "\n" for r in missing))
     return f"added {', '.join(missing)} to .loopx/.gitignore"
+
+
+def remove_temporaries(t, actor: str) -> str:
+    """Delete the stale ``*.tmp`` files doctor found (never a file younger than STALE_AFTER)."""
+    from loopx.ops.storechecks import stale_temporaries
+
+    removed = 0
+    for path in stale_temporaries(t):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+            removed += 1
+    return f"removed {removed} stale temporary file(s) from .loopx/"
 
 
 def refresh_skills(t, actor: str) -> str:
@@ -84,6 +97,6 @@ def refresh_skills(t, actor: str) -> str:
 
 
 FIXES = {"repair_torn_tail": repair_store, "quarantine_bad_lines": repair_store,
-         "rebuild_cache": rebuild_cache, "add_ignore_rules": add_ignore_rules, "refresh_skills": refresh_skills}
+         "rebuild_cache": rebuild_cache, "remove_temporaries": remove_temporaries, "add_ignore_rules": add_ignore_rules, "refresh_skills": refresh_skills}
 # repair first (it changes the files the cache is keyed on), the cache last
-ORDER = ("repair_torn_tail", "quarantine_bad_lines", "add_ignore_rules", "refresh_skills", "rebuild_cache")
+ORDER = ("repair_torn_tail", "quarantine_bad_lines", "remove_temporaries", "add_ignore_rules", "refresh_skills", "rebuild_cache")

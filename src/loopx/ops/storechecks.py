@@ -185,7 +185,7 @@ def check_snapshot(t) -> dict:
 
 def all_checks(t) -> list[dict]:
     out = [check_format(t), check_lines(t), check_tail(t), check_types(t), check_merge(t), check_seq(t),
-           check_encoding(t)]
+           check_encoding(t), check_temporaries(t)]
     try:
         out.append(check_chain(t))
     except Exception as exc:  # noqa: BLE001 - a damaged store must never break doctor
@@ -197,6 +197,30 @@ def all_checks(t) -> list[dict]:
         out.append(result("store.snapshot", "error", f"the cached snapshot cannot be read: {exc}",
                           "loopx doctor --fix (rebuilds .loopx/cache/)", "rebuild_cache"))
     return out
+
+
+def stale_temporaries(t) -> list[str]:
+    """Temporary files (``*.tmp``) under ``.loopx/`` older than ``kernel.fs.STALE_AFTER``: left by a
+    write that died (a full disk, a kill) between creating and renaming them."""
+    from loopx.kernel.storage.fs import stale_temporaries as find
+
+    return find(t.root) if t.root and os.path.isdir(t.root) else []
+
+
+def check_temporaries(t) -> dict:
+    stale = stale_temporaries(t)
+    if not stale:
+        return result("store.temporaries", "ok", "no stale temporary files")
+    size = 0
+    for p in stale:
+        try:
+            size += os.path.getsize(p)
+        except OSError:
+            pass
+    where = ", ".join(sorted({os.path.relpath(os.path.dirname(p), t.root).split(os.sep)[0] for p in stale}))
+    return result("store.temporaries", "warning",
+                  f"{len(stale)} stale temporary file(s), {size} bytes, left by interrupted writes (in {where})",
+                  "loopx doctor --fix (removes them; they were never part of the store)", "remove_temporaries")
 
 
 # ------------------------------------------------------------------ .gitignore

@@ -67,8 +67,11 @@ def _need_index(index_url, find_links) -> None:
                          "installed from PyPI, where the name belongs to another project")
 
 
-def _listing(location: str) -> list[str]:
-    """File names offered at an index page, a find-links page or a local folder."""
+def _listing(location: str) -> list[dict]:
+    """Files offered at an index page, a find-links page or a local folder, each
+    ``{filename, yanked: bool, requires_python: str | None}`` (PEP 691 JSON or the PEP 503/592 HTML
+    attributes ``data-yanked`` and ``data-requires-python``; a plain folder's wheels and sdists are
+    read for their ``Requires-Python``)."""
     import urllib.request
 
     if location.startswith("file:") or "://" not in location:
@@ -76,9 +79,10 @@ def _listing(location: str) -> list[str]:
         if os.path.isdir(path):
             page = os.path.join(path, "index.html")
             if not os.path.exists(page):
-                return os.listdir(path)
+                return [{"filename": n, "yanked": False, "requires_python": _file_requires_python(os.path.join(path, n))}
+                        for n in os.listdir(path)]
             with open(page, encoding="utf-8", errors="replace") as fh:
-                return _hrefs(fh.read())
+                return _anchors(fh.read())
         raise StateError(f"the package index {location} does not exist", "check --index-url / --find-links")
     req = urllib.request.Request(location, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.5", "User-Agent": f"loopx/{__version__}"})
@@ -91,27 +95,110 @@ def _listing(location: str) -> list[str]:
                          "check the network (you may be offline) or pass another --index-url") from None
     if "json" in ctype:
         try:
-            return [f.get("filename", "") for f in json.loads(body).get("files", [])]
+            return [{"filename": str(f.get("filename", "")), "yanked": bool(f.get("yanked")),
+                     "requires_python": f.get("requires-python") or None}
+                    for f in json.loads(body).get("files", []) if isinstance(f, dict)]
         except (ValueError, AttributeError):
             return []
-    return _hrefs(body)
+    return _anchors(body)
 
 
-def _hrefs(html: str) -> list[str]:
+_A = re.compile(r"<a\s([^>]*)>", re.I)
+_ATTR = re.compile(r'([a-z][a-z0-9_-]*)\s*(?:=\s*(?:"([^"]*)"|\'([^\']*)\'|([^\s>]+)))?', re.I)
+
+
+def _anchors(html: str) -> list[dict]:
+    import html as htmllib
+
     out = []
-    for href in re.findall(r'href\s*=\s*["\']([^"\']+)["\']', html, re.I):
-        out.append(href.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    for m in _A.finditer(html):
+        attrs = {a.group(1).lower(): htmllib.unescape(a.group(2) or a.group(3) or a.group(4) or "")
+                 for a in _ATTR.finditer(m.group(1))}
+        href = attrs.get("href")
+        if not href:
+            continue
+        out.append({"filename": href.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1],
+                    "yanked": "data-yanked" in attrs,
+                    "requires_python": attrs.get("data-requires-python") or None})
     return out
 
 
-def available(index_url: str | None, find_links: str | None) -> list[str]:
-    """Every loopx version the index offers, oldest first."""
-    names: list[str] = []
+def _file_requires_python(path: str) -> str | None:
+    """``Requires-Python`` from a wheel's METADATA or an sdist's PKG-INFO; None when absent/unreadable."""
+    try:
+        if path.endswith(".whl"):
+            import zipfile
+
+            with zipfile.ZipFile(path) as zf:
+                name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+                meta = zf.read(name).decode("utf-8", "replace") if name else ""
+        elif path.endswith(".tar.gz"):
+            import tarfile
+
+            with tarfile.open(path) as tf:
+                member = next((m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+                fh = tf.extractfile(member) if member else None
+                meta = fh.read().decode("utf-8", "replace") if fh else ""
+        else:
+            return None
+    except (OSError, ValueError, KeyError, EOFError) as exc:  # a damaged archive offers nothing usable
+        import tarfile
+        import zipfile
+
+        if isinstance(exc, (zipfile.BadZipFile, tarfile.TarError)):
+            return "<0"
+        return None
+    for line in meta.split("\n\n", 1)[0].splitlines():
+        if line.lower().startswith("requires-python:"):
+            return line.split(":", 1)[1].strip() or None
+    return None
+
+
+def python_ok(spec: str | None, python: str | None = None) -> bool:
+    """Whether the interpreter version ``python`` (default: this one) satisfies the PEP 440
+    specifier ``spec`` (``>=3.12``, ``>=3.9,!=3.11.*``, ``~=3.10``, ``==3.11.*``). An empty spec is
+    satisfied; one loopx cannot parse is not (pip skips such a release too)."""
+    import sys
+
+    if not spec or not spec.strip():
+        return True
+    have = _release(python or ".".join(map(str, sys.version_info[:3])))
+    for clause in spec.split(","):
+        clause = clause.strip()
+        if not clause:
+            continue
+        m = re.match(r"^(~=|===|==|!=|<=|>=|<|>)\s*v?([0-9][0-9.]*)(\.\*)?$", clause)
+        if not m or (m.group(3) and m.group(1) not in ("==", "!=")):
+            return False
+        op, want, wild = m.group(1), _release(m.group(2)), bool(m.group(3))
+        if wild:
+            match = have[:len(want)] == want
+            ok = match if op == "==" else not match
+        else:
+            n = max(len(have), len(want))
+            a, b = have + (0,) * (n - len(have)), want + (0,) * (n - len(want))
+            ok = {"==": a == b, "===": a == b, "!=": a != b, "<=": a <= b, ">=": a >= b, "<": a < b,
+                  ">": a > b, "~=": a >= b and len(want) > 1 and have[:len(want) - 1] == want[:-1]}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _release(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.strip(".").split(".") if x.isdigit())
+
+
+def available(index_url: str | None, find_links: str | None, *, yanked: bool = False) -> list[str]:
+    """The loopx versions pip would install here, oldest first: a version counts when one of its
+    files is not yanked (unless ``yanked``; pip installs a yanked one only when pinned to it) and
+    its ``Requires-Python`` admits the running interpreter."""
+    files: list[dict] = []
     if index_url:
-        names += _listing(index_url.rstrip("/") + "/" + NAME + "/")
+        files += _listing(index_url.rstrip("/") + "/" + NAME + "/")
     if find_links:
-        names += _listing(find_links)
-    versions = {m.group(1) for n in names if (m := _FILE.match(n)) and vkey(m.group(1))}
+        files += _listing(find_links)
+    versions = {m.group(1) for f in files if (m := _FILE.match(f["filename"])) and vkey(m.group(1))
+                and (yanked or not f["yanked"]) and python_ok(f["requires_python"])}
     return sorted(versions, key=vkey)
 
 
@@ -120,11 +207,21 @@ def newest(versions: list[str], pre: bool = False) -> str | None:
     return pool[-1] if pool else None
 
 
-def check(index_url=None, find_links=None, pre: bool = False) -> dict:
-    """``{installed, newest, update_available, checked, reason, index}``."""
+def check(index_url=None, find_links=None, pre: bool = False, info: dict | None = None) -> dict:
+    """``{installed, newest, update_available, checked, reason, index}``; for an editable or source
+    install also ``{channel, source_dir, steps, rollback_steps}`` (the git steps; no index is read).
+    ``newest`` is the newest release pip would install here (see ``available``)."""
+    from loopx.ops.channel import detect
+
     index_url, find_links = index_options(index_url, find_links)
     out = {"installed": __version__, "newest": None, "update_available": False, "checked": False,
            "reason": None, "index": index_url or find_links, "index_url": index_url, "find_links": find_links}
+    info = info or detect()
+    if info["channel"] in ("editable", "source"):  # no index applies: git moves this one
+        steps, back = manual_steps(info)
+        out.update(channel=info["channel"], source_dir=info.get("source_dir"), steps=steps, rollback_steps=back,
+                   reason=f"this loopx is a source checkout ({info['summary']}); update it with git")
+        return out
     if env("LOOPX_NO_UPDATE_CHECK") not in (None, "0"):
         out["reason"] = "update checks are off (LOOPX_NO_UPDATE_CHECK is set)"
         return out
@@ -187,6 +284,8 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
     _need_index(index_url, find_links)
     versions = available(index_url, find_links)
     target: str | None
+    if to and to not in versions:
+        versions = available(index_url, find_links, yanked=True)  # pip installs a yanked release when pinned
     if to:
         if vkey(to) is None:
             raise UsageError(f"{to!r} is not a version", "example: --to 0.2.0")

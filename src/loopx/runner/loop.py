@@ -81,10 +81,15 @@ class Driver:
                 except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
                     pass
 
+            def attached(pid):
+                from loopx.kernel.storage import agentproc
+
+                turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
+
             res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
                                     env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
-                                    echo=self.echo)
+                                    echo=self.echo, on_start=attached)
         finally:
             for p in (prompt_file, json_file):
                 try:
@@ -156,8 +161,9 @@ class Driver:
 
 def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
           once: bool = False, max_turns: int | None = None, timeout: float | None = None, dry_run: bool = False,
-          lease: float = 1800.0, echo=None, log=None) -> dict:
-    """Drive turns until should-run says anything but ``run`` (see the module docstring)."""
+          lease: float = 1800.0, echo=None, log=None, first_turn: int = 1) -> dict:
+    """Drive turns until should-run says anything but ``run`` (see the module docstring). Turns are
+    numbered from ``first_turn`` (``number`` in each turn dict and in the log lines)."""
     if preset and not agent_cmd:
         presets.check(preset)
     drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log)
@@ -169,7 +175,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run)
+            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run,
+                                  tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
             if d["decision"] != "run":
@@ -184,12 +191,14 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
-            drv.log(f"turn {len(out['turns']) + 1}: {started['run_id']} on {started['todo_id'] or 'planning'}")
+            number = first_turn + len(out["turns"])
+            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or 'planning'}")
             try:
                 t = drv.turn(started)
             except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run
                 turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
                 raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
+            t["number"] = number
             out["turns"].append(t)
             drv.log(_turn_line(t))
             if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0):
@@ -205,3 +214,10 @@ def _turn_line(t: dict) -> str:
     ver = "verified" if t.get("verified") else "not verified"
     note = f" ({t['note']})" if t.get("note") else ""
     return f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}{note}"
+
+
+def _notify(store, state, d) -> None:
+    """Send queued notifications after a decision (loopx.notify.outbox)."""
+    from loopx.notify.outbox import after_decision
+
+    after_decision(store, state, d)

@@ -1,6 +1,10 @@
 """Run one agent process: packet on stdin, output captured (and echoed), a hard timeout, a tick
 callback for lease renewal, and Ctrl-C handling that stops the agent's whole process group.
 
+On POSIX the agent runs under ``runner.guard`` as the leader of a new process group, so it dies
+with the runner even when the runner is killed with SIGKILL; ``on_start(pid)`` is called with the
+group leader's pid once it started (the runner records it in the run).
+
 ``run_agent(...) -> {"exit_code", "timed_out", "interrupted", "duration", "output_tail"}``.
 ``exit_code`` is 124 after a timeout (like ``timeout(1)``) and 130 after Ctrl-C.
 """
@@ -58,16 +62,27 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, timeout: float | None,
-              tick=None, tick_every: float = 60.0, echo=None) -> dict:
-    """Run ``command`` (argv list, or a string when ``shell``) and wait for it."""
+              tick=None, tick_every: float = 60.0, echo=None, on_start=None) -> dict:
+    """Run ``command`` (argv list, or a string when ``shell``) and wait for it. ``on_start(pid)``
+    (optional) is called once the process group leader runs; its errors are ignored."""
     with tempfile.TemporaryFile() as fin:
         fin.write(stdin_text.encode("utf-8"))
         fin.seek(0)
-        kwargs = {"start_new_session": True} if os.name == "posix" else \
-            {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+        if os.name == "posix":
+            from loopx.runner.guard import wrap
+
+            command, shell = wrap(command, shell=shell, grace=GRACE), False
+            kwargs: dict = {"start_new_session": True}
+        else:  # pragma: no cover - Windows
+            kwargs = {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
         start = time.monotonic()
         proc = subprocess.Popen(command, shell=shell, cwd=cwd, env=env, stdin=fin, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, **kwargs)
+        if on_start is not None:
+            try:
+                on_start(proc.pid)
+            except Exception:  # noqa: BLE001 - recording is best effort; the agent runs regardless
+                pass
         sink: list[bytes] = []
         reader = threading.Thread(target=_reader, args=(proc.stdout, sink, echo), daemon=True)
         reader.start()

@@ -337,6 +337,9 @@ function todoItem(t) {
     h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
     t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
     t.note ? h("div", { class: "small muted" }, t.note) : null,
+    (t.depends_on_goals || []).filter((g) => g.status !== "done").length
+      ? h("div", { class: "small" }, "waits for goal ", (t.depends_on_goals || []).filter((g) => g.status !== "done")
+        .map((g) => `${g.id} (${g.status || "unknown"})`).join(", "), " to be done") : null,
     t.evidence ? h("div", { class: "small muted" }, `${t.evidence} evidence`) : null);
 }
 
@@ -428,6 +431,14 @@ function goalPage(data) {
       h("dt", {}, "Protected actions"), h("dd", {}, list(scope.protect)),
       h("dt", {}, "Project"), h("dd", {}, data.project.path))),
     h("section", {}, h("h2", {}, "Todos"), board(data)),
+    (data.watches || []).length ? h("section", { class: "watches" }, h("h2", {}, `Watches (${data.watches.length})`),
+      h("table", {}, h("thead", {}, h("tr", {}, ["Watch", "Every", "On", "Last run", "Last result", "Next due", "Fired"].map((x) => h("th", {}, x)))),
+        h("tbody", {}, data.watches.map((w) => h("tr", { "data-watch": w.id },
+          h("td", {}, w.name, " ", h("code", { class: "small" }, w.check)), h("td", {}, span(w.every)), h("td", {}, w.on),
+          h("td", {}, w.last_run ? when(w.last_run) : "never"),
+          h("td", {}, w.outcome || "—", w.failing ? " (keeps erroring)" : "", w.error ? h("span", { class: "muted small" }, ` ${w.error}`) : null),
+          h("td", {}, w.next_due ? countdown(w.next_due, "due") : w.status),
+          h("td", {}, `${w.fired}×`)))))) : null,
     h("section", {}, h("h2", {}, "Budget"),
       h("p", {}, `${data.chart.spent} of ${data.chart.slots} slots used in the last ${span(data.chart.window)}`,
         g.quota && g.quota.cooldown ? ` · cooldown ${span(g.quota.cooldown)}` : ""), chart(data.chart)),
@@ -460,11 +471,55 @@ function agentsPage(data) {
   return root;
 }
 
+// ---------------------------------------------------------------- notifications
+// Each notice (a gate opened, a goal stalled or finished, the budget ran out) is shown once as a
+// system notification while this page is open and permission was granted. Seen ids are kept in
+// localStorage; on the first visit everything already there counts as seen (no flood).
+const SEEN_KEY = "loopx.notices.seen";
+
+function notifyButton() {
+  const nav = document.querySelector("header.top nav");
+  if (!nav || !("Notification" in window) || document.getElementById("notify-btn")) return;
+  if (Notification.permission !== "default") return;
+  const btn = h("button", { id: "notify-btn", type: "button", class: "notify-btn" }, "Enable notifications");
+  btn.addEventListener("click", async () => {
+    try { await Notification.requestPermission(); } catch (err) { /* the browser refused to ask */ }
+    if (Notification.permission !== "default") btn.remove();
+  });
+  nav.append(btn);
+}
+
+function showNotice(n) {
+  const opts = { body: `${n.project}: ${n.body}`, tag: n.id, icon: "/icon-192.png" };
+  try {
+    new Notification(n.title, opts);
+  } catch (err) {  // some browsers only allow notifications through the service worker
+    if (navigator.serviceWorker) navigator.serviceWorker.ready.then((reg) => reg.showNotification(n.title, opts)).catch(() => {});
+  }
+}
+
+async function pollNotices() {
+  if (!("Notification" in window) || !session.csrf) return;
+  let data;
+  try { data = await getJSON("/api/notices"); } catch (err) { return; }
+  let seen = null;
+  try { seen = JSON.parse(localStorage.getItem(SEEN_KEY) || "null"); } catch (err) { seen = null; }
+  const first = !Array.isArray(seen);
+  const known = new Set(first ? [] : seen);
+  for (const n of data.notices.slice().reverse()) {
+    if (known.has(n.id)) continue;
+    known.add(n.id);
+    if (!first && Notification.permission === "granted") showNotice(n);
+  }
+  try { localStorage.setItem(SEEN_KEY, JSON.stringify([...known].slice(-400))); } catch (err) { /* storage full or off */ }
+}
+
 // ---------------------------------------------------------------- start
 function schedule() {
   clearTimeout(view.timer);
   view.timer = setTimeout(async () => {
     if (!document.hidden) await refresh(false);
+    await pollNotices();
     schedule();
   }, POLL_MS);
 }
@@ -473,5 +528,6 @@ window.addEventListener("hashchange", () => { view.lastText = null; refresh(true
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(false); });
 setInterval(tick, 1000);
 if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
-refresh(true);
+notifyButton();
+refresh(true).then(pollNotices);
 schedule();

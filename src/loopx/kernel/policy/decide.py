@@ -93,8 +93,9 @@ def _stall_streak(state: dict, goal: dict) -> int:
 class _Eval:
     """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
 
-    def __init__(self, state, goal, now, agent, fingerprint):
+    def __init__(self, state, goal, now, agent, fingerprint, book=None):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
+        self.book = book  # watch bookkeeping (loopx.kernel.policy.tick), for next-due times
         self.me = actors.agent(agent) if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
@@ -114,8 +115,18 @@ class _Eval:
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.gates_and_work() or self.budget_rule() or self.value()
-                or self.go())
+        return (self.status() or self.watch_note() or self.gates_and_work() or self.budget_rule()
+                or self.value() or self.go())
+
+    def watch_note(self):
+        """Watches are checked before the decision (loopx.kernel.policy.tick); here they only explain."""
+        if self.state.get("watches"):
+            from loopx.kernel.read import watching as watches
+
+            note = watches.rule_note(self.state, self.goal["id"], self.book, self.now_iso)
+            if note:
+                self.passed("watches", note)
+        return None
 
     def status(self):
         g = self.goal
@@ -165,6 +176,10 @@ class _Eval:
         todos = queries.goal_todos(self.state, self.goal["id"])
         live = [t for t in todos if t["status"] not in queries.DONE_STATES]
         closed = sum(self.state.get("closed", {}).get(self.goal["id"], {}).values())  # a live view's left-out todos
+        if not live:
+            watching = self._watching()
+            if watching:
+                return watching
         if not todos and not closed:
             self.passed("work", "no todos: the next turn plans (mode plan)")
             return None
@@ -181,8 +196,22 @@ class _Eval:
             n = sum(t["status"] == "blocked" for t in live)
             return self.decide("work", "wait_human", "todos_blocked",
                                f"{n} todo(s) are blocked and nothing else is ready (`loopx todo list`)")
+        waits = [g for t in live for g in queries.goals_waited_on(self.state, t)]
+        if waits:
+            return self.decide("work", "wait", "goal_dependency",
+                               f"the open todos wait for goal {waits[0]} to be done; it is worked on first")
         return self.decide("work", "wait_human", "dependencies",
                            "open todos wait on dependencies that cannot progress")
+
+    def _watching(self):
+        """A goal whose only work is watches or recurring todos is watching, never planning or complete."""
+        from loopx.kernel.read import watching as watches
+
+        hit = watches.idle_rule(self.state, self.goal, self.book, self.now_iso)
+        if hit is None:
+            return None
+        decision, reason, message, at, extra = hit
+        return self.decide("work", decision, reason, message, next_check_at=at, **extra)
 
     def budget_rule(self):
         b = self.budget
@@ -240,9 +269,10 @@ class _Eval:
 
 
 def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
-             fingerprint=None, explain: bool = False) -> dict:
+             fingerprint=None, explain: bool = False, book: dict | None = None) -> dict:
     """The decision for ``goal_id`` (or the best of all active goals) at ``now``. Pure, given
-    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it). Raises
+    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it) and the watch
+    bookkeeping ``book`` (loopx.kernel.policy.tick.load_book; None = next-due times unknown). Raises
     UsageError/NotFound for an unknown ``goal_id``."""
     reason = state["meta"].get("read_only")
     if reason:
@@ -258,7 +288,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
                          msg + ' (`loopx start-goal --goal-text "..."`)', now)
     results = []
     for g in goals:
-        ev = _Eval(state, g, now, agent, fingerprint)
+        ev = _Eval(state, g, now, agent, fingerprint, book)
         out = ev.finish(ev.run())
         if explain:
             out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules
@@ -291,13 +321,19 @@ def _key(d: dict) -> tuple:
 
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
-               explain: bool = False, actor: str | None = None, cache: bool = True) -> dict:
+               explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
+               on_decided=None) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
     unknown goal; an unreadable store yields an ``error`` decision instead of raising.
     ``cache`` answers from ``.loopx/cache/decisions.bin`` while the files and every
-    time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it."""
+    time-dependent input are unchanged (see loopx.kernel.policy.decision_cache); ``explain`` bypasses it.
+    ``tick`` (``quota should-run`` and ``loopx run``, never a hook) first runs the watch checks
+    that are due and reopens due recurring todos (loopx.kernel.policy.tick); a cached answer is
+    valid only until the next due check. ``on_decided(store, state, decision)`` is called after a
+    fresh (not cached) evaluation (the CLI and the runner send queued notifications there,
+    loopx.notify.outbox.after_decision); anything it raises is ignored."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -315,6 +351,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         state = store.load(view="live")
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
+    book = _tick(store, state, now) if tick and not state["meta"].get("read_only") else None
+    if book is not None and book.pop("_wrote", False):
+        state = store.load(view="live")
+    if book is None and (state.get("watches") or any(t.get("every") for t in state["todos"].values())):
+        from loopx.kernel.policy.tick import load_book
+
+        book = load_book(store)
     from loopx.kernel.read import fingerprint as fpmod
 
     seen: dict = {}
@@ -324,14 +367,39 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
             seen["git"] = fpmod.git_part(store.project_dir)
         return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
 
-    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain)
+    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book)
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed:
-        dc.save(store, k, files, d, state, now, seen.get("git"))
+        dc.save(store, k, files, d, state, now, seen.get("git"), cap=_cap(state, book, now))
+    if on_decided is not None:
+        try:
+            on_decided(store, state, d)
+        except Exception:  # noqa: BLE001 - a follow-up (sending notifications) never fails the decision
+            pass
     return d
+
+
+def _tick(store, state: dict, now) -> dict | None:
+    """Run due checks (loopx.kernel.policy.tick); the bookkeeping, with ``_wrote`` when events were written."""
+    from loopx.kernel.policy import tick as tk
+
+    res = tk.tick(store, state, now)
+    book = dict(res["book"] or {})
+    book["_wrote"] = res["wrote"]
+    return book
+
+
+def _cap(state: dict, book: dict | None, now) -> str | None:
+    """The earliest due check, recurring todo or notification retry: a cached answer ends there."""
+    from loopx.kernel.policy import tick as tk
+    from loopx.kernel.read import notices
+
+    now_iso = clock.iso(now)
+    cands = [c for c in (tk.earliest_due(state, book, now_iso), notices.next_retry(state)) if c]
+    return min(cands) if cands else None
 
 
 def _changed(state: dict, d: dict) -> bool:

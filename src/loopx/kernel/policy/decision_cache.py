@@ -80,7 +80,8 @@ def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     """Recompute the time fields of decision ``d`` for ``now`` (the same schedule rule as decide)."""
     from loopx.kernel.read import schedule
 
-    keep = d.get("next_check_at") if d["decision"] in ("wait", "pause", "stop", "error") else None
+    timed = d["decision"] in ("wait", "pause", "stop", "error") or d.get("reason") == "watching"
+    keep = d.get("next_check_at") if timed else None
     d["next_check_at"], d["scheduler_hint"] = schedule.hint(d["decision"], now, keep, prev_ts)
     d["evaluated_at"] = clock.iso(now)
     return d
@@ -117,8 +118,10 @@ def valid_until(state: dict, now: datetime) -> str:
     return min(cands)
 
 
-def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None) -> None:
-    """Remember ``d`` for ``k`` (best effort: the cache is disposable)."""
+def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None,
+         cap: str | None = None) -> None:
+    """Remember ``d`` for ``k`` (best effort: the cache is disposable); ``cap`` (ISO) ends its
+    validity earlier (the next due watch check or notification retry)."""
     if files is None or d["decision"] == "error":
         return
     from loopx.kernel.storage.fs import atomic_write
@@ -127,7 +130,12 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
         else None
     body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
-    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": valid_until(state, now),
+    until = valid_until(state, now)
+    if cap is not None:
+        if cap <= clock.iso(now):
+            return
+        until = min(until, cap)
+    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
              "git": git, "prev_ts": prev_ts, "decision": body}
     data = _read(store)
     data.pop(k, None)

@@ -143,6 +143,11 @@ def _next_steps(r: dict, d: dict) -> list[str]:
     return steps
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``, ``0 turns``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def render_markdown(d: dict) -> str:
     g, p, r = d["goal"], d["progress"], d["rounds"]
     L = [f"# Review: {_t(g['id'])}", "", f"**Objective:** {_t(g['objective'], 1000)}", ""]
@@ -155,11 +160,12 @@ def render_markdown(d: dict) -> str:
     L.append("")
     L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})" for t in p["done"]]
     L += [f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, {t['status']})" for t in p["open"]]
-    L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked: {_t(t.get('note'), 160)})" for t in p["blocked"]]
+    L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked" + (f": {_t(t['note'], 160)}" if t.get("note") else "") + ")"
+          for t in p["blocked"]]
     rate = "n/a" if r["progress_rate"] is None else f"{round(r['progress_rate'] * 100)}%"
     b = r["budget"]
     L += ["", "## Rounds", "",
-          f"{r['count']} turns ({r['finished']} finished), progress rate {rate}, {r['verified']} verified.",
+          f"{_n(r['count'], 'turn')} ({r['finished']} finished), progress rate {rate}, {r['verified']} verified.",
           f"Slots spent in the period: {r['slots_spent']}; budget now {b['spent']}/{b['slots']} per "
           f"{clock.format_duration(b['window'])} ({b['left']} left).", ""]
     if r["by_result"]:
@@ -177,12 +183,14 @@ def render_markdown(d: dict) -> str:
     L += ["", "## Key evidence", ""]
     ev = d["evidence"]
     L += [f"- test `{e['id']}`: {_t(e['summary'], 200)}" for e in ev["tests"]]
-    L += [f"- commit `{e['id']}` {_t(e.get('commit'), 40)}: {_t(e['summary'], 200)}" for e in ev["commits"]]
+    L += [f"- commit `{e['id']}`" + (f" {_t(e['commit'], 40)}" if e.get("commit") else "") + f": {_t(e['summary'], 200)}"
+          for e in ev["commits"]]
     if not ev["tests"] and not ev["commits"]:
         L.append("No passing tests or commits recorded in this period.")
     pr = d["problems"]
     L += ["", "## Stalls and failures", "",
-          f"{len(pr['failures'])} unproductive turns listed, {pr['stalls']} stall(s), {pr['skips']} skip decision(s)."]
+          f"{_n(len(pr['failures']), 'unproductive turn')} listed, {_n(pr['stalls'], 'stall')}, "
+          f"{_n(pr['skips'], 'skip decision')}."]
     L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}: {_t(f.get('note'), 200) or 'no note'}"
           for f in pr["failures"]]
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]

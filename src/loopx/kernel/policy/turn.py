@@ -97,6 +97,17 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
             return drafts
         until = clock.iso(now + timedelta(seconds=secs))
         tid = again.get("todo_id")
+        prev = previous_agent_alive(state, tid) if tid else None
+        if prev is not None:  # never two agents on one todo: the earlier one still runs
+            p = prev["process"]
+            out.update(decision={
+                "decision": "wait", "reason": "agent_alive", "goal_id": gid, "todo_id": tid, "run_id": prev["id"],
+                "message": (f"the agent of {prev['id']} on {tid} is still running here (process group {p['pgid']}, "
+                            f"run {'closed when its lease lapsed' if prev['finished'] else 'still open'}); "
+                            "a second turn would work on top of it"),
+                "hint": f"stop it (`kill -TERM -{p['pgid']}`) or wait for it to end, then run again"},
+                mode=None, lost_race=True)
+            return drafts
         for r in queries.open_runs(state, gid):
             if r["agent"] == actor and r["lease_until"] and r["lease_until"] > clock.iso(now):
                 drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
@@ -289,6 +300,34 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
     _, state = store.transact(plan, actor=actor)
     out["budget"] = budget.brief(budget.budget(state, state["goals"][out["goal_id"]], clock.now()))
     return out
+
+
+def attach(store: Store, actor: str, run_id: str, process: dict) -> None:
+    """Record the process group that runs the agent of ``run_id`` (``run.attached``; ``process``
+    from ``kernel.agentproc.describe``). A finished run is left alone."""
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        if r["finished"] is not None:
+            return []
+        return [Draft("run.attached", r["goal"], dict(process, run_id=r["id"]))]
+
+    store.transact(plan, actor=actor)
+
+
+def previous_agent_alive(state: dict, todo_id: str) -> dict | None:
+    """The last run on ``todo_id`` when its agent's process group is still alive on this machine
+    and the run was not closed by its own runner (still open, or closed because its lease lapsed),
+    else None. Taking such a todo would start a second agent on the same work."""
+    from loopx.kernel.storage import agentproc
+
+    runs = [r for r in state["runs"].values() if r.get("todo") == todo_id]
+    if not runs:
+        return None
+    last = max(runs, key=lambda r: r.get("seq", 0))
+    proc = last.get("process")
+    if not proc or (last["finished"] is not None and not last.get("reaped")):
+        return None
+    return last if agentproc.alive(proc) else None
 
 
 def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:

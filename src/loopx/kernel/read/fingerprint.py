@@ -42,8 +42,11 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
             continue
         if status == "claimed":
             status = "open"
-        todos.append([t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
-                      sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")])
+        row = [t["id"], status, t.get("title"), t.get("detail"), t.get("priority"),
+               sorted(t.get("depends_on") or []), t.get("acceptance"), t.get("verify")]
+        if t.get("depends_on_goals"):  # another goal finishing makes this todo ready: a change
+            row.append([[x, (state["goals"].get(x) or {}).get("status")] for x in t["depends_on_goals"]])
+        todos.append(row)
     todos.sort()
     gates = []
     for x in state["gates"].values():

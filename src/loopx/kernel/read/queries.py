@@ -75,9 +75,18 @@ def gate_blocks_goal(gate: dict) -> bool:
     return not gate.get("blocks")
 
 
+def goals_waited_on(state: dict, todo: dict) -> list[str]:
+    """The goals of ``todo``'s ``depends_on_goals`` that are not ``done`` yet (in order)."""
+    goals = state["goals"]
+    return [g for g in todo.get("depends_on_goals") or [] if (goals.get(g) or {}).get("status") != "done"]
+
+
 def deps_done(state: dict, todo: dict) -> bool:
-    """All of ``todo``'s dependencies are done or archived. In a live view (``closed`` present) a
-    dependency missing from the state is one the view left out because it was closed."""
+    """All of ``todo``'s dependencies are done or archived and every goal it depends on is done. In
+    a live view (``closed`` present) a dependency missing from the state is one the view left out
+    because it was closed."""
+    if todo.get("depends_on_goals") and goals_waited_on(state, todo):
+        return False
     todos = state["todos"]
     live = "closed" in state
     for d in todo.get("depends_on") or []:

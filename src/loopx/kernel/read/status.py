@@ -4,7 +4,8 @@
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
 priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
 (holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, next`` (the one command a person or agent should run next).
+open_runs, last_decision, watches (loopx.kernel.read.watching.describe rows), next`` (the one command a
+person or agent should run next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     live = groups["claimed"]
     if live:
         return f"wait: {len(live)} todo(s) held by live leases"
+    waiting = [g for t in groups["open"] + groups["expired"] for g in queries.goals_waited_on(state, t)]
+    if waiting:
+        return f"wait: the open todos wait for goal {waiting[0]} to be done (`loopx status --goal-id {waiting[0]}`)"
     open_like = groups["open"] + groups["expired"] + groups["blocked"]
+    if not open_like and (any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values())
+                          or any(t.get("every") for t in groups["done"])):
+        return "watching: `loopx quota should-run` runs due checks and reopens recurring todos (`loopx watch list`)"
     if not open_like and groups["done"]:
         return f"goal looks complete: loopx goal done {gid}"
     if groups["blocked"] and not groups["open"]:
@@ -55,7 +62,18 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
     return counts
 
 
-def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
+def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
+    """Open todos that wait for other goals to be done: ``[{id, title, goals: [{id, status}]}]``."""
+    out = []
+    for t in groups["open"] + groups["expired"]:
+        waits = queries.goals_waited_on(state, t) if t.get("depends_on_goals") else []
+        if waits:
+            out.append({"id": t["id"], "title": t["title"],
+                        "goals": [{"id": g, "status": (state["goals"].get(g) or {}).get("status")} for g in waits]})
+    return out
+
+
+def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None) -> dict:
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
@@ -76,23 +94,33 @@ def goal_summary(state: dict, goal: dict, now_iso: str) -> dict:
         "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
         "ready_count": len(ready),
         "blocked": [{"id": t["id"], "title": t["title"], "note": t.get("note")} for t in groups["blocked"]],
+        "waiting_on_goals": _waiting_on_goals(state, groups),
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
         "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
         "last_decision": state["decisions"].get(gid),
+        "watches": _watches(state, gid, now_iso, book),
         "next": next_step(state, goal, groups, gates, ready, money),
     }
 
 
-def summary(state: dict, now_iso: str, goal_id: str | None = None) -> dict:
+def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dict]:
+    if not state.get("watches"):
+        return []
+    from loopx.kernel.read import watching as watches
+
+    return watches.describe(state, book, now_iso, gid)
+
+
+def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None) -> dict:
     """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
     if goal_id:
         goals = [queries.resolve_goal(state, goal_id)]
     else:
         order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
-    rows = [goal_summary(state, g, now_iso) for g in goals]
+    rows = [goal_summary(state, g, now_iso, book) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]

@@ -1,7 +1,7 @@
 """Actors: who wrote a record. The one place that builds, parses and classifies actor strings.
 
 An actor is ``agent:<name>`` (an agent host or runner, name checked by ``ids.check_agent_name``),
-``human:<name>`` (a person, name from ``human_name``) or ``loopx:<what>`` (loopx itself, e.g.
+``human:<name>`` (a person, the OS account's name from ``human_name``) or ``loopx:<what>`` (loopx itself, e.g.
 ``loopx:should-run``).
 """
 
@@ -46,10 +46,24 @@ def name(actor: str) -> str:
 
 
 def human_name() -> str:
-    """The human's name for recorded decisions: ``LOOPX_HUMAN``, else the login name."""
-    from loopx.config import env
+    """The login name of the OS account running loopx: the password entry of the real uid on POSIX
+    (``pwd.getpwuid(os.getuid())``), ``GetUserNameW`` on Windows; cleaned to ``[A-Za-z0-9._-]``, at
+    most 64 characters. An account without a name is ``uid<N>``. Never read from ``USER``,
+    ``LOGNAME``, ``USERNAME`` or ``LOOPX_HUMAN``: an agent sets those as easily as it runs a command."""
+    name = ""
+    if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
+        try:
+            name = os.getlogin()  # GetUserNameW: the account of the process token, not %USERNAME%
+        except OSError:
+            name = ""
+        fallback = "windows-user"
+    else:
+        import pwd
 
-    for v in (env("LOOPX_HUMAN"), os.environ.get("USER"), os.environ.get("LOGNAME"), os.environ.get("USERNAME")):
-        if v:
-            return "".join(c for c in v if c.isalnum() or c in "._-")[:64] or "human"
-    return "human"
+        uid = os.getuid()
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:  # a uid without an entry (containers): the uid is still the account
+            name = ""
+        fallback = f"uid{uid}"
+    return "".join(c for c in name if c.isalnum() or c in "._-")[:64] or fallback

@@ -17,6 +17,12 @@ import at start-up):
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
 ``decisions`` goal -> last recorded should-run decision
+``watches``   id -> {id, goal, name, every (s), check, on, match, todo, timeout (s), status
+              (active|paused|removed), created, fired (count), last_fired, last{outcome, matched,
+              hash, exit_code, excerpt, ts} | None, failing (bool)} (loopx.kernel.write.watches)
+``notices``   [{event_id, type, goal, ts, title, body, reason}] (last 200): events a person should
+              hear about (loopx.kernel.read.notices); ``deliveries`` event_id -> {channel: {status,
+              attempts, retry_at, error, ts}}
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
 Reducers never raise on well-formed records: validation happens before a write, and a record
@@ -37,6 +43,7 @@ def empty() -> dict:
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
+            "watches": {}, "notices": [], "deliveries": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
 
 
@@ -68,7 +75,8 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     """The part of ``state`` that is still moving, from the full state or from an earlier live view
     (pruning again only moves more records out; the counts add up):
 
-    - todos not done or archived, and closed ones created after the goal's stall horizon;
+    - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
+      created after the goal's stall horizon;
     - pending gates, decided ones decided after it, and per goal and kind the newest approval and
       every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
       runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
@@ -87,7 +95,8 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     horizon = _horizons(state)
     todos = {}
     for tid, t in state["todos"].items():
-        if t["status"] in ("done", "archived") and t["created"] < horizon.get(t["goal"], ("~",))[0]:
+        if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
+                and t["created"] < horizon.get(t["goal"], ("~",))[0]):
             c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
             c[t["status"]] = c.get(t["status"], 0) + 1
             closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
@@ -145,8 +154,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "goal.updated": {"objective": _S, "priority": _N + _OPT},
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
-    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
-    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT},
+    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                   "every": _N + _OPT, "watch": _S + _OPT, "depends_on_goals": _L + _OPT},
+    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
+                     "depends_on_goals": _L + _OPT},
     "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
     "todo.renewed": {"todo_id": _S, "lease_until": _S},
     "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
@@ -159,10 +170,16 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
+    "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
+    "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
+                    "match": _S + _OPT, "todo": _S + _OPT},
+    "watch.paused": {"watch_id": _S}, "watch.resumed": {"watch_id": _S}, "watch.removed": {"watch_id": _S},
+    "watch.checked": {"watch_id": _S, "outcome": _S}, "watch.fired": {"watch_id": _S, "outcome": _S},
+    "notify.delivered": {"event_id": _S, "channel": _S}, "notify.failed": {"event_id": _S, "channel": _S},
 }
-_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name")
+_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel")
 
 
 def check_shape(rec: dict) -> None:
@@ -179,7 +196,7 @@ def check_shape(rec: dict) -> None:
                 raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
             if key in _ID_FIELDS and key not in data:
                 raise ValueError(f"{rec['type']}: field {key!r} is missing")
-        for key in ("depends_on", "blocks", "evidence", "allow", "deny", "protect"):
+        for key in ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect"):
             if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
                 raise ValueError(f"{rec['type']}: {key!r} must list strings")
 
@@ -207,6 +224,8 @@ def apply(state: dict, rec: dict) -> None:
         return
     try:
         fn(state, rec, data)
+        if rec["type"] in _NOTICE_TYPES:
+            _notice(state, rec, data)
     except (KeyError, TypeError, AttributeError, ValueError):
         state["meta"]["malformed"] = state["meta"].get("malformed", 0) + 1
 
@@ -278,9 +297,10 @@ def _todo_added(s, r, d):
     s["todos"][tid] = {
         "id": tid, "goal": r["goal"], "title": d.get("title", ""), "detail": d.get("detail"),
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
+        "depends_on_goals": list(d.get("depends_on_goals") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
         "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
-        "created_by": r.get("actor"),
+        "created_by": r.get("actor"), "every": d.get("every"), "watch": d.get("watch"),
     }
 
 
@@ -290,7 +310,7 @@ def _todo(s, d):
 
 def _todo_updated(s, r, d):
     t = _todo(s, d)
-    for k in ("title", "detail", "priority", "depends_on", "acceptance", "verify"):
+    for k in ("title", "detail", "priority", "depends_on", "depends_on_goals", "acceptance", "verify"):
         if k in d:
             t[k] = d[k]
     t["updated"] = r["ts"]
@@ -397,6 +417,8 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    if d.get("reaped"):
+        run["reaped"] = True
     g = s["goals"].get(run["goal"])
     if g is not None:
         if run["result"] in ("progress", "completion"):
@@ -407,6 +429,10 @@ def _run_finished(s, r, d):
 
 def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
+
+
+def _run_attached(s, r, d):
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
 
 def _quota_spent(s, r, d):
@@ -429,6 +455,75 @@ def _store_repaired(s, r, d):
 
 def _noop(s, r, d):
     return None
+
+
+# ------------------------------------------------------------------- watches (loopx.kernel.write.watches)
+def _watch_added(s, r, d):
+    wid = d["watch_id"]
+    s["watches"][wid] = {
+        "id": wid, "goal": r["goal"], "name": d["name"], "every": d["every"], "check": d["check"],
+        "on": d.get("on", "change"), "match": d.get("match"), "todo": d.get("todo"),
+        "timeout": d.get("timeout", 60), "status": "active", "created": r["ts"], "fired": 0,
+        "last_fired": None, "last": None, "failing": False,
+    }
+
+
+def _watch_status(status):
+    def reducer(s, r, d):
+        s["watches"][d["watch_id"]]["status"] = status
+    return reducer
+
+
+def _watch_result(fired):
+    def reducer(s, r, d):
+        w = s["watches"][d["watch_id"]]
+        w["last"] = {k: d.get(k) for k in ("outcome", "matched", "hash", "exit_code", "excerpt")}
+        w["last"]["ts"] = r["ts"]
+        w["failing"] = bool(d.get("failing"))
+        if fired:
+            w["fired"] = w.get("fired", 0) + 1
+            w["last_fired"] = r["ts"]
+    return reducer
+
+
+# ------------------------------------------------------------------- notices (loopx.kernel.read.notices)
+NOTICE_KEEP = 200
+# decision reasons a person must act on (docs: REASONS convention) plus the budget running out
+NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
+                  "host_offline", "host_rate_limited", "host_crashed", "host_timed_out", "host_idle")
+_NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
+
+
+def _notice(s, r, d):
+    t, goal = r["type"], r.get("goal")
+    if t == "gate.opened":
+        title, body, reason = f"loopx: gate {d['gate_id']} on {goal}", d.get("question", ""), "gate_pending"
+    elif t == "goal.completed":
+        title, body, reason = f"loopx: goal {goal} finished", d.get("note") or "the goal is done", "goal_done"
+    else:
+        reason = d.get("reason")
+        if reason not in NOTICE_REASONS:
+            return
+        title, body = f"loopx: goal {goal} needs you ({reason})", d.get("message") or ""
+    if not r.get("id"):
+        return
+    s["notices"].append({"event_id": r["id"], "type": t, "goal": goal, "ts": r["ts"], "title": title,
+                         "body": str(body)[:300], "reason": reason})
+    if len(s["notices"]) > NOTICE_KEEP:
+        del s["notices"][:-NOTICE_KEEP]
+
+
+def _notify_result(status):
+    def reducer(s, r, d):
+        per = s["deliveries"].setdefault(d["event_id"], {})
+        prev = per.get(d["channel"]) or {}
+        per[d["channel"]] = {"status": status, "attempts": d.get("attempt", prev.get("attempts", 0) + 1),
+                             "retry_at": d.get("retry_at"), "error": d.get("error"), "ts": r["ts"]}
+        if len(s["deliveries"]) > NOTICE_KEEP * 2:
+            keep = {n["event_id"] for n in s["notices"]}
+            for k in [k for k in s["deliveries"] if k not in keep]:
+                del s["deliveries"][k]
+    return reducer
 
 
 REDUCERS = {
@@ -458,10 +553,19 @@ REDUCERS = {
     "handoff.recorded": _handoff_recorded,
     "run.started": _run_started,
     "run.renewed": _run_renewed,
+    "run.attached": _run_attached,
     "run.finished": _run_finished,
     "quota.spent": _quota_spent,
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
     "store.migrated": _noop,
+    "watch.added": _watch_added,
+    "watch.paused": _watch_status("paused"),
+    "watch.resumed": _watch_status("active"),
+    "watch.removed": _watch_status("removed"),
+    "watch.checked": _watch_result(False),
+    "watch.fired": _watch_result(True),
+    "notify.delivered": _notify_result("delivered"),
+    "notify.failed": _notify_result("failed"),
 }

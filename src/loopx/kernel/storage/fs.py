@@ -1,7 +1,23 @@
-"""File-system helpers shared by every layer: the one upward search and project-root discovery.
+"""File-system helpers shared by every layer: the one upward search, project-root discovery, the
+one OS lock and the one atomic file write.
 
 ``find_up`` is the only upward walk in loopx (the store's ``.loopx`` discovery, git's ``.git``,
 doctor's project, the skills installer's scope and the hooks' store all use it).
+
+``atomic_write`` writes a whole file so a reader sees either the old or the new content, never a
+mix, and never loses the old file to a crash or a full disk:
+
+- the data goes to a temporary file next to the *target* (``<name>.<pid>.<hex>.tmp``), is fsync'd,
+  then renamed over the target;
+- a symlink is followed: the link stays a link and its target gets the new content (a
+  ``CLAUDE.md -> AGENTS.md`` or a settings file kept in a dotfiles repo survive an install);
+- the target's permission bits are kept (a ``0600`` settings file stays ``0600``); a new file gets
+  ``mode`` or, when ``mode`` is None, ``0o666`` minus the umask, as ``open()`` would;
+- on any failure (``ENOSPC``, ``EDQUOT``, a signal turned into an exception) the temporary file is
+  removed and the error re-raised; the target is untouched.
+
+A process killed between creating and renaming the temporary file leaves it behind;
+``stale_temporaries`` finds those (``loopx doctor`` reports them, ``--fix`` removes them).
 """
 
 from __future__ import annotations
@@ -47,23 +63,93 @@ def git_dir(start: str) -> str | None:
     return find_up(start, ".git", dir_only=False)
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file in the same folder, fsync unless
-    ``sync`` is False, rename). Raises OSError; the temp file is removed on failure."""
-    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}.tmp"
+TMP_SUFFIX = ".tmp"
+STALE_AFTER = 600.0  # seconds; a temporary younger than this may belong to a writer in flight
+
+
+def resolve(path: str) -> str:
+    """The file a write to ``path`` should replace: ``path`` itself, or the end of its symlink
+    chain (relative links are resolved against the link's folder). Raises OSError on a loop."""
+    p = os.fspath(path)
+    for _ in range(40):
+        if not os.path.islink(p):
+            return p
+        link = os.readlink(p)
+        p = link if os.path.isabs(link) else os.path.join(os.path.dirname(p), link)
+    raise OSError(40, "too many levels of symbolic links", path)
+
+
+def _umask() -> int:
+    if os.name == "nt":  # pragma: no cover
+        return 0
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool = True) -> str:
+    """Replace the file at ``path`` (following symlinks) with ``data`` atomically.
+
+    ``data``: bytes, or str written as UTF-8 exactly (no newline translation). ``mode``: permission
+    bits for a *new* file (an existing target keeps its own bits unless ``mode`` is given). ``sync``:
+    fsync the file before the rename (off only for disposable caches). Returns the path actually
+    written (the symlink's target). Raises OSError (the temporary file is removed first)."""
+    import stat
+
+    target = resolve(os.fspath(path))
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
+        keep = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        keep = None
+    final = mode if mode is not None else keep if keep is not None else 0o666 & ~_umask()
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f"{name}.{os.getpid()}.{os.urandom(3).hex()}{TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, final)
             if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if not hasattr(os, "fchmod"):  # pragma: no cover - Windows
+            os.chmod(tmp, final)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+    return target
+
+
+def stale_temporaries(folder: str, *, older_than: float = STALE_AFTER, now: float | None = None) -> list[str]:
+    """Paths of ``*.tmp`` files under ``folder`` (recursively) last modified more than
+    ``older_than`` seconds before ``now`` (default: the wall clock), sorted. Missing folder: []."""
+    import time
+
+    cutoff = (time.time() if now is None else now) - older_than
+    out = []
+    for base, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(base, d))]
+        for n in names:
+            if not n.endswith(TMP_SUFFIX):
+                continue
+            p = os.path.join(base, n)
+            try:
+                if os.lstat(p).st_mtime < cutoff:
+                    out.append(p)
+            except OSError:
+                continue
+    return sorted(out)
 
 
 @contextmanager

@@ -15,7 +15,6 @@ line. Bad lines are skipped, counted and reported, never silently dropped.
 from __future__ import annotations
 
 import os
-import time
 import zlib
 from contextlib import contextmanager
 
@@ -23,7 +22,7 @@ from loopx import __version__
 from loopx.config import env
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import clock, fold, ids
-from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked
+from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
 STREAMS = ("events", "evidence")
@@ -501,13 +500,11 @@ class Store:
     def _sweep_cache(self, older_than: float = 600.0) -> None:
         """Delete temp files that a process killed mid-write left in ``cache/`` (at most one snapshot
         each); only old ones, so a concurrent writer's file in flight is never touched."""
-        cutoff = time.time() - older_than
-        for entry in os.scandir(self.path("cache")):
-            if entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
+        for path in stale_temporaries(self.path("cache"), older_than=older_than):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     # ----------------------------------------------------------------- writing
     @contextmanager

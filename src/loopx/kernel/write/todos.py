@@ -85,6 +85,42 @@ def _deps(state: dict, refs, goal_id: str) -> list[str]:
     return deps
 
 
+def _goal_deps(state: dict, refs, goal_id: str) -> list[str]:
+    """Resolve ``--depends-on-goal`` references: other goals, and none that (through its own open
+    todos' goal dependencies) already waits on ``goal_id`` (that would wait for ever)."""
+    out = []
+    for ref in refs or []:
+        g = queries.resolve_goal(state, ref)
+        if g["id"] == goal_id:
+            raise UsageError(f"a todo of goal {goal_id} cannot wait for its own goal",
+                             "use --depends-on TODO for an order inside the goal")
+        if g["status"] == "stopped":
+            raise UsageError(f"goal {g['id']} is stopped and will never be done",
+                             f"resume it first (`loopx goal resume {g['id']}`) or drop --depends-on-goal")
+        if _waits_on(state, g["id"], goal_id):
+            raise UsageError(f"goal {g['id']} already waits for goal {goal_id}: the two would wait for each other",
+                             "drop one of the two goal dependencies")
+        if g["id"] not in out:
+            out.append(g["id"])
+    return out
+
+
+def _waits_on(state: dict, start: str, target: str) -> bool:
+    """Whether goal ``start``'s open todos wait (directly or through other goals) for ``target``."""
+    seen, stack = set(), [start]
+    while stack:
+        gid = stack.pop()
+        if gid == target:
+            return True
+        if gid in seen:
+            continue
+        seen.add(gid)
+        for t in state["todos"].values():
+            if t["goal"] == gid and t["status"] not in queries.DONE_STATES:
+                stack.extend(t.get("depends_on_goals") or [])
+    return False
+
+
 def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
     """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
     taken = set(state["todos"])
@@ -98,13 +134,23 @@ def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draf
 
 
 def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=None, priority=0,
-        depends_on=None, acceptance=None, verify=None) -> dict:
-    """Add a todo (``todo.added``). Returns {todo_id, goal_id}."""
+        depends_on=None, acceptance=None, verify=None, every=None, depends_on_goals=None) -> dict:
+    """Add a todo (``todo.added``). ``depends_on``: todos of the same goal that must be done first;
+    ``depends_on_goals``: other goals that must be ``done`` first. ``every`` (a duration such as
+    ``1d``) makes it recurring: once done it reopens at ``created + k*every``
+    (loopx.kernel.policy.tick). Returns {todo_id, goal_id, title, depends_on_goals}. Raises
+    UsageError (unknown ids, a goal waiting on itself or in a cycle), Conflict (the goal is done or
+    stopped)."""
     title = validate.text(title, "title", limit=validate.MAX_TITLE)
     detail = validate.text(detail, "--detail", required=False)
     acceptance = validate.text(acceptance, "--acceptance", required=False)
     verify = validate.command(verify, "--verify")
     priority = validate.count(priority, "--priority", low=-1000, high=1000)
+    every_s = None
+    if every is not None:
+        from loopx.kernel.write.watches import MAX_EVERY, MIN_EVERY, _duration
+
+        every_s = _duration(every, "--every", MIN_EVERY, MAX_EVERY)
     out: dict = {}
 
     def plan(state, now):
@@ -112,12 +158,14 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
         if g["status"] in ("done", "stopped"):
             raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
         deps = _deps(state, depends_on, g["id"])
+        goal_deps = _goal_deps(state, depends_on_goals, g["id"])
         tid = ids.new_id("todo", state["todos"])
         from loopx.kernel.storage.redact import redact_text
 
-        out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title))  # what is stored
+        out.update(todo_id=tid, goal_id=g["id"], title=redact_text(title), depends_on_goals=goal_deps)
         data = {"todo_id": tid, "title": title, "priority": priority}
-        for k, v in (("detail", detail), ("depends_on", deps), ("acceptance", acceptance), ("verify", verify)):
+        for k, v in (("detail", detail), ("depends_on", deps), ("depends_on_goals", goal_deps),
+                     ("acceptance", acceptance), ("verify", verify), ("every", every_s)):
             if v:
                 data[k] = v
         return [Draft("todo.added", g["id"], data)]

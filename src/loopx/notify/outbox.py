@@ -1,0 +1,93 @@
+"""Send the notices that are due, each once per channel (deduplicated by event id).
+
+``flush(store) -> {"sent": [...], "failed": [...], "busy": bool, "channels": [...]}``. One process
+sends at a time (a non-blocking OS lock on ``.loopx/cache/notify.lock``; a second caller skips, the
+holder sends everything due). The holder reads the store *after* taking the lock, so a notice that
+another process delivered (``notify.delivered`` written before that process released the lock) is
+never sent again. A failed attempt is recorded as ``notify.failed`` with ``retry_at`` (back-off
+30 s, 2 m, 10 m, 30 m, 1 h; at most 6 attempts). A crash between a successful POST and its record
+can repeat that one notification (at-least-once at that edge); receivers can dedupe on the
+``X-Loopx-Event`` header.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from loopx.kernel.read import notices
+from loopx.kernel.storage import clock
+
+
+def user_cfg() -> dict:
+    """The ``[notify]`` table of the user's config (``{}`` without a config file). Raises StateError
+    for a config file that is not valid TOML."""
+    from loopx.config import config_path, get_user_value
+
+    if not os.path.exists(config_path()):
+        return {}
+    cfg = get_user_value("notify", {})
+    if not isinstance(cfg, dict):
+        return {}
+    if not isinstance(cfg.get("since"), str):
+        cfg.pop("since", None)
+    return cfg
+
+
+def flush(store, cfg: dict | None = None) -> dict:
+    from loopx.kernel.storage.fs import try_lock, unlock
+    from loopx.kernel.storage.store import Draft
+    from loopx.notify import channels as ch
+
+    cfg = user_cfg() if cfg is None else cfg
+    chans = ch.configured(cfg)
+    out: dict = {"sent": [], "failed": [], "busy": False, "channels": chans}
+    if not chans:
+        return out
+    os.makedirs(store.path("cache"), exist_ok=True)
+    fd = os.open(store.path("cache", "notify.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not try_lock(fd):
+            out["busy"] = True
+            return out
+        try:
+            state = store.load()
+            now_iso = clock.now_iso()
+            project = os.path.basename(store.project_dir) or store.project_dir
+            for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):
+                res = ch.send(channel, cfg, notice, project)
+                data = {"event_id": notice["event_id"], "channel": channel, "attempt": attempt,
+                        "detail": res["detail"], "goal_event": notice["type"]}
+                if res["ok"]:
+                    kind = "notify.delivered"
+                    out["sent"].append(data)
+                else:
+                    kind = "notify.failed"
+                    if attempt < notices.MAX_ATTEMPTS:
+                        data["retry_at"] = clock.iso(clock.parse_ts(now_iso)
+                                                     + timedelta(seconds=notices.retry_delay(attempt)))
+                    data["error"] = res["detail"]
+                    out["failed"].append(data)
+                _write(store, Draft(kind, notice.get("goal"), data))
+        finally:
+            unlock(fd)
+    finally:
+        os.close(fd)
+    return out
+
+
+def _write(store, draft) -> None:
+    from loopx.errors import LoopxError
+    from loopx.kernel.storage import actors
+
+    try:
+        store.transact(lambda state, now: [draft], actor=actors.LOOPX + "notify")
+    except LoopxError:
+        pass
+
+
+def after_decision(store, state: dict, decision: dict) -> None:
+    """``decide.should_run``'s ``on_decided`` hook: send queued notices when any may be pending
+    (a decision just recorded may itself be one). Never raises for delivery problems."""
+    if decision.get("recorded") or notices.maybe_pending(state, clock.now_iso()):
+        flush(store)
