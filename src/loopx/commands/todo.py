@@ -83,10 +83,6 @@ def register(sub, name, help_text):
     ar.add_argument("--note")
 
 
-def render_add(d: dict) -> str:
-    return f"added {d['todo_id']} to {d['goal_id']}"
-
-
 def todo_add(ctx, title, goal_id=None, detail=None, priority=0, depends_on=None, acceptance=None, verify=None,
              every=None, depends_on_goals=None):
     from loopx.kernel.write import todos
