@@ -125,7 +125,7 @@ def resume(store) -> bool:
     """Finish a migration whose journal exists (the new files are complete); True when one was."""
     import json
 
-    from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.fs import atomic_write, move_into_place
 
     jpath = store.path(JOURNAL)
     try:
@@ -138,7 +138,7 @@ def resume(store) -> bool:
     for stream in ("events", "evidence"):
         new = store.path(f"{stream}.jsonl.format2")
         if os.path.exists(new):
-            os.replace(new, store.path(f"{stream}.jsonl"))
+            move_into_place(new, store.path(f"{stream}.jsonl"))
     atomic_write(store.path("format.json"), (json.dumps(journal["format"], indent=2) + "\n").encode())
     os.unlink(jpath)
     store._format = None
