@@ -162,7 +162,7 @@ def check_encoding(t) -> dict:
 def check_snapshot(t) -> dict:
     snap = os.path.join(t.root, "cache", "snapshot.bin")
     if not os.path.exists(snap):
-        return result("store.snapshot", "ok", "no snapshot yet (one is written after 200 events)")
+        return result("store.snapshot", "ok", "no full snapshot yet (a read of the whole history writes one; writers keep only the live view)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
     from loopx.kernel.storage import fold
