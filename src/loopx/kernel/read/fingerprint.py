@@ -27,8 +27,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     from loopx.kernel.storage.fold import closed_mark
 
     g = state["goals"].get(goal_id) or {}
-    import hashlib
     import json
+
+    from loopx.kernel.storage.chain import sha256  # the built-in module: no OpenSSL load
 
     overrides = overrides or {}
     mark = state.get("closed_fp", {}).get(goal_id, 0)
@@ -59,7 +60,7 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     gates.sort()
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
             todos, gates, f"{mark:016x}"]
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _git_dir(project_dir: str) -> str | None:
@@ -78,8 +79,9 @@ def git_part(project_dir: str | None) -> str:
     there is none or git is not installed (then only the loopx state counts)."""
     if not project_dir or _git_dir(project_dir) is None:
         return ""
-    import hashlib
     import subprocess
+
+    from loopx.kernel.storage.chain import sha256
 
     try:
         head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
@@ -108,13 +110,13 @@ def git_part(project_dir: str | None) -> str:
                 stamp = "gone"
         items.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
     items.sort()
-    return hashlib.sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
+    return sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
 
 
 def combine(state_hash: str, git_hash: str) -> str:
-    import hashlib
+    from loopx.kernel.storage.chain import sha256
 
-    return hashlib.sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
+    return sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
 
 
 def compute(state: dict, goal_id: str, project_dir: str | None, overrides: dict | None = None) -> str:

@@ -50,7 +50,7 @@ def empty() -> dict:
 def closed_mark(item_id: str, status: str) -> int:
     """What a closed todo or decided gate adds (XOR) to its goal's ``closed_fp``: 64 bits of
     SHA-256(id NUL status). Order-free, so a live view and the full state agree on it."""
-    from hashlib import sha256
+    from loopx.kernel.storage.chain import sha256
 
     return int.from_bytes(sha256(f"{item_id}\0{status}".encode()).digest()[:8], "big")
 
