@@ -44,6 +44,9 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("LOOPX_NO_UPDATE_CHECK", "1")
     for var in (*AGENT_ENV_MARKERS, "LOOPX_NOW", "LOOPX_LOCK_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
+    # the hosts' own folders: never the real user's (loopx usage and should-run read them)
+    monkeypatch.setenv("CODEX_HOME", str(home / "codex-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude-home"))
     yield
 
 

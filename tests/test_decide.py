@@ -53,7 +53,9 @@ def test_run_ready_names_the_first_todo(store, clk, cli):
     assert (code, d["decision"], d["reason"], d["mode"]) == (0, "run", "ready", "work")
     assert d["todo_id"] == todos.queries.goal_todos(store.load(), "g1")[0]["id"]
     assert d["next_check_at"] == clk.iso
-    assert d["budget"] == {"slots": 48, "window": 86400, "spent": 0, "left": 48}
+    assert {k: d["budget"][k] for k in ("slots", "window", "spent", "left")} == \
+        {"slots": 48, "window": 86400, "spent": 0, "left": 48}
+    assert (d["budget"]["max_usd"], d["budget"]["spent_usd"], d["budget"]["costed_runs"]) == (None, 0, 0)
 
 
 def test_run_in_plan_mode_without_todos(store, clk, cli):
@@ -190,7 +192,8 @@ def test_budget_fourth_verified_run_is_refused(store, clk, cli):
     expect = clock.iso(clock.parse_ts(receipts[0]["ts"]) + timedelta(hours=24))
     assert (code, d["decision"], d["reason"], d["next_check_at"]) == (1, "wait", "budget_exhausted", expect)
     assert r.data["next_check_at"] == expect
-    assert d["budget"] == {"slots": 3, "window": 86400, "spent": 3, "left": 0}
+    assert {k: d["budget"][k] for k in ("slots", "window", "spent", "left")} == \
+        {"slots": 3, "window": 86400, "spent": 3, "left": 0}
     clk.set(clock.parse_ts(expect) + timedelta(seconds=1))
     assert should(cli)[1]["data"]["decision"] == "run"
     assert cli("quota", "spend-slot", "--run", t4["run_id"], json=True).code == 0
@@ -305,10 +308,11 @@ def test_explain_lists_every_rule(store, clk, cli):
     start(store, clk)
     r = cli("quota", "should-run", "--explain")
     assert r.code == 0
-    for rule in ("store", "status", "gates", "work", "budget", "value", "run"):
+    rules = ["store", "status", "gates", "work", "host", "budget", "window", "value", "run"]
+    for rule in rules:
         assert f"] {rule}" in r.out
     doc = cli("quota", "should-run", "--explain", json=True).data
-    assert [x["rule"] for x in doc["rules"]] == ["store", "status", "gates", "work", "budget", "value", "run"]
+    assert [x["rule"] for x in doc["rules"]] == rules
     assert doc["rules"][-1]["outcome"] == "decides"
 
 

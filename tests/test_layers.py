@@ -15,6 +15,7 @@ LAYERS: dict[str, int] = {
     "loopx": 0, "loopx.errors": 0, "loopx.resources": 0,
     "loopx.config": 1, "loopx.kernel": 1, "loopx.kernel.storage": 1,
     "loopx.kernel.read": 2,
+    "loopx.usage": 2,  # the hosts' own usage files, read-only (issue 14); should-run's window rule reads it
     "loopx.kernel.write": 3,
     "loopx.kernel.policy": 4,
     "loopx.hosts": 5, "loopx.runner": 5, "loopx.dashboard": 5, "loopx.api": 5, "loopx.notify": 5,

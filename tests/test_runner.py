@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
+from loopx.errors import UsageError
 from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents and signals are POSIX here")
@@ -169,15 +170,29 @@ def test_presets_build_documented_command_lines(tmp_path, monkeypatch):
     from loopx.runner import presets
 
     for name in presets.names():
-        exe = tmp_path / presets.PRESETS[name][0]
+        exe = tmp_path / presets.spec(name)["argv"][0]
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert presets.argv_for("claude-code", "PKT", "/f")[:2] == ["claude", "-p"]
-    assert presets.argv_for("codex", "PKT", "/f")[:2] == ["codex", "exec"]
-    assert presets.argv_for("cursor", "PKT", "/f")[:2] == ["cursor-agent", "-p"]
-    assert presets.argv_for("opencode", "PKT", "/f")[:2] == ["opencode", "run"]
-    assert presets.argv_for("gemini", "PKT", "/f") == ["gemini", "-p", "PKT"]
+    assert presets.argv_for("claude-code", "PKT", "/f", "edit") == \
+        ["claude", "-p", "PKT", "--output-format", "json", "--permission-mode", "acceptEdits"]
+    assert presets.argv_for("claude-code", "PKT", "/f", "read-only")[-1] == "plan"
+    assert presets.argv_for("claude-code", "PKT", "/f", "full")[-1] == "bypassPermissions"
+    assert presets.argv_for("codex", "PKT", "/f", "edit") == \
+        ["codex", "exec", "--json", "-", "--sandbox", "workspace-write"]
+    assert presets.argv_for("codex", "PKT", "/f", "read-only")[-1] == "read-only"
+    assert presets.argv_for("codex", "PKT", "/f", "full")[-1] == "danger-full-access"
+    assert presets.argv_for("cursor", "PKT", "/f", "full") == \
+        ["cursor-agent", "-p", "PKT", "--output-format", "json", "--force"]
+    assert presets.argv_for("opencode", "PKT", "/f", "edit") == ["opencode", "run", "--format", "json", "PKT"]
+    assert presets.argv_for("gemini", "PKT", "/f", "edit") == \
+        ["gemini", "-p", "PKT", "--output-format", "json", "--approval-mode", "auto_edit"]
+    assert presets.argv_for("gemini", "PKT", "/f", "read-only")[-1] == "plan"
+    assert presets.argv_for("gemini", "PKT", "/f", "full")[-1] == "yolo"
+    with pytest.raises(UsageError, match="no read-only setting"):
+        presets.argv_for("cursor", "PKT", "/f", "read-only")
+    with pytest.raises(UsageError, match="unknown permission mode"):
+        presets.argv_for("claude-code", "PKT", "/f", "yolo")
     assert presets.fill("a {prompt_file} {run_id} {other}", {"prompt_file": "/x y", "run_id": "run-1"}) == \
         "a '/x y' run-1 {other}"
 
@@ -190,7 +205,11 @@ def test_cron_recipe_runs_one_turn_then_skips_quietly(project, cli, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "loopx").write_text(f"#!/bin/sh\nexec {sys.executable} -m loopx \"$@\"\n")
-    (bindir / "claude").write_text("#!/bin/sh\ncat >/dev/null\ntouch done.txt\n")  # a fake headless host
+    cli("goal", "update", "g1", "--permission-mode", "edit")  # a human chooses what the host may do
+    (bindir / "claude").write_text(  # a fake headless host that reports its usage like Claude Code
+        "#!/bin/sh\ncat >/dev/null\ntouch done.txt\n"
+        "echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\",'"
+        "'\"total_cost_usd\":0.01,\"usage\":{\"input_tokens\":5,\"output_tokens\":7}}'\n")
     for f in bindir.iterdir():
         f.chmod(0o755)
     script = REPO / "examples" / "cron" / "loopx-turn.sh"

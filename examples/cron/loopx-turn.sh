@@ -13,6 +13,8 @@
 # - `loopx run --once` takes at most one turn, verifies it and spends budget only on verified
 #   progress. It exits 0 when it worked or cleanly skipped, 1 when the agent failed or timed out.
 # Set LOOPX_CRON_AGENT to claude-code, codex, cursor, opencode or gemini (default claude-code).
+# The goal needs a permission mode chosen once by a human (`loopx goal update GOAL --permission-mode
+# edit`; read-only, edit or full, see docs/usage.md), else the run refuses instead of a silent no-op.
 set -u
 PROJECT=${1:?usage: loopx-turn.sh PROJECT_DIR}
 AGENT=${LOOPX_CRON_AGENT:-claude-code}

@@ -43,6 +43,10 @@ def register(sub, name, help_text):
     u.add_argument("--done-when", metavar="TEXT")
     u.add_argument("--verify", metavar="CMD")
     u.add_argument("--priority", type=int)
+    u.add_argument("--host", metavar="KIND", help="default host of the goal's turns (claude-code, codex, ...): "
+                                                  "its usage windows gate should-run")
+    u.add_argument("--permission-mode", metavar="MODE", help="default permission mode of preset turns: "
+                                                             "read-only, edit or full (human-only)")
     for action, status, help_line in (("pause", "paused", "pause automatic turns"),
                                       ("resume", "active", "resume a paused, done or stopped goal"),
                                       ("done", "done", "mark the goal done"),
@@ -174,17 +178,25 @@ def render_show(d: dict) -> str:
              f"  protected:  {', '.join(sc['protect']) or '-'}",
              f"  quota:      {q['slots']} slot(s) per {format_duration(q['window'])}"
              + (f", cooldown {format_duration(q['cooldown'])}" if q.get("cooldown") else "")
-             + f", stall after {q['stall_after']}",
+             + f", stall after {q['stall_after']}"
+             + (f", max {q['max_usd']:.2f} USD" if q.get("max_usd") is not None else "")
+             + (f", max {q['max_tokens']:,} tokens" if q.get("max_tokens") is not None else ""),
+             f"  host:       {g.get('host') or '-'}  permission mode: {g.get('permission_mode') or '-'}",
              "  todos:      " + ", ".join(f"{k} {v}" for k, v in g["todos"].items() if v) or "none",
              f"  runs:       {g.get('runs', 0)}"]
     return "\n".join(lines)
 
 
-def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None) -> dict:
+def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
+                permission_mode=None) -> dict:
     from loopx.kernel.write import goals
 
+    if permission_mode is not None:
+        from loopx.commands.human import require_human
+
+        require_human(ctx, "setting a goal's permission mode")
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority)
+                             verify=verify, priority=priority, host=host, permission_mode=permission_mode)
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:

@@ -64,11 +64,30 @@ def _round_row(r: dict) -> list[str]:
 
     if r["kind"] == "decision":
         return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
-                "", "", "", ""]
+                "", "", "", "", "", "", ""]
     agent = actors.name(r["agent"] or "")
+    result = r["result"] or "open"
+    if r.get("setup_error"):
+        result = r["setup_error"]["reason"]
     return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
-            safe(r["result"] or "open"), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
-            format_duration(r["duration"]) if r["duration"] is not None else "-"]
+            safe(result), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
+            format_duration(r["duration"]) if r["duration"] is not None else "-", *usage_cells(r)]
+
+
+def usage_cells(r: dict) -> list[str]:
+    """TOKENS, USD and CHANGES cells of a run row ("?" = the host reported no usage)."""
+    u, c = r.get("usage"), r.get("changes")
+    tokens = f"{u['total_tokens']:,}" if u and u.get("total_tokens") is not None else "?"
+    usd = f"{u['cost_usd']:.2f}" if u and u.get("cost_usd") is not None else "?"
+    changes = "-"
+    if c:
+        changes = f"{c['files']}f +{c['added']}/-{c['removed']}"
+        if c.get("commit_count"):
+            changes += f" {c['commit_count']}c"
+        if not c.get("committed"):
+            changes += " (uncommitted)"
+    mode = r.get("permission_mode")
+    return [tokens, usd, changes + (f" [{mode}]" if mode else "")]
 
 
 def _event_line(e: dict) -> str:
@@ -93,7 +112,7 @@ def render(d: dict) -> str:
     if d["rounds"]:
         rows = [_round_row(r) for r in d["rounds"]]
         parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", "TODO", "RESULT", "VERIFIED", "EVID",
-                                               "SLOTS", "DURATION"]))
+                                               "SLOTS", "DURATION", "TOKENS", "USD", "CHANGES"]))
     if d.get("watches"):
         from loopx.kernel.storage.clock import format_duration
 

@@ -20,6 +20,14 @@ def register(sub, name, help_text):
     st.add_argument("--window", metavar="DUR", help="rolling window, e.g. 24h")
     st.add_argument("--cooldown", metavar="DUR", help="minimum time between turns, e.g. 10m (0 for none)")
     st.add_argument("--stall-after", metavar="N", help="no-progress turns in a row before asking a human")
+    st.add_argument("--max-usd", metavar="AMOUNT", help="money the goal's turns may cost per window, as the hosts "
+                                                        "report it (off clears; raising it is human-only)")
+    st.add_argument("--max-tokens", metavar="N", help="tokens the goal's turns may use per window "
+                                                      "(off clears; raising it is human-only)")
+    st.add_argument("--host-reserve", metavar="PERCENT", help="share of each host usage window kept free: turns wait "
+                                                              "above 100-PERCENT used (default 10; lowering is human-only)")
+    st.add_argument("--use-leftover", metavar="DUR", help="run only when a host window resets within DUR with more "
+                                                          "than the reserve left (burn leftover quota; off clears)")
 
     sr = add(acts, "should-run", "decide whether the next agent turn is worth running (exit 0 = run)",
              handler=quota_should_run, render=render_decision, command="quota should-run",
@@ -54,10 +62,14 @@ def quota_show(ctx, goal_id=None) -> dict:
     out = []
     for g in goals:
         b = budget.budget(state, g, now)
+        q = g["quota"]
         out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
-                    "cooldown": b["cooldown"], "stall_after": g["quota"].get("stall_after", 3),
+                    "cooldown": b["cooldown"], "stall_after": q.get("stall_after", 3),
                     "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
                     "cooldown_until": b["cooldown_until"],
+                    "max_usd": b["max_usd"], "spent_usd": b["spent_usd"], "max_tokens": b["max_tokens"],
+                    "spent_tokens": b["spent_tokens"], "costed_runs": b["costed_runs"],
+                    "host_reserve": q.get("host_reserve", 10), "use_leftover": q.get("use_leftover") or 0,
                     "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in b["ledger"]]})
     return {"quotas": out, "now": clock.iso(now)}
 
@@ -74,15 +86,30 @@ def render_show(d: dict) -> str:
         line += f", stall after {q['stall_after']}"
         if q["next_slot_at"]:
             line += f"; next slot frees at {q['next_slot_at']}"
+        line += f"\n  cost in the window: {q['spent_usd']:.2f} USD" + (
+            f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {q['spent_tokens']:,} tokens" + (
+            f" of {q['max_tokens']:,}" if q["max_tokens"] is not None else "") + \
+            f" ({q['costed_runs']} run(s) reported usage); host reserve {q['host_reserve']}%"
         lines.append(line)
     return "\n".join(lines)
 
 
-def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None) -> dict:
+def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None, max_usd=None,
+              max_tokens=None, host_reserve=None, use_leftover=None) -> dict:
+    from loopx.kernel.read import queries
     from loopx.kernel.write import goals
 
-    policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after)
-    return goals.set_quota(ctx.store(), ctx.actor, goal_id, policy)
+    policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after,
+                                max_usd=max_usd, max_tokens=max_tokens, host_reserve=host_reserve,
+                                use_leftover=use_leftover)
+    store = ctx.store()
+    if policy:
+        looser = goals.loosened(queries.resolve_goal(store.load(), goal_id)["quota"], policy)
+        if looser:
+            from loopx.commands.human import require_human
+
+            require_human(ctx, "loosening " + ", ".join(looser))
+    return goals.set_quota(store, ctx.actor, goal_id, policy)
 
 
 def render_set(d: dict) -> str:
@@ -90,8 +117,13 @@ def render_set(d: dict) -> str:
 
     q = d["quota"]
     extra = " (automatic turns paused)" if q["slots"] == 0 else ""
+    money = "".join([f", max {q['max_usd']:.2f} USD" if q.get("max_usd") is not None else "",
+                     f", max {q['max_tokens']:,} tokens" if q.get("max_tokens") is not None else "",
+                     f", host reserve {q.get('host_reserve', 10)}%",
+                     f", leftover only (window resets within {format_duration(q['use_leftover'])})"
+                     if q.get("use_leftover") else ""])
     return (f"{d['goal_id']}: {q['slots']} slots per {format_duration(q['window'])}, cooldown "
-            f"{format_duration(q.get('cooldown') or 0)}, stall after {q.get('stall_after', 3)}{extra}")
+            f"{format_duration(q.get('cooldown') or 0)}, stall after {q.get('stall_after', 3)}{money}{extra}")
 
 
 def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=True):
@@ -126,7 +158,14 @@ def render_decision(d: dict) -> str:
         lines.append(f"  gate:   {d['gate_id']}: {safe(d['question'], limit=300)}")
     b = d.get("budget")
     if b:
-        lines.append(f"  budget: {b['spent']}/{b['slots']} slots spent, {b['left']} left")
+        extra = "".join([f", {b['spent_usd']:.2f}/{b['max_usd']:.2f} USD" if b.get("max_usd") is not None else "",
+                         f", {b['spent_tokens']:,}/{b['max_tokens']:,} tokens" if b.get("max_tokens") is not None
+                         else ""])
+        lines.append(f"  budget: {b['spent']}/{b['slots']} slots spent, {b['left']} left{extra}")
+    for h in d.get("host_windows") or []:
+        ws = ", ".join(f"{w['name']} {w['used_percent']:.0f}%" if w.get("used_percent") is not None
+                       else f"{w['name']} (no limit known)" for w in h["windows"])
+        lines.append(f"  host:   {h['host']}: {ws}" + (f" (as of {h['as_of']})" if h.get("as_of") else ""))
     if d.get("decision") == "run":
         lines.append(f"  after this turn, poll again in {d['scheduler_hint']}s")
     elif d.get("next_check_at"):

@@ -80,7 +80,7 @@ def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m"
         if agent not in presets.PRESETS:
             raise UsageError(f"--agent {agent!r} is not a preset", f"use one of {', '.join(presets.names())}, "
                              "or pass --agent-cmd 'CMD'")
-        agent_cli = presets.PRESETS[agent][0]
+        agent_cli = presets.spec(agent)["argv"][0]
     exe = loopx_executable()
     project = store.project_dir
     path = _path_value(agent_cli, exe)
@@ -92,6 +92,13 @@ def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m"
     notes = []
     if agent_cli and not __import__("shutil").which(agent_cli):
         notes.append(f"{agent_cli} (the {agent} CLI) is not on your PATH now; install it or use --agent-cmd")
+    if not agent_cmd:
+        state = store.load()
+        goals = [state["goals"][goal_id]] if goal_id else [g for g in state["goals"].values() if g["status"] == "active"]
+        missing = [g["id"] for g in goals if not g.get("permission_mode")]
+        if missing:
+            notes.append(f"the {agent} preset needs a permission mode: a human runs `loopx goal update {missing[0]} "
+                         "--permission-mode edit` (read-only, edit or full; docs/usage.md) before the first turn")
     if exe.endswith(" -m loopx"):
         notes.append("no `loopx` console script belongs to this Python; the recipe runs `python -m loopx`")
     out = {"kind": kind, "executable": exe, "project": project, "goal_id": goal_id, "agent": agent,

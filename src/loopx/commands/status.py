@@ -55,6 +55,9 @@ def render(d: dict) -> str:
         for g in d["goals"]:
             t = g["todos"]
             flag = f"  NEEDS YOU: {len(g['needs_human'])} gate(s)" if g["needs_human"] else ""
+            if g.get("host_errors"):
+                e = g["host_errors"][0]
+                flag += f"  NEEDS YOU: {e['reason']}: {safe(e['message'], limit=60)}"
             lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                          f"{flag}  {safe(g['objective'], limit=50)}")
         if not d["goals"]:
@@ -73,6 +76,9 @@ def render(d: dict) -> str:
         lines.append(f"  todos:   {counts}")
         for gate in g["needs_human"]:
             lines.append(f"  NEEDS YOU: gate {gate['gate_id']} ({gate['kind']}): {safe(gate['question'], limit=90)}")
+        for e in g.get("host_errors") or []:
+            lines.append(f"  NEEDS YOU: {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
+                         f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
         for c in g["claimed"]:
             lines.append(f"  held:    {c['id']} by {safe(c['holder'])} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
         for c in g["expired"]:
@@ -91,11 +97,19 @@ def render(d: dict) -> str:
                          f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
                          + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
                          + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else ""))
-        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s) used in the last {format_duration(b['window'])}")
+        money = "".join([f", {b['spent_usd']:.2f}" + (f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else "")
+                         + " USD" if b.get("costed_runs") or b.get("max_usd") is not None else "",
+                         f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
+                         + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
+        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last "
+                     f"{format_duration(b['window'])}")
         lr = g["last_run"]
         if lr:
+            from loopx.usage.text import usage_line
+
             lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
-                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z")
+                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
+                         + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")

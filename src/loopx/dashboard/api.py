@@ -323,6 +323,9 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
         return "stopped", row["status"], None
     if row["needs_human"]:
         return "needs_you", f"{len(row['needs_human'])} gate(s) wait for your decision", None
+    if row.get("host_errors"):
+        e = row["host_errors"][0]
+        return "needs_you", f"{e['host'] or e['agent']} could not work ({e['reason']}): {e['message']}", None
     d = decision or {"decision": "wait", "message": row["next"], "next_check_at": None}
     kind, msg = d["decision"], d.get("message") or ""
     if kind in ("wait_human", "error"):
@@ -370,6 +373,8 @@ def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[di
                     "todo_title": todo["title"] if todo else None, "started": r["started"],
                     "finished": r["finished"], "result": r["result"], "verified": r["verified"],
                     "slots": r.get("slots", 0), "mode": r.get("mode"), "note": r.get("note"),
+                    "usage": r.get("usage"), "changes": r.get("changes"), "host": r.get("host"),
+                    "permission_mode": r.get("permission_mode"), "setup_error": r.get("setup_error"),
                     "evidence": by_run.get(r["id"], [])})
     return _with_decision(out, decision)
 

@@ -7,7 +7,11 @@
      "exit_code": 0|1, "dry_run_packet": str|None}
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
-"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note"}``.
+"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
+"usage": loopx.runner.report usage|None (None: usage unknown), "changes": loopx.runner.changes
+dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None}``.
+A host that could not work (not logged in, offline, rate limited, crashed, timed out, idle:
+loopx.runner.outcome) ends the turn as ``failed`` with ``setup_error`` recorded on the run.
 Exit code 0 when every turn worked or the loop stopped on a clean decision, 1 when an agent
 failed or timed out, 3 (raised StateError) for an unreadable store, 4 (Conflict ``runner_busy``)
 when another runner holds the goal, 130 (Interrupted) on Ctrl-C after closing the run.
@@ -24,13 +28,18 @@ from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, clock
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
+from loopx.usage.text import usage_line
+
+KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
 
 
 class Driver:
     def __init__(self, store, agent: str, *, preset: str | None, agent_cmd: str | None, timeout: float | None,
-                 lease: float, echo=None, log=None) -> None:
+                 lease: float, echo=None, log=None, permission_mode: str | None = None) -> None:
         self.store, self.agent, self.actor = store, agent, actors.agent(agent)
         self.preset, self.agent_cmd = preset, agent_cmd
+        self.permission_mode = permission_mode
+        self.spec = presets.spec(preset) if preset and not agent_cmd else None
         self.timeout, self.lease, self.echo = timeout, lease, echo
         self.log = log or (lambda msg: None)
         self.locks: dict[str, RunnerLock] = {}
@@ -52,7 +61,7 @@ class Driver:
             vals = {"prompt_file": prompt_file, "packet_json": json_file, "run_id": started["run_id"],
                     "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
             return presets.fill(self.agent_cmd, vals), True
-        return presets.argv_for(self.preset, started["packet_text"], prompt_file), False
+        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode), False
 
     def env(self, started: dict, prompt_file: str, json_file: str) -> dict:
         env = dict(os.environ)
@@ -62,8 +71,22 @@ class Driver:
                    LOOPX_FENCE=str(started.get("fence") or ""))
         return env
 
+    def mode_for(self, goal_id: str) -> str | None:
+        """The permission mode of a turn on ``goal_id``: ``--permission-mode``, else the goal's."""
+        if self.permission_mode or not self.spec:
+            return self.permission_mode
+        g = self.store.load()["goals"].get(goal_id) or {}
+        return g.get("permission_mode")
+
     def turn(self, started: dict) -> dict:
         rid = started["run_id"]
+        mode = self.mode_for(started["goal_id"])
+        if mode and started.get("packet"):
+            from loopx.kernel.policy import packet
+
+            started["packet"]["permission_mode"] = mode
+            started["packet_text"] = packet.render(started["packet"])
+        self.turn_mode = mode
         cache = self.store.path("cache")
         os.makedirs(cache, exist_ok=True)
         prompt_file = os.path.join(cache, f"{rid}.packet.txt")
@@ -72,6 +95,9 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
+        from loopx.runner import changes
+
+        before = changes.head(self.store.project_dir)
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 
@@ -89,35 +115,60 @@ class Driver:
             res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
                                     env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
-                                    echo=self.echo, on_start=attached)
+                                    echo=self.echo, on_start=attached,
+                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
         finally:
             for p in (prompt_file, json_file):
                 try:
                     os.remove(p)
                 except OSError:
                     pass
-        return self.settle(started, res)
+        return self.settle(started, res, self.measure(res, before))
 
-    def settle(self, started: dict, res: dict) -> dict:
+    def measure(self, res: dict, before: str | None) -> dict:
+        """What the turn cost and changed, and whether the host could work at all."""
+        from loopx.runner import changes, outcome, report
+
+        rep = report.parse(self.spec["report"] if self.spec else None, res.get("output", res["output_tail"]))
+        diff = changes.measure(self.store.project_dir, before)
+        changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
+        setup = None if res["interrupted"] else outcome.classify(
+            res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
+            preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+        return {"usage": rep["usage"], "changes": diff,
+                "host": self.spec["kind"] if self.spec else None, "permission_mode": getattr(self, "turn_mode", None),
+                "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"]}
+
+    def settle(self, started: dict, res: dict, meas: dict | None = None) -> dict:
         rid = started["run_id"]
+        meas = meas or {}
+        report = {k: meas.get(k) for k in ("usage", "changes", "host", "permission_mode", "wall_time")}
         out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
                "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
-               "verify": None, "spend": None, "note": None}
+               "verify": None, "spend": None, "note": None, "setup_error": meas.get("setup_error"), **report}
         if res["interrupted"]:
-            turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner")
+            turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner",
+                       report=report)
             raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
                               "run `loopx run` again to continue")
+        setup = meas.get("setup_error")
+        if setup:
+            why = f"{setup['reason'].replace('_', ' ')}: {setup['message']}"
+            fin = turn.close(self.store, self.actor, rid, "failed", why, report=dict(report, setup_error=setup))
+            out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
+            return out
         if res["timed_out"] or res["exit_code"] != 0:
             why = (f"timed out after {clock.format_duration(self.timeout or 0)}" if res["timed_out"]
                    else f"agent exited {res['exit_code']}")
-            fin = turn.close(self.store, self.actor, rid, "failed", why)
+            fin = turn.close(self.store, self.actor, rid, "failed", why, report=report)
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
             return out
         state = self.store.load()
         run = queries.resolve_run(state, rid)
         if run["finished"] is None:
-            fin = self.finish_for_agent(state, run, out)
+            fin = self.finish_for_agent(state, run, out, report)
         else:
+            turn.report(self.store, self.actor, rid, report)
             fin = {"result": run["result"], "verified": run["verified"]}
             out["note"] = "finished by the agent"
         out.update(result=fin["result"], verified=fin["verified"], slots=0)
@@ -127,18 +178,18 @@ class Driver:
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
         return out
 
-    def finish_for_agent(self, state: dict, run: dict, out: dict) -> dict:
+    def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None) -> dict:
         """The agent exited 0 without finishing: verify, judge the change, finish."""
         asked = [g for g in queries.pending_gates(state, run["goal"]) if g["created"] >= run["started"]
                  and (not g["blocks"] or run.get("todo") in g["blocks"])]
         if asked:
             out["note"] = f"waiting for gate {asked[0]['id']}"
-            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"])
+            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"], report=report)
         if run.get("mode") == "plan":
             added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"])
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
-            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"])
+            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], report=report)
         changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
                    or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
         cmd = turn.verify_command(state, run)
@@ -156,17 +207,22 @@ class Driver:
         else:
             result, note = ("completion" if t else "progress"), "verify passed"
         out["note"] = note
-        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check)
+        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check, report=report)
 
 
 def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
           once: bool = False, max_turns: int | None = None, timeout: float | None = None, dry_run: bool = False,
-          lease: float = 1800.0, echo=None, log=None, first_turn: int = 1) -> dict:
+          lease: float = 1800.0, echo=None, log=None, first_turn: int = 1,
+          permission_mode: str | None = None) -> dict:
     """Drive turns until should-run says anything but ``run`` (see the module docstring). Turns are
-    numbered from ``first_turn`` (``number`` in each turn dict and in the log lines)."""
+    numbered from ``first_turn`` (``number`` in each turn dict and in the log lines).
+    ``permission_mode`` (read-only|edit|full) is mapped to the preset's own flags."""
     if preset and not agent_cmd:
-        presets.check(preset)
-    drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log)
+        presets.check(preset, permission_mode)
+        if permission_mode is None:
+            _require_goal_modes(store, goal_id, preset)
+    drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log,
+                 permission_mode=permission_mode)
     out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
@@ -201,7 +257,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             t["number"] = number
             out["turns"].append(t)
             drv.log(_turn_line(t))
-            if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0):
+            if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0 or t.get("setup_error")):
                 out.update(stopped_because="agent_failed", exit_code=1)
                 break
     finally:
@@ -209,11 +265,31 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     return out
 
 
+def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
+    """A preset needs a permission mode: ``--permission-mode`` or the goal's default. Raises
+    UsageError (``permission_mode_required``) naming the goals without one."""
+    from loopx.errors import UsageError
+
+    state = store.load()
+    goals = [queries.resolve_goal(state, goal_id)] if goal_id else \
+        [g for g in state["goals"].values() if g["status"] == "active"]
+    missing = [g["id"] for g in goals if not g.get("permission_mode")]
+    for g in goals:
+        if g.get("permission_mode"):
+            presets.mode_flags(preset, g["permission_mode"])
+    if missing:
+        raise UsageError(f"no permission mode for {preset} on goal {', '.join(missing[:3])}: without one a headless "
+                         "host cannot edit files and the turn silently does nothing",
+                         f"pass --permission-mode {'|'.join(presets.MODES)}, or have a human set the goal's default: "
+                         f"loopx goal update {missing[0]} --permission-mode edit", code="permission_mode_required")
+
+
 def _turn_line(t: dict) -> str:
     spent = f", {t['slots']} slot spent" if t.get("slots") else ""
     ver = "verified" if t.get("verified") else "not verified"
     note = f" ({t['note']})" if t.get("note") else ""
-    return f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}{note}"
+    return (f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}, "
+            f"{usage_line(t.get('usage'))}{note}")
 
 
 def _notify(store, state, d) -> None:

@@ -1,8 +1,18 @@
 """Headless command lines of the agent hosts (``loopx run --agent NAME``).
 
-Each preset is an argv template; ``{packet}`` is replaced by the turn packet text and
-``{prompt_file}`` by the path of a file holding it. The packet is also given on stdin.
-Extra flags (permission modes, models, budgets) belong in ``--agent-cmd`` when you need them.
+Each preset drives its host in the form that reports usage (a JSON result or JSON events on
+stdout) and with loopx's permission mode mapped to the host's own setting. ``PRESETS`` maps a
+preset name to::
+
+    {"argv": [...],            # {packet} -> the turn packet text, {prompt_file} -> a file holding it
+     "report": str|None,       # how the output reports usage (loopx.runner.report.PARSERS), None: it does not
+     "modes": {"read-only": [...]|None, "edit": [...]|None, "full": [...]|None},
+                               # the flags of each loopx mode; None = the host has no such setting
+     "kind": str}              # the host kind (usage windows, host errors): claude-code, codex, ...
+
+The packet is also given on stdin. ``MODES`` are loopx's own words; docs/usage.md has the same
+table. Other presets (the hosts issue's ``pi``) may be plain argv lists: they then report no usage
+("usage unknown"), run ``edit`` and ``full`` unchanged and refuse ``read-only``.
 """
 
 from __future__ import annotations
@@ -11,12 +21,33 @@ import shutil
 
 from loopx.errors import UsageError
 
-PRESETS: dict[str, list[str]] = {
-    "claude-code": ["claude", "-p", "{packet}"],
-    "codex": ["codex", "exec", "{packet}"],
-    "cursor": ["cursor-agent", "-p", "{packet}"],
-    "opencode": ["opencode", "run", "{packet}"],
-    "gemini": ["gemini", "-p", "{packet}"],
+MODES = ("read-only", "edit", "full")
+
+PRESETS: dict[str, dict | list] = {
+    "claude-code": {"argv": ["claude", "-p", "{packet}", "--output-format", "json"], "report": "claude-json",
+                    "kind": "claude-code",
+                    "modes": {"read-only": ["--permission-mode", "plan"],
+                              "edit": ["--permission-mode", "acceptEdits"],
+                              "full": ["--permission-mode", "bypassPermissions"]}},
+    "codex": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "kind": "codex",
+              "modes": {"read-only": ["--sandbox", "read-only"],
+                        "edit": ["--sandbox", "workspace-write"],
+                        "full": ["--sandbox", "danger-full-access"]}},
+    "cursor": {"argv": ["cursor-agent", "-p", "{packet}", "--output-format", "json"], "report": "cursor-json",
+               "kind": "cursor",
+               # cursor-agent has no read-only switch; in print mode it may edit files, --force also
+               # runs shell commands without asking
+               "modes": {"read-only": None, "edit": [], "full": ["--force"]}},
+    "opencode": {"argv": ["opencode", "run", "--format", "json", "{packet}"], "report": "opencode-jsonl",
+                 "kind": "opencode",
+                 # opencode's permissions live in its own config file (opencode.json "permission"),
+                 # not on the command line: every mode runs with that configuration
+                 "modes": {"read-only": None, "edit": [], "full": []}},
+    "gemini": {"argv": ["gemini", "-p", "{packet}", "--output-format", "json"], "report": "gemini-json",
+               "kind": "gemini",
+               "modes": {"read-only": ["--approval-mode", "plan"],
+                         "edit": ["--approval-mode", "auto_edit"],
+                         "full": ["--approval-mode", "yolo"]}},
 }
 
 
@@ -24,22 +55,47 @@ def names() -> list[str]:
     return sorted(PRESETS)
 
 
-def argv_for(preset: str, packet_text: str, prompt_file: str) -> list[str]:
-    """The argv of ``preset`` with the packet filled in. Raises UsageError for an unknown preset
-    or a binary that is not on PATH."""
+def spec(preset: str) -> dict:
+    """The preset as a dict (plain argv lists are normalised). Raises UsageError when unknown."""
     if preset not in PRESETS:
         raise UsageError(f"unknown agent preset {preset!r}",
                          f"use one of {', '.join(names())}, or --agent-cmd 'your command'")
-    template = PRESETS[preset]
+    p = PRESETS[preset]
+    if isinstance(p, list):  # a plain argv: no usage report, no permission flags (read-only cannot be enforced)
+        return {"argv": list(p), "report": None, "kind": preset, "modes": {"read-only": None, "edit": [], "full": []}}
+    return p
+
+
+def mode_flags(preset: str, mode: str | None) -> list[str]:
+    """The host flags of loopx permission ``mode`` for ``preset``. Raises UsageError for an unknown
+    mode or a mode the host cannot express (read-only on a host without a read-only setting)."""
+    if mode is None:
+        return []
+    if mode not in MODES:
+        raise UsageError(f"unknown permission mode {mode!r}", f"use one of {', '.join(MODES)}",
+                         code="bad_permission_mode")
+    flags = spec(preset)["modes"].get(mode)
+    if flags is None:
+        raise UsageError(f"{preset} has no {mode} setting on its command line",
+                         "pick another --permission-mode, or configure the host itself and use --agent-cmd",
+                         code="permission_mode_unsupported")
+    return list(flags)
+
+
+def argv_for(preset: str, packet_text: str, prompt_file: str, mode: str | None = None) -> list[str]:
+    """The argv of ``preset`` with the packet filled in and ``mode``'s flags added. Raises
+    UsageError for an unknown preset or mode, or a binary that is not on PATH."""
+    template = spec(preset)["argv"]
     if shutil.which(template[0]) is None:
         raise UsageError(f"{template[0]} (the {preset} command) is not on PATH",
                          f"install {preset}'s CLI, or pass --agent-cmd 'your command'", code="agent_not_found")
-    return [a.replace("{packet}", packet_text).replace("{prompt_file}", prompt_file) for a in template]
+    argv = [a.replace("{packet}", packet_text).replace("{prompt_file}", prompt_file) for a in template]
+    return argv + mode_flags(preset, mode)
 
 
-def check(preset: str) -> None:
+def check(preset: str, mode: str | None = None) -> None:
     """Raise UsageError now (before any turn starts) when ``preset`` cannot run."""
-    argv_for(preset, "", "")
+    argv_for(preset, "", "", mode)
 
 
 def quote(arg: str) -> str:

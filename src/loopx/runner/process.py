@@ -5,7 +5,9 @@ On POSIX the agent runs under ``runner.guard`` as the leader of a new process gr
 with the runner even when the runner is killed with SIGKILL; ``on_start(pid)`` is called with the
 group leader's pid once it started (the runner records it in the run).
 
-``run_agent(...) -> {"exit_code", "timed_out", "interrupted", "duration", "output_tail"}``.
+``run_agent(...) -> {"exit_code", "timed_out", "interrupted", "duration", "output_tail", "output"}``:
+``output_tail`` is the last 8,000 characters, ``output`` the last ``keep`` bytes (default 16,000;
+the runner keeps 4 MB so a host's final JSON report is read whole).
 ``exit_code`` is 124 after a timeout (like ``timeout(1)``) and 130 after Ctrl-C.
 """
 
@@ -23,12 +25,12 @@ TAIL = 8000
 GRACE = 3.0
 
 
-def _reader(pipe, sink: list, echo) -> None:
+def _reader(pipe, sink: list, echo, keep: int = TAIL * 2) -> None:
     size = 0
-    for chunk in iter(lambda: pipe.read1(4096) if hasattr(pipe, "read1") else pipe.read(4096), b""):
+    for chunk in iter(lambda: pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536), b""):
         sink.append(chunk)
         size += len(chunk)
-        while size > TAIL * 2 and len(sink) > 1:
+        while size > keep and len(sink) > 1:
             size -= len(sink.pop(0))
         if echo is not None:
             try:
@@ -62,7 +64,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, timeout: float | None,
-              tick=None, tick_every: float = 60.0, echo=None, on_start=None) -> dict:
+              tick=None, tick_every: float = 60.0, echo=None, on_start=None, keep: int = TAIL * 2) -> dict:
     """Run ``command`` (argv list, or a string when ``shell``) and wait for it. ``on_start(pid)``
     (optional) is called once the process group leader runs; its errors are ignored."""
     with tempfile.TemporaryFile() as fin:
@@ -84,7 +86,7 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
             except Exception:  # noqa: BLE001 - recording is best effort; the agent runs regardless
                 pass
         sink: list[bytes] = []
-        reader = threading.Thread(target=_reader, args=(proc.stdout, sink, echo), daemon=True)
+        reader = threading.Thread(target=_reader, args=(proc.stdout, sink, echo, max(keep, TAIL * 2)), daemon=True)
         reader.start()
         timed_out = interrupted = False
         next_tick = start + tick_every
@@ -114,9 +116,10 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
                     signal.signal(signal.SIGINT, old)
         reader.join(GRACE)  # a grandchild still holding the pipe keeps the (daemon) reader alive
     code = 124 if timed_out else (130 if interrupted else proc.returncode)
-    tail = b"".join(sink)[-TAIL:].decode("utf-8", "replace")
+    whole = b"".join(sink)
     return {"exit_code": code, "timed_out": timed_out, "interrupted": interrupted,
-            "duration": round(time.monotonic() - start, 3), "output_tail": tail}
+            "duration": round(time.monotonic() - start, 3), "output_tail": whole[-TAIL:].decode("utf-8", "replace"),
+            "output": whole[-keep:].decode("utf-8", "replace")}
 
 
 def default_echo():

@@ -378,8 +378,25 @@ function runItem(r) {
       h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
     r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
+    r.finished ? h("p", { class: "small" }, usageText(r)) : null,
+    r.setup_error ? h("p", { class: "small" }, chip(r.setup_error.reason, "warn"), " ", r.setup_error.message) : null,
     r.note ? h("p", { class: "small muted" }, r.note) : null,
     r.evidence.length ? h("ul", { class: "evidence" }, r.evidence.map(evidenceItem)) : null);
+}
+
+function usageText(r) {
+  const u = r.usage;
+  const parts = [];
+  if (!u) parts.push("usage unknown");
+  else {
+    if (u.total_tokens !== null && u.total_tokens !== undefined) parts.push(`${u.total_tokens.toLocaleString()} tokens`);
+    parts.push(u.cost_usd !== null && u.cost_usd !== undefined ? `${u.cost_usd.toFixed(2)} USD` : "cost unknown");
+    if (u.model) parts.push(u.model);
+  }
+  const c = r.changes;
+  if (c) parts.push(`${c.files} file(s) +${c.added}/-${c.removed}${c.commit_count ? `, ${c.commit_count} commit(s)` : ""}${c.committed ? "" : " (uncommitted)"}`);
+  if (r.permission_mode) parts.push(`permissions ${r.permission_mode}`);
+  return parts.join(" · ");
 }
 
 function evidenceItem(e) {

@@ -13,10 +13,18 @@ Rules, per goal, in order; the first that applies decides:
 4. ``work``    nothing ready: claimed by others -> ``wait``; handed to another agent ->
                ``handoff``; all done -> ``stop`` (complete); blocked -> ``wait_human``;
                no todos -> continue in ``plan`` mode
-5. ``budget``  slots spent in the rolling window >= slots -> ``wait``; cooldown -> ``wait``
-6. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
+5. ``host``    the asking agent's last turn ended on a host setup error (not logged in, offline,
+               rate limited, crashed, timed out, idle) and its retry time has not come ->
+               ``wait_human`` (``host_*`` reason; ``wait`` for a rate limit with a reset time)
+6. ``budget``  slots spent in the rolling window >= slots -> ``wait``; money or tokens spent (plus
+               one typical turn) over ``max_usd`` / ``max_tokens`` -> ``wait`` (``budget_usd`` /
+               ``budget_tokens``); cooldown -> ``wait``
+7. ``window``  the host that would run the turn is above ``100 - host_reserve`` percent of one of
+               its usage windows -> ``wait`` (``host_window``) until the window resets; a goal
+               set to ``use_leftover`` waits (``leftover_not_due``) until a window resets soon
+8. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
                run made no progress and the fingerprint has not changed -> ``skip``
-7. ``run``     -> ``run``, naming the todo (or ``mode: plan``)
+9. ``run``     -> ``run``, naming the todo (or ``mode: plan``)
 
 The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
 
@@ -24,7 +32,8 @@ The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
      "reason": stable snake_case code, "message": one line, "goal_id": str|None,
      "todo_id": str|None, "mode": "work"|"plan"|None, "gate_id": str|None, "question": str|None,
      "next_check_at": ISO time|None, "scheduler_hint": seconds (int),
-     "budget": {"slots", "window" (s), "spent", "left"} | None, "evaluated_at": ISO time,
+     "budget": budget.decision_view(...) (slots and real units) | None, "evaluated_at": ISO time,
+     "host_windows": [{"host", "windows": [...]}] (when a host's usage was consulted),
      "rules": [{"rule", "outcome": "pass"|"decides", "detail"}] (only with explain),
      "goals": [{"goal_id", "decision", "reason"}] (when several goals were evaluated),
      "recorded": bool, "cached": bool (answered from the decision cache)}
@@ -35,7 +44,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError, StateError
-from loopx.kernel.read import budget, queries, schedule
+from loopx.kernel.read import budget, hosts, queries, schedule
 from loopx.kernel.storage import actors, clock
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
@@ -82,7 +91,7 @@ def _stall_streak(state: dict, goal: dict) -> int:
                   key=lambda r: (r["started"], r.get("seq", 0)), reverse=True)
     n = 0
     for r in runs:
-        if r["finished"] is None:
+        if r["finished"] is None or r.get("setup_error"):
             continue
         if r["result"] not in STALL_RESULTS:
             break
@@ -93,12 +102,14 @@ def _stall_streak(state: dict, goal: dict) -> int:
 class _Eval:
     """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
 
-    def __init__(self, state, goal, now, agent, fingerprint, book=None):
+    def __init__(self, state, goal, now, agent, fingerprint, book=None, host_windows=None):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
         self.book = book  # watch bookkeeping (loopx.kernel.policy.tick), for next-due times
         self.me = actors.agent(agent) if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
+        self.host_windows = host_windows
+        self.windows_seen: list[dict] = []
         self.rules: list[dict] = []
         self.budget = budget.budget(state, goal, now)
 
@@ -110,13 +121,15 @@ class _Eval:
         out = {"decision": decision, "reason": reason, "message": message, "goal_id": self.goal["id"],
                "todo_id": todo_id, "mode": extra.pop("mode", None), "gate_id": extra.pop("gate_id", None),
                "question": extra.pop("question", None), "next_check_at": next_check_at,
-               "budget": budget.brief(self.budget)}
+               "budget": budget.decision_view(self.budget)}
+        if self.windows_seen:
+            out["host_windows"] = self.windows_seen
         out.update(extra)
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.watch_note() or self.gates_and_work() or self.budget_rule()
-                or self.value() or self.go())
+        return (self.status() or self.watch_note() or self.gates_and_work() or self.host_rule() or self.budget_rule()
+                or self.money_rule() or self.cooldown_rule() or self.window_rule() or self.value() or self.go())
 
     def watch_note(self):
         """Watches are checked before the decision (loopx.kernel.policy.tick); here they only explain."""
@@ -126,6 +139,89 @@ class _Eval:
             note = watches.rule_note(self.state, self.goal["id"], self.book, self.now_iso)
             if note:
                 self.passed("watches", note)
+        return None
+
+    def host_rule(self):
+        err = hosts.error_for(self.state, self.goal, self.agent)
+        if not err:
+            self.passed("host", "no host setup error for this turn's agent")
+            return None
+        at = hosts.retry_at(err)
+        who = err.get("host") or (self.agent or "the host")
+        if at <= self.now_iso:
+            self.passed("host", f"{who} failed ({err['reason']}) at {err['ts']}; retrying since {at}")
+            return None
+        if (self.goal.get("updated") or "") > err["ts"]:
+            self.passed("host", f"{who} failed ({err['reason']}) at {err['ts']}; the goal changed since: retrying")
+            return None
+        decision = "wait" if err["reason"] == "host_rate_limited" and err.get("reset_at") else "wait_human"
+        return self.decide("host", decision, err["reason"],
+                           f"{who} could not work in run {err.get('run')}: {err.get('message') or err['reason']} "
+                           f"(retried at {at}; see docs/usage.md)", next_check_at=at,
+                           host_error=err)
+
+    def money_rule(self):
+        b = self.budget
+        for unit, reason, fmt in (("usd", "budget_usd", lambda v: f"{v:.2f} USD"),
+                                  ("tokens", "budget_tokens", lambda v: f"{v:,} tokens")):
+            if not b.get(f"{unit}_exhausted"):
+                continue
+            at = b.get(f"{unit}_frees_at")
+            typical = b.get(f"turn_{unit}")
+            more = f" (a turn costs about {fmt(typical)})" if typical else ""
+            when = f"; enough frees at {at}" if at else "; only a higher limit helps (`loopx quota set`)"
+            return self.decide("budget", "wait", reason,
+                               f"{fmt(b[f'spent_{unit}'])} of {fmt(b[f'max_{unit}'])} spent in the last "
+                               f"{clock.format_duration(b['window'])}{more}{when}", next_check_at=at)
+        parts = [f"{b['left']} of {b['slots']} slots left in the window",
+                 f"{b['spent_usd']:.2f}/{b['max_usd']:.2f} USD spent" if b.get("max_usd") is not None else None,
+                 f"{b['spent_tokens']:,}/{b['max_tokens']:,} tokens spent" if b.get("max_tokens") is not None
+                 else None]
+        self.budget_detail = "; ".join(p for p in parts if p)
+        return None
+
+    def window_rule(self):
+        if self.host_windows is None:
+            self.passed("window", "host usage windows not read here")
+            return None
+        reserve = self.goal["quota"].get("host_reserve", hosts.DEFAULT_RESERVE)
+        limit = 100 - reserve
+        leftover = self.goal["quota"].get("use_leftover") or 0
+        soon: list[str] = []
+        due = False
+        for kind in hosts.kinds(self.state, self.goal, self.agent):
+            info = self.host_windows(kind)
+            if not info or not info.get("windows"):
+                continue
+            self.windows_seen.append({"host": kind, "as_of": info.get("as_of"), "source": info.get("source"),
+                                      "windows": info["windows"]})
+            for w in info["windows"]:
+                used, reset = w.get("used_percent"), w.get("resets_at")
+                if used is None or (reset and reset <= self.now_iso):
+                    continue
+                if used >= limit:
+                    src = w.get("limit_source")
+                    of = f" of {src}" if src and src != "host" else ""
+                    return self.decide("window", "wait", "host_window",
+                                       f"{kind}'s {w['name']} window is {used:.0f}% used{of} (reserve {reserve}%: "
+                                       f"turns stop at {limit}%); it resets at {reset or 'an unknown time'}",
+                                       next_check_at=reset, host=kind, window=w)
+                if leftover and reset:
+                    left = (clock.parse_ts(reset) - self.now).total_seconds()
+                    if left <= leftover:
+                        due = True
+                    else:
+                        soon.append(clock.iso(clock.parse_ts(reset) - timedelta(seconds=leftover)))
+        detail = "; ".join(f"{h['host']} " + ", ".join(
+            f"{w['name']} {w['used_percent']:.0f}%" if w.get("used_percent") is not None else f"{w['name']} ?"
+            for w in h["windows"]) for h in self.windows_seen) or "no host window known"
+        if leftover and not due:
+            at = min(soon) if soon else None
+            return self.decide("window", "wait", "leftover_not_due",
+                               f"the goal uses leftover quota only: no window resets within "
+                               f"{clock.format_duration(leftover)} with more than {reserve}% left ({detail})",
+                               next_check_at=at)
+        self.passed("window", f"{detail} (reserve {reserve}%)")
         return None
 
     def status(self):
@@ -220,12 +316,16 @@ class _Eval:
             return self.decide("budget", "wait", "budget_exhausted",
                                f"{b['spent']} of {b['slots']} slots spent in the last "
                                f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
+        return None
+
+    def cooldown_rule(self):
+        b = self.budget
         until = b["cooldown_until"]
         if until:
             return self.decide("budget", "wait", "cooldown",
                                f"cooldown of {clock.format_duration(b['cooldown'])} after the last run ends {until}",
                                next_check_at=until)
-        self.passed("budget", f"{b['left']} of {b['slots']} slots left in the window")
+        self.passed("budget", getattr(self, "budget_detail", ""))
         return None
 
     def value(self):
@@ -237,7 +337,7 @@ class _Eval:
                                f"{streak} consecutive turns made no progress; look at `loopx history`, then add a "
                                "todo, update the goal or set its quota to continue",
                                streak=streak)
-        last = self.state["runs"].get(g.get("last_run") or "")
+        last = self.state["runs"].get(g.get("last_judged_run") or "")
         if last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
             fp = self.fingerprint(g["id"]) if self.fingerprint else None
             if fp == last["fp_after"]:
@@ -269,11 +369,12 @@ class _Eval:
 
 
 def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
-             fingerprint=None, explain: bool = False, book: dict | None = None) -> dict:
+             fingerprint=None, explain: bool = False, book: dict | None = None, host_windows=None) -> dict:
     """The decision for ``goal_id`` (or the best of all active goals) at ``now``. Pure, given
-    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it) and the watch
-    bookkeeping ``book`` (loopx.kernel.policy.tick.load_book; None = next-due times unknown). Raises
-    UsageError/NotFound for an unknown ``goal_id``."""
+    ``fingerprint(goal_id) -> str`` (called only when the value rule needs it), the watch
+    bookkeeping ``book`` (loopx.kernel.policy.tick.load_book; None = next-due times unknown) and
+    ``host_windows(kind) -> loopx.usage.windows(...) dict | None`` (None: the window rule is
+    skipped). Raises UsageError/NotFound for an unknown ``goal_id``."""
     reason = state["meta"].get("read_only")
     if reason:
         return error_decision("store_read_only", f"the store cannot be used: {reason}", now)
@@ -288,7 +389,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
                          msg + ' (`loopx start-goal --goal-text "..."`)', now)
     results = []
     for g in goals:
-        ev = _Eval(state, g, now, agent, fingerprint, book)
+        ev = _Eval(state, g, now, agent, fingerprint, book, host_windows)
         out = ev.finish(ev.run())
         if explain:
             out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules
@@ -322,7 +423,7 @@ def _key(d: dict) -> tuple:
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
                explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
-               on_decided=None) -> dict:
+               on_decided=None, host_usage: bool = True) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -333,7 +434,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     that are due and reopens due recurring todos (loopx.kernel.policy.tick); a cached answer is
     valid only until the next due check. ``on_decided(store, state, decision)`` is called after a
     fresh (not cached) evaluation (the CLI and the runner send queued notifications there,
-    loopx.notify.outbox.after_decision); anything it raises is ignored."""
+    loopx.notify.outbox.after_decision); anything it raises is ignored.
+    ``host_usage`` reads the hosts' usage windows (loopx.usage, itself cached by file size and
+    mtime) for the window rule; hooks and views pass False."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -361,19 +464,26 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     from loopx.kernel.read import fingerprint as fpmod
 
     seen: dict = {}
+    seen_hosts: dict = {}
 
     def fp(gid: str) -> str:
         if "git" not in seen:
             seen["git"] = fpmod.git_part(store.project_dir)
         return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
 
-    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book)
+    def windows(kind: str):
+        if kind not in seen_hosts:
+            seen_hosts[kind] = host_windows(kind, now)
+        return seen_hosts[kind]
+
+    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
+                 host_windows=windows if host_usage else None)
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed:
-        dc.save(store, k, files, d, state, now, seen.get("git"), cap=_cap(state, book, now))
+        dc.save(store, k, files, d, state, now, seen.get("git"), seen_hosts, cap=_cap(state, book, now))
     if on_decided is not None:
         try:
             on_decided(store, state, d)
@@ -400,6 +510,13 @@ def _cap(state: dict, book: dict | None, now) -> str | None:
     now_iso = clock.iso(now)
     cands = [c for c in (tk.earliest_due(state, book, now_iso), notices.next_retry(state)) if c]
     return min(cands) if cands else None
+
+
+def host_windows(kind: str, now: datetime) -> dict | None:
+    """loopx.usage.windows for ``kind`` at ``now``, or None when the host's files cannot be read."""
+    from loopx import usage
+
+    return usage.safe_windows(kind, now)
 
 
 def _changed(state: dict, d: dict) -> bool:

@@ -10,6 +10,8 @@ An entry is keyed by (goal argument, agent) and stores the decision with:
   capped at one hour;
 - ``git``: the git part of the fingerprint when the value rule consulted it (compared again on a
   hit, which costs one ``git status``), else None;
+- ``hosts``: what the window rule saw of each host's usage windows (read again on a hit, which
+  costs a stat of the host's files: loopx.usage caches by size and mtime);
 - ``evaluated_at``; a clock that went backwards (``LOOPX_NOW``) misses.
 
 Entries are written only when the call recorded nothing, and the whole file is rewritten
@@ -23,6 +25,7 @@ import marshal
 import os
 from datetime import datetime, timedelta
 
+from loopx.errors import LoopxError
 from loopx.kernel.storage import clock
 
 FILE = "decisions.bin"
@@ -71,6 +74,12 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
 
             if fingerprint.git_part(store.project_dir) != e["git"]:
                 return None
+        if e.get("hosts"):
+            from loopx import usage
+
+            for kind, sig in e["hosts"].items():
+                if [list(x) for x in usage.signature(usage.safe_windows(kind, now))] != sig:
+                    return None
         return refresh(dict(e["decision"]), now, e.get("prev_ts"))
     except (KeyError, TypeError, ValueError):
         return None
@@ -110,18 +119,32 @@ def valid_until(state: dict, now: datetime) -> str:
             end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
             if end > now_iso:
                 cands.append(end)
+        for ts, *_rest in (state.get("costs") or {}).get(gid, []):
+            end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
+            if end > now_iso:
+                cands.append(end)
         last = state["runs"].get(g.get("last_run") or "")
         if last and g["quota"].get("cooldown"):
             end = clock.iso(clock.parse_ts(last["finished"] or last["started"]) + timedelta(seconds=g["quota"]["cooldown"]))
             if end > now_iso:
                 cands.append(end)
+    for err in (state.get("host_errors") or {}).values():
+        try:
+            from loopx.kernel.read import hosts
+
+            end = hosts.retry_at(err)
+        except (KeyError, TypeError, ValueError, LoopxError):
+            continue
+        if end > now_iso:
+            cands.append(end)
     return min(cands)
 
 
 def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None,
-         cap: str | None = None) -> None:
+         hosts: dict | None = None, cap: str | None = None) -> None:
     """Remember ``d`` for ``k`` (best effort: the cache is disposable); ``cap`` (ISO) ends its
-    validity earlier (the next due watch check or notification retry)."""
+    validity earlier (the next due watch check or notification retry); ``hosts`` are the usage
+    windows the window rule saw (their signature is compared again on a hit, their resets end it)."""
     if files is None or d["decision"] == "error":
         return
     from loopx.kernel.storage.fs import atomic_write
@@ -135,8 +158,17 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         if cap <= clock.iso(now):
             return
         until = min(until, cap)
+    sigs = {}
+    if hosts:
+        from loopx import usage
+
+        for kind, info in hosts.items():
+            sigs[kind] = [list(x) for x in usage.signature(info)]
+            for w in (info or {}).get("windows") or []:
+                if w.get("resets_at") and clock.iso(now) < w["resets_at"] < until:
+                    until = w["resets_at"]
     entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
-             "git": git, "prev_ts": prev_ts, "decision": body}
+             "git": git, "prev_ts": prev_ts, "decision": body, "hosts": sigs}
     data = _read(store)
     data.pop(k, None)
     data[k] = entry

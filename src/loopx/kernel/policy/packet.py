@@ -8,7 +8,8 @@ Packet keys: version, run_id, goal_id, mode (work|plan), agent, lease_until, obj
 done_when, verify, scope{allow, deny, protect}, protected[{action, gate, gate_id}], todo{id,
 title, detail, acceptance, verify, fence} | None, queue[{id, title, status}], counts{open,
 claimed, blocked, done, total}, gates[{id, kind, question, blocks}], evidence[{id, kind,
-summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[str].
+summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[str],
+permission_mode (read-only|edit|full, set by ``loopx run`` when it drives a host preset).
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def commands(p: dict, actor: str) -> dict:
 
 def render(p: dict) -> str:
     """The packet as plain text (same content as the dict)."""
-    L = [f"loopx turn {p['run_id']}  goal {p['goal_id']}  mode {p['mode']}  agent {p['agent']}",
+    perm = f"  permissions {p['permission_mode']}" if p.get("permission_mode") else ""
+    L = [f"loopx turn {p['run_id']}  goal {p['goal_id']}  mode {p['mode']}  agent {p['agent']}{perm}",
          f"lease until {p['lease_until']} (renew by finishing in time)", "",
          f"OBJECTIVE: {p['objective']}"]
     if p["done_when"]:

@@ -89,10 +89,20 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
         by_result[r["result"]] = by_result.get(r["result"], 0) + 1
     good = by_result.get("progress", 0) + by_result.get("completion", 0)
     spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
+    costed = [r.get("usage") for r in finished if r.get("usage")]
+    usd = [u["cost_usd"] for u in costed if u.get("cost_usd") is not None]
+    tok = [u["total_tokens"] for u in costed if u.get("total_tokens") is not None]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
             "verified": sum(1 for r in finished if r["verified"]),
-            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now))}
+            "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now)),
+            "cost_usd": round(sum(usd), 6) if usd else None, "tokens": sum(tok) if tok else None,
+            "usage_unknown": len(finished) - len(costed),
+            "host_errors": [{"run_id": r["id"], "reason": r["setup_error"].get("reason"),
+                             "message": r["setup_error"].get("message")} for r in finished if r.get("setup_error")][-10:],
+            "turns": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "usage": r.get("usage"),
+                       "changes": r.get("changes"), "permission_mode": r.get("permission_mode")}
+                      for r in finished][-10:]}
 
 
 def _gates(gates: list[dict], since_iso: str) -> dict:
@@ -170,6 +180,24 @@ def render_markdown(d: dict) -> str:
           f"{clock.format_duration(b['window'])} ({b['left']} left).", ""]
     if r["by_result"]:
         L.append("Results: " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_result"].items())))
+        L.append("")
+    if r.get("turns"):
+        cost = "unknown" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD"
+        toks = "unknown" if r["tokens"] is None else f"{r['tokens']:,} tokens"
+        L.append(f"Reported cost of the period: {cost}, {toks}"
+                 + (f" ({r['usage_unknown']} turn(s) reported no usage)" if r["usage_unknown"] else "") + ".")
+        L.append("")
+        from loopx.usage.text import usage_line
+
+        for t in r["turns"]:
+            c = t.get("changes")
+            ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, {c['commit_count']} commit(s)"
+                  + ("" if c.get("committed") else ", uncommitted")) if c else ""
+            L.append(f"- `{t['run_id']}` {t['result']} on {t['todo_id'] or 'planning'}: {usage_line(t.get('usage'))}{ch}")
+        L.append("")
+    for e in r.get("host_errors") or []:
+        L.append(f"- host could not work in `{e['run_id']}`: {e['reason']}: {_t(e['message'], 200)}")
+    if r.get("host_errors"):
         L.append("")
     L += ["## Gates", ""]
     gates = d["gates"]

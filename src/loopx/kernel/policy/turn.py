@@ -175,14 +175,16 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
-           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None) -> dict:
+           note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None,
+           report: dict | None = None) -> dict:
     """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
 
     ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
     ``verified`` is True only when it exits 0. A ``completion`` backed by evidence (a passing
     verify, or cited evidence when no verify ran) completes the todo; otherwise the claim is
     released. ``verified_by`` passes a ``run_verify`` result obtained earlier (the runner verifies
-    before it picks the result). Finishing an already finished run with the same result returns it (``repeat``).
+    before it picks the result). ``report`` (the runner's measurement: usage, changes, host,
+    permission_mode, wall_time, setup_error; see ``report_data``) is recorded on ``run.finished``. Finishing an already finished run with the same result returns it (``repeat``).
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings}. Raises Conflict for a run finished differently or owned by another agent."""
     validate.choice(result, validate.RESULTS, "--result")
@@ -219,7 +221,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
         drafts.append(Draft("run.finished", r["goal"], {"run_id": r["id"], "result": result, "verified": verified,
-                                                        "evidence": evs, "fingerprint": fp, "note": note}))
+                                                        "evidence": evs, "fingerprint": fp, "note": note,
+                                                        **report_data(report)}))
         out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), result=result, verified=verified,
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts
@@ -364,11 +367,40 @@ def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
         return state, queries.resolve_run(state, run_id)
 
 
-def close(store: Store, actor: str, run_id: str, result: str, note: str) -> dict:
-    """Close an open run without verification (the runner uses it on timeout and Ctrl-C);
-    releases the claim. A run already finished is left as it is."""
+def close(store: Store, actor: str, run_id: str, result: str, note: str, report: dict | None = None) -> dict:
+    """Close an open run without verification (the runner uses it on timeout, Ctrl-C and host
+    setup errors); releases the claim. A run already finished is left as it is."""
     state, run = _load_run(store, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
     return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
-                  run_id, result, note=note)
+                  run_id, result, note=note, report=report)
+
+
+REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+
+
+def report_data(report: dict | None) -> dict:
+    """The fields of a runner measurement that go on the run's record (None values left out):
+    ``usage`` {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
+    cost_usd, model, session_id, num_turns, source} (absent: usage unknown), ``changes``
+    {commits, commit_count, files, added, removed, untracked, committed}, ``host``,
+    ``permission_mode``, ``wall_time`` (s), ``setup_error`` {reason, message, exit_code, reset_at}."""
+    return {k: report[k] for k in REPORT_KEYS if report and report.get(k) is not None}
+
+
+def report(store: Store, actor: str, run_id: str, measured: dict) -> dict:
+    """Record the runner's measurement of a run the agent finished itself (``run.reported``).
+    Returns {run_id, recorded}; nothing is written when there is nothing to record."""
+    data = report_data(measured)
+    out = {"run_id": run_id, "recorded": False}
+    if not data:
+        return out
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        out.update(run_id=r["id"], recorded=True)
+        return [Draft("run.reported", r["goal"], dict(data, run_id=r["id"]))]
+
+    store.transact(plan, actor=actor)
+    return out

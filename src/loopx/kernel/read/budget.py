@@ -3,9 +3,10 @@
 ``budget(state, goal, now)`` -> ``{"slots": int, "window": int (s), "spent": int (slots in the
 rolling window), "left": int, "cooldown": int (s), "cooldown_until": ISO | None (set only while a
 cooldown after the last run is still running), "frees_at": ISO | None (when a slot frees, set
-only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entries)}``. Every
-client (status, should-run, the packet, ``quota show``, the dashboard, ``loopx.api``) reads these
-numbers from here. ``now`` is a datetime or an ISO string.
+only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entries)}`` plus the real units of
+``real_units`` (issue 14: what the hosts reported the goal's turns cost, against ``max_usd`` /
+``max_tokens``). Every client (status, should-run, the packet, ``quota show``, the dashboard,
+``loopx.api``) reads these numbers from here. ``now`` is a datetime or an ISO string.
 """
 
 from __future__ import annotations
@@ -59,7 +60,55 @@ def budget(state: dict, goal: dict, now) -> dict:
     left = max(0, q["slots"] - spent)
     return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": left,
             "cooldown": q.get("cooldown", 0) or 0, "cooldown_until": cooldown_until(state, goal, now),
-            "frees_at": slot_frees_at(state, goal, now) if not left else None, "ledger": entries}
+            "frees_at": slot_frees_at(state, goal, now) if not left else None, "ledger": entries,
+            **real_units(state, goal, now)}
+
+
+EPS = 1e-9
+MONEY_KEYS = ("max_usd", "spent_usd", "left_usd", "turn_usd", "usd_exhausted", "usd_frees_at",
+              "max_tokens", "spent_tokens", "left_tokens", "turn_tokens", "tokens_exhausted", "tokens_frees_at",
+              "costed_runs")
+
+
+def real_units(state: dict, goal: dict, now) -> dict:
+    """Money and tokens over the goal's rolling window, from the cost ledger (``state["costs"]``:
+    runs whose host reported a cost or tokens; usage unknown is charged nothing, never 0).
+
+    ``{"max_usd" (float|None), "spent_usd" (float), "left_usd" (float|None), "turn_usd" (the mean
+    a costed turn in the window cost; None without one), "usd_exhausted" (bool: spent, or spent
+    plus one typical turn, is over the limit), "usd_frees_at" (ISO: when enough leaves the window
+    for one more typical turn; None when not exhausted or when only a higher limit helps), the
+    same six for ``tokens`` (ints), "costed_runs" (int)}``."""
+    now = _now(now)
+    q = goal["quota"]
+    window = q["window"]
+    start = clock.iso(now - timedelta(seconds=window))
+    entries = sorted(e for e in (state.get("costs") or {}).get(goal["id"], []) if e[0] > start)
+    out: dict = {"costed_runs": len(entries)}
+    for unit, col, cap in (("usd", 1, q.get("max_usd")), ("tokens", 2, q.get("max_tokens"))):
+        vals = [(e[0], e[col]) for e in entries if e[col] is not None]
+        total = sum(v for _, v in vals)
+        typical = total / len(vals) if vals else None
+        if unit == "usd":
+            total = round(total, 6)
+            typical = round(typical, 6) if typical is not None else None
+        else:
+            total = int(total)
+            typical = int(round(typical)) if typical is not None else None
+        need = typical or 0
+        exhausted = cap is not None and (total >= cap - EPS or total + need > cap + EPS)
+        frees = None
+        if exhausted and need <= cap + EPS:
+            remaining = total
+            for ts, v in vals:
+                remaining -= v
+                if remaining < cap - EPS and remaining + need <= cap + EPS:
+                    frees = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
+                    break
+        out.update({f"max_{unit}": cap, f"spent_{unit}": total,
+                    f"left_{unit}": None if cap is None else max(0, cap - total), f"turn_{unit}": typical,
+                    f"{unit}_exhausted": exhausted, f"{unit}_frees_at": frees})
+    return out
 
 
 def without_ledger(b: dict) -> dict:
@@ -70,3 +119,8 @@ def without_ledger(b: dict) -> dict:
 def brief(b: dict) -> dict:
     """The four numbers a packet or a summary line shows: slots, window, spent, left."""
     return {k: b[k] for k in ("slots", "window", "spent", "left")}
+
+
+def decision_view(b: dict) -> dict:
+    """What a should-run answer carries: ``brief`` plus the real units (``MONEY_KEYS``)."""
+    return dict(brief(b), **{k: b.get(k) for k in MONEY_KEYS})

@@ -6,7 +6,11 @@ order, filtered by goal, start time and type prefix, newest ``limit`` kept.
 one per recorded non-run decision, in time order::
 
     {"kind": "run", "ts", "decision": "run", "run_id", "goal_id", "agent", "todo_id", "mode",
-     "result", "verified", "evidence" (count), "slots", "duration" (s|None), "note"}
+     "result", "verified", "evidence" (count), "slots", "duration" (s|None), "note",
+     "usage": {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
+               cost_usd, model, session_id, ...} | None (usage unknown),
+     "changes": {commits, commit_count, files, added, removed, untracked, committed} | None,
+     "host", "permission_mode", "wall_time" (s|None), "setup_error": {reason, message, ...} | None}
     {"kind": "decision", "ts", "decision", "reason", "message", "goal_id", "todo_id"}
 """
 
@@ -74,7 +78,9 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
         rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
                      "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
                      "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
-                     "duration": dur, "note": r.get("note")})
+                     "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
+                     "host": r.get("host"), "permission_mode": r.get("permission_mode"),
+                     "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")})
     for rec in store.iter_records("events"):
         if rec["type"] != "decision.recorded" or rec["ts"] <= start:
             continue

@@ -2,24 +2,39 @@
 
 ``summary(state, now_iso, goal_id=None)`` -> ``{"goals": [goal_summary...], "agents": [...],
 "store": store_health, "next": str}``; each goal summary has ``id, status, objective, done_when,
-priority, needs_human (pending gates with question and short code), todos (counts by state), claimed
-(holder, lease_until), ready (first few), blocked, budget {slots, window (s), spent, left}, last_run,
-open_runs, last_decision, watches (loopx.kernel.read.watching.describe rows), next`` (the one command a
-person or agent should run next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
+priority, needs_human (pending gates with question and short code), host_errors (agents whose host
+could not work on this goal: {agent, host, reason, message, run, ts, retry_at}), todos (counts by
+state), claimed (holder, lease_until), ready (first few), blocked, budget (read.budget without
+its ledger), last_run (with usage and changes), open_runs, last_decision, watches
+(loopx.kernel.read.watching.describe rows), next`` (the one command a person or agent should run
+next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
 """
 
 from __future__ import annotations
 
-from loopx.kernel.read import budget, queries
+from loopx.kernel.read import budget, hosts, queries
 from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
 
 
+def host_errors(state: dict, goal_id: str) -> list[dict]:
+    """Agents whose last turn on ``goal_id`` ended on a host setup error, newest first."""
+    out = []
+    for agent, e in (state.get("host_errors") or {}).items():
+        if e.get("goal") != goal_id:
+            continue
+        out.append({"agent": agent, "host": e.get("host"), "reason": e.get("reason"), "message": e.get("message"),
+                    "run": e.get("run"), "ts": e.get("ts"), "reset_at": e.get("reset_at"),
+                    "retry_at": hosts.retry_at(e)})
+    return sorted(out, key=lambda x: x["ts"] or "", reverse=True)
+
+
 def _run_brief(run: dict | None) -> dict | None:
     if not run:
         return None
-    return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots")}
+    return {k: run.get(k) for k in ("id", "agent", "todo", "result", "verified", "started", "finished", "slots",
+                                    "usage", "changes", "host", "permission_mode", "setup_error")}
 
 
 def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
@@ -32,6 +47,10 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if gates:
         g = gates[0]
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
+    errs = host_errors(state, gid)
+    if errs:
+        e = errs[0]
+        return f"fix {e['host'] or e['agent']}: {e['reason'].replace('_', ' ')} ({e['message'][:80]}); see docs/usage.md"
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready and goal.get("no_progress_streak"):
@@ -86,6 +105,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "needs_human": [{"gate_id": g["id"], "kind": g["kind"], "question": g["question"],
                          "context": g.get("context"), "requested_by": g["requested_by"], "created": g["created"],
                          "blocks": g["blocks"], "code": g["id"].split("-", 1)[-1]} for g in gates],
+        "host_errors": host_errors(state, gid),
         "todos": _counts(state, gid, groups),
         "claimed": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
                      "lease_until": t["claim"]["lease_until"]} for t in groups["claimed"]],
@@ -127,7 +147,7 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | 
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
-        human = [r for r in rows if r["needs_human"]]
+        human = [r for r in rows if r["needs_human"] or r["host_errors"]]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
     return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

@@ -5,17 +5,22 @@ import at start-up):
 
 ``goals``     id -> {id, objective, done_when, status, priority, verify, scope{allow,deny,protect},
               quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
-              runs, no_progress_streak, last_run, last_progress_fp}
+              runs, no_progress_streak, last_run, last_judged_run (last run without a setup error),
+              host, permission_mode}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
-              evidence[], fp_before, fp_after, lease_until, slots, mode}
+              evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
+              host, permission_mode, wall_time, setup_error|None}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
+``costs``     goal -> [[ts, usd|None, tokens|None, run_id], ...] (what finished runs reported costing)
+``host_errors`` agent actor -> {reason, message, exit_code, reset_at, run, goal, host, ts}: the
+              setup error of the agent's last finished run (cleared by a run that worked)
 ``decisions`` goal -> last recorded should-run decision
 ``watches``   id -> {id, goal, name, every (s), check, on, match, todo, timeout (s), status
               (active|paused|removed), created, fired (count), last_fired, last{outcome, matched,
@@ -33,7 +38,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 4
+FOLD_VERSION = 5
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -42,7 +47,7 @@ def empty() -> dict:
     files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
-            "handoffs": [], "spends": {}, "decisions": {}, "order": 0,
+            "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
 
@@ -103,7 +108,7 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             hidden += 1
         else:
             todos[tid] = t
-    keep_runs = {g.get("last_run") for g in state["goals"].values()}
+    keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
     runs = {}
     for k, r in state["runs"].items():
         if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
@@ -130,19 +135,20 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
             hidden += 1
-    spends, cut = {}, dict(state.get("spends_cut", {}))
+    spends, costs, cut = {}, {}, dict(state.get("spends_cut", {}))
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
-        for gid, entries in state["spends"].items():
+        for gid in set(state["spends"]) | set(state.get("costs", {})):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
             cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
-            spends[gid] = [e for e in entries if e[0] > cut[gid]]
+            spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
+            costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
     else:
-        spends = state["spends"]
+        spends, costs = state["spends"], state.get("costs", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                closed_fp=closed_fp, hidden=hidden, spends=spends, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -171,7 +177,9 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
     "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
-    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT},
+    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT, "usage": _D + _OPT,
+                     "changes": _D + _OPT, "setup_error": _D + _OPT},
+    "run.reported": {"run_id": _S, "usage": _D + _OPT, "changes": _D + _OPT},
     "quota.spent": {"run_id": _S + _OPT, "slots": _N},
     "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
                     "match": _S + _OPT, "todo": _S + _OPT},
@@ -249,7 +257,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority"):
+    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode"):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
@@ -276,7 +284,7 @@ def _scope_set(s, r, d):
 
 def _quota_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("slots", "window", "cooldown", "stall_after"):
+    for k in ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover"):
         if k in d:
             g["quota"][k] = d[k]
     g["updated"] = r["ts"]
@@ -402,6 +410,7 @@ def _run_started(s, r, d):
         "fence": d.get("fence"), "started": r["ts"], "finished": None, "result": None, "verified": False,
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
+        "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
     }
     g = s["goals"].get(r["goal"])
     if g is not None:
@@ -419,12 +428,43 @@ def _run_finished(s, r, d):
     run["note"] = d.get("note")
     if d.get("reaped"):
         run["reaped"] = True
+    _run_report(s, r, run, d)
+    setup = run.get("setup_error")
     g = s["goals"].get(run["goal"])
-    if g is not None:
+    if g is not None and not setup:  # a host that could not work says nothing about the goal
+        g["last_judged_run"] = run["id"]
         if run["result"] in ("progress", "completion"):
             g["no_progress_streak"] = 0
         elif run["result"] in ("no_progress", "failed"):
             g["no_progress_streak"] = g.get("no_progress_streak", 0) + 1
+    agent = run.get("agent")
+    if agent and setup:
+        s.setdefault("host_errors", {})[agent] = dict(setup, run=run["id"], goal=run["goal"], host=run.get("host"), ts=r["ts"])
+    elif agent and not d.get("reaped"):
+        s.setdefault("host_errors", {}).pop(agent, None)
+
+
+_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+
+
+def _run_report(s, r, run, d):
+    """Usage, changes, host and setup error of a run (``run.finished`` or ``run.reported``); the
+    reported cost goes into the goal's cost ledger once per run."""
+    for k in _REPORT_KEYS:
+        if k in d:
+            run[k] = d[k]
+    u = d.get("usage")
+    if isinstance(u, dict) and not run.get("costed"):
+        usd = u.get("cost_usd") if isinstance(u.get("cost_usd"), (int, float)) else None
+        tok = u.get("total_tokens") if isinstance(u.get("total_tokens"), (int, float)) else None
+        if usd is not None or tok is not None:
+            s.setdefault("costs", {}).setdefault(run["goal"], []).append([r["ts"], usd, tok, run["id"]])
+            run["costed"] = True
+
+
+def _run_reported(s, r, d):
+    run = s["runs"][d["run_id"]]
+    _run_report(s, r, run, d)
 
 
 def _run_renewed(s, r, d):
@@ -555,6 +595,7 @@ REDUCERS = {
     "run.renewed": _run_renewed,
     "run.attached": _run_attached,
     "run.finished": _run_finished,
+    "run.reported": _run_reported,
     "quota.spent": _quota_spent,
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,

@@ -9,20 +9,44 @@ from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write.todos import added_drafts
 
 DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
+PERMISSION_MODES = ("read-only", "edit", "full")
+OFF = ("off", "none", "")
 STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",
                  "stopped": "goal.stopped"}
 ALLOWED_FROM = {"paused": ("active",), "active": ("paused", "stopped", "done"),
                 "done": ("active", "paused"), "stopped": ("active", "paused")}
 
 
-def quota_policy(slots=None, window=None, cooldown=None, stall_after=None) -> dict:
-    """Validated quota fields (only those given). ``window``/``cooldown`` accept durations."""
+def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_usd=None, max_tokens=None,
+                 host_reserve=None, use_leftover=None) -> dict:
+    """Validated quota fields (only those given). ``window``/``cooldown``/``use_leftover`` accept
+    durations; ``max_usd`` a decimal amount, ``max_tokens`` a count, ``host_reserve`` a percentage
+    0-100; ``off`` clears ``max_usd``/``max_tokens``/``use_leftover`` (stored as None / 0).
+    Raises UsageError naming the flag."""
     out: dict = {}
+    if max_usd is not None:
+        if str(max_usd).strip().lower() in OFF:
+            out["max_usd"] = None
+        else:
+            try:
+                v = float(str(max_usd).strip().lstrip("$"))
+            except ValueError:
+                v = -1.0
+            if not (0 <= v <= 1_000_000) or v != v:
+                raise UsageError(f"--max-usd {max_usd!r} is not an amount", "use e.g. --max-usd 5.00 (or off)")
+            out["max_usd"] = round(v, 6)
+    if max_tokens is not None:
+        out["max_tokens"] = None if str(max_tokens).strip().lower() in OFF else \
+            validate.count(max_tokens, "--max-tokens", high=10**12)
+    if host_reserve is not None:
+        out["host_reserve"] = validate.count(str(host_reserve).rstrip("%"), "--host-reserve", low=0, high=100)
+    if use_leftover is not None:
+        out["use_leftover"] = 0 if str(use_leftover).strip().lower() in OFF else clock.parse_duration(use_leftover)
     if slots is not None:
         out["slots"] = validate.count(slots, "--slots", high=100_000)
     if window is not None:
@@ -86,8 +110,19 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
         changes["verify"] = validate.command(fields["verify"], "--verify")
     if fields.get("priority") is not None:
         changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
+    if fields.get("host") is not None:
+        from loopx.kernel.read.hosts import HOST_KINDS
+
+        changes["host"] = validate.choice(fields["host"], HOST_KINDS, "--host")
+    if fields.get("permission_mode") is not None:
+        if actors.is_agent(actor):
+            from loopx.errors import HumanRequired
+
+            raise HumanRequired("an agent cannot set a goal's permission mode", "ask a human to set it")
+        changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "--permission-mode")
     if not changes:
-        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify or --priority")
+        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host "
+                                              "or --permission-mode")
     out: dict = {}
 
     def plan(state, now):
@@ -140,13 +175,34 @@ def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny
     return out
 
 
+def loosened(quota: dict, policy: dict) -> list[str]:
+    """The human-only changes in ``policy`` against ``quota``: a money or token limit raised or
+    cleared, the host reserve lowered. Returns the flags, e.g. ``["--max-usd"]``."""
+    out = []
+    for key, flag in (("max_usd", "--max-usd"), ("max_tokens", "--max-tokens")):
+        if key in policy and quota.get(key) is not None and (policy[key] is None or policy[key] > quota[key]):
+            out.append(flag)
+    if "host_reserve" in policy and policy["host_reserve"] < quota.get("host_reserve", 10):
+        out.append("--host-reserve")
+    return out
+
+
 def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict) -> dict:
+    """Change the goal's quota policy (``quota.set``). Returns {goal_id, quota, loosened}. Raises
+    HumanRequired when an agent raises a money/token limit or lowers the host reserve."""
     if not policy:
-        raise UsageError("nothing to set", "pass --slots, --window, --cooldown or --stall-after")
+        raise UsageError("nothing to set", "pass --slots, --window, --cooldown, --stall-after, --max-usd, "
+                                           "--max-tokens, --host-reserve or --use-leftover")
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
+        looser = loosened(g["quota"], policy)
+        if looser and actors.is_agent(actor):
+            from loopx.errors import HumanRequired
+
+            raise HumanRequired(f"an agent cannot loosen {', '.join(looser)}", "ask a human to change the budget")
+        out["loosened"] = looser
         out.update(goal_id=g["id"], quota=dict(g["quota"], **policy))
         return [Draft("quota.set", g["id"], policy)]
 
