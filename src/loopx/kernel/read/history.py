@@ -72,15 +72,7 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
     for r in state["runs"].values():
         if (goal_id and r["goal"] != goal_id) or r["started"] <= start:
             continue
-        dur = None
-        if r["finished"]:
-            dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
-        rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
-                     "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
-                     "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
-                     "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
-                     "host": r.get("host"), "permission_mode": r.get("permission_mode"),
-                     "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")})
+        rows.append(_run_row(r))
     for rec in store.iter_records("events"):
         if rec["type"] != "decision.recorded" or rec["ts"] <= start:
             continue
@@ -95,36 +87,48 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
     return rows[-limit:] if limit else rows
 
 
+def _run_row(r: dict) -> dict:
+    """One run of the folded state as a rounds row."""
+    dur = None
+    if r["finished"]:
+        dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
+    return {"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
+            "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
+            "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+            "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
+            "host": r.get("host"), "permission_mode": r.get("permission_mode"),
+            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")}
+
+
 def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[dict]:
-    """The newest ``limit`` rounds, read backwards: a run's ``run.finished`` and ``quota.spent``
-    come before its ``run.started`` when reading from the end, so they wait in ``pending``."""
+    """The newest ``limit`` rounds, read backwards. A run's later records (``run.finished``,
+    ``run.reported``, ``quota.spent``, ...) come before its ``run.started`` when reading from the
+    end, so they wait in ``pending``; once its start is seen the run's records are folded, oldest
+    first, through the same reducers as the full state, so the row is the one ``rounds`` would give."""
+    from loopx.kernel.storage import fold
+
     rows: list[dict] = []
-    pending: dict[str, dict] = {}
+    pending: dict[str, list] = {}
     for rec in store.iter_records_newest("events"):
         ts = rec.get("ts") or ""
-        if start and ts <= start:
-            continue
-        if goal_id and rec.get("goal") != goal_id:
-            continue
         t, d = rec["type"], rec.get("data") or {}
-        if t == "run.finished":
-            pending.setdefault(d.get("run_id"), {}).setdefault("finished", (rec, d))
-        elif t == "quota.spent":
-            p = pending.setdefault(d.get("run_id"), {})
-            p["slots"] = p.get("slots", 0) + (d.get("slots", 1) if isinstance(d.get("slots", 1), (int, float)) else 0)
-        elif t == "run.started":
-            p = pending.pop(d.get("run_id"), {})
-            fin = p.get("finished")
-            fd = fin[1] if fin else {}
-            dur = None
-            if fin:
-                dur = round((clock.parse_ts(fin[0]["ts"]) - clock.parse_ts(ts)).total_seconds(), 1)
-            rows.append({"kind": "run", "ts": ts, "decision": "run", "run_id": d.get("run_id"),
-                         "goal_id": rec.get("goal"), "agent": d.get("agent"), "todo_id": d.get("todo_id"),
-                         "mode": d.get("mode", "work"), "result": fd.get("result") if fin else None,
-                         "verified": bool(fd.get("verified")), "evidence": len(fd.get("evidence") or []),
-                         "slots": p.get("slots", 0), "duration": dur, "note": fd.get("note")})
+        rid = d.get("run_id") if isinstance(d.get("run_id"), str) else None
+        if rid and (t.startswith("run.") or t == "quota.spent"):
+            pending.setdefault(rid, []).append(rec)
+            if t != "run.started":
+                continue
+            recs = pending.pop(rid)
+            if (start and ts <= start) or (goal_id and rec.get("goal") != goal_id):
+                continue
+            mini = fold.empty()
+            for r in reversed(recs):
+                fold.apply(mini, r)
+            run = mini["runs"].get(rid)
+            if run is not None:
+                rows.append(_run_row(run))
         elif t == "decision.recorded" and d.get("decision") != "run":
+            if (start and ts <= start) or (goal_id and rec.get("goal") != goal_id):
+                continue
             rows.append({"kind": "decision", "ts": ts, "decision": d.get("decision"), "reason": d.get("reason"),
                          "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
         if len(rows) >= limit:
