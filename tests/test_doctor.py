@@ -182,14 +182,16 @@ def test_corrupt_format_json_does_not_break_doctor(goal, cli, project):
     assert checks["store.lines"]["status"] == "ok"  # the events are still scanned
 
 
-def test_merged_logs_duplicate_ids_are_an_error(goal, cli, project):
+def test_merged_logs_duplicate_ids_are_read_once_and_explained(goal, cli, project):
     path = events_file(project)
+    before = Store.open(str(project)).load()
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines + lines[-2:]))
     r, checks = doctor(cli)
-    assert r.code == 1
-    assert checks["store.merge"]["status"] == "error"
-    assert "duplicate id" in checks["store.merge"]["finding"]
+    assert checks["store.merge"]["status"] == "ok"
+    assert "duplicate id" in checks["store.merge"]["finding"] and "union" in checks["store.merge"]["finding"]
+    after = Store.open(str(project)).load()
+    assert after["todos"] == before["todos"] and after["goals"] == before["goals"]
 
 
 def test_unknown_event_type_is_a_warning(goal, cli, project):

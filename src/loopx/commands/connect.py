@@ -24,6 +24,12 @@ def connect(ctx) -> dict:
     if os.path.exists(inner) and not os.path.isdir(inner):
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
     store, created = Store.create(project)
+    from loopx.ops import gitattrs
+
+    try:
+        attrs = gitattrs.ensure(project)
+    except OSError as exc:
+        attrs = f"not written: {exc.strerror or exc}"
     info = store.format_info()
     registered = registry.add(project, info.get("project_id", ""))
     state = store.load()
@@ -35,12 +41,16 @@ def connect(ctx) -> dict:
     return {"project": project, "store": store.root, "created": created, "registered": registered,
             "format": info.get("format"), "project_id": info.get("project_id"),
             "goals": len(state["goals"]), "active_goals": len(goals), "next": nxt,
-            "read_only": state["meta"]["read_only"]}
+            "read_only": state["meta"]["read_only"], "gitattributes": attrs}
 
 
 def render(d: dict) -> str:
     head = f"connected {safe(d['project'])}" if d["created"] else f"already connected: {safe(d['project'])} (nothing changed)"
     lines = [head, f"  store: {safe(d['store'])}  (format {d['format']}, {d['goals']} goal(s))"]
+    if d.get("gitattributes") == "added":
+        lines.append("  .gitattributes: the .loopx/ logs now merge by union (branch merges no longer conflict)")
+    elif d.get("gitattributes", "").startswith("not written"):
+        lines.append(f"  .gitattributes {safe(d['gitattributes'])}")
     if d.get("read_only"):
         lines.append(f"  read-only: {safe(d['read_only'])}")
     lines.append(f"next: {d['next']}")

@@ -36,7 +36,7 @@ def register(sub, name, help_text):
     s = add(acts, "show", "show one goal", handler=goal_show, render=render_show, command="goal show",
             example="loopx goal show my-goal")
     s.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
-    u = add(acts, "update", "change objective, done_when, verify command or priority", handler=goal_update,
+    u = add(acts, "update", "change objective, done_when, verify command, priority or max_parallel", handler=goal_update,
             command="goal update", example='loopx goal update my-goal --done-when "CI is green"')
     u.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
     u.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT")
@@ -47,6 +47,9 @@ def register(sub, name, help_text):
                                                   "its usage windows gate should-run")
     u.add_argument("--permission-mode", metavar="MODE", help="default permission mode of preset turns: "
                                                              "read-only, edit or full (human-only)")
+    u.add_argument("--max-parallel", metavar="N",
+                   help="runners that may drive the goal at once, each in its own git worktree (default 1; "
+                        "raising it is for humans only)")
     for action, status, help_line in (("pause", "paused", "pause automatic turns"),
                                       ("resume", "active", "resume a paused, done or stopped goal"),
                                       ("done", "done", "mark the goal done"),
@@ -133,7 +136,8 @@ def _goal_row(state, g, now_iso):
     groups = queries.by_status(state, g["id"], now_iso)
     return {"id": g["id"], "status": g["status"], "objective": g["objective"], "priority": g.get("priority", 0),
             "todos": {k: len(v) for k, v in groups.items()},
-            "pending_gates": len(queries.pending_gates(state, g["id"])), "created": g["created"]}
+            "pending_gates": len(queries.pending_gates(state, g["id"])), "created": g["created"],
+            "max_parallel": int(g.get("max_parallel") or 1)}
 
 
 def goal_list(ctx) -> dict:
@@ -188,15 +192,16 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
-                permission_mode=None) -> dict:
+                permission_mode=None, max_parallel=None) -> dict:
+    from loopx.commands.human import require_human
     from loopx.kernel.write import goals
 
     if permission_mode is not None:
-        from loopx.commands.human import require_human
-
         require_human(ctx, "setting a goal's permission mode")
     return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority, host=host, permission_mode=permission_mode)
+                             verify=verify, priority=priority, host=host, permission_mode=permission_mode,
+                             max_parallel=max_parallel,
+                             on_raise=lambda: require_human(ctx, "raising max_parallel"))
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:

@@ -17,7 +17,9 @@ def register(sub, name, help_text):
                         "30m). A host that cannot work (not logged in, offline, rate limited, crashed, timed out, "
                         "idle) ends the turn with that reason for a human. Exit 0 when it worked or cleanly "
                         "stopped, 1 when an agent failed or timed out, 4 when another runner drives the goal, "
-                        "130 on Ctrl-C.")
+                        "130 on Ctrl-C. --parallel N runs N runners at once (the goal's max_parallel must allow "
+                        "it), each named NAME-1..N and each turn in its own git worktree on branch "
+                        "loopx/<run-id>, merged back when verified.")
     goal_opt(p)
     p.add_argument("--agent-cmd", metavar="CMD", help="shell command of a custom agent")
     p.add_argument("--once", action="store_true", help="at most one turn (the cron form)")
@@ -27,13 +29,19 @@ def register(sub, name, help_text):
                    help="what a preset host may do: read-only, edit or full (default: the goal's; human-only)")
     p.add_argument("--lease", metavar="DUR", help="lease on the todo and run, renewed while the agent works (default 30m)")
     p.add_argument("--dry-run", action="store_true", help="print the packet of the next turn; claim and spend nothing")
+    p.add_argument("--parallel", metavar="N", help="run N runners at once on the goal, each turn in its own git worktree "
+                                                   "(needs the goal's max_parallel >= N)")
+    p.add_argument("--echo", action="store_true",
+                   help="echo the agent's output to stderr even with --format json (--parallel passes it on)")
+    p.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="the runner's agent name (default: the preset, or 'shell'); parallel runners are NAME-1..N")
 
 
 DEFAULT_TIMEOUT = 1800.0
 
 
 def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=None, lease=None, dry_run=False,
-        permission_mode=None):
+        permission_mode=None, parallel=None, as_name=None, echo=False):
     import sys
 
     from loopx import output
@@ -59,16 +67,62 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         from loopx.commands.human import require_human
 
         require_human(ctx, "choosing a permission mode", agent_flag=False)
-    echo = None if ctx.json or ctx.quiet else sys.stderr
+    want_echo = echo
+    echo = sys.stderr if want_echo or not (ctx.json or ctx.quiet) else None
+    name = as_name if as_name is not None else (ctx.agent or "shell")
+    if as_name is not None:
+        from loopx.kernel.storage.ids import check_agent_name
+
+        check_agent_name(as_name)
+    if parallel is not None:
+        count = validate.count(parallel, "--parallel", low=1, high=64)
+        if dry_run:
+            raise UsageError("--parallel and --dry-run do not go together", "drop --parallel to see the next packet")
+        if preset:  # once, before N runners start (exit 2 when the host's CLI or a permission mode is missing)
+            presets.check(preset, permission_mode)
+            if permission_mode is None:
+                loop._require_goal_modes(ctx.store(), goal_id, preset)
+        return _parallel(ctx, count, name=name, goal_id=goal_id, agent_cmd=agent_cmd, once=once, max_turns=max_turns,
+                         timeout=timeout, lease=lease, echo=want_echo or not (ctx.json or ctx.quiet),
+                         permission_mode=permission_mode)
 
     def log(msg):
         if not ctx.json and not ctx.quiet:
             output.print_text(output.safe(msg), sys.stderr)
 
     _stop_signals_interrupt()
-    res = loop.drive(ctx.store(), ctx.agent or "shell", goal_id=goal_id, preset=preset, agent_cmd=agent_cmd,
+    res = loop.drive(ctx.store(), name, goal_id=goal_id, preset=preset, agent_cmd=agent_cmd,
                      once=once, max_turns=n, timeout=secs, dry_run=dry_run, lease=todos.lease_seconds(lease),
                      echo=echo, log=log, permission_mode=permission_mode)
+    return output.Reply(res, res["exit_code"])
+
+
+def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lease, echo, permission_mode):
+    import os
+
+    from loopx import output
+    from loopx.runner import parallel
+
+    store = ctx.store()
+    gid, _base = parallel.check(store, goal_id, n, name)
+    argv = ["--project", store.project_dir, "run", "--goal-id", gid, "--as", name]
+    if ctx.agent and not agent_cmd:
+        argv[0:0] = ["--agent", ctx.agent]
+    if agent_cmd:
+        argv += ["--agent-cmd", agent_cmd]
+    if once:
+        argv.append("--once")
+    if echo:
+        argv.append("--echo")
+    for flag, val in (("--max-turns", max_turns), ("--timeout", timeout), ("--lease", lease),
+                      ("--permission-mode", permission_mode)):
+        if val is not None:
+            argv += [flag, str(val)]
+    res = parallel.spawn(argv, n, dict(os.environ), store.project_dir)
+    if res["interrupted"]:
+        from loopx.errors import Interrupted
+
+        raise Interrupted(f"interrupted: the {n} runners closed their runs", "run `loopx run --parallel` again to continue")
     return output.Reply(res, res["exit_code"])
 
 
@@ -89,6 +143,8 @@ def _stop_signals_interrupt() -> None:
 def render(d: dict) -> str:
     from loopx.output import safe
 
+    if "parallel" in d:
+        return _render_parallel(d)
     if d.get("dry_run_packet"):
         return safe(d["dry_run_packet"], one_line=False) + "\n(dry run: nothing was claimed or spent)"
     turns = d["turns"]
@@ -110,4 +166,30 @@ def render(d: dict) -> str:
             lines.append(f"a human decides: loopx gate approve {s['gate_id']} --confirm {s['gate_id']}")
     elif d["stopped_because"]:
         lines.append(f"stopped: {d['stopped_because'].replace('_', ' ')}")
+    return "\n".join(lines)
+
+
+def _render_parallel(d: dict) -> str:
+    from loopx.output import safe
+
+    turns = d["turns"]
+    spent = sum(t.get("slots") or 0 for t in turns)
+    lines = [f"{d['parallel']} runner(s), {len(turns)} turn(s), {spent} slot(s) spent"]
+    for r in d["runners"]:
+        head = f"  {r['agent'] or 'runner (pid ' + str(r['pid']) + ')'}: exit {r['exit_code']}"
+        if r.get("error"):
+            head += f" - {safe(r['error'].get('message') or '')}"
+        elif r.get("stopped_because") == "decision" and r.get("stop"):
+            head += f", stopped: {r['stop']['decision']} ({r['stop']['reason']})"
+        elif r.get("stopped_because"):
+            head += f", stopped: {r['stopped_because'].replace('_', ' ')}"
+        lines.append(head)
+        for t in r["turns"]:
+            m = t.get("merge") or {}
+            where = f" in {t['worktree']['branch']}" if t.get("worktree") else ""
+            lines.append(f"    {t['run_id']} {t['todo_id'] or 'planning'}{where}: {t['result']}"
+                         f"{' (verified)' if t.get('verified') else ''}"
+                         f"{' - ' + safe(m['message']) if m.get('message') else ''}")
+        for m in r.get("merges") or []:
+            lines.append(f"    approved merge: {safe(m['message'])}")
     return "\n".join(lines)

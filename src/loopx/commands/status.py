@@ -33,7 +33,7 @@ def status(ctx, goal_id=None, orient=False):
         from loopx.kernel.policy.tick import load_book
 
         book = load_book(store)
-    data = summary(state, clock.now_iso(), goal_id, book)
+    data = summary(state, clock.now_iso(), goal_id, book, store_root=store.root)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True
@@ -110,6 +110,9 @@ def render(d: dict) -> str:
             lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
                          f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
                          + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
+        for r in g.get("open_runs") or []:
+            where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
+            lines.append(f"  running: {r['id']} by {safe(r['agent'])} on {r['todo'] or 'planning'}{where}")
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")

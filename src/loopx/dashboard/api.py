@@ -160,7 +160,7 @@ class Api:
                    "problems": [], "read_only": None}
             try:
                 state = self.state(p["path"], view="live")
-                data = summary(state, now_iso)
+                data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
             except LoopxError as exc:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
                 projects.append(row)
@@ -217,7 +217,7 @@ class Api:
         goal = state["goals"].get(goal_id)
         if goal is None:
             raise ApiError(404, "no_goal", f"no goal {goal_id} in {p['name']}", "open the goal from the overview")
-        row = summary(state, now_iso, goal_id)["goals"][0]
+        row = summary(state, now_iso, goal_id, store_root=os.path.join(p["path"], ".loopx"))["goals"][0]
         decision = self.decision(state, row, p["path"], now_iso)
         group, reason, next_check = classify(row, decision)
         board = {}

@@ -161,6 +161,42 @@ def check_gitignore(t: Target) -> dict:
     return storechecks.gitignore(t)
 
 
+def check_worktrees(t: Target) -> dict:
+    """Worktrees of parallel runs left under ``.loopx/worktrees/`` (a failed run keeps its worktree
+    so a human can look at it; a finished run's is removed)."""
+    from loopx.kernel.read import worktrees
+
+    kept = worktrees.listing(t.root or "")
+    if not kept:
+        branches = _run_branches(t.project_dir)
+        if branches:
+            return result("worktrees", "ok", f"no worktree of a parallel run is left behind; {len(branches)} run "
+                                             f"branch(es) keep unmerged work ({', '.join(branches[:5])}"
+                                             f"{' ...' if len(branches) > 5 else ''})")
+        return result("worktrees", "ok", "no worktree of a parallel run is left behind")
+    names = ", ".join(f"{w['run_id']} ({w['branch']})" for w in kept[:10]) + (" ..." if len(kept) > 10 else "")
+    first = kept[0]
+    return result("worktrees", "warning",
+                  f"{len(kept)} worktree(s) of parallel runs kept for a look: {names}",
+                  f"look in {first['path']}; when done: git worktree remove --force {first['path']} "
+                  f"&& git branch -D {first['branch']}")
+
+
+def _run_branches(project_dir: str | None) -> list[str]:
+    """``loopx/*`` branches (runs whose work waits at a gate, conflicted, or was not verified)."""
+    import shutil
+    import subprocess
+
+    if not project_dir or not shutil.which("git") or not os.path.exists(os.path.join(project_dir, ".git")):
+        return []
+    try:
+        proc = subprocess.run(["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/loopx/"],
+                              cwd=project_dir, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
 def check_location(t: Target) -> dict:
     from loopx.ops import pathcheck
 
@@ -174,7 +210,7 @@ def check_hosts(t: Target) -> list[dict]:
 
 
 INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard)
-PROJECT_CHECKS = (check_store, check_gitignore, check_location)
+PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location)
 
 
 def find_project(project: str | None) -> tuple[str | None, dict | None]:

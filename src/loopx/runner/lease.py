@@ -1,8 +1,11 @@
-"""The runner lease: an OS lock per goal so two ``loopx run`` processes never drive the same goal.
+"""The runner lease: OS locks per goal so no more than ``max_parallel`` ``loopx run`` processes
+drive the same goal (one by default).
 
-The lock file is ``.loopx/cache/runner-<hash of goal id>.lock`` (ids never become paths); the OS
-releases it when the runner dies, so a crashed runner never blocks the next one. The holder's pid
-is written into the file for the error message.
+Slot 1's lock file is ``.loopx/cache/runner-<hash of goal id>.lock`` (ids never become paths),
+slot ``i`` > 1 adds ``-<i>``; a runner takes the first free slot and keeps it until it ends (its
+agent name is then ``<name>-<slot>`` when the goal allows several runners). The OS releases a lock
+when a runner dies, so a crashed runner never blocks the next one. The holder's pid is written
+into the file for the error message.
 """
 
 from __future__ import annotations
@@ -15,28 +18,45 @@ from loopx.kernel.storage.fs import try_lock, unlock
 
 
 class RunnerLock:
-    def __init__(self, store, goal_id: str) -> None:
+    def __init__(self, store, goal_id: str, slots: int = 1) -> None:
         self.goal_id = goal_id
-        name = "runner-" + hashlib.sha256(goal_id.encode()).hexdigest()[:16] + ".lock"
+        self.slots = max(1, int(slots))
+        self.stem = "runner-" + hashlib.sha256(goal_id.encode()).hexdigest()[:16]
         os.makedirs(store.path("cache"), exist_ok=True)
-        self.path = store.path("cache", name)
+        self.store = store
+        self.path = store.path("cache", self.stem + ".lock")
         self.fd: int | None = None
+        self.slot: int | None = None
 
-    def acquire(self) -> None:
-        """Take the lock now or raise Conflict (``runner_busy``, exit 4)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not try_lock(fd):
-            try:
-                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if hasattr(os, "pread") else "?"
-            except OSError:
-                holder = "?"
-            os.close(fd)
-            raise Conflict(f"another runner (pid {holder or '?'}) is driving goal {self.goal_id}",
+    def _slot_path(self, i: int) -> str:
+        return self.store.path("cache", self.stem + (".lock" if i == 1 else f"-{i}.lock"))
+
+    def acquire(self) -> int:
+        """Take the first free slot now and return its number (1-based), or raise Conflict
+        (``runner_busy``, exit 4) when all ``slots`` are held."""
+        holders = []
+        for i in range(1, self.slots + 1):
+            path = self._slot_path(i)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not try_lock(fd):
+                try:
+                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if hasattr(os, "pread") else "?"
+                except OSError:
+                    holder = "?"
+                os.close(fd)
+                holders.append(holder or "?")
+                continue
+            if hasattr(os, "pwrite"):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+            self.fd, self.slot, self.path = fd, i, path
+            return i
+        if self.slots == 1:
+            raise Conflict(f"another runner (pid {holders[0]}) is driving goal {self.goal_id}",
                            "wait for it to finish; under cron wrap the job in `flock -n`", code="runner_busy")
-        if hasattr(os, "pwrite"):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self.fd = fd
+        raise Conflict(f"all {self.slots} runner slots of goal {self.goal_id} are taken (pids {', '.join(holders)})",
+                       "wait for one to finish, or (a human) raise `loopx goal update --max-parallel N`",
+                       code="runner_busy")
 
     def release(self) -> None:
         if self.fd is not None:

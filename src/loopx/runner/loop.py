@@ -12,6 +12,12 @@ and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified"
 dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None}``.
 A host that could not work (not logged in, offline, rate limited, crashed, timed out, idle:
 loopx.runner.outcome) ends the turn as ``failed`` with ``setup_error`` recorded on the run.
+
+When the goal allows several runners (``max_parallel`` > 1) the runner takes a free slot ``i``,
+acts as agent ``<name>-<i>``, and runs each turn in its own git worktree on branch
+``loopx/<run-id>`` (docs/multi-agent.md); such turns add ``"worktree": {"path", "branch", "kept",
+"branch_kept"}`` and ``"merge"`` (``loopx.runner.merge.integrate``'s dict or None), and the result
+gains ``"slot"`` and ``"merges"`` (approved merge gates merged by this runner).
 Exit code 0 when every turn worked or the loop stopped on a clean decision, 1 when an agent
 failed or timed out, 3 (raised StateError) for an unreadable store, 4 (Conflict ``runner_busy``)
 when another runner holds the goal, 130 (Interrupted) on Ctrl-C after closing the run.
@@ -22,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.errors import Interrupted, StateError
+from loopx.errors import Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, clock
@@ -43,6 +49,11 @@ class Driver:
         self.timeout, self.lease, self.echo = timeout, lease, echo
         self.log = log or (lambda msg: None)
         self.locks: dict[str, RunnerLock] = {}
+        self.isolate = False      # parallel mode: one git worktree per turn
+        self.base: str | None = None
+
+    def rename(self, agent: str) -> None:
+        self.agent, self.actor = agent, actors.agent(agent)
 
     def lock(self, goal_id: str) -> None:
         if goal_id not in self.locks:
@@ -95,9 +106,19 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
+        cwd = self.store.project_dir
+        if self.isolate:
+            from loopx.runner import worktree
+
+            try:
+                started["worktree"] = worktree.create(self.store, rid, self.base)
+            except LoopxError as exc:
+                turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
+                raise
+            cwd = started["worktree"]["cwd"]
         from loopx.runner import changes
 
-        before = changes.head(self.store.project_dir)
+        before = changes.head(cwd)
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 
@@ -113,7 +134,7 @@ class Driver:
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
-                                    env=self.env(started, prompt_file, json_file), cwd=self.store.project_dir,
+                                    env=self.env(started, prompt_file, json_file), cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
                                     keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
@@ -123,14 +144,15 @@ class Driver:
                     os.remove(p)
                 except OSError:
                     pass
-        return self.settle(started, res, self.measure(res, before))
+        return self.settle(started, res, self.measure(res, before, cwd))
 
-    def measure(self, res: dict, before: str | None) -> dict:
-        """What the turn cost and changed, and whether the host could work at all."""
+    def measure(self, res: dict, before: str | None, cwd: str | None = None) -> dict:
+        """What the turn cost and changed (in ``cwd``, the run's worktree in parallel mode), and
+        whether the host could work at all."""
         from loopx.runner import changes, outcome, report
 
         rep = report.parse(self.spec["report"] if self.spec else None, res.get("output", res["output_tail"]))
-        diff = changes.measure(self.store.project_dir, before)
+        diff = changes.measure(cwd or self.store.project_dir, before)
         changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
         setup = None if res["interrupted"] else outcome.classify(
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
@@ -146,6 +168,10 @@ class Driver:
         out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
                "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
                "verify": None, "spend": None, "note": None, "setup_error": meas.get("setup_error"), **report}
+        if started.get("worktree"):
+            out["worktree"] = {"path": started["worktree"]["path"], "branch": started["worktree"]["branch"],
+                               "kept": True, "branch_kept": True}
+            out["merge"] = None
         if res["interrupted"]:
             turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner",
                        report=report)
@@ -163,10 +189,13 @@ class Driver:
             fin = turn.close(self.store, self.actor, rid, "failed", why, report=report)
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
             return out
+        changed = None
+        if started.get("worktree"):
+            changed = self.commit_worktree(started, out)
         state = self.store.load()
         run = queries.resolve_run(state, rid)
         if run["finished"] is None:
-            fin = self.finish_for_agent(state, run, out, report)
+            fin = self.finish_for_agent(state, run, out, report, changed)
         else:
             turn.report(self.store, self.actor, rid, report)
             fin = {"result": run["result"], "verified": run["verified"]}
@@ -176,9 +205,53 @@ class Driver:
             receipt = turn.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
+        if started.get("worktree"):
+            self.land(started, out)
         return out
 
-    def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None) -> dict:
+    # ------------------------------------------------------------------ parallel runs
+    def commit_worktree(self, started: dict, out: dict) -> bool | None:
+        """Commit what the agent left in its worktree; True when its branch is ahead of the base."""
+        from loopx.runner import worktree
+
+        info = started["worktree"]
+        title = started.get("todo_id") or "planning"
+        try:
+            worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})")
+            return worktree.ahead(info["path"], info["base_sha"]) > 0
+        except LoopxError as exc:
+            out["note"] = f"could not commit the worktree: {exc.message}"
+            return None
+
+    def land(self, started: dict, out: dict) -> None:
+        """Merge a verified run's branch back (or gate it), then remove the worktree. A failed run
+        keeps its worktree for a human (``loopx doctor`` lists it); a branch with unmerged work is
+        kept when the merge waits at a gate, conflicts, or the run was not verified."""
+        from loopx.runner import merge, worktree
+
+        info = started["worktree"]
+        rid = started["run_id"]
+        if out["result"] == "failed":
+            return
+        res = None
+        try:
+            if out["verified"] and out["result"] in ("progress", "completion"):
+                run = queries.resolve_run(self.store.load(), rid)
+                res = merge.integrate(self.store, self.actor, run, self.base)
+            ahead = worktree.ahead(info["path"], info["base_sha"]) > 0
+            keep_branch = (res["action"] in ("gated", "deferred", "conflict")) if res else ahead
+            worktree.remove(self.store, rid, delete_branch=not keep_branch)
+        except LoopxError as exc:
+            out["merge"] = res
+            out["note"] = ((out.get("note") or "") + f"; worktree kept: {exc.message}").lstrip("; ")
+            return
+        out["merge"] = res
+        out["worktree"].update(kept=False, branch_kept=keep_branch)
+        if res:
+            self.log(f"  {res['message']}")
+
+    def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None,
+                         changed: bool | None = None) -> dict:
         """The agent exited 0 without finishing: verify, judge the change, finish."""
         asked = [g for g in queries.pending_gates(state, run["goal"]) if g["created"] >= run["started"]
                  and (not g["blocks"] or run.get("todo") in g["blocks"])]
@@ -190,8 +263,9 @@ class Driver:
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
             return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], report=report)
-        changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
-                   or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
+        if changed is None:  # in a worktree, ``changed`` is "the run's branch is ahead of the base"
+            changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
+                       or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
         cmd = turn.verify_command(state, run)
         check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
         out["verify"] = check
@@ -226,12 +300,19 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
+    goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
+            if not dry_run:  # approved merge gates of earlier parallel runs (also after max_parallel went down)
+                from loopx.runner import merge
+
+                for m in merge.merge_approved(store, drv.actor):
+                    out.setdefault("merges", []).append(m)
+                    drv.log(f"approved merge: {m['message']}")
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            d = decide.should_run(store, goal_id=goal_id, agent=agent, actor=drv.actor, record=not dry_run,
+            d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
@@ -263,6 +344,36 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     finally:
         drv.release()
     return out
+
+
+def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run: bool) -> str | None:
+    """When the goal allows several runners: take a slot, rename the agent ``<name>-<slot>`` and
+    switch to one worktree per turn. Returns the goal to drive (fixed in parallel mode)."""
+    from loopx.kernel.write import goals
+
+    state = store.load()
+    if goal_id is None:
+        d = decide.evaluate(state, clock.now())
+        gid = d.get("goal_id")
+    else:
+        gid = queries.resolve_goal(state, goal_id)["id"]
+    goal = state["goals"].get(gid or "")
+    n = goals.max_parallel(goal) if goal else 1
+    if n <= 1:
+        return goal_id
+    from loopx.kernel.storage.ids import check_agent_name
+    from loopx.runner import worktree
+
+    base = worktree.base_branch(store.project_dir)  # UsageError before any slot or claim is taken
+    check_agent_name(f"{drv.agent}-{n}")  # the longest runner name must be a valid agent name
+    lk = RunnerLock(store, gid, n)
+    slot = lk.acquire()
+    drv.locks[gid] = lk
+    drv.rename(f"{drv.agent}-{slot}")
+    drv.isolate = not dry_run
+    drv.base = base
+    out.update(agent=drv.actor, slot=slot, base=base)
+    return gid
 
 
 def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:

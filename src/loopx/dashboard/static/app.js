@@ -242,6 +242,9 @@ function goalCard(project, g) {
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
       g.last_run ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result || "still open"}` : ""),
+    (g.open_runs || []).length ? h("ul", { class: "run-list small" }, g.open_runs.map((r) =>
+      h("li", {}, `${r.id} · ${r.agent} · ${r.todo || "planning"}`,
+        r.worktree ? h("span", { class: "muted" }, ` · worktree ${r.worktree.branch}`) : null))) : null,
     g.needs_human.length
       ? h("p", { class: "next" }, h("a", { href: goalLink(project.key, g.id), class: "decide-link" },
         `Decide ${g.needs_human.length > 1 ? "the gates" : "the gate"} →`))

@@ -30,7 +30,7 @@ import shlex
 import subprocess
 
 from loopx.errors import UsageError
-from loopx.kernel.read import queries, scope, validate
+from loopx.kernel.read import queries, scope, validate, worktrees
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import gates
 
@@ -286,7 +286,10 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                     if verdict:
                         return verdict
     for path in paths:
-        verdict = _path_verdict(state, goals, scope.project_relative(project_dir, path, cwd), branch_of)
+        rel = scope.project_relative(project_dir, path, cwd)
+        if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
+            rel = worktrees.strip(rel, worktrees.prefix(project_dir))
+        verdict = _path_verdict(state, goals, rel, branch_of)
         if verdict:
             return verdict
     return {"allow": True, "reason": "no protected action", "goals": [g["id"] for g in goals]}

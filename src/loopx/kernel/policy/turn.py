@@ -150,16 +150,20 @@ def verify_command(state: dict, run: dict) -> str | None:
     return (state["goals"].get(run["goal"]) or {}).get("verify")
 
 
-def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None) -> dict:
-    """Run ``command`` in the project directory (shell), record it as ``test`` evidence tied to
-    the run. Returns {evidence_id, exit_code, passed, command, timed_out}."""
+def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None,
+               cwd: str | None = None) -> dict:
+    """Run ``command`` (shell) in ``cwd``, by default the run's git worktree when it has one
+    (parallel runs, ``.loopx/worktrees/<run-id>``) else the project directory, and record it as
+    ``test`` evidence tied to the run. Returns {evidence_id, exit_code, passed, command, timed_out, cwd}."""
+    from loopx.kernel.read import worktrees
     from loopx.kernel.write import evidence
 
     limit = VERIFY_TIMEOUT if timeout is None else timeout
     timed_out = False
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
+    cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     try:
-        proc = subprocess.run(command, shell=True, cwd=store.project_dir, capture_output=True, timeout=limit,
+        proc = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, timeout=limit,
                               env=env, stdin=subprocess.DEVNULL)
         code, body = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -171,7 +175,7 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
     ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
                       todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body)
     return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
-            "timed_out": timed_out}
+            "timed_out": timed_out, "cwd": cwd}
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,

@@ -4,7 +4,11 @@ It covers the goal (objective, done_when, verify, status, scope), the goal's tod
 done or archived (id, title, detail, priority, dependencies, acceptance, verify and status, with
 ``claimed`` counted as ``open`` so a claim and its release do not look like a change), the
 goal's gates (id and status), and, when the project is a git repository, HEAD plus the list of
-dirty files (with size and mtime for files). Paths under ``.loopx/`` are ignored.
+dirty files (with size and mtime for files). Paths under ``.loopx/`` are ignored, and so are
+other branches: parallel runs' branches (``refs/heads/loopx/*``) and their worktrees under
+``.loopx/worktrees/`` never look like a change, only HEAD moving (a merge back) does.
+``git status`` runs with ``--no-optional-locks`` so a check never holds the index lock that a
+merge back or the user's own git needs.
 
 ``state_part`` is pure; ``git_part`` reads ``.git`` and runs ``git status`` (a few ms), so
 callers compute it only when the value rule needs it. ``combine`` joins the two into the
@@ -86,7 +90,8 @@ def git_part(project_dir: str | None) -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
                               capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
-        st = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=normal"],
+        st = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z",
+                             "--untracked-files=normal"],
                             cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
     except (OSError, subprocess.SubprocessError):
         return ""

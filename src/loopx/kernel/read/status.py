@@ -8,11 +8,13 @@ state), claimed (holder, lease_until), ready (first few), blocked, budget (read.
 its ledger), last_run (with usage and changes), open_runs, last_decision, watches
 (loopx.kernel.read.watching.describe rows), next`` (the one command a person or agent should run
 next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
+Given ``store_root``, each open run also says which git worktree it works in
+(``"worktree": {"path", "branch"}`` or None; parallel runs, docs/multi-agent.md).
 """
 
 from __future__ import annotations
 
-from loopx.kernel.read import budget, hosts, queries
+from loopx.kernel.read import budget, hosts, queries, worktrees
 from loopx.kernel.storage import actors
 
 READY_SHOWN = 5
@@ -81,6 +83,14 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
     return counts
 
 
+def _open_run(run: dict, store_root: str | None) -> dict:
+    out = _run_brief(run)
+    if store_root is not None:
+        path = worktrees.for_run(store_root, run["id"])
+        out["worktree"] = {"path": path, "branch": worktrees.branch(run["id"])} if path else None
+    return out
+
+
 def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
     """Open todos that wait for other goals to be done: ``[{id, title, goals: [{id, status}]}]``."""
     out = []
@@ -92,7 +102,8 @@ def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
     return out
 
 
-def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None) -> dict:
+def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None,
+                 store_root: str | None = None) -> dict:
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
@@ -118,7 +129,8 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
-        "open_runs": [_run_brief(r) for r in queries.open_runs(state, gid)],
+        "open_runs": [_open_run(r, store_root) for r in queries.open_runs(state, gid)],
+        "max_parallel": int(goal.get("max_parallel") or 1),
         "last_decision": state["decisions"].get(gid),
         "watches": _watches(state, gid, now_iso, book),
         "next": next_step(state, goal, groups, gates, ready, money),
@@ -133,14 +145,15 @@ def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dic
     return watches.describe(state, book, now_iso, gid)
 
 
-def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None) -> dict:
+def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None,
+            store_root: str | None = None) -> dict:
     """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
     if goal_id:
         goals = [queries.resolve_goal(state, goal_id)]
     else:
         order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
-    rows = [goal_summary(state, g, now_iso, book) for g in goals]
+    rows = [goal_summary(state, g, now_iso, book, store_root) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]

@@ -157,7 +157,7 @@ _OPT = (type(None),)
 # reported by doctor, quarantined by `doctor --fix`), never a crash later in a query.
 SHAPES: dict[str, dict[str, tuple]] = {
     "goal.started": {"objective": _S, "priority": _N + _OPT, "scope": _D + _OPT, "quota": _D + _OPT},
-    "goal.updated": {"objective": _S, "priority": _N + _OPT},
+    "goal.updated": {"objective": _S, "priority": _N + _OPT, "max_parallel": _N + _OPT},
     "scope.set": {"allow": _L, "deny": _L, "protect": _L},
     "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
     "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
@@ -257,7 +257,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode"):
+    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel"):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]

@@ -47,8 +47,19 @@ def find_up(start: str, name: str, *, dir_only: bool = True, limit: int | None =
 
 
 def find_root(start: str) -> str | None:
-    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None."""
-    return find_up(start, DIRNAME)
+    """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None.
+    Inside a parallel run's worktree (``<project>/.loopx/worktrees/<run-id>/...``) it is the
+    project's own ``.loopx``, never the copy a worktree checks out when ``.loopx/`` is committed."""
+    root = find_up(start, DIRNAME)
+    if root is None:
+        return None
+    marker = os.sep + DIRNAME + os.sep + "worktrees" + os.sep
+    at = os.path.abspath(root).find(marker)
+    if at >= 0:
+        outer = os.path.abspath(root)[:at + len(os.sep + DIRNAME)]
+        if os.path.isdir(outer):
+            return outer
+    return root
 
 
 def project_dir(start: str | None = None) -> str | None:

@@ -10,6 +10,13 @@ appended, let the caller validate against the current state (compare-and-append)
 file's new lines with one ``os.write`` and ``fsync``. Readers never lock: they load the snapshot in
 ``cache/`` when it still matches the files, fold only the tail, and ignore an unterminated last
 line. Bad lines are skipped, counted and reported, never silently dropped.
+
+A log may also be the union of several clones' logs (git's ``merge=union``, which ``loopx
+connect`` sets for ``.loopx/*.jsonl``): both sides' new lines, each side's in its own order, with
+``seq`` numbers that repeat. A reader that meets a ``seq`` not above the last one folds that file
+again in ``order_key`` order with duplicate ids dropped (``merged`` in the file's meta), so every
+clone with the same records computes the same state whatever order git wrote them in; the next
+``seq`` is one above the largest, a Lamport clock over the clones.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refresh
 BAD_SAMPLES = 20
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nnode\nbackup/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nnode\nbackup/\nworktrees/\n"
 
 
 def lock_timeout() -> float:
@@ -293,13 +300,15 @@ class Store:
             folded += n
             if tail:
                 torn[name] = tail
+        if any(m.get("unordered") for m in state["meta"]["files"].values()):
+            state, folded = self._fold_merged(state), SNAPSHOT_EVERY  # saved: the next read folds the tail only
         state["meta"]["torn"] = torn
         if save_snapshot == "refresh" or (save_snapshot and folded >= SNAPSHOT_EVERY):
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
-    def _fold_stream(self, state: dict, name: str, offset: int) -> tuple[int, int]:
+    def _fold_stream(self, state: dict, name: str, offset: int, ordered: bool = False) -> tuple[int, int]:
         """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
         state was folded (closed since if a segment numbered past ``meta["segments"]`` exists), then
         every later segment and the open file. Returns (lines folded, torn-tail bytes)."""
@@ -307,16 +316,19 @@ class Store:
         total = 0
         while os.path.exists(self.segment_path(name, meta.get("segments", 0) + 1)):
             k = meta.get("segments", 0) + 1
-            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k))
+            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k), ordered=ordered)
             total += n
             meta["segments"] = k
             meta["offset"], meta["tail"], offset = 0, "", 0
-        n, torn = self._fold_file(state, name, offset)
+        n, torn = self._fold_file(state, name, offset, ordered=ordered)
         return total + n, torn
 
-    def _fold_file(self, state: dict, name: str, offset: int, path: str | None = None) -> tuple[int, int]:
+    def _fold_file(self, state: dict, name: str, offset: int, path: str | None = None,
+                   ordered: bool = False) -> tuple[int, int]:
         """Fold ``name`` (the open file, or ``path``) from byte ``offset``; return (lines folded,
-        torn-tail bytes)."""
+        torn-tail bytes). A record whose ``seq`` is not above the last one marks the file
+        ``unordered`` (a union-merged log; the caller folds again with ``ordered``, which sorts by
+        ``order_key`` and drops duplicate ids)."""
         meta = state["meta"]["files"][name]
         try:
             with open(path or self.path(f"{name}.jsonl"), "rb") as fh:
@@ -340,6 +352,9 @@ class Store:
         apply = fold.apply
         heads: dict = {}
         top = None
+        if ordered:
+            collected: list[dict] = []
+            apply = lambda _state, rec: collected.append(rec)  # noqa: E731 - sorted and folded below
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -360,7 +375,9 @@ class Store:
                                                 "reason": str(exc), "text": line[:80].decode("utf-8", "replace")})
                 continue
             seq = rec["seq"]
-            if seq != meta["last_seq"] + 1:
+            if seq <= meta["last_seq"] and not ordered:
+                meta["unordered"] = True
+            elif seq != meta["last_seq"] + 1 and not ordered:
                 meta["seq_gaps"] = meta.get("seq_gaps", 0) + 1
             if seq > meta["last_seq"]:
                 meta["last_seq"] = seq
@@ -371,11 +388,33 @@ class Store:
                 if top is None or hlc > top:
                     top = hlc
             apply(state, rec)
+        if ordered:
+            seen: set = set()
+            keep = []
+            for rec in sorted(collected, key=order_key):
+                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+                if rid in seen:
+                    meta["duplicates"] = meta.get("duplicates", 0) + 1
+                    continue
+                seen.add(rid)
+                keep.append(rec)
+            meta["merged"] = True
+            for rec in keep:
+                fold.apply(state, rec)
         if heads:
             _note_heads(state["meta"], name, heads, top)
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
+
+    def _fold_merged(self, seen: dict) -> dict:
+        """The whole state again, each file folded in ``order_key`` order without duplicate ids
+        (a union-merged log: see the module docstring). ``seen`` is the state the plain fold made."""
+        state = fold.empty()
+        for name in STREAMS:
+            merged = seen["meta"]["files"][name].get("unordered") or seen["meta"]["files"][name].get("merged")
+            self._fold_stream(state, name, 0, ordered=bool(merged))  # segment by segment, each in order
+        return state
 
     def _load_live(self) -> dict | None:
         state, offsets = self._load_snapshot(LIVE_FILE)
@@ -389,7 +428,8 @@ class Store:
         torn = {}
         for name in STREAMS:
             n, tail = self._fold_stream(state, name, offsets[name])
-            if (n >= SNAPSHOT_EVERY and not checkpoint) or state["meta"].get("malformed", 0) != malformed:
+            if (n >= SNAPSHOT_EVERY and not checkpoint) or state["meta"].get("malformed", 0) != malformed \
+                    or state["meta"]["files"][name].get("unordered"):
                 return None  # too far behind, or the tail refers to something the view left out
             if tail:
                 torn[name] = tail
@@ -762,6 +802,19 @@ def _note_heads(meta: dict, stream: str, heads: dict, top: list) -> None:
             chain[node] = {"hash": line_hash(line), "hlc": hlc, "seq": seq, "stream": stream}
     if meta.get("hlc") is None or top > meta["hlc"]:
         meta["hlc"] = top
+
+
+def order_key(rec: dict) -> tuple:
+    """The order in which a union-merged log is folded. Store format 2: ``(hlc, node, id)``: the
+    hybrid logical clock is strictly increasing per node and a writer takes one above every record it
+    has seen (merged ones included), so each clone's records keep their order and a record written
+    after a merge sorts after what the merge brought; ``node`` and the random ``id`` break ties
+    deterministically. Records without a clock (format 1, before the migration) come first, by
+    ``(seq, id)``, ``seq`` acting as a Lamport clock there."""
+    hlc = rec.get("hlc")
+    if isinstance(hlc, list) and len(hlc) == 2:
+        return (1, hlc[0], hlc[1], str(rec.get("node") or ""), str(rec.get("id") or ""))
+    return (0, rec.get("seq", 0), 0, "", str(rec.get("id") or ""))
 
 
 def _unmarshal(raw: bytes):

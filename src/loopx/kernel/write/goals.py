@@ -99,8 +99,21 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     return out
 
 
-def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict:
-    """Change objective, done_when, verify or priority (``goal.updated``)."""
+MAX_PARALLEL = 64
+
+
+def max_parallel(goal: dict) -> int:
+    """How many runners may drive ``goal`` at once (default 1)."""
+    return int(goal.get("max_parallel") or 1)
+
+
+def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **fields) -> dict:
+    """Change objective, done_when, verify, priority or max_parallel (``goal.updated``).
+
+    ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
+    worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
+    the store lock when the new value is above the current one and raises to refuse (the CLI
+    passes ``loopx.commands.human.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "--goal-text")
@@ -120,13 +133,17 @@ def update_goal(store: Store, actor: str, goal_id: str | None, **fields) -> dict
 
             raise HumanRequired("an agent cannot set a goal's permission mode", "ask a human to set it")
         changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "--permission-mode")
+    if fields.get("max_parallel") is not None:
+        changes["max_parallel"] = validate.count(fields["max_parallel"], "--max-parallel", low=1, high=MAX_PARALLEL)
     if not changes:
-        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host "
-                                              "or --permission-mode")
+        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host, "
+                                              "--permission-mode or --max-parallel")
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
+        if changes.get("max_parallel", 0) > max_parallel(g) and on_raise is not None:
+            on_raise()
         out.update(goal_id=g["id"], changed=sorted(changes))
         return [Draft("goal.updated", g["id"], changes)]
 

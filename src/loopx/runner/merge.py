@@ -1,0 +1,179 @@
+"""Bring a finished, verified parallel run's branch back into the goal's base branch
+(docs/multi-agent.md#merging-back).
+
+``integrate(store, actor, run, base) -> dict``::
+
+    {"action": "merged"|"gated"|"conflict"|"deferred"|"nothing", "branch", "base",
+     "commit": merge commit sha|None, "gate_id": str|None, "todo_id": str|None (the conflict todo),
+     "files": [conflicting paths], "diff_stat": str, "message": one line}
+
+- ``nothing``: the branch has no commit the base lacks.
+- ``gated``: the goal protects merges (``merge`` in its protect list): a ``merge`` gate names the
+  branch and its diff stat; after a human approves it, ``merge_approved`` merges it.
+- ``conflict``: the merge would conflict: nothing is written to the base; a todo asks the next
+  turn to merge the branch by hand (the branch is kept).
+- ``deferred``: the merge is clean but the base's checkout has local changes in the way: a
+  ``merge`` gate asks a human to merge it (``git merge loopx/<run-id>``) or approve after cleaning.
+- ``merged``: the merge commit is made with ``git merge-tree --write-tree`` + ``commit-tree``
+  (no checkout is touched while computing it), then the base moves to it: ``git merge --ff-only``
+  in the checkout that has the base checked out, or a compare-and-swap ``update-ref`` when none
+  does. The base is never left half-merged. Merges are serialised by ``cache/merge.lock``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from loopx.kernel.read import worktrees
+from loopx.kernel.storage import fs
+from loopx.runner import worktree as wt
+
+MERGE_LOCK_TIMEOUT = 600.0
+_QUESTION = "Merge {branch} into {base}?"
+_QUESTION_RE = re.compile(r"^Merge (loopx/[A-Za-z0-9._-]+) into (\S+)\?$")
+
+
+def _out(action: str, branch: str, base: str, message: str, **kw) -> dict:
+    out = {"action": action, "branch": branch, "base": base, "commit": None, "gate_id": None, "todo_id": None,
+           "files": [], "diff_stat": "", "message": message}
+    out.update(kw)
+    return out
+
+
+def protects_merges(goal: dict) -> bool:
+    return "merge" in (goal.get("scope") or {}).get("protect", [])
+
+
+def integrate(store, actor: str, run: dict, base: str) -> dict:
+    """See the module docstring. ``run`` is the folded run (id, goal, todo)."""
+    branch = worktrees.branch(run["id"])
+    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+        if _merged_already(store.project_dir, base, branch):
+            return _out("nothing", branch, base, f"{branch} has nothing that {base} lacks")
+        stat = wt.diff_stat(store.project_dir, base, branch)
+        goal = store.load()["goals"][run["goal"]]
+        if protects_merges(goal):
+            return _gate(store, actor, run, branch, base, stat, "goal protects merges")
+        return _merge(store, actor, run, branch, base, stat)
+
+
+def _merged_already(project_dir: str, base: str, branch: str) -> bool:
+    return wt.git(project_dir, "merge-base", "--is-ancestor", branch, base, check=False).returncode == 0
+
+
+def _gate(store, actor, run, branch, base, stat, why) -> dict:
+    from loopx.kernel.write import gates
+
+    question = _QUESTION.format(branch=branch, base=base)
+    kind = "gated" if why == "goal protects merges" else "deferred"
+    for g in store.load()["gates"].values():
+        if g["kind"] == "merge" and g["status"] == "pending" and g["question"] == question:
+            return _out(kind, branch, base, f"merge gate {g['id']} already waits for a human: merge {branch} into {base}",
+                        gate_id=g["id"], diff_stat=stat)
+    context = (f"{why}. Branch {branch} (run {run['id']}"
+               f"{', todo ' + run['todo'] if run.get('todo') else ''}):\n{stat or '(no file changes)'}")
+    g = gates.open_gate(store, actor, run["goal"], kind="merge", question=question,
+                        context=context[:9000], blocks=[run["todo"]] if run.get("todo") else None, run=run["id"])
+    return _out(kind, branch, base,
+                f"merge gate {g['gate_id']} waits for a human: merge {branch} into {base}",
+                gate_id=g["gate_id"], diff_stat=stat)
+
+
+def _conflict_todo(store, actor, run, branch, base, files) -> str:
+    from loopx.kernel.write import todos
+
+    title = f"Resolve the merge conflict of {branch} into {base}"
+    state = store.load()
+    for t in state["todos"].values():
+        if t["goal"] == run["goal"] and t["title"] == title and t["status"] not in ("done", "archived"):
+            return t["id"]
+    detail = (f"Run {run['id']} was verified, but merging {branch} into {base} conflicts in: "
+              f"{', '.join(files[:50]) or '(see git)'}. Merge it in this turn's worktree "
+              f"(`git merge {branch}`), resolve the conflicts, and let verification pass; "
+              f"then `git branch -D {branch}`.")
+    return todos.add(store, actor, run["goal"], title, detail=detail[:4000], priority=10)["todo_id"]
+
+
+def _checkout_of(project_dir: str, base: str) -> str | None:
+    """The worktree that has ``base`` checked out, or None."""
+    listing = wt.git(project_dir, "worktree", "list", "--porcelain").stdout
+    path = None
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            path = line[len("worktree "):]
+        elif line == f"branch refs/heads/{base}":
+            return path
+    return None
+
+
+def _merge(store, actor, run, branch, base, stat) -> dict:
+    from loopx.kernel.write import evidence
+
+    P = store.project_dir
+    for _attempt in range(3):
+        base_sha = wt.git(P, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
+        head_sha = wt.git(P, "rev-parse", "--verify", branch + "^{commit}").stdout.strip()
+        mt = wt.git(P, "merge-tree", "--write-tree", "--name-only", "--no-messages", base_sha, head_sha, check=False)
+        lines = mt.stdout.splitlines()
+        if mt.returncode == 1:
+            files = [x for x in lines[1:] if x]
+            tid = _conflict_todo(store, actor, run, branch, base, files)
+            return _out("conflict", branch, base, f"merging {branch} into {base} conflicts; todo {tid} resolves it",
+                        todo_id=tid, files=files, diff_stat=stat)
+        if mt.returncode != 0 or not lines:
+            raise wt.GitError(f"git merge-tree failed: {(mt.stderr or '').strip()[:200]}",
+                              "git 2.38 or newer is needed for merging parallel runs back")
+        tree = lines[0].strip()
+        msg = f"loopx: merge {branch} ({run.get('todo') or 'planning'})"
+        commit = wt.git(P, *wt.identity(P), "commit-tree", tree, "-p", base_sha, "-p", head_sha, "-m", msg).stdout.strip()
+        where = _checkout_of(P, base)
+        if where is None:
+            moved = wt.git(P, "update-ref", "-m", msg, f"refs/heads/{base}", commit, base_sha, check=False)
+        else:
+            moved = wt.git(where, "merge", "--ff-only", "-q", commit, check=False)
+        for _wait in range(50):  # another git process (a user's `git status`) holds the index lock
+            if where is None or moved.returncode == 0 or "index.lock" not in (moved.stderr or ""):
+                break
+            time.sleep(0.2)
+            moved = wt.git(where, "merge", "--ff-only", "-q", commit, check=False)
+        if moved.returncode == 0:
+            wt.git(P, "branch", "-D", branch, check=False)
+            evidence.add(store, actor, run["goal"], kind="commit", summary=f"merged {branch} into {base} as {commit[:12]}",
+                         todo=run.get("todo"), run=run["id"], command=f"git merge {branch}", exit_code=0,
+                         output=stat.encode("utf-8"))
+            return _out("merged", branch, base, f"merged {branch} into {base} ({commit[:12]})", commit=commit,
+                        diff_stat=stat)
+        now_sha = wt.git(P, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
+        if now_sha == base_sha:  # the base did not move: local changes are in the way
+            return _gate(store, actor, run, branch, base, stat,
+                         f"the checkout of {base} has local changes in the way of the merge "
+                         f"({(moved.stderr or '').strip().splitlines()[-1:] or ['git refused']})"[:500])
+    return _gate(store, actor, run, branch, base, stat, f"{base} kept moving during the merge")
+
+
+def merge_approved(store, actor: str) -> list[dict]:
+    """Merge the branches of approved ``merge`` gates opened by parallel runs that are not merged
+    yet (the human approved after the run ended). Returns one ``integrate``-shaped dict each."""
+    state = store.load()
+    done: list[dict] = []
+    if not any(g["kind"] == "merge" and g["status"] == "approved" and g.get("run") for g in state["gates"].values()):
+        return done
+    for g in sorted(state["gates"].values(), key=lambda x: x.get("seq", 0)):
+        if g["kind"] != "merge" or g["status"] != "approved" or not g.get("run"):
+            continue
+        m = _QUESTION_RE.match(g.get("question") or "")
+        if not m or m.group(1) != worktrees.branch(g["run"]):
+            continue
+        branch, base = m.group(1), m.group(2)
+        if wt.git(store.project_dir, "rev-parse", "-q", "--verify", "refs/heads/" + branch, check=False).returncode:
+            continue  # merged (and deleted) already, or deleted by a human
+        run = state["runs"].get(g["run"])
+        if run is None:
+            continue
+        with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+            if _merged_already(store.project_dir, base, branch):
+                wt.git(store.project_dir, "branch", "-D", branch, check=False)
+                continue
+            done.append(_merge(store, actor, run, branch, base, wt.diff_stat(store.project_dir, base, branch)))
+    return done

@@ -1,0 +1,125 @@
+"""Git worktrees for parallel runs (docs/multi-agent.md): one per run, on branch
+``loopx/<run-id>``, created from the goal's base branch under ``.loopx/worktrees/<run-id>``.
+
+- ``base_branch(project_dir) -> str``: the branch checked out in the project (the base of every
+  run's branch). Raises UsageError (``not_git``/``detached_head``) when there is none.
+- ``create(store, run_id, base) -> {"path", "branch", "base", "base_sha", "cwd"}``: ``cwd`` is
+  the project's copy inside the worktree (the worktree itself unless the project is a
+  subfolder of its repository).
+- ``commit_all(path, message) -> bool``: commit whatever the agent left uncommitted (no
+  ``.loopx/`` folder at any depth); True when a commit was made.
+- ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
+- ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
+
+All git calls use the user's own ``git``; a failing call raises GitError (a Conflict, exit 4)
+with git's message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from loopx.errors import Conflict, UsageError
+from loopx.kernel.read import worktrees
+
+GIT_TIMEOUT = 120.0
+
+
+class GitError(Conflict):
+    code = "git_failed"
+
+
+def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run ``git args`` in ``cwd``; text output. Raises GitError on a non-zero exit when ``check``."""
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"git {args[0]} could not run: {exc}", "check that git is installed and on PATH") from None
+    if check and proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
+                       "see `git status` in the project; `loopx doctor` lists kept worktrees")
+    return proc
+
+
+def identity(cwd: str) -> list[str]:
+    """``-c user.name=... -c user.email=...`` for commits loopx makes, only when the user has no
+    git identity configured (theirs is always used when it exists)."""
+    if git(cwd, "config", "user.email", check=False).stdout.strip():
+        return []
+    return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+
+
+def base_branch(project_dir: str) -> str:
+    from loopx.kernel.storage.fs import git_dir
+
+    if git_dir(project_dir) is None:
+        raise UsageError(f"{project_dir} is not a git repository; parallel runs need git worktrees",
+                         "run `git init` and commit, or run without --parallel", code="not_git")
+    proc = git(project_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+    name = proc.stdout.strip()
+    if proc.returncode != 0 or not name:
+        raise UsageError("the project has no current branch (detached HEAD); parallel runs branch off it",
+                         "check out the goal's base branch first (`git switch main`)", code="detached_head")
+    if git(project_dir, "rev-parse", "-q", "--verify", "HEAD", check=False).returncode != 0:
+        raise UsageError(f"branch {name} has no commit yet; worktrees start from a commit",
+                         "make a first commit, then run again", code="no_commit")
+    return name
+
+
+def _ignore_worktrees(store) -> None:
+    """Make sure ``.loopx/.gitignore`` lists ``worktrees/`` (stores made before parallel runs)."""
+    from loopx.kernel.storage.fs import atomic_write
+
+    gi = store.path(".gitignore")
+    try:
+        with open(gi, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        text = ""
+    except OSError:
+        return
+    if worktrees.DIRNAME + "/" not in text.split():
+        atomic_write(gi, (text + ("" if not text or text.endswith("\n") else "\n") + worktrees.DIRNAME + "/\n").encode())
+
+
+def create(store, run_id: str, base: str) -> dict:
+    _ignore_worktrees(store)
+    path = worktrees.path(store.root, run_id)
+    branch = worktrees.branch(run_id)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    base_sha = git(store.project_dir, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
+    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, base_sha)
+    cwd = worktrees.project_in(store.root, run_id, store.project_dir) or path
+    os.makedirs(cwd, exist_ok=True)
+    return {"path": path, "branch": branch, "base": base, "base_sha": base_sha, "cwd": cwd}
+
+
+def commit_all(path: str, message: str) -> bool:
+    git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
+    if git(path, "diff", "--cached", "--quiet", check=False).returncode == 0:
+        return False
+    git(path, *identity(path), "commit", "-q", "--no-verify", "-m", message)
+    return True
+
+
+def ahead(path: str, base_sha: str) -> int:
+    out = git(path, "rev-list", "--count", f"{base_sha}..HEAD").stdout.strip()
+    return int(out or 0)
+
+
+def diff_stat(project_dir: str, base: str, branch: str) -> str:
+    return git(project_dir, "diff", "--stat", f"{base}...{branch}").stdout.rstrip()
+
+
+def remove(store, run_id: str, *, delete_branch: bool) -> None:
+    path = worktrees.path(store.root, run_id)
+    if os.path.isdir(path):
+        git(store.project_dir, "worktree", "remove", "--force", path)
+    git(store.project_dir, "worktree", "prune", check=False)
+    if delete_branch:
+        git(store.project_dir, "branch", "-D", worktrees.branch(run_id), check=False)
