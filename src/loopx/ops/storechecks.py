@@ -132,7 +132,7 @@ def check_merge(t) -> dict:
         return result("store.merge", "ok", "no duplicate event ids or sequence numbers")
     what = "; ".join(f"{n}.jsonl: {i} duplicate id(s), {q} repeated seq(s)" for n, (i, q) in dups.items())
     return result("store.merge", "ok", f"{what}: a union merge of several clones' logs; readers fold each record "
-                                       "once, in (seq, id) order, so every clone computes the same state")
+                                       "once, in (hlc, node, id) order, so every clone computes the same state")
 
 
 def check_seq(t) -> dict:
