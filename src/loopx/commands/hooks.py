@@ -20,8 +20,9 @@ def register(sub, name, help_text):
     if name == "hook":
         p = add(sub, name, help_text, handler=hook_entry, render=render_entry,
                 example="echo '{\"stop_hook_active\": false}' | loopx hook stop --host claude-code")
-        p.add_argument("event", metavar="EVENT", help="stop, pre-tool or session-start")
-        p.add_argument("--host", default="claude-code", help="claude-code, codex or cursor (default claude-code)")
+        p.add_argument("event", metavar="EVENT", help="stop, pre-tool, session-start or after-edit (Cursor)")
+        p.add_argument("--host", default="claude-code",
+                       help="claude-code, codex, cursor, gemini, opencode, pi or generic (default claude-code)")
         p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="only this goal (default: all active)")
         p.add_argument("--max-continuations", dest="cap", metavar="N",
                        help="stop hook: consecutive continuations allowed (default $LOOPX_STOP_HOOK_CAP or 8; 0 never continues)")
@@ -34,9 +35,10 @@ def register(sub, name, help_text):
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove loopx's hooks, keep everything else")
     mode.add_argument("--rules", dest="mode", action="store_const", const="rules",
                       help="show or change the goal's command -> gate-kind rules for the pre-tool guard")
-    p.add_argument("--host", default="all", help="claude-code, codex, cursor or all (default all)")
+    p.add_argument("--host", default="all", help="claude-code, codex, cursor, gemini, opencode, pi or all (default all)")
     p.add_argument("--scope", default="project", help="project (default) or user")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
+    p.add_argument("--force", action="store_true", help="replace or remove a plugin file you edited (a backup is kept)")
     p.add_argument("--max-continuations", dest="cap", metavar="N", help="continuation cap written into the stop hook (default 8)")
     from loopx.commands import goal_opt
 
@@ -49,6 +51,9 @@ def register(sub, name, help_text):
     p.add_argument("--no-defaults", action="store_true", help="--rules: use only this goal's rules")
     p.add_argument("--reset-rules", action="store_true", help="--rules: back to the defaults")
     p.add_argument("--try", dest="try_command", metavar="COMMAND", help="--rules: show what the guard would do with COMMAND")
+
+
+EVENTS = ("stop", "pre-tool", "session-start", "after-edit")
 
 
 def parse_cap(value) -> int:
@@ -71,7 +76,7 @@ def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
     try:
         return _hook(ctx, event, host, goal_id, cap)
     except Exception:  # a hook must never fail the host's tool call or stop with a traceback
-        if host == "cursor":
+        if host in ("cursor", "gemini"):
             try:
                 sys.stdout.write("{}\n")  # Cursor's neutral answer
                 sys.stdout.flush()
@@ -92,23 +97,28 @@ def _hook(ctx, event, host, goal_id, cap):
         payload, bad = {}, str(exc)
     else:
         bad = None
-    if host not in ("claude-code", "codex", "cursor") or event not in ("stop", "pre-tool", "session-start"):
+    from loopx.hosts import adapters
+
+    if not adapters.known(host) or event not in EVENTS:
         response, info = None, {"reason": "unknown_host_or_event", "host": host, "event": event}
     elif uncheckable is not None and event == "pre-tool":
-        response = entry.deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
-                                    "a protected action must not slip through unchecked. Split it into smaller calls.")
-        info = {"reason": "uncheckable_payload", "error": uncheckable}
+        response, extra = entry.deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
+                                           "a protected action must not slip through unchecked. Split it into smaller calls.")
+        info = dict(extra, reason="uncheckable_payload", error=uncheckable)
     elif bad is not None and event == "stop":  # fail open: without stop_hook_active we cannot cap
         response, info = entry.let_stop(host, {"reason": "bad_payload", "error": bad})
     elif bad is not None:
-        response, info = ({} if host == "cursor" else None), {"reason": "bad_payload", "error": bad}
+        response, info = entry._answer(host, "allow")[0], {"reason": "bad_payload", "error": bad}
     elif event == "stop":
         response, info = entry.stop(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id,
                                     cap=parse_cap(cap))
     elif event == "pre-tool":
         response, info = entry.pre_tool(payload, host, project=ctx.project, goal_id=goal_id)
+    elif event == "after-edit":
+        response, info = entry.after_edit(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id)
     else:
         response, info = entry.session_start(payload, host, project=ctx.project, goal_id=goal_id)
+    code = int(info.get("exit_code") or 0) if isinstance(info, dict) else 0
     if ctx.json:
         return Reply({"event": event, "host": host, "response": response, "info": info})
     if response is not None:
@@ -116,15 +126,20 @@ def _hook(ctx, event, host, goal_id, cap):
 
         sys.stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
         sys.stdout.flush()
-    return Reply({})
+    err = info.get("stderr") if isinstance(info, dict) else None
+    if err:
+        sys.stderr.write(err + "\n")
+        sys.stderr.flush()
+    return Reply({}, code)
 
 
 def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=None, goal_id=None,
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
-              try_command=None) -> Reply:
+              try_command=None, force=False) -> Reply:
     from loopx import hosts
     from loopx.commands import scope_root
     from loopx.hosts import hookconf
+    from loopx.kernel.storage import clock
 
     mode = mode or "check"
     if mode == "rules":
@@ -135,21 +150,26 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
 
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
-    prefix = hookconf.command_prefix()
+    stamp = clock.now_iso().replace(":", "").replace("-", "")
     rows = []
     for h in chosen:
-        path = hookconf.config_path(h, scope, root)
-        want = hookconf.wanted(h, prefix, parse_cap(cap))
         if mode == "check":
-            rows.append({"host": h, "path": path, "status": hookconf.status(h, path, want), "events": sorted(want),
-                         "action": None})
+            rows.append(hookconf.check(h, scope, root, parse_cap(cap)))
+        elif mode == "install":
+            rows.append(hookconf.install(h, scope, root, parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
-            rows.append(hookconf.apply(h, path, want if mode == "install" else None, dry_run=dry_run))
+            rows.append(hookconf.remove(h, scope, root, dry_run=dry_run, force=force, stamp=stamp))
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
             "all_current": all(r["status"] == "current" for r in rows)}
     warnings = []
     if mode == "install" and not dry_run and "codex" in chosen:
         warnings.append("codex runs new or changed hooks only after you review and trust them in /hooks")
+    if mode == "install" and not dry_run and "gemini" in chosen:
+        warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
+    kept = [r["path"] for r in rows if (r.get("action") or "").startswith("kept")]
+    if kept:
+        warnings.append(f"{len(kept)} plugin file(s) you edited were left alone; --force replaces or removes them "
+                        "(a backup is kept)")
     return Reply(data, 1 if mode == "check" and not data["all_current"] else 0, warnings)
 
 

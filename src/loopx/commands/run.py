@@ -9,7 +9,7 @@ def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=run, render=render, command="run",
             example="loopx run --agent-cmd './my-agent.sh {prompt_file}' --once",
             description="Loop: should-run -> next -> agent -> verify -> evidence -> finish -> spend. The agent "
-                        "is a preset (global --agent claude-code|codex|cursor|opencode|gemini) or --agent-cmd "
+                        "is a preset (global --agent claude-code|codex|cursor|opencode|gemini|pi) or --agent-cmd "
                         "CMD, which gets the packet on stdin and may use {prompt_file}, {packet_json}, {run_id}, "
                         "{goal_id}, {todo_id}. Presets run the host headless in the form that reports tokens and "
                         "cost, with a permission mode (--permission-mode or the goal's default; read-only, edit, "

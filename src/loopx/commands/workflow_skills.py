@@ -11,7 +11,7 @@ def register(sub, name, help_text):
     from loopx.commands import add
 
     if name == "heartbeat-prompt":
-        p = add(sub, name, help_text, handler=heartbeat_prompt, render=lambda d: d["prompt"],
+        p = add(sub, name, help_text, handler=heartbeat_prompt, render=render_heartbeat,
                 example='claude -p "$(loopx heartbeat-prompt --goal-id my-goal --agent claude-code)"')
         p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="the goal (default: the best eligible one)")
         p.add_argument("--agent", dest="agent_name", metavar="NAME", help="the agent the tick runs as")
@@ -24,7 +24,7 @@ def register(sub, name, help_text):
                       help="report missing, stale, modified and current files (default); exit 1 unless all current")
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
     p.add_argument("--host", default="all", metavar="HOST",
-                   help="claude-code, codex, cursor, opencode, gemini or all (default all)")
+                   help="claude-code, codex, cursor, opencode, gemini, pi, generic or all (default all)")
     p.add_argument("--scope", default=None, metavar="SCOPE",
                    help="project or user (your home folder); default: project inside a loopx project "
                         "(a .loopx/ here or above), user anywhere else")
@@ -90,9 +90,15 @@ def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force
         else:
             rows.append(files.remove(item, manifest, force=force, dry_run=dry_run, stamp=stamp))
             if not dry_run and rows[-1]["action"] == "remove":
-                files.prune_dirs(item.path, root)
+                inside = item.path.startswith(root + os.sep)
+                files.prune_dirs(item.path, root if inside else plan.pi_agent_dir(root))
     if mode != "check" and not dry_run:
         files.save_manifest(manifest)
+    hook_rows = []
+    if mode == "install" and not dry_run:  # installed hooks follow this loopx (upgrade or move)
+        from loopx.hosts import hookconf
+
+        hook_rows = hookconf.refresh_installed(scope, root)
     counts: dict[str, int] = {}
     done: dict[str, int] = {}
     for r in rows:
@@ -106,7 +112,7 @@ def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force
     other = "project" if scope == "user" else "user"
     data = {"mode": mode, "scope": scope, "scope_reason": why, "other_scope": f"--scope {other}", "root": root,
             "hosts": chosen, "dry_run": dry_run, "files": rows, "counts": counts, "outcomes": done,
-            "all_current": counts.get("current", 0) == len(rows)}
+            "all_current": counts.get("current", 0) == len(rows), "hooks_rewritten": hook_rows}
     code = 1 if mode == "check" and not data["all_current"] else 0
     return Reply(data, code, warnings)
 
@@ -117,7 +123,8 @@ def _leftovers(items, manifest, chosen, root):
     from loopx.hosts import files, plan
 
     known = {i.path for i in items}
-    bases = {os.path.join(root, *plan.SKILL_DIR[h].split("/")) + os.sep: h for h in chosen}
+    scope = "user" if root == os.path.expanduser("~") else "project"
+    bases = {plan.skill_base(h, scope, root) + os.sep: h for h in chosen}
     extra = []
     for path, rec in manifest["files"].items():
         if path in known or rec.get("kind") != "file":
@@ -151,6 +158,8 @@ def render_skills(d: dict) -> str:
     else:  # say what was done to each file, not what it looked like before
         lines += [table([[r.get("outcome") or "", safe(rel(r["path"]))] for r in d["files"]], ["RESULT", "PATH"]),
                   ", ".join(f"{v} {k}" for k, v in sorted(d["outcomes"].items())) or "nothing to do"]
+    for h in d.get("hooks_rewritten") or []:
+        lines.append(f"hooks {h['action']}: {h['host']} ({safe(rel(h['path']))}) now start this loopx")
     backups = [r["backup"] for r in d["files"] if r.get("backup")]
     for b in backups:
         lines.append(f"backup kept: {safe(b)}")
@@ -168,7 +177,43 @@ def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
     if agent:
         ids.check_agent_name(agent)
     return {"prompt": build_heartbeat(goal_id, agent), "goal_id": goal_id, "agent": agent,
-            "schedulers": SCHEDULERS}
+            "schedulers": SCHEDULERS, "schedule": recommend_schedule(ctx, goal_id)}
+
+
+def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
+    """The fixed interval a scheduled automation (Codex app, cron) should use for the goal: the
+    goal's budget spread over its window (window / slots), never more often than should-run's
+    shortest ``scheduler_hint``; plus the current hint. None outside a connected project."""
+    from loopx.errors import LoopxError
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read.schedule import HINT_MIN
+    from loopx.kernel.storage import clock
+
+    try:
+        store = ctx.store()
+        state = store.load()
+        d = decide.evaluate(state, clock.now(), goal_id=goal_id, agent=ctx.agent)
+    except (LoopxError, OSError, ValueError):  # no project, unreadable store: the prompt alone is useful
+        return None
+    goal = state["goals"].get(d.get("goal_id") or "") or {}
+    q = goal.get("quota") or {}
+    slots, window = int(q.get("slots") or 48), int(q.get("window") or 86400)
+    every = max(HINT_MIN, window // max(slots, 1)) // 60 * 60
+    minutes = max(5, every // 60)
+    cron = f"*/{minutes} * * * *" if minutes < 60 and 60 % minutes == 0 else (
+        f"0 */{minutes // 60} * * *" if minutes % 60 == 0 and 24 % (minutes // 60) == 0 else None)
+    return {"every_minutes": minutes, "cron": cron, "goal_id": d.get("goal_id"), "decision": d.get("decision"),
+            "scheduler_hint": d.get("scheduler_hint"),
+            "why": f"{slots} slots per {window // 3600}h window: one tick every {minutes} min spends the budget "
+                   "evenly; ticks that find nothing to do stop at the should-run check"}
+
+
+def render_heartbeat(d: dict) -> str:
+    s = d.get("schedule")
+    if not s:
+        return d["prompt"]
+    when = f"every {s['every_minutes']} minutes" + (f" (cron: {s['cron']})" if s.get("cron") else "")
+    return d["prompt"] + f"\n\n# Schedule it {when}: {s['why']}."
 
 
 SCHEDULERS = [

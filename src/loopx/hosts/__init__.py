@@ -3,14 +3,17 @@ hook entry points the hosts call.
 
 - ``plan``: the items ``loopx workflow-skills`` installs per host and scope.
 - ``files``: the idempotent installer (content hashes, managed blocks, manifest, backups).
-- ``hookconf``: merging loopx's hook entries into each host's hook configuration.
+- ``adapters``: one module per host: payload shapes, answers, where its hooks or plugin go.
+- ``hookconf``: merging loopx's hook entries into each host's hook configuration, or installing
+  loopx's plugin file; checking that the installed command can start.
+- ``cmdline``: hook command lines quoted for POSIX sh, cmd.exe and PowerShell 7.
 - ``entry``: ``loopx hook stop|pre-tool|session-start``: host payload in, host response out.
 
 See docs/hosts.md for what gets written where and the sources for each host's conventions.
 """
 
-HOSTS = ("claude-code", "codex", "cursor", "opencode", "gemini")
-HOOK_HOSTS = ("claude-code", "codex", "cursor")
+HOSTS = ("claude-code", "codex", "cursor", "opencode", "gemini", "pi", "generic")
+HOOK_HOSTS = ("claude-code", "codex", "cursor", "gemini", "opencode", "pi")
 SCOPES = ("project", "user")
 
 

@@ -2,17 +2,21 @@
 
 Each function returns ``(response, info)``: ``response`` is the JSON object to print on stdout, or
 None to print nothing (the host's neutral answer); ``info`` says what was decided and why (shown
-only with ``--format json``, for debugging). The exit code is always 0: Claude Code treats exit 2
-as "block" and other codes as errors shown to the user, so loopx answers only through JSON.
+only with ``--format json``, for debugging). The payload shapes and answers of each host live in
+its adapter module (``loopx.hosts.adapters``). The pre-tool answer also names the exit code and
+stderr the host expects (``info["exit_code"]``, ``info["stderr"]``): 0 with a JSON refusal for
+Claude Code, Codex and Cursor (for Claude Code exit 2 is a block and other codes are errors shown
+to the user), 2 with the reason on stderr for Gemini CLI, the plugins and the generic host.
 
 - ``stop``: continue (Claude Code/Codex ``{"decision": "block", "reason": packet}``, Cursor
-  ``{"followup_message": packet}``) only when should-run says ``run`` for this agent and the turn
-  started; otherwise let the agent stop. Fails open: any error lets the agent stop.
-- ``pre_tool``: deny (Claude Code/Codex ``hookSpecificOutput.permissionDecision = "deny"``, Cursor
-  ``{"permission": "deny"}``) a protected action without an approved gate, an edit outside scope,
-  or an edit inside ``.loopx/``. A store that cannot be read denies only commands the default
+  ``{"followup_message": packet}``, Gemini ``{"decision": "deny", "reason": packet}``) only when
+  should-run says ``run`` for this agent and the turn started; otherwise let the agent stop.
+  Fails open: any error lets the agent stop.
+- ``pre_tool``: deny a protected action without an approved gate, an edit outside scope, or an
+  edit inside ``.loopx/``. A store that cannot be read denies only commands the default
   mapping calls protected; a crash in the guard itself allows (fails open) and is logged.
-- ``session_start``: a short state summary as ``additionalContext`` (Claude Code, Codex).
+- ``after_edit``: Cursor's after-the-fact edit check (records, opens a gate, reports).
+- ``session_start``: a short state summary as ``additionalContext`` (Claude Code, Codex, Gemini).
 """
 
 from __future__ import annotations
@@ -20,13 +24,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 
 DEFAULT_CAP = 8
 MAX_PAYLOAD = 8 << 20
-SHELL_TOOLS = {"Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "unified_exec", "Shell"}
-EDIT_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace", "edit"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+REPORT_FILE = "after-edit-report.json"
+
+
+def adapter(host: str):
+    """The host's adapter module (``loopx.hosts.adapters``); the generic one for unknown names."""
+    from loopx.hosts import adapters
+
+    return adapters.get(host if adapters.known(host) else "generic")
+
+
+def _answer(host: str, fn: str, *args):
+    """Call the adapter's answer function ``fn``, falling back to the generic host's."""
+    mod = adapter(host)
+    f = getattr(mod, fn, None) or getattr(adapter("generic"), fn)
+    return f(*args)
 
 
 class Uncheckable(ValueError):
@@ -116,7 +131,7 @@ def _write_count(path: str, n: int) -> None:
 
 
 def let_stop(host: str, info: dict) -> tuple[dict | None, dict]:
-    return ({} if host == "cursor" else None), dict(info, action="stop")
+    return _answer(host, "let_stop"), dict(info, action="stop")
 
 
 def stop(payload: dict, host: str, *, project: str | None = None, agent: str | None = None,
@@ -138,6 +153,9 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
         if count >= cap:
             _write_count(counter, 0)
             return let_stop(host, {"reason": "continuation_cap", "count": count, "cap": cap})
+        report = take_report(store) if host == "cursor" else None
+        if report:
+            return _answer(host, "cont", report), {"reason": "after_edit_report", "action": "continue"}
         return _continue_if_run(store, host, agent or host, goal_id, count, cap, counter)
     except Exception as exc:  # fail open: the agent may always stop
         log_error(store, "hook stop", exc)
@@ -159,68 +177,53 @@ def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
             f"`loopx turn finish --run {t['run_id']}`, then stop.\n\n{t['packet_text']}")
     info = {"reason": "run", "decision": "run", "run_id": t["run_id"], "todo_id": t.get("todo_id"),
             "goal_id": t.get("goal_id"), "count": count + 1, "cap": cap}
-    if host == "cursor":
-        return {"followup_message": text}, dict(info, action="continue")
-    return {"decision": "block", "reason": text}, dict(info, action="continue")
+    return _answer(host, "cont", text), dict(info, action="continue")
 
 
 # ------------------------------------------------------------------ pre-tool
 def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
-    """``(commands, paths)`` a tool call would run or write, from the host's payload."""
-    if host == "cursor":
-        cmd = payload.get("command")
-        if isinstance(cmd, str):
-            return [cmd], []
-    name = str(payload.get("tool_name") or "")
-    ti = payload.get("tool_input")
-    if isinstance(ti, str):
-        try:
-            ti = json.loads(ti)
-        except ValueError:
-            ti = {"command": ti} if name in SHELL_TOOLS or name == "apply_patch" else {}
-    ti = ti if isinstance(ti, dict) else {}
-    if name == "apply_patch" or (name not in SHELL_TOOLS and "*** Begin Patch" in str(ti.get("command", ""))):
-        text = "\n".join(str(ti.get(k) or "") for k in ("command", "input", "patch"))
-        return [], [a or b for a, b in _PATCH_FILE.findall(text)]
-    commands, paths = [], []
-    cmd = ti.get("command", ti.get("cmd"))
-    if isinstance(cmd, list):
-        import shlex
+    """``(commands, paths)`` a tool call would run or write, read from the host's payload by its
+    adapter (``loopx.hosts.adapters``: one payload table row per host)."""
+    from loopx.hosts.adapters import base
 
-        cmd = shlex.join(str(c) for c in cmd)
-    if isinstance(cmd, str) and (name in SHELL_TOOLS or not name):
-        commands.append(cmd)
-    if name in EDIT_TOOLS:
-        for key in ("file_path", "notebook_path", "path"):
-            if isinstance(ti.get(key), str):
-                paths.append(ti[key])
-                break
-    return commands, paths
+    mod = adapter(host)
+    if hasattr(mod, "tool_call"):
+        return mod.tool_call(payload)
+    return base.tool_call(payload, mod.SHAPE)
 
 
-def deny(host: str, reason: str) -> dict:
-    if host == "cursor":
-        return {"permission": "deny", "user_message": reason.split(". ")[0] + ".", "agent_message": reason}
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                   "permissionDecisionReason": reason}}
+def deny(host: str, reason: str) -> tuple[dict | None, dict]:
+    """The host's refusal: ``(stdout object, {"exit_code", "stderr"})``."""
+    response, code, err = _answer(host, "deny", reason)
+    return response, {"exit_code": code, "stderr": err}
+
+
+def _allow(host: str, verdict: dict) -> tuple[dict | None, dict]:
+    response, code, err = _answer(host, "allow")
+    return response, dict(verdict, exit_code=code, stderr=err)
 
 
 def pre_tool(payload: dict, host: str, *, project: str | None = None,
              goal_id: str | None = None) -> tuple[dict | None, dict]:
-    """The pre-tool guard (see the module docstring). Never raises."""
+    """The pre-tool guard (see the module docstring). Never raises. ``info`` carries the
+    ``exit_code`` and ``stderr`` the host expects with the response."""
     from loopx.kernel.policy import guard
 
-    neutral = {} if host == "cursor" else None
     store = None
     commands: list[str] = []
     try:
+        if host == "cursor" and payload.get("hook_event_name") in adapter("cursor").REPORT_EVENTS:
+            report = take_report(open_store(payload_dir(payload, project)))
+            if report:
+                response, extra = deny(host, report)
+                return response, dict(extra, allow=False, reason="after_edit_report")
         commands, paths = tool_call(payload, host)
         if not commands and not paths:
-            return neutral, {"allow": True, "reason": "not a shell command or file edit"}
+            return _allow(host, {"allow": True, "reason": "not a shell command or file edit"})
         where = payload_dir(payload, project)
         store = open_store(where)
         if store is None:
-            return neutral, {"allow": True, "reason": "no .loopx/ here: not governed"}
+            return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
         try:
             state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
@@ -231,10 +234,104 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                                      cwd=cwd, goal_id=goal_id)
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
-        return neutral, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
+        return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
     if verdict.get("allow"):
-        return neutral, verdict
-    return deny(host, verdict["reason"]), verdict
+        return _allow(host, verdict)
+    response, extra = deny(host, verdict["reason"])
+    return response, dict(verdict, **extra)
+
+
+# ------------------------------------------------------------------ after an edit (Cursor)
+def _report_path(store) -> str:
+    return store.path("cache", "hooks", REPORT_FILE)
+
+
+def take_report(store) -> str | None:
+    """The after-edit report waiting for the agent, removed as it is handed over (or None)."""
+    if store is None:
+        return None
+    path = _report_path(store)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            items = json.load(fh)
+        os.remove(path)
+    except (OSError, ValueError):
+        return None
+    msgs = [str(m) for m in items if isinstance(m, str)] if isinstance(items, list) else []
+    return "\n".join(msgs) or None
+
+
+def _add_report(store, message: str) -> None:
+    path = _report_path(store)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                items = json.load(fh)
+            items = items if isinstance(items, list) else []
+        except (OSError, ValueError):
+            items = []
+        items.append(message)
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(items[-20:], fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def after_edit(payload: dict, host: str, *, project: str | None = None, agent: str | None = None,
+               goal_id: str | None = None) -> tuple[dict | None, dict]:
+    """An edit that already happened (Cursor's ``afterFileEdit``): when the guard would have
+    refused it, record evidence (kind ``diff``), open a ``custom`` gate that blocks the goal, and
+    leave a report the next Cursor hook hands to the agent. Never raises."""
+    from loopx.kernel.policy import guard
+    from loopx.kernel.write import evidence, gates
+
+    store = None
+    try:
+        path = payload.get("file_path")
+        if not isinstance(path, str) or not path:
+            return {}, {"reason": "no file_path"}
+        where = payload_dir(payload, project)
+        store = open_store(where)
+        if store is None:
+            return {}, {"reason": "not_connected"}
+        state = store.load()
+        verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
+        if verdict.get("allow"):
+            return {}, {"reason": "in scope", "allow": True}
+        goals = guard.governing_goals(state, goal_id)
+        gid = verdict.get("goal_id") or (goals[0]["id"] if goals else None)
+        rel = verdict.get("path") or path
+        actor = f"agent:{agent or host}"
+        info = {"allow": False, "reason": verdict["reason"], "path": rel, "goal_id": gid, "detected": "after_edit"}
+        if gid is None:
+            _add_report(store, f"loopx: {rel} was edited but {verdict['reason']}")
+            return {}, info
+        ev = evidence.add(store, actor, gid, kind="diff", files=[rel],
+                          summary=f"{host} edited {rel}, which the guard would have refused (detected after the edit)")
+        info["evidence_id"] = ev["evidence_id"]
+        marker = f"after-edit:{rel}"
+        pending = [g for g in state["gates"].values() if g["goal"] == gid and g["status"] == "pending"
+                   and marker in (g.get("context") or "")]
+        if pending:
+            info["gate_id"] = pending[0]["id"]
+        else:
+            gate = gates.open_gate(store, actor, gid, kind="custom",
+                                   question=f"{host} edited {rel} outside what goal {gid} allows. Keep the edit "
+                                            f"(and widen the scope if it belongs), or reject and have it reverted?",
+                                   context=f"{marker}; evidence {ev['evidence_id']}; {verdict['reason'][:500]}")
+            info["gate_id"] = gate["gate_id"]
+        msg = (f"loopx: your edit of {rel} is not allowed ({verdict['reason']}) Cursor cannot stop edits "
+               f"beforehand, so loopx recorded it (evidence {ev['evidence_id']}) and opened gate {info['gate_id']} "
+               f"for a human. Do not edit {rel} again; revert your change if you can, finish the turn with "
+               f"`loopx turn finish --result blocked`, and stop.")
+        _add_report(store, msg)
+        return {"additional_context": msg}, info
+    except Exception as exc:
+        log_error(store, "hook after-edit", exc)
+        return {}, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
 
 
 # ------------------------------------------------------------------ session start
@@ -273,8 +370,7 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
         text = session_summary(store.load(view="live"), goal_id)
         if not text:
             return None, {"reason": "no_active_goal"}
-        return ({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}},
-                {"reason": "summary", "chars": len(text)})
+        return _answer(host, "context", text), {"reason": "summary", "chars": len(text)}
     except Exception as exc:
         log_error(store, "hook session-start", exc)
         return None, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}

@@ -8,9 +8,14 @@ Project scope (root = the project directory):
   read), a block in ``AGENTS.md`` (codex, opencode) or ``GEMINI.md`` (gemini)
 - cursor: ``.cursor/skills/<skill>/…``, ``.cursor/rules/loopx.mdc`` and a block in ``AGENTS.md``
 
+- pi, generic: ``.agents/skills/<skill>/…`` and a block in ``AGENTS.md``
+- gemini also gets ``.gemini/commands/loopx.toml`` (a ``/loopx`` command)
+
 User scope (root = the home folder): ``~/.claude/skills`` + ``~/.claude/CLAUDE.md``;
 ``~/.agents/skills`` + ``$CODEX_HOME/AGENTS.md`` (codex), ``~/.config/opencode/AGENTS.md``
-(opencode), ``~/.gemini/GEMINI.md`` (gemini); ``~/.cursor/skills`` (cursor has no user rule file).
+(opencode), ``~/.gemini/GEMINI.md`` + ``~/.gemini/commands/loopx.toml`` (gemini);
+``~/.cursor/skills`` (cursor has no user rule file); ``~/.pi/agent/skills`` +
+``~/.pi/agent/AGENTS.md`` (pi, ``$PI_CODING_AGENT_DIR``); ``~/.agents/skills`` (generic).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from pathlib import Path
 from loopx.hosts.files import Item
 
 SKILL_DIR = {"claude-code": ".claude/skills", "codex": ".agents/skills", "opencode": ".agents/skills",
-             "gemini": ".agents/skills", "cursor": ".cursor/skills"}
+             "gemini": ".agents/skills", "cursor": ".cursor/skills", "pi": ".agents/skills",
+             "generic": ".agents/skills"}
 PROJECT_DOC = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md",
-               "gemini": "GEMINI.md", "cursor": "AGENTS.md"}
+               "gemini": "GEMINI.md", "cursor": "AGENTS.md", "pi": "AGENTS.md", "generic": "AGENTS.md"}
 
 BLOCK = """## loopx
 
@@ -44,6 +50,19 @@ alwaysApply: false
 ---
 
 """ + BLOCK.split("\n", 2)[2]
+
+
+GEMINI_COMMAND = '''# Written by `loopx workflow-skills --install --host gemini`: the /loopx command.
+description = "Take one governed loopx turn: loopx next, work inside scope, record evidence, finish the turn"
+prompt = """
+Follow the loopx skill for one governed turn in this project.
+1. Run `loopx quota should-run`; if it exits non-zero, report its message and stop.
+2. Run `loopx next --format json` and read the turn packet (objective, scope, protected actions, your todo).
+3. Do that one todo inside the scope, run the verify command, record evidence with `loopx evidence add`.
+4. Finish with `loopx turn finish --run RUN --result ...`. Open a gate (`loopx gate open`) and stop before
+   any protected action; never approve a gate yourself. {{args}}
+"""
+'''
 
 
 def skills_root() -> Path:
@@ -79,7 +98,22 @@ def user_doc(host: str, home: str) -> str | None:
         return os.path.join(home, ".config", "opencode", "AGENTS.md")
     if host == "gemini":
         return os.path.join(home, ".gemini", "GEMINI.md")
+    if host == "pi":
+        return os.path.join(pi_agent_dir(home), "AGENTS.md")
     return None
+
+
+def pi_agent_dir(home: str) -> str:
+    from loopx.hosts.adapters import pi
+
+    return pi.agent_dir(home)
+
+
+def skill_base(host: str, scope: str, root: str) -> str:
+    """The skills folder of ``host`` in ``scope`` (Pi's user skills live in its agent folder)."""
+    if host == "pi" and scope == "user":
+        return os.path.join(pi_agent_dir(root), "skills")
+    return os.path.join(root, *SKILL_DIR[host].split("/"))
 
 
 def items(hosts: list[str], scope: str, root: str) -> list[Item]:
@@ -92,7 +126,7 @@ def items(hosts: list[str], scope: str, root: str) -> list[Item]:
         out.setdefault(item.path, item)
 
     for host in hosts:
-        base = os.path.join(root, *SKILL_DIR[host].split("/"))
+        base = skill_base(host, scope, root)
         for rel, text in files:
             put(Item(os.path.join(base, *rel.split("/")), "file", text, host, f"skill {rel.split('/')[0]}"))
         if scope == "project":
@@ -103,4 +137,7 @@ def items(hosts: list[str], scope: str, root: str) -> list[Item]:
             doc = user_doc(host, root)
             if doc:
                 put(Item(doc, "block", BLOCK, host, "instructions block"))
+        if host == "gemini":
+            put(Item(os.path.join(root, ".gemini", "commands", "loopx.toml"), "file", GEMINI_COMMAND, host,
+                     "/loopx command"))
     return list(out.values())

@@ -96,7 +96,15 @@ def refresh_skills(t, actor: str) -> str:
     return refresh(t.project_dir)
 
 
+def rewrite_hooks(t, actor: str) -> str:
+    from loopx.ops.hostcheck import rewrite_hooks as rewrite
+
+    return rewrite(t.project_dir)
+
+
 FIXES = {"repair_torn_tail": repair_store, "quarantine_bad_lines": repair_store,
-         "rebuild_cache": rebuild_cache, "remove_temporaries": remove_temporaries, "add_ignore_rules": add_ignore_rules, "refresh_skills": refresh_skills}
+         "rebuild_cache": rebuild_cache, "remove_temporaries": remove_temporaries, "add_ignore_rules": add_ignore_rules, "refresh_skills": refresh_skills,
+         "rewrite_hooks": rewrite_hooks}
 # repair first (it changes the files the cache is keyed on), the cache last
-ORDER = ("repair_torn_tail", "quarantine_bad_lines", "remove_temporaries", "add_ignore_rules", "refresh_skills", "rebuild_cache")
+ORDER = ("repair_torn_tail", "quarantine_bad_lines", "remove_temporaries", "add_ignore_rules", "refresh_skills",
+         "rewrite_hooks", "rebuild_cache")

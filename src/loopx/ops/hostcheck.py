@@ -41,13 +41,20 @@ def _scopes(project_dir: str | None) -> list[tuple[str, str]]:
     return scopes + [("user", os.path.expanduser("~"))]
 
 
-def _summarise(scope: str, rows: list[tuple]) -> dict:
+def _covered(scope: str, root: str, rows: list[tuple]) -> list[str]:
+    """The hosts every one of whose files is present (shared files count for each host)."""
+    hosts_all, _, plan = _installer()
+    present = {i.path for i, st in rows if st != "missing"}
+    return [h for h in hosts_all if all(i.path in present for i in plan.items([h], scope, root))]
+
+
+def _summarise(scope: str, rows: list[tuple], covered: list[str] | None = None) -> dict:
     cid = f"hosts.{scope}"
     if not rows:
         return result(cid, "ok", f"no loopx skills installed in {scope} scope (optional: "
                                  f"`loopx workflow-skills --install --scope {scope}`)")
     bad = [(i, s) for i, s in rows if s != "current"]
-    hosts = sorted({i.host for i, _ in rows})
+    hosts = covered or sorted({i.host for i, _ in rows})
     if not bad:
         return result(cid, "ok", f"{len(rows)} file(s) current for {', '.join(hosts)}")
     counts: dict[str, int] = {}
@@ -65,32 +72,73 @@ def _summarise(scope: str, rows: list[tuple]) -> dict:
 
 
 def hooks(scope: str, root: str) -> list[dict]:
-    """One result per hook host whose configuration holds loopx entries (hooks are opt-in)."""
+    """One result per hook host whose configuration holds loopx entries (hooks are opt-in): an
+    error when an installed hook cannot start (the host would run nothing and treat that as
+    "allow"), a warning when the entries are stale (another loopx path, an older loopx)."""
     try:
         from loopx.hosts import HOOK_HOSTS, hookconf
     except ImportError:
         return [result(f"hooks.{scope}", "skipped", "this loopx has no hook installer to ask")]
     out = []
-    prefix = hookconf.command_prefix()
     for host in HOOK_HOSTS:
-        path = hookconf.config_path(host, scope, root)
+        cid = f"hooks.{scope}.{host}"
         fix = f"loopx hooks --install --host {host} --scope {scope}"
         try:
-            st = hookconf.status(host, path, hookconf.wanted(host, prefix, 8))
+            row = hookconf.check(host, scope, root)
+            starts = hookconf.startable(host, scope, root)
         except Exception as exc:  # an unparseable host config is a finding, not a crash
-            out.append(result(f"hooks.{scope}.{host}", "warning", getattr(exc, "message", str(exc)),
-                              "fix the file by hand, then " + fix))
+            out.append(result(cid, "warning", getattr(exc, "message", str(exc)), "fix the file by hand, then " + fix))
             continue
+        st, path = row["status"], row["path"]
         if st == "missing":
             continue
-        if st == "stale":
-            out.append(result(f"hooks.{scope}.{host}", "warning",
+        broken = [s for s in starts if not s["ok"]]
+        off = _disabled(host, scope, root)
+        if off and not broken:
+            out.append(result(cid, "warning", f"loopx's {host} hooks in {path} are installed but will not run: {off}",
+                              f"turn {host}'s hooks back on in its settings"))
+            continue
+        if broken:
+            b = broken[0]
+            out.append(result(cid, "error",
+                              f"the {host} hook in {path} cannot start: {b['program'] or '(empty command)'} is not an "
+                              "executable file (checked with this shell's PATH; the host may have less). A hook that "
+                              "cannot start is treated by the host as allowing everything.",
+                              fix + " (writes the absolute path of this loopx)", "rewrite_hooks"))
+        elif st == "stale":
+            out.append(result(cid, "warning",
                               f"loopx's hook entries in {path} differ from what this loopx installs "
                               "(an older loopx, another path to loopx, or a custom --max-continuations)",
-                              fix + " (keep your --max-continuations)"))
+                              fix + " (keep your --max-continuations), or loopx workflow-skills --install",
+                              "rewrite_hooks"))
+        elif st == "modified":
+            out.append(result(cid, "warning", f"loopx's plugin {path} was edited; it is never overwritten",
+                              fix + " --force (keeps a backup)"))
         else:
-            out.append(result(f"hooks.{scope}.{host}", "ok", f"hooks current in {path}"))
+            out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"))
     return out
+
+
+def _disabled(host: str, scope: str, root: str) -> str | None:
+    from loopx.hosts import adapters
+
+    fn = getattr(adapters.get(host), "disabled", None)
+    try:
+        return fn(scope, root) if fn else None
+    except Exception:  # a host config loopx cannot read is reported elsewhere
+        return None
+
+
+def rewrite_hooks(project_dir: str | None) -> str:
+    """Re-write stale loopx hook entries (both scopes) so they start this loopx."""
+    from loopx.hosts import hookconf
+
+    done = []
+    for scope, root in _scopes(project_dir):
+        rows = hookconf.refresh_installed(scope, root)
+        if rows:
+            done.append(f"rewrote {len(rows)} {scope} hook config(s)")
+    return "; ".join(done) or "no hooks to rewrite"
 
 
 def check(project_dir: str | None) -> list[dict]:
@@ -99,7 +147,8 @@ def check(project_dir: str | None) -> list[dict]:
     out = []
     for scope, root in _scopes(project_dir):
         try:
-            out.append(_summarise(scope, scan_scope(scope, root)))
+            rows = scan_scope(scope, root)
+            out.append(_summarise(scope, rows, _covered(scope, root, rows)))
         except Exception as exc:  # a host module problem must never break doctor
             out.append(result(f"hosts.{scope}", "warning", f"could not check skills: {exc}",
                               "loopx workflow-skills --check"))

@@ -56,7 +56,7 @@ def check() -> dict:
     found = shutil.which("loopx")
     scripts = sysconfig.get_path("scripts")
     if not found:
-        return result("path", "warning", "`loopx` is not on PATH (hooks and cron jobs call it by name)",
+        return result("path", "warning", "`loopx` is not on PATH (your shell, skills and agents call it by name; installed hooks use its absolute path)",
                       f"add {scripts} to PATH, or call `{sys.executable} -m loopx`")
     py = _script_python(found)
     if py and os.path.isabs(py) and _same_file(py, sys.executable):

@@ -1,0 +1,41 @@
+"""One adapter module per agent host: what its hook payloads look like and how it wants answers.
+
+``TABLE`` is the one payload table: host name -> adapter module. Each adapter module defines
+
+- ``NAME``, ``KIND`` (``settings``: loopx merges entries into the host's JSON hook config;
+  ``plugin``: loopx installs a whole plugin/extension file; ``none``: nothing to install),
+  ``WINDOWS_SHELL`` (the shell the host runs hook commands with on Windows: ``cmd``, ``pwsh``
+  or ``posix`` for Git Bash), ``VERIFIED`` (where the facts below were checked);
+- ``SHAPE``: the payload table row, ``{"tool": key of the tool name, "input": key of the tool
+  input, "shell": shell tool names, "edit": edit tool names, "builtin": other built-in tools that
+  never write, "paths": input keys that name a path}``;
+- ``deny(reason)``, ``allow()``: the pre-tool answer ``(stdout object or None, exit code, stderr)``;
+- ``cont(text)``, ``let_stop()``, ``context(text)``: the stop and session-start answers;
+- for ``settings`` hosts ``config_path(scope, root)`` and ``wanted(cmd, cap)``; for ``plugin``
+  hosts ``plugin_path(scope, root)`` and ``plugin_text(argv)``.
+
+A new host is one module here plus one row in ``TABLE`` and in docs/hosts.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TABLE = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "cursor": "cursor",
+    "gemini": "gemini",
+    "opencode": "opencode",
+    "pi": "pi",
+    "generic": "generic",
+}
+
+
+def get(host: str):
+    """The adapter module for ``host``. Raises KeyError for an unknown host."""
+    return importlib.import_module(f"loopx.hosts.adapters.{TABLE[host]}")
+
+
+def known(host: str) -> bool:
+    return host in TABLE

@@ -1,0 +1,95 @@
+"""Shared pieces of the host adapters: reading a tool call out of a payload, and answers in the
+two common shapes (Claude-style ``hookSpecificOutput`` and the plain ``decision``/``reason``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+PATH_KEYS = ("file_path", "filePath", "path", "filename", "fileName", "file", "notebook_path", "target_file",
+             "targetFile", "destination", "dest", "target", "new_path", "old_path", "source_path")
+LIST_KEYS = ("paths", "files", "file_paths", "filePaths")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+
+
+def patch_paths(text: str) -> list[str]:
+    """The files an ``apply_patch`` body adds, updates, deletes or moves to."""
+    return [a or b for a, b in _PATCH_FILE.findall(text)]
+
+
+def named_paths(ti: dict, keys=PATH_KEYS) -> list[str]:
+    """Every string under a path-like key of a tool input (and lists of them under ``paths``...)."""
+    out = [ti[k] for k in keys if isinstance(ti.get(k), str) and ti[k]]
+    for k in ("uri", "url", "resource"):  # file:// URIs name a path too
+        v = ti.get(k)
+        if isinstance(v, str) and v.lower().startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            out.append(unquote(urlparse(v).path))
+    for k in LIST_KEYS:
+        v = ti.get(k)
+        if isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, str) and x)
+    for k in ("edits", "files"):  # lists of {path: ...} objects (multi-file edit tools)
+        v = ti.get(k)
+        if isinstance(v, list):
+            for item in v:
+                if isinstance(item, dict):
+                    out.extend(item[p] for p in keys if isinstance(item.get(p), str) and item[p])
+    seen: list[str] = []
+    for p in out:
+        if p not in seen:
+            seen.append(p)
+    return seen
+
+
+def tool_call(payload: dict, shape: dict) -> tuple[list[str], list[str]]:
+    """``(commands, paths)`` a tool call would run or write, read with ``shape`` (an adapter's
+    SHAPE row). Shell tools give their command; edit tools, ``apply_patch`` bodies and any tool the
+    host does not list as a read-only built-in (MCP and plugin tools) give the paths they name,
+    and such a tool's ``command``/``cmd`` string is checked as a shell command."""
+    name = str(payload.get(shape["tool"]) or "")
+    ti = payload.get(shape["input"])
+    shell, edit = shape["shell"], shape["edit"]
+    if isinstance(ti, str):
+        try:
+            ti = json.loads(ti)
+        except ValueError:
+            ti = {"command": ti} if name in shell or name == "apply_patch" else {}
+    ti = ti if isinstance(ti, dict) else {}
+    patch = "\n".join(str(ti.get(k) or "") for k in ("command", "input", "patch", "patchText"))
+    if name == "apply_patch" or (name not in shell and "*** Begin Patch" in patch):
+        return [], patch_paths(patch)
+    commands: list[str] = []
+    cmd = ti.get("command", ti.get("cmd"))
+    if isinstance(cmd, list):
+        import shlex
+
+        cmd = shlex.join(str(c) for c in cmd)
+    if isinstance(cmd, str) and (name in shell or not name):
+        commands.append(cmd)
+    if name in edit:
+        return commands, named_paths(ti, shape["paths"])
+    if name and name not in shell and name not in shape["builtin"]:
+        # MCP and other non-built-in tools: a path they name is checked like an edit, a command
+        # string they carry (an MCP shell server) like a shell command
+        if isinstance(cmd, str) and name not in edit:
+            commands.append(cmd)
+        return commands, named_paths(ti)
+    return commands, []
+
+
+# ------------------------------------------------------------------ answer shapes
+def claude_deny(reason: str):
+    return ({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                    "permissionDecisionReason": reason}}, 0, "")
+
+
+def decision_deny(reason: str):
+    """``{"decision": "deny", "reason"}`` on stdout, the reason on stderr, exit 2 (a block for
+    hosts that read exit codes, and the generic contract)."""
+    return ({"decision": "deny", "reason": reason}, 2, reason)
+
+
+def session_context(text: str):
+    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}

@@ -1,0 +1,56 @@
+"""Claude Code (code.claude.com/docs/en/hooks): ``PreToolUse`` with ``tool_name``/``tool_input``,
+deny through ``hookSpecificOutput.permissionDecision``; ``Stop`` continues with ``decision: block``;
+``SessionStart`` adds ``additionalContext``. Config: ``.claude/settings.local.json`` (project,
+personal) or ``~/.claude/settings.json`` (user)."""
+
+from __future__ import annotations
+
+import os
+
+from loopx.hosts.adapters import base
+
+NAME = "claude-code"
+KIND = "settings"
+WINDOWS_SHELL = "posix"  # Claude Code runs hook commands through Git Bash on Windows (generic: not re-checked)
+VERIFIED = "code.claude.com/docs/en/hooks (payload, answers, matcher); Windows shell not verified"
+SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"Bash"},
+         "edit": {"Write", "Edit", "MultiEdit", "NotebookEdit"},
+         "builtin": {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "Task", "Agent",
+                     "ExitPlanMode", "BashOutput", "KillShell", "KillBash", "Skill", "SlashCommand", "ListMcpResourcesTool",
+                     "ReadMcpResourceTool"},
+         "paths": ("file_path", "notebook_path", "path")}
+# Every tool except the read-only built-ins: shell, edits, MCP (mcp__server__tool) and plugin tools.
+MATCHER = "^(?!(?:" + "|".join(sorted(SHAPE["builtin"])) + ")$).*"
+
+
+def deny(reason: str):
+    return base.claude_deny(reason)
+
+
+def allow():
+    return None, 0, ""
+
+
+def cont(text: str):
+    return {"decision": "block", "reason": text}
+
+
+def let_stop():
+    return None
+
+
+def context(text: str):
+    return base.session_context(text)
+
+
+def config_path(scope: str, root: str) -> str:
+    return os.path.join(root, ".claude", "settings.local.json" if scope == "project" else "settings.json")
+
+
+def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:
+    def handler(kind: str, timeout: int, extra: str = "") -> dict:
+        return {"type": "command", "command": cmd(kind, extra), "timeout": timeout}
+
+    return {"SessionStart": [{"matcher": "startup|resume|clear|compact", "hooks": [handler("session-start", 10)]}],
+            "PreToolUse": [{"matcher": MATCHER, "hooks": [handler("pre-tool", 10)]}],
+            "Stop": [{"hooks": [handler("stop", 30, cap_arg)]}]}

@@ -1,0 +1,77 @@
+"""Codex CLI (developers.openai.com/codex/hooks): the Claude Code shapes (``PreToolUse`` deny
+through ``hookSpecificOutput``, ``Stop`` ``decision: block``), shell calls as ``Bash``/``shell``/
+``exec_command`` and edits as ``apply_patch``. Config: ``.codex/hooks.json`` or
+``$CODEX_HOME/hooks.json``; hooks run only after the user trusts them in ``/hooks``."""
+
+from __future__ import annotations
+
+import os
+
+from loopx.hosts.adapters import base
+
+NAME = "codex"
+KIND = "settings"
+WINDOWS_SHELL = "pwsh"  # generic: not verified against Codex's Windows build
+VERIFIED = "developers.openai.com/codex/hooks, openai/codex PR #20756 (apply_patch); Windows shell not verified"
+SHAPE = {"tool": "tool_name", "input": "tool_input",
+         "shell": {"Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "unified_exec", "Shell"},
+         "edit": {"apply_patch", "write_file", "edit"},
+         "builtin": {"read_file", "list_dir", "grep_files", "view_image", "update_plan", "web_search", "write_stdin"},
+         "paths": ("file_path", "path")}
+
+
+def deny(reason: str):
+    return base.claude_deny(reason)
+
+
+def allow():
+    return None, 0, ""
+
+
+def cont(text: str):
+    return {"decision": "block", "reason": text}
+
+
+def let_stop():
+    return None
+
+
+def context(text: str):
+    return base.session_context(text)
+
+
+def config_path(scope: str, root: str) -> str:
+    base_dir = os.path.join(root, ".codex") if scope == "project" else (
+        os.environ.get("CODEX_HOME") or os.path.join(root, ".codex"))
+    return os.path.join(base_dir, "hooks.json")
+
+
+def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:
+    def handler(kind: str, timeout: int, extra: str = "") -> dict:
+        return {"type": "command", "command": cmd(kind, extra), "timeout": timeout}
+
+    # no matcher on PreToolUse: every tool is checked (shell, apply_patch, MCP tools naming a path)
+    return {"SessionStart": [{"matcher": "startup|resume|clear", "hooks": [handler("session-start", 10)]}],
+            "PreToolUse": [{"hooks": [handler("pre-tool", 10)]}],
+            "Stop": [{"hooks": [handler("stop", 30, cap_arg)]}]}
+
+
+def disabled(scope: str, root: str) -> str | None:
+    """Why Codex would not run hooks, as far as its config.toml says: ``[features] hooks = false``
+    in the project's ``.codex/config.toml`` or ``$CODEX_HOME/config.toml``; else None."""
+    import tomllib
+
+    paths = [os.path.join(os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex"),
+                          "config.toml")]
+    if scope == "project":
+        paths.insert(0, os.path.join(root, ".codex", "config.toml"))
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                conf = tomllib.load(fh)
+        except (OSError, ValueError):
+            continue
+        features = conf.get("features") if isinstance(conf, dict) else None
+        if isinstance(features, dict) and features.get("hooks") is False:
+            return f"{path} sets [features] hooks = false, so Codex runs no hooks"
+    return None
