@@ -257,3 +257,21 @@ def test_other_issues_human_only_commands_see_through_env_u(args, goal, project,
     proc = agent_shell("env -u CLAUDECODE -u CLAUDE_CODE_ENTRYPOINT loopx --format json " + shlex.join(args), project, shim)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["error"]["code"] == "human_required"
+
+
+def test_an_older_standing_approval_still_covers_when_a_newer_one_was_used(goal, project, cli):
+    """The hook reads the live view, which keeps only each goal's newest approval per kind; before it
+    denies, it asks the full state, so a standing approval behind a used one still counts."""
+    from loopx.hosts import entry
+
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True)
+    opened = [cli("--agent", "bot", "gate", "open", "--kind", "merge", "--question", q, json=True).data["gate_id"]
+              for q in ("standing merges?", "this one merge?")]
+    assert cli("gate", "approve", opened[0], "--confirm", opened[0], "--standing").code == 0
+    assert cli("gate", "approve", opened[1], "--confirm", opened[1]).code == 0
+    store = Store(str(project / ".loopx"))
+    assert gates.use(store, "guard:test", opened[1], "git push origin main")  # the newest is used up
+    store.load()  # refresh the snapshots so the hook reads a live view
+    payload = {"tool_name": "Bash", "tool_input": {"command": "git push origin main"}, "cwd": str(project)}
+    response, info = entry.pre_tool(payload, "claude-code", project=str(project))
+    assert info.get("allow"), info

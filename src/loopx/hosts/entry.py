@@ -231,13 +231,18 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         try:
             if vanished:
                 raise RuntimeError(vanished)
-            state = store.load()
+            state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
                                                 project_dir=store.project_dir if store else where)
         else:
             verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
                                      cwd=cwd, goal_id=goal_id)
+            if not verdict.get("allow") and "closed" in state:
+                # The live view keeps only each goal's newest approval per kind; before denying, ask
+                # the full state (an older standing approval may still cover the action).
+                verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
+                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
         return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
@@ -394,10 +399,51 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}
-        text = session_summary(store.load(), goal_id)
+        text = session_summary(store.load(view="live"), goal_id)
         if not text:
             return None, {"reason": "no_active_goal"}
         return _answer(host, "context", text), {"reason": "summary", "chars": len(text)}
     except Exception as exc:
         log_error(store, "hook session-start", exc)
         return None, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+# ------------------------------------------------------------------ the protocol: one entry per event
+EVENTS = ("stop", "pre-tool", "session-start", "after-edit")
+
+
+def dispatch(event: str, host: str, stream, *, project: str | None = None, agent: str | None = None,
+             goal_id: str | None = None, cap: int = DEFAULT_CAP) -> tuple[dict | None, dict]:
+    """Answer one hook call: read the payload from ``stream`` and return ``(response, info)``.
+
+    The host protocol's failure rules live here: a payload too large or too deep to inspect is
+    denied at ``pre-tool`` (fail closed: the agent controls both); any other unreadable payload lets
+    the agent stop at ``stop`` (fail open: without ``stop_hook_active`` the cap cannot work) and is
+    allowed elsewhere; an unknown host or event answers nothing. ``info`` may carry the
+    ``exit_code`` and ``stderr`` the host expects with the response."""
+    from loopx.hosts import adapters
+
+    uncheckable = bad = None
+    try:
+        payload = read_payload(stream)
+    except Uncheckable as exc:
+        payload, bad, uncheckable = {}, str(exc), str(exc)
+    except (ValueError, OSError) as exc:
+        payload, bad = {}, str(exc)
+    if not adapters.known(host) or event not in EVENTS:
+        return None, {"reason": "unknown_host_or_event", "host": host, "event": event}
+    if uncheckable is not None and event == "pre-tool":
+        response, extra = deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
+                                     "a protected action must not slip through unchecked. Split it into smaller calls.")
+        return response, dict(extra, reason="uncheckable_payload", error=uncheckable)
+    if bad is not None and event == "stop":
+        return let_stop(host, {"reason": "bad_payload", "error": bad})
+    if bad is not None:
+        return _answer(host, "allow")[0], {"reason": "bad_payload", "error": bad}
+    if event == "stop":
+        return stop(payload, host, project=project, agent=agent, goal_id=goal_id, cap=cap)
+    if event == "pre-tool":
+        return pre_tool(payload, host, project=project, goal_id=goal_id)
+    if event == "after-edit":
+        return after_edit(payload, host, project=project, agent=agent, goal_id=goal_id)
+    return session_start(payload, host, project=project, goal_id=goal_id)
