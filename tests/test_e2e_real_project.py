@@ -3,7 +3,7 @@ each with its own verify command), driven by a scripted agent through `loopx run
 `env -i` with a minimal PATH, as cron would run it.
 
 - with the test runner on PATH: three verified, charged turns, one merge gate, then the goal's own
-  verify command marks the goal done;
+  verify command passes and the goal is ready for a human's `loopx goal done` (it protects merges);
 - with the test runner missing from PATH: the first turn ends in *needs you* with reason
   ``verify_broken``, recorded with the PATH it ran under, and doctor reports it.
 """
@@ -134,9 +134,11 @@ def test_three_verified_charged_turns_one_merge_gate_then_done(tmp_path):
     r = _cron(project, path, "run", "--agent-cmd", _agent(tmp_path), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(r.stdout)["data"]
-    assert d["turns"] == [] and d["goal_verify"]["completed"] is True
+    # the goal protects merges, so finishing it is a human's call (`loopx goal done` on a terminal)
+    assert d["turns"] == [] and d["goal_verify"]["passed"] is True
+    assert d["goal_verify"]["human_closes"] == "loopx goal done calc"
     state = _state(project)
-    assert state["goals"]["calc"]["status"] == "done"
+    assert state["goals"]["calc"]["status"] == "active"
     assert [r["verified"] for r in state["runs"].values()] == [True, True, True]
     assert sum(e[1] for e in state["spends"]["calc"]) == 3
 

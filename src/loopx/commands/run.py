@@ -162,8 +162,10 @@ def render(d: dict) -> str:
             lines.append(f"  needs you: {e['reason']}: {safe(e['message'])}")
     gv = d.get("goal_verify")
     if gv:
-        lines.append(f"goal {gv['goal_id']}: " + ("its verify command passed: the goal is done" if gv["completed"]
-                     else f"its verify command failed (exit {gv['exit_code']}, {gv['evidence_id']})"))
+        lines.append(f"goal {gv['goal_id']}: " + (
+            "its verify command passed: the goal is done" if gv["completed"]
+            else f"its verify command passed; it protects actions, so a human closes it: {gv['human_closes']}"
+            if gv.get("human_closes") else f"its verify command failed (exit {gv['exit_code']}, {gv['evidence_id']})"))
     s = d.get("stop")
     if d["stopped_because"] == "decision" and s:
         lines.append(f"stopped: {s['decision']} ({s['reason']}): {safe(s['message'])}")

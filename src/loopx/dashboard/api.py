@@ -62,7 +62,7 @@ class Api:
     """Read and decide through the kernel. Thread-safe; cached states are never mutated."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[tuple, dict]] = {}
+        self._cache: dict[tuple[str, str], tuple[tuple, dict]] = {}
         self._lock = threading.Lock()
         self._status: tuple[tuple, dict] | None = None
         self._git: dict[str, tuple[float, str]] = {}
@@ -84,8 +84,9 @@ class Api:
                 return p
         raise ApiError(404, "no_project", "no such project is registered", "run `loopx connect` in the project")
 
-    def state(self, path: str) -> dict:
-        """The folded state of the project at ``path`` (cached while its files are unchanged)."""
+    def state(self, path: str, view: str = "full") -> dict:
+        """The folded state of the project at ``path`` (cached while its files are unchanged);
+        ``view="live"`` the live view (what the overview needs: no history is folded)."""
         from loopx.kernel.storage.store import DIRNAME, Store
 
         root = os.path.join(path, DIRNAME)
@@ -94,12 +95,12 @@ class Api:
                              f"run `loopx connect` there again, or forget it: `loopx disconnect {path}`")
         sig = _sig(root)
         with self._lock:
-            hit = self._cache.get(root)
+            hit = self._cache.get((root, view))
         if hit and hit[0] == sig:
             return hit[1]
-        state = Store(root).load()
+        state = Store(root).load(view=view)
         with self._lock:
-            self._cache[root] = (sig, state)
+            self._cache[(root, view)] = (sig, state)
         return state
 
     def decision(self, state: dict, row: dict, project_dir: str, now_iso: str) -> dict | None:
@@ -158,7 +159,7 @@ class Api:
             row = {"key": p["key"], "name": p["name"], "path": p["path"], "goals": [], "error": None,
                    "problems": [], "read_only": None}
             try:
-                state = self.state(p["path"])
+                state = self.state(p["path"], view="live")
                 data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
             except LoopxError as exc:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
@@ -284,7 +285,7 @@ class Api:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
         from loopx.kernel.storage.store import DIRNAME, Store
-        from loopx.kernel.write import gates
+        from loopx.kernel.write import gates, humans
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -302,8 +303,9 @@ class Api:
         if gate_id not in store.load()["gates"]:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
-            return gates.decide(store, actors.human(), gate_id, approve=decision == "approve",
-                                note=note or None, channel="dashboard", user_agent=user_agent, code=code)
+            human = humans.dashboard_channel(user_agent)
+            return gates.decide(store, human.actor, gate_id, approve=decision == "approve",
+                                note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
         except HumanRequired as exc:
@@ -405,7 +407,10 @@ def _todo(t: dict, goals: dict | None = None) -> dict:
 
 def _gate(g: dict) -> dict:
     out = {k: g.get(k) for k in ("id", "kind", "question", "context", "blocks", "status", "requested_by",
-                                 "decided_by", "channel", "note", "created", "decided")}
+                                 "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+    out["approval"] = None
+    if g["status"] == "approved":  # which approval a turn may use, and a used one as used
+        out["approval"] = "standing" if g.get("standing") else ("used" if g.get("used") else "once")
     out["code"] = g["id"].split("-", 1)[-1] if g["status"] == "pending" else None
     return out
 

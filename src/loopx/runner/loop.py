@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.errors import Interrupted, LoopxError, StateError
+from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, clock
@@ -231,10 +231,15 @@ class Driver:
                                                          "after_run": g.get("last_run")}, g["verify"], self.timeout)
         out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
                "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
-        if check["passed"]:
-            goals.set_status(self.store, self.actor, g["id"], "done",
-                             note=f"all todos done and the goal's verify command passed ({check['evidence_id']})")
-            out["completed"] = True
+        if check["passed"] and g["scope"].get("protect"):  # finishing protected work is a human's call
+            out["human_closes"] = f"loopx goal done {g['id']}"
+        elif check["passed"]:
+            try:
+                goals.set_status(self.store, self.actor, g["id"], "done",
+                                 note=f"all todos done and the goal's verify command passed ({check['evidence_id']})")
+                out["completed"] = True
+            except HumanRequired:
+                out["human_closes"] = f"loopx goal done {g['id']}"
         self.log(f"goal {g['id']}: verify {'passed: the goal is done' if check['passed'] else 'failed'}")
         return out
 

@@ -82,17 +82,25 @@ class ApiError extends Error {
   }
 }
 
+const tagged = new Map();  // path -> {tag, data}: the last answer that carried an ETag
+
 async function getJSON(path) {
   let response;
+  const last = tagged.get(path);
+  const headers = { Accept: "application/json" };
+  if (last) headers["If-None-Match"] = last.tag;
   try {
-    response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+    response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers });
   } catch (err) {
     throw new ApiError(0, { message: "the dashboard server does not answer",
       hint: "If it stopped, `loopx dashboard` starts it again and opens a fresh link." });
   }
+  if (response.status === 304 && last) return last.data;  // unchanged since the last answer
   let body = null;
   try { body = await response.json(); } catch (err) { body = null; }
   if (!response.ok || !body || body.ok !== true) throw new ApiError(response.status, body && body.error);
+  const tag = response.headers.get("ETag");
+  if (tag) tagged.set(path, { tag, data: body.data }); else tagged.delete(path);
   return body.data;
 }
 
@@ -316,14 +324,18 @@ function gateForm(project, gate) {
 
 function gateCard(project, gate) {
   return h("article", { class: `card gate gate-${gate.status}`, "data-gate": gate.id },
-    h("div", { class: "card-head" }, chip(gate.kind, "gate"), chip(gate.status), h("span", { class: "muted small" }, gate.id)),
+    h("div", { class: "card-head" }, chip(gate.kind, "gate"), chip(gate.status),
+      gate.approval ? chip(gate.approval === "once" ? "single use: the next turn may use it"
+        : gate.approval === "used" ? "used" : "standing", `approval-${gate.approval}`) : null,
+      h("span", { class: "muted small" }, gate.id)),
     h("p", { class: "question" }, gate.question),
     gate.context ? h("pre", { class: "context" }, gate.context) : null,
     h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
       gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
     gate.status === "pending" ? gateForm(project, gate)
       : h("p", { class: "meta" }, `${gate.status} by ${gate.decided_by} via ${gate.channel || "?"} · ${when(gate.decided)}`,
-        gate.note ? ` · “${gate.note}”` : ""));
+        gate.note ? ` · “${gate.note}”` : "",
+        gate.used ? ` · used ${when(gate.used.ts)} by ${gate.used.by || "?"}` : ""));
 }
 
 function todoItem(t) {

@@ -5,7 +5,8 @@ free-text field is cut to a fixed length and every list is bounded, so the text 
 ~6,000 characters whatever the size of the goal (200 todos, 5,000 evidence records...).
 
 Packet keys: version, run_id, goal_id, mode (work|plan), agent, lease_until, objective,
-done_when, verify, scope{allow, deny, protect}, protected[{action, gate, gate_id}], todo{id,
+done_when, verify, scope{allow, deny, protect}, protected[{action, gate (approved|pending|used|none),
+gate_id, standing}], todo{id,
 title, detail, acceptance, verify, fence} | None, queue[{id, title, status}], counts{open,
 claimed, blocked, done, total}, gates[{id, kind, question, blocks}], rejected[{id, kind, question,
 note, decided_by, blocks}] (the goal's last gates a human rejected, with the human's note), evidence[{id, kind,
@@ -74,6 +75,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
         todo = {"id": t["id"], "title": _cut(t["title"], 200), "detail": _cut(t.get("detail"), 600),
                 "acceptance": _cut(t.get("acceptance"), 400), "verify": _cut(t.get("verify"), 300), "fence": fence}
     groups = queries.by_status(state, goal_id, now_iso)
+    closed = state.get("closed", {}).get(goal_id, {})  # todos a live view left out
     queue = [{"id": x["id"], "title": _cut(x["title"], 80), "status": x["status"]}
              for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:_n(QUEUE)]
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
@@ -83,14 +85,24 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                       key=lambda x: x.get("decided_seq") or 0)[-_n(GATES):]
     rejected = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 160), "note": _cut(x.get("note"), 300),
                  "decided_by": x.get("decided_by"), "blocks": x["blocks"][:5]} for x in reversed(rejected)]
+    seen = {x["id"] for x in rejected}
+    for x in queries.goal_todos(state, goal_id):  # a live view keeps the rejection on the todos it blocks
+        b = x.get("blocked_by") if x["status"] == "blocked" else None
+        if b and b.get("gate") not in seen and len(rejected) < _n(GATES):
+            seen.add(b["gate"])
+            rejected.append({"id": b["gate"], "kind": b.get("kind") or "?", "question": "", "note": _cut(b.get("note"), 300),
+                             "decided_by": b.get("by"), "blocks": [x["id"]]})
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.write.gates import covering_gate
+        from loopx.kernel.policy.guard import verify_gate
+        from loopx.kernel.write.gates import covering_gate, last_used
 
-        ok = covering_gate(state, goal_id, action)
+        ok = covering_gate(state, goal_id, action, verify=verify_gate)
         wait = next((x for x in pending if x["kind"] == action), None)
-        protected.append({"action": action, "gate": "approved" if ok else ("pending" if wait else "none"),
-                          "gate_id": (ok or wait or {}).get("id")})
+        used = last_used(state, goal_id, action) if not ok and not wait else None
+        word = "approved" if ok else ("pending" if wait else ("used" if used else "none"))
+        protected.append({"action": action, "gate": word, "gate_id": (ok or wait or used or {}).get("id"),
+                          "standing": bool(ok and ok.get("standing"))})
     evidence = [{"id": e["id"], "kind": e["kind"], "summary": _cut(e["summary"], 140), "exit_code": e.get("exit_code")}
                 for e in queries.recent_evidence(state, goal_id, _n(EVIDENCE))]
     scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:_n(GLOBS)]] for k in ("allow", "deny", "protect")}
@@ -99,8 +111,8 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "done_when": _cut(g.get("done_when"), 600), "verify": _cut(g.get("verify"), 300), "scope": scope,
          "protected": protected, "todo": todo, "queue": queue,
          "counts": {"open": len(groups["open"]) + len(groups["expired"]), "claimed": len(groups["claimed"]),
-                    "blocked": len(groups["blocked"]), "done": len(groups["done"]),
-                    "total": sum(len(v) for k, v in groups.items() if k != "archived")},
+                    "blocked": len(groups["blocked"]), "done": len(groups["done"]) + closed.get("done", 0),
+                    "total": sum(len(v) for k, v in groups.items() if k != "archived") + closed.get("done", 0)},
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "rejected": rejected, "evidence": evidence,
          "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
@@ -157,7 +169,7 @@ def render(p: dict) -> str:
     L += ["", "SCOPE: allow " + (", ".join(s["allow"]) or "everything") + "; deny " + (", ".join(s["deny"]) or "nothing")]
     if p["protected"]:
         L.append("PROTECTED ACTIONS (need an approved gate): "
-                 + ", ".join(f"{x['action']} [{x['gate']}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
+                 + ", ".join(f"{x['action']} [{_approval_word(x)}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
                              for x in p["protected"]))
     c = p["counts"]
     L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
@@ -186,3 +198,12 @@ def render(p: dict) -> str:
             L.append(f"  {label + ':':<25} {p['commands'][k]}")
     L += ["", "RULES:"] + [f"  - {r}" for r in p["rules"]]
     return "\n".join(L) + "\n"
+
+
+def _approval_word(x: dict) -> str:
+    """``approved once``/``approved, standing``/``used``/``pending``/``none`` for the packet text."""
+    if x["gate"] == "approved":
+        return "approved, standing" if x.get("standing") else "approved once (this turn may use it)"
+    if x["gate"] == "used":
+        return "approval used; ask again"
+    return x["gate"]

@@ -13,7 +13,8 @@ import at start-up):
               done_at, forced{by, why} (only when a human closed it with --force-unverified),
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
-              channel, note, created, decided}
+              channel, note, created, decided, standing, used{ts, by, command, count, seq} | None,
+              signature{...} | None}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
               after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
@@ -49,51 +50,111 @@ DECIDED = ("approved", "rejected")
 
 
 def empty() -> dict:
-    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": ""}
+    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {},
-            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
+            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
+
+
+def closed_mark(item_id: str, status: str) -> int:
+    """What a closed todo or decided gate adds (XOR) to its goal's ``closed_fp``: 64 bits of
+    SHA-256(id NUL status). Order-free, so a live view and the full state agree on it."""
+    from loopx.kernel.storage.chain import sha256
+
+    return int.from_bytes(sha256(f"{item_id}\0{status}".encode()).digest()[:8], "big")
+
+
+def _horizons(state: dict) -> dict:
+    """Per goal, the start of the oldest run the stall count may need: the newest
+    ``no_progress_streak + 2`` finished runs (open runs are always kept). Todos created and gates
+    decided before it cannot change that count (see decide._stall_streak)."""
+    per: dict[str, list] = {}
+    for r in state["runs"].values():
+        if r["finished"] is not None:
+            per.setdefault(r["goal"], []).append((r["started"], r.get("seq", 0)))
+    out = {}
+    for gid, g in state["goals"].items():
+        runs = sorted(per.get(gid, ()), reverse=True)
+        keep = g.get("no_progress_streak", 0) + 2
+        out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
+    return out
 
 
 def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
-    """The part of ``state`` that is still moving: todos not done or archived, pending gates, open
-    runs and each goal's last run, the last ``keep_evidence`` evidence records per goal, and
-    everything else as is; ``closed`` counts what was left out: ``{goal: {"done": n, "archived": n}}``.
+    """The part of ``state`` that is still moving, from the full state or from an earlier live view
+    (pruning again only moves more records out; the counts add up):
+
+    - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
+      created after the goal's stall horizon;
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
+      runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
+    - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
+      ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
+      fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
+      ids are drawn long enough not to collide with them; see ids.new_id).
+
     With ``now_iso``, quota ledger entries older than each goal's window before then are dropped and
     ``spends_cut`` says from when each goal's ledger is complete.
     Folding a record into a live view gives the live view of the folded full state, except when
     the record updates something the view left out (the reducer then counts it as malformed)."""
-    closed: dict[str, dict[str, int]] = {}
+    closed = {g: dict(c) for g, c in state.get("closed", {}).items()}
+    closed_fp = dict(state.get("closed_fp", {}))
+    hidden = state.get("hidden", 0)
+    horizon = _horizons(state)
     todos = {}
     for tid, t in state["todos"].items():
-        if t["status"] in ("done", "archived"):
+        if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
+                and t["created"] < horizon.get(t["goal"], ("~",))[0]):
             c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
-            c[t["status"]] += 1
+            c[t["status"]] = c.get(t["status"], 0) + 1
+            closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
+            hidden += 1
         else:
             todos[tid] = t
     keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
-    runs = {k: r for k, r in state["runs"].items() if r["finished"] is None or k in keep_runs}
+    runs = {}
+    for k, r in state["runs"].items():
+        if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
+            runs[k] = r
+        else:
+            hidden += 1
     per_goal: dict[str, list] = {}
     for e in state["evidence"].values():
         per_goal.setdefault(e["goal"], []).append(e)
     evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
-    gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
-    spends, costs, cut = {}, {}, {}
+    hidden += len(state["evidence"]) - len(evidence)
+    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    for g in state["gates"].values():
+        if g["status"] == "approved":
+            key = (g["goal"], g["kind"])
+            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
+    gates = {}
+    for k, g in state["gates"].items():
+        cover = approved.get((g["goal"], g["kind"]))
+        if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
+                or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
+                                                                       and (g.get("decided_seq") or 0) == cover)))):
+            gates[k] = g
+        else:
+            closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
+            hidden += 1
+    spends, costs, cut = {}, {}, dict(state.get("spends_cut", {}))
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
         for gid in set(state["spends"]) | set(state.get("costs", {})):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
-            cut[gid] = clock.iso(now - clock.timedelta(seconds=window))
+            cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
             spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
             costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
     else:
         spends, costs = state["spends"], state.get("costs", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                spends=spends, costs=costs, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -115,7 +176,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "todo.archived": {"todo_id": _S},
     "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
     "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
-    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S},
+    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S}, "gate.used": {"gate_id": _S},
     "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
     "agent.registered": {"name": _S, "kind": _S},
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
@@ -294,7 +355,8 @@ def _todo_to(status, keep_claim=False):
         if "note" in d or "reason" in d:
             t["note"] = d.get("note") or d.get("reason")
         if status == "blocked" and d.get("gate_id"):  # a human rejected the gate that named it
-            t["blocked_by"] = {"gate": d["gate_id"], "by": r.get("actor"), "note": d.get("reason")}
+            t["blocked_by"] = {"gate": d["gate_id"], "by": r.get("actor"), "note": d.get("gate_note") or d.get("reason"),
+                               "kind": d.get("gate_kind")}
         else:
             t.pop("blocked_by", None)
         if status == "done":
@@ -316,6 +378,7 @@ def _gate_opened(s, r, d):
         "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
         "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
         "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
+        "standing": False, "used": None, "signature": None,
     }
 
 
@@ -328,7 +391,15 @@ def _gate_decided(status):
         g["note"] = d.get("note")
         g["decided"] = r["ts"]
         g["decided_seq"] = r["seq"]
+        g["standing"] = bool(d.get("standing")) and status == "approved"
+        g["signature"] = d.get("signature") if isinstance(d.get("signature"), dict) else None
     return reducer
+
+
+def _gate_used(s, r, d):
+    g = s["gates"][d["gate_id"]]
+    uses = int((g.get("used") or {}).get("count") or 0) + 1
+    g["used"] = {"ts": r["ts"], "by": r.get("actor"), "command": d.get("command"), "count": uses, "seq": r["seq"]}
 
 
 # ------------------------------------------------------------------- evidence, agents
@@ -544,6 +615,7 @@ REDUCERS = {
     "gate.opened": _gate_opened,
     "gate.approved": _gate_decided("approved"),
     "gate.rejected": _gate_decided("rejected"),
+    "gate.used": _gate_used,
     "evidence.added": _evidence_added,
     "agent.registered": _agent_registered,
     "handoff.recorded": _handoff_recorded,
@@ -556,6 +628,7 @@ REDUCERS = {
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
+    "store.migrated": _noop,
     "watch.added": _watch_added,
     "watch.paused": _watch_status("paused"),
     "watch.resumed": _watch_status("active"),
