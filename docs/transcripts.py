@@ -2,7 +2,10 @@
 
 A transcript is a fenced block whose info string is ``console``: lines starting with ``$ `` are
 commands (a trailing ``\\`` continues one on the next line), the lines after a command up to the
-next one are its output (stdout and stderr together). All transcripts of one file run in order in
+next one are its output (stdout and stderr together) and a last ``[exit N]`` line. A fenced block
+of any other language whose first comment line names a file (``# prices.py``, or ``# ~/bin/x.sh:
+...`` after a shebang) is written into the scratch project (``~`` is the scratch home) before
+the transcripts after it run, so the files a document shows are the files its commands see. All transcripts of one file run in order in
 one scratch git repository (``/home/alice/shop`` in the text) with a fixed clock (``LOOPX_NOW``),
 deterministic ids (``LOOPX_ID_SEED``), an isolated ``LOOPX_HOME``, no agent markers and no colour,
 so their output is stable and is compared line for line.
@@ -26,6 +29,8 @@ REPO = HERE.parent
 NOW = "2026-12-01T09:00:00Z"
 FAKE_PROJECT, FAKE_HOME = "/home/alice/shop", "/home/alice"
 BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
+ANY_BLOCK = re.compile(r"^```([a-z]*)\n(.*?)^```\n", re.M | re.S)
+FILE_LINE = re.compile(r"^# (~?[\w./-]+\.(?:py|sh|txt|toml|json|md))(?::.*)?$")
 MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
            "CODEX_THREAD_ID", "CURSOR_AGENT", "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE", "LOOPX_RUN_ID")
 
@@ -49,7 +54,7 @@ def parse(block: str) -> list[tuple[str, list[str]]]:
             cmd = cmd + "\n" + lines[i]
         out = []
         i += 1
-        while i < len(lines) and not lines[i].startswith("$ "):
+        while i < len(lines) and not lines[i].startswith("$ "):  # its output (and a blank line)
             out.append(lines[i])
             i += 1
         steps.append((cmd, out))
@@ -77,27 +82,46 @@ class Session:
         self.run("git init -q -b main . && mkdir -p src tests && echo '# shop' > README.md && "
                  "git add -A && git commit -qm init")
 
+    def write_file(self, body: str) -> None:
+        """Write a shown file (see the module docstring) when its first comment line names one."""
+        lines = body.splitlines()
+        first = lines[1] if lines and lines[0].startswith("#!") and len(lines) > 1 else (lines[0] if lines else "")
+        m = FILE_LINE.match(first)
+        if not m:
+            return
+        name = m.group(1)
+        path = os.path.join(self.home, name[2:]) if name.startswith("~/") else os.path.join(self.project, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(body)
+        if body.startswith("#!"):
+            os.chmod(path, 0o755)
+
     def run(self, cmd: str) -> str:
         script = f'loopx() {{ "{sys.executable}" -m loopx "$@"; }}\nexport -f loopx\n{cmd}\n'
-        proc = subprocess.run(["bash", "-c", script], cwd=self.project, env=self.env, capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
-        return self.normalise(proc.stdout + proc.stderr)
+        proc = subprocess.run(["bash", "-c", script], cwd=self.project, env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        out = self.normalise(proc.stdout)
+        return (out + "\n" if out else "") + f"[exit {proc.returncode}]"
 
     def normalise(self, text: str) -> str:
         text = text.replace(self.project, FAKE_PROJECT).replace(self.home, FAKE_HOME)
         text = text.replace(os.path.realpath(self.project), FAKE_PROJECT)
         text = text.replace(sys.executable, "python")
+        try:  # decisions name the OS account (never $USER): show it as the docs' alice
+            import pwd
+
+            text = text.replace(f"human:{pwd.getpwuid(os.getuid()).pw_name}", "human:alice")
+        except (ImportError, KeyError):
+            pass
         return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
 
 def render(block: str, session: Session) -> str:
     parts = []
     for cmd, _expected in parse(block):
-        parts.append("$ " + cmd)
-        out = session.run(cmd)
-        if out:
-            parts.append(out)
-    return "\n".join(parts) + "\n"
+        parts.append("$ " + cmd + "\n" + session.run(cmd))
+    return "\n\n".join(parts) + "\n"
 
 
 def process(path: Path) -> tuple[str, str]:
@@ -107,7 +131,14 @@ def process(path: Path) -> tuple[str, str]:
         return text, text
     with tempfile.TemporaryDirectory(prefix="loopx-docs-") as tmp:
         session = Session(tmp)
-        new = BLOCK.sub(lambda m: "```console\n" + render(m.group(1), session) + "```\n", text)
+
+        def each(m: re.Match) -> str:
+            if m.group(1) != "console":
+                session.write_file(m.group(2))
+                return m.group(0)
+            return "```console\n" + render(m.group(2), session) + "```\n"
+
+        new = ANY_BLOCK.sub(each, text)
     return text, new
 
 

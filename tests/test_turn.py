@@ -270,3 +270,15 @@ def test_asking_again_for_work_you_hold_resumes_the_same_run(store, clk, cli):
     assert [r["id"] for r in state["runs"].values()] == [first["run_id"]]
     other = turn.next_turn(store, "agent:other", goal_id="g1")
     assert other["started"] and other["todo_id"] != first["todo_id"]  # nobody was stalled
+
+
+def test_finish_after_todo_done_verifies_with_the_todos_own_command(project, cli):
+    """``todo done`` closes the todo, so the live view leaves it out; ``turn finish --verify`` must
+    still find it (its own verify command, its status), not fall back to the goal's command."""
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g1", "--verify", "false",
+               "--todo", "one", "--todo-verify", "true", "--todo", "two").code == 0
+    nxt = cli("--agent", "bot", "next", json=True).data
+    tid, rid = nxt["todo_id"], nxt["run_id"]
+    assert cli("--agent", "bot", "todo", "done", tid).code == 0
+    fin = cli("--agent", "bot", "turn", "finish", "--run", rid, "--result", "progress", "--verify", json=True).data
+    assert fin["verified"] is True and fin["todo_status"] == "done", fin

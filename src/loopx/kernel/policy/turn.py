@@ -42,7 +42,11 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))
-    t = state["todos"].get(r.get("todo") or "")
+    try:
+        t = queries.run_todo(state, r)
+    except KeyError:  # the run's todo was closed meanwhile: the live view left it out
+        state = store.load()
+        t = queries.run_todo(state, r)
     fence = t["claim"]["fence"] if t and t.get("claim") and t["claim"]["holder"] == actor else None
     p = packet.build(state, r["goal"], r.get("todo"), r["id"], r["lease_until"], actor, now, r.get("mode"), driven=driven)
     return {"started": True, "resumed": True, "decision": {"decision": "run", "reason": "resumed",
@@ -142,7 +146,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
 def verify_command(state: dict, run: dict) -> str | None:
     """The todo's verify command, else the goal's, else None."""
-    t = state["todos"].get(run.get("todo") or "")
+    t = queries.run_todo(state, run)
     if t and t.get("verify"):
         return t["verify"]
     return (state["goals"].get(run["goal"]) or {}).get("verify")
@@ -201,7 +205,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         # "verified" means verified progress: a passing check of a run that made none is not it
         verified = bool(check and check["passed"]) and result in ("progress", "completion")
         backed, why = verified, None
-        t = state["todos"].get(r.get("todo") or "")
+        t = queries.run_todo(state, r)
         if check is None and evs and t:  # cited evidence only: the rules of `loopx todo done`
             from loopx.kernel.read import proof
 
@@ -236,7 +240,7 @@ def _may_finish(run: dict, actor: str, result: str) -> None:
 
 
 def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, str | None]:
-    t = state["todos"].get(run.get("todo") or "")
+    t = queries.run_todo(state, run)
     if not t or t["status"] in ("done", "archived"):
         return {}, t["status"] if t else None
     c = t.get("claim")
@@ -254,7 +258,7 @@ def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, st
 
 
 def _finished_view(state: dict, r: dict) -> dict:
-    t = state["todos"].get(r.get("todo") or "")
+    t = queries.run_todo(state, r)
     return {"run_id": r["id"], "goal_id": r["goal"], "todo_id": r.get("todo"), "result": r["result"],
             "verified": r["verified"], "evidence": r["evidence"], "verify": None,
             "todo_status": t["status"] if t else None, "fingerprint": r.get("fp_after")}
@@ -341,7 +345,7 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
                            code="run_finished")
         until = clock.iso(now + timedelta(seconds=secs))
         drafts = [Draft("run.renewed", r["goal"], {"run_id": r["id"], "lease_until": until})]
-        t = state["todos"].get(r.get("todo") or "")
+        t = queries.run_todo(state, r)
         if t and t.get("claim") and t["claim"]["holder"] == r["agent"] and t["status"] == "claimed":
             drafts.append(Draft("todo.renewed", r["goal"], {"todo_id": t["id"], "lease_until": until}))
         out.update(run_id=r["id"], lease_until=until)
@@ -356,8 +360,10 @@ def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
     (a run finished long ago). Raises like ``queries.resolve_run``."""
     state = store.load(view="live")
     try:
-        return state, queries.resolve_run(state, run_id)
-    except UsageError:
+        run = queries.resolve_run(state, run_id)
+        queries.run_todo(state, run)  # KeyError: its todo was closed and left out of the view
+        return state, run
+    except (UsageError, KeyError):
         state = store.load()
         return state, queries.resolve_run(state, run_id)
 

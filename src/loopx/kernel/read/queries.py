@@ -160,6 +160,19 @@ def by_status(state: dict, goal_id: str, now_iso: str) -> dict[str, list[dict]]:
     return groups
 
 
+def run_todo(state: dict, run: dict) -> dict | None:
+    """The todo ``run`` worked on, or None when it has none. In a live view (``closed`` present) a
+    todo left out because it was closed raises KeyError: a writer's plan then re-runs on the full
+    state (``Store.transact``), a reader must load the full state."""
+    tid = run.get("todo")
+    if not tid:
+        return None
+    t = state["todos"].get(tid)
+    if t is None and "closed" in state:
+        raise KeyError(tid)
+    return t
+
+
 def open_runs(state: dict, goal_id: str | None = None) -> list[dict]:
     return [r for r in state["runs"].values() if r["finished"] is None and (goal_id is None or r["goal"] == goal_id)]
 
