@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("history", "the event log, filtered"),
     "review-packet": ("review_packet", "a Markdown handoff and retrospective report"),
     "demo": ("demo", "run the bundled example project through the governed loop"),
+    "anchor": ("anchor", "anchor the log's chain heads in git and the data folder now; --push sends them"),
     "doctor": ("doctor", "check the installation and the store; --fix applies safe repairs"),
     "update": ("update", "check for, plan and apply a self-update through the install channel"),
     "dashboard": ("dashboard", "the local browser dashboard"),

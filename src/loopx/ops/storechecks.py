@@ -195,6 +195,13 @@ def all_checks(t) -> list[dict]:
         out.append(result("store.chain", "error", f"the hash chain cannot be checked: {exc}",
                           "run `loopx doctor --debug` and report this"))
     try:
+        from loopx.ops.anchorcheck import check_anchors
+
+        out.extend(check_anchors(t))
+    except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
+        out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
+                          "run `loopx doctor --debug` and report this"))
+    try:
         out.append(check_snapshot(t))
     except Exception as exc:  # a damaged cache must never break doctor
         out.append(result("store.snapshot", "error", f"the cached snapshot cannot be read: {exc}",

@@ -615,7 +615,11 @@ class Store:
             else:
                 lines = sum(m["lines"] for m in state["meta"]["files"].values())
                 self._save_snapshot(state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
-            return records, state
+        if records:  # at most daily, the chain heads are anchored (one stat when not due; never raises)
+            from loopx.kernel.storage import anchors
+
+            anchors.maybe_daily(self)
+        return records, state
 
     def _rotate(self, state: dict) -> bool:
         """Under the lock: close each open file grown past SEGMENT_BYTES into ``<stream>/NNNNNN.jsonl``

@@ -91,6 +91,15 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
         return drafts
 
     store.transact(plan, actor=actor)
+    from loopx.kernel.storage import anchors
+
+    try:  # every decision anchors the chain heads; a failure never fails the decision
+        res = anchors.write(store, f"gate {out['status']} {out['gate_id']}")
+        out["anchor"] = {"commit": res["commit"], "file": res["file"]}
+        if res["warnings"]:
+            out["anchor_warnings"] = res["warnings"]
+    except Exception as exc:  # noqa: BLE001
+        out["anchor_warnings"] = [f"the chain heads were not anchored: {exc}"]
     return out
 
 

@@ -1,0 +1,96 @@
+"""``doctor``'s anchor check: the log against the chain heads anchored in the data folder, on the git
+ref ``refs/loopx/anchors`` and on each git remote's copy of that ref (``git ls-remote``, bounded by a
+timeout; ``doctor`` only, never a hook). See kernel/storage/anchors.py and docs/security.md."""
+
+from __future__ import annotations
+
+from loopx.ops.check import result
+
+REMOTE_TIMEOUT = 15.0
+REMOTE_REF = "refs/loopx/remote-anchors/"
+
+
+def _remotes(cwd: str) -> list[str]:
+    from loopx.kernel.storage import anchors
+
+    try:
+        return [r for r in anchors.git(cwd, "remote").split() if r]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def fetch_remote(cwd: str, remote: str) -> str | None:
+    """Fetch ``remote``'s anchor ref into ``refs/loopx/remote-anchors/<remote>`` (a ref of loopx's own;
+    no branch, index or working tree is touched). Returns its commit, or None when the remote has
+    none. Raises RuntimeError/OSError/TimeoutExpired when the remote cannot be read."""
+    from loopx.kernel.storage import anchors
+
+    listed = anchors.git(cwd, "ls-remote", remote, anchors.REF, timeout=REMOTE_TIMEOUT)
+    if not listed:
+        return None
+    anchors.git(cwd, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote,
+                f"+{anchors.REF}:{REMOTE_REF}{remote}", timeout=REMOTE_TIMEOUT)
+    return listed.split()[0]
+
+
+def check_anchors(t, *, remotes: bool = True) -> list[dict]:
+    """One result per anchor source that exists: ``store.anchors.file``, ``store.anchors.git`` and
+    ``store.anchors.remote.<name>`` (plus ``store.anchors.rewound.<name>`` when the local ref lacks
+    what the remote holds); none when nothing was ever anchored."""
+    from loopx.kernel.storage import anchors
+
+    store = t.store()
+    if store.format_number() < 2:
+        return []
+    pid = store.format_info().get("project_id")
+    if not pid:
+        return []
+    out: list[dict] = []
+
+    def judge(cid: str, where: str, found: list[dict], fix: str) -> None:
+        if not found:
+            return
+        bad = anchors.compare(store, found)
+        if bad is None:
+            out.append(result(cid, "ok", f"{len(found)} anchor(s) in {where} match the log"))
+        else:
+            out.append(result(cid, "error", f"{bad['kind']} at {bad['stream']} seq {bad['seq']} (against {where}): "
+                                            f"{bad['reason']}", fix))
+
+    judge("store.anchors.file", anchors.data_path(pid), anchors.read_file(pid),
+          "compare .loopx/ with git (`git log -p .loopx/`) and the backups; the records from that seq on "
+          "cannot be trusted")
+    cwd = anchors.git_dir_of(store.project_dir)
+    if cwd is None:
+        return out
+    cwd = store.project_dir
+    try:
+        tip, found = anchors.read_ref(cwd, anchors.REF, pid)
+    except Exception as exc:  # noqa: BLE001
+        out.append(result("store.anchors.git", "warning", f"the git anchors cannot be read: {exc}", None))
+        tip, found = None, []
+    judge("store.anchors.git", anchors.REF, found, "compare .loopx/ with the anchored heads (`git log -p "
+          f"{anchors.REF}`)")
+    if not remotes:
+        return out
+    for remote in _remotes(cwd):
+        cid = f"store.anchors.remote.{remote}"
+        try:
+            rtip = fetch_remote(cwd, remote)
+        except Exception as exc:  # noqa: BLE001 - an unreachable remote is a warning, not a failure
+            out.append(result(cid, "warning", f"the anchors on remote {remote} cannot be read: "
+                                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                              None))
+            continue
+        if rtip is None:
+            continue
+        _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
+        judge(cid, f"{anchors.REF} on remote {remote}", rfound,
+              "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on "
+              "as tampered")
+        if not tip or not anchors.is_ancestor(cwd, rtip, tip):
+            out.append(result(f"store.anchors.rewound.{remote}", "error",
+                              f"the local {anchors.REF} does not contain the anchors pushed to {remote} "
+                              f"(commit {rtip[:12]}): the local anchors were rewound or replaced",
+                              f"restore it: git update-ref {anchors.REF} {rtip}"))
+    return out
