@@ -234,8 +234,16 @@ def compare(store, anchors: list[dict]) -> dict | None:
     if not wanted:
         return None
     last_seq: dict[tuple, int] = {}
+    repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
     for stream in ("events", "evidence"):
         for _key, s, seq, rec, line in chain._records(store, stream):
+            if b'"store.repaired"' in line:
+                try:
+                    data = store.decode(line.rstrip(b"\n")).get("data") or {}
+                    name = str(data.get("file") or "").split(".")[0]
+                    repaired.update((name, q) for q in data.get("seqs") or [] if isinstance(q, int))
+                except ValueError:
+                    pass
             node = rec.get("node")
             if node is None:
                 continue
@@ -243,6 +251,7 @@ def compare(store, anchors: list[dict]) -> dict | None:
             if (node, s, seq) in wanted:
                 wanted[(node, s, seq)] = chain.line_hash(line)
     good: dict[tuple, int] = {}
+    excused = None
     for a in sorted(anchors, key=lambda a: a.get("at") or ""):
         for node, h in sorted(a["heads"].items()):
             if not isinstance(h, dict) or not isinstance(h.get("seq"), int):
@@ -253,6 +262,12 @@ def compare(store, anchors: list[dict]) -> dict | None:
                 good[(node, stream)] = max(seq, good.get((node, stream), 0))
                 continue
             after = good.get((node, stream), 0)
+            if (stream, seq) in repaired:
+                excused = excused or {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",
+                                      "reason": f"{stream} seq {seq} of node {node}, anchored at {a.get('at')}, was a "
+                                                "damaged line that `doctor --fix` moved to .loopx/quarantine/ (a "
+                                                "store.repaired record says so); compare the quarantined line"}
+                continue
             if not found:
                 first = last_seq.get((node, stream), 0) + 1
                 return {"node": node, "stream": stream, "seq": min(first, seq), "after_seq": after,
@@ -263,4 +278,4 @@ def compare(store, anchors: list[dict]) -> dict | None:
                     "reason": f"{stream} seq {seq} of node {node} is not the record anchored at {a.get('at')}: "
                               f"the history was rewritten or forged, starting after seq {after} and at or "
                               f"before seq {seq}"}
-    return None
+    return excused
