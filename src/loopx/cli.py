@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "drive an agent command through governed turns"),
     "usage": ("usage", "what your Claude Code and Codex subscriptions have left (from local files)"),
     "history": ("history", "the event log, filtered"),
+    "trace": ("trace", "export a goal's verifiable trace archive, or verify one"),
     "review-packet": ("review_packet", "a Markdown handoff and retrospective report"),
     "demo": ("demo", "run the bundled example project through the governed loop"),
     "anchor": ("anchor", "anchor the log's chain heads in git and the data folder now; --push sends them"),
