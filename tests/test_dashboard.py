@@ -249,6 +249,23 @@ def test_state_is_reread_when_the_store_changes(project, cli, client):
     assert client.get(f"/api/goal?project={key}&goal=g1")["board"]["open"]["count"] == 2
 
 
+
+def test_an_unchanged_overview_answers_304_to_its_etag(project, cli, client, monkeypatch):
+    _goal(project, cli, "g1", "x")
+    resp, body = client.call("GET", "/api/status")
+    tag = resp.getheader("ETag")
+    assert resp.status == 200 and tag and json.loads(body)["ok"]
+    monkeypatch.setenv("LOOPX_NOW", "2030-01-01T00:00:00Z")  # another second: generated_at changes, nothing else
+    again, body = client.call("GET", "/api/status", headers={"If-None-Match": tag})
+    assert again.status == 304 and body == b"" and again.getheader("ETag") == tag
+    assert again.getheader("Content-Security-Policy")  # the security headers come with a 304 too
+    assert cli("todo", "add", "another", "--goal-id", "g1").code == 0
+    changed, body = client.call("GET", "/api/status", headers={"If-None-Match": tag})
+    assert changed.status == 200 and changed.getheader("ETag") != tag
+    assert json.loads(body)["data"]["projects"][0]["goals"][0]["todos"]["open"] == 2
+    stale, _ = client.call("GET", "/api/status", headers={"If-None-Match": '"something-else"'})
+    assert stale.status == 200
+
 # ---------------------------------------------------------------------- static shell and PWA
 @pytest.mark.parametrize("path,ctype", [
     ("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css"),

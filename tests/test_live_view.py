@@ -72,10 +72,26 @@ def test_status_counts_closed_todos_from_the_live_view(busy, cli):
 
 def test_touching_a_left_out_todo_falls_back_to_the_full_state(busy):
     store, done, _ = busy
-    assert "closed" in store.load(view="live")
-    todos.update(store, H, done[3], reopen=True)
+    assert done[3] not in store.load(view="live")["todos"]
+    todos.update(store, H, done[3], reopen=True)  # the writer asks the full state, then rebuilds the view
     state = store.load(view="live")
-    assert "closed" not in state and state["todos"][done[3]]["status"] == "open"
+    assert state["todos"][done[3]]["status"] == "open"
+    assert _summary(store, "live") == _summary(store, "full")
+
+
+def test_writes_keep_the_live_view_current_and_ids_clear_of_left_out_ones(busy):
+    store, done, ev = busy
+    hidden = store.load(view="live")["hidden"]
+    assert hidden >= len(done) - 10
+    tid = todos.add(store, H, "g1", "fresh")["todo_id"]
+    assert len(tid) >= len("t-") + 10  # drawn long enough to miss every id the view does not show
+    state = store.load(view="live")
+    assert "closed" in state and tid in state["todos"]
+    full = store.load()
+    from loopx.kernel.read import fingerprint
+
+    assert fingerprint.state_part(state, "g1") == fingerprint.state_part(full, "g1")
+    assert _summary(store, "live") == _summary(store, "full")
 
 
 def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatch):
@@ -92,3 +108,52 @@ def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatc
     goals.set_quota(store, H, "g1", goals.quota_policy(window="24h"))
     assert _summary(store, "live") == _summary(store, "full")
     assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 24
+
+
+@pytest.mark.parametrize("streak", [1, 3])
+def test_should_run_decides_the_same_on_the_live_view_as_on_the_full_state(project, monkeypatch, streak):
+    """should-run and the turn commands decide on the live view: the stall count, "complete" and the
+    fingerprint must come out as they do on the full state, with most history left out of the view."""
+    from datetime import timedelta
+
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read import fingerprint
+    from loopx.kernel.storage.store import Draft
+
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    monkeypatch.setenv("LOOPX_NOW", clock.iso(t0))
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="stalls", goal_id="g1", quota={"stall_after": 2, "slots": 1000})
+    ev = evidence.add(store, H, "g1", kind="test", summary="green")["evidence_id"]
+    for i in range(40):
+        monkeypatch.setenv("LOOPX_NOW", clock.iso(t0 + timedelta(minutes=i)))
+        tid = todos.add(store, H, "g1", f"done {i}")["todo_id"]
+        todos.done(store, H, tid, [ev])
+        store.transact(lambda s, n, i=i: [Draft("run.started", "g1", {"run_id": f"run-a{i:04d}", "agent": "agent:x", "todo_id": None}),
+                                          Draft("run.finished", "g1", {"run_id": f"run-a{i:04d}", "result": "progress"})],
+                       actor="agent:x")
+    open_id = todos.add(store, H, "g1", "still open")["todo_id"]
+    for i in range(streak):
+        monkeypatch.setenv("LOOPX_NOW", clock.iso(t0 + timedelta(hours=2, minutes=i)))
+        store.transact(lambda s, n, i=i: [Draft("run.started", "g1", {"run_id": f"run-b{i:04d}", "agent": "agent:x",
+                                                                       "todo_id": open_id}),
+                                          Draft("run.finished", "g1", {"run_id": f"run-b{i:04d}",
+                                                                        "result": "no_progress"})],
+                       actor="agent:x")
+    monkeypatch.setenv("LOOPX_NOW", clock.iso(t0 + timedelta(hours=3)))
+    full = store.load()
+    live = store.load(view="live")
+    assert "closed" in live and len(live["runs"]) < len(full["runs"]) and len(live["todos"]) < len(full["todos"])
+    now = clock.now()
+    answers = []
+    for state in (full, live):
+        d = decide.evaluate(state, now, goal_id="g1", agent="x",
+                            fingerprint=lambda g, s=state: fingerprint.state_part(s, g))
+        answers.append((d["decision"], d["reason"], d.get("todo_id")))
+        assert fingerprint.state_part(state, "g1") == fingerprint.state_part(full, "g1")
+    assert answers[0] == answers[1]
+    todos.done(store, H, open_id, [ev])
+    full, live = store.load(), store.load(view="live")
+    done = [decide.evaluate(s, now, goal_id="g1", fingerprint=lambda g, s=s: fingerprint.state_part(s, g))["reason"]
+            for s in (full, live)]
+    assert done[0] == done[1] == "complete"

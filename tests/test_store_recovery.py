@@ -141,7 +141,7 @@ def test_garbage_under_a_snapshot_is_still_reported(goal, project):
     code = "from loopx.cli import main\nfor i in range(260): main(['todo', 'add', f'bulk {i}', '--quiet'])"
     subprocess.run([sys.executable, "-c", code], cwd=project, env=subprocess_env(), check=True)
     assert status_json(project)["data"]["store"]["files"]["events"]["bad_lines"] == 0
-    assert (project / ".loopx" / "cache" / "snapshot.bin").exists()
+    assert (project / ".loopx" / "cache" / "live.bin").exists()  # what status reads
     _insert_line(events(project), 5, b"garbage in the middle")
     doc = status_json(project)
     assert doc["data"]["store"]["files"]["events"]["bad_lines"] == 1

@@ -119,18 +119,38 @@ def build_parser(only: str | None = None):
     return parser
 
 
-# The commands that cron jobs, hooks and people call most skip argparse (whose imports cost about
-# as much as the interpreter's own start-up): their few options are listed here with the handler and
-# renderer. Any token not listed (--help, a typo, a value that looks like an option) falls back to
-# the full parser, so help and error messages are the same either way.
-# words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)})
-FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict[str, tuple[str, object]]]] = {
-    ("status",): ("status", "status", "render", "status",
-                  {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None), "--orient": ("orient", True)}),
+# The commands that cron jobs, hooks, agents and people call most skip argparse (whose imports cost
+# about as much as the interpreter's own start-up): their few options are listed here with the
+# handler and renderer. Any token not listed (--help, a typo, a repeated or repeatable option, a value
+# that looks like an option, a missing required option) falls back to the full parser, so help and
+# error messages are the same either way.
+# words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)});
+# the option table's "<pos>" lists the positional arguments' dests (all required), "<req>" the
+# options argparse requires.
+_GOAL = {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None)}
+FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
+    ("status",): ("status", "status", "render", "status", {**_GOAL, "--orient": ("orient", True)}),
     ("quota", "should-run"): ("quota", "quota_should_run", "render_decision", "quota should-run",
-                              {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None),
-                               "--skip-exit": ("skip_exit", None), "--explain": ("explain", True),
+                              {**_GOAL, "--skip-exit": ("skip_exit", None), "--explain": ("explain", True),
                                "--no-record": ("record", False)}),
+    ("todo", "add"): ("todo", "todo_add", "render_add", "todo add",
+                      {**_GOAL, "--detail": ("detail", None), "--priority": ("priority", None),
+                       "--acceptance": ("acceptance", None), "--verify": ("verify", None), "<pos>": ("title",)}),
+    ("next",): ("turn", "turn_next", "render_next", "next",
+                {**_GOAL, "--lease": ("lease", None), "--dry-run": ("dry_run", True)}),
+    ("turn", "finish"): ("turn", "turn_finish", "render_finish", "turn finish",
+                         {"--run": ("run", None), "--result": ("result", None), "--verify": ("verify", True),
+                          "--note": ("note", None), "<req>": ("run", "result")}),
+    ("evidence", "add"): ("evidence", "evidence_add", "render_add", "evidence add",
+                          {**_GOAL, "--kind": ("kind", None), "--summary": ("summary", None),
+                           "--todo": ("todo", None), "--run": ("run", None), "--command": ("cmd", None),
+                           "--exit-code": ("exit_code", None), "--commit": ("commit", None),
+                           "<req>": ("kind", "summary")}),
+    ("hook",): ("hooks", "hook_entry", "render_entry", "hook",
+                {**_GOAL, "--host": ("host", None), "--max-continuations": ("cap", None), "<pos>": ("event",)}),
+    ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
+                       {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
+                        "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
 }
 
 
@@ -141,13 +161,21 @@ def _fast(rest: list[str]):
         if tuple(rest[:n]) != words:
             continue
         args: dict = {}
+        positional = list(opts.get("<pos>", ()))
         i = n
         while i < len(rest):
-            opt, eq, val = rest[i].partition("=")
-            spec = opts.get(opt)
+            tok = rest[i]
+            if not tok.startswith("-") and positional:
+                args[positional.pop(0)] = tok
+                i += 1
+                continue
+            opt, eq, val = tok.partition("=")
+            spec = opts.get(opt) if opt.startswith("--") else None
             if spec is None:
                 return None
             dest, const = spec
+            if dest in args:
+                return None  # given twice: argparse decides what that means
             if const is None:
                 if not eq:
                     if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
@@ -160,6 +188,8 @@ def _fast(rest: list[str]):
             else:
                 args[dest] = const
             i += 1
+        if positional or any(d not in args for d in opts.get("<req>", ())):
+            return None
         mod = __import__(f"loopx.commands.{module}", fromlist=[handler])
         return getattr(mod, handler), getattr(mod, render), name, args
     return None
@@ -206,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         reply = handler(ctx, **args)
         if not isinstance(reply, output.Reply):
             reply = output.Reply(reply or {})
+        migrated = getattr(getattr(ctx, "_store", None), "migrated", None)
+        if migrated:  # said once: only the write that migrated the store sees this
+            reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
+                              f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
         if fmt != "text":
             output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
                                               warnings=reply.warnings))

@@ -32,7 +32,7 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
 
     n = validate.count(limit, "--limit", low=0, high=10_000_000)
     store = ctx.store()
-    state = store.load()
+    state = store.load(view="live" if n else "full")  # with a limit only the goals are needed
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
     start = clock.since_arg(since, clock.now()) if since else None
     want_rounds = rounds or (not events and not type_prefix)

@@ -18,7 +18,7 @@ def register(sub, name, help_text):
     from loopx.commands import add
 
     if name == "hook":
-        p = add(sub, name, help_text, handler=hook_entry, render=lambda d: "",
+        p = add(sub, name, help_text, handler=hook_entry, render=render_entry,
                 example="echo '{\"stop_hook_active\": false}' | loopx hook stop --host claude-code")
         p.add_argument("event", metavar="EVENT", help="stop, pre-tool, session-start or after-edit (Cursor)")
         p.add_argument("--host", default="claude-code",
@@ -65,6 +65,10 @@ def parse_cap(value) -> int:
         return max(0, int(raw)) if raw is not None else DEFAULT_CAP
     except (TypeError, ValueError):
         return DEFAULT_CAP
+
+
+def render_entry(d) -> str:
+    return ""
 
 
 def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:

@@ -62,7 +62,7 @@ class Api:
     """Read and decide through the kernel. Thread-safe; cached states are never mutated."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[tuple, dict]] = {}
+        self._cache: dict[tuple[str, str], tuple[tuple, dict]] = {}
         self._lock = threading.Lock()
         self._status: tuple[tuple, dict] | None = None
         self._git: dict[str, tuple[float, str]] = {}
@@ -84,8 +84,9 @@ class Api:
                 return p
         raise ApiError(404, "no_project", "no such project is registered", "run `loopx connect` in the project")
 
-    def state(self, path: str) -> dict:
-        """The folded state of the project at ``path`` (cached while its files are unchanged)."""
+    def state(self, path: str, view: str = "full") -> dict:
+        """The folded state of the project at ``path`` (cached while its files are unchanged);
+        ``view="live"`` the live view (what the overview needs: no history is folded)."""
         from loopx.kernel.storage.store import DIRNAME, Store
 
         root = os.path.join(path, DIRNAME)
@@ -94,12 +95,12 @@ class Api:
                              f"run `loopx connect` there again, or forget it: `loopx disconnect {path}`")
         sig = _sig(root)
         with self._lock:
-            hit = self._cache.get(root)
+            hit = self._cache.get((root, view))
         if hit and hit[0] == sig:
             return hit[1]
-        state = Store(root).load()
+        state = Store(root).load(view=view)
         with self._lock:
-            self._cache[root] = (sig, state)
+            self._cache[(root, view)] = (sig, state)
         return state
 
     def decision(self, state: dict, row: dict, project_dir: str, now_iso: str) -> dict | None:
@@ -158,7 +159,7 @@ class Api:
             row = {"key": p["key"], "name": p["name"], "path": p["path"], "goals": [], "error": None,
                    "problems": [], "read_only": None}
             try:
-                state = self.state(p["path"])
+                state = self.state(p["path"], view="live")
                 data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
             except LoopxError as exc:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}

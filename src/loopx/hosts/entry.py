@@ -226,7 +226,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
         try:
-            state = store.load()
+            state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:200])
         else:
@@ -367,7 +367,7 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}
-        text = session_summary(store.load(), goal_id)
+        text = session_summary(store.load(view="live"), goal_id)
         if not text:
             return None, {"reason": "no_active_goal"}
         return _answer(host, "context", text), {"reason": "summary", "chars": len(text)}

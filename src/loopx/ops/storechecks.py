@@ -12,7 +12,7 @@ import subprocess
 from loopx.kernel.storage.store import FORMAT, STREAMS
 from loopx.ops.check import result
 
-IGNORE_RULES = ("lock", "cache/")
+IGNORE_RULES = ("lock", "cache/", "node", "backup/")
 
 
 def check_format(t) -> dict:
@@ -25,7 +25,59 @@ def check_format(t) -> dict:
         return result("store.format", "error",
                       f"format {fmt['format']} is newer than this loopx understands ({FORMAT}); the store "
                       "is read-only here", "upgrade loopx: `loopx update plan`")
+    if fmt["format"] < FORMAT:
+        return result("store.format", "warning",
+                      f"format {fmt['format']} (not migrated yet): readable, and the next write migrates it in "
+                      f"place to format {FORMAT} after a verified copy of the old files in "
+                      ".loopx/backup/format-1/", "nothing to do; any write (e.g. `loopx todo add`) migrates it")
     return result("store.format", "ok", f"format {fmt['format']}")
+
+
+def check_chain(t) -> dict:
+    """Every node's hash chain (store format 2), and the chain heads the cache saw against the log."""
+    fmt = t.scan["format"]
+    if not fmt["ok"] or fmt["format"] > FORMAT:
+        return result("store.chain", "skipped", "not checked: format.json is unusable")
+    from loopx.kernel.storage import chain
+
+    store = t.store()
+    found = chain.verify(store)
+    if fmt["format"] < 2 and not found["chained"]:
+        return result("store.chain", "skipped", "format 1 has no hash chain (the next write migrates the store)")
+    b = found["broken"]
+    if b is not None:
+        return result("store.chain", "error",
+                      f"hash chain broken at {b['stream']} seq {b['seq']}: {b['reason']}",
+                      "compare .loopx/ with git (`git log -p .loopx/`) and the backups; the records from that "
+                      "seq on cannot be trusted")
+    seen = _cached_heads(store)
+    if seen:
+        gap = chain.check_heads(found["heads"], seen)
+        if gap is not None:
+            return result("store.chain", "error",
+                          f"hash chain head mismatch at {gap['stream']} seq {gap['seq']}: {gap['reason']}",
+                          "records were cut off or rewritten after loopx last read them; compare with git "
+                          "(`git log -p .loopx/`)")
+    return result("store.chain", "ok",
+                  f"{found['chained']} records chained over {len(found['nodes'])} node(s), every link holds")
+
+
+def _cached_heads(store) -> dict:
+    """The chain heads the cached views recorded (whatever the log looks like now)."""
+    from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, _unmarshal
+
+    best: dict = {}
+    for name in (SNAPSHOT_FILE, LIVE_FILE):
+        try:
+            with open(store.path("cache", name), "rb") as fh:
+                snap = _unmarshal(fh.read())
+            heads = snap["state"]["meta"].get("chain") or {}
+        except (OSError, ValueError, EOFError, TypeError, KeyError):
+            continue
+        for node, head in heads.items():
+            if node not in best or head["hlc"] > best[node]["hlc"]:
+                best[node] = head
+    return best
 
 
 def check_lines(t) -> dict:
@@ -80,7 +132,7 @@ def check_merge(t) -> dict:
         return result("store.merge", "ok", "no duplicate event ids or sequence numbers")
     what = "; ".join(f"{n}.jsonl: {i} duplicate id(s), {q} repeated seq(s)" for n, (i, q) in dups.items())
     return result("store.merge", "ok", f"{what}: a union merge of several clones' logs; readers fold each record "
-                                       "once, in (seq, id) order, so every clone computes the same state")
+                                       "once, in (hlc, node, id) order, so every clone computes the same state")
 
 
 def check_seq(t) -> dict:
@@ -109,7 +161,7 @@ def check_encoding(t) -> dict:
 def check_snapshot(t) -> dict:
     snap = os.path.join(t.root, "cache", "snapshot.bin")
     if not os.path.exists(snap):
-        return result("store.snapshot", "ok", "no snapshot yet (one is written after 200 events)")
+        return result("store.snapshot", "ok", "no full snapshot yet (a read of the whole history writes one; writers keep only the live view)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
     from loopx.kernel.storage import fold
@@ -120,12 +172,12 @@ def check_snapshot(t) -> dict:
         return result("store.snapshot", "ok", "the snapshot is stale; the next reads rebuild it")
     fresh = fold.empty()
     for name in STREAMS:
-        store._fold_file(cached, name, offsets.get(name, 0))
-        store._fold_file(fresh, name, 0)
+        store._fold_stream(cached, name, offsets.get(name, 0))
+        store._fold_stream(fresh, name, 0)
     if any(m.get("unordered") for m in cached["meta"]["files"].values()):
         return result("store.snapshot", "ok", "the log was union-merged since the snapshot; the next reads rebuild it")
     if any(m.get("unordered") for m in fresh["meta"]["files"].values()):
-        fresh = store._fold_merged(fresh)  # a union-merged log folds in (seq, id) order, as every reader does
+        fresh = store._fold_merged(fresh)  # a merged log folds in (hlc, node, id) order, as every reader does
     keys = [k for k in fresh if k != "meta"]
     differ = [k for k in keys if cached.get(k) != fresh.get(k)]
     if differ:
@@ -137,6 +189,11 @@ def check_snapshot(t) -> dict:
 def all_checks(t) -> list[dict]:
     out = [check_format(t), check_lines(t), check_tail(t), check_types(t), check_merge(t), check_seq(t),
            check_encoding(t), check_temporaries(t)]
+    try:
+        out.append(check_chain(t))
+    except Exception as exc:  # noqa: BLE001 - a damaged store must never break doctor
+        out.append(result("store.chain", "error", f"the hash chain cannot be checked: {exc}",
+                          "run `loopx doctor --debug` and report this"))
     try:
         out.append(check_snapshot(t))
     except Exception as exc:  # a damaged cache must never break doctor

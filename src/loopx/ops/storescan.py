@@ -51,24 +51,40 @@ def _empty(exists: bool, size: int) -> dict:
             "unknown_types": {}, "newest_ts": None, "_seqs": set(), "_explained": {}}
 
 
-def scan_stream(path: str) -> dict:
-    """Scan one JSONL stream (see the module docstring for the shape)."""
+def scan_stream(path: str, segments: list[str] | None = None) -> dict:
+    """Scan one JSONL stream (see the module docstring for the shape): its closed ``segments``
+    (oldest first) and then the open file ``path``; a bad line's sample names its ``file``."""
+    out = None
+    ids: set[str] = set()
+    for seg in segments or []:
+        out = _scan_file(seg, out, ids, closed=True)
+    return _scan_file(path, out, ids)
+
+
+def _scan_file(path: str, out: dict | None, ids: set, closed: bool = False) -> dict:
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return _empty(False, 0)
+        return out if out is not None else _empty(False, 0)
     except OSError as exc:  # permissions, a folder in the file's place, an I/O error
-        out = _empty(True, 0)
+        out = out if out is not None else _empty(True, 0)
         out["unreadable"] = f"{exc.strerror or exc}"
         return out
-    out = _empty(True, len(data))
+    if out is None:
+        out = _empty(True, len(data))
+    else:
+        out["exists"] = True
+        out["size"] += len(data)
     end = data.rfind(b"\n") + 1
-    out["torn_bytes"] = len(data) - end
-    out["bom"] = data.startswith(b"\xef\xbb\xbf")
+    if closed and end < len(data):
+        out.setdefault("segment_torn", []).append(os.path.basename(path))
+    else:
+        out["torn_bytes"] = len(data) - end
+    out["bom"] = out["bom"] or data.startswith(b"\xef\xbb\xbf")
     seqs: set[int] = out["_seqs"]
-    ids: set[str] = set()
     offset = 0
+    fname = os.path.relpath(path, os.path.dirname(os.path.dirname(path))) if closed else os.path.basename(path)
     for n, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
         start, offset = offset, offset + len(line) + 1
         out["lines"] += 1
@@ -84,7 +100,7 @@ def scan_stream(path: str) -> dict:
             out["bad_count"] += 1
             if len(out["bad"]) < BAD_SAMPLES:
                 out["bad"].append({"line": n, "offset": start, "reason": str(exc), "conflict": conflict,
-                                   "text": line[:80].decode("utf-8", "replace")})
+                                   "text": line[:80].decode("utf-8", "replace"), "file": fname})
             continue
         out["good"] += 1
         _note_record(out, rec, seqs, ids)
@@ -113,9 +129,16 @@ def _note_record(out: dict, rec: dict, seqs: set, ids: set) -> None:
         explained.update(s for s in d.get("seqs") or [] if isinstance(s, int))
 
 
+def _segments(root: str, name: str) -> list[str]:
+    out = []
+    while os.path.exists(os.path.join(root, name, f"{len(out) + 1:06d}.jsonl")):
+        out.append(os.path.join(root, name, f"{len(out) + 1:06d}.jsonl"))
+    return out
+
+
 def scan(root: str) -> dict:
     """Scan ``root`` (the ``.loopx`` directory). Never raises on damaged content."""
-    streams = {name: scan_stream(os.path.join(root, f"{name}.jsonl")) for name in STREAMS}
+    streams = {name: scan_stream(os.path.join(root, f"{name}.jsonl"), _segments(root, name)) for name in STREAMS}
     explained: dict[str, set] = {}
     for s in streams.values():
         for fname, seqs in s.pop("_explained").items():

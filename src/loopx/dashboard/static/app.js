@@ -82,17 +82,25 @@ class ApiError extends Error {
   }
 }
 
+const tagged = new Map();  // path -> {tag, data}: the last answer that carried an ETag
+
 async function getJSON(path) {
   let response;
+  const last = tagged.get(path);
+  const headers = { Accept: "application/json" };
+  if (last) headers["If-None-Match"] = last.tag;
   try {
-    response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+    response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers });
   } catch (err) {
     throw new ApiError(0, { message: "the dashboard server does not answer",
       hint: "If it stopped, `loopx dashboard` starts it again and opens a fresh link." });
   }
+  if (response.status === 304 && last) return last.data;  // unchanged since the last answer
   let body = null;
   try { body = await response.json(); } catch (err) { body = null; }
   if (!response.ok || !body || body.ok !== true) throw new ApiError(response.status, body && body.error);
+  const tag = response.headers.get("ETag");
+  if (tag) tagged.set(path, { tag, data: body.data }); else tagged.delete(path);
   return body.data;
 }
 

@@ -271,16 +271,17 @@ class _Eval:
     def _nothing_ready(self):
         todos = queries.goal_todos(self.state, self.goal["id"])
         live = [t for t in todos if t["status"] not in queries.DONE_STATES]
+        closed = sum(self.state.get("closed", {}).get(self.goal["id"], {}).values())  # a live view's left-out todos
         if not live:
             watching = self._watching()
             if watching:
                 return watching
-        if not todos:
+        if not todos and not closed:
             self.passed("work", "no todos: the next turn plans (mode plan)")
             return None
         if not live:
             return self.decide("work", "stop", "complete",
-                               f"all {len(todos)} todos are done: goal looks complete (`loopx goal done`)")
+                               f"all {len(todos) + closed} todos are done: goal looks complete (`loopx goal done`)")
         held = [t for t in live if queries.claim_live(t, self.now_iso)]
         if held:
             first = min(t["claim"]["lease_until"] for t in held)
@@ -450,12 +451,12 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
             hit["recorded"], hit["cached"] = False, True
             return hit
     try:
-        state = store.load()
+        state = store.load(view="live")
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
     book = _tick(store, state, now) if tick and not state["meta"].get("read_only") else None
     if book is not None and book.pop("_wrote", False):
-        state = store.load()
+        state = store.load(view="live")
     if book is None and (state.get("watches") or any(t.get("every") for t in state["todos"].values())):
         from loopx.kernel.policy.tick import load_book
 

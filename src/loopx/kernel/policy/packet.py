@@ -73,6 +73,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
         todo = {"id": t["id"], "title": _cut(t["title"], 200), "detail": _cut(t.get("detail"), 600),
                 "acceptance": _cut(t.get("acceptance"), 400), "verify": _cut(t.get("verify"), 300), "fence": fence}
     groups = queries.by_status(state, goal_id, now_iso)
+    closed = state.get("closed", {}).get(goal_id, {})  # todos a live view left out
     queue = [{"id": x["id"], "title": _cut(x["title"], 80), "status": x["status"]}
              for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:_n(QUEUE)]
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
@@ -94,8 +95,8 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "done_when": _cut(g.get("done_when"), 600), "verify": _cut(g.get("verify"), 300), "scope": scope,
          "protected": protected, "todo": todo, "queue": queue,
          "counts": {"open": len(groups["open"]) + len(groups["expired"]), "claimed": len(groups["claimed"]),
-                    "blocked": len(groups["blocked"]), "done": len(groups["done"]),
-                    "total": sum(len(v) for k, v in groups.items() if k != "archived")},
+                    "blocked": len(groups["blocked"]), "done": len(groups["done"]) + closed.get("done", 0),
+                    "total": sum(len(v) for k, v in groups.items() if k != "archived") + closed.get("done", 0)},
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
          "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}

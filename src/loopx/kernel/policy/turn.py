@@ -36,7 +36,7 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     run as failed would count a no-progress turn and could stall the goal for everyone."""
     from loopx.kernel.policy import packet
 
-    state = store.load()
+    state = store.load(view="live")  # open runs, their todos and what the packet shows are all in the live view
     now = clock.now()
     now_iso = clock.iso(now)
     mine = [r for r in queries.open_runs(state) if r["agent"] == actor and r.get("lease_until")
@@ -80,7 +80,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     git = fingerprint.git_part(store.project_dir)
     gid = d["goal_id"]
     if dry_run:
-        state = store.load()
+        state = store.load(view="live")
         now = clock.now()
         until = clock.iso(now + timedelta(seconds=secs))
         p = packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now, d.get("mode"), driven=driven)
@@ -193,8 +193,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     warnings}. Raises Conflict for a run finished differently or owned by another agent."""
     validate.choice(result, validate.RESULTS, "--result")
     note = validate.text(note, "--note", required=False, limit=2000)
-    state = store.load()
-    run = queries.resolve_run(state, run_id)
+    state, run = _load_run(store, run_id)
     _may_finish(run, actor, result)
     check = verified_by
     if verify and check is None and run["finished"] is None:
@@ -361,11 +360,21 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     return out
 
 
+def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
+    """(state, run): the live view when it holds the run (an open run always is), else the full state
+    (a run finished long ago). Raises like ``queries.resolve_run``."""
+    state = store.load(view="live")
+    try:
+        return state, queries.resolve_run(state, run_id)
+    except UsageError:
+        state = store.load()
+        return state, queries.resolve_run(state, run_id)
+
+
 def close(store: Store, actor: str, run_id: str, result: str, note: str, report: dict | None = None) -> dict:
     """Close an open run without verification (the runner uses it on timeout, Ctrl-C and host
     setup errors); releases the claim. A run already finished is left as it is."""
-    state = store.load()
-    run = queries.resolve_run(state, run_id)
+    state, run = _load_run(store, run_id)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
     return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],

@@ -24,19 +24,26 @@ GIT_TIMEOUT = 10.0
 
 def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     """Hash of the goal, its live todos and its gates. ``overrides`` maps todo id -> status to
-    use instead of the folded one (for the state a transaction is about to produce)."""
+    use instead of the folded one (for the state a transaction is about to produce).
+    Closed todos and decided gates count only by id and status, folded into one order-free 64-bit
+    mark (``fold.closed_mark``), so a live view (which keeps that mark for what it left out, in
+    ``closed_fp``) and the full state give the same hash."""
+    from loopx.kernel.storage.fold import closed_mark
+
     g = state["goals"].get(goal_id) or {}
-    import hashlib
     import json
 
+    from loopx.kernel.storage.chain import sha256  # the built-in module: no OpenSSL load
+
     overrides = overrides or {}
+    mark = state.get("closed_fp", {}).get(goal_id, 0)
     todos = []
     for t in state["todos"].values():
         if t["goal"] != goal_id:
             continue
         status = overrides.get(t["id"], t["status"])
         if status in ("done", "archived"):
-            todos.append([t["id"], status])
+            mark ^= closed_mark(t["id"], status)
             continue
         if status == "claimed":
             status = "open"
@@ -46,10 +53,18 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
             row.append([[x, (state["goals"].get(x) or {}).get("status")] for x in t["depends_on_goals"]])
         todos.append(row)
     todos.sort()
-    gates = sorted([x["id"], x["status"]] for x in state["gates"].values() if x["goal"] == goal_id)
+    gates = []
+    for x in state["gates"].values():
+        if x["goal"] != goal_id:
+            continue
+        if x["status"] == "pending":
+            gates.append([x["id"], x["status"]])
+        else:
+            mark ^= closed_mark(x["id"], x["status"])
+    gates.sort()
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
-            todos, gates]
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            todos, gates, f"{mark:016x}"]
+    return sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _git_dir(project_dir: str) -> str | None:
@@ -68,8 +83,9 @@ def git_part(project_dir: str | None) -> str:
     there is none or git is not installed (then only the loopx state counts)."""
     if not project_dir or _git_dir(project_dir) is None:
         return ""
-    import hashlib
     import subprocess
+
+    from loopx.kernel.storage.chain import sha256
 
     try:
         head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
@@ -99,13 +115,13 @@ def git_part(project_dir: str | None) -> str:
                 stamp = "gone"
         items.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
     items.sort()
-    return hashlib.sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
+    return sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
 
 
 def combine(state_hash: str, git_hash: str) -> str:
-    import hashlib
+    from loopx.kernel.storage.chain import sha256
 
-    return hashlib.sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
+    return sha256(f"{state_hash}|{git_hash}".encode()).hexdigest()[:16]
 
 
 def compute(state: dict, goal_id: str, project_dir: str | None, overrides: dict | None = None) -> str:

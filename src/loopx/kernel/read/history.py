@@ -30,13 +30,19 @@ def _since_iso(since: datetime | None) -> str:
 def events(store, *, goal_id: str | None = None, since: datetime | None = None,
            type_prefix: str | None = None, limit: int | None = 50) -> list[dict]:
     """Records (as stored, without ``crc``) matching the filters, oldest first; the newest
-    ``limit`` of them (``None`` or 0 = all)."""
+    ``limit`` of them (``None`` or 0 = all). With a limit the log is read from its newest end and
+    reading stops once ``limit`` records matched, so the cost does not grow with the history."""
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 or more", "use e.g. --limit 100 (0 = everything)")
     start = _since_iso(since)
     prefix = type_prefix or ""
-    merged = heapq.merge(store.iter_records("events"), store.iter_records("evidence"),
-                         key=lambda r: r.get("ts") or "")
+    if limit:
+        # newest first; on equal times evidence first, which reversed gives the oldest-first order
+        merged = heapq.merge(store.iter_records_newest("evidence"), store.iter_records_newest("events"),
+                             key=lambda r: r.get("ts") or "", reverse=True)
+    else:
+        merged = heapq.merge(store.iter_records("events"), store.iter_records("evidence"),
+                             key=lambda r: r.get("ts") or "")
     out: list[dict] = []
     for rec in merged:
         if goal_id and rec.get("goal") != goal_id:
@@ -47,28 +53,26 @@ def events(store, *, goal_id: str | None = None, since: datetime | None = None,
             continue
         rec.pop("crc", None)
         out.append(rec)
-        if limit and len(out) > 4 * limit:
-            del out[:-limit]
-    return out[-limit:] if limit else out
+        if limit and len(out) >= limit:
+            break
+    if limit:
+        out.reverse()
+    return out
 
 
 def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | None = None,
            limit: int | None = 50) -> list[dict]:
-    """The loop's rounds (see the module docstring), oldest first, newest ``limit`` kept."""
+    """The loop's rounds (see the module docstring), oldest first, newest ``limit`` kept. With a
+    limit they are rebuilt from the newest end of the log (``state`` is not used), so the cost does
+    not grow with the history; without one, from ``state``'s runs (the full state)."""
     start = _since_iso(since)
+    if limit:
+        return _recent_rounds(store, goal_id, start, limit)
     rows = []
     for r in state["runs"].values():
         if (goal_id and r["goal"] != goal_id) or r["started"] <= start:
             continue
-        dur = None
-        if r["finished"]:
-            dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
-        rows.append({"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
-                     "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
-                     "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
-                     "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
-                     "host": r.get("host"), "permission_mode": r.get("permission_mode"),
-                     "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")})
+        rows.append(_run_row(r))
     for rec in store.iter_records("events"):
         if rec["type"] != "decision.recorded" or rec["ts"] <= start:
             continue
@@ -81,3 +85,54 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
                      "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
     rows.sort(key=lambda x: x["ts"])
     return rows[-limit:] if limit else rows
+
+
+def _run_row(r: dict) -> dict:
+    """One run of the folded state as a rounds row."""
+    dur = None
+    if r["finished"]:
+        dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
+    return {"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
+            "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
+            "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+            "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
+            "host": r.get("host"), "permission_mode": r.get("permission_mode"),
+            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")}
+
+
+def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[dict]:
+    """The newest ``limit`` rounds, read backwards. A run's later records (``run.finished``,
+    ``run.reported``, ``quota.spent``, ...) come before its ``run.started`` when reading from the
+    end, so they wait in ``pending``; once its start is seen the run's records are folded, oldest
+    first, through the same reducers as the full state, so the row is the one ``rounds`` would give."""
+    from loopx.kernel.storage import fold
+
+    rows: list[dict] = []
+    pending: dict[str, list] = {}
+    for rec in store.iter_records_newest("events"):
+        ts = rec.get("ts") or ""
+        t, d = rec["type"], rec.get("data") or {}
+        rid = d.get("run_id") if isinstance(d.get("run_id"), str) else None
+        if rid and (t.startswith("run.") or t == "quota.spent"):
+            pending.setdefault(rid, []).append(rec)
+            if t != "run.started":
+                continue
+            recs = pending.pop(rid)
+            if (start and ts <= start) or (goal_id and rec.get("goal") != goal_id):
+                continue
+            mini = fold.empty()
+            for r in reversed(recs):
+                fold.apply(mini, r)
+            run = mini["runs"].get(rid)
+            if run is not None:
+                rows.append(_run_row(run))
+        elif t == "decision.recorded" and d.get("decision") != "run":
+            if (start and ts <= start) or (goal_id and rec.get("goal") != goal_id):
+                continue
+            rows.append({"kind": "decision", "ts": ts, "decision": d.get("decision"), "reason": d.get("reason"),
+                         "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+        if len(rows) >= limit:
+            break
+    rows.reverse()
+    rows.sort(key=lambda x: x["ts"])
+    return rows[-limit:]

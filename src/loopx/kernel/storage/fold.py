@@ -44,51 +44,111 @@ DECIDED = ("approved", "rejected")
 
 
 def empty() -> dict:
-    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": ""}
+    files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {},
-            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0}}
+            "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
+
+
+def closed_mark(item_id: str, status: str) -> int:
+    """What a closed todo or decided gate adds (XOR) to its goal's ``closed_fp``: 64 bits of
+    SHA-256(id NUL status). Order-free, so a live view and the full state agree on it."""
+    from loopx.kernel.storage.chain import sha256
+
+    return int.from_bytes(sha256(f"{item_id}\0{status}".encode()).digest()[:8], "big")
+
+
+def _horizons(state: dict) -> dict:
+    """Per goal, the start of the oldest run the stall count may need: the newest
+    ``no_progress_streak + 2`` finished runs (open runs are always kept). Todos created and gates
+    decided before it cannot change that count (see decide._stall_streak)."""
+    per: dict[str, list] = {}
+    for r in state["runs"].values():
+        if r["finished"] is not None:
+            per.setdefault(r["goal"], []).append((r["started"], r.get("seq", 0)))
+    out = {}
+    for gid, g in state["goals"].items():
+        runs = sorted(per.get(gid, ()), reverse=True)
+        keep = g.get("no_progress_streak", 0) + 2
+        out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
+    return out
 
 
 def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
-    """The part of ``state`` that is still moving: todos not done or archived, pending gates, open
-    runs and each goal's last run, the last ``keep_evidence`` evidence records per goal, and
-    everything else as is; ``closed`` counts what was left out: ``{goal: {"done": n, "archived": n}}``.
+    """The part of ``state`` that is still moving, from the full state or from an earlier live view
+    (pruning again only moves more records out; the counts add up):
+
+    - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
+      created after the goal's stall horizon;
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
+      runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
+    - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
+      ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
+      fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
+      ids are drawn long enough not to collide with them; see ids.new_id).
+
     With ``now_iso``, quota ledger entries older than each goal's window before then are dropped and
     ``spends_cut`` says from when each goal's ledger is complete.
     Folding a record into a live view gives the live view of the folded full state, except when
     the record updates something the view left out (the reducer then counts it as malformed)."""
-    closed: dict[str, dict[str, int]] = {}
+    closed = {g: dict(c) for g, c in state.get("closed", {}).items()}
+    closed_fp = dict(state.get("closed_fp", {}))
+    hidden = state.get("hidden", 0)
+    horizon = _horizons(state)
     todos = {}
     for tid, t in state["todos"].items():
-        if t["status"] in ("done", "archived"):
+        if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
+                and t["created"] < horizon.get(t["goal"], ("~",))[0]):
             c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
-            c[t["status"]] += 1
+            c[t["status"]] = c.get(t["status"], 0) + 1
+            closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
+            hidden += 1
         else:
             todos[tid] = t
     keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
-    runs = {k: r for k, r in state["runs"].items() if r["finished"] is None or k in keep_runs}
+    runs = {}
+    for k, r in state["runs"].items():
+        if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
+            runs[k] = r
+        else:
+            hidden += 1
     per_goal: dict[str, list] = {}
     for e in state["evidence"].values():
         per_goal.setdefault(e["goal"], []).append(e)
     evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
-    gates = {k: g for k, g in state["gates"].items() if g["status"] == "pending"}
-    spends, costs, cut = {}, {}, {}
+    hidden += len(state["evidence"]) - len(evidence)
+    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    for g in state["gates"].values():
+        if g["status"] == "approved":
+            key = (g["goal"], g["kind"])
+            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
+    gates = {}
+    for k, g in state["gates"].items():
+        cover = approved.get((g["goal"], g["kind"]))
+        if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
+                or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
+                                                                       and (g.get("decided_seq") or 0) == cover)))):
+            gates[k] = g
+        else:
+            closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
+            hidden += 1
+    spends, costs, cut = {}, {}, dict(state.get("spends_cut", {}))
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
         for gid in set(state["spends"]) | set(state.get("costs", {})):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
-            cut[gid] = clock.iso(now - clock.timedelta(seconds=window))
+            cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
             spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
             costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
     else:
         spends, costs = state["spends"], state.get("costs", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                spends=spends, costs=costs, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -540,6 +600,7 @@ REDUCERS = {
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
+    "store.migrated": _noop,
     "watch.added": _watch_added,
     "watch.paused": _watch_status("paused"),
     "watch.resumed": _watch_status("active"),

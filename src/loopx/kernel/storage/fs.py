@@ -142,6 +142,12 @@ def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool
     return target
 
 
+def move_into_place(src: str, dst: str) -> None:
+    """Replace ``dst`` with the complete file ``src`` in one rename (a migration's prepared files);
+    ``src`` must already be written and fsynced. Raises OSError."""
+    os.replace(src, dst)
+
+
 def stale_temporaries(folder: str, *, older_than: float = STALE_AFTER, now: float | None = None) -> list[str]:
     """Paths of ``*.tmp`` files under ``folder`` (recursively) last modified more than
     ``older_than`` seconds before ``now`` (default: the wall clock), sorted. Missing folder: []."""

@@ -27,12 +27,13 @@ from contextlib import contextmanager
 
 from loopx import __version__
 from loopx.config import env
-from loopx.errors import NotConnected, ReadOnlyStore, StateError
+from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import clock, fold, ids
 from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
-FORMAT = 1
+FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
 STREAMS = ("events", "evidence")
+SEGMENT_BYTES = 8 << 20       # the open segment (``events.jsonl``) is closed into ``events/`` past this size
 EVENT_VERSION = 1
 SNAPSHOT_VERSION = 3
 SNAPSHOT_FILE = "snapshot.bin"
@@ -41,7 +42,7 @@ SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refresh
 BAD_SAMPLES = 20
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nworktrees/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nworktrees/\nnode\nbackup/\n"
 
 
 def lock_timeout() -> float:
@@ -87,6 +88,10 @@ def decode(line: bytes, loads=None) -> dict:
     if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) or not isinstance(rec.get("seq"), int):
         raise ValueError("not an event record")
     fold.check_shape(rec)
+    if "node" in rec:
+        from loopx.kernel.storage.chain import check_fields
+
+        check_fields(rec)
     return rec
 
 
@@ -121,10 +126,16 @@ class Draft:
 class Store:
     """One project's ``.loopx/`` directory. ``root`` is the path of ``.loopx`` itself."""
 
+    # the line codec, for modules the store itself calls (migrate, chain) without importing it back
+    decode = staticmethod(decode)
+    encode = staticmethod(encode)
+    FORMAT = FORMAT
+
     def __init__(self, root: str) -> None:
         self.root = root
         self.project_dir = os.path.dirname(root)
         self._format: dict | None = None
+        self.migrated: dict | None = None  # set by the write that migrated a format-1 store
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -175,6 +186,45 @@ class Store:
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
 
+    def segment_path(self, stream: str, number: int) -> str:
+        """The closed segment ``number`` (1-based) of ``stream``: ``<stream>/000001.jsonl``."""
+        return os.path.join(self.root, stream, f"{number:06d}.jsonl")
+
+    def closed_segments(self, stream: str) -> int:
+        """How many closed segments ``stream`` has (they are numbered 1..n without gaps)."""
+        n = 0
+        try:
+            names = os.listdir(self.path(stream))
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        have = {x for x in names if len(x) == 12 and x.endswith(".jsonl") and x[:6].isdigit()}
+        while f"{n + 1:06d}.jsonl" in have:
+            n += 1
+        return n
+
+    def stream_paths(self, stream: str) -> list[str]:
+        """Every file of ``stream`` oldest first: the closed segments, then the open ``<stream>.jsonl``."""
+        return [self.segment_path(stream, i) for i in range(1, self.closed_segments(stream) + 1)] + \
+            [self.path(f"{stream}.jsonl")]
+
+    def node_id(self, *, create: bool = False) -> str | None:
+        """This clone's node id from ``.loopx/node``; with ``create`` (writers, under the lock) a
+        missing or unreadable file gets a fresh id."""
+        from loopx.kernel.storage import chain
+
+        try:
+            with open(self.path(chain.NODE_FILE), "rb") as fh:
+                text = fh.read(64).decode("ascii", "replace").strip()
+            if chain.valid_node(text):
+                return text
+        except OSError:
+            pass
+        if not create:
+            return None
+        node = chain.new_node()
+        atomic_write(self.path(chain.NODE_FILE), (node + "\n").encode())
+        return node
+
     def format_info(self) -> dict:
         """``format.json`` as a dict. Raises StateError when it is missing or unreadable."""
         if self._format is None:
@@ -195,9 +245,29 @@ class Store:
             self._format = info
         return self._format
 
+    def format_number(self) -> int:
+        """``format.json``'s ``format``, read without importing ``json`` when the file is plain (the
+        hot read path); anything unusual goes through ``format_info`` (and its errors)."""
+        if self._format is not None:
+            return self._format["format"]
+        try:
+            with open(self.path("format.json"), "rb") as fh:
+                raw = fh.read(4096)
+        except OSError:
+            return self.format_info()["format"]
+        key = raw.find(b'"format"')
+        if key >= 0 and raw.count(b'"format"') == 1 and len(raw) < 4096:
+            rest = raw[key + 8:].lstrip(b" \t\r\n")
+            if rest.startswith(b":"):
+                rest = rest[1:].lstrip(b" \t\r\n")
+                digits = len(rest) - len(rest.lstrip(b"0123456789"))
+                if 0 < digits < 6 and rest[digits:digits + 1] in (b",", b"}", b" ", b"\n", b"\r", b"\t"):
+                    return int(rest[:digits])
+        return self.format_info()["format"]
+
     def read_only_reason(self, state: dict | None = None) -> str | None:
         """Why this store must not be written now, or None."""
-        fmt = self.format_info()["format"]
+        fmt = self.format_number()
         if fmt > FORMAT:
             return (f"this store has format {fmt}; this loopx {__version__} understands format {FORMAT}"
                     " (upgrade loopx: `loopx update plan`)")
@@ -216,7 +286,7 @@ class Store:
         todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
         what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
         stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
-        self.format_info()
+        self.format_number()
         if view == "live":
             live = self._load_live()
             if live is not None:
@@ -226,7 +296,7 @@ class Store:
         folded = 0
         torn = {}
         for name in STREAMS:
-            n, tail = self._fold_file(state, name, offsets.get(name, 0))
+            n, tail = self._fold_stream(state, name, offsets.get(name, 0))
             folded += n
             if tail:
                 torn[name] = tail
@@ -238,13 +308,34 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
-    def _fold_file(self, state: dict, name: str, offset: int, ordered: bool = False) -> tuple[int, int]:
-        """Fold ``name`` from byte ``offset``; return (lines folded, torn-tail bytes). A record whose
-        ``seq`` is not above the last one marks the file ``unordered`` (a union-merged log; the
-        caller folds again with ``ordered``, which sorts by ``order_key`` and drops duplicate ids)."""
+    def _fold_stream(self, state: dict, name: str, offset: int, collect: list | None = None) -> tuple[int, int]:
+        """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
+        state was folded (closed since if a segment numbered past ``meta["segments"]`` exists), then
+        every later segment and the open file. Returns (lines folded, torn-tail bytes). With ``collect``
+        (a list), records are appended to it instead of folded (``_fold_merged`` sorts them)."""
+        meta = state["meta"]["files"][name]
+        total = 0
+        while os.path.exists(self.segment_path(name, meta.get("segments", 0) + 1)):
+            k = meta.get("segments", 0) + 1
+            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k), collect)
+            total += n
+            meta["segments"] = k
+            meta["offset"], meta["tail"], offset = 0, "", 0
+        n, torn = self._fold_file(state, name, offset, None, collect)
+        return total + n, torn
+
+    def _fold_file(self, state: dict, name: str, offset: int, path: str | None = None,
+                   collect: list | None = None) -> tuple[int, int]:
+        """Fold ``name`` (the open file, or ``path``) from byte ``offset``; return (lines folded,
+        torn-tail bytes). A record whose ``seq`` is not above the last one marks the stream
+        ``unordered`` (a union-merged log, or records imported by ``loopx sync``; the caller folds
+        again through ``_fold_merged``, which sorts by ``order_key`` and drops duplicate ids). With
+        ``collect`` the records are appended to that list instead of folded."""
         meta = state["meta"]["files"][name]
         try:
-            with open(self.path(f"{name}.jsonl"), "rb") as fh:
+            with open(path or self.path(f"{name}.jsonl"), "rb") as fh:
+                if path is None:
+                    meta["mtime"] = os.fstat(fh.fileno()).st_mtime_ns
                 if offset:
                     fh.seek(offset)
                 data = fh.read()
@@ -261,9 +352,11 @@ class Store:
         pos = offset
         count = 0
         apply = fold.apply
+        ordered = collect is not None
         if ordered:
-            collected: list[dict] = []
-            apply = lambda _state, rec: collected.append(rec)  # noqa: E731 - sorted and folded below
+            apply = lambda _state, rec: collect.append(rec)  # noqa: E731 - sorted and folded by _fold_merged
+        heads: dict = {}
+        top = None
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -290,42 +383,53 @@ class Store:
                 meta["seq_gaps"] = meta.get("seq_gaps", 0) + 1
             if seq > meta["last_seq"]:
                 meta["last_seq"] = seq
+            node = rec.get("node")
+            if node is not None:
+                hlc = rec["hlc"]
+                heads[node] = (hlc, seq, line)
+                if top is None or hlc > top:
+                    top = hlc
             apply(state, rec)
-        if ordered:
-            seen: set = set()
-            keep = []
-            for rec in sorted(collected, key=order_key):
-                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
-                if rid in seen:
-                    meta["duplicates"] = meta.get("duplicates", 0) + 1
-                    continue
-                seen.add(rid)
-                keep.append(rec)
-            meta["merged"] = True
-            for rec in keep:
-                fold.apply(state, rec)
+        if heads:
+            _note_heads(state["meta"], name, heads, top)
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
 
     def _fold_merged(self, seen: dict) -> dict:
-        """The whole state again, each file folded in ``order_key`` order without duplicate ids
-        (a union-merged log: see the module docstring). ``seen`` is the state the plain fold made."""
+        """The whole state again, each stream (closed segments and open file) folded in
+        ``order_key`` order without duplicate ids (a union-merged log or records imported by
+        ``loopx sync``: see the module docstring). ``seen`` is the state the plain fold made."""
         state = fold.empty()
         for name in STREAMS:
-            merged = seen["meta"]["files"][name].get("unordered") or seen["meta"]["files"][name].get("merged")
-            self._fold_file(state, name, 0, ordered=bool(merged))
+            collected: list[dict] = []
+            self._fold_stream(state, name, 0, collected)
+            meta = state["meta"]["files"][name]
+            seen_ids: set = set()
+            for rec in sorted(collected, key=order_key):
+                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+                if rid in seen_ids:
+                    meta["duplicates"] = meta.get("duplicates", 0) + 1
+                    continue
+                seen_ids.add(rid)
+                fold.apply(state, rec)
+            meta["merged"] = True
+            meta.pop("unordered", None)
         return state
 
     def _load_live(self) -> dict | None:
         state, offsets = self._load_snapshot(LIVE_FILE)
-        if not offsets:
-            return None
+        checkpoint = False
+        if not offsets:  # no usable cache (a fresh clone, a deleted cache): start from a checkpoint
+            state, offsets = self._load_checkpoint()
+            if not offsets:
+                return None
+            checkpoint = True
         malformed = state["meta"].get("malformed", 0)
         torn = {}
         for name in STREAMS:
-            n, tail = self._fold_file(state, name, offsets[name])
-            if n >= SNAPSHOT_EVERY or state["meta"].get("malformed", 0) != malformed \
+            n, tail = self._fold_stream(state, name, offsets[name])
+            if (n >= SNAPSHOT_EVERY and not checkpoint) or state["meta"].get("malformed", 0) != malformed \
                     or state["meta"]["files"][name].get("unordered"):
                 return None  # too far behind, or the tail refers to something the view left out
             if tail:
@@ -337,7 +441,67 @@ class Store:
                 return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
         state["meta"]["torn"] = torn
         state["meta"]["read_only"] = self.read_only_reason(state)
+        if checkpoint:
+            self._save_snapshot(state, full=False)
         return state
+
+    def _load_checkpoint(self) -> tuple[dict, dict]:
+        """The live view saved when the newest closed events segment was closed
+        (``events/NNNNNN.live.json``), if it still matches the files; else (empty, {})."""
+        k = self.closed_segments("events")
+        path = self.segment_path("events", k)[:-len(".jsonl")] + ".live.json" if k else None
+        if path is None or not os.path.exists(path):
+            return fold.empty(), {}
+        try:
+            from json import loads
+
+            with open(path, "rb") as fh:
+                snap = loads(fh.read())
+            if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
+                raise ValueError("old checkpoint")
+            return snap["state"], self._check_offsets(snap["state"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return fold.empty(), {}
+
+    def _write_checkpoint(self, state: dict, number: int) -> None:
+        """Under the lock, right after closing events segment ``number``: keep the live view next to
+        it, so a clone without a cache starts from there instead of folding the whole history.
+        Derived data like the cache (rebuilt by any full read); written once, never changed."""
+        import json
+
+        view = fold.live_view({**state, "meta": {k: v for k, v in state["meta"].items()
+                                                 if k not in ("torn", "read_only")}}, clock.now_iso())
+        body = json.dumps({"fold": fold.FOLD_VERSION, "state": view}, separators=(",", ":"), sort_keys=True)
+        try:
+            atomic_write(self.segment_path("events", number)[:-len(".jsonl")] + ".live.json", body.encode())
+        except OSError:
+            pass
+
+    def _check_offsets(self, state: dict) -> dict:
+        """{stream: offset} when every stream still holds the bytes ``state`` recorded before its
+        offset (in the segment that open file became, if it was closed since). Raises ValueError."""
+        offsets = {}
+        for name in STREAMS:
+            meta = state["meta"]["files"][name]
+            off = meta["offset"]
+            tail = bytes.fromhex(meta.get("tail", ""))
+            closed = self.segment_path(name, meta.get("segments", 0) + 1)
+            is_open = not os.path.exists(closed)
+            where = self.path(f"{name}.jsonl") if is_open else closed
+            with open(where, "rb") as fh:
+                if is_open and meta.get("mtime"):
+                    st = os.fstat(fh.fileno())
+                    if st.st_mtime_ns != meta["mtime"] and st.st_size == off:
+                        # changed since the cache saw it, yet nothing was appended: edited in place
+                        raise ValueError("file rewritten under the snapshot")
+                if off:
+                    fh.seek(max(0, off - len(tail)))
+                    if fh.read(len(tail)) != tail:
+                        raise ValueError("file changed under the snapshot")
+                elif tail:
+                    raise ValueError("bad snapshot")
+            offsets[name] = off
+        return offsets
 
     def _load_snapshot(self, filename: str = SNAPSHOT_FILE) -> tuple[dict, dict]:
         try:
@@ -347,39 +511,30 @@ class Store:
             if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
                     or snap.get("fold") != fold.FOLD_VERSION):
                 raise ValueError("old snapshot")
-            offsets = {}
-            for name in STREAMS:
-                meta = snap["state"]["meta"]["files"][name]
-                off = meta["offset"]
-                tail = bytes.fromhex(meta.get("tail", ""))
-                with open(self.path(f"{name}.jsonl"), "rb") as fh:
-                    if off:
-                        fh.seek(max(0, off - len(tail)))
-                        if fh.read(len(tail)) != tail:
-                            raise ValueError("file changed under the snapshot")
-                    elif tail:
-                        raise ValueError("bad snapshot")
-                offsets[name] = off
-            return snap["state"], offsets
+            return snap["state"], self._check_offsets(snap["state"])
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             return fold.empty(), {}
 
-    def _save_snapshot(self, state: dict) -> None:
-        """Write the snapshot atomically; the cache is disposable so failures are ignored."""
+    def _save_snapshot(self, state: dict, *, full: bool = True) -> None:
+        """Write the snapshots atomically: the full state (unless ``full`` is False or ``state`` is
+        itself a live view) and the live view derived from it. The cache is disposable, so
+        failures are ignored."""
         import marshal
         meta = state["meta"]
-        meta["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
+        is_live = "closed" in state
         saved = {k: v for k, v in meta.items() if k not in ("torn", "read_only")}
         body = dict(state)
         body["meta"] = saved
         try:
             os.makedirs(self.path("cache"), exist_ok=True)
-            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+            if full and not is_live:
+                meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
+                data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
+                atomic_write(self.path("cache", SNAPSHOT_FILE), data, sync=False)
+                self._sweep_cache()
             view = fold.live_view(body, clock.now_iso())
             live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
             atomic_write(self.path("cache", LIVE_FILE), live, sync=False)
-            self._sweep_cache()
         except (OSError, ValueError):
             pass
 
@@ -413,26 +568,86 @@ class Store:
         """
         with self.lock():
             repairs = self._repair_torn_tails()
-            state = self.load(save_snapshot=False)
+            if self.format_number() < FORMAT and not self.read_only_reason():
+                from loopx.kernel.storage import migrate
+
+                done = migrate.run(self)
+                if done:
+                    self.migrated = done
+                    repairs = list(repairs) + [Draft("store.migrated", None, {
+                        "from": 1, "to": FORMAT, "records": done["records"], "legacy_node": done["node"],
+                        "backup": os.path.relpath(done["backup"], self.root)})]
+            # the live view when it is current (a write then reads and rewrites only what is open),
+            # else the full state; see docs/architecture.md "Flat cost"
+            state = self._load_live() if self.format_number() >= FORMAT else None
+            live = state is not None
+            if state is None:
+                state = self.load(save_snapshot=False)
             reason = state["meta"]["read_only"]
             if reason:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
                                     "nothing was written; see `loopx doctor`")
             now = clock.now()
+            malformed = state["meta"].get("malformed", 0)
             if reap:
                 for housekeeping in HOUSEKEEPING:
                     repairs = list(repairs) + list(housekeeping(state, now))
             records = self._append(state, list(repairs), now, actor) if repairs else []
-            records += self._append(state, list(plan(state, now) or []), now, actor)
-            lines = sum(m["lines"] for m in state["meta"]["files"].values())
-            if lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY:
-                self._save_snapshot(state)
+            if live:
+                ids.HIDDEN = state.get("hidden", 0)
+                try:
+                    drafts = list(plan(state, now) or [])
+                except (LoopxError, KeyError):
+                    # the plan may need a record the live view left out (a done todo, an old
+                    # run): ask again on the full state, which also gives the real refusal
+                    ids.HIDDEN = 0
+                    state, live = self.load(save_snapshot=False), False
+                    drafts = list(plan(state, now) or [])
+                finally:
+                    ids.HIDDEN = 0
+            else:
+                drafts = list(plan(state, now) or [])
+            records += self._append(state, drafts, now, actor)
+            if live and state["meta"].get("malformed", 0) != malformed:
+                state, live = self.load(save_snapshot=False), False  # a record touched what the view left out
+            rotated = self._rotate(state)
+            if live:
+                self._save_snapshot(state, full=False)
+            else:
+                lines = sum(m["lines"] for m in state["meta"]["files"].values())
+                self._save_snapshot(state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
             return records, state
 
+    def _rotate(self, state: dict) -> bool:
+        """Under the lock: close each open file grown past SEGMENT_BYTES into ``<stream>/NNNNNN.jsonl``
+        (renamed whole, never rewritten) and start an empty open file. True when one was closed."""
+        done = False
+        for name in STREAMS:
+            meta = state["meta"]["files"][name]
+            if meta["offset"] < SEGMENT_BYTES:
+                continue
+            k = meta.get("segments", 0) + 1
+            os.makedirs(self.path(name), exist_ok=True)
+            dest = self.segment_path(name, k)
+            if os.path.exists(dest):
+                continue  # never overwrite a closed segment; doctor reports the odd numbering
+            os.rename(self.path(f"{name}.jsonl"), dest)
+            os.close(os.open(self.path(f"{name}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            meta["segments"], meta["offset"], meta["tail"], meta["mtime"] = k, 0, "", None
+            done = True
+            if name == "events":
+                self._write_checkpoint(state, k)
+        return done
+
     def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
+        from loopx.kernel.storage.chain import next_hlc, sha256, wall_ms
         from loopx.kernel.storage.redact import redact
 
         ts = clock.iso(now)
+        wall = wall_ms(now)
+        node = self.node_id(create=True)
+        top = state["meta"]
+        chain = top.setdefault("chain", {})
         records: list[dict] = []
         for stream in ("evidence", "events"):
             mine = [d for d in drafts if d.stream == stream]
@@ -443,10 +658,16 @@ class Store:
             chunks = []
             for d in mine:
                 seq += 1
-                rec = {"v": EVENT_VERSION, "seq": seq, "id": ids.event_id(), "ts": ts, "actor": actor,
+                head = chain.get(node)
+                hlc = next_hlc(top.get("hlc"), wall)
+                rec = {"v": EVENT_VERSION, "seq": seq, "id": ids.event_id(), "ts": ts, "node": node, "hlc": hlc,
+                       "prev": head["hash"] if head else None, "actor": actor,
                        "type": d.type, "goal": d.goal, "data": redact(clean(d.data))}
-                chunks.append(encode(rec))
+                line = encode(rec)
+                chunks.append(line)
                 records.append(rec)
+                top["hlc"] = hlc
+                chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
             fd = os.open(self.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -454,6 +675,7 @@ class Store:
                 while written < len(blob):  # a short write on a regular file is rare; finish it
                     written += os.write(fd, blob[written:])
                 os.fsync(fd)
+                meta["mtime"] = os.fstat(fd).st_mtime_ns
             finally:
                 os.close(fd)
             for rec, chunk in zip(records[-len(mine):], chunks, strict=True):
@@ -476,6 +698,9 @@ class Store:
             if size == 0:
                 continue
             with open(p, "rb+") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) == b"\n":
+                    continue  # the common case: one byte read, whatever the file's size
                 back = min(size, 1 << 20)
                 fh.seek(size - back)
                 chunk = fh.read(back)
@@ -499,19 +724,60 @@ class Store:
 
     # ----------------------------------------------------------------- helpers
     def iter_records(self, stream: str = "events"):
-        """Yield every good record of ``stream`` in file order (for history and reports)."""
-        try:
-            fh = open(self.path(f"{stream}.jsonl"), "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
-            return
-        with fh:
-            for line in fh:
-                if not line.endswith(b"\n"):
-                    break
-                try:
-                    yield decode(line[:-1])
-                except ValueError:
-                    continue
+        """Yield every good record of ``stream`` in file order, streaming the closed segments and
+        then the open file (for history, reports and doctor)."""
+        from json import loads
+
+        for path in self.stream_paths(stream):
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+            except FileNotFoundError:
+                continue
+            with fh:
+                for line in fh:
+                    if not line.endswith(b"\n"):
+                        break
+                    try:
+                        yield decode(line[:-1], loads)
+                    except ValueError:
+                        continue
+
+    def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
+        """Yield every good record of ``stream`` newest first, reading the files backwards in
+        ``block``-byte pieces (``history --limit N`` reads only the end of the log)."""
+        from json import loads
+
+        for path in reversed(self.stream_paths(stream)):
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+            except FileNotFoundError:
+                continue
+            with fh:
+                end = fh.seek(0, os.SEEK_END)
+                rest = b""
+                first = True
+                while end > 0:
+                    start = max(0, end - block)
+                    fh.seek(start)
+                    chunk = fh.read(end - start) + rest
+                    end = start
+                    lines = chunk.split(b"\n")
+                    rest = lines[0] if start > 0 else b""
+                    body = lines[1:] if start > 0 else lines
+                    if first:  # the part after the last newline is a torn tail (or nothing)
+                        body = body[:-1]
+                        first = False
+                    for line in reversed(body):
+                        if line.strip():
+                            try:
+                                yield decode(line, loads)
+                            except ValueError:
+                                continue
+                if rest.strip():
+                    try:
+                        yield decode(rest, loads)
+                    except ValueError:
+                        pass
 
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` content-addressed under ``blobs/``; returns the sha256 hex. Write-once."""
@@ -526,12 +792,30 @@ class Store:
 
 
 def order_key(rec: dict) -> tuple:
-    """The order in which a union-merged log is folded: ``(seq, id)``. ``seq`` acts as a Lamport
-    clock (a writer takes one above the largest it has seen, merged records included), so each
-    clone's own records keep their order and a record written after a merge sorts after what the
-    merge brought; ``id`` (random) breaks ties between clones deterministically. Store format 2
-    replaces this with ``(hlc, node, id)``."""
-    return (rec.get("seq", 0), str(rec.get("id") or ""))
+    """The order in which a union-merged log (or one holding records imported by ``loopx sync``)
+    is folded: ``(hlc, node, id)``. ``hlc`` is the writer's hybrid logical clock (``[ms, counter]``,
+    bumped past every record the writer had seen, merged ones included), so each node's records keep
+    their order and a record written after a merge sorts after what the merge brought; ``node`` and
+    ``id`` (random) break ties deterministically. A format-1 record (no ``hlc``) sorts by its
+    ``seq`` before every format-2 record, as migration numbered them."""
+    hlc = rec.get("hlc")
+    if not isinstance(hlc, list) or len(hlc) != 2:
+        return (0, rec.get("seq", 0), "", str(rec.get("id") or ""))
+    return (1, hlc[0], hlc[1], str(rec.get("node") or ""), str(rec.get("id") or ""))
+
+
+def _note_heads(meta: dict, stream: str, heads: dict, top: list) -> None:
+    """Record in ``meta`` each node's newest record among ``heads`` ({node: (hlc, seq, line)}) and
+    the newest clock value ``top``; only the winning lines are hashed."""
+    from loopx.kernel.storage.chain import line_hash
+
+    chain = meta.setdefault("chain", {})
+    for node, (hlc, seq, line) in heads.items():
+        cur = chain.get(node)
+        if cur is None or hlc > cur["hlc"]:
+            chain[node] = {"hash": line_hash(line), "hlc": hlc, "seq": seq, "stream": stream}
+    if meta.get("hlc") is None or top > meta["hlc"]:
+        meta["hlc"] = top
 
 
 def _unmarshal(raw: bytes):

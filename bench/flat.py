@@ -1,0 +1,196 @@
+# ruff: noqa: B023, E731
+"""Benchmark issue 11 ("flat cost at any history size"): every hot command on stores of 1k to 1M
+events, as a ratio to the same interpreter's bare ``python -c pass`` and with its peak RSS.
+
+For each size it builds a realistic store (bench/storebuild.py: format 2, ends at the current
+time), then measures, each as a fresh ``python -m loopx`` process (bytecode caching on, no agent
+markers), paired with a bare ``python -c pass`` run right before it so load from other processes
+hits both alike:
+
+- ``cold``: the first command (``status``) on a store with no cache at all (a fresh clone);
+- ``status``; ``should-run warm`` (an unchanged store); ``should-run after write`` (a ``todo add``
+  just before each timed call, untimed); ``todo add``; ``next``; ``turn finish`` (``next`` before
+  it, untimed); ``evidence add``; ``gate open``;
+- the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
+- ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path).
+
+Prints one JSON line per command and size:
+``{"command", "events", "median_s", "baseline_s", "ratio", "rss_mb", "runs"}``.
+
+Usage: python bench/flat.py [--sizes 1000,10000,100000,1000000] [--runs 11] [--keep DIR] [--only CMD,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from storebuild import build  # noqa: E402
+
+
+def run_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> tuple[float, float, bytes]:
+    """Like ``run`` but with this child's own peak RSS (``os.wait4``)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode()[-800:]}")
+    return elapsed, usage.ru_maxrss / 1024, out
+
+
+def peak_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> float:
+    """Peak RSS (MB) of one more run, measured by GNU time (a forked child's own ``ru_maxrss``
+    would count the benchmark's pages it inherited before ``exec``)."""
+    if not os.path.exists("/usr/bin/time"):
+        return float("nan")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], cwd=cwd, env=env, input=stdin,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        return int(proc.stderr.decode().strip().splitlines()[-1]) / 1024
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: str, before=None) -> dict:
+    times, base, rss = [], [], 0.0
+    for _ in range(runs):
+        if before is not None:
+            before()
+        base.append(run_rss([py, "-c", "pass"], proj, env)[0])
+        cmd, stdin = cmd_fn()
+        t, r, _ = run_rss(cmd, proj, env, stdin)
+        times.append(t)
+    cmd, stdin = cmd_fn()
+    if before is not None and name != "turn finish":
+        before()
+    elif name == "turn finish":
+        before()
+        cmd, stdin = cmd_fn()
+    rss = peak_rss(cmd, proj, env, stdin)
+    med, b = statistics.median(times), statistics.median(base)
+    return {"command": name, "events": size, "median_s": round(med, 4), "baseline_s": round(b, 4),
+            "ratio": round(med / b, 2), "rss_mb": round(rss, 1), "runs": runs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000,100000,1000000")
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--keep", metavar="DIR", help="build the stores here and keep them (reused when present)")
+    ap.add_argument("--only", help="comma-separated command names to measure")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    only = set(args.only.split(",")) if args.only else None
+    root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-flat-")
+    os.makedirs(root, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"), LOOPX_HOME=os.path.join(root, "home"),
+               NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
+    for var in ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_THREAD_ID",
+                "CURSOR_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(var, None)
+    py = sys.executable
+    lx = [py, "-m", "loopx"]
+    run_rss(lx + ["--help"], root, env)  # compile and cache the bytecode once
+    want = (lambda n: only is None or n in only)
+    try:
+        for size in sizes:
+            proj = os.path.join(root, f"proj-{size}")
+            if not os.path.isdir(proj):
+                t = time.perf_counter()
+                build(root, size)
+                print(f"# built {size} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+            shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
+            os.makedirs(os.path.join(proj, ".loopx", "cache"), exist_ok=True)
+            out = []
+            if want("cold"):
+                t, r, _ = run_rss(lx + ["status"], proj, env)
+                b = statistics.median(run_rss([py, "-c", "pass"], proj, env)[0] for _ in range(5))
+                out.append({"command": "cold first status", "events": size, "median_s": round(t, 3),
+                            "baseline_s": round(b, 4), "ratio": round(t / b, 1), "rss_mb": round(r, 1), "runs": 1})
+            else:
+                run_rss(lx + ["status"], proj, env)
+            add = lambda: run_rss(lx + ["todo", "add", "bench todo", "--goal-id", "goal-0", "--quiet"], proj, env)  # noqa: E731
+            cases = [
+                ("status", lambda: (lx + ["status"], None), None),
+                ("should-run warm", lambda: (lx + ["quota", "should-run", "--goal-id", "goal-0"], None), None),
+                ("should-run after write", lambda: (lx + ["quota", "should-run", "--goal-id", "goal-0"], None), add),
+                ("todo add", lambda: (lx + ["todo", "add", "bench todo", "--goal-id", "goal-0", "--quiet"], None), None),
+                ("evidence add", lambda: (lx + ["evidence", "add", "--goal-id", "goal-0", "--kind", "note",
+                                                "--summary", "bench note", "--quiet"], None), None),
+            ]
+            for name, fn, before in cases:
+                if want(name):
+                    if name.startswith("should-run warm"):
+                        run_rss(fn()[0], proj, env)
+                    out.append(measure(name, size, fn, proj, env, args.runs, py, before))
+            if want("next") or want("turn finish"):
+                agent_env = dict(env, LOOPX_AGENT="bench")
+                runs_open: list[str] = []
+
+                def nxt():
+                    return lx + ["next", "--goal-id", "goal-0", "--format", "json"], None
+
+                def finish_prep():
+                    _, _, o = run_rss(lx + ["next", "--goal-id", "goal-0", "--format", "json"], proj, agent_env)
+                    runs_open.append(json.loads(o)["data"]["run_id"])
+
+                def fin():
+                    return lx + ["turn", "finish", "--run", runs_open[-1], "--result", "progress", "--quiet"], None
+
+                if want("next"):
+                    out.append(measure("next", size, nxt, proj, agent_env, args.runs, py,
+                                       before=lambda: run_rss(lx + ["todo", "add", "b", "--goal-id", "goal-0", "--quiet"],
+                                                              proj, env)))
+                if want("turn finish"):
+                    out.append(measure("turn finish", size, fin, proj, agent_env, args.runs, py, before=finish_prep))
+            base = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": proj, "permission_mode": "default"}
+            hooks = [
+                ("hook pre-tool", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
+                                                   tool_input={"command": "ls"})),
+                ("hook stop", "stop", dict(base, hook_event_name="Stop", stop_hook_active=False)),
+                ("hook session-start", "session-start", dict(base, hook_event_name="SessionStart", source="startup")),
+            ]
+            for name, event, payload in hooks:
+                if want(name):
+                    data = json.dumps(payload).encode()
+                    out.append(measure(name, size, lambda e=event, d=data: (lx + ["hook", e, "--host", "claude-code"], d),
+                                       proj, env, args.runs, py))
+            if want("history --limit 20"):
+                out.append(measure("history --limit 20", size, lambda: (lx + ["history", "--limit", "20"], None),
+                                   proj, env, max(3, args.runs // 2), py))
+            if want("gate open"):
+                out.append(measure("gate open", size, lambda: (lx + ["gate", "open", "--goal-id", "goal-1", "--kind",
+                                                                      "custom", "--question", "ok?", "--quiet"], None),
+                                   proj, env, args.runs, py))
+            if want("doctor"):
+                out.append(measure("doctor", size, lambda: (lx + ["doctor", "--project", proj], None), proj, env,
+                                   1 if size >= 1_000_000 else 2, py))
+            for rec in out:
+                print(json.dumps(rec), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

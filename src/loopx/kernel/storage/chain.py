@@ -1,0 +1,251 @@
+"""Store format 2's record chain: node ids, the hybrid logical clock and the per-node hash chain.
+
+Every record of a format-2 store carries (docs/architecture.md#flat-cost-issue-11; docs/file-format.md):
+
+- ``node``: the id of the clone that wrote it (``n-`` + 16 hex, kept in ``.loopx/node``, which is
+  machine-local and git-ignored, so two clones never write as the same node);
+- ``hlc``: ``[wall milliseconds, counter]``, strictly increasing over the records a node writes and
+  past every record the store holds (so records merged from other machines are never overtaken);
+- ``prev``: the SHA-256 (hex) of the previous record written by the same node (its line's bytes
+  without the newline), ``null`` for a node's first record. The chain spans both streams and all
+  segments: a node's records, ordered by ``hlc``, form one chain.
+
+The merged order of a store's records is ``(hlc, node, id)``; ``seq`` stays a per-stream position.
+
+``verify(store)`` streams every record and reports the first broken link; ``chain_heads(store)``
+gives each node's newest record (what anchors record); both raise nothing on damaged content.
+"""
+
+from __future__ import annotations
+
+import os
+
+NODE_FILE = "node"
+_HEX = frozenset("0123456789abcdef")
+
+
+def new_node() -> str:
+    """A fresh random node id: ``n-`` + 16 lowercase hex digits."""
+    return "n-" + os.urandom(8).hex()
+
+
+def valid_node(text: str) -> bool:
+    return isinstance(text, str) and len(text) == 18 and text.startswith("n-") and set(text[2:]) <= _HEX
+
+
+def canonical(line: bytes) -> bytes:
+    """The bytes a record's hash covers: its line without the newline, a CR or a leading BOM."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
+    return line
+
+
+_SHA256 = None
+
+
+def sha256(data: bytes = b""):
+    """A SHA-256 hash object from the interpreter's built-in module when there is one (importing
+    ``hashlib`` loads OpenSSL, several ms on every write), else from ``hashlib``."""
+    global _SHA256
+    if _SHA256 is None:
+        try:
+            from _sha256 import sha256 as impl  # CPython 3.11
+        except ImportError:
+            try:
+                impl = __import__("_sha2").sha256  # CPython 3.12+ (a built-in module, not a dependency)
+            except (ImportError, AttributeError):  # pragma: no cover - other interpreters
+                from hashlib import sha256 as impl
+        _SHA256 = impl
+    return _SHA256(data)
+
+
+def line_hash(line: bytes) -> str:
+    """SHA-256 hex of ``canonical(line)``."""
+    return sha256(canonical(line)).hexdigest()
+
+
+def next_hlc(last: list | None, wall_ms: int) -> list:
+    """The clock value after ``last`` (the newest ``[ms, counter]`` the store holds, or None) at
+    wall time ``wall_ms``: the wall time when it moved past ``last``, else ``last`` + 1 tick."""
+    if last is None or wall_ms > last[0]:
+        return [wall_ms, 0]
+    return [last[0], last[1] + 1]
+
+
+def wall_ms(now) -> int:
+    """``now`` (an aware datetime) in milliseconds since the epoch."""
+    return int(now.timestamp() * 1000)
+
+
+def check_fields(rec: dict) -> None:
+    """Raise ValueError when a record's chain fields have the wrong type (absent fields are a
+    format-1 record, which is fine)."""
+    if "node" not in rec:
+        return
+    hlc = rec.get("hlc")
+    if not valid_node(rec["node"]):
+        raise ValueError("node is not a node id")
+    if (not isinstance(hlc, list) or len(hlc) != 2 or not all(type(x) is int and x >= 0 for x in hlc)):
+        raise ValueError("hlc is not [milliseconds, counter]")
+    prev = rec.get("prev")
+    if prev is not None and (not isinstance(prev, str) or len(prev) != 64):
+        raise ValueError("prev is not a SHA-256 hex digest")
+
+
+# ----------------------------------------------------------------------- heads and verification
+def chain_heads(store) -> dict:
+    """Each node's newest record: ``{node: {"seq": int, "hash": str, "stream": "events"|"evidence",
+    "hlc": [ms, counter]}}``. Read from the live view (no history is folded when the cache is
+    current). Empty for a format-1 store. Raises what ``Store.load`` raises."""
+    state = store.load(view="live")
+    return {node: dict(head) for node, head in (state["meta"].get("chain") or {}).items()}
+
+
+_HEAD = None
+
+
+def _header(line: bytes):
+    """(seq, id, node, hlc, prev) read straight from a line loopx wrote (fixed key order, CRC
+    checked), or None when the line has any other shape (the caller then decodes it as JSON).
+    A line that repeats a key later (a JSON reader keeps the last one) gains nothing from it here:
+    its header still has to extend the chain of the node it names, and the line checks report it
+    if the rest is not a valid record."""
+    global _HEAD
+    import zlib
+
+    if _HEAD is None:
+        import re
+
+        _HEAD = re.compile(rb'\{"v":\d+,"seq":(\d+),"id":"([A-Za-z0-9_-]*)","ts":"[0-9TZ:.+-]*","node":"(n-[0-9a-f]{16})",'
+                           rb'"hlc":\[(\d+),(\d+)\],"prev":(null|"[0-9a-f]{64}"),')
+    m = _HEAD.match(line)
+    if m is None:
+        return None
+    cut = line.rfind(b',"crc":"')
+    if cut < 0 or len(line) != cut + 18 or not line.endswith(b'"}'):
+        return None
+    try:
+        if zlib.crc32(line[:cut]) != int(line[cut + 8:cut + 16], 16):
+            return None
+    except ValueError:
+        return None
+    prev = m.group(6)
+    return (int(m.group(1)), m.group(2).decode(), m.group(3).decode(), [int(m.group(4)), int(m.group(5))],
+            None if prev == b"null" else prev[1:-1].decode())
+
+
+def _records(store, stream: str):
+    """(key, stream, seq, rec, line) for every decodable line of ``stream``, in file order; ``rec``
+    holds only the chain fields when the line could be read without JSON (``_header``)."""
+    from json import loads
+
+    decode = store.decode
+    for path in store.stream_paths(stream):
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            continue
+        with fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break
+                body = line[:-1]
+                head = _header(body)
+                if head is not None:
+                    seq, rid, node, hlc, prev = head
+                    yield (hlc, node, rid), stream, seq, {"node": node, "hlc": hlc, "prev": prev}, line
+                    continue
+                try:
+                    rec = decode(body, loads)
+                except ValueError:
+                    continue  # counted and reported by the line checks
+                hlc = rec.get("hlc")
+                key = (hlc, rec.get("node") or "", rec.get("id") or "") if "node" in rec else None
+                yield key, stream, rec["seq"], rec, line
+
+
+def verify(store) -> dict:
+    """Check every node's hash chain over both streams and every segment, streaming.
+
+    Returns ``{"records": n, "chained": n, "nodes": {node: records}, "unchained": n,
+    "broken": None | {"stream", "seq", "node", "reason"}}``: ``broken`` is the first link that does not
+    hold, in the order the records were written (a removed, inserted, reordered or rewritten line
+    starts there). ``unchained`` counts records without chain fields (a format-1 store, or lines
+    added by hand). A store whose last records were cut off entirely is not a broken link here: the
+    chain heads recorded elsewhere (the cache, anchors in git) show it; see ``check_heads``."""
+    import heapq
+
+    out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "broken": None}
+    heads: dict[str, tuple] = {}
+    unchained_first = None
+
+    def keyed(stream):
+        last = None
+        for key, s, seq, rec, line in _records(store, stream):
+            if key is None:
+                yield (last or ([0, 0], "", ""), 1), s, seq, rec, line
+            else:
+                last = key
+                yield (key, 0), s, seq, rec, line
+
+    for (_k, _unch), stream, seq, rec, line in heapq.merge(keyed("evidence"), keyed("events"), key=lambda x: x[0]):
+        out["records"] += 1
+        node = rec.get("node")
+        if node is None:
+            out["unchained"] += 1
+            if unchained_first is None:
+                unchained_first = (stream, seq)
+            continue
+        out["chained"] += 1
+        out["nodes"][node] = out["nodes"].get(node, 0) + 1
+        if out["broken"] is not None:
+            continue
+        head = heads.get(node)
+        prev = rec.get("prev")
+        if head is None:
+            if prev is not None:
+                out["broken"] = {"stream": stream, "seq": seq, "node": node,
+                                 "reason": f"the first record of node {node} points to a record that is not in "
+                                           "the store (the log was cut before it, or the line was forged)"}
+        elif prev != head[0]:
+            out["broken"] = {"stream": stream, "seq": seq, "node": node,
+                             "reason": f"its prev does not match the record before it from node {node} "
+                                       f"({head[1]} seq {head[2]}): a line was removed, inserted, reordered "
+                                       "or rewritten here"}
+        elif rec["hlc"] <= head[3]:
+            out["broken"] = {"stream": stream, "seq": seq, "node": node,
+                             "reason": f"its clock does not move past the record before it from node {node}"}
+        heads[node] = (line_hash(line), stream, seq, rec["hlc"])
+    if out["broken"] is None and unchained_first is not None and out["chained"]:
+        stream, seq = unchained_first
+        out["broken"] = {"stream": stream, "seq": seq, "node": None,
+                         "reason": "a record without node, hlc and prev in a format-2 store (added by hand or "
+                                   "by an old loopx after the migration)"}
+    out["heads"] = {n: {"hash": h[0], "stream": h[1], "seq": h[2], "hlc": h[3]} for n, h in heads.items()}
+    return out
+
+
+def check_heads(found: dict, recorded: dict) -> dict | None:
+    """Compare the heads ``verify`` found with heads recorded earlier (the cache, an anchor):
+    the first node whose recorded head is missing from the log, as ``{"node", "stream", "seq",
+    "reason"}``, or None. A recorded head the log has moved past is fine only when the log still
+    holds that record, which ``verify`` cannot see; so this checks what it can: a recorded head
+    newer than the log's head (records cut off the end) or the same seq with another hash."""
+    for node, rec_head in recorded.items():
+        head = found.get(node)
+        if head is None:
+            return {"node": node, "stream": rec_head.get("stream"), "seq": rec_head.get("seq"),
+                    "reason": f"node {node}'s records are gone from the log (cut off or rewritten)"}
+        if head["hlc"] < rec_head["hlc"]:
+            return {"node": node, "stream": rec_head.get("stream"), "seq": head["seq"] + 1 if head["stream"] ==
+                    rec_head.get("stream") else rec_head.get("seq"),
+                    "reason": f"the log ends before node {node}'s record {rec_head.get('stream')} seq "
+                              f"{rec_head.get('seq')} that was seen earlier (the end was cut off)"}
+        if head["hlc"] == rec_head["hlc"] and head["hash"] != rec_head["hash"]:
+            return {"node": node, "stream": head["stream"], "seq": head["seq"],
+                    "reason": f"node {node}'s newest record was rewritten since it was seen"}
+    return None
