@@ -14,6 +14,10 @@ def register(sub, name, help_text):
         goal_opt(p)
         p.add_argument("--lease", metavar="DUR", help="lease on the todo and the run (default 30m)")
         p.add_argument("--dry-run", action="store_true", help="print the packet without claiming or opening a run")
+        p.add_argument("--sync", action="store_true",
+                       help="sync with the git remote first and claim through refs/loopx/claims, so two machines "
+                            "never work the same todo")
+        p.add_argument("--remote", metavar="NAME", help="the git remote for --sync (default origin)")
         return
     p = add(sub, name, help_text, example="loopx turn finish --run run-3f9a1c --result progress --verify")
     acts = actions(p)
@@ -33,11 +37,14 @@ def register(sub, name, help_text):
     r.add_argument("--lease", metavar="DUR")
 
 
-def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
+def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=None):
     from loopx import output
     from loopx.kernel.policy import turn
 
-    res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
+    if sync and not dry_run:
+        res = _next_synced(ctx, goal_id, lease, remote)
+    else:
+        res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
     d = res["decision"]
     if d["decision"] == "error":
         from loopx.errors import StateError
@@ -48,6 +55,60 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
 
         return output.Reply(res, decide.exit_code(d))
     return res
+
+
+def _next_synced(ctx, goal_id, lease, remote) -> dict:
+    """``next --sync``: exchange records, claim through the remote (compare-and-swap on
+    refs/loopx/claims), then start the turn on that todo."""
+    from datetime import timedelta
+
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import todos
+    from loopx.ops import sync as gs
+
+    store = ctx.store()
+    git = gs.project_git(store, remote)
+    with gs.sync_lock(store):
+        ex = gs.exchange(store, git)
+        resumed = turn._resume(store, ctx.actor, goal_id, False)
+        if resumed is not None:
+            resumed["sync"] = ex
+            return resumed
+        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
+        last: dict = {}
+
+        def pick(held):
+            d = turn.pick_todo(store, ctx.actor, held, goal_id=goal_id)
+            last["decision"], last["held"] = d, held
+            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
+
+        got = gs.claim(store, git, pick, ctx.actor, until)
+        tid = got["todo_id"]
+        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
+        if tid is None:
+            d = dict(last.get("decision") or {})
+            if got["lost"] and d.get("decision") != "run":
+                lost = got["lost"][-1]
+                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
+                d.update(decision="wait", reason="claimed_elsewhere",
+                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
+                         hint="run `loopx next --sync` again later")
+            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
+                return {**turn.next_turn(store, ctx.actor, goal_id=goal_id, lease=lease,
+                                         held=last.get("held")), "sync": sync_info}
+            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
+                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
+                    "packet_text": None, "sync": sync_info}
+        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
+        res = turn.next_turn(store, ctx.actor, goal_id=goal_id, lease=lease, held=held, want=tid)
+        res["sync"] = sync_info
+        try:  # so the other machines see the claim record at their next sync
+            gs.push_own(store, git, ex["node"])
+        except gs.RemoteUnreachable:
+            pass
+        gs.write_status(store, {"node": ex["node"], "at": clock.now_iso(), "claims": [tid]})
+        return res
 
 
 def render_next(d: dict) -> str:

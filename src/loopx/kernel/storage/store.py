@@ -357,6 +357,7 @@ class Store:
             apply = lambda _state, rec: collect.append(rec)  # noqa: E731 - sorted and folded by _fold_merged
         heads: dict = {}
         top = None
+        last_hlc = meta.get("hlc_top")
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -386,12 +387,17 @@ class Store:
             node = rec.get("node")
             if node is not None:
                 hlc = rec["hlc"]
+                if last_hlc is not None and hlc <= last_hlc and not ordered:
+                    meta["unordered"] = True  # records imported by `loopx sync` behind this clone's own
+                if last_hlc is None or hlc > last_hlc:
+                    last_hlc = hlc
                 heads[node] = (hlc, seq, line)
                 if top is None or hlc > top:
                     top = hlc
             apply(state, rec)
         if heads:
             _note_heads(state["meta"], name, heads, top)
+            meta["hlc_top"] = last_hlc
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
@@ -666,7 +672,7 @@ class Store:
                 line = encode(rec)
                 chunks.append(line)
                 records.append(rec)
-                top["hlc"] = hlc
+                top["hlc"] = meta["hlc_top"] = hlc
                 chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
             fd = os.open(self.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -1,0 +1,373 @@
+"""``loopx sync``: the store exchanged through a git remote's refs (docs/multi-agent.md, "Several
+machines through git"; docs/architecture.md, "Sync through git").
+
+Layout on the remote (plain git objects; nothing in the working tree or on a branch):
+
+- ``refs/loopx/nodes/<node>``: one commit per sync by that node, whose tree holds ``events.jsonl``
+  and ``evidence.jsonl`` with every record that node wrote, byte for byte (the lines carry their
+  own CRC, ``hlc`` and ``prev`` chain). Only its node pushes it and each push is a fast-forward:
+  never contended.
+- ``refs/loopx/claims``: one shared commit chain whose tree holds ``claims.json``
+  (``{todo_id: {"node", "host", "agent", "at", "until"}}``). A claim counts across machines only
+  once the push that carries it succeeded; the push names the commit it was built on
+  (``--force-with-lease``), so the remote's atomic ref update is the compare-and-swap.
+
+Other nodes' records are fetched into ``refs/loopx/fetched/*`` and appended verbatim to the local
+streams (ids already present are skipped); the store then folds the union in ``(hlc, node, id)``
+order (``store.order_key``), so every clone holding the same records computes the same state.
+Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the hooks never call this.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from loopx.config import env
+from loopx.errors import Conflict, StateError
+
+NODES = "refs/loopx/nodes/"
+FETCHED = "refs/loopx/fetched/"
+CLAIMS = "refs/loopx/claims"
+STREAMS = ("events", "evidence")
+CAS_TRIES = 8
+
+
+class RemoteUnreachable(StateError):
+    """The remote could not be reached in time (exit 3); local work goes on."""
+
+    code = "remote_unreachable"
+
+
+def timeout() -> float:
+    """Seconds each git call may take (``LOOPX_SYNC_TIMEOUT``, default 30)."""
+    try:
+        return max(1.0, float(env("LOOPX_SYNC_TIMEOUT") or "30"))
+    except ValueError:
+        return 30.0
+
+
+class Git:
+    """``git`` run in the project with a bounded time and loopx's own commit identity."""
+
+    def __init__(self, cwd: str, remote: str):
+        self.cwd, self.remote = cwd, remote
+        self.env = {**os.environ, "GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
+                    "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost",
+                    "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+
+    def run(self, *args: str, data: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            p = subprocess.run(["git", *args], cwd=self.cwd, input=data, capture_output=True,
+                               env=self.env, timeout=timeout())
+        except FileNotFoundError as exc:
+            raise StateError("git is not installed", "install git; loopx sync uses your own git") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
+                                    "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
+                                    "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
+        if check and p.returncode != 0:
+            msg = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise StateError(f"git {args[0]} failed: {msg[-1] if msg else p.returncode}",
+                             "see `git` output; loopx changed nothing in your working tree or branches")
+        return p
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).stdout.decode().strip()
+
+    def ref(self, name: str) -> str | None:
+        p = self.run("rev-parse", "-q", "--verify", name + "^{commit}", check=False)
+        return p.stdout.decode().strip() or None if p.returncode == 0 else None
+
+    def blob(self, ref: str, path: str) -> bytes:
+        p = self.run("cat-file", "blob", f"{ref}:{path}", check=False)
+        return p.stdout if p.returncode == 0 else b""
+
+    def commit(self, files: dict[str, bytes], parent: str | None, message: str) -> str:
+        entries = []
+        for name, body in sorted(files.items()):
+            sha = self.run("hash-object", "-w", "--stdin", data=body).stdout.decode().strip()
+            entries.append(f"100644 blob {sha}\t{name}\n")
+        tree = self.run("mktree", data="".join(entries).encode()).stdout.decode().strip()
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        return self.out(*args)
+
+    def fetch(self, *specs: str) -> None:
+        p = self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, *specs, check=False)
+        if p.returncode != 0:
+            err = p.stderr.decode("utf-8", "replace").strip()
+            if "couldn't find remote ref" in err:
+                return
+            raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {err.splitlines()[-1] if err else p.returncode}",
+                                    "the loop goes on locally; shared claims wait until the remote answers")
+
+    def push(self, src: str, dst: str, expect: str | None) -> bool:
+        """Push ``src`` to ``dst`` if the remote still has ``expect`` there (None: no such ref).
+        True on success, False when the remote moved on (the compare-and-swap failed)."""
+        lease = f"--force-with-lease={dst}:{expect or ''}"
+        p = self.run("push", "--quiet", "--porcelain", lease, self.remote, f"{src}:{dst}", check=False)
+        if p.returncode == 0:
+            return True
+        text = (p.stdout + p.stderr).decode("utf-8", "replace")
+        if "stale info" in text or "rejected" in text or "non-fast-forward" in text or "fetch first" in text:
+            return False
+        raise RemoteUnreachable(f"cannot push to remote {self.remote!r}: {text.strip().splitlines()[-1] if text.strip() else p.returncode}",
+                                "the loop goes on locally; shared claims wait until the remote answers")
+
+
+def project_git(store, remote: str | None) -> Git:
+    """A Git for the store's project. Raises StateError when it is not a git checkout or has no
+    such remote."""
+    cwd = store.project_dir
+    p = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True)
+    if p.returncode != 0:
+        raise StateError("the project is not a git repository", "loopx sync exchanges the store through git: "
+                         "`git init` and add a remote")
+    remote = remote or env("LOOPX_SYNC_REMOTE") or "origin"
+    g = Git(cwd, remote)
+    if g.run("remote", "get-url", remote, check=False).returncode != 0:
+        raise StateError(f"the project has no git remote {remote!r}", "add one (`git remote add origin URL`) "
+                         "or pass --remote NAME")
+    return g
+
+
+# ------------------------------------------------------------------ records
+def own_lines(store, node: str) -> dict[str, bytes]:
+    """{stream: every line ``node`` wrote, in file order, newline-terminated}."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    out = {}
+    needle = f'"node":"{node}"'.encode()
+    for stream in STREAMS:
+        parts = []
+        for path in store.stream_paths(stream):
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            for line in data.split(b"\n")[:-1]:
+                if needle in line:
+                    try:
+                        if decode(line, loads).get("node") != node:
+                            continue
+                    except ValueError:
+                        continue
+                    parts.append(line + b"\n")
+        out[stream] = b"".join(parts)
+    return out
+
+
+def known_ids(store) -> set:
+    """Every record id in the local store (both streams)."""
+    seen = set()
+    for stream in STREAMS:
+        for rec in store.iter_records(stream):
+            if rec.get("id"):
+                seen.add(rec["id"])
+    return seen
+
+
+def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
+    """Under the store lock, append each good line of ``blobs`` whose id the store lacks, verbatim,
+    to the open stream files. Returns how many lines were appended."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    added = 0
+    with store.lock():
+        seen = known_ids(store)
+        for stream in STREAMS:
+            new = []
+            for files in blobs:
+                for line in files.get(stream, b"").split(b"\n"):
+                    if not line:
+                        continue
+                    try:
+                        rec = decode(line, loads)
+                    except ValueError:
+                        continue  # a damaged line on the remote: never imported
+                    if rec.get("id") in seen:
+                        continue
+                    seen.add(rec.get("id"))
+                    new.append(line + b"\n")
+            if not new:
+                continue
+            blob = b"".join(new)
+            fd = os.open(store.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = os.write(fd, blob)
+                while written < len(blob):
+                    written += os.write(fd, blob[written:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            added += len(new)
+    return added
+
+
+def ensure_node(store) -> str:
+    """This clone's node id, writing an empty transaction first when the store has none yet (which
+    also migrates a format-1 store)."""
+    node = store.node_id()
+    if node is None:
+        store.transact(lambda state, now: [], actor="human")
+        node = store.node_id(create=True)
+    return node
+
+
+# ------------------------------------------------------------------ exchange
+def exchange(store, git: Git) -> dict:
+    """Push this node's records to ``refs/loopx/nodes/<node>``, fetch every node's ref and import
+    the records this clone lacks. Returns {"node", "pushed", "imported", "nodes"}.
+    Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
+    node = ensure_node(store)
+    git.fetch(f"+{NODES}*:{FETCHED}*")
+    pushed = push_own(store, git, node)
+    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
+    others = [r for r in listing.splitlines() if r and r != FETCHED + node]
+    blobs = [{s: git.blob(r, f"{s}.jsonl") for s in STREAMS} for r in others]
+    imported = import_lines(store, blobs) if blobs else 0
+    return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
+
+
+def push_own(store, git: Git, node: str) -> int:
+    """Push this node's records when the remote's copy (as last fetched) differs; returns how many
+    records the pushed commit holds (0 when nothing was pushed). Raises Conflict when the remote's
+    ref moved (another clone with the same node id)."""
+    mine = NODES + node
+    files = own_lines(store, node)
+    files = {f"{k}.jsonl": v for k, v in files.items()}
+    remote_head = git.ref(FETCHED + node)
+    local_head = git.ref(mine)
+    pushed = 0
+    base = remote_head or local_head
+    if base is None or any(git.blob(base, name) != body for name, body in files.items()):
+        if remote_head is not None and local_head is not None and remote_head != local_head:
+            base = remote_head
+        new = git.commit(files, base, f"loopx records of node {node}")
+        git.run("update-ref", mine, new)
+        if not git.push(mine, mine, remote_head):
+            raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
+                           "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
+                           "of them and sync again")
+        git.run("update-ref", FETCHED + node, new)
+        pushed = sum(body.count(b"\n") for body in files.values())
+    return pushed
+
+
+def state_hash(store) -> str:
+    """SHA-256 of the folded state (everything but ``meta``, canonical JSON): the same on every
+    clone that holds the same records."""
+    import hashlib
+    import json
+
+    state = store.load(save_snapshot=True)
+    body = {k: v for k, v in state.items() if k != "meta"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------ claims
+def read_claims(git: Git) -> tuple[str | None, dict]:
+    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
+    import json
+
+    head = git.ref(CLAIMS)
+    if head is None:
+        return None, {}
+    try:
+        data = json.loads(git.blob(head, "claims.json") or b"{}")
+    except ValueError:
+        data = {}
+    return head, data if isinstance(data, dict) else {}
+
+
+def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
+    """The entries whose lease has not ended (and, with ``node``, that another node holds)."""
+    return {t: c for t, c in claims.items()
+            if isinstance(c, dict) and str(c.get("until", "")) > now_iso and (node is None or c.get("node") != node)}
+
+
+def host_name() -> str:
+    import socket
+
+    return env("LOOPX_HOST") or socket.gethostname()
+
+
+def claim(store, git: Git, pick, agent: str, until: str) -> dict:
+    """Linearise one claim through ``refs/loopx/claims``. ``pick(taken)`` returns the todo id to
+    claim given {todo_id: entry} held elsewhere, or None when nothing is left. Fetch, pick, push
+    with a lease on the commit seen; a rejected push fetches and picks again (at most CAS_TRIES).
+    Returns {"todo_id": str|None, "tries": int, "lost": [{"todo_id", "host", "node", "seconds"}]}."""
+    import json
+
+    from loopx.kernel.storage import clock
+
+    node = ensure_node(store)
+    lost: list[dict] = []
+    wanted = None
+    for attempt in range(1, CAS_TRIES + 1):
+        git.fetch(f"+{CLAIMS}:{CLAIMS}")
+        head, claims = read_claims(git)
+        now = clock.now()
+        held = live_claims(claims, clock.iso(now), node)
+        if wanted is not None and wanted in held:
+            c = held[wanted]
+            lost.append({"todo_id": wanted, "host": c.get("host"), "node": c.get("node"),
+                         "seconds": _seconds_between(c.get("at"), now)})
+        tid = pick(held)
+        if tid is None:
+            return {"todo_id": None, "tries": attempt, "lost": lost}
+        wanted = tid
+        claims = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now)) or t == tid}
+        claims[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
+        body = json.dumps(claims, sort_keys=True, indent=0).encode()
+        new = git.commit({"claims.json": body}, head, f"loopx claim {tid} by {agent} on {host_name()}")
+        if git.push(new, CLAIMS, head):
+            git.run("update-ref", CLAIMS, new)
+            return {"todo_id": tid, "tries": attempt, "lost": lost}
+    raise Conflict(f"refs/loopx/claims kept moving: no claim after {CAS_TRIES} tries",
+                   "many machines are claiming at once; run `loopx next --sync` again")
+
+
+def _seconds_between(at, now) -> int | None:
+    from loopx.kernel.storage import clock
+
+    try:
+        return max(0, int((now - clock.parse_ts(at)).total_seconds()))
+    except Exception:  # noqa: BLE001 - a malformed entry only loses the figure
+        return None
+
+
+def sync_lock(store):
+    """The per-clone lock around a sync (two agents on one machine take turns at git)."""
+    from loopx.kernel.storage.fs import locked
+
+    os.makedirs(store.path("cache"), exist_ok=True)
+    return locked(store.path("cache", "sync.lock"), max(timeout() * 2, 30.0))
+
+
+def write_status(store, data: dict) -> None:
+    """Keep the last sync's outcome in ``cache/sync.json`` (read by ``status``; machine-local)."""
+    import json
+
+    from loopx.kernel.storage.fs import atomic_write
+
+    try:
+        atomic_write(store.path("cache", "sync.json"), json.dumps(data, sort_keys=True).encode(), sync=False)
+    except OSError:
+        pass
+
+
+def read_status(store) -> dict | None:
+    import json
+
+    try:
+        with open(store.path("cache", "sync.json"), "rb") as fh:
+            data = json.loads(fh.read())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
