@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
 
+from conftest import subprocess_env
 from loopx.cli import main
 from loopx.kernel.storage.store import Store
 
@@ -121,27 +123,45 @@ def test_six_agents_on_three_machines_claim_five_todos_once_each(machines):
 
 
 def test_a_lost_claim_says_where_and_when(machines, capsys, monkeypatch):
-    """Two machines want the last ready todo: the one that pushes second gets a clean no naming the
-    winner's host."""
+    """Machine c works from a stale copy of refs/loopx/claims: its push is refused (the remote's
+    compare-and-swap), it fetches, sees the todo taken on host-a and gives a clean no naming it."""
+    from loopx.ops import sync as gs
+
     remote, (a, b, c) = machines
+    todos = ready(a)
+    sa = Store.open(str(a))
+    ga = gs.project_git(sa, None)
     monkeypatch.setenv("LOOPX_HOST", "host-a")
-    for k in range(4):
-        assert lx(a, "next", "--sync", "--goal-id", "g1", agent=f"a{k}") == 0
-    # b has not synced since: it still believes all five are ready, so it first picks a taken one
-    monkeypatch.setenv("LOOPX_HOST", "host-b")
-    env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
-    assert env["exit_code"] == 0
+    for tid in todos:  # a claims all five through the remote (its records not pushed yet)
+        got = gs.claim(sa, ga, lambda held, tid=tid: None if tid in held else tid, "agent:a1", "2099-01-01T00:00:00Z")
+        assert got["todo_id"] == tid and got["tries"] == 1
+    real = gs.Git.fetch
+    skipped = []
+
+    def stale_once(self, *specs):
+        if gs.CLAIMS in specs[0] and not skipped:
+            skipped.append(specs)
+            return None  # the first claims fetch is lost: c picks from its old copy
+        return real(self, *specs)
+
+    monkeypatch.setattr(gs.Git, "fetch", stale_once)
     monkeypatch.setenv("LOOPX_HOST", "host-c")
     env = lx_json(c, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="c1")
-    assert env["exit_code"] == 1
-    assert env["data"]["started"] is False
+    assert skipped and env["exit_code"] == 1 and env["data"]["started"] is False
+    d = env["data"]["decision"]
+    assert d["reason"] == "claimed_elsewhere"
+    m = re.match(r"(t-\w+) was claimed on host-a (\d+) s earlier", d["message"])
+    assert m and m.group(1) in todos
+    assert env["data"]["sync"]["claim_tries"] == 2
+    claims = json.loads(git(remote, "show", "refs/loopx/claims:claims.json").stdout)
+    assert {v["host"] for v in claims.values()} == {"host-a"}
 
 
 def test_random_work_on_three_machines_converges(machines, monkeypatch):
     """Acceptance 2 (scaled): 120 random operations over three clones, syncs in random order, clone c
     offline for a simulated day; every clone ends with the same state hash and the same records,
     none lost or duplicated, git fsck clean, branches untouched."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from loopx.ops import sync as gs
 
@@ -149,7 +169,7 @@ def test_random_work_on_three_machines_converges(machines, monkeypatch):
     a, b, c = clones
     before = {x: branches(x) for x in clones}
     rng = random.Random(16)
-    t0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
     offline = range(30, 102)  # 72 steps of 20 minutes: one day without c reaching the remote
     for step in range(120):
         now = t0 + timedelta(minutes=20 * step)
@@ -174,8 +194,10 @@ def test_random_work_on_three_machines_converges(machines, monkeypatch):
     ids = []
     for x in clones:
         st = Store.open(str(x))
-        got = [r["id"] for s in ("events", "evidence") for r in st.iter_records(s)]
+        recs = [r for s in ("events", "evidence") for r in st.iter_records(s)]
+        got = [r["id"] for r in recs]
         assert len(got) == len(set(got))  # nothing imported twice
+        assert len({r["node"] for r in recs}) == 3 and len(got) > 100
         ids.append(set(got))
     assert ids[0] == ids[1] == ids[2]  # nothing lost
     assert git(remote, "fsck", "--no-progress").returncode == 0
@@ -235,3 +257,28 @@ def test_status_names_tentative_claims(machines, capsys):
     assert lx(b, "next", "--sync", "--goal-id", "g1", agent="online") == 0
     env = lx_json(b, "sync", "--status", capsys=capsys)
     assert env["data"]["tentative"] == []
+
+
+def test_sharing_a_goal_is_for_humans(machines, capsys):
+    remote, (a, b, c) = machines
+    env = lx_json(a, "goal", "update", "g1", "--shared", capsys=capsys, agent="codex")
+    assert env["exit_code"] == 4 and env["error"]["code"] == "human_required"
+    env = lx_json(a, "goal", "update", "g1", "--shared", capsys=capsys)
+    assert env["exit_code"] == 0 and env["data"]["shared"] is True and "refs/loopx" in env["data"]["effect"]
+    assert Store.open(str(a)).load()["goals"]["g1"]["shared"] is True
+
+
+def test_should_run_syncs_a_shared_goal_and_goes_on_when_the_remote_is_gone(machines, capsys, monkeypatch):
+    remote, (a, b, c) = machines
+    monkeypatch.setenv("LOOPX_SYNC_EVERY", "0")
+    assert lx(a, "goal", "update", "g1", "--shared") == 0
+    assert lx(a, "sync") == 0 and lx(b, "sync") == 0  # b learns the goal is shared
+    assert lx(a, "todo", "add", "added on a", "--goal-id", "g1") == 0
+    assert lx(a, "sync") == 0
+    env = lx_json(b, "quota", "should-run", "--goal-id", "g1", capsys=capsys)
+    assert env["exit_code"] == 0 and env["warnings"] == []
+    assert "added on a" in [t["title"] for t in Store.open(str(b)).load()["todos"].values()]
+    git(b, "remote", "set-url", "origin", str(remote) + "-gone")
+    env = lx_json(b, "quota", "should-run", "--goal-id", "g1", capsys=capsys)
+    assert env["exit_code"] == 0 and env["data"]["decision"] == "run"  # the loop goes on locally
+    assert len(env["warnings"]) == 1 and "shared claims wait" in env["warnings"][0]

@@ -40,6 +40,7 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_RUN_ID": (None, "set by `loopx run` for the agent: the open run; loopx commands default to it"),
     "LOOPX_STOP_HOOK_CAP": ("8", "continuations the Stop hook grants per session before letting the agent stop"),
     "LOOPX_SYNC_REMOTE": (None, "the git remote `loopx sync` uses when --remote is not given (default origin)"),
+    "LOOPX_SYNC_EVERY": ("60", "seconds between the automatic syncs should-run and run do for shared goals"),
     "LOOPX_SYNC_TIMEOUT": ("30", "seconds each git call of `loopx sync` may take before it reports the remote unreachable"),
     "LOOPX_TODO_ID": (None, "set by `loopx run` for the agent: the todo of the turn"),
 }

@@ -58,57 +58,9 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=N
 
 
 def _next_synced(ctx, goal_id, lease, remote) -> dict:
-    """``next --sync``: exchange records, claim through the remote (compare-and-swap on
-    refs/loopx/claims), then start the turn on that todo."""
-    from datetime import timedelta
-
-    from loopx.kernel.policy import turn
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import todos
     from loopx.ops import sync as gs
 
-    store = ctx.store()
-    git = gs.project_git(store, remote)
-    with gs.sync_lock(store):
-        ex = gs.exchange(store, git)
-        resumed = turn._resume(store, ctx.actor, goal_id, False)
-        if resumed is not None:
-            resumed["sync"] = ex
-            return resumed
-        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
-        last: dict = {}
-
-        def pick(held):
-            d = turn.pick_todo(store, ctx.actor, held, goal_id=goal_id)
-            last["decision"], last["held"] = d, held
-            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
-
-        got = gs.claim(store, git, pick, ctx.actor, until)
-        tid = got["todo_id"]
-        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
-        if tid is None:
-            d = dict(last.get("decision") or {})
-            if got["lost"] and d.get("decision") != "run":
-                lost = got["lost"][-1]
-                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
-                d.update(decision="wait", reason="claimed_elsewhere",
-                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
-                         hint="run `loopx next --sync` again later")
-            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
-                return {**turn.next_turn(store, ctx.actor, goal_id=goal_id, lease=lease,
-                                         held=last.get("held")), "sync": sync_info}
-            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
-                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
-                    "packet_text": None, "sync": sync_info}
-        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
-        res = turn.next_turn(store, ctx.actor, goal_id=goal_id, lease=lease, held=held, want=tid)
-        res["sync"] = sync_info
-        try:  # so the other machines see the claim record at their next sync
-            gs.push_own(store, git, ex["node"])
-        except gs.RemoteUnreachable:
-            pass
-        gs.write_status(store, {"node": ex["node"], "at": clock.now_iso(), "claims": [tid]})
-        return res
+    return gs.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
 
 
 def render_next(d: dict) -> str:

@@ -362,6 +362,75 @@ def write_status(store, data: dict) -> None:
         pass
 
 
+def note_synced(store, remote: str, error: str | None = None) -> dict:
+    """Record a sync attempt in ``cache/sync.json``: when, which remote, whether a goal is shared
+    (so should-run knows without loading the state) and the error when the remote did not answer."""
+    from loopx.kernel.storage import clock
+
+    data = read_status(store) or {}
+    data.update(attempt=clock.now_iso(), remote=remote, error=error, node=store.node_id())
+    if error is None:
+        data["at"] = data["attempt"]
+    data["shared"] = bool(shared_goals(store.load(view="live")))
+    write_status(store, data)
+    return data
+
+
+def shared_goals(state: dict, goal_id: str | None = None) -> list[str]:
+    """Ids of the active goals marked shared (``loopx goal update --shared``)."""
+    return [g["id"] for g in state["goals"].values()
+            if g.get("shared") and g.get("status") == "active" and (goal_id is None or g["id"] == goal_id)]
+
+
+def every() -> float:
+    """Seconds between automatic syncs of shared goals (``LOOPX_SYNC_EVERY``, default 60)."""
+    try:
+        return max(0.0, float(env("LOOPX_SYNC_EVERY") or "60"))
+    except ValueError:
+        return 60.0
+
+
+def shared_tick(store, goal_id: str | None = None) -> str | None:
+    """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
+    has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
+    remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
+    read when nothing is shared, and when another process is syncing. Returns a one-line note
+    when the remote could not be reached (the loop goes on locally), else None."""
+    try:
+        with open(store.path("cache", "sync.json"), "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    if b'"shared": true' not in raw:
+        return None
+    from loopx.errors import LoopxError
+    from loopx.kernel.storage import clock
+
+    last = read_status(store) or {}
+    try:
+        age = (clock.now() - clock.parse_ts(last.get("attempt") or "")).total_seconds()
+    except Exception:  # noqa: BLE001 - a damaged cache entry: sync now
+        age = None
+    if age is not None and 0 <= age < every():
+        return None
+    remote = last.get("remote")
+    try:
+        git = project_git(store, remote)
+        from loopx.kernel.storage.fs import locked
+
+        with locked(store.path("cache", "sync.lock"), 0):
+            exchange(store, git)
+            git.fetch(f"+{CLAIMS}:{CLAIMS}")
+            note_synced(store, git.remote)
+    except LoopxError as exc:
+        if exc.code == "store_busy":
+            return None  # another process is syncing this clone now
+        note_synced(store, remote or "origin", exc.message)
+        return (f"shared goal not synced: {exc.message}; the loop goes on locally and shared claims wait "
+                "until the remote answers")
+    return None
+
+
 def read_status(store) -> dict | None:
     import json
 
@@ -371,3 +440,59 @@ def read_status(store) -> dict | None:
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=None, remote: str | None = None,
+                     driven: bool = False) -> dict:
+    """``next --sync`` (and ``loopx run`` on a shared goal): exchange records, claim through the
+    remote (compare-and-swap on refs/loopx/claims), then start the turn on that todo. Returns what
+    ``turn.next_turn`` returns plus ``sync`` ({node, pushed, imported, nodes, claim_tries, lost});
+    when every ready todo is claimed elsewhere the decision is ``wait`` (reason
+    ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
+    Raises RemoteUnreachable (exit 3), StateError, Conflict."""
+    from datetime import timedelta
+
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import todos
+    git = project_git(store, remote)
+    with sync_lock(store):
+        ex = exchange(store, git)
+        resumed = turn._resume(store, actor, goal_id, driven)
+        if resumed is not None:
+            resumed["sync"] = ex
+            return resumed
+        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
+        last: dict = {}
+
+        def pick(held):
+            d = turn.pick_todo(store, actor, held, goal_id=goal_id)
+            last["decision"], last["held"] = d, held
+            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
+
+        got = claim(store, git, pick, actor, until)
+        tid = got["todo_id"]
+        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
+        if tid is None:
+            d = dict(last.get("decision") or {})
+            if got["lost"] and d.get("decision") != "run":
+                lost = got["lost"][-1]
+                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
+                d.update(decision="wait", reason="claimed_elsewhere",
+                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
+                         hint="run `loopx next --sync` again later")
+            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
+                return {**turn.next_turn(store, actor, goal_id=goal_id, lease=lease,
+                                         held=last.get("held"), driven=driven), "sync": sync_info}
+            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
+                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
+                    "packet_text": None, "sync": sync_info}
+        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
+        res = turn.next_turn(store, actor, goal_id=goal_id, lease=lease, held=held, want=tid, driven=driven)
+        res["sync"] = sync_info
+        try:  # so the other machines see the claim record at their next sync
+            push_own(store, git, ex["node"])
+        except RemoteUnreachable:
+            pass
+        note_synced(store, git.remote)
+        return res
