@@ -125,7 +125,7 @@ def test_six_agents_on_three_machines_claim_five_todos_once_each(machines):
 def test_a_lost_claim_says_where_and_when(machines, capsys, monkeypatch):
     """Machine c works from a stale copy of refs/loopx/claims: its push is refused (the remote's
     compare-and-swap), it fetches, sees the todo taken on host-a and gives a clean no naming it."""
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     remote, (a, b, c) = machines
     todos = ready(a)
@@ -163,7 +163,7 @@ def test_random_work_on_three_machines_converges(machines, monkeypatch):
     none lost or duplicated, git fsck clean, branches untouched."""
     from datetime import datetime, timedelta
 
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     remote, clones = machines
     a, b, c = clones

@@ -133,8 +133,8 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
     warnings = []
-    if record:  # a shared goal syncs first (bounded; loopx.ops.sync.shared_tick); --no-record stays local
-        from loopx.ops.sync import shared_tick
+    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick); --no-record stays local
+        from loopx.kernel.policy.sync import shared_tick
 
         note = shared_tick(ctx.store(), goal_id)
         if note:

@@ -17,7 +17,7 @@ def register(sub, name, help_text):
 
 def sync_run(ctx, remote=None, status=False):
     from loopx.kernel.storage import clock
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     store = ctx.store()
     if status:
@@ -37,7 +37,7 @@ def tentative(store, git, node: str) -> list[dict]:
     made offline or without ``--sync``; they count only locally until claimed through the remote."""
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     _, claims = gs.read_claims(git)
     state = store.load(view="live")
@@ -53,7 +53,7 @@ def tentative(store, git, node: str) -> list[dict]:
 
 
 def sync_status(store, remote=None) -> dict:
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     git = gs.project_git(store, remote)
     node = store.node_id()

@@ -58,7 +58,7 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=N
 
 
 def _next_synced(ctx, goal_id, lease, remote) -> dict:
-    from loopx.ops import sync as gs
+    from loopx.kernel.policy import sync as gs
 
     return gs.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
 

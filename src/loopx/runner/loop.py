@@ -312,8 +312,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            if not dry_run:  # a shared goal syncs first (bounded; loopx.ops.sync.shared_tick)
-                from loopx.ops import sync as gs
+            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick)
+                from loopx.kernel.policy import sync as gs
 
                 note = gs.shared_tick(store, goal_id)
                 if note:
@@ -418,8 +418,8 @@ def _notify(store, state, d) -> None:
 
 def _start_turn(store, drv, goal_id: str, lease) -> dict:
     """``turn.next_turn``, or for a shared goal the claim through the git remote
-    (``loopx.ops.sync.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
-    from loopx.ops import sync as gs
+    (``loopx.kernel.policy.sync.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    from loopx.kernel.policy import sync as gs
 
     if not gs.shared_goals(store.load(view="live"), goal_id):
         return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)
