@@ -16,8 +16,8 @@ def register(sub, name, help_text):
 
 
 def sync_run(ctx, remote=None, status=False):
-    from loopx.kernel.storage import clock
     from loopx.kernel.policy import sync as gs
+    from loopx.kernel.storage import clock
 
     store = ctx.store()
     if status:
@@ -35,9 +35,9 @@ def sync_run(ctx, remote=None, status=False):
 def tentative(store, git, node: str) -> list[dict]:
     """Live claims in this clone's state that the local copy of refs/loopx/claims does not hold:
     made offline or without ``--sync``; they count only locally until claimed through the remote."""
+    from loopx.kernel.policy import sync as gs
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
-    from loopx.kernel.policy import sync as gs
 
     _, claims = gs.read_claims(git)
     state = store.load(view="live")
