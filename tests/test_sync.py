@@ -257,6 +257,13 @@ def test_status_names_tentative_claims(machines, capsys):
     assert lx(b, "next", "--sync", "--goal-id", "g1", agent="online") == 0
     env = lx_json(b, "sync", "--status", capsys=capsys)
     assert env["data"]["tentative"] == []
+    env = lx_json(a, "status", capsys=capsys)
+    assert [t["holder"] for t in env["data"]["sync"]["tentative"]] == ["agent:offline"]
+    capsys.readouterr()
+    assert main(["--project", str(a), "status"]) == 0
+    assert "tentative: " in capsys.readouterr().out
+    env = lx_json(b, "status", capsys=capsys)
+    assert env["data"]["sync"]["tentative"] == []
 
 
 def test_sharing_a_goal_is_for_humans(machines, capsys):

@@ -27,7 +27,7 @@ def sync_run(ctx, remote=None, status=False):
         ex = gs.exchange(store, git)
         git.fetch(f"+{gs.CLAIMS}:{gs.CLAIMS}")
     out = {**ex, "remote": git.remote, "state_hash": gs.state_hash(store), "synced_at": clock.now_iso()}
-    gs.note_synced(store, git.remote)
+    gs.note_synced(store, git.remote, git=git)
     out["tentative"] = tentative(store, git, ex["node"])
     return out
 

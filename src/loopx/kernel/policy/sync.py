@@ -362,7 +362,22 @@ def write_status(store, data: dict) -> None:
         pass
 
 
-def note_synced(store, remote: str, error: str | None = None) -> dict:
+def local_view(store, state: dict) -> dict:
+    """What ``status`` shows about sync without touching git: the last sync and the tentative
+    claims (live in ``state`` but absent from the copy of refs/loopx/claims the last sync saw)."""
+    from loopx.kernel.storage import clock
+
+    last = read_status(store) or {}
+    held = last.get("claims") or {}
+    now = clock.now_iso()
+    tentative = [{"todo_id": t["id"], "holder": t["claim"]["holder"], "goal_id": t.get("goal")}
+                 for t in state["todos"].values()
+                 if t.get("claim") and t["claim"]["lease_until"] > now and str(held.get(t["id"], "")) <= now]
+    return {"last_sync": last.get("at"), "remote": last.get("remote"), "error": last.get("error"),
+            "tentative": sorted(tentative, key=lambda x: x["todo_id"])}
+
+
+def note_synced(store, remote: str, error: str | None = None, git: Git | None = None) -> dict:
     """Record a sync attempt in ``cache/sync.json``: when, which remote, whether a goal is shared
     (so should-run knows without loading the state) and the error when the remote did not answer."""
     from loopx.kernel.storage import clock
@@ -372,6 +387,9 @@ def note_synced(store, remote: str, error: str | None = None) -> dict:
     if error is None:
         data["at"] = data["attempt"]
     data["shared"] = bool(shared_goals(store.load(view="live")))
+    if git is not None:
+        _, claims = read_claims(git)
+        data["claims"] = {t: c.get("until") for t, c in claims.items() if isinstance(c, dict)}
     write_status(store, data)
     return data
 
@@ -421,7 +439,7 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
         with locked(store.path("cache", "sync.lock"), 0):
             exchange(store, git)
             git.fetch(f"+{CLAIMS}:{CLAIMS}")
-            note_synced(store, git.remote)
+            note_synced(store, git.remote, git=git)
     except LoopxError as exc:
         if exc.code == "store_busy":
             return None  # another process is syncing this clone now
@@ -494,5 +512,5 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
             push_own(store, git, ex["node"])
         except RemoteUnreachable:
             pass
-        note_synced(store, git.remote)
+        note_synced(store, git.remote, git=git)
         return res
