@@ -61,6 +61,8 @@ def worker(clone: str, name: str, until: float) -> None:
             t["no_claim"] += 1
         else:
             t["errors"] += 1
+            code = (r.get("error") or {}).get("code", "?")
+            t.setdefault("error_codes", {})[code] = t.get("error_codes", {}).get(code, 0) + 1
     print(json.dumps(t))
 
 
@@ -116,7 +118,12 @@ def main() -> None:
         if len(hashes) == 1 or rounds >= 5:
             break
     converge = time.time() - t0
-    total = {k: sum(t[k] for t in tallies) for k in tallies[0]}
+    total = {k: sum(t[k] for t in tallies) for k in ("claims", "no_claim", "push_retries", "errors")}
+    codes: dict = {}
+    for t in tallies:
+        for k, v in t.get("error_codes", {}).items():
+            codes[k] = codes.get(k, 0) + v
+    total["error_codes"] = codes
     print(json.dumps({"machines": a.machines, "seconds": round(elapsed, 1), "todos": a.todos, **total,
                       "claims_per_min": round(total["claims"] * 60 / elapsed, 1),
                       "converge_s": round(converge, 2), "converge_rounds": rounds, "same_hash": len(hashes) == 1}))

@@ -21,7 +21,6 @@ Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the ho
 from __future__ import annotations
 
 import os
-import subprocess
 
 from loopx.config import env
 from loopx.errors import Conflict, StateError
@@ -30,7 +29,7 @@ NODES = "refs/loopx/nodes/"
 FETCHED = "refs/loopx/fetched/"
 CLAIMS = "refs/loopx/claims"
 STREAMS = ("events", "evidence")
-CAS_TRIES = 8
+CAS_TRIES = 30
 
 
 class RemoteUnreachable(StateError):
@@ -56,7 +55,11 @@ class Git:
                     "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost",
                     "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
 
-    def run(self, *args: str, data: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def run(self, *args: str, data: bytes | None = None, check: bool = True):
+        """``git ARGS`` (a CompletedProcess). Raises StateError (exit 3) when git fails with
+        ``check``, RemoteUnreachable when it takes longer than ``timeout()``."""
+        import subprocess
+
         try:
             p = subprocess.run(["git", *args], cwd=self.cwd, input=data, capture_output=True,
                                env=self.env, timeout=timeout())
@@ -118,6 +121,8 @@ class Git:
 def project_git(store, remote: str | None) -> Git:
     """A Git for the store's project. Raises StateError when it is not a git checkout or has no
     such remote."""
+    import subprocess
+
     cwd = store.project_dir
     p = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True)
     if p.returncode != 0:
@@ -329,6 +334,10 @@ def claim(store, git: Git, pick, agent: str, until: str) -> dict:
         if git.push(new, CLAIMS, head):
             git.run("update-ref", CLAIMS, new)
             return {"todo_id": tid, "tries": attempt, "lost": lost}
+        import random
+        import time
+
+        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
     raise Conflict(f"refs/loopx/claims kept moving: no claim after {CAS_TRIES} tries",
                    "many machines are claiming at once; run `loopx next --sync` again")
 
