@@ -207,7 +207,7 @@ def test_packet_header_names_the_permission_mode(project, cli, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "claude.out").write_text(CLAUDE_OK)
-    (bindir / "claude").write_text(f"#!/bin/sh\ncat > '{tmp_path / 'packet.txt'}'\ntouch done.txt\n"
+    (bindir / "claude").write_text(f"#!/bin/sh\nprintf '%s' \"$2\" > '{tmp_path / 'packet.txt'}'\ntouch done.txt\n"
                                    f"cat '{bindir / 'claude.out'}'\n")
     (bindir / "claude").chmod(0o755)
     _run(project, bindir, "claude-code", "--permission-mode", "read-only")
@@ -440,3 +440,19 @@ def test_schedule_names_the_missing_permission_mode(project, cli):
     assert cli("goal", "update", "g1", "--permission-mode", "edit").code == 0
     r = cli("--agent", "codex", "schedule", "--cron", json=True)
     assert not any("permission mode" in n for n in r.data["notes"])
+
+
+@pytest.mark.parametrize("preset,exe,takes_stdin", [("gemini", "gemini", False), ("claude-code", "claude", False),
+                                                    ("codex", "codex", True)])
+def test_the_packet_reaches_the_host_once(project, cli, tmp_path, preset, exe, takes_stdin):
+    """Hosts append piped stdin to their ``-p`` prompt: a preset that passes the packet as an
+    argument gets an empty stdin, one that reads the prompt from stdin (``codex exec -``) gets it there."""
+    _goal(cli)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    seen = tmp_path / "stdin.txt"
+    (bindir / exe).write_text(f"#!/bin/sh\ncat > '{seen}'\ntouch done.txt\necho '{CLAUDE_OK}'\n")
+    (bindir / exe).chmod(0o755)
+    r, _ = _run(project, bindir, preset)
+    got = seen.read_text()
+    assert ("GOAL" in got or "g1" in got) if takes_stdin else got == "", got[:200]

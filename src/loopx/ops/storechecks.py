@@ -177,7 +177,7 @@ def check_snapshot(t) -> dict:
     if any(m.get("unordered") for m in cached["meta"]["files"].values()):
         return result("store.snapshot", "ok", "the log was union-merged since the snapshot; the next reads rebuild it")
     if any(m.get("unordered") for m in fresh["meta"]["files"].values()):
-        fresh = store._fold_merged(fresh)  # a merged log folds in (hlc, node, id) order, as every reader does
+        fresh = store._fold_merged(fresh)  # a union-merged log folds in order_key order, as every reader does
     keys = [k for k in fresh if k != "meta"]
     differ = [k for k in keys if cached.get(k) != fresh.get(k)]
     if differ:

@@ -133,7 +133,8 @@ class Driver:
 
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
-            res = process.run_agent(cmd, shell=shell, stdin_text=started["packet_text"],
+            stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
+            res = process.run_agent(cmd, shell=shell, stdin_text=stdin,
                                     env=self.env(started, prompt_file, json_file), cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,

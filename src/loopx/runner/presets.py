@@ -10,7 +10,8 @@ preset name to::
                                # the flags of each loopx mode; None = the host has no such setting
      "kind": str}              # the host kind (usage windows, host errors): claude-code, codex, ...
 
-The packet is also given on stdin. ``MODES`` are loopx's own words; docs/usage.md has the same
+The packet is given on stdin only to presets that do not take it as an argument (``{packet}``):
+hosts append piped stdin to their prompt argument, which would send it twice. ``MODES`` are loopx's own words; docs/usage.md has the same
 table. Other presets (the hosts issue's ``pi``) may be plain argv lists: they then report no usage
 ("usage unknown"), run ``edit`` and ``full`` unchanged and refuse ``read-only``.
 """
@@ -93,6 +94,12 @@ def argv_for(preset: str, packet_text: str, prompt_file: str, mode: str | None =
                          f"install {preset}'s CLI, or pass --agent-cmd 'your command'", code="agent_not_found")
     argv = [a.replace("{packet}", packet_text).replace("{prompt_file}", prompt_file) for a in template]
     return argv + mode_flags(preset, mode)
+
+
+def packet_on_stdin(preset: str | None) -> bool:
+    """False when ``preset`` already passes the packet as an argument: hosts such as Gemini CLI and
+    Claude Code append piped stdin to the ``-p`` prompt, so giving it both ways doubles the prompt."""
+    return preset is None or not any("{packet}" in a for a in spec(preset)["argv"])
 
 
 def check(preset: str, mode: str | None = None) -> None:

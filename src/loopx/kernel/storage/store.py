@@ -42,7 +42,7 @@ SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refresh
 BAD_SAMPLES = 20
 _CRC_KEY = b',"crc":"'
 _CONFLICT = (b"<<<<<<<", b"=======", b">>>>>>>", b"|||||||")
-GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nworktrees/\nnode\nbackup/\n"
+GITIGNORE = "# written by loopx: machine-local files\nlock\ncache/\nnode\nbackup/\nworktrees/\n"
 
 
 def lock_timeout() -> float:
@@ -797,19 +797,6 @@ class Store:
         return digest
 
 
-def order_key(rec: dict) -> tuple:
-    """The order in which a union-merged log (or one holding records imported by ``loopx sync``)
-    is folded: ``(hlc, node, id)``. ``hlc`` is the writer's hybrid logical clock (``[ms, counter]``,
-    bumped past every record the writer had seen, merged ones included), so each node's records keep
-    their order and a record written after a merge sorts after what the merge brought; ``node`` and
-    ``id`` (random) break ties deterministically. A format-1 record (no ``hlc``) sorts by its
-    ``seq`` before every format-2 record, as migration numbered them."""
-    hlc = rec.get("hlc")
-    if not isinstance(hlc, list) or len(hlc) != 2:
-        return (0, rec.get("seq", 0), "", str(rec.get("id") or ""))
-    return (1, hlc[0], hlc[1], str(rec.get("node") or ""), str(rec.get("id") or ""))
-
-
 def _note_heads(meta: dict, stream: str, heads: dict, top: list) -> None:
     """Record in ``meta`` each node's newest record among ``heads`` ({node: (hlc, seq, line)}) and
     the newest clock value ``top``; only the winning lines are hashed."""
@@ -822,6 +809,19 @@ def _note_heads(meta: dict, stream: str, heads: dict, top: list) -> None:
             chain[node] = {"hash": line_hash(line), "hlc": hlc, "seq": seq, "stream": stream}
     if meta.get("hlc") is None or top > meta["hlc"]:
         meta["hlc"] = top
+
+
+def order_key(rec: dict) -> tuple:
+    """The order in which a union-merged log is folded. Store format 2: ``(hlc, node, id)``: the
+    hybrid logical clock is strictly increasing per node and a writer takes one above every record it
+    has seen (merged ones included), so each clone's records keep their order and a record written
+    after a merge sorts after what the merge brought; ``node`` and the random ``id`` break ties
+    deterministically. Records without a clock (format 1, before the migration) come first, by
+    ``(seq, id)``, ``seq`` acting as a Lamport clock there."""
+    hlc = rec.get("hlc")
+    if isinstance(hlc, list) and len(hlc) == 2:
+        return (1, hlc[0], hlc[1], str(rec.get("node") or ""), str(rec.get("id") or ""))
+    return (0, rec.get("seq", 0), 0, "", str(rec.get("id") or ""))
 
 
 def _unmarshal(raw: bytes):
