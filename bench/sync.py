@@ -50,10 +50,13 @@ def lx(clone, *args, extra=None) -> dict:
 
 def worker(clone: str, name: str, until: float) -> None:
     """One machine: claim, finish, repeat until ``until``; prints its tallies as one JSON line."""
-    t = {"claims": 0, "no_claim": 0, "push_retries": 0, "errors": 0}
+    t = {"claims": 0, "no_claim": 0, "push_retries": 0, "errors": 0, "resumed": 0}
     while time.time() < until:
         r = lx(clone, "--agent", name, "next", "--sync", "--goal-id", "g1", extra={"LOOPX_HOST": name})
-        if r.get("exit_code") == 0 and r["data"].get("started"):
+        if r.get("exit_code") == 0 and r["data"].get("resumed"):
+            t["resumed"] += 1  # the last finish did not go through: finish it now
+            lx(clone, "--agent", name, "turn", "finish", "--run", r["data"]["run_id"], "--result", "progress")
+        elif r.get("exit_code") == 0 and r["data"].get("started"):
             t["claims"] += 1
             t["push_retries"] += max(0, r["data"]["sync"]["claim_tries"] - 1)
             lx(clone, "--agent", name, "turn", "finish", "--run", r["data"]["run_id"], "--result", "progress")
@@ -118,7 +121,7 @@ def main() -> None:
         if len(hashes) == 1 or rounds >= 5:
             break
     converge = time.time() - t0
-    total = {k: sum(t[k] for t in tallies) for k in ("claims", "no_claim", "push_retries", "errors")}
+    total = {k: sum(t[k] for t in tallies) for k in ("claims", "no_claim", "push_retries", "errors", "resumed")}
     codes: dict = {}
     for t in tallies:
         for k, v in t.get("error_codes", {}).items():

@@ -176,15 +176,17 @@ def known_ids(store) -> set:
 
 
 def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
-    """Under the store lock, append each good line of ``blobs`` whose id the store lacks, verbatim,
-    to the open stream files. Returns how many lines were appended."""
+    """Append each good line of ``blobs`` whose id the store lacks, verbatim, to the open stream
+    files (under the store lock; the ids are read before it, which is safe because only this
+    clone's own new records can appear meanwhile and the caller holds the sync lock). Returns how
+    many lines were appended."""
     from json import loads
 
     from loopx.kernel.storage.store import decode
 
     added = 0
+    seen = known_ids(store)
     with store.lock():
-        seen = known_ids(store)
         for stream in STREAMS:
             new = []
             for files in blobs:
@@ -487,7 +489,7 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
         ex = exchange(store, git)
         resumed = turn._resume(store, actor, goal_id, driven)
         if resumed is not None:
-            resumed["sync"] = ex
+            resumed["sync"] = {**ex, "claim_tries": 0, "lost": []}
             return resumed
         until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
         last: dict = {}
