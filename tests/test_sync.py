@@ -289,3 +289,31 @@ def test_should_run_syncs_a_shared_goal_and_goes_on_when_the_remote_is_gone(mach
     env = lx_json(b, "quota", "should-run", "--goal-id", "g1", capsys=capsys)
     assert env["exit_code"] == 0 and env["data"]["decision"] == "run"  # the loop goes on locally
     assert len(env["warnings"]) == 1 and "shared claims wait" in env["warnings"][0]
+
+
+def test_hooks_never_sync_even_for_a_shared_goal(machines, tmp_path, monkeypatch):
+    """A shared goal, a sync due at every call: the hooks still never fetch or push (a git on PATH
+    logs every call it gets)."""
+    import os
+
+    from test_hooks import hook, payload
+
+    remote, (a, b, c) = machines
+    monkeypatch.setenv("LOOPX_SYNC_EVERY", "0")
+    assert lx(a, "goal", "update", "g1", "--shared") == 0 and lx(a, "sync") == 0
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "git-calls"
+    (fake / "git").write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
+    (fake / "git").chmod(0o755)
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "LOOPX_SYNC_EVERY": "0"}
+    for event, fixture in (("session-start", "session_start"), ("stop", "stop"), ("pre-tool", "pre_tool_bash")):
+        r = hook(a, event, "claude-code", payload("claude-code", fixture, a), env=env)
+        assert r.code == 0, r.err
+    calls = log.read_text() if log.exists() else ""
+    assert not any(word in calls for word in ("fetch", "push", "ls-remote"))
+    # the same git does log a should-run's sync, so the check above can fail
+    subprocess.run([sys.executable, "-m", "loopx", "quota", "should-run", "--goal-id", "g1"], cwd=a,
+                   env=subprocess_env(env), capture_output=True, timeout=120)
+    assert "fetch" in log.read_text()
