@@ -317,3 +317,17 @@ def test_hooks_never_sync_even_for_a_shared_goal(machines, tmp_path, monkeypatch
     subprocess.run([sys.executable, "-m", "loopx", "quota", "should-run", "--goal-id", "g1"], cwd=a,
                    env=subprocess_env(env), capture_output=True, timeout=120)
     assert "fetch" in log.read_text()
+
+
+def test_import_after_a_torn_tail_repairs_it_first(machines):
+    """A writer killed mid-line on b: the next sync repairs the tail (quarantined) before appending
+    a's records, so no imported line is glued to the torn one."""
+    remote, (a, b, c) = machines
+    assert lx(a, "todo", "add", "while b was torn", "--goal-id", "g1") == 0 and lx(a, "sync") == 0
+    with open(b / ".loopx" / "events.jsonl", "ab") as fh:
+        fh.write(b'{"v":1,"seq":99,"id":"ev-torn')
+    assert lx(b, "sync") == 0
+    st = Store.open(str(b)).load()
+    assert st["meta"]["files"]["events"]["bad"] == 0
+    assert "while b was torn" in [t["title"] for t in st["todos"].values()]
+    assert any(r["type"] == "store.repaired" for r in Store.open(str(b)).iter_records("events"))

@@ -185,9 +185,13 @@ def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
     from loopx.kernel.storage.store import decode
 
     added = 0
+    if any(_torn(store, stream) for stream in STREAMS):
+        store.transact(lambda state, now: [], actor="loopx:sync")  # the writer repairs a torn tail first
     seen = known_ids(store)
     with store.lock():
         for stream in STREAMS:
+            if _torn(store, stream):
+                continue  # torn again since (a writer killed just now): the next sync imports it
             new = []
             for files in blobs:
                 for line in files.get(stream, b"").split(b"\n"):
@@ -214,6 +218,18 @@ def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
                 os.close(fd)
             added += len(new)
     return added
+
+
+def _torn(store, stream: str) -> bool:
+    """True when the open ``stream`` file does not end on a complete line."""
+    try:
+        with open(store.path(f"{stream}.jsonl"), "rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def ensure_node(store) -> str:
