@@ -331,3 +331,33 @@ def test_import_after_a_torn_tail_repairs_it_first(machines):
     assert st["meta"]["files"]["events"]["bad"] == 0
     assert "while b was torn" in [t["title"] for t in st["todos"].values()]
     assert any(r["type"] == "store.repaired" for r in Store.open(str(b)).iter_records("events"))
+
+
+def test_records_of_a_node_without_a_ref_travel_with_the_clone_that_has_them(tmp_path, monkeypatch):
+    """A store that came to b by copying (a committed `.loopx/`, a format-1 store's legacy node):
+    its records reach c through b's ref even though their node never synced; nothing is doubled
+    when that node syncs later."""
+    import shutil
+
+    from loopx.kernel.policy import sync as gs
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    clones = []
+    for name in ("a", "b", "c"):
+        git(tmp_path, "clone", "-q", str(remote), str(tmp_path / name))
+        clones.append(tmp_path / name)
+    a, b, c = clones
+    monkeypatch.chdir(tmp_path)
+    assert lx(a, "connect") == 0 and lx(a, "start-goal", "--goal-text", "Ship", "--goal-id", "g1") == 0
+    assert lx(a, "todo", "add", "written on a", "--goal-id", "g1") == 0
+    shutil.copytree(a / ".loopx", b / ".loopx", ignore=shutil.ignore_patterns("node", "cache", "lock"))
+    assert lx(b, "sync") == 0
+    assert lx(c, "connect") == 0 and lx(c, "sync") == 0
+    assert "written on a" in [t["title"] for t in Store.open(str(c)).load()["todos"].values()]
+    for x in (a, b, c, a, b, c):
+        assert lx(x, "sync") == 0
+    assert len({gs.state_hash(Store.open(str(x))) for x in clones}) == 1
+    for x in clones:
+        got = [r["id"] for s in ("events", "evidence") for r in Store.open(str(x)).iter_records(s)]
+        assert len(got) == len(set(got))

@@ -137,16 +137,20 @@ def project_git(store, remote: str | None) -> Git:
 
 
 # ------------------------------------------------------------------ records
-def own_lines(store, node: str) -> dict[str, bytes]:
-    """{stream: every line ``node`` wrote, in file order, newline-terminated}."""
+def own_lines(store, node: str, others: set | frozenset = frozenset()) -> dict[str, bytes]:
+    """{stream: the lines this node carries, in file order, newline-terminated}: every line whose
+    ``node`` is not one of ``others`` (the nodes that carry their own records on the remote). So
+    ``node``'s own records, and also records of a node with no ref of its own (a format-1 store's
+    ``legacy`` node after migration, lines that came in by a union merge); a record carried by two
+    nodes is imported once (by id)."""
     from json import loads
 
     from loopx.kernel.storage.store import decode
 
     out = {}
-    needle = f'"node":"{node}"'.encode()
     for stream in STREAMS:
         parts = []
+        seen = set()
         for path in store.stream_paths(stream):
             try:
                 with open(path, "rb") as fh:
@@ -154,13 +158,14 @@ def own_lines(store, node: str) -> dict[str, bytes]:
             except FileNotFoundError:
                 continue
             for line in data.split(b"\n")[:-1]:
-                if needle in line:
-                    try:
-                        if decode(line, loads).get("node") != node:
-                            continue
-                    except ValueError:
-                        continue
-                    parts.append(line + b"\n")
+                try:
+                    rec = decode(line, loads)
+                except ValueError:
+                    continue
+                if rec.get("node") in others or rec.get("id") in seen:
+                    continue
+                seen.add(rec.get("id"))
+                parts.append(line + b"\n")
         out[stream] = b"".join(parts)
     return out
 
@@ -262,7 +267,9 @@ def push_own(store, git: Git, node: str) -> int:
     records the pushed commit holds (0 when nothing was pushed). Raises Conflict when the remote's
     ref moved (another clone with the same node id)."""
     mine = NODES + node
-    files = own_lines(store, node)
+    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
+    others = {r[len(FETCHED):] for r in listing.splitlines() if r and r != FETCHED + node}
+    files = own_lines(store, node, others)
     files = {f"{k}.jsonl": v for k, v in files.items()}
     remote_head = git.ref(FETCHED + node)
     local_head = git.ref(mine)
