@@ -69,7 +69,10 @@ class Session:
                    LOOPX_ID_SEED="docs", USER="alice", LOGNAME="alice", NO_COLOR="1", COLUMNS="100", TZ="UTC",
                    LOOPX_NO_UPDATE_CHECK="1", GIT_AUTHOR_NAME="alice", GIT_AUTHOR_EMAIL="alice@example.com",
                    GIT_COMMITTER_NAME="alice", GIT_COMMITTER_EMAIL="alice@example.com",
-                   GIT_AUTHOR_DATE=NOW, GIT_COMMITTER_DATE=NOW, PYTHONIOENCODING="utf-8")
+                   GIT_AUTHOR_DATE=NOW, GIT_COMMITTER_DATE=NOW, PYTHONIOENCODING="utf-8",
+                   # this checkout's loopx, whether it is installed or only on a (relative) PYTHONPATH
+                   PYTHONPATH=os.pathsep.join([str(REPO / "src"), *[os.path.abspath(p) for p in
+                                                                     os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]))
         self.env = env
         self.run("git init -q -b main . && mkdir -p src tests && echo '# shop' > README.md && "
                  "git add -A && git commit -qm init")

@@ -74,6 +74,13 @@ def cli(capsys):
     return run
 
 
+def human_channel(via: str = "confirm-flag"):
+    """A human channel as the CLI's terminal path mints it (tests call the kernel directly)."""
+    from loopx.kernel.write import humans
+
+    return humans.HumanChannel("human:tester", via, _seal=humans._SEAL)
+
+
 def subprocess_env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in AGENT_ENV_MARKERS}
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from conftest import human_channel
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.store import Store
@@ -93,7 +94,7 @@ def test_not_connected_is_exit_3(tmp_path, monkeypatch, cli):
                                                     ("paused", "pause", "goal_paused")])
 def test_goal_status(store, clk, cli, status, decision, reason):
     start(store, clk)
-    goals.set_status(store, "human:tester", "g1", status)
+    goals.set_status(store, "human:tester", "g1", status, human=human_channel())
     code, doc = should(cli, "--goal-id", "g1")
     assert (code, doc["data"]["decision"], doc["data"]["reason"]) == (1, decision, reason)
     assert doc["data"]["next_check_at"] is None
@@ -266,7 +267,7 @@ def test_approved_gate_turns_skip_into_run(store, clk, cli):
                         blocks=[todos.queries.goal_todos(store.load(), "g1")[1]["id"]])
     work_turn(store, clk, "no_progress")
     assert should(cli)[1]["data"]["decision"] == "skip"
-    gates.decide(store, "human:tester", g["gate_id"], approve=True, channel="confirm-flag")
+    gates.decide(store, "human:tester", g["gate_id"], approve=True, channel="confirm-flag", human=human_channel())
     assert should(cli)[1]["data"]["decision"] == "run"
 
 

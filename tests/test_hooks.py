@@ -68,7 +68,18 @@ def test_pre_tool_denies_push_and_merge_while_gate_pending_then_allows_after_app
         assert gate_id in reason and "waiting for a human" in reason
     approve(cli, gate_id)
     assert allowed(hook(project, "pre-tool", "claude-code", push))
-    assert allowed(hook(project, "pre-tool", "claude-code", merge))
+    # a single approval authorises one action (issue 12 item 2): the guard recorded its use
+    reason = deny_reason(hook(project, "pre-tool", "claude-code", merge))
+    assert gate_id in reason and "was used" in reason
+    shown = cli("gate", "show", gate_id, json=True).data["gate"]
+    assert shown["used"]["count"] == 1 and "git push" in shown["used"]["command"]
+    assert cli("gate", "check", "--action", "merge").code == 1
+    standing = open_merge_gate(cli)
+    r = cli("gate", "approve", standing, "--confirm", standing, "--standing")
+    assert r.code == 0 and "standing approval" in r.out
+    for data in (push, merge, push):
+        assert allowed(hook(project, "pre-tool", "claude-code", data))
+    assert cli("gate", "check", "--action", "merge", json=True).data["standing"] is True
 
 
 def test_a_newer_pending_gate_of_the_same_kind_revokes_an_older_approval(goal, project, cli):

@@ -433,7 +433,10 @@ class TodoMachine(RuleBasedStateMachine):
         tid = self._pick(i)
         t = self.model[tid]
         refused = t["status"] == "claimed" and self._other_holds(t, actor)
-        self._expect(lambda: todos.update(self.store, actor, tid, reopen=True), refused)
+        from loopx.kernel.write import humans
+
+        human = humans.HumanChannel("human:tester", "terminal", _seal=humans._SEAL)  # a human asked
+        self._expect(lambda: todos.update(self.store, actor, tid, reopen=True, human=human), refused)
         if not refused and t["status"] != "open":
             t.update(status="open", claim=None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import human_channel
 from loopx.kernel.read import status
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.store import SNAPSHOT_EVERY, Store
@@ -33,7 +34,7 @@ def busy(project, monkeypatch):
         done.append(tid)
     todos.add(store, H, "g1", "after a closed one", depends_on=[done[0]])
     g = gates.open_gate(store, H, "g1", kind="merge", question="merge?")["gate_id"]
-    gates.decide(store, H, g, approve=True, channel="confirm-flag")
+    gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
     store.load()  # writes the snapshot and the live view
     live = store.load(view="live")
     assert "closed" in live and live["closed"]["g1"]["done"] > 0  # the view is in use
@@ -50,7 +51,7 @@ def test_live_view_matches_full_right_after_the_snapshot(busy):
 def test_live_view_matches_full_after_tail_changes(busy, change):
     store, done, ev = busy
     if change == "reopen_closed":       # touches a todo the live view left out: must fall back
-        todos.update(store, H, done[3], reopen=True)
+        todos.update(store, H, done[3], reopen=True, human=human_channel())
     elif change == "add_and_finish":
         tid = todos.add(store, H, "g1", "new")["todo_id"]
         todos.done(store, H, tid, [ev])
@@ -73,7 +74,7 @@ def test_status_counts_closed_todos_from_the_live_view(busy, cli):
 def test_touching_a_left_out_todo_falls_back_to_the_full_state(busy):
     store, done, _ = busy
     assert done[3] not in store.load(view="live")["todos"]
-    todos.update(store, H, done[3], reopen=True)  # the writer asks the full state, then rebuilds the view
+    todos.update(store, H, done[3], reopen=True, human=human_channel())  # the writer asks the full state
     state = store.load(view="live")
     assert state["todos"][done[3]]["status"] == "open"
     assert _summary(store, "live") == _summary(store, "full")
@@ -105,7 +106,7 @@ def test_live_view_budget_matches_full_when_the_window_grows(project, monkeypatc
         store.transact(lambda s, n, h=hour: [Draft("quota.spent", "g1", {"run_id": f"run-{h}", "slots": 1})], actor=H)
     store.load(view="live", save_snapshot="refresh")
     assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 1
-    goals.set_quota(store, H, "g1", goals.quota_policy(window="24h"))
+    goals.set_quota(store, H, "g1", goals.quota_policy(window="24h"), human=human_channel())
     assert _summary(store, "live") == _summary(store, "full")
     assert _summary(store, "live")["goals"][0]["budget"]["spent"] == 24
 

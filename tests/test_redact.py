@@ -48,12 +48,48 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "cookie-header": ("Cookie: session=" + C30 + "; theme=dark", C30),
     "url-password": ("db postgres://admin:Hunter2Pass99@db.example.com:5432/app", "Hunter2Pass99"),
     "assigned-secret": ("config api_token=Zx8Qw2Lm9Pv4Rt7Yk3Hn", "Zx8Qw2Lm9Pv4Rt7Yk3Hn"),
+    # issue 12 item 8
+    "sentry-dsn": ('sentry_sdk.init("https://5f1e2d3c4b5a69788796a5b4c3d2e1f0@o12345.ingest.sentry.io/678")',
+                   "5f1e2d3c4b5a69788796a5b4c3d2e1f0"),
+    "putty-key": ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: fake\nPublic-Lines: 2\n"
+                  "AAAAC3NzaC1lZDI1NTE5AAAAIFakePublicPart\nZmFrZQ==\nPrivate-Lines: 1\n"
+                  "AAAAIFakePuttyPrivateBodyQ9w8e7r6t5y4u3\nPrivate-MAC: 8e7d6c5b4a39281706f5e4d3c2b1a09f\n",
+                  "AAAAIFakePuttyPrivateBodyQ9w8e7r6t5y4u3"),
+    "aws-configure": ("aws configure set aws_secret_access_key Fk9Qz8Wx7Ec6Rv5Tb4Yn3Um2", "Fk9Qz8Wx7Ec6Rv5Tb4Yn3Um2"),
+    "password-flag": ("mysql -uroot -pMyFakePw42 shop", "MyFakePw42"),
+    "basic-auth-flag": ("curl -u deploy:CurlFakePw77 https://ci.example.com/api", "CurlFakePw77"),
 }
 EXTRA = {  # more shapes of the same rules
     "auth-header": ("curl -H 'authorization: token " + B24 + "'", B24),
     "cookie-header": ("curl -H 'Cookie: sid=" + C30[::-1] + "' https://example.com", C30[::-1]),
     "assigned-secret": ('{"password": "correct horse"}', "correct horse"),
 }
+# more shapes (issue 12 item 8): (rule, sample, the secret part that must vanish)
+MORE = [
+    ("assigned-secret", "API_KEY=9d8c7b6a5f4e3d2c1b0a99887766554433221100", "9d8c7b6a5f4e3d2c1b0a99887766554433221100"),
+    ("assigned-secret", "HEROKU_API_KEY=7c9e6679-7425-40de-944b-e07fc1f90ae7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"),
+    ("assigned-secret", "SECRET_KEY_BASE=" + "a1b2c3d4" * 16, "a1b2c3d4" * 16),
+    ("assigned-secret", "TWILIO_AUTH_TOKEN=f00dfeedcafebeef0123456789abcdef", "f00dfeedcafebeef0123456789abcdef"),
+    ("assigned-secret", "DB_PASS=Pg9fake2", "Pg9fake2"),
+    ("assigned-secret", "PASS=tr0ub4dor", "tr0ub4dor"),
+    ("assigned-secret", 'password = "correct horse battery staple"', "horse battery staple"),
+    ("assigned-secret", "DB_PASSWORD=20261130", "20261130"),
+    ("assigned-secret", "DB_PASSWORD=p&ssw0rd!x && make test", "ssw0rd!x"),
+    ("password-flag", "docker login -u ci -p DockFakePw5 registry.example.com", "DockFakePw5"),
+    ("password-flag", "sshpass -p SshFakePw6 ssh deploy@host", "SshFakePw6"),
+    ("password-flag", "psql-wrapper --password PgFakePw8 --host db", "PgFakePw8"),
+    ("password-flag", "tool --password=ToolFakePw9", "ToolFakePw9"),
+    ("url-password", "REDIS_URL=redis://:RedisFakePw3@cache.internal:6379/0", "RedisFakePw3"),
+]
+# non-secret look-alikes that must stay readable
+LOOKALIKES = [
+    "commit=3f9a1c2b4d5e6f708192a3b4c5d6e7f809112233", "request_id=7c9e6679-7425-40de-944b-e07fc1f90ae7",
+    "key=7c9e6679-7425-40de-944b-e07fc1f90ae7", "cache_key=0123456789abcdef", "idempotency_key=7c9e6679-7425-40de-944b-e07fc1f90ae7",
+    "docker run -p 8080:80 web", "docker ps -p", "ssh -p 2222 deploy@host", "git log -p HEAD~3", "mysql -p shop",
+    "curl -u alice https://example.com", "--password-file /run/secrets/db", "bypass=1 compass=north passthrough=yes",
+    "sha256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "the password reset flow is broken",
+    "https://github.com/o/r/commit/3f9a1c2b4d5e6f708192a3b4c5d6e7f809112233", "aws configure set region eu-west-1",
+]
 IDENTIFIERS = [
     "3f9a1c2b4d5e6f708192a3b4c5d6e7f809112233",                          # git SHA-1
     "3f9a1c2",                                                           # short SHA
@@ -75,7 +111,18 @@ def test_every_rule_has_a_sample():
 
 
 def all_samples() -> list[tuple[str, str, str]]:
-    return [(r, *SAMPLES[r]) for r in SAMPLES] + [(r, *EXTRA[r]) for r in EXTRA]
+    return [(r, *SAMPLES[r]) for r in SAMPLES] + [(r, *EXTRA[r]) for r in EXTRA] + MORE
+
+
+@pytest.mark.parametrize("rule,sample,secret", MORE + [(r, *SAMPLES[r]) for r in SAMPLES])
+def test_each_sample_is_redacted_by_its_rule(rule, sample, secret):
+    out = redact.redact_text(sample)
+    assert secret not in out and f"[REDACTED:{rule}]" in out, out
+
+
+@pytest.mark.parametrize("text", LOOKALIKES)
+def test_non_secret_lookalikes_stay_readable(text):
+    assert redact.redact_text(text) == text
 
 
 def store_bytes(project: Path) -> bytes:
@@ -102,7 +149,7 @@ def test_evidence_output_on_stdin_is_redacted_on_disk(goal, project):
                           input=body.encode(), capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     line = (project / ".loopx" / "evidence.jsonl").read_bytes()
-    assert_redacted(line, "evidence.jsonl excerpt")
+    assert_redacted(store_bytes(project), "evidence.jsonl excerpt and the blob of the whole output")
     for ident in IDENTIFIERS:
         assert ident in line.decode(), f"identifier {ident} must not be redacted"
     shown = run_loopx(["evidence", "show", json.loads(proc.stdout)["data"]["evidence_id"]], project)
@@ -147,8 +194,9 @@ def test_identifiers_are_left_alone(goal, project):
     assert "REDACTED" not in disk
     for ident in IDENTIFIERS:
         assert ident in disk
-    for ident in IDENTIFIERS:
-        assert redact.redact_text(f"token={ident}") == f"token={ident}"
+    for ident in IDENTIFIERS:  # under a neutral name; under a secret-like one it is the secret (issue 12)
+        assert redact.redact_text(f"commit={ident}") == f"commit={ident}"
+        assert ident not in redact.redact_text(f"token={ident}")
 
 
 @pytest.mark.parametrize("text", ["", "short", "the key point is speed", "password reset flow is broken",
@@ -167,3 +215,10 @@ def test_secrets_in_a_recorded_command_line_are_redacted(goal, project):
     for secret in (C30, D20, B24):
         assert secret not in disk
     assert "api.example.com/v1 && echo done" in disk, "the rest of the command is kept"
+
+
+def test_redacting_twice_changes_nothing_more():
+    """The CLI and the store both redact: a second pass must not eat text after a marker."""
+    body = "\n".join(s for _, s, _ in all_samples()) + "\nthe end"
+    once = redact.redact_text(body)
+    assert redact.redact_text(once) == once and once.endswith("the end")

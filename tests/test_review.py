@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import human_channel
 from loopx.kernel.policy import review, turn
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import gates, todos
@@ -25,7 +26,7 @@ def store(project, clk):
     turn.finish(s, "agent:bot", t2["run_id"], "failed", note="tool crashed <script>alert(1)</script>")
     clk.advance(60)
     g = gates.open_gate(s, "agent:bot", "g1", kind="merge", question="Merge the parser?")
-    gates.decide(s, "human:tester", g["gate_id"], approve=True, channel="confirm-flag", note="fine")
+    gates.decide(s, "human:tester", g["gate_id"], approve=True, channel="confirm-flag", note="fine", human=human_channel())
     gates.open_gate(s, "agent:bot", "g1", kind="release", question="Release 1.0?",
                     blocks=[todos.queries.goal_todos(s.load(), "g1")[-1]["id"]])
     clk.advance(60)

@@ -13,6 +13,7 @@ import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 
+from conftest import human_channel
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.store import Store
@@ -71,7 +72,7 @@ class Sim:
             todos.add(self.store, "human:pat", "g1", f"new request at tick {tick}")
         if (self.gate_id and self.now - self.gate_opened_at >= timedelta(hours=30)
                 and self.store.load()["gates"][self.gate_id]["status"] == "pending"):
-            gates.decide(self.store, "human:pat", self.gate_id, approve=True, channel="confirm-flag")
+            gates.decide(self.store, "human:pat", self.gate_id, approve=True, channel="confirm-flag", human=human_channel())
         if d["reason"] == "stalled":
             self.stalled_since = self.stalled_since or self.now
             if self.now - self.stalled_since >= timedelta(hours=2):

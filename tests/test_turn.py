@@ -37,7 +37,8 @@ def test_next_claims_opens_a_run_and_prints_the_packet(store, clk, cli):
     assert state["runs"][d["run_id"]]["finished"] is None
     p = d["packet"]
     assert p["objective"] == "Make the tests pass" and p["done_when"] == "the suite passes"
-    assert p["todo"]["id"] == d["todo_id"] and p["protected"] == [{"action": "merge", "gate": "none", "gate_id": None}]
+    assert p["todo"]["id"] == d["todo_id"] and p["protected"] == [{"action": "merge", "gate": "none", "gate_id": None,
+                                                                                     "standing": False}]
     cmds = p["commands"]
     assert f"turn finish --run {d['run_id']}" in cmds["finish"]
     assert f"todo done {d['todo_id']} --evidence EV" in cmds["done"]

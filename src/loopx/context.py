@@ -8,10 +8,8 @@ from loopx.config import env
 from loopx.errors import UsageError
 from loopx.kernel.storage import actors
 
-# Environment markers that agent hosts set inside their sessions and tool calls.
-AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
-                     "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CURSOR_AGENT",
-                     "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE")
+# Environment markers that agent hosts set inside their sessions and tool calls (one list).
+AGENT_ENV_MARKERS = actors.AGENT_ENV_MARKERS
 
 
 def agent_markers() -> list[str]:

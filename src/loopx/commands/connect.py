@@ -23,6 +23,7 @@ def connect(ctx) -> dict:
     inner = os.path.join(project, ".loopx")
     if os.path.exists(inner) and not os.path.isdir(inner):
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
+    _check_replacement(ctx, project, inner)
     store, created = Store.create(project)
     from loopx.ops import gitattrs
 
@@ -42,6 +43,26 @@ def connect(ctx) -> dict:
             "format": info.get("format"), "project_id": info.get("project_id"),
             "goals": len(state["goals"]), "active_goals": len(goals), "next": nxt,
             "read_only": state["meta"]["read_only"], "gitattributes": attrs}
+
+
+def _check_replacement(ctx, project: str, inner: str) -> None:
+    """Connecting a project whose registered store is gone or was replaced (another project id)
+    is human-only: until then the hooks deny protected actions there."""
+    import json
+
+    from loopx.kernel.storage import registry
+    from loopx.kernel.write import humans
+
+    known = (registry.load().get(project) or {}).get("project_id")
+    if not known:
+        return
+    try:
+        with open(os.path.join(inner, "format.json"), encoding="utf-8") as fh:
+            current = json.load(fh).get("project_id")
+    except (OSError, ValueError, AttributeError):
+        current = None
+    if current != known:
+        humans.require_human(ctx, "connect.replace")
 
 
 def render(d: dict) -> str:

@@ -145,10 +145,11 @@ def demo(ctx, dir=None, approve=False, timeout="5m"):
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
             break
-        from loopx.kernel.write import gates
+        from loopx.kernel.write import gates, humans
 
-        gates.decide(store, ctx.actor, stop["gate_id"], approve=True, channel="confirm-flag",
-                     note="approved with `loopx demo --approve`")
+        human = humans.require_human(ctx, "gate.decide", via="confirm-flag")
+        gates.decide(store, human.actor, stop["gate_id"], approve=True, channel="confirm-flag",
+                     note="approved with `loopx demo --approve`", human=human)
         if log:
             log(f"approved gate {stop['gate_id']} as {ctx.actor} (--approve)")
     out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": turns, "stop": stop, "stage": "stopped"}
@@ -207,7 +208,10 @@ def _conclude(store, ctx, out, res):
                    continue_command=f"loopx demo{flag}")
         return out, 0
     if stop.get("decision") == "stop" and stop.get("reason") == "complete":
-        goals.set_status(store, ctx.actor, GOAL, "done", note="every todo done with evidence; merge approved")
+        from loopx.kernel.write import humans
+
+        goals.set_status(store, ctx.actor, GOAL, "done", note="every todo done with evidence; merge approved",
+                         human=humans.channel_or_none(ctx))
     state = store.load()
     if state["goals"][GOAL]["status"] == "done":
         d = review.build(store, GOAL)

@@ -1,7 +1,8 @@
 """``loopx gate open|list|show|approve|reject|check``.
 
 Approve and reject are for humans only: they refuse when the caller is an agent (``--agent``,
-``LOOPX_AGENT`` or an agent host's environment marker) and need either the gate's code typed on the
+``LOOPX_AGENT`` or an agent host's environment marker, here or in a parent process; see
+``loopx.kernel.write.humans``) and need either the gate's code typed on the
 controlling terminal (channel ``terminal``) or ``--confirm ID`` (channel ``confirm-flag``).
 """
 
@@ -43,7 +44,21 @@ def register(sub, name, help_text):
         a.add_argument("gate")
         a.add_argument("--note", metavar="TEXT", required=not approve, help="why (required to reject)")
         a.add_argument("--confirm", metavar="ID", help="confirm without a terminal prompt by repeating the gate id")
+        if approve:
+            a.add_argument("--standing", action="store_true",
+                           help="approve every later action of this kind for the goal, not just one (shown as standing)")
         a.set_defaults(approve=approve)
+
+    sg = add(acts, "signing", "turn signed approvals on or off, or show them (humans only to change)",
+             handler=gate_signing, render=render_signing, command="gate signing",
+             example="loopx gate signing --enable --key ~/.ssh/id_ed25519")
+    mode = sg.add_mutually_exclusive_group()
+    mode.add_argument("--enable", dest="enable", action="store_const", const=True,
+                      help="sign every approval with --key (ssh-keygen -Y sign, namespace loopx-gate)")
+    mode.add_argument("--disable", dest="enable", action="store_const", const=False,
+                      help="stop requiring signatures (the change itself is signed)")
+    sg.add_argument("--key", metavar="PATH", help="private key, or the .pub of an ssh-agent or security key")
+    sg.add_argument("--principal", metavar="NAME", help="the signer's name in allowed_signers (default: your login)")
 
     c = add(acts, "check", "exit 0 when an approved gate covers an action, else 1", handler=gate_check,
             render=render_check, command="gate check", example="loopx gate check --action merge && git push origin main")
@@ -66,7 +81,15 @@ def render_open(d: dict) -> str:
 
 def _brief(g: dict) -> dict:
     return {k: g.get(k) for k in ("id", "goal", "kind", "status", "question", "context", "blocks", "requested_by",
-                                  "decided_by", "channel", "note", "created", "decided")}
+                                  "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+
+
+def _status_word(g: dict) -> str:
+    if g["status"] != "approved":
+        return g["status"]
+    if g.get("standing"):
+        return "approved (standing)"
+    return "approved (used)" if g.get("used") else "approved (once)"
 
 
 def gate_list(ctx, goal_id=None, status="all") -> dict:
@@ -82,7 +105,7 @@ def gate_list(ctx, goal_id=None, status="all") -> dict:
 def render_list(d: dict) -> str:
     if not d["gates"]:
         return "no gates"
-    return table([[g["id"], g["status"], g["kind"], g["goal"], safe(g["question"], limit=70)] for g in d["gates"]],
+    return table([[g["id"], _status_word(g), g["kind"], g["goal"], safe(g["question"], limit=70)] for g in d["gates"]],
                  ["GATE", "STATUS", "KIND", "GOAL", "QUESTION"])
 
 
@@ -105,7 +128,11 @@ def render_show(d: dict) -> str:
     if g["status"] == "pending":
         lines.append(f"  decide:    loopx gate approve {g['id']}   |   loopx gate reject {g['id']} --note '...'")
     else:
-        lines.append(f"  decided:   {g['status']} by {safe(g['decided_by'])} via {g['channel']} at {g['decided']}")
+        lines.append(f"  decided:   {_status_word(g)} by {safe(g['decided_by'])} via {g['channel']} at {g['decided']}")
+        if g.get("used"):
+            u = g["used"]
+            lines.append(f"  used:      {u.get('count', 1)}x, last at {u.get('ts')} by {safe(u.get('by') or '?')}: "
+                         f"{safe(u.get('command') or '', limit=100)}")
         if g.get("note"):
             lines.append(f"  note:      {safe(g['note'])}")
     return "\n".join(lines)
@@ -139,17 +166,12 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
     return True
 
 
-def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
-    from loopx.context import agent_markers
+def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> dict:
     from loopx.errors import HumanRequired, UsageError
     from loopx.kernel.read import queries
-    from loopx.kernel.write import gates
+    from loopx.kernel.write import gates, humans
 
-    markers = agent_markers()
-    if ctx.agent or markers:
-        who = f"agent {ctx.agent}" if ctx.agent else "an agent session (" + ", ".join(markers) + " set)"
-        raise HumanRequired(f"gates are decided by humans; this looks like {who}",
-                            "ask a human to run this command in their own terminal", code="human_required")
+    human = humans.require_human(ctx, "gate.standing" if standing else "gate.decide")
     store = ctx.store()
     g = queries.resolve_gate(store.load(), gate)
     if confirm is not None:
@@ -162,12 +184,44 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None) -> dict:
                             code="confirmation_required")
     else:
         channel = "terminal"
-    return gates.decide(store, ctx.actor, g["id"], approve=approve, note=note, channel=channel,
-                        user_agent=f"loopx-cli/{sys.platform}")
+    human.via = channel
+    from loopx.kernel.write import signing
+
+    signature = signing.sign_approval(g, standing) if approve else None
+    out = gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
+                       user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing, signature=signature)
+    if signature:
+        out["signed_by"] = f"{signature['principal']} {signature['fingerprint']}"
+    return out
+
+
+def gate_signing(ctx, enable=None, key=None, principal=None) -> dict:
+    from loopx.kernel.write import humans, signing
+
+    if enable is None:
+        return dict(signing.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
+    human = humans.require_human(ctx, "signing.config")
+    return signing.configure(enable=enable, key=key, principal=principal, human=human)
+
+
+def render_signing(d: dict) -> str:
+    if "signers" not in d:
+        state = "on" if d["enabled"] else "off"
+        return f"signed approvals {state} for {safe(d['principal'])} ({d['fingerprint']}); allowed signers: {safe(d['allowed_signers'])}"
+    lines = [f"signed approvals: {'on' if d['enabled'] else 'off'} ({d['entries']} signed change(s) in {safe(d['log'])})"]
+    lines += [f"  signer {safe(s['principal'])}  {s['fingerprint']}" for s in d["signers"]]
+    lines += [f"  problem: {safe(p)}" for p in d["problems"]]
+    return "\n".join(lines)
 
 
 def render_decide(d: dict) -> str:
-    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}"
+    extra = ""
+    if d["status"] == "approved":
+        extra = ("\nstanding approval: it covers every later " + d["kind"] + " action of the goal") if d.get("standing") \
+            else "\nsingle-use approval: it covers one " + d["kind"] + " action (the guard records its use)"
+    if d.get("signed_by"):
+        extra += f"\nsigned by {safe(d['signed_by'])}"
+    return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}" + extra
 
 
 def gate_check(ctx, action, goal_id=None):
@@ -176,16 +230,27 @@ def gate_check(ctx, action, goal_id=None):
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
-    hit = gates.covering_gate(state, g["id"], action)
+    from loopx.kernel.policy.guard import verify_gate
+
+    hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]
+    used = gates.last_used(state, g["id"], action) if hit is None else None
+    unsigned = [x["id"] for x in state["gates"].values() if x["goal"] == g["id"] and x["kind"] == action
+                and gates.usable(x) and not verify_gate(x)]
     data = {"goal_id": g["id"], "action": action, "allowed": hit is not None, "gate_id": hit["id"] if hit else None,
-            "pending": pending, "protected": action in g["scope"]["protect"]}
+            "standing": bool(hit and hit.get("standing")), "used": used["id"] if used else None,
+            "pending": pending, "protected": action in g["scope"]["protect"], "unsigned": unsigned}
     return Reply(data, exit_code=0 if hit else 1)
 
 
 def render_check(d: dict) -> str:
     if d["allowed"]:
         return f"allowed: gate {d['gate_id']} approved {d['action']} for {d['goal_id']}"
+    if d.get("unsigned") and not d["pending"]:
+        return (f"not allowed: signing is on and the approval of {', '.join(d['unsigned'])} is unsigned or does not "
+                "verify against the allowed signers")
+    if d.get("used") and not d["pending"]:
+        return f"not allowed: gate {d['used']} approved one {d['action']} action and it was used; open a new gate"
     if d["pending"]:
         return f"not yet: gate {d['pending'][0]} for {d['action']} is pending a human decision"
     return f"not allowed: no approved {d['action']} gate for {d['goal_id']}; open one with `loopx gate open --kind {d['action']} --question ...`"

@@ -239,9 +239,10 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
-    from loopx.kernel.write import goals
+    from loopx.kernel.write import goals, humans
 
-    return goals.set_status(ctx.store(), ctx.actor, goal_id, status, note)
+    human = humans.channel_or_none(ctx) if status in ("done", "stopped") else None
+    return goals.set_status(ctx.store(), ctx.actor, goal_id, status, note, human=human)
 
 
 def render_status(d: dict) -> str:

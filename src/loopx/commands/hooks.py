@@ -53,7 +53,6 @@ def register(sub, name, help_text):
     p.add_argument("--try", dest="try_command", metavar="COMMAND", help="--rules: show what the guard would do with COMMAND")
 
 
-EVENTS = ("stop", "pre-tool", "session-start", "after-edit")
 
 
 def parse_cap(value) -> int:
@@ -88,36 +87,8 @@ def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
 def _hook(ctx, event, host, goal_id, cap):
     from loopx.hosts import entry
 
-    uncheckable = None
-    try:
-        payload = entry.read_payload(sys.stdin)
-    except entry.Uncheckable as exc:
-        payload, bad, uncheckable = {}, str(exc), str(exc)
-    except (ValueError, OSError) as exc:
-        payload, bad = {}, str(exc)
-    else:
-        bad = None
-    from loopx.hosts import adapters
-
-    if not adapters.known(host) or event not in EVENTS:
-        response, info = None, {"reason": "unknown_host_or_event", "host": host, "event": event}
-    elif uncheckable is not None and event == "pre-tool":
-        response, extra = entry.deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
-                                           "a protected action must not slip through unchecked. Split it into smaller calls.")
-        info = dict(extra, reason="uncheckable_payload", error=uncheckable)
-    elif bad is not None and event == "stop":  # fail open: without stop_hook_active we cannot cap
-        response, info = entry.let_stop(host, {"reason": "bad_payload", "error": bad})
-    elif bad is not None:
-        response, info = entry._answer(host, "allow")[0], {"reason": "bad_payload", "error": bad}
-    elif event == "stop":
-        response, info = entry.stop(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id,
-                                    cap=parse_cap(cap))
-    elif event == "pre-tool":
-        response, info = entry.pre_tool(payload, host, project=ctx.project, goal_id=goal_id)
-    elif event == "after-edit":
-        response, info = entry.after_edit(payload, host, project=ctx.project, agent=ctx.agent, goal_id=goal_id)
-    else:
-        response, info = entry.session_start(payload, host, project=ctx.project, goal_id=goal_id)
+    response, info = entry.dispatch(event, host, sys.stdin, project=ctx.project, agent=ctx.agent,
+                                    goal_id=goal_id, cap=parse_cap(cap))
     code = int(info.get("exit_code") or 0) if isinstance(info, dict) else 0
     if ctx.json:
         return Reply({"event": event, "host": host, "response": response, "info": info})
@@ -145,6 +116,10 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
     chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    if mode == "remove" and not dry_run:
+        from loopx.kernel.write import humans
+
+        humans.require_human(ctx, "hooks.remove")
     if cap is not None:
         from loopx.kernel.read import validate
 
@@ -190,8 +165,11 @@ def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_default
         [guard.parse_rule(r, "path") for r in add_path_rule or []]
     changed = bool(rules or protect_branch or no_defaults or reset_rules)
     if changed:
-        guard.set_config(store, ctx.actor, goal_id, rules=rules, branches=protect_branch,
-                         defaults=False if no_defaults else None, reset=reset_rules)
+        from loopx.kernel.write import humans
+
+        human = humans.require_human(ctx, "guard.rules")
+        guard.set_config(store, human.actor, goal_id, rules=rules, branches=protect_branch,
+                         defaults=False if no_defaults else None, reset=reset_rules, human=human)
     state = store.load()
     goal = queries.resolve_goal(state, goal_id)
     out = {"mode": "rules", "goal_id": goal["id"], "changed": changed, "guard": guard.config(goal),

@@ -1,18 +1,15 @@
 """The human-only check for changes an agent must not make (watch add/remove, notify set,
-disconnect). One function so the governance work can swap in its own human-channel check."""
+disconnect): a thin entry point to ``loopx.kernel.write.humans.require_human`` (the one list of
+human-only changes, the agent-marker test including parent processes, the human channel)."""
 
 from __future__ import annotations
 
 
-def require_human(ctx, what: str) -> None:
-    """Raise HumanRequired (exit 4) when the caller looks like an agent: ``--agent``, ``LOOPX_AGENT``
-    or an agent host's environment marker (loopx.context.AGENT_ENV_MARKERS). ``what`` names the
-    change in the message (e.g. ``"adding a watch"``). Same test as ``gate approve`` uses."""
-    from loopx.context import agent_markers
-    from loopx.errors import HumanRequired
+def require_human(ctx, what: str):
+    """Raise HumanRequired (exit 4, code ``human_required``) when the caller looks like an agent:
+    ``--agent``, ``LOOPX_AGENT`` or an agent host's environment marker here or in a parent
+    process. ``what``: a key of ``humans.HUMAN_ONLY`` or a sentence naming the change (e.g.
+    ``"adding a watch"``). Returns the ``HumanChannel`` to pass to kernel functions that check it."""
+    from loopx.kernel.write import humans
 
-    markers = agent_markers()
-    if ctx.agent or markers:
-        who = f"agent {ctx.agent}" if ctx.agent else "an agent session (" + ", ".join(markers) + " set)"
-        raise HumanRequired(f"{what} is a human-only change; this looks like {who}",
-                            "ask a human to run this command in their own terminal", code="human_required")
+    return humans.require_human(ctx, what)

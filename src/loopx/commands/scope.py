@@ -46,10 +46,11 @@ def render_show(d: dict) -> str:
 
 def scope_set(ctx, goal_id=None, allow=None, deny=None, protect=None, clear_allow=False, clear_deny=False,
               clear_protect=False) -> dict:
-    from loopx.kernel.write import goals
+    from loopx.kernel.write import goals, humans
 
     return goals.set_scope(ctx.store(), ctx.actor, goal_id, allow=[] if clear_allow else allow,
-                           deny=[] if clear_deny else deny, protect=[] if clear_protect else protect)
+                           deny=[] if clear_deny else deny, protect=[] if clear_protect else protect,
+                           human=humans.channel_or_none(ctx))
 
 
 def scope_check(ctx, path, goal_id=None):

@@ -198,9 +198,10 @@ def todo_release(ctx, todo, fence=None, note=None) -> dict:
 
 
 def todo_update(ctx, todo, **fields) -> dict:
-    from loopx.kernel.write import todos
+    from loopx.kernel.write import humans, todos
 
-    return todos.update(ctx.store(), ctx.actor, todo, **fields)
+    human = humans.channel_or_none(ctx) if fields.get("reopen") else None
+    return todos.update(ctx.store(), ctx.actor, todo, human=human, **fields)
 
 
 def todo_block(ctx, todo, reason) -> dict:

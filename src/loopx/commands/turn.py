@@ -83,8 +83,8 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     v = res.get("verify")
     if v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat"):
         warnings.append(f"the verify command failed (exit {v['exit_code']}): the run is recorded as unverified "
-                        "progress and cannot be charged; fix it in the next turn, or reopen the todo with "
-                        "`loopx todo update <todo> --reopen` if it was closed on evidence that did not hold")
+                        "progress and cannot be charged; fix it in the next turn, or ask a human to reopen the todo "
+                        "(`loopx todo update <todo> --reopen`) if it was closed on evidence that did not hold")
     return output.Reply(res, 0, warnings)
 
 

@@ -285,7 +285,7 @@ class Api:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
         from loopx.kernel.storage.store import DIRNAME, Store
-        from loopx.kernel.write import gates
+        from loopx.kernel.write import gates, humans
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -303,8 +303,9 @@ class Api:
         if gate_id not in store.load()["gates"]:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
-            return gates.decide(store, actors.human(), gate_id, approve=decision == "approve",
-                                note=note or None, channel="dashboard", user_agent=user_agent, code=code)
+            human = humans.dashboard_channel(user_agent)
+            return gates.decide(store, human.actor, gate_id, approve=decision == "approve",
+                                note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
         except HumanRequired as exc:
@@ -400,7 +401,10 @@ def _todo(t: dict, goals: dict | None = None) -> dict:
 
 def _gate(g: dict) -> dict:
     out = {k: g.get(k) for k in ("id", "kind", "question", "context", "blocks", "status", "requested_by",
-                                 "decided_by", "channel", "note", "created", "decided")}
+                                 "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+    out["approval"] = None
+    if g["status"] == "approved":  # which approval a turn may use, and a used one as used
+        out["approval"] = "standing" if g.get("standing") else ("used" if g.get("used") else "once")
     out["code"] = g["id"].split("-", 1)[-1] if g["status"] == "pending" else None
     return out
 

@@ -222,19 +222,32 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             return _allow(host, {"allow": True, "reason": "not a shell command or file edit"})
         where = payload_dir(payload, project)
         store = open_store(where)
-        if store is None:
-            return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
+        from loopx.kernel.storage import registry
+
+        vanished = registry.store_problem(where, store)
+        if store is None and vanished is None:
+            return _allow(host, {"allow": True, "reason": "no .loopx/ here: not governed"})
         try:
+            if vanished:
+                raise RuntimeError(vanished)
             state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
-            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:200])
+            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
+                                                project_dir=store.project_dir if store else where)
         else:
             verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
                                      cwd=cwd, goal_id=goal_id)
+            if not verdict.get("allow") and "closed" in state:
+                # The live view keeps only each goal's newest approval per kind; before denying, ask
+                # the full state (an older standing approval may still cover the action).
+                verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
+                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
         return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
+    if verdict.get("allow") and verdict.get("uses"):
+        verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):
         return _allow(host, verdict)
     response, extra = deny(host, verdict["reason"])
@@ -334,6 +347,25 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         return {}, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
 
 
+def _use_approvals(store, host: str, verdict: dict) -> dict:
+    """Record each approval the allowed call uses (``gates.use``); a single-use approval used up by
+    another call meanwhile turns the verdict into a deny."""
+    from loopx.kernel.write import gates
+
+    try:
+        for u in verdict["uses"]:
+            if not gates.use(store, f"guard:{host}", u["gate_id"], u["command"]):
+                return {"allow": False, "kind": u["kind"], "gate_id": u["gate_id"], "reason": (
+                    f"loopx: gate {u['gate_id']} approved `{u['command'][:120]}` once and that approval was just "
+                    "used by another call. Open a new gate and stop.")}
+    except Exception as exc:  # cannot record the use: do not let the approval be reused silently
+        log_error(store, "hook pre-tool (recording an approval's use)", exc)
+        return {"allow": False, "kind": verdict["uses"][0]["kind"], "reason": (
+            f"loopx: could not record the use of approval {verdict['uses'][0]['gate_id']} "
+            f"({type(exc).__name__}); ask a human to run `loopx doctor`.")}
+    return verdict
+
+
 # ------------------------------------------------------------------ session start
 def session_summary(state: dict, goal_id: str | None = None) -> str | None:
     """A few lines: each active goal, its next todo and pending gates; None without goals."""
@@ -374,3 +406,44 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
     except Exception as exc:
         log_error(store, "hook session-start", exc)
         return None, {"reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+# ------------------------------------------------------------------ the protocol: one entry per event
+EVENTS = ("stop", "pre-tool", "session-start", "after-edit")
+
+
+def dispatch(event: str, host: str, stream, *, project: str | None = None, agent: str | None = None,
+             goal_id: str | None = None, cap: int = DEFAULT_CAP) -> tuple[dict | None, dict]:
+    """Answer one hook call: read the payload from ``stream`` and return ``(response, info)``.
+
+    The host protocol's failure rules live here: a payload too large or too deep to inspect is
+    denied at ``pre-tool`` (fail closed: the agent controls both); any other unreadable payload lets
+    the agent stop at ``stop`` (fail open: without ``stop_hook_active`` the cap cannot work) and is
+    allowed elsewhere; an unknown host or event answers nothing. ``info`` may carry the
+    ``exit_code`` and ``stderr`` the host expects with the response."""
+    from loopx.hosts import adapters
+
+    uncheckable = bad = None
+    try:
+        payload = read_payload(stream)
+    except Uncheckable as exc:
+        payload, bad, uncheckable = {}, str(exc), str(exc)
+    except (ValueError, OSError) as exc:
+        payload, bad = {}, str(exc)
+    if not adapters.known(host) or event not in EVENTS:
+        return None, {"reason": "unknown_host_or_event", "host": host, "event": event}
+    if uncheckable is not None and event == "pre-tool":
+        response, extra = deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
+                                     "a protected action must not slip through unchecked. Split it into smaller calls.")
+        return response, dict(extra, reason="uncheckable_payload", error=uncheckable)
+    if bad is not None and event == "stop":
+        return let_stop(host, {"reason": "bad_payload", "error": bad})
+    if bad is not None:
+        return _answer(host, "allow")[0], {"reason": "bad_payload", "error": bad}
+    if event == "stop":
+        return stop(payload, host, project=project, agent=agent, goal_id=goal_id, cap=cap)
+    if event == "pre-tool":
+        return pre_tool(payload, host, project=project, goal_id=goal_id)
+    if event == "after-edit":
+        return after_edit(payload, host, project=project, agent=agent, goal_id=goal_id)
+    return session_start(payload, host, project=project, goal_id=goal_id)

@@ -209,7 +209,39 @@ def check_hosts(t: Target) -> list[dict]:
     return hostcheck.check(t.project_dir)
 
 
-INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard)
+def check_signing(t: Target) -> list[dict]:
+    """Signed approvals: the signing log chain, the allowed signers file, signer fingerprints, and
+    (in a project) approvals whose signature does not verify or signatures while signing is off."""
+    from loopx.kernel.write import signing
+
+    s = signing.check()
+    out = []
+    if not s["enabled"] and not s["entries"] and not s["problems"]:
+        out.append(result("signing", "ok", "signed approvals: off (opt in with `loopx gate signing --enable --key ...`)"))
+    elif s["problems"]:
+        out += [result("signing", "error", p, "a human checks the signers and re-runs `loopx gate signing --enable`")
+                for p in s["problems"]]
+    else:
+        fps = ", ".join(f"{x['principal']} {x['fingerprint']}" for x in s["signers"]) or "none"
+        out.append(result("signing", "ok", f"signed approvals: {'on' if s['enabled'] else 'off'}; signers: {fps}"))
+    if t.project_dir:
+        try:
+            state = t.store().load()
+        except Exception:
+            return out
+        bad = signing.unverified_approvals(state)
+        if bad:
+            out.append(result("signing.approvals", "error", f"approvals that do not verify: {', '.join(bad[:10])}",
+                              "those gates stay closed; a human decides them again"))
+        signed = [g["id"] for g in state["gates"].values() if g.get("signature")]
+        if signed and not s["enabled"]:
+            out.append(result("signing.off", "warning", f"signing is off, but {len(signed)} approval(s) here were signed "
+                              "(was it switched off outside `loopx gate signing --disable`?)",
+                              "a human checks the user config and signing-log.jsonl"))
+    return out
+
+
+INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_signing)
 PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location)
 
 

@@ -324,14 +324,18 @@ function gateForm(project, gate) {
 
 function gateCard(project, gate) {
   return h("article", { class: `card gate gate-${gate.status}`, "data-gate": gate.id },
-    h("div", { class: "card-head" }, chip(gate.kind, "gate"), chip(gate.status), h("span", { class: "muted small" }, gate.id)),
+    h("div", { class: "card-head" }, chip(gate.kind, "gate"), chip(gate.status),
+      gate.approval ? chip(gate.approval === "once" ? "single use: the next turn may use it"
+        : gate.approval === "used" ? "used" : "standing", `approval-${gate.approval}`) : null,
+      h("span", { class: "muted small" }, gate.id)),
     h("p", { class: "question" }, gate.question),
     gate.context ? h("pre", { class: "context" }, gate.context) : null,
     h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
       gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
     gate.status === "pending" ? gateForm(project, gate)
       : h("p", { class: "meta" }, `${gate.status} by ${gate.decided_by} via ${gate.channel || "?"} · ${when(gate.decided)}`,
-        gate.note ? ` · “${gate.note}”` : ""));
+        gate.note ? ` · “${gate.note}”` : "",
+        gate.used ? ` · used ${when(gate.used.ts)} by ${gate.used.by || "?"}` : ""));
 }
 
 function todoItem(t) {

@@ -1,8 +1,8 @@
 """The pre-tool guard: which shell commands and file edits are protected actions of a goal.
 
-A command is split into simple commands (on ``&&``, ``||``, ``;``, ``|``, ``&``, newlines and
-``bash -c`` strings); wrappers (``sudo``, ``env``, ``VAR=x``, ``time``, ``nohup``, ``npx`` ...) are
-stripped; each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
+A command is read into simple commands by ``policy/shell.py`` (a POSIX shell reader: compound
+commands, substitutions, variables, here-documents, script files, wrappers such as ``sudo``,
+``env``, ``setsid``, ``flock``, ``script``, ``watch``, ``strace``, ``python -m``); each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
 own rules first, then by the defaults below. A goal's rules live in its ``guard`` config
 (``guard.set`` event): ``{"rules": [{"kind", "command"|"path"}], "branches": [...], "defaults": bool}``
 where ``command`` is an fnmatch pattern over the normalised command (``git push * release/*``),
@@ -10,8 +10,8 @@ where ``command`` is an fnmatch pattern over the normalised command (``git push 
 
 Defaults (``DEFAULT_BRANCHES`` are the protected branches):
 
-- merge: ``git push`` to a protected branch (explicit refspec, or the current branch when none is
-  given, ``--all``/``--mirror``), ``gh pr merge``
+- merge: ``git push``/``send-pack``/``subtree push``/a git alias to a protected branch, resolved by
+  ``policy/gitpush.py`` as git would; ``gh pr merge``, ``gh api`` writes to ``.../merge``
 - release: ``npm|pnpm|yarn|bun publish``, ``twine upload``, ``cargo publish``, ``poetry|uv|flit|hatch
   publish``, ``gem push``, ``docker push``, ``mvn deploy``, ``gh release create``, pushing tags
 - production-write: ``kubectl apply|create|delete|replace|patch|edit|scale|rollout|set``, ``helm
@@ -19,15 +19,18 @@ Defaults (``DEFAULT_BRANCHES`` are the protected branches):
   ``pulumi up|destroy``, ``fly|flyctl deploy``, ``vercel --prod``, ``netlify deploy --prod``,
   ``firebase deploy``, ``gcloud ... deploy``, ``aws cloudformation deploy``, ``serverless|sls|cdk|kamal deploy``
 
-Everything here is pure except ``current_branch`` (one ``git`` subprocess) and ``set_rules``.
+Beyond gate kinds, ``evaluate`` denies (kind ``governance``) human-only loopx commands, stripping
+agent markers before loopx, and writes to hook configs or loopx's user files, whatever the goal;
+and it fails closed (``unresolved``) on what it cannot read when the goal protects it.
+
+Everything here is pure except the read-only ``git`` lookups (``gitpush.Git``), reading script
+files a command runs, and ``set_config``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import shlex
-import subprocess
 
 from loopx.errors import UsageError
 from loopx.kernel.read import queries, scope, validate, worktrees
@@ -36,153 +39,200 @@ from loopx.kernel.write import gates
 
 DEFAULT_BRANCHES = ("main", "master")
 RULE_KINDS = (*validate.GATE_KINDS, "none")
-_SPLIT = {"&&", "||", ";", "|", "&", "(", ")", "|&", ";;"}
-_WRAPPERS = {"sudo", "env", "time", "nohup", "command", "exec", "nice", "npx", "bunx", "stdbuf", "timeout", "xargs"}
-_SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
-_PUBLISH = {"npm", "pnpm", "yarn", "bun", "poetry", "uv", "flit", "hatch"}
-_KUBE = {"apply", "create", "delete", "replace", "patch", "edit", "scale", "rollout", "set", "label", "annotate", "drain"}
+_PUBLISH = {"npm", "pnpm", "yarn", "bun", "poetry", "uv", "flit", "hatch", "pdm"}
+_KUBE = {"apply", "create", "delete", "replace", "patch", "edit", "scale", "rollout", "set", "label", "annotate", "drain",
+         "run", "expose", "autoscale", "cordon", "taint"}
 _HELM = {"install", "upgrade", "uninstall", "delete", "rollback"}
 _TF = {"apply", "destroy", "import"}
+# options whose next word is a value, per program (so `kubectl -n prod apply` finds `apply`)
+_VALUE_OPTS: dict[str, set[str]] = {
+    "kubectl": {"-n", "--namespace", "--context", "--cluster", "--user", "-s", "--server", "--kubeconfig", "--token",
+                "--as", "--as-group", "--as-uid", "--request-timeout", "--certificate-authority", "--client-key",
+                "--client-certificate", "--tls-server-name", "-v", "--v", "--profile", "--cache-dir", "-o", "--output"},
+    "helm": {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-token", "--kube-as-user",
+             "--kube-as-group", "--kube-ca-file", "--registry-config", "--repository-config", "--repository-cache",
+             "--burst-limit"},
+    "docker": {"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert",
+               "--tlskey"},
+    "cargo": {"-Z", "--config", "-C", "--color", "--manifest-path", "--registry", "--index", "--token", "-p",
+              "--package", "--target", "--target-dir", "-j", "--jobs", "--features", "-F"},
+    "npm": {"--prefix", "-w", "--workspace", "--registry", "--tag", "--access", "--otp", "-C", "--userconfig"},
+    "pnpm": {"-C", "--dir", "--filter", "-F", "-w", "--workspace-dir", "--registry", "--tag", "--access", "--otp"},
+    "yarn": {"--cwd", "--registry", "--tag", "--access", "--otp"},
+    "bun": {"--cwd", "--registry", "--tag", "--access", "--otp", "-c", "--config"},
+    "gh": {"-R", "--repo", "--hostname", "-X", "--method", "-H", "--header", "-f", "-F", "--field", "--raw-field",
+           "--input", "-q", "--jq", "-t", "--template", "-p", "--preview", "--cache"},
+    "glab": {"-R", "--repo"},
+    "aws": {"--profile", "--region", "--output", "--endpoint-url", "--query", "--cli-read-timeout",
+            "--cli-connect-timeout", "--ca-bundle", "--color"},
+    "gcloud": {"--project", "--account", "--configuration", "--region", "--zone", "--format", "--verbosity",
+               "--impersonate-service-account", "--billing-project"},
+    "terraform": {"-chdir"}, "tofu": {"-chdir"}, "terragrunt": {"--terragrunt-working-dir", "--working-dir"},
+    "pulumi": {"-s", "--stack", "-C", "--cwd"},
+    "twine": {"-r", "--repository", "--repository-url", "-u", "--username", "-p", "--password"},
+    "fly": {"-a", "--app", "-c", "--config", "-t", "--access-token"},
+    "vercel": {"--scope", "--token", "-t", "--cwd", "-A", "--local-config", "-S"},
+    "podman": {"--url", "--connection", "-c", "--root", "--runroot"},
+    "gem": {"--host", "-k", "--key", "--otp"},
+    "mvn": {"-f", "--file", "-s", "--settings", "-P", "--activate-profiles", "-pl", "--projects", "-D"},
+}
+_VALUE_OPTS.update({"oc": _VALUE_OPTS["kubectl"], "flyctl": _VALUE_OPTS["fly"], "./mvnw": _VALUE_OPTS["mvn"],
+                    "mvnw": _VALUE_OPTS["mvn"]})
+_GH_COMMANDS = {"pr", "issue", "repo", "release", "api", "auth", "browse", "codespace", "gist", "org", "project", "run",
+                "workflow", "search", "secret", "variable", "ssh-key", "gpg-key", "label", "config", "extension",
+                "extensions", "alias", "cache", "ruleset", "attestation", "completion", "status", "help", "co",
+                "version", "copilot", "agent-task", "preview", "accessibility"}
+# programs tried when a command's name cannot be known (`$TOOL push origin main`)
+CANDIDATES = ("git", "gh", "npm", "cargo", "twine", "docker", "kubectl", "helm", "terraform", "loopx")
+
+
+def verbs(prog: str, args: list[str]) -> list[str]:
+    """The positional words of ``prog ARGS``: options and their values skipped (``--x=v`` too)."""
+    takes = _VALUE_OPTS.get(prog, set())
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i + 1:])
+            break
+        if a.startswith("+") and prog == "cargo" and not out:
+            i += 1  # cargo +nightly
+            continue
+        if a.startswith("-") and len(a) > 1:
+            opt, eq, _ = a.partition("=")
+            if opt in takes and not eq:
+                i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out
 
 
 # ------------------------------------------------------------------ parsing commands
 def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
-    """``command`` as a list of simple commands (token lists), wrappers stripped, ``sh -c`` expanded."""
-    text = command.replace("\r", " ").replace("\n", " ; ")
-    try:
-        lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
-        lex.whitespace_split = True
-        tokens = list(lex)
-    except ValueError:  # unbalanced quotes: fall back to plain words
-        tokens = text.replace(";", " ; ").replace("&&", " && ").replace("|", " | ").split()
-    out: list[list[str]] = []
-    cur: list[str] = []
-    skip_next = False
-    for tok in tokens + [";"]:
-        if skip_next:
-            skip_next = False
-            continue
-        if tok in _SPLIT:
-            if cur:
-                out.extend(_unwrap(cur, depth))
-            cur = []
-        elif tok and set(tok) <= set("<>&0123456789") and any(c in tok for c in "<>"):
-            skip_next = not tok.endswith("&")  # a redirection: drop its target
-        else:
-            cur.append(tok)
-    return out
+    """``command`` as a list of simple commands (word lists: program base name first), read by
+    ``loopx.kernel.policy.shell`` (wrappers stripped, ``sh -c``/``eval``/substitutions read too)."""
+    from loopx.kernel.policy import shell
 
-
-def _unwrap(words: list[str], depth: int) -> list[list[str]]:
-    i = 0
-    while i < len(words):
-        w = words[i]
-        base = os.path.basename(w)
-        if "=" in w and not w.startswith("-") and w.split("=", 1)[0].isidentifier():
-            i += 1
-        elif base in _WRAPPERS:
-            i += 1
-            while i < len(words) and words[i].startswith("-"):
-                i += 1 + (words[i] in ("-u", "-g", "-n", "-s"))
-            if base == "timeout" and i < len(words):
-                i += 1  # the duration
-        else:
-            break
-    words = words[i:]
-    if not words:
-        return []
-    prog = os.path.basename(words[0])
-    if prog in _SHELLS and depth < 3:
-        for j, w in enumerate(words[1:], 1):
-            if w.startswith("-") and "c" in w[1:] and not w.startswith("--") and j + 1 < len(words):
-                return simple_commands(words[j + 1], depth + 1)
-    if prog == "eval" and depth < 3:
-        return simple_commands(" ".join(words[1:]), depth + 1)
-    return [[prog, *words[1:]]]
+    return [s.words for s in shell.commands(command)]
 
 
 def current_branch(cwd: str | None) -> str | None:
-    """The checked-out branch in ``cwd`` (``git rev-parse --abbrev-ref HEAD``), or None."""
-    try:
-        proc = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=cwd or None, capture_output=True,
-                              text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    name = proc.stdout.strip()
-    return name if proc.returncode == 0 and name and name != "HEAD" else None
+    """The checked-out branch in ``cwd``, or None."""
+    from loopx.kernel.policy.gitpush import Git
+
+    return Git().branch((cwd, None))
 
 
 # ------------------------------------------------------------------ default mapping
-def _git_push_kind(args: list[str], branches, cwd, branch_of) -> str | None:
-    positional, kind = [], None
-    takes_value = {"-o", "--push-option", "--repo", "--receive-pack", "--exec"}
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("--all", "--mirror", "--branches"):
-            return "merge"
-        if a in ("--tags", "--follow-tags"):
-            kind = "release"
-        elif a in takes_value:
-            i += 1
-        elif not a.startswith("-"):
-            positional.append(a)
-        i += 1
-    refspecs = positional[1:]
-    if not refspecs:
-        current = branch_of(cwd)
-        if current is None or _protected(current, branches):
-            return "merge"
-        return kind
-    for spec in refspecs:
-        dst = spec.lstrip("+").split(":")[-1] or spec.lstrip("+").split(":")[0]
-        if dst.startswith("refs/tags/"):
-            kind = kind or "release"
-            continue
-        dst = dst.removeprefix("refs/heads/")
-        if dst == "HEAD":
-            dst = branch_of(cwd) or "HEAD"
-        if _protected(dst, branches) or dst == "HEAD":
-            return "merge"
-    return kind
+def default_kind(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None,
+                 branch_of=None, git=None) -> str | None:
+    """The gate kind the default mapping gives one simple command, or None (see ``judge``)."""
+    return judge(words, branches=branches, cwd=cwd, git=git, branch_of=branch_of)[0]
 
 
-def _protected(branch: str, branches) -> bool:
-    return any(fnmatch.fnmatchcase(branch, b) for b in branches)
+def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None, git=None,
+          branch_of=None, env: dict | None = None) -> tuple[str | None, str | None]:
+    """``(kind, unresolved)`` for one simple command under the default mapping: ``kind`` a gate
+    kind or None; ``unresolved`` says what could not be known when the command may be protected
+    (the caller then fails closed for a protected kind, ``kind`` being the kind it may be)."""
+    from loopx.kernel.policy import gitpush, shell
+
+    if git is None:
+        git = gitpush.Git(branch_of)
+    if not words:
+        return None, None
+    prog, args = words[0], words[1:]
+    if shell.is_unknown(prog):
+        for cand in CANDIDATES:
+            kind, _ = judge([cand, *args], branches=branches, cwd=cwd, git=git)
+            if kind:
+                return kind, f"the program name comes from a value loopx cannot see; as `{cand}` it would be a {kind} action"
+        return None, None
+    if cwd and str(cwd).startswith(shell.UNKNOWN) and prog == "git":
+        kind, why = gitpush.git_kind(args, None, branches, git, run_alias=_alias_judge(branches, git))
+        if kind or why or "push" in args:
+            return kind or "merge", "the directory it runs in (after `cd`) cannot be known"
+        return None, None
+    if prog == "git":
+        return gitpush.git_kind(args, cwd, branches, git, run_alias=_alias_judge(branches, git), env=env)
+    if prog in ("git-push", "git-send-pack"):
+        return gitpush.git_kind([prog[4:], *args], cwd, branches, git)
+    sub = verbs(prog, args)
+    first = sub[0] if sub else ""
+    if prog == "gh":
+        if first and first not in _GH_COMMANDS:
+            return "merge", f"`gh {first}` is not a gh command loopx knows; it may be a gh alias for a merge"
+        return _gh_kind(sub, args), None
+    if prog == "glab" and sub[:2] in (["mr", "merge"], ["release", "create"]):
+        return ("merge" if sub[0] == "mr" else "release"), None
+    if prog == "curl" and any("api.github.com" in a for a in args):
+        return _api_kind(args, [a for a in args if "api.github.com" in a][0]), None
+    if prog in ("docker", "podman"):
+        if first == "push" or sub[:2] in (["image", "push"], ["manifest", "push"], ["compose", "push"],
+                                           ["trust", "sign"]):
+            return "release", None
+        if ("buildx" in sub[:1] or first in ("build", "bake")) and any(
+                a in ("--push", "--output=type=registry") or a.startswith("--push=") or "type=registry" in a
+                for a in args):
+            return "release", None
+        return None, None
+    if (prog in _PUBLISH and "publish" in sub[:2]) or (prog == "yarn" and sub[:2] == ["npm", "publish"]) \
+            or (prog == "twine" and first == "upload") or (prog == "cargo" and first in ("publish", "release")) \
+            or (prog == "gem" and first == "push") or (prog in ("mvn", "./mvnw", "mvnw") and "deploy" in sub) \
+            or (prog in ("gradle", "./gradlew", "gradlew") and any(s.startswith("publish") for s in sub)):
+        return "release", None
+    return _deploy_kind(prog, args, sub, first), None
 
 
-def _git_kind(args: list[str], branches, cwd, branch_of) -> str | None:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
-            if args[i] == "-C" and i + 1 < len(args):
-                cwd = os.path.join(cwd or ".", args[i + 1])
-            i += 1
-        i += 1
-    if i < len(args) and args[i] == "push":
-        return _git_push_kind(args[i + 1:], branches, cwd, branch_of)
+def _alias_judge(branches, git):
+    def run(script: str, cwd):
+        from loopx.kernel.policy import shell
+
+        worst: tuple[str | None, str | None] = (None, None)
+        for s in shell.commands(script, cwd=cwd):
+            kind, why = judge(s.words, branches=branches, cwd=s.cwd, git=git, env=s.env)
+            if kind == "merge" and not why:
+                return kind, None
+            if kind or why:
+                worst = (kind, why)
+        return worst
+    return run
+
+
+def _gh_kind(sub: list[str], args: list[str]) -> str | None:
+    if sub[:2] == ["pr", "merge"]:
+        return "merge"
+    if sub[:2] == ["release", "create"] or sub[:2] == ["release", "upload"]:
+        return "release"
+    if sub[:1] == ["api"] and len(sub) > 1:
+        return _api_kind(args, sub[1])
     return None
 
 
-def default_kind(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None,
-                 branch_of=current_branch) -> str | None:
-    """The gate kind the default mapping gives one simple command, or None."""
-    prog, args = words[0], words[1:]
-    sub = [a for a in args if not a.startswith("-")]
-    first = sub[0] if sub else ""
-    if prog == "git":
-        return _git_kind(args, branches, cwd, branch_of)
-    if prog == "gh":
-        if sub[:2] == ["pr", "merge"]:
-            return "merge"
-        if sub[:2] == ["release", "create"]:
-            return "release"
+def _api_kind(args: list[str], path: str) -> str | None:
+    method = None
+    for i, a in enumerate(args):
+        if a in ("-X", "--method", "--request") and i + 1 < len(args):
+            method = args[i + 1]
+        elif a.startswith("--method=") or a.startswith("--request="):
+            method = a.split("=", 1)[1]
+        elif a.startswith("-X") and len(a) > 2:
+            method = a[2:]
+    fields = any(a in ("-f", "-F", "--field", "--raw-field", "--input", "-d", "--data") for a in args)
+    method = (method or ("POST" if fields else "GET")).upper()
+    body = " ".join(args)
+    if "mergePullRequest" in body or "enablePullRequestAutoMerge" in body:
+        return "merge"
+    if method == "GET":
         return None
-    if (prog in _PUBLISH and "publish" in sub[:2]) or (prog == "twine" and first == "upload") \
-            or (prog == "cargo" and first == "publish") or (prog == "gem" and first == "push") \
-            or (prog in ("docker", "podman") and first == "push") or (prog in ("mvn", "./mvnw") and "deploy" in sub):
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith("/merge") or p.endswith("/merges") or "/git/refs/heads/" in p or p.endswith("/git/refs"):
+        return "merge"
+    if p.endswith("/releases") or "/git/refs/tags" in p:
         return "release"
-    return _deploy_kind(prog, args, sub, first)
+    return None
 
 
 def _deploy_kind(prog: str, args: list[str], sub: list[str], first: str) -> str | None:
@@ -207,27 +257,114 @@ def config(goal: dict | None) -> dict:
             "defaults": g.get("defaults", True) is not False}
 
 
-def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=current_branch) -> list[dict]:
-    """``[{"kind", "command", "rule"}]`` for every simple command of ``command`` that maps to a kind."""
+_READ_ONLY = {"cat", "ls", "grep", "rg", "head", "tail", "less", "more", "wc", "jq", "stat", "file", "du", "diff",
+              "sha256sum", "md5sum", "echo", "printf", "test", "[", "realpath", "readlink", "tree", "bat", "git", "loopx"}
+_LINKERS = {"ln", "link", "cp", "rsync"}
+_GOVERNANCE_NAMES = {"settings.json", "settings.local.json", "hooks.json", "config.toml", "allowed_signers",
+                     "signing-log.jsonl", "projects.json", ".claude", ".codex", ".cursor"}
+
+
+def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=None, git=None) -> list[dict]:
+    """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
+    maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
+    kind, for a script loopx cannot read)."""
+    from loopx.kernel.policy import gitpush, shell
+
+    git = git or gitpush.Git(branch_of)
     hits = []
-    for words in simple_commands(command):
-        line = " ".join(words)
-        kind, rule = None, None
+    for s in shell.commands(command, cwd=cwd):
+        line = s.text
+        if s.opaque:
+            hits.append({"kind": "*", "command": line, "rule": "default", "unresolved": s.opaque})
+            continue
+        if shell.is_unknown(s.words[0]) and all(shell.is_unknown(a) for a in s.words[1:]):
+            hits.append({"kind": "*", "command": line, "rule": "default",
+                         "unresolved": "the whole command comes from values loopx cannot see"})
+            continue
+        kind, rule, why = None, None, None
         for r in cfg["rules"]:
             if r.get("command") and fnmatch.fnmatchcase(line, r["command"]):
                 kind, rule = r["kind"], r["command"]
                 break
         if rule is None and cfg["defaults"]:
-            kind, rule = default_kind(words, branches=cfg["branches"], cwd=cwd, branch_of=branch_of), "default"
+            kind, why = judge(s.words, branches=cfg["branches"], cwd=s.cwd, git=git, env=s.env)
+            rule = "default"
         if kind and kind != "none":
-            hits.append({"kind": kind, "command": line, "rule": rule})
+            hits.append({"kind": kind, "command": line, "rule": rule, "unresolved": why})
+        elif why and kind != "none":
+            hits.append({"kind": "merge", "command": line, "rule": rule, "unresolved": why})
     return hits
 
 
+def _governance(command: str, cwd: str | None) -> dict:
+    """Deny an agent command that runs a human-only loopx command or strips agent markers."""
+    from loopx.kernel.policy import shell
+    from loopx.kernel.write import humans
+
+    for s in shell.commands(command, cwd=cwd):
+        words = s.words
+        if shell.is_unknown(words[0]) and humans.agent_command_violation(["loopx", *words[1:]], ()):
+            why = humans.agent_command_violation(["loopx", *words[1:]], ())
+            return {"allow": False, "kind": "governance", "command": s.text, "reason": why.replace(
+                "loopx: ", "loopx: the program name cannot be known and as loopx ", 1)}
+        why = humans.agent_command_violation(words, s.stripped)
+        if why is None and "loopx" in command.lower():
+            # markers stripped for a program that is not loopx itself but whose text names it
+            # (`env -i python -c "from loopx.cli import main; ..."`)
+            why = humans.agent_command_violation(["loopx"], s.stripped)
+        if why:
+            return {"allow": False, "kind": "governance", "command": s.text, "reason": why}
+    return {}
+
+
+def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
+    """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
+    in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
+    sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
+    import re
+
+    from loopx.kernel.policy import shell
+
+    out: list[tuple[str, str]] = []
+    if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
+        for a, b in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+                               command.replace("\\n", "\n"), re.M):
+            out.append((os.path.join(cwd or ".", (a or b).strip("'\"")), "apply_patch"))
+    for s in shell.commands(command, cwd=cwd):
+        base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
+        for w in s.writes:
+            if not shell.is_unknown(w):
+                out.append((os.path.join(base or ".", os.path.expanduser(w)), "redirect"))
+        prog, args = s.words[0], s.words[1:]
+        if prog not in _READ_ONLY:
+            for a in args:
+                if a.startswith("-") or shell.is_unknown(a):
+                    continue
+                if _names_store(a):
+                    out.append((os.path.join(base or ".", a), prog))
+                elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or "loopx" in a.split("/"):
+                    out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
+        if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
+                                                               (a.startswith("-") and not a.startswith("--") and "l" in a)
+                                                               for a in args)):
+            pos = [a for a in args if not a.startswith("-")]
+            for src in pos[:-1] if len(pos) > 1 else pos:
+                if not shell.is_unknown(src):
+                    out.append((os.path.join(base or ".", src), f"{prog} (link source)"))
+    return out
+
+
+def _names_store(word: str) -> bool:
+    parts = word.replace("\\", "/").split("/")
+    return ".loopx" in parts or any(p.startswith(".loopx") and p != ".loopx" and "*" in p for p in parts) or \
+        word.rstrip("/").endswith(".loopx*") or word in (".lo*", ".l*", ".*")
+
+
 def gate_state(state: dict, goal_id: str, kind: str) -> tuple[str, dict | None]:
-    """``("approved"|"pending"|"none", gate)``: an approved gate covers ``kind`` unless a newer gate
-    of the same kind (pending or rejected) was opened after that approval."""
-    approved = gates.covering_gate(state, goal_id, kind)
+    """``("approved"|"pending"|"none", gate)``: a usable approved gate (standing, or single-use and
+    not used yet; see ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind
+    (pending or rejected) was opened after that approval."""
+    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate)
     same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
     if approved is not None:
         newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
@@ -254,7 +391,12 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
     if status == "approved":
         return {}
     gid = goal["id"]
-    if status == "pending":
+    used = gates.last_used(state, gid, kind) if status == "none" else None
+    if used is not None:
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}. Gate {used['id']} approved it once "
+                  f"and that approval was used at {(used.get('used') or {}).get('ts')}. Ask again: open a new gate "
+                  f"(loopx gate open --goal-id {gid} --kind {kind} --question \"...\") and stop; never approve it yourself.")
+    elif status == "pending":
         reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}; gate {gate['id']} is waiting for a "
                   f"human. Do not retry it in another form: finish the turn with `loopx turn finish --result blocked` "
                   f"and stop until a human approves {gate['id']}.")
@@ -268,31 +410,125 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
 
 
 def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str | None = None,
-             goal_id: str | None = None, branch_of=current_branch) -> dict:
+             goal_id: str | None = None, branch_of=None, git=None) -> dict:
     """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
 
     ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
-    ``cwd``). Denied: a command or path mapping to a kind the goal protects without an approved
-    gate; an edit inside ``.loopx/``, in a denied path, or outside every allowed glob."""
+    ``cwd``). Allowed thanks to approvals: ``uses`` lists ``{gate_id, kind, command, standing}``;
+    the caller records each with ``gates.use`` (a single-use approval authorises once). Denied: a human-only loopx command or one run with agent markers stripped (kind
+    ``governance``, whatever the goal); a command or path mapping to a kind the goal protects
+    without an approved gate (a mapping that cannot be resolved is denied too: fail closed); an
+    edit inside ``.loopx/``, in a denied path, outside every allowed glob, or of a file with more
+    than one hard link."""
+    from loopx.kernel.policy import gitpush
+
     cwd = cwd or project_dir
+    git = git or gitpush.Git(branch_of)
+    uses: list[dict] = []
+    for command in commands:
+        verdict = _governance(command, cwd)
+        if verdict:
+            return verdict
     goals = governing_goals(state, goal_id)
     for goal in goals:
         cfg = config(goal)
         protect = set(goal["scope"].get("protect") or [])
         for command in commands:
-            for hit in command_kinds(command, cfg, cwd=cwd, branch_of=branch_of):
+            for hit in command_kinds(command, cfg, cwd=cwd, git=git):
+                if hit["kind"] == "*" and protect:
+                    return _unresolved(hit, goal, sorted(protect)[0])
                 if hit["kind"] in protect:
+                    status, gate = gate_state(state, goal["id"], hit["kind"])
+                    if hit.get("unresolved") and status != "approved":
+                        return _unresolved(hit, goal, hit["kind"])
                     verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"])
                     if verdict:
                         return verdict
-    for path in paths:
+                    if gate["id"] not in [u["gate_id"] for u in uses]:
+                        uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
+                                     "standing": bool(gate.get("standing"))})
+    written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
+    for path, how in written:
+        verdict = governance_path(path, cwd, project_dir)
+        if verdict:
+            return verdict
+        if how == "governance-only":
+            continue
         rel = scope.project_relative(project_dir, path, cwd)
         if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
             rel = worktrees.strip(rel, worktrees.prefix(project_dir))
         verdict = _path_verdict(state, goals, rel, branch_of)
+        if not verdict and how == "edit":
+            verdict = _link_verdict(path, cwd, rel)
         if verdict:
+            if how != "edit":
+                verdict["reason"] = verdict["reason"].replace(f"writing {rel}", f"writing {rel} (through {how})")
             return verdict
+    if uses:
+        return {"allow": True, "reason": "approved: " + ", ".join(u["gate_id"] for u in uses), "uses": uses,
+                "goals": [g["id"] for g in goals]}
     return {"allow": True, "reason": "no protected action", "goals": [g["id"] for g in goals]}
+
+
+def verify_gate(gate: dict) -> bool:
+    """True when ``gate``'s approval counts: always, unless approval signing is on for this user
+    (then its signature must verify; see ``loopx.kernel.write.signing``)."""
+    from loopx.kernel.write import signing
+
+    return signing.approval_counts(gate)
+
+
+# files whose change removes or loosens governance: the hosts' hook configs and loopx's own user files
+_HOOK_FILES = (".claude/settings.json", ".claude/settings.local.json", ".codex/hooks.json", ".codex/config.toml",
+               ".cursor/hooks.json", ".gemini/settings.json")
+
+
+def governance_path(path: str, cwd: str | None, project_dir: str) -> dict:
+    """A deny verdict when writing ``path`` would change the hooks that call the guard (a host's
+    hook config in the project or the home folder) or loopx's user config and data folder
+    (registry, signing, allowed signers); else {}."""
+    from loopx import config
+
+    full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
+    homes = {os.path.realpath(project_dir), os.path.realpath(os.path.expanduser("~"))}
+    codex_home = os.environ.get("CODEX_HOME")
+    targets = {os.path.join(h, f) for h in homes for f in _HOOK_FILES}
+    if codex_home:
+        targets |= {os.path.join(os.path.realpath(codex_home), n) for n in ("hooks.json", "config.toml")}
+    dirs = {os.path.realpath(config.data_home()), os.path.realpath(os.path.dirname(config.config_path()))}
+    what = None
+    if full in targets or any(t.startswith(full + os.sep) for t in targets):
+        what = "an agent host's hook configuration (removing or changing loopx's hooks is human-only)"
+    elif any(full == d or full.startswith(d + os.sep) for d in dirs):
+        what = "loopx's user configuration or data folder (signing, registry, settings are human-only)"
+    if what is None:
+        return {}
+    return {"allow": False, "kind": "governance", "path": full, "reason": (
+        f"loopx: writing {full} changes {what}. Do not edit it; if the hooks or settings need a change, say "
+        "so in your turn summary and stop.")}
+
+
+def _unresolved(hit: dict, goal: dict, kind: str) -> dict:
+    return {"allow": False, "kind": kind, "goal_id": goal["id"], "gate_id": None, "gate_status": "unresolved",
+            "rule": hit["rule"], "reason": (
+                f"loopx: cannot tell whether `{hit['command'][:160]}` is a protected action ({kind}) of goal "
+                f"{goal['id']}: {hit['unresolved']}. loopx denies what it cannot check. Write the command out "
+                "plainly (literal program name, branch and directory), or open a gate and stop.")}
+
+
+def _link_verdict(path: str, cwd: str | None, rel: str) -> dict:
+    full = os.path.join(cwd or ".", path)
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return {}
+    import stat as _stat
+
+    if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        return {"allow": False, "kind": "scope", "path": rel, "reason": (
+            f"loopx: {rel} has {st.st_nlink} hard links, so writing it also changes files elsewhere that loopx "
+            "cannot see. Write a fresh copy instead (remove the link first), or ask a human.")}
+    return {}
 
 
 def _path_verdict(state: dict, goals: list[dict], rel: str, branch_of) -> dict:
@@ -328,13 +564,32 @@ def _scope_deny(goal: dict, rel: str, why: str) -> dict:
         f"with `loopx scope set`.")}
 
 
-def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, branch_of=current_branch) -> dict:
-    """Verdict when the store cannot be read: protected-looking commands (default mapping, every
-    kind assumed protected) are denied, everything else is allowed so the agent can still work."""
+def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, branch_of=None, paths=(),
+                        project_dir: str | None = None) -> dict:
+    """Verdict when the store cannot be read (or is gone, moved or replaced): human-only loopx
+    commands and protected-looking commands (default mapping, every kind assumed protected, an
+    unresolvable one included) are denied, and so are edits of the store; everything else is
+    allowed so the agent can still work."""
     cfg = {"rules": [], "branches": list(DEFAULT_BRANCHES), "defaults": True}
     for command in commands:
+        verdict = _governance(command, cwd)
+        if verdict:
+            return verdict
+    if project_dir:
+        for path, _how in [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]:
+            verdict = governance_path(path, cwd, project_dir)
+            if verdict:
+                return verdict
+            rel = scope.project_relative(project_dir, path, cwd or project_dir)
+            if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):
+                rel = worktrees.strip(rel, worktrees.prefix(project_dir))
+            if rel == ".loopx" or rel.startswith(".loopx/"):
+                return {"allow": False, "kind": "scope", "path": rel, "reason": (
+                    f"loopx: {rel} is loopx's own store ({problem}); never edit it directly. Ask a human to run "
+                    "`loopx doctor` or `loopx connect`.")}
+    for command in commands:
         for hit in command_kinds(command, cfg, cwd=cwd, branch_of=branch_of):
-            return {"allow": False, "kind": hit["kind"], "reason": (
+            return {"allow": False, "kind": hit["kind"] if hit["kind"] != "*" else "unresolved", "reason": (
                 f"loopx: the store cannot be read ({problem}), so loopx cannot confirm an approved {hit['kind']} "
                 f"gate for `{hit['command']}`. Do not run it; ask a human to run `loopx doctor`.")}
     return {"allow": True, "reason": f"store unreadable ({problem}); not a protected command"}
@@ -353,9 +608,13 @@ def parse_rule(text: str, field: str) -> dict:
 
 
 def set_config(store: Store, actor: str, goal_id: str | None, *, rules=None, branches=None,
-               defaults: bool | None = None, reset: bool = False) -> dict:
+               defaults: bool | None = None, reset: bool = False, human=None) -> dict:
     """Change a goal's guard config (``guard.set``): ``rules`` are appended (first match wins),
-    ``branches`` replace the protected branches, ``reset`` starts from the defaults."""
+    ``branches`` replace the protected branches, ``reset`` starts from the defaults. Needs
+    ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
+    from loopx.kernel.write import humans
+
+    humans.check_channel(human, "guard.rules")
     branches = [validate.text(b, "--protect-branch", limit=200) for b in branches or []]
     out: dict = {}
 

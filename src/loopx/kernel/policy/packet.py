@@ -5,7 +5,8 @@ free-text field is cut to a fixed length and every list is bounded, so the text 
 ~6,000 characters whatever the size of the goal (200 todos, 5,000 evidence records...).
 
 Packet keys: version, run_id, goal_id, mode (work|plan), agent, lease_until, objective,
-done_when, verify, scope{allow, deny, protect}, protected[{action, gate, gate_id}], todo{id,
+done_when, verify, scope{allow, deny, protect}, protected[{action, gate (approved|pending|used|none),
+gate_id, standing}], todo{id,
 title, detail, acceptance, verify, fence} | None, queue[{id, title, status}], counts{open,
 claimed, blocked, done, total}, gates[{id, kind, question, blocks}], evidence[{id, kind,
 summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[str],
@@ -81,12 +82,15 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
              for x in pending[:_n(GATES)]]
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.write.gates import covering_gate
+        from loopx.kernel.policy.guard import verify_gate
+        from loopx.kernel.write.gates import covering_gate, last_used
 
-        ok = covering_gate(state, goal_id, action)
+        ok = covering_gate(state, goal_id, action, verify=verify_gate)
         wait = next((x for x in pending if x["kind"] == action), None)
-        protected.append({"action": action, "gate": "approved" if ok else ("pending" if wait else "none"),
-                          "gate_id": (ok or wait or {}).get("id")})
+        used = last_used(state, goal_id, action) if not ok and not wait else None
+        word = "approved" if ok else ("pending" if wait else ("used" if used else "none"))
+        protected.append({"action": action, "gate": word, "gate_id": (ok or wait or used or {}).get("id"),
+                          "standing": bool(ok and ok.get("standing"))})
     evidence = [{"id": e["id"], "kind": e["kind"], "summary": _cut(e["summary"], 140), "exit_code": e.get("exit_code")}
                 for e in queries.recent_evidence(state, goal_id, _n(EVIDENCE))]
     scope = {k: [_cut(p, 120) for p in (g["scope"].get(k) or [])[:_n(GLOBS)]] for k in ("allow", "deny", "protect")}
@@ -152,7 +156,7 @@ def render(p: dict) -> str:
     L += ["", "SCOPE: allow " + (", ".join(s["allow"]) or "everything") + "; deny " + (", ".join(s["deny"]) or "nothing")]
     if p["protected"]:
         L.append("PROTECTED ACTIONS (need an approved gate): "
-                 + ", ".join(f"{x['action']} [{x['gate']}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
+                 + ", ".join(f"{x['action']} [{_approval_word(x)}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
                              for x in p["protected"]))
     c = p["counts"]
     L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
@@ -177,3 +181,12 @@ def render(p: dict) -> str:
             L.append(f"  {label + ':':<25} {p['commands'][k]}")
     L += ["", "RULES:"] + [f"  - {r}" for r in p["rules"]]
     return "\n".join(L) + "\n"
+
+
+def _approval_word(x: dict) -> str:
+    """``approved once``/``approved, standing``/``used``/``pending``/``none`` for the packet text."""
+    if x["gate"] == "approved":
+        return "approved, standing" if x.get("standing") else "approved once (this turn may use it)"
+    if x["gate"] == "used":
+        return "approval used; ask again"
+    return x["gate"]

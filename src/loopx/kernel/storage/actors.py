@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 
 AGENT, HUMAN, LOOPX = "agent:", "human:", "loopx:"
+# Environment markers that agent hosts set inside their sessions and tool calls.
+AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
+                     "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CURSOR_AGENT",
+                     "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE")
 
 
 def agent(name: str) -> str:

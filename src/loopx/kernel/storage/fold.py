@@ -10,7 +10,8 @@ import at start-up):
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
               claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
-              channel, note, created, decided}
+              channel, note, created, decided, standing, used{ts, by, command, count, seq} | None,
+              signature{...} | None}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
               evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
@@ -170,7 +171,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "todo.archived": {"todo_id": _S},
     "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
     "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
-    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S},
+    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S}, "gate.used": {"gate_id": _S},
     "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
     "agent.registered": {"name": _S, "kind": _S},
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
@@ -361,6 +362,7 @@ def _gate_opened(s, r, d):
         "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
         "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
         "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
+        "standing": False, "used": None, "signature": None,
     }
 
 
@@ -373,7 +375,15 @@ def _gate_decided(status):
         g["note"] = d.get("note")
         g["decided"] = r["ts"]
         g["decided_seq"] = r["seq"]
+        g["standing"] = bool(d.get("standing")) and status == "approved"
+        g["signature"] = d.get("signature") if isinstance(d.get("signature"), dict) else None
     return reducer
+
+
+def _gate_used(s, r, d):
+    g = s["gates"][d["gate_id"]]
+    uses = int((g.get("used") or {}).get("count") or 0) + 1
+    g["used"] = {"ts": r["ts"], "by": r.get("actor"), "command": d.get("command"), "count": uses, "seq": r["seq"]}
 
 
 # ------------------------------------------------------------------- evidence, agents
@@ -588,6 +598,7 @@ REDUCERS = {
     "gate.opened": _gate_opened,
     "gate.approved": _gate_decided("approved"),
     "gate.rejected": _gate_decided("rejected"),
+    "gate.used": _gate_used,
     "evidence.added": _evidence_added,
     "agent.registered": _agent_registered,
     "handoff.recorded": _handoff_recorded,

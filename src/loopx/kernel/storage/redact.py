@@ -2,8 +2,12 @@
 
 Each rule replaces a match with ``[REDACTED:<rule>]``. Rules cover private key blocks, cloud and
 SaaS token formats with documented prefixes, JWTs, Authorization/Cookie headers, passwords in
-URLs, and high-entropy values assigned to secret-sounding names. Git SHAs and UUIDs are left
-alone (they are identifiers, not secrets).
+URLs (``redis://:X@host`` too), Sentry DSN keys, PuTTY key bodies, passwords given as flags
+(``--password X``, ``mysql -pX``, ``docker login -p X``, ``sshpass -p X``, ``curl -u user:X``),
+``aws configure set aws_secret_access_key X``, and values assigned to secret-sounding names: any
+value (digits, hex, a UUID, punctuation, a quoted multi-word phrase) under a password/token/
+secret/api-key name, a high-entropy one under a neutral ``*key`` name. Git SHAs, UUIDs and hex
+not assigned to a secret-like name are left alone (they are identifiers, not secrets).
 """
 
 from __future__ import annotations
@@ -35,15 +39,32 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("cookie-header", re.compile(r"(?im)^(\s*(?:set-)?cookie\s*:\s*)[^\r\n]+")),
     # mid-line, as in `curl -H 'Cookie: sid=...'`: a name=value pair up to the closing quote or line end
     ("cookie-header", re.compile(r"(?i)(\b(?:set-)?cookie\s*:\s*)[^\s'\"=]+=[^\r\n'\"]+")),
-    ("url-password", re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/\s@]+:)([^@\s/]+)(@)", re.I)),
+    ("url-password", re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/\s@\[\]]*:)(?!\[REDACTED)([^@\s/]+)(@)", re.I)),
+    ("sentry-dsn", re.compile(r"(\bhttps?://)[0-9a-f]{32}(?::[0-9a-f]{32})?(@[^\s/]*sentry)", re.I)),
+    ("putty-key", re.compile(
+        r"(PuTTY-User-Key-File-\d+:(?:[^\n]*\n){1,40}?Private-Lines:[ \t]*\d+\r?\n)(?:[A-Za-z0-9+/=]+(?:\r?\n|\Z))+"
+        r"(?:Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?")),
+    ("aws-configure", re.compile(
+        r"(?i)(\baws\s+configure\s+set\s+(?:[\w.-]+\.)?(?:aws_secret_access_key|aws_session_token)\s+['\"]?)[^\s'\"]+")),
+    # passwords given as flags: --password X, mysql -pX, docker/podman/helm login -p X, sshpass -p X
+    ("password-flag", re.compile(r"(?i)((?<![\w-])--(?:password|passwd|pass)(?:=|\s+)['\"]?)(?!-)[^\s'\"]+")),
+    ("password-flag", re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?\s-p['\"]?)[^\s'\"]+")),
+    ("password-flag", re.compile(r"(\b(?:(?:docker|podman|buildah|skopeo|helm|oras|nerdctl)\b[^\n|;&]*?\slogin\b[^\n|;&]*?"
+                                 r"|sshpass\b[^\n|;&]*?)\s-p\s*['\"]?)(?!-)[^\s'\"]+")),
+    ("basic-auth-flag", re.compile(r"(\b(?:curl|wget|http)\b[^\n|;&]*?\s(?:-u|--user|--http-user)[\s=]*['\"]?[^:\s'\"]+:)"
+                                   r"[^\s'\"]+")),
 ]
 
+_NAMES = (r"token|secret|passw(?:or)?d|(?:(?<=[_.\-])|(?<![A-Za-z0-9]))pass|pwd|api[_-]?key|access[_-]?key|"
+          r"private[_-]?key|client[_-]?secret|auth[_-]?key|key_base|dsn|key")
+# a quoted value is taken whole (multi-word passwords); an unquoted one up to a space, quote, `;`, `,` or `&&`
+_ASSIGN_QUOTED = re.compile(r"(?i)\b([A-Za-z0-9_.-]*?(?:" + _NAMES + r"))(\"?\s*[:=]\s*)([\"'])([^\"'\r\n]{1,500})\3")
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Za-z0-9_.-]*?(?:token|secret|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"client[_-]?secret|auth[_-]?key|key))(\"?\s*[:=]\s*[\"']?)([^\s\"',;&]{4,})")
+    r"(?i)\b([A-Za-z0-9_.-]*?(?:" + _NAMES + r"))(\"?\s*[:=]\s*[\"']?)((?:[^\s\"',;&]|&(?!&)){4,})")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{7,64}\Z")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
-_ALWAYS = ("passw", "pwd", "secret")
+_ALWAYS = ("passw", "pwd", "secret", "pass", "token", "api_key", "apikey", "api-key", "access_key", "private_key",
+           "auth_key", "key_base", "dsn")
 
 
 def _entropy(s: str) -> float:
@@ -52,17 +73,33 @@ def _entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
+def _secret_name(name: str) -> bool:
+    """A name whose value is a secret whatever it looks like (``DB_PASSWORD``, ``API_KEY``,
+    ``TWILIO_AUTH_TOKEN``); plain ``key``/``commit_key``/``cache_key`` are not."""
+    lname = name.lower().replace("-", "_")
+    return any(w in lname for w in _ALWAYS)
+
+
+def _judge(name: str, value: str) -> bool:
+    if value.startswith("[REDACTED"):
+        return False
+    if _secret_name(name):
+        return True  # digits, hex, a UUID or punctuation after a password name are still the password
+    if _HEX_ID.match(value) or _UUID.match(value):
+        return False  # an identifier under a neutral name (key=, commit_key=)
+    return len(value) >= 12 and _entropy(value) >= 3.0
+
+
 def _assign_sub(m: re.Match[str]) -> str:
     name, sep, value = m.group(1), m.group(2), m.group(3)
-    if value.startswith("[REDACTED"):
-        return m.group(0)
-    lname = name.lower()
-    if _HEX_ID.match(value) or _UUID.match(value):
-        return m.group(0)
-    always = any(w in lname for w in _ALWAYS)
-    if always or (len(value) >= 12 and _entropy(value) >= 3.0):
-        return f"{name}{sep}[REDACTED:assigned-secret]"
-    return m.group(0)
+    return f"{name}{sep}[REDACTED:assigned-secret]" if _judge(name, value) else m.group(0)
+
+
+def _quoted_sub(m: re.Match[str]) -> str:
+    name, sep, quote, value = m.group(1), m.group(2), m.group(3), m.group(4)
+    if " " not in value.strip() or not _judge(name, value):
+        return m.group(0)  # a one-word quoted value is judged by _ASSIGN
+    return f"{name}{sep}{quote}[REDACTED:assigned-secret]{quote}"
 
 
 def redact_text(text: str) -> str:
@@ -72,12 +109,13 @@ def redact_text(text: str) -> str:
     out = text
     for rule, pattern in _RULES:
         if pattern.groups:
-            if rule == "url-password":
-                out = pattern.sub(lambda m, r=rule: f"{m.group(1)}[REDACTED:{r}]{m.group(3)}", out)
+            if rule in ("url-password", "sentry-dsn"):
+                out = pattern.sub(lambda m, r=rule: f"{m.group(1)}[REDACTED:{r}]{m.group(m.re.groups)}", out)
             else:
                 out = pattern.sub(lambda m, r=rule: f"{m.group(1)}[REDACTED:{r}]", out)
         else:
             out = pattern.sub(f"[REDACTED:{rule}]", out)
+    out = _ASSIGN_QUOTED.sub(_quoted_sub, out)
     return _ASSIGN.sub(_assign_sub, out)
 
 

@@ -67,3 +67,41 @@ def remove(project_dir: str) -> bool:
         if gone:
             atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
     return gone
+
+
+def governing_entry(where: str, projects: dict | None = None) -> tuple[str, dict] | None:
+    """The registered project at or above ``where`` (the nearest), as ``(path, info)``, or None."""
+    projects = load() if projects is None else projects
+    here = os.path.abspath(where)
+    best = None
+    for path, info in projects.items():
+        inside = here == path or here.startswith(path.rstrip(os.sep) + os.sep)
+        if isinstance(info, dict) and inside and (best is None or len(path) > len(best[0])):
+            best = (path, info)
+    return best
+
+
+def store_problem(where: str, store) -> str | None:
+    """Why the store governing ``where`` cannot be trusted, or None. The registry remembers each
+    connected project's store id, so a hook can tell when ``.loopx/`` was removed, moved away or
+    replaced by another store (a different ``project_id``). ``store``: the Store found at or above
+    ``where`` (None when none was found)."""
+    projects = load()
+    entry = governing_entry(where, projects)
+    if store is None:
+        if entry is None:
+            return None
+        return (f"the store of {entry[0]} (project id {entry[1].get('project_id') or '?'}) is gone or was moved "
+                "away; a human must run `loopx connect` there")
+    try:
+        pid = store.format_info().get("project_id")
+    except Exception:  # a missing or unreadable format.json: the caller reports the unreadable store
+        return None
+    if entry is not None and os.path.abspath(store.project_dir) == entry[0] and entry[1].get("project_id") \
+            and pid != entry[1]["project_id"]:
+        return (f"the store in {entry[0]} was replaced (project id {pid}, connected as "
+                f"{entry[1]['project_id']}); a human must run `loopx connect` there")
+    if entry is not None and len(entry[0]) > len(os.path.abspath(store.project_dir)):
+        return (f"{entry[0]} was connected but its store is gone (the nearest store is {store.project_dir}); "
+                "a human must run `loopx connect` there")
+    return None

@@ -45,12 +45,17 @@ def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, quest
 
 
 def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None, channel: str,
-           user_agent: str | None = None, code: str | None = None) -> dict:
-    """Approve or reject a pending gate as a human. Raises HumanRequired for an agent actor,
-    Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given and
-    does not match the gate's short code, or a rejection has no note."""
+           user_agent: str | None = None, code: str | None = None, human=None, standing: bool = False,
+           signature: dict | None = None) -> dict:
+    """Approve or reject a pending gate as a human. ``human``: the ``humans.HumanChannel`` the CLI's
+    terminal path or the dashboard minted. Raises HumanRequired for an agent actor or a missing
+    channel, Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given
+    and does not match the gate's short code, or a rejection has no note."""
     if not actors.is_human(actor):
         raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+    from loopx.kernel.write import humans
+
+    humans.check_channel(human, "gate.decide")
     note = validate.text(note, "--note", required=not approve)
     out: dict = {}
 
@@ -65,6 +70,11 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
         status = "approved" if approve else "rejected"
         out.update(gate_id=g["id"], goal_id=g["goal"], status=status, kind=g["kind"], decided_by=actor, channel=channel)
         data = {"gate_id": g["id"], "note": note, "channel": channel}
+        if standing and approve:
+            data["standing"] = True
+            out["standing"] = True
+        if signature:
+            data["signature"] = signature
         if user_agent:
             data["user_agent"] = user_agent[:300]
         return [Draft(f"gate.{status}", g["goal"], data)]
@@ -73,8 +83,43 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     return out
 
 
-def covering_gate(state: dict, goal_id: str, action: str) -> dict | None:
-    """The newest approved gate of ``action`` kind for the goal, or None."""
+def usable(g: dict) -> bool:
+    """An approved gate that still authorises: standing, or not used yet."""
+    return g["status"] == "approved" and (bool(g.get("standing")) or not g.get("used"))
+
+
+def covering_gate(state: dict, goal_id: str, action: str, *, verify=None) -> dict | None:
+    """The newest approved gate of ``action`` kind for the goal that is still usable (standing, or
+    a single-use approval not used yet), or None. ``verify(gate) -> bool``: an extra check (the
+    signature when signing is on)."""
     hits = [g for g in state["gates"].values()
-            if g["goal"] == goal_id and g["kind"] == action and g["status"] == "approved"]
+            if g["goal"] == goal_id and g["kind"] == action and usable(g) and (verify is None or verify(g))]
     return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
+
+
+def last_used(state: dict, goal_id: str, action: str) -> dict | None:
+    """The newest single-use approval of ``action`` kind that was used, or None."""
+    hits = [g for g in state["gates"].values()
+            if g["goal"] == goal_id and g["kind"] == action and g["status"] == "approved" and g.get("used")
+            and not g.get("standing")]
+    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
+
+
+def use(store: Store, actor: str, gate_id: str, command: str) -> bool:
+    """Record that the guard let one protected action through on ``gate_id`` (``gate.used``).
+    Returns False (and records nothing) when the approval was used up meanwhile (another call
+    won the race) or is no longer approved."""
+    ok = {"used": False}
+
+    def plan(state, now):
+        g = state["gates"].get(gate_id)
+        if g is None and "closed" in state:  # left out of the live view: the store re-runs the plan
+            raise KeyError(gate_id)          # on the full state
+        if g is None or not usable(g):
+            return []
+        ok["used"] = True
+        return [Draft("gate.used", g["goal"], {"gate_id": gate_id, "command": str(command)[:500],
+                                               "standing": bool(g.get("standing"))})]
+
+    store.transact(plan, actor=actor)
+    return ok["used"]

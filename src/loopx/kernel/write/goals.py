@@ -153,12 +153,20 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     return out
 
 
-def set_status(store: Store, actor: str, goal_id: str | None, status: str, note: str | None = None) -> dict:
-    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there."""
+def set_status(store: Store, actor: str, goal_id: str | None, status: str, note: str | None = None, *,
+               human=None) -> dict:
+    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there.
+    Finishing or stopping a goal with open protected work (it protects an action, or a gate is
+    pending) needs ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
+        if status in ("done", "stopped") and g["status"] != status and (
+                g["scope"].get("protect") or queries.pending_gates(state, g["id"])):
+            from loopx.kernel.write import humans
+
+            humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
         if g["status"] == status:
             return []
@@ -171,8 +179,11 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
     return out
 
 
-def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny=None, protect=None) -> dict:
-    """Replace the given scope lists (``scope.set``); lists not given stay as they are."""
+def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny=None, protect=None,
+              human=None) -> dict:
+    """Replace the given scope lists (``scope.set``); lists not given stay as they are. Widening
+    (a new allowed glob, allowing everything, dropping a denied glob or a protected action) needs
+    ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     changes: dict = {}
     if allow is not None:
         changes["allow"] = validate.globs(allow, "--allow")
@@ -187,11 +198,35 @@ def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         scope = dict(g["scope"], **changes)
+        if widens(g["scope"], scope):
+            from loopx.kernel.write import humans
+
+            humans.check_channel(human, "scope.widen")
         out.update(goal_id=g["id"], scope=scope)
         return [Draft("scope.set", g["id"], changes)]
 
     store.transact(plan, actor=actor)
     return out
+
+
+def widens(old: dict, new: dict) -> bool:
+    """True when scope ``new`` allows something ``old`` did not (or protects less)."""
+    old_allow, new_allow = list(old.get("allow") or []), list(new.get("allow") or [])
+    if old_allow and (not new_allow or set(new_allow) - set(old_allow)):
+        return True
+    return bool(set(old.get("deny") or []) - set(new.get("deny") or [])) or \
+        bool(set(old.get("protect") or []) - set(new.get("protect") or []))
+
+
+def raises_quota(old: dict, policy: dict) -> bool:
+    """True when ``policy`` gives the goal more turns: more slots, a shorter window or cooldown,
+    a higher stall limit."""
+    def more(key, sign):
+        if key not in policy or policy[key] is None:
+            return False
+        cur = old.get(key)
+        return cur is None or (policy[key] - cur) * sign > 0
+    return more("slots", 1) or more("window", -1) or more("cooldown", -1) or more("stall_after", 1)
 
 
 def loosened(quota: dict, policy: dict) -> list[str]:
@@ -206,9 +241,11 @@ def loosened(quota: dict, policy: dict) -> list[str]:
     return out
 
 
-def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict) -> dict:
-    """Change the goal's quota policy (``quota.set``). Returns {goal_id, quota, loosened}. Raises
-    HumanRequired when an agent raises a money/token limit or lowers the host reserve."""
+def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict, *, human=None) -> dict:
+    """Change the goal's quota policy (``quota.set``). Returns {goal_id, quota, loosened}. Raising
+    it (``raises_quota``: more slots, a shorter window or cooldown, a higher stall limit) or
+    loosening it (``loosened``: a money or token limit raised or cleared, the host reserve
+    lowered) needs ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     if not policy:
         raise UsageError("nothing to set", "pass --slots, --window, --cooldown, --stall-after, --max-usd, "
                                            "--max-tokens, --host-reserve or --use-leftover")
@@ -217,10 +254,10 @@ def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict) -> di
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         looser = loosened(g["quota"], policy)
-        if looser and actors.is_agent(actor):
-            from loopx.errors import HumanRequired
+        if looser or raises_quota(g["quota"], policy):
+            from loopx.kernel.write import humans
 
-            raise HumanRequired(f"an agent cannot loosen {', '.join(looser)}", "ask a human to change the budget")
+            humans.check_channel(human, "quota.raise")
         out["loosened"] = looser
         out.update(goal_id=g["id"], quota=dict(g["quota"], **policy))
         return [Draft("quota.set", g["id"], policy)]

@@ -234,7 +234,9 @@ def release(store: Store, actor: str, todo_ref: str, fence: int | None = None, n
 
 
 def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, priority=None,
-           depends_on=None, acceptance=None, verify=None, reopen: bool = False) -> dict:
+           depends_on=None, acceptance=None, verify=None, reopen: bool = False, human=None) -> dict:
+    """Change a todo's fields; ``reopen`` sets a blocked, done or archived todo back to open,
+    which needs ``human`` (a ``humans.HumanChannel``; HumanRequired without one)."""
     fields: dict = {}
     if title is not None:
         fields["title"] = validate.text(title, "--title", limit=validate.MAX_TITLE)
@@ -264,6 +266,10 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             if t["status"] == "open":
                 pass
             elif t["status"] in ("blocked", "done", "archived", "claimed"):
+                if t["status"] != "claimed":
+                    from loopx.kernel.write import humans
+
+                    humans.check_channel(human, "todo.reopen")
                 if t["status"] == "claimed":
                     _holder_check(t, actor, now_iso, None)  # reopening would drop another agent's claim
                 drafts.append(Draft("todo.reopened", t["goal"], {"todo_id": t["id"]}))

@@ -1,0 +1,297 @@
+"""Where a ``git push`` (or ``send-pack``, ``subtree push``, a git alias) would write.
+
+``git_kind(args, cwd, branches, git) -> (kind, unresolved)``: ``kind`` is ``merge`` (a protected
+branch would change), ``release`` (a tag would be pushed) or None; ``unresolved`` is a sentence
+saying what could not be known (then the caller fails closed for a protected ``merge``).
+
+Resolution follows git's own rules: explicit refspecs (``+src:dst``, ``HEAD``/``@``, ``:`` =
+matching, ``:dst`` = delete, wildcards, ``refs/heads/``/``refs/tags/``), and without a refspec
+``remote.<name>.push``, then ``push.default`` (``simple``/``upstream``/``current``/``matching``/
+``nothing``) with the branch's upstream (``branch.<b>.merge``) in the working tree the command
+runs in (``cd X &&``, ``git -C X``, ``--git-dir``), so a worktree checked out on a protected branch
+counts. ``Git`` runs the few read-only ``git`` subprocesses needed and caches them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import subprocess
+
+from loopx.kernel.policy.shell import UNKNOWN, is_unknown
+
+_GLOBAL_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
+                 "--super-prefix", "--list-cmds", "--attr-source"}
+_PUSH_VALUE = {"-o", "--push-option", "--repo", "--receive-pack", "--exec", "--signed"}
+
+
+class Git:
+    """Read-only git lookups for one guard call. ``branch_of``: an override used by tests and by
+    callers that already know the branch (then config lookups answer nothing)."""
+
+    def __init__(self, branch_of=None) -> None:
+        self._branch_of = branch_of
+        self._cfg: dict = {}
+        self._branch: dict = {}
+
+    def _run(self, loc, *args) -> tuple[int, str]:
+        cwd, git_dir = loc
+        cmd = ["git"] + (["--git-dir", git_dir] if git_dir else []) + list(args)
+        try:
+            p = subprocess.run(cmd, cwd=cwd or None, capture_output=True, text=True, timeout=10,
+                               env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"})
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return 128, ""
+        return p.returncode, p.stdout
+
+    def branch(self, loc) -> str | None:
+        """The checked-out branch's short name, or None (detached, not a repository, unknown cwd)."""
+        if loc[0] and str(loc[0]).startswith(UNKNOWN):
+            return None
+        if self._branch_of is not None:
+            return self._branch_of(loc[0])
+        if loc not in self._branch:
+            code, out = self._run(loc, "symbolic-ref", "-q", "--short", "HEAD")
+            self._branch[loc] = out.strip() if code == 0 and out.strip() else None
+        return self._branch[loc]
+
+    def config(self, loc) -> dict[str, list[str]]:
+        """``{lower-cased key: [values]}`` of the repository's effective config (empty when none)."""
+        if self._branch_of is not None or (loc[0] and str(loc[0]).startswith(UNKNOWN)):
+            return {}
+        if loc not in self._cfg:
+            code, out = self._run(loc, "config", "--list", "-z")
+            cfg: dict[str, list[str]] = {}
+            if code == 0:
+                for item in out.split("\0"):
+                    if item:
+                        k, _, v = item.partition("\n")
+                        cfg.setdefault(_norm_key(k), []).append(v)
+            self._cfg[loc] = cfg
+        return self._cfg[loc]
+
+    def get(self, loc, key: str, overrides: dict | None = None) -> str | None:
+        key = _norm_key(key)
+        if overrides and key in overrides:
+            return overrides[key]
+        vals = self.config(loc).get(key)
+        return vals[-1] if vals else None
+
+    def is_tag(self, loc, name: str) -> bool:
+        if self._branch_of is not None:
+            return False
+        code, _ = self._run(loc, "show-ref", "--verify", "-q", f"refs/tags/{name}")
+        return code == 0
+
+
+def _norm_key(key: str) -> str:
+    # section and variable names are case-insensitive; subsection names (the middle part) are not
+    parts = key.split(".")
+    if len(parts) >= 3:
+        return f"{parts[0].lower()}.{'.'.join(parts[1:-1])}.{parts[-1].lower()}"
+    return key.lower()
+
+
+def protected(branch: str, branches) -> bool:
+    return any(fnmatch.fnmatchcase(branch, b) for b in branches)
+
+
+def env_overrides(env: dict) -> dict:
+    """Config given to git through the environment (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/
+    ``GIT_CONFIG_VALUE_n`` and ``GIT_CONFIG_PARAMETERS``) as ``{normalised key: value}``."""
+    out: dict = {}
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT") or 0)
+    except ValueError:
+        count = 0
+    for n in range(min(count, 100)):
+        k, v = env.get(f"GIT_CONFIG_KEY_{n}"), env.get(f"GIT_CONFIG_VALUE_{n}")
+        if k:
+            out[_norm_key(k)] = v or ""
+    params = env.get("GIT_CONFIG_PARAMETERS") or ""
+    for item in params.replace("'", "\n").split("\n"):
+        k, eq, v = item.strip().partition("=")
+        if eq and k:
+            out[_norm_key(k)] = v
+    return out
+
+
+def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias=None, env: dict | None = None):
+    """``(kind, unresolved)`` for ``git ARGS`` run in ``cwd`` (see the module docstring).
+    ``run_alias(script, cwd)``: judges a shell alias (``alias.x = !cmd``) and returns the same pair.
+    ``env``: assignments in front of the command (config passed through ``GIT_CONFIG_*`` counts)."""
+    loc_cwd, git_dir, overrides = cwd, None, env_overrides(env or {})
+    if env and env.get("GIT_DIR"):
+        git_dir = os.path.normpath(os.path.join(cwd or ".", env["GIT_DIR"]))
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        a = args[i]
+        opt, eq, val = a.partition("=")
+        if opt in _GLOBAL_VALUE:
+            if not eq:
+                val = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if opt == "-C":
+                if is_unknown(val):
+                    return None, f"`git -C {val.replace(UNKNOWN, '')}`: the directory cannot be known"
+                loc_cwd = os.path.normpath(os.path.join(loc_cwd or ".", os.path.expanduser(val)))
+            elif opt == "--git-dir":
+                git_dir = os.path.normpath(os.path.join(loc_cwd or ".", val))
+            elif opt == "-c":
+                k, _, v = val.partition("=")
+                overrides[_norm_key(k)] = v
+        i += 1
+    if i >= len(args):
+        return None, None
+    loc = (loc_cwd, git_dir)
+    verb, rest = args[i], args[i + 1:]
+    if is_unknown(verb):
+        if any(w in ("origin", "main", "master", "HEAD", "--all", "--tags") or ":" in w for w in rest) or not rest:
+            return None, "the git subcommand comes from a value loopx cannot see"
+        return None, None
+    if verb == "push":
+        return push_kind(rest, loc, branches, git, overrides)
+    if verb == "send-pack":
+        return push_kind(rest, loc, branches, git, overrides, send_pack=True)
+    if verb == "subtree" and "push" in rest:
+        pos = [w for w in rest if not w.startswith("-") and w != "push"]
+        if "--prefix" in rest or "-P" in rest:
+            pos = pos[1:]  # the prefix value
+        if len(pos) >= 2:
+            return push_kind([pos[0], f"HEAD:{pos[1]}"], loc, branches, git, overrides)
+        return None, "`git subtree push` without a branch"
+    alias = overrides.get(f"alias.{verb}") if f"alias.{verb}" in overrides else git.get(loc, f"alias.{verb}")
+    if alias is None or depth > 5:
+        return None, None
+    if alias.startswith("!"):
+        if run_alias is None:
+            return None, f"git alias `{verb}` runs a shell command"
+        from loopx.kernel.policy.shell import _quote
+
+        return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc_cwd)
+    from loopx.kernel.policy.shell import _split_words
+
+    expanded = _split_words(alias) + rest
+    head = [a for a in args[:i]]
+    return git_kind(head + expanded, cwd, branches, git, depth + 1, run_alias, env)
+
+
+def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pack: bool = False):
+    positional: list[str] = []
+    repo, release, delete = None, False, False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            positional.extend(args[i + 1:])
+            break
+        opt, eq, val = a.partition("=")
+        if opt in ("--all", "--mirror", "--branches"):
+            return "merge", None
+        if opt in ("--tags", "--follow-tags"):
+            release = True
+        elif opt in ("-d", "--delete"):
+            delete = True
+        elif opt == "--repo" or opt == "--remote":
+            repo = val if eq else (args[i + 1] if i + 1 < len(args) else None)
+            i += 0 if eq else 1
+        elif opt in _PUSH_VALUE:
+            i += 0 if eq else 1
+        elif not a.startswith("-") or a == "-":
+            positional.append(a)
+        i += 1
+    if repo is None and positional:
+        repo, refspecs = positional[0], positional[1:]
+    else:
+        refspecs = positional
+    if send_pack and not refspecs:
+        return "merge", None  # send-pack without refs pushes every matching branch
+    cur = None
+    kind = "release" if release else None
+
+    def current():
+        nonlocal cur
+        if cur is None:
+            cur = git.branch(loc)
+        return cur
+
+    if not refspecs:
+        if delete:
+            return None, "`git push --delete` without a branch"
+        b = current()
+        if b is None:
+            return None, "cannot tell the current branch (detached HEAD, unknown directory, or no repository)"
+        remote = repo or git.get(loc, f"branch.{b}.pushRemote", overrides) or git.get(loc, "remote.pushDefault", overrides) \
+            or git.get(loc, f"branch.{b}.remote", overrides) or "origin"
+        if is_unknown(remote):
+            return None, "the remote comes from a value loopx cannot see"
+        key = _norm_key(f"remote.{remote}.push")
+        configured = [overrides[key]] if key in overrides else git.config(loc).get(key)
+        if configured:
+            refspecs = list(configured)
+        else:
+            mode = (git.get(loc, "push.default", overrides) or "simple").lower()
+            if mode == "nothing":
+                return kind, None
+            if mode == "matching":
+                return "merge", None
+            dests = [b]
+            upstream = git.get(loc, f"branch.{b}.merge", overrides)
+            if mode in ("simple", "upstream", "tracking") and upstream:
+                dests.append(upstream)
+            for d in dests:
+                if protected(d.removeprefix("refs/heads/"), branches):
+                    return "merge", None
+            return kind, None
+    for spec in refspecs:
+        if is_unknown(spec):
+            return None, f"the refspec `{spec.replace(UNKNOWN, '')}` comes from a value loopx cannot see"
+        s = spec
+        if s.startswith("^"):
+            continue
+        s = s.lstrip("+")
+        if s == ":" or s == "":
+            return "merge", None  # matching branches: main included
+        if ":" in s:
+            src, dst = s.split(":", 1)
+        else:
+            src, dst = s, None
+        if dst is None:
+            if src in ("HEAD", "@"):
+                dst = current()
+                if dst is None:
+                    return None, f"`{spec}` names the current branch, which cannot be told"
+            else:
+                dst = src
+                if not src.startswith("refs/") and not delete and git.is_tag(loc, src) \
+                        and not protected(src, branches):
+                    kind = kind or "release"
+                    continue
+        if dst in ("HEAD", "@"):
+            dst = current() or "HEAD"
+        hit = _dest_kind(dst, branches)
+        if hit == "merge":
+            return "merge", None
+        if hit == "release":
+            kind = kind or "release"
+        if dst == "HEAD":
+            return None, f"`{spec}`: the destination branch cannot be told"
+    return kind, None
+
+
+def _dest_kind(dst: str, branches) -> str | None:
+    if "*" in dst:
+        full = dst if dst.startswith("refs/") else f"refs/heads/{dst}"
+        if any(fnmatch.fnmatchcase(f"refs/heads/{b}", full) or fnmatch.fnmatchcase(full, f"refs/heads/{b}")
+               for b in branches) or full in ("refs/*", "refs/heads/*"):
+            return "merge"
+        if full.startswith("refs/tags/") or full == "refs/*":
+            return "release"
+        return "merge" if full.startswith("refs/heads/") and "*" in full.split("/", 2)[2][:1] else None
+    if dst.startswith("refs/tags/"):
+        return "release"
+    if dst.startswith("refs/heads/"):
+        dst = dst[len("refs/heads/"):]
+    elif dst.startswith("refs/"):
+        return None
+    return "merge" if protected(dst, branches) else None

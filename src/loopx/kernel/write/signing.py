@@ -1,0 +1,311 @@
+"""Signed approvals (opt-in), through OpenSSH's own ``ssh-keygen -Y sign|verify``.
+
+Settings live in the user's loopx config (``loopx.config``), never in a project:
+``[signing] enabled = true, key = "<private key, or public key of an ssh-agent key>",
+principal = "<name>"``, and the allowed signers in ``allowed_signers`` next to ``config.toml``
+(OpenSSH format, one ``principal namespaces="loopx-gate" <public key>`` line per signer).
+
+- ``sign_approval(gate, standing)``: the CLI signs the decision text (``message``) with the
+  user's key (namespace ``loopx-gate``). With a FIDO key (``ed25519-sk``) or an ssh-agent key
+  added with ``ssh-add -c``, this needs a human's touch or click.
+- ``approval_counts(gate)``: when signing is on, an approval counts only if its signature
+  verifies against the allowed signers (``ssh-keygen -Y verify``); off, every approval counts.
+- Every change of "signing on" or of the allowed signers is an entry of ``signing-log.jsonl``
+  (next to ``config.toml``) signed by a key the *previous* entry allowed (the first by its own
+  key). ``check()`` (used by ``doctor``) verifies that chain, that the allowed signers file is the
+  one the last entry recorded, and lists the signer fingerprints, so a swapped file is reported.
+
+Errors: ``SigningError`` (a StateError, exit 3) when ``ssh-keygen`` is missing or refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from loopx.errors import StateError
+
+NAMESPACE = "loopx-gate"
+_CACHE: dict = {}
+
+
+class SigningError(StateError):
+    code = "signing_failed"
+
+
+# ------------------------------------------------------------------ settings
+def config_dir() -> str:
+    from loopx import config
+
+    return os.path.dirname(config.config_path())
+
+
+def signers_path() -> str:
+    return os.path.join(config_dir(), "allowed_signers")
+
+
+def log_path() -> str:
+    return os.path.join(config_dir(), "signing-log.jsonl")
+
+
+def settings() -> dict:
+    """``{"enabled": bool, "key": str|None, "principal": str|None}`` from the user's config."""
+    from loopx import config
+
+    try:
+        s = config.get_user_value("signing", {}) or {}
+    except Exception:  # an unreadable config: signing state unknown; treat as on (fail closed) if a log exists
+        return {"enabled": os.path.exists(log_path()), "key": None, "principal": None, "broken": True}
+    if not isinstance(s, dict):
+        s = {}
+    enabled = bool(s.get("enabled"))
+    if not enabled and _last_log_entry() and _last_log_entry().get("enabled"):
+        enabled = True  # the config says off but no signed entry turned it off: still on
+    return {"enabled": enabled, "key": s.get("key"), "principal": s.get("principal")}
+
+
+def enabled() -> bool:
+    return settings()["enabled"]
+
+
+def _ssh_keygen() -> str:
+    exe = shutil.which("ssh-keygen")
+    if not exe:
+        raise SigningError("ssh-keygen is not installed; signed approvals need OpenSSH's client",
+                           "install openssh-client (Debian/Ubuntu) or OpenSSH, then try again")
+    return exe
+
+
+def _run(args: list[str], data: bytes | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([_ssh_keygen(), *args], input=data, capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SigningError(f"ssh-keygen could not run: {exc}", "check the OpenSSH installation") from None
+
+
+# ------------------------------------------------------------------ sign / verify
+def message(gate: dict, standing: bool) -> bytes:
+    """The exact text an approval signature covers (question by digest)."""
+    q = hashlib.sha256(str(gate.get("question") or "").encode("utf-8")).hexdigest()
+    return (f"loopx-gate-approval v1\ngate={gate['id']}\ngoal={gate.get('goal')}\nkind={gate.get('kind')}\n"
+            f"question_sha256={q}\ndecision=approved\nstanding={'true' if standing else 'false'}\n").encode()
+
+
+def sign(data: bytes, key: str) -> str:
+    """An armored SSH signature of ``data`` with ``key`` (namespace loopx-gate). Raises SigningError."""
+    if not key or not os.path.exists(os.path.expanduser(key)):
+        raise SigningError(f"the signing key {key!r} does not exist",
+                           "set it with `loopx gate signing --enable --key ~/.ssh/id_ed25519`")
+    p = _run(["-Y", "sign", "-q", "-f", os.path.expanduser(key), "-n", NAMESPACE], data)
+    sig = p.stdout.decode("ascii", "replace")
+    if p.returncode != 0 or "BEGIN SSH SIGNATURE" not in sig:
+        raise SigningError("ssh-keygen refused to sign: " + p.stderr.decode("utf-8", "replace").strip()[:300],
+                           "check the key (and touch the security key if it asks)")
+    return sig
+
+
+def verify(data: bytes, sig: str, principal: str, signers_text: str | None = None) -> str | None:
+    """The signer's key fingerprint when ``sig`` is a good loopx-gate signature of ``data`` by
+    ``principal`` under the allowed signers (the file, or ``signers_text``), else None."""
+    key = (hashlib.sha256(data).hexdigest(), sig, principal, signers_text)
+    if key in _CACHE:
+        return _CACHE[key]
+    fp = None
+    with tempfile.TemporaryDirectory(prefix="loopx-sig-") as d:
+        sigf = os.path.join(d, "sig")
+        with open(sigf, "w", encoding="ascii", errors="replace") as fh:
+            fh.write(sig)
+        signers = signers_path()
+        if signers_text is not None:
+            signers = os.path.join(d, "allowed_signers")
+            with open(signers, "w", encoding="utf-8") as fh:
+                fh.write(signers_text)
+        if os.path.exists(signers) and principal:
+            try:
+                p = _run(["-Y", "verify", "-f", signers, "-I", principal, "-n", NAMESPACE, "-s", sigf], data)
+            except SigningError:
+                p = None
+            if p is not None and p.returncode == 0:
+                out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+                fp = next((w for w in out.split() if w.startswith("SHA256:")), "SHA256:?")
+    _CACHE[key] = fp
+    return fp
+
+
+def sign_approval(gate: dict, standing: bool) -> dict | None:
+    """``{"principal", "sig", "fingerprint"}`` for the gate's approval when signing is on, else
+    None. Raises SigningError when signing is on but cannot sign or the result does not verify."""
+    s = settings()
+    if not s["enabled"]:
+        return None
+    data = message(gate, standing)
+    sig = sign(data, s["key"] or "")
+    principal = s["principal"] or _default_principal()
+    fp = verify(data, sig, principal)
+    if fp is None:
+        raise SigningError(f"the signature does not verify for {principal!r} against {signers_path()}",
+                           "add your key with `loopx gate signing --enable --key PATH`")
+    return {"principal": principal, "sig": sig, "fingerprint": fp}
+
+
+def approval_counts(gate: dict) -> bool:
+    """True when ``gate``'s approval counts: signing off, or its signature verifies."""
+    if not enabled():
+        return True
+    sig = gate.get("signature") or {}
+    if not isinstance(sig, dict) or not sig.get("sig"):
+        return False
+    return verify(message(gate, bool(gate.get("standing"))), str(sig["sig"]), str(sig.get("principal") or "")) \
+        is not None
+
+
+def _default_principal() -> str:
+    from loopx.kernel.storage.actors import human_name
+
+    return human_name()
+
+
+# ------------------------------------------------------------------ configuring and checking
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _log() -> list[dict]:
+    text = _read(log_path()) or ""
+    out = []
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            e = {"broken": line[:80]}
+        out.append(e if isinstance(e, dict) else {"broken": str(e)[:80]})
+    return out
+
+
+def _last_log_entry() -> dict | None:
+    log = _log()
+    return log[-1] if log else None
+
+
+def _entry_text(e: dict) -> bytes:
+    body = {k: e[k] for k in ("seq", "enabled", "allowed_signers", "principal", "prev") if k in e}
+    return ("loopx-signing-config v1\n" + json.dumps(body, sort_keys=True)).encode()
+
+
+def public_key(key: str) -> str:
+    """The public key line for ``key`` (a private key file, or a ``.pub`` file)."""
+    path = os.path.expanduser(key)
+    if path.endswith(".pub"):
+        text = _read(path)
+    else:
+        text = _read(path + ".pub")
+        if text is None:
+            p = _run(["-y", "-f", path])
+            text = p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None
+    if not text or not text.split():
+        raise SigningError(f"cannot read the public key of {key}", "pass the key file ssh-keygen made")
+    parts = text.split()
+    return f"{parts[0]} {parts[1]}"
+
+
+def configure(*, enable: bool, key: str | None, principal: str | None, human) -> dict:
+    """Turn signing on (adding ``key``'s public key for ``principal`` to the allowed signers) or
+    off, as a signed entry of the signing log. Needs ``human`` (HumanChannel). The entry is signed
+    with ``key`` (or the configured key), which the previous entry must allow. Raises SigningError."""
+    from loopx import config
+    from loopx.kernel.write import humans
+
+    humans.check_channel(human, "signing.config")
+    s = settings()
+    key = key or s.get("key")
+    principal = principal or s.get("principal") or _default_principal()
+    if not key:
+        raise SigningError("no signing key given", "pass --key ~/.ssh/id_ed25519 (or the .pub of an ssh-agent key)")
+    signers = _read(signers_path()) or ""
+    if enable:
+        line = f'{principal} namespaces="{NAMESPACE}" {public_key(key)}\n'
+        if line not in signers:
+            signers += line
+    log = _log()
+    prev = log[-1] if log else None
+    entry = {"seq": len(log) + 1, "enabled": enable, "allowed_signers": signers, "principal": principal,
+             "prev": hashlib.sha256(_entry_text(prev)).hexdigest() if prev else None}
+    data = _entry_text(entry)
+    entry["sig"] = sign(data, key)
+    check_signers = prev["allowed_signers"] if prev else signers
+    entry["fingerprint"] = verify(data, entry["sig"], principal, check_signers)
+    if entry["fingerprint"] is None:
+        raise SigningError("this key is not among the allowed signers, so it cannot change signing",
+                           "sign with a key that is already allowed (or restore the allowed_signers file)")
+    os.makedirs(config_dir(), exist_ok=True)
+    from loopx.kernel.storage.fs import atomic_write
+
+    atomic_write(signers_path(), signers.encode("utf-8"))
+    with open(log_path(), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+    config.set_user_value("signing.enabled", bool(enable))
+    config.set_user_value("signing.key", os.path.expanduser(key))
+    config.set_user_value("signing.principal", principal)
+    _CACHE.clear()
+    return {"enabled": enable, "principal": principal, "fingerprint": entry["fingerprint"],
+            "allowed_signers": signers_path(), "log_entries": entry["seq"]}
+
+
+def check() -> dict:
+    """``{"enabled", "signers": [{principal, fingerprint}], "problems": [str]}``: the signing log
+    chain, the allowed signers file against the log's last entry, and the signers' fingerprints."""
+    log = _log()
+    s = settings()
+    problems: list[str] = []
+    prev = None
+    for e in log:
+        if "broken" in e:
+            problems.append(f"signing log entry is not JSON: {e['broken']}")
+            break
+        expect = hashlib.sha256(_entry_text(prev)).hexdigest() if prev else None
+        if e.get("prev") != expect:
+            problems.append(f"signing log entry {e.get('seq')} does not follow entry {prev.get('seq') if prev else 0}")
+        signers = prev["allowed_signers"] if prev else e.get("allowed_signers", "")
+        if verify(_entry_text(e), str(e.get("sig") or ""), str(e.get("principal") or ""), signers) is None:
+            problems.append(f"signing log entry {e.get('seq')} is not signed by a key the entry before it allowed")
+        prev = e
+    current = _read(signers_path())
+    if prev is not None and (current or "") != prev.get("allowed_signers"):
+        problems.append(f"{signers_path()} differs from the signers the signing log last recorded "
+                        "(it was edited or swapped outside `loopx gate signing`)")
+    if prev is None and current:
+        problems.append(f"{signers_path()} exists but no signed signing-log entry records it")
+    if s.get("enabled") and not log:
+        problems.append("signing is on in the config but the signing log is empty")
+    signers = []
+    for line in (current or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and not line.startswith("#"):
+            signers.append({"principal": parts[0], "fingerprint": _fingerprint(parts[-2], parts[-1])})
+    return {"enabled": s["enabled"], "signers": signers, "problems": problems, "entries": len(log)}
+
+
+def _fingerprint(kind: str, b64: str) -> str:
+    import base64
+
+    try:
+        raw = base64.b64decode(b64)
+    except ValueError:
+        return "?"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")
+
+
+def unverified_approvals(state: dict) -> list[str]:
+    """Ids of approved gates whose signature does not verify (or that have none while signing
+    is on) — ``doctor`` reports them."""
+    if not enabled():
+        return []
+    return [g["id"] for g in state["gates"].values() if g["status"] == "approved" and not approval_counts(g)]

@@ -1,0 +1,126 @@
+"""Signed approvals with a plain ed25519 key the test generates (issue 12, item 4, acceptance 3):
+signed approvals verify; an unsigned or wrongly signed approval leaves the gate closed and the
+guard denies the protected action; swapping the allowed-signers file is detected by doctor."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import human_channel
+from loopx.kernel.policy import guard
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, signing
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is missing")
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "loopx-test", "-f", str(path)], check=True,
+                   capture_output=True, timeout=60)
+    return path
+
+
+@pytest.fixture
+def key(tmp_path) -> Path:
+    return keygen(tmp_path / "id_human")
+
+
+@pytest.fixture
+def signed(goal, project, cli, key):
+    r = cli("gate", "signing", "--enable", "--key", key, "--principal", "alice", json=True)
+    assert r.code == 0, r.err
+    assert r.data["enabled"] and r.data["fingerprint"].startswith("SHA256:")
+    return r.data
+
+
+def open_gate(cli) -> str:
+    r = cli("--agent", "bot", "gate", "open", "--kind", "merge", "--question", "Merge PR 7?", json=True)
+    assert r.code == 0, r.err
+    return r.data["gate_id"]
+
+
+def push_allowed(project: Path) -> bool:
+    state = Store(str(project / ".loopx")).load()
+    return guard.evaluate(state, commands=["git push origin main"], project_dir=str(project), cwd=str(project),
+                          branch_of=lambda cwd: "feature")["allow"]
+
+
+def test_a_signed_approval_verifies_and_opens_the_gate(signed, project, cli):
+    gid = open_gate(cli)
+    r = cli("gate", "approve", gid, "--confirm", gid, json=True)
+    assert r.code == 0, r.err
+    assert r.data["signed_by"].startswith("alice SHA256:")
+    g = Store(str(project / ".loopx")).load()["gates"][gid]
+    assert "BEGIN SSH SIGNATURE" in g["signature"]["sig"] and signing.approval_counts(g)
+    assert cli("gate", "check", "--action", "merge").code == 0
+    assert push_allowed(project)
+    doc = cli("doctor", json=True).data
+    finding = next(c for c in doc["checks"] if c["id"] == "signing")
+    assert finding["status"] == "ok" and signed["fingerprint"] in finding["finding"]
+
+
+def test_an_unsigned_approval_leaves_the_gate_closed(signed, project, cli):
+    gid = open_gate(cli)
+    store = Store(str(project / ".loopx"))
+    gates.decide(store, "human:alice", gid, approve=True, channel="confirm-flag", human=human_channel())
+    r = cli("gate", "check", "--action", "merge", json=True)
+    assert r.code == 1 and r.data["unsigned"] == [gid]
+    assert not push_allowed(project)
+    doc = cli("doctor", json=True).data
+    assert any(c["id"] == "signing.approvals" and gid in c["finding"] for c in doc["checks"])
+
+
+def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, tmp_path):
+    gid = open_gate(cli)
+    store = Store(str(project / ".loopx"))
+    g = store.load()["gates"][gid]
+    other = keygen(tmp_path / "id_agent")
+    forged = {"principal": "alice", "sig": signing.sign(signing.message(g, False), str(other)), "fingerprint": "x"}
+    gates.decide(store, "human:alice", gid, approve=True, channel="confirm-flag", human=human_channel(),
+                 signature=forged)
+    assert cli("gate", "check", "--action", "merge").code == 1
+    assert not push_allowed(project)
+    # a good signature over another decision (standing instead of single-use) does not count either
+    gid2 = open_gate(cli)
+    g2 = store.load()["gates"][gid2]
+    replay = {"principal": "alice", "sig": signing.sign(signing.message(g2, False), signed_key(signed)),
+              "fingerprint": "x"}
+    gates.decide(store, "human:alice", gid2, approve=True, channel="confirm-flag", human=human_channel(),
+                 signature=replay, standing=True)
+    assert not push_allowed(project)
+
+
+def signed_key(info) -> str:
+    return signing.settings()["key"]
+
+
+def test_swapping_the_allowed_signers_file_is_detected(signed, project, cli, tmp_path):
+    gid = open_gate(cli)
+    assert cli("gate", "approve", gid, "--confirm", gid).code == 0
+    other = keygen(tmp_path / "id_agent")
+    pub = (tmp_path / "id_agent.pub").read_text().split()
+    Path(signing.signers_path()).write_text(f'alice namespaces="loopx-gate" {pub[0]} {pub[1]}\n')
+    signing._CACHE.clear()
+    doc = cli("doctor", json=True).data
+    problems = [c["finding"] for c in doc["checks"] if c["id"].startswith("signing") and c["status"] == "error"]
+    assert any("differs from the signers the signing log last recorded" in p for p in problems)
+    assert any(gid in p for p in problems)  # the human's approval no longer verifies: the gate is closed
+    assert not push_allowed(project)
+    assert other.exists()
+
+
+def test_an_agent_cannot_turn_signing_off(signed, project, cli, monkeypatch):
+    monkeypatch.setenv("CLAUDECODE", "1")
+    r = cli("gate", "signing", "--disable", json=True)
+    assert r.code == 4 and r.json["error"]["code"] == "human_required"
+    monkeypatch.delenv("CLAUDECODE")
+    from loopx import config
+
+    config.set_user_value("signing.enabled", False)  # edited behind loopx's back
+    assert signing.enabled(), "the signed log still says on"
+    assert cli("gate", "signing", "--disable").code == 0  # a human, with the allowed key
+    assert not signing.enabled()
