@@ -35,6 +35,18 @@ class Result:
         return self.json["data"]
 
 
+def pytest_configure(config):
+    """A suite started from a background shell job (`nohup ... &`, a script's `cmd &`) inherits
+    SIGINT and SIGQUIT ignored, and every process a test starts would inherit that too: the tests
+    of Ctrl-C handling would then wait for an interrupt that never comes. Restore the defaults."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(signal, "SIGQUIT") and signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("loopx-home")

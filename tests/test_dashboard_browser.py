@@ -97,11 +97,11 @@ def test_approve_a_gate_in_the_browser(browser, scene):
     assert page.evaluate("document.cookie") == ""  # HttpOnly: scripts cannot read the session
 
     card = page.locator("article.card", has_text="Ship the parser rewrite")
-    card.wait_for(timeout=15000)
+    card.wait_for(timeout=60000)
     assert "Merge branch parser-rewrite into main?" in card.inner_text()
     page.locator("a.goal-link", has_text="parser").click()
     gate = page.locator(f'article[data-gate="{gate_id}"]')
-    gate.wait_for(timeout=15000)
+    gate.wait_for(timeout=60000)
     page.get_by_text("write the changelog").wait_for()
     page.screenshot(path=str(ARTIFACTS / "dashboard-goal.png"), full_page=True)
 
@@ -119,7 +119,7 @@ def test_approve_a_gate_in_the_browser(browser, scene):
     gate.locator("input.code-input").fill(gates.short_code(gate_id))
     assert approve.is_enabled()
     approve.click()
-    page.locator(f'article[data-gate="{gate_id}"].gate-approved').wait_for(timeout=15000)
+    page.locator(f'article[data-gate="{gate_id}"].gate-approved').wait_for(timeout=60000)
     approved = [e for e in _events(scene["project"]) if e["type"] == "gate.approved"]
     assert len(approved) == 1
     rec = approved[0]
@@ -128,7 +128,7 @@ def test_approve_a_gate_in_the_browser(browser, scene):
 
     page.get_by_role("button", name="Load the review packet").click()
     review = page.locator("pre.review")
-    review.wait_for(timeout=15000)
+    review.wait_for(timeout=60000)
     assert "Ship the parser rewrite" in review.inner_text()
     assert not errors, errors
 
@@ -136,10 +136,10 @@ def test_approve_a_gate_in_the_browser(browser, scene):
 def test_service_worker_caches_only_the_shell(browser, scene):
     page = browser.new_page()
     page.goto(scene["srv"].launch_url)
-    page.locator("article.card").first.wait_for(timeout=15000)
+    page.locator("article.card").first.wait_for(timeout=60000)
     page.evaluate("navigator.serviceWorker.ready.then(() => true)")
     page.reload()  # now controlled by the worker: API calls pass through it
-    page.locator("article.card").first.wait_for(timeout=15000)
+    page.locator("article.card").first.wait_for(timeout=60000)
     page.evaluate("fetch('/api/status').then(r => r.json())")
     cached = page.evaluate("""async () => {
         const out = [];
@@ -160,10 +160,10 @@ def test_the_page_says_so_when_the_api_stops_answering(browser, scene):
     srv = scene["srv"]
     page = browser.new_page()
     page.goto(srv.launch_url)
-    page.locator("article.card", has_text="Ship the parser rewrite").wait_for(timeout=15000)
+    page.locator("article.card", has_text="Ship the parser rewrite").wait_for(timeout=60000)
     srv.shutdown()
     srv.server_close()
-    page.locator("#live.live-bad").wait_for(timeout=20000)
+    page.locator("#live.live-bad").wait_for(timeout=60000)
     assert "Nothing on this page is live" in page.locator("#banner").inner_text()
     assert page.locator("article.card").count() == 0  # the old data is gone, not shown as current
     ARTIFACTS.mkdir(exist_ok=True)

@@ -309,7 +309,7 @@ def test_explain_lists_every_rule(store, clk, cli):
     start(store, clk)
     r = cli("quota", "should-run", "--explain")
     assert r.code == 0
-    rules = ["store", "status", "gates", "work", "host", "budget", "window", "value", "run"]
+    rules = ["store", "status", "gates", "work", "setup", "host", "budget", "window", "value", "run"]
     for rule in rules:
         assert f"] {rule}" in r.out
     doc = cli("quota", "should-run", "--explain", json=True).data

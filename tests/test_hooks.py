@@ -351,14 +351,49 @@ def test_a_payload_too_large_to_check_is_denied_not_waved_through(goal, project)
     assert "could not check this tool call" in deny_reason(hook(project, "pre-tool", "claude-code", big))
 
 
-def test_deeply_nested_payloads_never_crash_a_hook(goal, project):
-    deep = json.dumps({"cwd": str(project)})[:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}"
-    assert "could not check" in deny_reason(hook(project, "pre-tool", "claude-code", deep))
+def _inspectable(text: str) -> bool:
+    """Whether this interpreter's json (the one the hook runs on) decodes ``text``: 3.11 refuses
+    1,000 levels, 3.12 5,000, 3.13 reads 5,000 and refuses 50,000."""
+    try:
+        json.loads(text)
+    except RecursionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("depth", [100, 5000, 200_000])
+def test_deeply_nested_payloads_are_judged_when_readable_and_denied_when_not(goal, project, depth):
+    """The promise on every Python: a payload loopx cannot inspect is denied; one it can is judged."""
+    def deep(command: str) -> str:
+        body = payload("claude-code", "pre_tool_bash", project, tool_input={"command": command})
+        return json.dumps(body)[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
+
+    protected, harmless = deep("gh pr merge 5"), deep("ls -la")
+    if _inspectable(protected):
+        reason = deny_reason(hook(project, "pre-tool", "claude-code", protected))
+        assert "could not check" not in reason and "merge" in reason  # judged: a merge without a gate
+        assert allowed(hook(project, "pre-tool", "claude-code", harmless))  # judged: nothing protected
+    else:
+        assert "could not check" in deny_reason(hook(project, "pre-tool", "claude-code", protected))
+        assert "could not check" in deny_reason(hook(project, "pre-tool", "claude-code", harmless))
+
+
+def test_the_nesting_cases_cover_both_branches_on_this_python():
+    assert _inspectable("[" * 100 + "]" * 100)  # judged on every version
+    assert not _inspectable("[" * 200_000 + "]" * 200_000)  # denied as uncheckable on every version
+
+
+@pytest.mark.parametrize("depth", [5000, 200_000])
+def test_deeply_nested_payloads_never_crash_a_hook(goal, project, depth):
+    deep = json.dumps({"cwd": str(project)})[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
     for event in ("stop", "session-start"):
         r = hook(project, event, "claude-code", deep)
         assert r.code == 0 and "Traceback" not in r.err
     r = hook(project, "stop", "cursor", deep)
-    assert r.code == 0 and json.loads(r.out) == {}  # Cursor's "just stop"
+    if _inspectable(deep):  # judged: should-run says run, so the loop continues
+        assert r.code == 0 and "should-run says run" in json.loads(r.out)["followup_message"]
+    else:
+        assert r.code == 0 and json.loads(r.out) == {}  # unreadable: Cursor's "just stop" (fail open)
 
 
 @pytest.mark.parametrize("host", ["claude-code", "codex", "cursor"])

@@ -302,7 +302,7 @@ class TodoMachine(RuleBasedStateMachine):
         from loopx.kernel.write import evidence, goals
 
         goals.start_goal(self.store, "human:h", objective="model", goal_id="g")
-        self.ev = evidence.add(self.store, "human:h", "g", kind="note", summary="proof")["evidence_id"]
+        self.ev = evidence.add(self.store, "human:h", "g", kind="test", summary="proof", exit_code=0)["evidence_id"]
 
     def _pick(self, i):
         return self.order[i % len(self.order)]

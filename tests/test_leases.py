@@ -73,7 +73,8 @@ def test_renewal_moves_the_expiry(project, claimed):
 
 def test_fenced_out_holder_cannot_write(project, claimed):
     todo, old_fence = claimed
-    ev = lx(project, 10, "evidence", "add", "--kind", "test", "--summary", "green", "--todo", todo, agent="alice")
+    ev = lx(project, 10, "evidence", "add", "--kind", "test", "--summary", "green", "--exit-code", "0", "--todo", todo,
+            agent="alice")
     assert ev.code == 0, ev.err
     ev_id = ev.data["evidence_id"]
     took = lx(project, 31, "todo", "claim", todo, "--lease", "1h", agent="bob")

@@ -26,7 +26,7 @@ def busy(project, monkeypatch):
     monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="busy goal", goal_id="g1")
-    ev = evidence.add(store, H, "g1", kind="test", summary="green")["evidence_id"]
+    ev = evidence.add(store, H, "g1", kind="test", summary="green", exit_code=0)["evidence_id"]
     done = []
     while sum(m["lines"] for m in store.load()["meta"]["files"].values()) < SNAPSHOT_EVERY + 20:
         tid = todos.add(store, H, "g1", f"todo {len(done)}")["todo_id"]

@@ -246,9 +246,10 @@ def test_sigterm_and_sighup_close_the_run_and_stop_the_agent(project, cli, signa
     try:
         run_id = _wait_for_open_run(project)
         end = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < end:
-            time.sleep(0.05)
+        while not (marker.exists() and marker.read_text().strip()) and time.monotonic() < end:
+            time.sleep(0.05)  # the shell creates the file before it writes the pid
         agent_pid = int(marker.read_text().strip())
+        started = _start_time(agent_pid)
         first.send_signal(getattr(signal, signame))
         out, err = first.communicate(timeout=60)
     finally:
@@ -256,18 +257,29 @@ def test_sigterm_and_sighup_close_the_run_and_stop_the_agent(project, cli, signa
             first.kill()
     assert first.returncode == 130, err
     assert _state(project)["runs"][run_id]["result"] == "failed"
-    assert not _alive(agent_pid)
+    assert not _alive(agent_pid, started)
 
 
-def _alive(pid: int, wait: float = 5.0) -> bool:
-    """True while ``pid`` runs (a zombie waiting for a reaper counts as dead)."""
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (FileNotFoundError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None, wait: float = 60.0) -> bool:
+    """True while the process ``pid`` that started at ``started`` runs (a zombie waiting for a reaper
+    counts as dead, and so does another process that got the same pid: pids wrap at 32768 here)."""
     end = time.monotonic() + wait
     while time.monotonic() < end:
         try:
             with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return False
-        except FileNotFoundError:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" or fields[19] != started:
+                return False
+        except (FileNotFoundError, IndexError):
             return False
         time.sleep(0.05)
     return True

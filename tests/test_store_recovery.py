@@ -172,7 +172,11 @@ def test_writer_killed_50_times_loses_no_acknowledged_write(goal, project):
         proc = subprocess.Popen([sys.executable, "-c", KILL_WORKER, f"k{round_}"], cwd=project,
                                 env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.12))
+        if round_ % 5:  # wait for an acknowledged write (not for wall time: a loaded machine is slow)
+            first = proc.stdout.readline()
+            assert first.endswith(b"\n"), f"round {round_}: the worker stopped before its first write"
+            acked.append(first.decode().strip())
+        time.sleep(rng.uniform(0.0, 0.12))  # only spreads the kill over the next write; nothing counts on it
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == -signal.SIGKILL
@@ -184,7 +188,7 @@ def test_writer_killed_50_times_loses_no_acknowledged_write(goal, project):
         assert not missing, f"round {round_}: acknowledged writes lost: {missing[:5]}"
         if round_ % 10 == 9:
             status_json(project)
-    assert len(acked) >= 10, "the workers should have acknowledged writes between the kills"
+    assert len(acked) >= 40, "the workers acknowledged a write before 40 of the 50 kills"
     # a final write repairs whatever a kill tore, and the files are clean afterwards
     assert run_loopx(["todo", "add", "final"], project).code == 0
     recs = check_file(events(project))

@@ -39,8 +39,8 @@ def _agent_turn(cli, goal_id="ci"):
     r = cli("--agent", "bot", "next", "--goal-id", goal_id, json=True)
     assert r.code == 0, r.out
     run, todo = r.data["run_id"], r.data["todo_id"]
-    ev = cli("--agent", "bot", "evidence", "add", "--goal-id", goal_id, "--run", run, "--todo", todo, "--kind", "note",
-             "--summary", "fixed the login test", json=True)
+    ev = cli("--agent", "bot", "evidence", "add", "--goal-id", goal_id, "--run", run, "--todo", todo, "--kind", "test",
+             "--summary", "fixed the login test", "--exit-code", "0", json=True)  # a note alone closes no todo
     assert ev.code == 0, ev.out
     assert cli("--agent", "bot", "todo", "done", todo, "--evidence", ev.data["evidence_id"]).code == 0
     assert cli("--agent", "bot", "turn", "finish", "--run", run, "--result", "progress").code == 0

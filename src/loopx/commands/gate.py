@@ -221,6 +221,9 @@ def render_decide(d: dict) -> str:
             else "\nsingle-use approval: it covers one " + d["kind"] + " action (the guard records its use)"
     if d.get("signed_by"):
         extra += f"\nsigned by {safe(d['signed_by'])}"
+    if d.get("blocked"):
+        extra += (f"\n  blocked {', '.join(d['blocked'])} until a human re-opens them "
+                  f"(`loopx todo update {d['blocked'][0]} --reopen`) or the agent re-plans the work")
     return f"{d['status']} gate {d['gate_id']} ({d['kind']}) on {d['goal_id']} as {safe(d['decided_by'])} via {d['channel']}" + extra
 
 

@@ -13,11 +13,14 @@ def register(sub, name, help_text):
     if name == "start-goal":
         p = add(sub, name, help_text, handler=start_goal, render=render_started,
                 example='loopx start-goal --goal-text "Make the test suite pass" --done-when "pytest exits 0" '
-                        '--verify "pytest -q" --scope "src/**" --protect merge --todo "fix parser bug"')
+                        '--verify "pytest -q" --scope "src/**" --protect merge --todo "fix parser bug" '
+                        '--todo-verify "pytest -q tests/test_parser.py"')
         p.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT", help="the objective")
         p.add_argument("--goal-id", dest="goal_id", metavar="ID", help="slug id (default: derived from the text)")
         p.add_argument("--done-when", metavar="TEXT", help="acceptance criteria for the goal")
-        p.add_argument("--verify", metavar="CMD", help="command whose exit 0 verifies a turn (e.g. 'pytest -q')")
+        p.add_argument("--verify", metavar="CMD",
+                       help="the goal's command: exit 0 means the goal is met (e.g. 'pytest -q'); it also verifies "
+                            "turns on todos that have no command of their own")
         p.add_argument("--scope", dest="allow", action="append", metavar="GLOB", help="allowed path glob (repeatable)")
         p.add_argument("--deny", action="append", metavar="GLOB", help="denied path glob (repeatable)")
         p.add_argument("--protect", action="append", metavar="ACTION",
@@ -26,7 +29,10 @@ def register(sub, name, help_text):
         p.add_argument("--window", metavar="DUR", help="rolling budget window (default 24h)")
         p.add_argument("--cooldown", metavar="DUR", help="minimum time between turns (default 0)")
         p.add_argument("--priority", type=int, default=0, help="higher runs first when several goals are active")
-        p.add_argument("--todo", dest="todos", action="append", metavar="TITLE", help="a first todo (repeatable)")
+        todo_action, verify_action = _todo_actions()
+        p.add_argument("--todo", dest="todos", action=todo_action, metavar="TITLE", help="a first todo (repeatable)")
+        p.add_argument("--todo-verify", dest="todos", action=verify_action, metavar="CMD",
+                       help="the verify command of the --todo just before it (exit 0 = that todo is done)")
         p.add_argument("--guided", action="store_true", help="ask for what is missing (on a terminal)")
         return
     p = add(sub, name, help_text, example="loopx goal list")
@@ -65,6 +71,28 @@ def register(sub, name, help_text):
         a.set_defaults(status=status)
 
 
+def _todo_actions():
+    """argparse actions pairing each ``--todo-verify CMD`` with the ``--todo`` right before it;
+    both fill one list of ``{"title", "verify"?}`` dicts."""
+    import argparse
+
+    class Todo(argparse.Action):
+        def __call__(self, parser, ns, value, option_string=None):
+            setattr(ns, self.dest, [*(getattr(ns, self.dest) or []), {"title": value}])
+
+    class TodoVerify(argparse.Action):
+        def __call__(self, parser, ns, value, option_string=None):
+            items = list(getattr(ns, self.dest) or [])
+            if not items:
+                parser.error("--todo-verify must follow the --todo it belongs to")
+            if "verify" in items[-1]:
+                parser.error(f"--todo {items[-1]['title']!r} already has a --todo-verify")
+            items[-1] = dict(items[-1], verify=value)
+            setattr(ns, self.dest, items)
+
+    return Todo, TodoVerify
+
+
 def _plan_command(args: dict) -> str:
     parts = ["loopx", "start-goal"]
     for flag, key in (("--goal-text", "objective"), ("--goal-id", "goal_id"), ("--done-when", "done_when"),
@@ -72,9 +100,12 @@ def _plan_command(args: dict) -> str:
         val = args.get(key) or (f"<{key.replace('_', ' ')}>" if key in ("objective", "done_when") else None)
         if val:
             parts += [flag, str(val)]
-    for flag, key in (("--scope", "allow"), ("--deny", "deny"), ("--protect", "protect"), ("--todo", "todos")):
+    for flag, key in (("--scope", "allow"), ("--deny", "deny"), ("--protect", "protect")):
         for v in args.get(key) or []:
             parts += [flag, v]
+    for t in args.get("todos") or []:
+        t = t if isinstance(t, dict) else {"title": t}
+        parts += ["--todo", t["title"]] + (["--todo-verify", t["verify"]] if t.get("verify") else [])
     return shlex.join(parts)
 
 
@@ -248,4 +279,6 @@ def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
 def render_status(d: dict) -> str:
     if not d["changed"]:
         return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
+    if d.get("retry"):
+        return f"goal {d['goal_id']}: the verify command will be tried again on the next check"
     return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

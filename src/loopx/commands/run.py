@@ -154,11 +154,18 @@ def render(d: dict) -> str:
 
     for t in turns:
         lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}"
-                     f"{' (verified)' if t.get('verified') else ''}{' - ' + safe(t['note']) if t.get('note') else ''}"
+                     f"{' (verified)' if t.get('verified') and t['result'] in ('progress', 'completion') else ''}"
+                     f"{' - ' + safe(t['note']) if t.get('note') else ''}"
                      f" [{usage_line(t.get('usage'))}]")
         if t.get("setup_error"):
             e = t["setup_error"]
             lines.append(f"  needs you: {e['reason']}: {safe(e['message'])}")
+    gv = d.get("goal_verify")
+    if gv:
+        lines.append(f"goal {gv['goal_id']}: " + (
+            "its verify command passed: the goal is done" if gv["completed"]
+            else f"its verify command passed; it protects actions, so a human closes it: {gv['human_closes']}"
+            if gv.get("human_closes") else f"its verify command failed (exit {gv['exit_code']}, {gv['evidence_id']})"))
     s = d.get("stop")
     if d["stopped_because"] == "decision" and s:
         lines.append(f"stopped: {s['decision']} ({s['reason']}): {safe(s['message'])}")

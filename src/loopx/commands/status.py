@@ -74,6 +74,8 @@ def render(d: dict) -> str:
             if g.get("host_errors"):
                 e = g["host_errors"][0]
                 flag += f"  NEEDS YOU: {e['reason']}: {safe(e['message'], limit=60)}"
+            if not flag and g.get("setup_error"):
+                flag = f"  NEEDS YOU: {g['setup_error'].get('reason')}"
             lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                          f"{flag}  {safe(g['objective'], limit=50)}")
         if not d["goals"]:
@@ -92,6 +94,9 @@ def render(d: dict) -> str:
         lines.append(f"  todos:   {counts}")
         for gate in g["needs_human"]:
             lines.append(f"  NEEDS YOU: gate {gate['gate_id']} ({gate['kind']}): {safe(gate['question'], limit=90)}")
+        err = g.get("setup_error")
+        if err:
+            lines.append(f"  NEEDS YOU: {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
         for e in g.get("host_errors") or []:
             lines.append(f"  NEEDS YOU: {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
                          f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
@@ -123,7 +128,8 @@ def render(d: dict) -> str:
         if lr:
             from loopx.usage.text import usage_line
 
-            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{' verified' if lr['verified'] else ''}"
+            ver = " verified" if lr["verified"] and lr["result"] in ("progress", "completion") else ""
+            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{ver}"
                          f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
                          + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
         for r in g.get("open_runs") or []:

@@ -71,7 +71,12 @@ def register(sub, name, help_text):
     dn = add(acts, "done", "complete a todo, citing evidence", handler=todo_done, render=render_done,
              command="todo done", example="loopx todo done t-3f9a --evidence ev-1a2b --next 'update the docs'")
     dn.add_argument("todo")
-    dn.add_argument("--evidence", action="append", metavar="ID", help="evidence id (required, repeatable)")
+    dn.add_argument("--evidence", action="append", metavar="ID",
+                    help="evidence id (repeatable): a passing test or command (exit 0), or a commit, diff, artifact "
+                         "or link; a todo with its own verify command runs it when no passing run is cited")
+    dn.add_argument("--force-unverified", dest="force", action="store_true",
+                    help="humans only: close it although the evidence does not prove it (recorded and shown in "
+                         "the review packet)")
     dn.add_argument("--next", dest="next_titles", action="append", metavar="TITLE", help="add a successor todo")
     dn.add_argument("--fence", type=int, metavar="N")
     dn.add_argument("--note", metavar="TEXT")
@@ -105,7 +110,7 @@ def _brief(t: dict, now_iso: str) -> dict:
     return {"id": t["id"], "goal": t["goal"], "title": t["title"], "status": status, "priority": t.get("priority", 0),
             "holder": c["holder"] if c else None, "lease_until": c["lease_until"] if c else None,
             "depends_on": t.get("depends_on") or [], "depends_on_goals": t.get("depends_on_goals") or [],
-            "evidence": t.get("evidence") or []}
+            "evidence": t.get("evidence") or [], "verify": t.get("verify")}
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
@@ -161,6 +166,8 @@ def render_show(d: dict) -> str:
     if t.get("claim"):
         c = t["claim"]
         lines.append(f"  claim:      {safe(c['holder'])} until {c['lease_until']} (fence {c['fence']})")
+    if t.get("verify"):
+        lines.append(f"  verify:     {safe(t['verify'])}")
     if t.get("depends_on"):
         lines.append(f"  depends on: {', '.join(t['depends_on'])}")
     if t.get("depends_on_goals"):
@@ -210,14 +217,28 @@ def todo_block(ctx, todo, reason) -> dict:
     return todos.block(ctx.store(), ctx.actor, todo, reason)
 
 
-def todo_done(ctx, todo, evidence=None, next_titles=None, fence=None, note=None) -> dict:
+def todo_done(ctx, todo, evidence=None, next_titles=None, fence=None, note=None, force=False) -> dict:
     from loopx.kernel.write import todos
 
-    return todos.done(ctx.store(), ctx.actor, todo, evidence or [], next_titles=next_titles, fence=fence, note=note)
+    if force:
+        from loopx.context import agent_markers
+        from loopx.errors import HumanRequired
+
+        markers = agent_markers()
+        if ctx.agent or markers:
+            raise HumanRequired("--force-unverified is for humans; this looks like an agent"
+                                + (f" ({', '.join(markers)} is set)" if markers else ""),
+                                "make the todo's verify pass, or ask a human to run it in a terminal")
+    return todos.done(ctx.store(), ctx.actor, todo, evidence or [], next_titles=next_titles, fence=fence, note=note,
+                      force=force)
 
 
 def render_done(d: dict) -> str:
-    lines = [f"done {d['todo_id']} (evidence {', '.join(d['evidence'])})"]
+    lines = [f"done {d['todo_id']} (evidence {', '.join(d['evidence']) or 'none'})"]
+    if d.get("verify"):
+        lines.append(f"  its verify command passed -> evidence {d['verify']['evidence_id']}")
+    if d.get("forced"):
+        lines.append("  FORCED without passing evidence (recorded; shown in the review packet)")
     for t in d["next"]:
         lines.append(f"  next todo {t}")
     return "\n".join(lines)

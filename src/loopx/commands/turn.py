@@ -81,7 +81,10 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     res = turn.finish(ctx.store(), ctx.actor, run, result, evidence=evidence or (), verify=verify, note=note)
     warnings = res.pop("warnings", [])
     v = res.get("verify")
-    if v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat"):
+    if v and v.get("setup_error") and not res.get("repeat"):
+        warnings.append(f"{v['setup_error']['message']}: a setup error, not the agent's; should-run answers "
+                        "verify_broken until it is fixed (`loopx doctor` shows the recorded PATH)")
+    elif v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat"):
         warnings.append(f"the verify command failed (exit {v['exit_code']}): the run is recorded as unverified "
                         "progress and cannot be charged; fix it in the next turn, or ask a human to reopen the todo "
                         "(`loopx todo update <todo> --reopen`) if it was closed on evidence that did not hold")
@@ -90,7 +93,8 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
 
 def render_finish(d: dict) -> str:
     again = " (already finished; nothing changed)" if d.get("repeat") else ""
-    line = f"finished {d['run_id']}: {d['result']}, verified {'yes' if d['verified'] else 'no'}{again}"
+    ver = f", verified {'yes' if d['verified'] else 'no'}" if d["result"] in ("progress", "completion") else ""
+    line = f"finished {d['run_id']}: {d['result']}{ver}{again}"
     v = d.get("verify")
     if v:
         line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"

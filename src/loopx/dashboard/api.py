@@ -327,12 +327,18 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
     if row.get("host_errors"):
         e = row["host_errors"][0]
         return "needs_you", f"{e['host'] or e['agent']} could not work ({e['reason']}): {e['message']}", None
+    if row["next"].startswith("wait for run-"):  # a run is open: wait for it, not "is the next one worth it?"
+        return "running", row["next"], None
     d = decision or {"decision": "wait", "message": row["next"], "next_check_at": None}
     kind, msg = d["decision"], d.get("message") or ""
+    if row.get("setup_error"):
+        return "needs_you", f"{row['setup_error'].get('reason')}: {row['setup_error'].get('message')}", None
     if kind in ("wait_human", "error"):
         return "needs_you", msg, None
     if kind == "stop":
         return "needs_you", f"{msg}: mark the goal done or add todos", None
+    if kind == "skip" and d.get("reason") == "no_change":  # nothing changes by itself: stuck, never "waiting"
+        return "needs_you", f"stuck: {msg}", None
     if row["open_runs"] or row["claimed"]:
         return "running", f"{len(row['open_runs'])} open run(s), {len(row['claimed'])} live lease(s)", None
     if kind == "run":

@@ -203,6 +203,33 @@ def check_location(t: Target) -> dict:
     return pathcheck.location(t.root or "")
 
 
+def check_setup(t: Target) -> list[dict]:
+    """Setup errors the runs recorded (``verify_broken``): the verify command could not run under
+    the scheduler's environment, which doctor cannot see otherwise, so it reads the run's record."""
+    from loopx.errors import LoopxError
+    from loopx.kernel.read.verify import open_error
+
+    try:
+        state = t.store().load()
+    except LoopxError as exc:
+        return [result("setup", "skipped", f"the store cannot be read: {exc.message}")]
+    out = []
+    for g in sorted(state["goals"].values(), key=lambda g: g["id"]):
+        err = open_error(state, g) if g["status"] == "active" else None
+        if not err:
+            continue
+        where = ", ".join(f"{w} -> {p or 'not found'}" for w, p in (err.get("resolved") or {}).items())
+        path = err.get("path")
+        out.append(result(f"setup.{g['id']}", "error",
+                          f"goal {g['id']}: {err.get('reason')}: run {err['run']} could not run its verify command "
+                          f"`{err.get('command')}` (exit {err.get('exit_code')}"
+                          + (", timed out" if err.get("timed_out") else "")
+                          + f") under PATH={path if path is not None else '(unset)'}"
+                          + (f"; resolved: {where}" if where else ""),
+                          f"{err.get('message')}; then `loopx goal resume {g['id']}`"))
+    return out or [result("setup", "ok", "no run recorded a setup error")]
+
+
 def check_hosts(t: Target) -> list[dict]:
     from loopx.ops import hostcheck
 
@@ -242,7 +269,7 @@ def check_signing(t: Target) -> list[dict]:
 
 
 INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_signing)
-PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location)
+PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location, check_setup)
 
 
 def find_project(project: str | None) -> tuple[str | None, dict | None]:

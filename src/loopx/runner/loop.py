@@ -4,7 +4,13 @@
 
     {"agent": "agent:<name>", "turns": [turn...], "stop": <decision dict>|None,
      "stopped_because": "decision"|"max_turns"|"once"|"agent_failed"|"dry_run",
-     "exit_code": 0|1, "dry_run_packet": str|None}
+     "exit_code": 0|1, "dry_run_packet": str|None,
+     "goal_verify": {"goal_id", "passed", "completed", "evidence_id", "exit_code", "setup_error"}
+                    (only when all todos were done and the goal's verify command ran)}
+
+When should-run says every todo is done, the goal's own verify command decides the goal: it
+runs once per call (not in ``--parallel`` mode, and not while a gate of the goal is pending or a
+run is open); passing marks the goal done, failing makes should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
 "agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
@@ -28,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.errors import Interrupted, LoopxError, StateError
+from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, clock
@@ -106,6 +112,8 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
+        before_todos = self.store.load()["todos"]
+        self.todos_before = {k for k, t in before_todos.items() if t["goal"] == started["goal_id"]}
         cwd = self.store.project_dir
         if self.isolate:
             from loopx.runner import worktree
@@ -210,6 +218,31 @@ class Driver:
             self.land(started, out)
         return out
 
+    def complete_goal(self, goal_id: str) -> dict | None:
+        """All todos are done: run the goal's verify command (the goal's command decides the goal)
+        and mark the goal done when it passes. None when the goal has no verify command."""
+        from loopx.kernel.write import goals
+
+        state = self.store.load()
+        g = state["goals"].get(goal_id or "")
+        if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
+            return None
+        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
+                                                         "after_run": g.get("last_run")}, g["verify"], self.timeout)
+        out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
+               "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
+        if check["passed"] and g["scope"].get("protect"):  # finishing protected work is a human's call
+            out["human_closes"] = f"loopx goal done {g['id']}"
+        elif check["passed"]:
+            try:
+                goals.set_status(self.store, self.actor, g["id"], "done",
+                                 note=f"all todos done and the goal's verify command passed ({check['evidence_id']})")
+                out["completed"] = True
+            except HumanRequired:
+                out["human_closes"] = f"loopx goal done {g['id']}"
+        self.log(f"goal {g['id']}: verify {'passed: the goal is done' if check['passed'] else 'failed'}")
+        return out
+
     # ------------------------------------------------------------------ parallel runs
     def commit_worktree(self, started: dict, out: dict) -> bool | None:
         """Commit what the agent left in its worktree; True when its branch is ahead of the base."""
@@ -260,9 +293,24 @@ class Driver:
             out["note"] = f"waiting for gate {asked[0]['id']}"
             return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"], report=report)
         if run.get("mode") == "plan":
-            added = sum(1 for t in state["todos"].values() if t["goal"] == run["goal"])
+            known = getattr(self, "todos_before", set())
+            added = sum(1 for k, t in state["todos"].items() if t["goal"] == run["goal"] and k not in known)
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
+            g = state["goals"][run["goal"]]
+            todos = [t for t in state["todos"].values() if t["goal"] == run["goal"]]
+            if not added and todos and g.get("verify") and all(t["status"] in ("done", "archived") for t in todos):
+                # every todo is done but the goal's command failed: a turn that fixed it directly is progress
+                check = turn.run_verify(self.store, self.actor, run, g["verify"], self.timeout)
+                out["verify"] = check
+                if check.get("setup_error"):
+                    result, out["note"] = "blocked", "setup error: " + check["setup_error"]["message"]
+                elif check["passed"]:
+                    result, out["note"] = "progress", "the goal's verify command passes now"
+                else:
+                    out["note"] = "the planning turn added no todo and the goal's verify command still fails"
+                return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], verified_by=check,
+                                   report=report)
             return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], report=report)
         if changed is None:  # in a worktree, ``changed`` is "the run's branch is ahead of the base"
             changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
@@ -271,10 +319,13 @@ class Driver:
         check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
         out["verify"] = check
         t = state["todos"].get(run.get("todo") or "")
-        if check is not None and not check["passed"]:
+        if check is not None and check.get("setup_error"):  # the setup's fault, not the agent's
+            result, note = "blocked", "setup error: " + check["setup_error"]["message"]
+        elif check is not None and not check["passed"]:
             result, note = "no_progress", f"verify failed (exit {check['exit_code']})"
         elif not changed:
-            result, note = "no_progress", "nothing changed"
+            result, note = "no_progress", ("nothing changed (the verify command passes)" if check
+                                           else "nothing changed")
         elif check is None:
             result, note = "progress", "changed, but the goal has no verify command"
         elif t and t["status"] not in ("done", "archived"):
@@ -301,6 +352,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
+    checked_goal = False
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
@@ -323,6 +375,14 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal
+                    and not drv.isolate):  # parallel runners leave it to a human: merges may still wait at gates
+                checked_goal = True
+                done = drv.complete_goal(d["goal_id"])
+                if done is not None:
+                    out["goal_verify"] = done
+                    if not done["passed"] and not done.get("setup_error"):
+                        continue  # should-run now asks for a planning turn
             if d["decision"] != "run":
                 out.update(stop=d, stopped_because="decision")
                 break
@@ -404,9 +464,11 @@ def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
 
 def _turn_line(t: dict) -> str:
     spent = f", {t['slots']} slot spent" if t.get("slots") else ""
-    ver = "verified" if t.get("verified") else "not verified"
+    ver = ""  # "verified" qualifies progress only: never "no_progress, verified"
+    if t.get("result") in ("progress", "completion"):
+        ver = ", verified" if t.get("verified") else ", not verified"
     note = f" ({t['note']})" if t.get("note") else ""
-    return (f"  -> {t['result']}, {ver}{spent} in {clock.format_duration(t['duration'])}, "
+    return (f"  -> {t['result']}{ver}{spent} in {clock.format_duration(t['duration'])}, "
             f"{usage_line(t.get('usage'))}{note}")
 
 

@@ -3,7 +3,7 @@
 
 const POLL_MS = 3000;
 const GROUPS = [
-  ["needs_you", "Needs you", "A human decision is waiting, or the goal stalled."],
+  ["needs_you", "Needs you", "A human decision is waiting, the goal is stuck (stalled, nothing changed, a verify command that cannot run), or it looks complete."],
   ["running", "Running", "A turn is open or an agent holds a live lease."],
   ["ready", "Ready", "Work is ready for the next scheduled turn."],
   ["waiting", "Waiting", "Budget, cooldown or nothing to do yet; the next check time is shown."],
@@ -241,7 +241,7 @@ function goalCard(project, g) {
     g.needs_human.length ? h("ul", { class: "gate-list" }, g.needs_human.map((gate) =>
       h("li", {}, chip(gate.kind, "gate"), " ", gate.question))) : null,
     h("p", { class: "meta" }, todoCounts(g.todos), ` · budget ${b.spent}/${b.slots} slots`,
-      g.last_run ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result || "still open"}` : ""),
+      g.last_run && g.last_run.finished ? ` · last run ${when(g.last_run.started)}: ${g.last_run.result}` : ""),
     (g.open_runs || []).length ? h("ul", { class: "run-list small" }, g.open_runs.map((r) =>
       h("li", {}, `${r.id} · ${r.agent} · ${r.todo || "planning"}`,
         r.worktree ? h("span", { class: "muted" }, ` · worktree ${r.worktree.branch}`) : null))) : null,
@@ -381,7 +381,8 @@ function chart(c) {
 function runItem(r) {
   return h("li", { class: "run" },
     h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "in progress", r.result || "running"),
-      r.finished ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
+      r.finished && (r.result === "progress" || r.result === "completion")
+        ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
       h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
     r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,

@@ -13,6 +13,10 @@ Rules, per goal, in order; the first that applies decides:
 4. ``work``    nothing ready: claimed by others -> ``wait``; handed to another agent ->
                ``handoff``; all done -> ``stop`` (complete); blocked -> ``wait_human``;
                no todos -> continue in ``plan`` mode
+4b. ``setup``  the last run's verify command could not run (``verify_broken``, see
+               loopx.kernel.read.verify) and neither a human nor the environment changed since ->
+               ``wait_human``; once the caller's PATH or the command's resolution differs, the
+               next check retries (``run``) instead of skipping
 5. ``host``    the asking agent's last turn ended on a host setup error (not logged in, offline,
                rate limited, crashed, timed out, idle) and its retry time has not come ->
                ``wait_human`` (``host_*`` reason; ``wait`` for a rate limit with a reset time)
@@ -52,6 +56,26 @@ NO_PROGRESS = ("no_progress", "failed", "blocked")
 STALL_RESULTS = ("no_progress", "failed")
 # when several goals are evaluated and none may run, the most useful answer wins
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
+
+
+def goal_verify_failed(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command (evidence without todo and run)
+    when it failed and no turn since made progress (runs after its ``after_run``)."""
+    cmd = goal.get("verify")
+    if not cmd:
+        return None
+    hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
+            and not e.get("todo") and not e.get("run")]
+    if not hits:
+        return None
+    e = max(hits, key=lambda x: x.get("seq", 0))
+    if e.get("exit_code") in (0, None):
+        return None
+    after = (state["runs"].get(e.get("after_run") or "") or {}).get("seq", 0)
+    for r in state["runs"].values():  # progress since the check makes it worth checking again
+        if r["goal"] == goal["id"] and r.get("seq", 0) > after and r.get("result") in ("progress", "completion"):
+            return None
+    return e
 
 
 def exit_code(decision: dict, skip_exit: int = 1) -> int:
@@ -102,9 +126,11 @@ def _stall_streak(state: dict, goal: dict) -> int:
 class _Eval:
     """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
 
-    def __init__(self, state, goal, now, agent, fingerprint, book=None, host_windows=None):
+    def __init__(self, state, goal, now, agent, fingerprint, book=None, host_windows=None, caller_path=...):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
         self.book = book  # watch bookkeeping (loopx.kernel.policy.tick), for next-due times
+        self.caller_path = caller_path
+        self.retry_setup = False
         self.me = actors.agent(agent) if agent else None
         self.now_iso = clock.iso(now)
         self.fingerprint = fingerprint
@@ -128,8 +154,9 @@ class _Eval:
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.watch_note() or self.gates_and_work() or self.host_rule() or self.budget_rule()
-                or self.money_rule() or self.cooldown_rule() or self.window_rule() or self.value() or self.go())
+        return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.host_rule()
+                or self.budget_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
+                or self.value() or self.go())
 
     def watch_note(self):
         """Watches are checked before the decision (loopx.kernel.policy.tick); here they only explain."""
@@ -141,6 +168,28 @@ class _Eval:
                 self.passed("watches", note)
         return None
 
+    def setup(self):
+        from loopx.kernel.read import verify
+
+        err = verify.open_error(self.state, self.goal)
+        if err is None:
+            last = self.state["runs"].get(self.goal.get("last_run") or "")
+            if last and last.get("setup_error"):  # a human said it is fixed, or the command changed
+                self.retry_setup = True
+                self.passed("setup", f"the setup error of {last['id']} was cleared: retrying")
+            else:
+                self.passed("setup", "no setup error stands")
+            return None
+        why = verify.changed_since(err, self.caller_path)
+        if why:
+            self.retry_setup = True
+            self.passed("setup", f"run {err['run']} could not verify, but {why}: retrying")
+            return None
+        return self.decide("setup", "wait_human", err.get("reason") or verify.REASON,
+                           f"{err.get('message') or 'the verify command could not run'} (run {err['run']}); "
+                           f"then `loopx goal resume {self.goal['id']}`",
+                           run_id=err["run"], setup_error={k: err.get(k) for k in
+                                                           ("command", "exit_code", "timed_out", "path", "resolved")})
     def host_rule(self):
         err = hosts.error_for(self.state, self.goal, self.agent)
         if not err:
@@ -280,14 +329,29 @@ class _Eval:
             self.passed("work", "no todos: the next turn plans (mode plan)")
             return None
         if not live:
+            bad = goal_verify_failed(self.state, self.goal)
+            if bad:  # the goal's own command decides completion of the goal
+                self.plan_note = (f"all {len(todos)} todos are done but the goal's verify command failed "
+                                  f"({bad['id']}, exit {bad['exit_code']}): plan the remaining work")
+                self.passed("work", self.plan_note)
+                return None
+            how = ("`loopx run` checks the goal's verify command and marks it done" if self.goal.get("verify")
+                   else "`loopx goal done`")
             return self.decide("work", "stop", "complete",
-                               f"all {len(todos) + closed} todos are done: goal looks complete (`loopx goal done`)")
+                               f"all {len(todos) + closed} todos are done: goal looks complete ({how})")
         held = [t for t in live if queries.claim_live(t, self.now_iso)]
         if held:
             first = min(t["claim"]["lease_until"] for t in held)
             return self.decide("work", "wait", "claimed",
                                f"{len(held)} todo(s) held by other agents; the first lease ends {first}",
                                next_check_at=first)
+        rejected = [t for t in live if t["status"] == "blocked" and t.get("blocked_by")]
+        if rejected:
+            b = rejected[0]["blocked_by"]
+            return self.decide("work", "wait_human", "gate_rejected",
+                               f"{len(rejected)} todo(s) are blocked by a rejected gate ({b.get('note') or b['gate']}); "
+                               f"a human re-opens them (`loopx todo update {rejected[0]['id']} --reopen`) or the work "
+                               "is re-planned as new todos", gate_id=b["gate"], todo_id=rejected[0]["id"])
         if any(t["status"] == "blocked" for t in live):
             n = sum(t["status"] == "blocked" for t in live)
             return self.decide("work", "wait_human", "todos_blocked",
@@ -338,7 +402,9 @@ class _Eval:
                                "todo, update the goal or set its quota to continue",
                                streak=streak)
         last = self.state["runs"].get(g.get("last_judged_run") or "")
-        if last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
+        if self.retry_setup:
+            self.passed("value", "the last run could not verify; its setup changed since")
+        elif last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
             fp = self.fingerprint(g["id"]) if self.fingerprint else None
             if fp == last["fp_after"]:
                 return self.decide("value", "skip", "no_change",
@@ -354,7 +420,9 @@ class _Eval:
     def go(self):
         ready = getattr(self, "ready", [])
         if not ready:
-            return self.decide("run", "run", "plan", "no todos yet: run a planning turn that adds them",
+            note = getattr(self, "plan_note", None)
+            return self.decide("run", "run", "goal_unverified" if note else "plan",
+                               note or "no todos yet: run a planning turn that adds them",
                                mode="plan", next_check_at=self.now_iso)
         t = ready[0]
         return self.decide("run", "run", "ready", f"next todo {t['id']}: {t['title'][:120]}",
@@ -369,12 +437,15 @@ class _Eval:
 
 
 def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: str | None = None,
-             fingerprint=None, explain: bool = False, book: dict | None = None, host_windows=None) -> dict:
+             fingerprint=None, explain: bool = False, book: dict | None = None, host_windows=None,
+             caller_path=...) -> dict:
     """The decision for ``goal_id`` (or the best of all active goals) at ``now``. Pure, given
     ``fingerprint(goal_id) -> str`` (called only when the value rule needs it), the watch
     bookkeeping ``book`` (loopx.kernel.policy.tick.load_book; None = next-due times unknown) and
     ``host_windows(kind) -> loopx.usage.windows(...) dict | None`` (None: the window rule is
-    skipped). Raises UsageError/NotFound for an unknown ``goal_id``."""
+    skipped). ``caller_path`` is the PATH the caller's turns would run with (None = unset;
+    ``...`` = unknown, as for the dashboard): a verify command that could not run is retried when
+    it differs from the PATH it failed under. Raises UsageError/NotFound for an unknown ``goal_id``."""
     reason = state["meta"].get("read_only")
     if reason:
         return error_decision("store_read_only", f"the store cannot be used: {reason}", now)
@@ -389,7 +460,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
                          msg + ' (`loopx start-goal --goal-text "..."`)', now)
     results = []
     for g in goals:
-        ev = _Eval(state, g, now, agent, fingerprint, book, host_windows)
+        ev = _Eval(state, g, now, agent, fingerprint, book, host_windows, caller_path)
         out = ev.finish(ev.run())
         if explain:
             out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules
@@ -440,7 +511,7 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
-    k = dc.key(goal_id, agent)
+    k = dc.key(goal_id, agent) + "|" + (caller_path() or "")  # answers depend on the PATH (verify_broken)
     files = dc.stamp(store) if cache and not explain else None
     if files is not None:
         try:
@@ -477,12 +548,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         return seen_hosts[kind]
 
     d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                 host_windows=windows if host_usage else None)
+                 host_windows=windows if host_usage else None, caller_path=caller_path())
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
-    elif files is not None and not changed:
+    elif files is not None and not changed and d.get("reason") != "verify_broken":  # that one hangs on the
+        # environment (an installed program), which the cache cannot see
         dc.save(store, k, files, d, state, now, seen.get("git"), seen_hosts, cap=_cap(state, book, now))
     if on_decided is not None:
         try:
@@ -490,6 +562,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         except Exception:  # noqa: BLE001 - a follow-up (sending notifications) never fails the decision
             pass
     return d
+
+
+def caller_path():
+    """The PATH this process's turns (and verify commands) run with; None when unset."""
+    import os
+
+    return os.environ.get("PATH")
 
 
 def _tick(store, state: dict, now) -> dict | None:

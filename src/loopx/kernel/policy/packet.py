@@ -8,7 +8,8 @@ Packet keys: version, run_id, goal_id, mode (work|plan), agent, lease_until, obj
 done_when, verify, scope{allow, deny, protect}, protected[{action, gate (approved|pending|used|none),
 gate_id, standing}], todo{id,
 title, detail, acceptance, verify, fence} | None, queue[{id, title, status}], counts{open,
-claimed, blocked, done, total}, gates[{id, kind, question, blocks}], evidence[{id, kind,
+claimed, blocked, done, total}, gates[{id, kind, question, blocks}], rejected[{id, kind, question,
+note, decided_by, blocks}] (the goal's last gates a human rejected, with the human's note), evidence[{id, kind,
 summary, exit_code}], budget{slots, window, spent, left}, commands{...}, rules[str],
 permission_mode (read-only|edit|full, set by ``loopx run`` when it drives a host preset).
 """
@@ -26,7 +27,7 @@ QUEUE, GATES, EVIDENCE, GLOBS = 5, 4, 5, 8
 RULES = [
     "Work on this one todo only; stay inside the scope.",
     "Never do a protected action without an approved gate; ask with the gate command and finish as blocked.",
-    "A todo is done only with evidence: record it, then cite its id.",
+    "A todo is done only on evidence that passed (exit 0) or shows the work (commit, diff, link); never a note alone.",
     "End the turn with the finish command; report no_progress honestly when nothing changed.",
 ]
 DRIVEN_RULE = ("When you are done, just exit: `loopx run` verifies, records and finishes this turn. "
@@ -80,6 +81,17 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
     gates = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 240), "blocks": x["blocks"][:5]}
              for x in pending[:_n(GATES)]]
+    rejected = sorted((x for x in state["gates"].values() if x["goal"] == goal_id and x["status"] == "rejected"),
+                      key=lambda x: x.get("decided_seq") or 0)[-_n(GATES):]
+    rejected = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 160), "note": _cut(x.get("note"), 300),
+                 "decided_by": x.get("decided_by"), "blocks": x["blocks"][:5]} for x in reversed(rejected)]
+    seen = {x["id"] for x in rejected}
+    for x in queries.goal_todos(state, goal_id):  # a live view keeps the rejection on the todos it blocks
+        b = x.get("blocked_by") if x["status"] == "blocked" else None
+        if b and b.get("gate") not in seen and len(rejected) < _n(GATES):
+            seen.add(b["gate"])
+            rejected.append({"id": b["gate"], "kind": b.get("kind") or "?", "question": "", "note": _cut(b.get("note"), 300),
+                             "decided_by": b.get("by"), "blocks": [x["id"]]})
     protected = []
     for action in g["scope"].get("protect") or []:
         from loopx.kernel.policy.guard import verify_gate
@@ -101,7 +113,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "counts": {"open": len(groups["open"]) + len(groups["expired"]), "claimed": len(groups["claimed"]),
                     "blocked": len(groups["blocked"]), "done": len(groups["done"]) + closed.get("done", 0),
                     "total": sum(len(v) for k, v in groups.items() if k != "archived") + closed.get("done", 0)},
-         "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "evidence": evidence,
+         "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "rejected": rejected, "evidence": evidence,
          "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
@@ -128,7 +140,8 @@ def commands(p: dict, actor: str) -> dict:
         del out["spend"]
     if t:
         fence = f" --fence {t['fence']}" if t.get("fence") else ""
-        out["done"] = f"{who} todo done {t['id']} --evidence EV{fence}"
+        out["done"] = (f"{who} todo done {t['id']}{fence}   (runs the todo's verify command; exit 0 closes it)"
+                       if t.get("verify") else f"{who} todo done {t['id']} --evidence EV{fence}")
     else:
         out["add_todo"] = f"{who} todo add 'TITLE' --goal-id {gid} --acceptance 'WHAT MAKES IT DONE'"
     return out
@@ -167,6 +180,10 @@ def render(p: dict) -> str:
         L += [f"  {x['id']} ({x['kind']}): {x['question']}" for x in p["gates"]]
         if p.get("gates_more"):
             L.append(f"  ... and {p['gates_more']} more (`loopx gate list`)")
+    if p.get("rejected"):
+        L.append("REJECTED BY A HUMAN (respect the note; re-plan instead of asking again):")
+        L += [f"  {x['id']} ({x['kind']}): {x['question']} -> {x['decided_by']}: {x['note']}"
+              + (f" [blocks {', '.join(x['blocks'])}]" if x["blocks"] else "") for x in p["rejected"]]
     if p["evidence"]:
         L.append("RECENT EVIDENCE:")
         L += [f"  {x['id']} {x['kind']}" + (f" exit {x['exit_code']}" if x["exit_code"] is not None else "")

@@ -75,7 +75,8 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
 def _progress(groups: dict, since_iso: str) -> dict:
     return {
         "counts": {k: len(v) for k, v in groups.items()},
-        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or []}
+        "done": [{"id": t["id"], "title": t["title"], "done_at": t.get("done_at"), "evidence": t.get("evidence") or [],
+                  "forced": t.get("forced")}
                  for t in groups["done"] if (t.get("done_at") or "") > since_iso][-LIST:],
         "open": [{"id": t["id"], "title": t["title"], "status": t["status"]}
                  for t in groups["open"] + groups["claimed"] + groups["expired"]][:LIST],
@@ -94,7 +95,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
     tok = [u["total_tokens"] for u in costed if u.get("total_tokens") is not None]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
             "progress_rate": round(good / len(finished), 3) if finished else None,
-            "verified": sum(1 for r in finished if r["verified"]),
+            "verified": sum(1 for r in finished if r["verified"] and r["result"] in ("progress", "completion")),
             "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now)),
             "cost_usd": round(sum(usd), 6) if usd else None, "tokens": sum(tok) if tok else None,
             "usage_unknown": len(finished) - len(costed),
@@ -168,7 +169,10 @@ def render_markdown(d: dict) -> str:
     c = p["counts"]
     L.append(f"{c['done']} done, {c['open'] + c['claimed'] + c['expired']} open, {c['blocked']} blocked.")
     L.append("")
-    L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})" for t in p["done"]]
+    L += [f"- [x] {_t(t['title'], 120)} (`{t['id']}`, evidence {', '.join(t['evidence']) or 'none'})"
+          if not t.get("forced") else
+          f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, **closed UNVERIFIED** by {_t(t['forced'].get('by'))} with "
+          f"--force-unverified: {_t(t['forced'].get('why'), 200)})" for t in p["done"]]
     L += [f"- [ ] {_t(t['title'], 120)} (`{t['id']}`, {t['status']})" for t in p["open"]]
     L += [f"- [!] {_t(t['title'], 120)} (`{t['id']}`, blocked" + (f": {_t(t['note'], 160)}" if t.get("note") else "") + ")"
           for t in p["blocked"]]

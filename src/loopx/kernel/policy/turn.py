@@ -16,8 +16,6 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import timedelta
 
 from loopx.errors import Conflict, UsageError
@@ -73,7 +71,7 @@ def pick_todo(store: Store, actor: str, held: dict, *, goal_id: str | None = Non
     """The decision ``next`` would take now with the todos in ``held`` claimed elsewhere (no write)."""
     agent = actors.agent_name(actor)
     state = hide_claims(store.load(view="live"), held)
-    return decide.evaluate(state, clock.now(), goal_id=goal_id, agent=agent)
+    return decide.evaluate(state, clock.now(), goal_id=goal_id, agent=agent, caller_path=decide.caller_path())
 
 
 def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
@@ -117,6 +115,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     def plan(state, now):
         drafts = runs.reap_drafts(state, now)
         again = decide.evaluate(hide_claims(state, held) if held else state, now, goal_id=gid, agent=agent,
+                                caller_path=decide.caller_path(),
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer
             out.update(decision=again, mode=again.get("mode"), lost_race=True)
@@ -185,30 +184,10 @@ def verify_command(state: dict, run: dict) -> str | None:
 
 def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float | None = None,
                cwd: str | None = None) -> dict:
-    """Run ``command`` (shell) in ``cwd``, by default the run's git worktree when it has one
-    (parallel runs, ``.loopx/worktrees/<run-id>``) else the project directory, and record it as
-    ``test`` evidence tied to the run. Returns {evidence_id, exit_code, passed, command, timed_out, cwd}."""
-    from loopx.kernel.read import worktrees
-    from loopx.kernel.write import evidence
+    """See loopx.kernel.write.checks.run_verify (kept here for the callers of the turn API)."""
+    from loopx.kernel.write import checks
 
-    limit = VERIFY_TIMEOUT if timeout is None else timeout
-    timed_out = False
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
-    cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
-    try:
-        proc = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, timeout=limit,
-                              env=env, stdin=subprocess.DEVNULL)
-        code, body = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, body, timed_out = 124, (exc.stdout or b"") + (exc.stderr or b""), True
-    except OSError as exc:
-        code, body = 127, str(exc).encode()
-    code = max(-255, min(255, code))
-    verdict = "passed" if code == 0 else ("timed out" if timed_out else f"failed (exit {code})")
-    ev = evidence.add(store, actor, run["goal"], kind="test", summary=f"verify {verdict}: {command[:200]}",
-                      todo=run.get("todo"), run=run["id"], command=command, exit_code=code, output=body)
-    return {"evidence_id": ev["evidence_id"], "exit_code": code, "passed": code == 0, "command": command,
-            "timed_out": timed_out, "cwd": cwd}
+    return checks.run_verify(store, actor, run, command, VERIFY_TIMEOUT if timeout is None else timeout, cwd=cwd)
 
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
@@ -253,13 +232,26 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                                  "cite evidence of this run's goal")
         if check:
             evs.append(check["evidence_id"])
-        verified = bool(check and check["passed"])
-        backed = verified or (check is None and bool(evs))
+        # "verified" means verified progress: a passing check of a run that made none is not it
+        verified = bool(check and check["passed"]) and result in ("progress", "completion")
+        backed, why = verified, None
+        t = state["todos"].get(r.get("todo") or "")
+        if check is None and evs and t:  # cited evidence only: the rules of `loopx todo done`
+            from loopx.kernel.read import proof
+
+            verdict = proof.judge(state, t, evs, r["id"])
+            backed, why = verdict["ok"], verdict["message"]
+        elif check is None and evs:
+            backed = True
+        if why and result == "completion" and not backed:
+            out["warnings"].append(why)
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
-        drafts.append(Draft("run.finished", r["goal"], {"run_id": r["id"], "result": result, "verified": verified,
-                                                        "evidence": evs, "fingerprint": fp, "note": note,
-                                                        **report_data(report)}))
+        data = {"run_id": r["id"], "result": result, "verified": verified, "evidence": evs, "fingerprint": fp,
+                "note": note, **report_data(report)}
+        if check and check.get("setup_error") and not data.get("setup_error"):
+            data["setup_error"] = check["setup_error"]
+        drafts.append(Draft("run.finished", r["goal"], data))
         out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), result=result, verified=verified,
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts

@@ -3,12 +3,14 @@
 It covers the goal (objective, done_when, verify, status, scope), the goal's todos that are not
 done or archived (id, title, detail, priority, dependencies, acceptance, verify and status, with
 ``claimed`` counted as ``open`` so a claim and its release do not look like a change), the
-goal's gates (id and status), and, when the project is a git repository, HEAD plus the list of
-dirty files (with size and mtime for files). Paths under ``.loopx/`` are ignored, and so are
-other branches: parallel runs' branches (``refs/heads/loopx/*``) and their worktrees under
-``.loopx/worktrees/`` never look like a change, only HEAD moving (a merge back) does.
-``git status`` runs with ``--no-optional-locks`` so a check never holds the index lock that a
-merge back or the user's own git needs.
+goal's gates (id and status), and, when the project is a git repository, HEAD, every local
+branch and tag head and the stash (``git for-each-ref refs/heads refs/tags refs/stash``: a merge
+into another branch followed by a checkout back is a change), plus the list of dirty files (with
+size and mtime for files). Paths under ``.loopx/`` are ignored, and so are parallel runs'
+branches (``refs/heads/loopx/*``) and their worktrees under ``.loopx/worktrees/``: they never
+look like a change, only HEAD moving (a merge back) does. ``git status`` runs with
+``--no-optional-locks`` so a check never holds the index lock that a merge back or the user's
+own git needs.
 
 ``state_part`` is pure; ``git_part`` reads ``.git`` and runs ``git status`` (a few ms), so
 callers compute it only when the value rule needs it. ``combine`` joins the two into the
@@ -79,7 +81,8 @@ def in_git(project_dir: str | None) -> bool:
 
 
 def git_part(project_dir: str | None) -> str:
-    """HEAD and the dirty-file list of the git repository holding ``project_dir``; ``""`` when
+    """HEAD, the branch, tag and stash heads and the dirty-file list of the git repository holding
+    ``project_dir`` (three ``git`` calls); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
     if not project_dir or _git_dir(project_dir) is None:
         return ""
@@ -90,6 +93,9 @@ def git_part(project_dir: str | None) -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
                               capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
+        refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags",
+                               "refs/stash"], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT).stdout
+        refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)  # parallel runs' own
         st = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z",
                              "--untracked-files=normal"],
                             cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
@@ -115,7 +121,8 @@ def git_part(project_dir: str | None) -> str:
                 stamp = "gone"
         items.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
     items.sort()
-    return sha256((head.decode("ascii", "replace") + "\n" + "\n".join(items)).encode()).hexdigest()[:16]
+    body = head.decode("ascii", "replace") + "\n" + refs.decode("utf-8", "replace") + "\n" + "\n".join(items)
+    return sha256(body.encode()).hexdigest()[:16]
 
 
 def combine(state_hash: str, git_hash: str) -> str:

@@ -94,7 +94,8 @@ def _run_row(r: dict) -> dict:
         dur = round((clock.parse_ts(r["finished"]) - clock.parse_ts(r["started"])).total_seconds(), 1)
     return {"kind": "run", "ts": r["started"], "decision": "run", "run_id": r["id"], "goal_id": r["goal"],
             "agent": r["agent"], "todo_id": r.get("todo"), "mode": r.get("mode"), "result": r["result"],
-            "verified": r["verified"], "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
+            "verified": bool(r["verified"]) and r["result"] in ("progress", "completion"),
+            "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
             "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
             "host": r.get("host"), "permission_mode": r.get("permission_mode"),
             "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")}

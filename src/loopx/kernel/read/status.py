@@ -5,7 +5,8 @@
 priority, needs_human (pending gates with question and short code), host_errors (agents whose host
 could not work on this goal: {agent, host, reason, message, run, ts, retry_at}), todos (counts by
 state), claimed (holder, lease_until), ready (first few), blocked, budget (read.budget without
-its ledger), last_run (with usage and changes), open_runs, last_decision, watches
+its ledger), last_run (with usage and changes), open_runs, last_decision, setup_error (a standing
+``verify_broken`` record of the last run, see loopx.kernel.read.verify, or None), watches
 (loopx.kernel.read.watching.describe rows), next`` (the one command a person or agent should run
 next). ``book`` is the watch bookkeeping (loopx.kernel.policy.tick.load_book).
 Given ``store_root``, each open run also says which git worktree it works in
@@ -40,7 +41,7 @@ def _run_brief(run: dict | None) -> dict | None:
 
 
 def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: list[dict],
-              budget_now: dict | None = None) -> str:
+              budget_now: dict | None = None, setup_error: dict | None = None, now_iso: str = "") -> str:
     gid = goal["id"]
     if goal["status"] == "paused":
         return f"loopx goal resume {gid}"
@@ -49,6 +50,15 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if gates:
         g = gates[0]
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
+    running = [r for r in queries.open_runs(state, gid) if not r.get("lease_until") or r["lease_until"] > now_iso]
+    if running:
+        r = max(running, key=lambda x: x.get("seq", 0))
+        who = (r.get("agent") or "?").removeprefix("agent:")
+        return (f"wait for {r['id']} ({who}, lease until {r.get('lease_until') or '?'})"
+                + (f"; {len(running) - 1} more open run(s)" if len(running) > 1 else ""))
+    if setup_error:
+        return (f"fix the setup ({setup_error.get('reason')}: {setup_error.get('message')}), "
+                f"then: loopx goal resume {gid}")
     errs = host_errors(state, gid)
     if errs:
         e = errs[0]
@@ -110,6 +120,11 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
     ready = queries.ready_todos(state, gid, now_iso) if goal["status"] == "active" else []
     last = state["runs"].get(goal.get("last_run") or "")
     money = budget.without_ledger(budget.budget(state, goal, now_iso))
+    setup = None
+    if goal["status"] == "active" and last and last.get("setup_error"):
+        from loopx.kernel.read.verify import open_error
+
+        setup = open_error(state, goal)
     return {
         "id": gid, "status": goal["status"], "objective": goal["objective"], "done_when": goal.get("done_when"),
         "priority": goal.get("priority", 0), "verify": goal.get("verify"), "scope": goal["scope"],
@@ -132,8 +147,9 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "open_runs": [_open_run(r, store_root) for r in queries.open_runs(state, gid)],
         "max_parallel": int(goal.get("max_parallel") or 1),
         "last_decision": state["decisions"].get(gid),
+        "setup_error": setup,
         "watches": _watches(state, gid, now_iso, book),
-        "next": next_step(state, goal, groups, gates, ready, money),
+        "next": next_step(state, goal, groups, gates, ready, money, setup, now_iso),
     }
 
 
@@ -160,7 +176,7 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | 
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
-        human = [r for r in rows if r["needs_human"] or r["host_errors"]]
+        human = [r for r in rows if r["needs_human"] or r["host_errors"] or r["setup_error"]]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
     return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

@@ -6,16 +6,21 @@ import at start-up):
 ``goals``     id -> {id, objective, done_when, status, priority, verify, scope{allow,deny,protect},
               quota{slots, window (s), cooldown (s), stall_after}, created, updated, created_by,
               runs, no_progress_streak, last_run, last_judged_run (last run without a setup error),
-              host, permission_mode}
+              host, permission_mode, last_progress_fp, updated_seq (seq of the last goal.updated or
+              status change, to order it against runs within a second)}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
-              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note}
+              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
+              done_at, forced{by, why} (only when a human closed it with --force-unverified),
+              blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided, standing, used{ts, by, command, count, seq} | None,
               signature{...} | None}
-``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor}
+``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
+              after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
               evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
-              host, permission_mode, wall_time, setup_error|None}
+              host, permission_mode, wall_time, finished_seq, setup_error|None (a host that could not
+              work, or a verify command that could not run: loopx.kernel.read.verify)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 5
+FOLD_VERSION = 6
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -262,6 +267,7 @@ def _goal_updated(s, r, d):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
+    g["updated_seq"] = r["seq"]
 
 
 def _goal_status(status):
@@ -270,6 +276,7 @@ def _goal_status(status):
         g["status"] = status
         g["status_note"] = d.get("note")
         g["updated"] = r["ts"]
+        g["updated_seq"] = r["seq"]
         if status == "active":
             g["no_progress_streak"] = 0
     return reducer
@@ -347,9 +354,18 @@ def _todo_to(status, keep_claim=False):
             t["claim"] = None
         if "note" in d or "reason" in d:
             t["note"] = d.get("note") or d.get("reason")
+        if status == "blocked" and d.get("gate_id"):  # a human rejected the gate that named it
+            t["blocked_by"] = {"gate": d["gate_id"], "by": r.get("actor"), "note": d.get("gate_note") or d.get("reason"),
+                               "kind": d.get("gate_kind")}
+        else:
+            t.pop("blocked_by", None)
         if status == "done":
             t["evidence"] = list(d.get("evidence") or [])
             t["done_at"] = r["ts"]
+            if d.get("forced"):  # a human closed it without passing evidence
+                t["forced"] = {"by": r.get("actor"), "why": d.get("unverified")}
+        else:
+            t.pop("forced", None)
         t["updated"] = r["ts"]
     return reducer
 
@@ -393,7 +409,7 @@ def _evidence_added(s, r, d):
         "id": eid, "goal": r["goal"], "todo": d.get("todo"), "run": d.get("run"), "kind": d.get("kind"),
         "summary": (d.get("summary") or "")[:300], "exit_code": d.get("exit_code"),
         "sha256": d.get("sha256"), "commit": d.get("commit"), "ts": r["ts"], "actor": r.get("actor"),
-        "seq": r["seq"],
+        "seq": r["seq"], "command": d.get("command"), "after_run": d.get("after_run"),
     }
 
 
@@ -436,6 +452,7 @@ def _run_finished(s, r, d):
     run["evidence"] = list(d.get("evidence") or [])
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
+    run["finished_seq"] = r["seq"]
     if d.get("reaped"):
         run["reaped"] = True
     _run_report(s, r, run, d)
@@ -448,7 +465,7 @@ def _run_finished(s, r, d):
         elif run["result"] in ("no_progress", "failed"):
             g["no_progress_streak"] = g.get("no_progress_streak", 0) + 1
     agent = run.get("agent")
-    if agent and setup:
+    if agent and setup and str(setup.get("reason") or "").startswith("host_"):  # verify_broken is the goal's
         s.setdefault("host_errors", {})[agent] = dict(setup, run=run["id"], goal=run["goal"], host=run.get("host"), ts=r["ts"])
     elif agent and not d.get("reaped"):
         s.setdefault("host_errors", {}).pop(agent, None)

@@ -99,8 +99,10 @@ def ingest(source, *, keep: int = MAX_BLOB) -> tuple[str, str, int]:
 
 
 def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: str, todo=None, run=None,
-        command=None, exit_code=None, output=None, commit=None, files=None) -> dict:
+        command=None, exit_code=None, output=None, commit=None, files=None,
+        after_run: str | None = None) -> dict:
     """Record evidence. ``output``: bytes, str or a binary stream read to its end (see ``ingest``).
+    ``after_run`` marks a goal-level check (no run of its own) made after that run of the goal.
     Returns {evidence_id, goal_id, todo, run, sha256, bytes, blob}. Raises UsageError (bad kind,
     unknown ids), OSError (reading the output, or writing its blob; no temporary file is left)."""
     validate.choice(kind, validate.EVIDENCE_KINDS, "evidence kind")
@@ -127,7 +129,7 @@ def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: st
         eid = ids.new_id("evidence", state["evidence"], nbytes=4)
         data = {"evidence_id": eid, "kind": kind, "summary": summary}
         for k, v in (("todo", t), ("run", r), ("command", command), ("exit_code", exit_code),
-                     ("commit", commit), ("files", list(files) if files else None)):
+                     ("commit", commit), ("files", list(files) if files else None), ("after_run", after_run)):
             if v is not None:
                 data[k] = v
         if body is not None:

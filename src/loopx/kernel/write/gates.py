@@ -48,9 +48,11 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
            user_agent: str | None = None, code: str | None = None, human=None, standing: bool = False,
            signature: dict | None = None) -> dict:
     """Approve or reject a pending gate as a human. ``human``: the ``humans.HumanChannel`` the CLI's
-    terminal path or the dashboard minted. Raises HumanRequired for an agent actor or a missing
-    channel, Conflict (exit 4) when the gate was already decided, UsageError when ``code`` is given
-    and does not match the gate's short code, or a rejection has no note."""
+    terminal path or the dashboard minted. A rejection also blocks the todos the gate named
+    (``todo.blocked`` with ``gate_id``; only a human re-opens them). Raises HumanRequired for an
+    agent actor or a missing channel, Conflict (exit 4) when the gate was already decided,
+    UsageError when ``code`` is given and does not match the gate's short code, or a rejection has
+    no note."""
     if not actors.is_human(actor):
         raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
     from loopx.kernel.write import humans
@@ -77,7 +79,16 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
             data["signature"] = signature
         if user_agent:
             data["user_agent"] = user_agent[:300]
-        return [Draft(f"gate.{status}", g["goal"], data)]
+        drafts = [Draft(f"gate.{status}", g["goal"], data)]
+        if not approve:  # a rejection blocks the todos it named until a human re-opens them
+            for tid in g["blocks"]:
+                t = state["todos"].get(tid)
+                if t and t["status"] not in ("done", "archived", "blocked"):
+                    drafts.append(Draft("todo.blocked", g["goal"], {
+                        "todo_id": tid, "gate_id": g["id"], "gate_kind": g["kind"], "gate_note": note,
+                        "reason": f"gate {g['id']} rejected by {actor}: {note}"}))
+            out["blocked"] = [d.data["todo_id"] for d in drafts[1:]]
+        return drafts
 
     store.transact(plan, actor=actor)
     return out

@@ -64,8 +64,9 @@ def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_u
 def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None = None,
                done_when: str | None = None, verify: str | None = None, priority: int = 0,
                allow=None, deny=None, protect=None, quota: dict | None = None,
-               todos: list[str] | None = None) -> dict:
-    """Start a goal (``goal.started``) with optional first todos. Returns {goal_id, todo_ids}."""
+               todos: list | None = None) -> dict:
+    """Start a goal (``goal.started``) with optional first todos: titles, or ``{"title", "verify"}``
+    dicts for todos with their own verify command. Returns {goal_id, todo_ids}."""
     objective = validate.text(objective, "--goal-text")
     done_when = validate.text(done_when, "--done-when", required=False)
     verify = validate.command(verify, "--verify")
@@ -75,7 +76,13 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
              "protect": sorted(set(protect))}
     policy = dict(DEFAULT_QUOTA, **(quota or {}))
-    titles = [validate.text(t, "--todo", limit=validate.MAX_TITLE) for t in todos or []]
+    titles = []
+    for t in todos or []:  # a title, or {"title", "verify"} for a todo with its own verify command
+        if isinstance(t, dict):
+            v = validate.command(t.get("verify"), "--todo-verify")
+            titles.append((validate.text(t.get("title"), "--todo", limit=validate.MAX_TITLE), v))
+        else:
+            titles.append(validate.text(t, "--todo", limit=validate.MAX_TITLE))
     out: dict = {}
 
     def plan(state, now):
@@ -155,7 +162,9 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
 
 def set_status(store: Store, actor: str, goal_id: str | None, status: str, note: str | None = None, *,
                human=None) -> dict:
-    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there.
+    """Move a goal to ``status`` (paused, active, done, stopped). A no-op when already there,
+    except that a human resuming an active goal whose verify command could not run
+    (``verify_broken``) records ``goal.resumed``, which tells should-run to retry it.
     Finishing or stopping a goal with open protected work (it protects an action, or a gate is
     pending) needs ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     out: dict = {}
@@ -168,6 +177,13 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
 
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
+        if g["status"] == status == "active" and actor.startswith("human:"):
+            from loopx.kernel.read.verify import open_error
+
+            if open_error(state, g):  # "I fixed the setup": the next check retries
+                out.update(changed=True, retry=True)
+                return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "--note", required=False)
+                                                        or "the setup was fixed: retry the verify command"})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:

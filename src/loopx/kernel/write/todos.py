@@ -16,6 +16,7 @@ from loopx.kernel.storage import actors, clock, ids
 from loopx.kernel.storage.store import Draft, Store
 
 DEFAULT_LEASE = 1800.0
+VERIFY_TIMEOUT = 1800.0  # seconds a todo's verify command may take in `todo done`
 MAX_LEASE = 7 * 86400.0
 
 
@@ -121,15 +122,20 @@ def _waits_on(state: dict, start: str, target: str) -> bool:
     return False
 
 
-def added_drafts(state: dict, goal_id: str, titles: list[str], drafts: list[Draft], priority: int = 0) -> list[str]:
-    """Append a ``todo.added`` draft per title (already validated) to ``drafts``; return the new ids."""
+def added_drafts(state: dict, goal_id: str, titles: list, drafts: list[Draft], priority: int = 0) -> list[str]:
+    """Append a ``todo.added`` draft per title (already validated; a ``(title, verify)`` pair gives
+    the todo its own verify command) to ``drafts``; return the new ids."""
     taken = set(state["todos"])
     new = []
-    for title in titles:
+    for item in titles:
+        title, verify = item if isinstance(item, tuple) else (item, None)
         tid = ids.new_id("todo", taken)
         taken.add(tid)
         new.append(tid)
-        drafts.append(Draft("todo.added", goal_id, {"todo_id": tid, "title": title, "priority": priority}))
+        data = {"todo_id": tid, "title": title, "priority": priority}
+        if verify:
+            data["verify"] = verify
+        drafts.append(Draft("todo.added", goal_id, data))
     return new
 
 
@@ -263,6 +269,14 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             _holder_check(t, actor, now_iso, None)
             drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
         if reopen:
+            rejected = t["status"] == "blocked" and t.get("blocked_by")
+            if rejected and not actor.startswith("human:"):
+                from loopx.errors import HumanRequired
+
+                raise HumanRequired(f"{t['id']} is blocked because a human rejected gate {rejected['gate']}; "
+                                    "only a human re-opens it",
+                                    "re-plan: add a new todo that respects the human's note "
+                                    f"({(rejected.get('note') or '')[:120]})")
             if t["status"] == "open":
                 pass
             elif t["status"] in ("blocked", "done", "archived", "claimed"):
@@ -290,17 +304,63 @@ def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
     return _one(store, actor, todo_ref, build)
 
 
+def _current_run(state: dict, todo: dict, actor: str) -> dict | None:
+    """The open run working on ``todo`` (the caller's own when the caller is an agent)."""
+    runs = [r for r in queries.open_runs(state, todo["goal"]) if r.get("todo") == todo["id"]
+            and (not actor.startswith("agent:") or r["agent"] == actor)]
+    return max(runs, key=lambda r: r.get("seq", 0)) if runs else None
+
+
 def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_titles=None,
-         fence: int | None = None, note=None) -> dict:
-    """Complete a todo citing at least one evidence record of its goal (``todo.completed``);
-    ``next_titles`` adds successor todos in the same transaction. Returns {todo_id, evidence, next}."""
-    if not evidence:
+         fence: int | None = None, note=None, force: bool = False, verify_timeout: float | None = None) -> dict:
+    """Complete a todo on evidence that proves it (``todo.completed``; rules in loopx.kernel.read.proof):
+    failing evidence or a note alone is refused (Conflict, exit 4, code ``evidence_failing``,
+    ``evidence_unproven``, ``verify_required``); a todo with its own verify command needs a passing
+    run of it, which this runs (and records) when none is cited or recorded by the current run.
+    ``force`` (humans only, else HumanRequired) completes it anyway, recorded as ``forced``.
+    ``next_titles`` adds successor todos in the same transaction.
+    Returns {todo_id, evidence, next, forced, verify (the run_verify result or None)}."""
+    titles = [validate.text(t, "--next", limit=validate.MAX_TITLE) for t in next_titles or []]
+    if force and not actor.startswith("human:"):
+        from loopx.errors import HumanRequired
+
+        raise HumanRequired("only a human can close a todo without passing evidence",
+                            "make its verify pass, or ask a human to run `loopx todo done ... --force-unverified`")
+    evidence = list(evidence or [])
+    ran = None
+    state = store.load()
+    t0 = queries.resolve_todo(state, todo_ref)
+    if t0.get("verify") and not force and t0["status"] not in ("done", "archived"):
+        from loopx.kernel.read import proof
+
+        cited = [queries.resolve_evidence(state, ref)["id"] for ref in evidence]
+        run = _current_run(state, t0, actor)
+        proven = proof.passing_verify(state, t0, cited, run["id"] if run else None)
+        evidence += [e for e in proven if e not in cited]  # cite the current run's passing check
+        if not proven:
+            from loopx.kernel.write import checks
+
+            ran = checks.run_verify(store, actor, run or {"goal": t0["goal"], "id": None, "todo": t0["id"]},
+                                    t0["verify"], VERIFY_TIMEOUT if verify_timeout is None else verify_timeout)
+            if ran.get("setup_error"):
+                raise Conflict(ran["setup_error"]["message"], f"fix the setup, then run `loopx todo done {t0['id']}` again",
+                               code="verify_broken", details={"setup_error": ran["setup_error"],
+                                                              "evidence_id": ran["evidence_id"]})
+            if not ran["passed"]:
+                raise Conflict(f"{t0['id']} is not done: its verify command `{t0['verify'][:200]}` failed "
+                               f"(exit {ran['exit_code']}, evidence {ran['evidence_id']})",
+                               f"fix it and run `loopx todo done {t0['id']}` again; only a human can override: "
+                               "--force-unverified", code="evidence_failing",
+                               details={"evidence_id": ran["evidence_id"], "exit_code": ran["exit_code"]})
+            evidence.append(ran["evidence_id"])
+    if not evidence and not force:
         raise UsageError("a todo cannot be done without evidence",
                          "record it first: `loopx evidence add --kind test --summary ...`, then pass --evidence ID",
                          code="evidence_required")
-    titles = [validate.text(t, "--next", limit=validate.MAX_TITLE) for t in next_titles or []]
 
     def build(state, t, now_iso, now, out):
+        from loopx.kernel.read import proof
+
         _writable(t)
         _holder_check(t, actor, now_iso, fence)
         evs = []
@@ -310,10 +370,18 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
                 raise UsageError(f"evidence {e['id']} belongs to goal {e['goal']}, not {t['goal']}",
                                  "cite evidence recorded for this goal")
             evs.append(e["id"])
-        drafts = [Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
-                                                      "note": validate.text(note, "--note", required=False)})]
+        run = _current_run(state, t, actor)
+        verdict = proof.judge(state, t, evs, run["id"] if run else None)
+        data = {"todo_id": t["id"], "evidence": evs, "note": validate.text(note, "--note", required=False)}
+        if not verdict["ok"]:
+            if not force:
+                raise Conflict(verdict["message"], verdict["hint"] + (
+                    "; only a human can override: --force-unverified" if verdict["reason"] != "evidence_required"
+                    else ""), code=verdict["reason"], details={"evidence": evs})
+            data.update(forced=True, unverified=verdict["message"])
+        drafts = [Draft("todo.completed", t["goal"], data)]
         nxt = added_drafts(state, t["goal"], titles, drafts, priority=t.get("priority", 0))
-        out.update(evidence=evs, next=nxt)
+        out.update(evidence=evs, next=nxt, forced=bool(data.get("forced")), verify=ran)
         return drafts
 
     return _one(store, actor, todo_ref, build)
