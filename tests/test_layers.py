@@ -147,3 +147,12 @@ def test_the_checker_sees_a_violation(tmp_path):
     deps = _imports(mod, path, set(_modules()) | {mod})
     assert "loopx.kernel.policy.decide" in deps
     assert _layer("loopx.kernel.policy.decide")[1] > _layer(mod)[1]
+
+
+def test_each_command_module_is_named_after_its_command():
+    from loopx.cli import COMMANDS
+
+    aliases = {"forget": "disconnect"}
+    wrong = {name: mod for name, (mod, _help) in COMMANDS.items()
+             if mod != aliases.get(name, name).replace("-", "_")}
+    assert not wrong, wrong

@@ -1,21 +1,13 @@
-"""``loopx agent register|list`` and ``loopx handoff``."""
+"""``loopx agent register|list``."""
 
 from __future__ import annotations
 
-from loopx.commands import actions, add, goal_opt
+from loopx.commands import actions, add
 from loopx.kernel.storage import actors
 from loopx.output import safe, table
 
 
 def register(sub, name, help_text):
-    if name == "handoff":
-        h = add(sub, name, help_text, handler=handoff, render=render_handoff,
-                example="loopx --agent codex handoff --to claude --todo t-3f9a --note 'tests written, impl left'")
-        h.add_argument("--to", required=True, metavar="AGENT")
-        goal_opt(h)
-        h.add_argument("--todo", metavar="TODO", help="a todo you hold; it is released for the receiver")
-        h.add_argument("--note", required=True, metavar="TEXT", help="what the receiver needs to know")
-        return
     p = add(sub, name, help_text, example="loopx agent list")
     acts = actions(p)
     r = add(acts, "register", "register an agent", handler=agent_register,
@@ -64,12 +56,3 @@ def render_list(d: dict) -> str:
     return "\n".join(out)
 
 
-def handoff(ctx, to, note, goal_id=None, todo=None) -> dict:
-    from loopx.kernel.write import agents
-
-    return agents.handoff(ctx.store(), ctx.actor, to=to, goal_id=goal_id, todo=todo, note=note)
-
-
-def render_handoff(d: dict) -> str:
-    rel = f"; released {d['todo']}" if d["released"] else ""
-    return f"handed off {d['goal_id']}{' / ' + d['todo'] if d['todo'] else ''} from {safe(d['from'])} to {safe(d['to'])}{rel}"

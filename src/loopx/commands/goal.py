@@ -1,40 +1,12 @@
-"""``loopx start-goal`` and ``loopx goal list|show|update|pause|resume|done|stop``."""
+"""``loopx goal list|show|update|pause|resume|done|stop``."""
 
 from __future__ import annotations
 
-import shlex
-import sys
-
 from loopx.commands import actions, add
-from loopx.output import Reply, safe, table
+from loopx.output import safe, table
 
 
 def register(sub, name, help_text):
-    if name == "start-goal":
-        p = add(sub, name, help_text, handler=start_goal, render=render_started,
-                example='loopx start-goal --goal-text "Make the test suite pass" --done-when "pytest exits 0" '
-                        '--verify "pytest -q" --scope "src/**" --protect merge --todo "fix parser bug" '
-                        '--todo-verify "pytest -q tests/test_parser.py"')
-        p.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT", help="the objective")
-        p.add_argument("--goal-id", dest="goal_id", metavar="ID", help="slug id (default: derived from the text)")
-        p.add_argument("--done-when", metavar="TEXT", help="acceptance criteria for the goal")
-        p.add_argument("--verify", metavar="CMD",
-                       help="the goal's command: exit 0 means the goal is met (e.g. 'pytest -q'); it also verifies "
-                            "turns on todos that have no command of their own")
-        p.add_argument("--scope", dest="allow", action="append", metavar="GLOB", help="allowed path glob (repeatable)")
-        p.add_argument("--deny", action="append", metavar="GLOB", help="denied path glob (repeatable)")
-        p.add_argument("--protect", action="append", metavar="ACTION",
-                       help="action that needs an approved gate: merge, release, production-write, ... (repeatable)")
-        p.add_argument("--slots", metavar="N", help="turns allowed per window (default 48)")
-        p.add_argument("--window", metavar="DUR", help="rolling budget window (default 24h)")
-        p.add_argument("--cooldown", metavar="DUR", help="minimum time between turns (default 0)")
-        p.add_argument("--priority", type=int, default=0, help="higher runs first when several goals are active")
-        todo_action, verify_action = _todo_actions()
-        p.add_argument("--todo", dest="todos", action=todo_action, metavar="TITLE", help="a first todo (repeatable)")
-        p.add_argument("--todo-verify", dest="todos", action=verify_action, metavar="CMD",
-                       help="the verify command of the --todo just before it (exit 0 = that todo is done)")
-        p.add_argument("--guided", action="store_true", help="ask for what is missing (on a terminal)")
-        return
     p = add(sub, name, help_text, example="loopx goal list")
     acts = actions(p)
     add(acts, "list", "list goals", handler=goal_list, render=render_list, command="goal list",
@@ -69,100 +41,6 @@ def register(sub, name, help_text):
         a.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
         a.add_argument("--note", metavar="TEXT")
         a.set_defaults(status=status)
-
-
-def _todo_actions():
-    """argparse actions pairing each ``--todo-verify CMD`` with the ``--todo`` right before it;
-    both fill one list of ``{"title", "verify"?}`` dicts."""
-    import argparse
-
-    class Todo(argparse.Action):
-        def __call__(self, parser, ns, value, option_string=None):
-            setattr(ns, self.dest, [*(getattr(ns, self.dest) or []), {"title": value}])
-
-    class TodoVerify(argparse.Action):
-        def __call__(self, parser, ns, value, option_string=None):
-            items = list(getattr(ns, self.dest) or [])
-            if not items:
-                parser.error("--todo-verify must follow the --todo it belongs to")
-            if "verify" in items[-1]:
-                parser.error(f"--todo {items[-1]['title']!r} already has a --todo-verify")
-            items[-1] = dict(items[-1], verify=value)
-            setattr(ns, self.dest, items)
-
-    return Todo, TodoVerify
-
-
-def _plan_command(args: dict) -> str:
-    parts = ["loopx", "start-goal"]
-    for flag, key in (("--goal-text", "objective"), ("--goal-id", "goal_id"), ("--done-when", "done_when"),
-                      ("--verify", "verify"), ("--slots", "slots"), ("--window", "window")):
-        val = args.get(key) or (f"<{key.replace('_', ' ')}>" if key in ("objective", "done_when") else None)
-        if val:
-            parts += [flag, str(val)]
-    for flag, key in (("--scope", "allow"), ("--deny", "deny"), ("--protect", "protect")):
-        for v in args.get(key) or []:
-            parts += [flag, v]
-    for t in args.get("todos") or []:
-        t = t if isinstance(t, dict) else {"title": t}
-        parts += ["--todo", t["title"]] + (["--todo-verify", t["verify"]] if t.get("verify") else [])
-    return shlex.join(parts)
-
-
-def _ask(prompt: str, default: str | None = None) -> str | None:
-    suffix = f" [{default}]" if default else ""
-    try:
-        ans = input(f"{prompt}{suffix}: ").strip()
-    except EOFError:
-        return default
-    return ans or default
-
-
-def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, allow=None, deny=None,
-               protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False):
-    from loopx.errors import UsageError
-    from loopx.kernel.write import goals
-
-    args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,
-                deny=deny, protect=protect, slots=slots, window=window, todos=todos)
-    if guided:
-        if not (sys.stdin.isatty() and sys.stdout.isatty()) or ctx.json:
-            return Reply({"started": False, "guided": True, "plan": {k: v for k, v in args.items() if v},
-                          "missing": [k for k in ("objective", "done_when", "verify") if not args.get(k)],
-                          "command": _plan_command(args),
-                          "message": "no terminal to ask on: fill in the command below and run it"})
-        objective = objective or _ask("Objective (what should be true at the end?)")
-        done_when = done_when or _ask("Done when (acceptance criteria)")
-        verify = verify or _ask("Verify command (exit 0 = verified, empty for none)")
-        if not allow:
-            allow = [s for s in (_ask("Allowed paths (comma-separated globs, empty = everything)") or "").split(",") if s.strip()]
-        if not protect:
-            protect = [s.strip() for s in (_ask("Protected actions (e.g. merge,release)", "merge") or "").split(",") if s.strip()]
-        if not todos:
-            todos = [s.strip() for s in (_ask("First todos (separated by ';')") or "").split(";") if s.strip()]
-    if not objective:
-        raise UsageError("--goal-text is required", 'pass --goal-text "..." or use --guided on a terminal')
-    policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown)
-    res = goals.start_goal(ctx.store(), ctx.actor, objective=objective, goal_id=goal_id, done_when=done_when,
-                           verify=verify, priority=priority, allow=allow, deny=deny, protect=protect,
-                           quota=policy, todos=todos)
-    res["started"] = True
-    res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
-        "loopx quota should-run  # then: loopx next"
-    return res
-
-
-def render_started(d: dict) -> str:
-    if not d.get("started"):
-        lines = [d["message"], "", "  " + d["command"]]
-        if d.get("missing"):
-            lines.append("missing: " + ", ".join(d["missing"]))
-        return "\n".join(lines)
-    lines = [f"started goal {d['goal_id']}"]
-    for tid in d["todo_ids"]:
-        lines.append(f"  todo {tid}")
-    lines.append(f"next: {d['next']}")
-    return "\n".join(lines)
 
 
 def _goal_row(state, g, now_iso):

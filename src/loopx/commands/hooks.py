@@ -1,32 +1,14 @@
-"""``loopx hooks --install|--check|--remove|--rules`` (opt-in host hooks) and the entry points
-``loopx hook stop|pre-tool|session-start --host H`` that the hosts call.
-
-The entry points print exactly the host's documented response (or nothing) and exit 0; with
-``--format json`` they print the usual envelope instead, with the response and the reasoning in
-``data`` (for debugging a hook by hand: ``echo '{...}' | loopx hook pre-tool --host claude-code --json``).
-"""
+"""``loopx hooks --install|--check|--remove|--rules``: opt-in host hooks and the guard's rules.
+The entry points the hosts call are ``loopx hook`` (commands/hook.py)."""
 
 from __future__ import annotations
 
-import sys
-
-from loopx.config import env
 from loopx.output import Reply, safe, table
 
 
 def register(sub, name, help_text):
     from loopx.commands import add
 
-    if name == "hook":
-        p = add(sub, name, help_text, handler=hook_entry, render=render_entry,
-                example="echo '{\"stop_hook_active\": false}' | loopx hook stop --host claude-code")
-        p.add_argument("event", metavar="EVENT", help="stop, pre-tool, session-start or after-edit (Cursor)")
-        p.add_argument("--host", default="claude-code",
-                       help="claude-code, codex, cursor, gemini, opencode, pi or generic (default claude-code)")
-        p.add_argument("--goal-id", "--goal", dest="goal_id", metavar="ID", help="only this goal (default: all active)")
-        p.add_argument("--max-continuations", dest="cap", metavar="N",
-                       help="stop hook: consecutive continuations allowed (default $LOOPX_STOP_HOOK_CAP or 8; 0 never continues)")
-        return
     p = add(sub, name, help_text, handler=hooks_cmd, render=render_hooks,
             example="loopx hooks --install --host claude-code")
     mode = p.add_mutually_exclusive_group()
@@ -53,63 +35,12 @@ def register(sub, name, help_text):
     p.add_argument("--try", dest="try_command", metavar="COMMAND", help="--rules: show what the guard would do with COMMAND")
 
 
-
-
-def parse_cap(value) -> int:
-    """The continuation cap: ``value``, else ``$LOOPX_STOP_HOOK_CAP``, else 8 (bad values -> 8)."""
-    from loopx.hosts.entry import DEFAULT_CAP
-
-    raw = value if value is not None else env("LOOPX_STOP_HOOK_CAP")
-    try:
-        return max(0, int(raw)) if raw is not None else DEFAULT_CAP
-    except (TypeError, ValueError):
-        return DEFAULT_CAP
-
-
-def render_entry(d) -> str:
-    return ""
-
-
-def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
-    """Run one hook. Always exit 0; the answer is the printed JSON (or nothing)."""
-    try:
-        return _hook(ctx, event, host, goal_id, cap)
-    except Exception:  # a hook must never fail the host's tool call or stop with a traceback
-        if host in ("cursor", "gemini"):
-            try:
-                sys.stdout.write("{}\n")  # Cursor's neutral answer
-                sys.stdout.flush()
-            except Exception:  # noqa: BLE001 - stdout itself is gone; nothing left to say
-                pass
-        return Reply({})
-
-
-def _hook(ctx, event, host, goal_id, cap):
-    from loopx.hosts import entry
-
-    response, info = entry.dispatch(event, host, sys.stdin, project=ctx.project, agent=ctx.agent,
-                                    goal_id=goal_id, cap=parse_cap(cap))
-    code = int(info.get("exit_code") or 0) if isinstance(info, dict) else 0
-    if ctx.json:
-        return Reply({"event": event, "host": host, "response": response, "info": info})
-    if response is not None:
-        import json
-
-        sys.stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
-        sys.stdout.flush()
-    err = info.get("stderr") if isinstance(info, dict) else None
-    if err:
-        sys.stderr.write(err + "\n")
-        sys.stderr.flush()
-    return Reply({}, code)
-
-
 def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=None, goal_id=None,
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
               try_command=None, force=False) -> Reply:
     from loopx import hosts
     from loopx.commands import scope_root
-    from loopx.hosts import hookconf
+    from loopx.hosts import entry, hookconf
     from loopx.kernel.storage import clock
 
     mode = mode or "check"
@@ -129,9 +60,9 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     rows = []
     for h in chosen:
         if mode == "check":
-            rows.append(hookconf.check(h, scope, root, parse_cap(cap)))
+            rows.append(hookconf.check(h, scope, root, entry.parse_cap(cap)))
         elif mode == "install":
-            rows.append(hookconf.install(h, scope, root, parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
+            rows.append(hookconf.install(h, scope, root, entry.parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
             rows.append(hookconf.remove(h, scope, root, dry_run=dry_run, force=force, stamp=stamp))
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,

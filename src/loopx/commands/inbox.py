@@ -1,5 +1,4 @@
-"""``loopx inbox`` (what needs a person across every registered project) and ``loopx disconnect``
-(alias ``forget``: remove a project from the registry without touching its files)."""
+"""``loopx inbox``: what needs a person now, across every registered project."""
 
 from __future__ import annotations
 
@@ -10,12 +9,7 @@ from loopx.output import safe
 
 
 def register(sub, name, help_text):
-    if name == "inbox":
-        add(sub, name, help_text, handler=inbox, render=render_inbox, command="inbox", example="loopx inbox --json")
-        return
-    p = add(sub, name, help_text, handler=disconnect, render=render_disconnect, command=name,
-            example="loopx disconnect ~/src/old-checkout")
-    p.add_argument("path", nargs="?", help="the project's directory (default: --project or the current project)")
+    add(sub, name, help_text, handler=inbox, render=render_inbox, command="inbox", example="loopx inbox --json")
 
 
 def _project_items(path: str, info: dict) -> list[dict]:
@@ -89,25 +83,3 @@ def render_inbox(d: dict) -> str:
         lines.append(f"    {safe(i['command'])}")
     return "\n".join(lines)
 
-
-def disconnect(ctx, path=None) -> dict:
-    from loopx.commands.humanonly import require_human
-    from loopx.errors import NotFound
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.fs import find_root
-
-    require_human(ctx, "disconnecting a project")
-    target = path or ctx.project
-    if target is None:
-        root = find_root(os.getcwd())
-        target = os.path.dirname(root) if root else os.getcwd()
-    key = os.path.abspath(os.path.expanduser(target))
-    if key not in registry.load():
-        raise NotFound(f"{key} is not a registered project", "`loopx inbox` lists registered projects by path",
-                       code="not_registered")
-    registry.remove(key)
-    return {"project": key, "removed": True, "files_touched": False}
-
-
-def render_disconnect(d: dict) -> str:
-    return f"disconnected {safe(d['project'])} (its files were not touched; `loopx connect` adds it back)"

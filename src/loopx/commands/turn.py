@@ -1,24 +1,11 @@
-"""``loopx next`` (start a turn, print the packet) and ``loopx turn finish|renew``."""
+"""``loopx turn finish|renew``: close a run with its result, or extend its lease."""
 
 from __future__ import annotations
 
-from loopx.commands import actions, add, goal_opt
+from loopx.commands import actions, add
 
 
 def register(sub, name, help_text):
-    if name == "next":
-        p = add(sub, name, help_text, handler=turn_next, render=render_next, command="next",
-                example="loopx --agent codex next --goal-id g1",
-                description="When should-run says run: claim the todo with a lease, open a run and print the "
-                            "turn packet. Otherwise print the decision and exit 1 without claiming.")
-        goal_opt(p)
-        p.add_argument("--lease", metavar="DUR", help="lease on the todo and the run (default 30m)")
-        p.add_argument("--dry-run", action="store_true", help="print the packet without claiming or opening a run")
-        p.add_argument("--sync", action="store_true",
-                       help="sync with the git remote first and claim through refs/loopx/claims, so two machines "
-                            "never work the same todo")
-        p.add_argument("--remote", metavar="NAME", help="the git remote for --sync (default origin)")
-        return
     p = add(sub, name, help_text, example="loopx turn finish --run run-3f9a1c --result progress --verify")
     acts = actions(p)
     f = add(acts, "finish", "close a run with its result (optionally verifying it first)", handler=turn_finish,
@@ -35,43 +22,6 @@ def register(sub, name, help_text):
             example="loopx turn renew --run run-3f9a1c --lease 30m")
     r.add_argument("--run", required=True, metavar="RUN")
     r.add_argument("--lease", metavar="DUR")
-
-
-def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=None):
-    from loopx import output
-    from loopx.kernel.policy import turn
-
-    if sync and not dry_run:
-        res = _next_synced(ctx, goal_id, lease, remote)
-    else:
-        res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
-    d = res["decision"]
-    if d["decision"] == "error":
-        from loopx.errors import StateError
-
-        raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
-    if not res["started"] and not res["packet"]:
-        from loopx.kernel.policy import decide
-
-        return output.Reply(res, decide.exit_code(d))
-    return res
-
-
-def _next_synced(ctx, goal_id, lease, remote) -> dict:
-    from loopx.kernel.policy import sync as gs
-
-    return gs.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
-
-
-def render_next(d: dict) -> str:
-    from loopx.output import safe
-
-    if d.get("packet_text"):
-        head = f"(resuming your open run {d['run_id']}: finish it before asking for new work)\n" if d.get("resumed") else ""
-        return head + safe(d["packet_text"], one_line=False)
-    dec = d["decision"]
-    extra = f"\nnext check: {dec['next_check_at']}" if dec.get("next_check_at") else ""
-    return f"no turn: {dec['decision']} ({dec['reason']}): {safe(dec['message'])}{extra}"
 
 
 def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):

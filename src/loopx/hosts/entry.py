@@ -412,6 +412,17 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
 EVENTS = ("stop", "pre-tool", "session-start", "after-edit")
 
 
+def parse_cap(value) -> int:
+    """The continuation cap: ``value``, else ``$LOOPX_STOP_HOOK_CAP``, else 8 (bad values -> 8)."""
+    from loopx.config import env
+
+    raw = value if value is not None else env("LOOPX_STOP_HOOK_CAP")
+    try:
+        return max(0, int(raw)) if raw is not None else DEFAULT_CAP
+    except (TypeError, ValueError):
+        return DEFAULT_CAP
+
+
 def dispatch(event: str, host: str, stream, *, project: str | None = None, agent: str | None = None,
              goal_id: str | None = None, cap: int = DEFAULT_CAP) -> tuple[dict | None, dict]:
     """Answer one hook call: read the payload from ``stream`` and return ``(response, info)``.
