@@ -125,7 +125,7 @@ def test_should_run_decides_the_same_on_the_live_view_as_on_the_full_state(proje
     monkeypatch.setenv("LOOPX_NOW", clock.iso(t0))
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="stalls", goal_id="g1", quota={"stall_after": 2, "slots": 1000})
-    ev = evidence.add(store, H, "g1", kind="test", summary="green")["evidence_id"]
+    ev = evidence.add(store, H, "g1", kind="test", summary="green", exit_code=0)["evidence_id"]
     for i in range(40):
         monkeypatch.setenv("LOOPX_NOW", clock.iso(t0 + timedelta(minutes=i)))
         tid = todos.add(store, H, "g1", f"done {i}")["todo_id"]

@@ -28,6 +28,7 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
     "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
     "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
+    "LOOPX_HOST": (None, "the machine name `loopx next --sync` writes into refs/loopx/claims (default: the host name)"),
     "LOOPX_ID_SEED": (None, "makes new todo, gate, evidence and run ids deterministic (documentation transcripts, tests)"),
     "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
     "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),
@@ -38,6 +39,9 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_PROMPT_FILE": (None, "set by `loopx run` for the agent: path of the turn packet as text"),
     "LOOPX_RUN_ID": (None, "set by `loopx run` for the agent: the open run; loopx commands default to it"),
     "LOOPX_STOP_HOOK_CAP": ("8", "continuations the Stop hook grants per session before letting the agent stop"),
+    "LOOPX_SYNC_REMOTE": (None, "the git remote `loopx sync` uses when --remote is not given (default origin)"),
+    "LOOPX_SYNC_EVERY": ("60", "seconds between the automatic syncs should-run and run do for shared goals"),
+    "LOOPX_SYNC_TIMEOUT": ("30", "seconds each git call of `loopx sync` may take before it reports the remote unreachable"),
     "LOOPX_TODO_ID": (None, "set by `loopx run` for the agent: the todo of the turn"),
 }
 

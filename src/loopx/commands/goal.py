@@ -28,6 +28,10 @@ def register(sub, name, help_text):
     u.add_argument("--max-parallel", metavar="N",
                    help="runners that may drive the goal at once, each in its own git worktree (default 1; "
                         "raising it is for humans only)")
+    u.add_argument("--shared", dest="shared", action="store_const", const=True,
+                   help="sync the goal across machines through the git remote's refs/loopx/* (human-only)")
+    u.add_argument("--unshared", dest="shared", action="store_const", const=False,
+                   help="stop syncing the goal automatically (human-only)")
     for action, status, help_line in (("pause", "paused", "pause automatic turns"),
                                       ("resume", "active", "resume a paused, done or stopped goal"),
                                       ("done", "done", "mark the goal done"),
@@ -101,16 +105,46 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
-                permission_mode=None, max_parallel=None) -> dict:
+                permission_mode=None, max_parallel=None, shared=None) -> dict:
     from loopx.commands.human import require_human
     from loopx.kernel.write import goals
 
     if permission_mode is not None:
         require_human(ctx, "setting a goal's permission mode")
-    return goals.update_goal(ctx.store(), ctx.actor, goal_id, objective=objective, done_when=done_when,
-                             verify=verify, priority=priority, host=host, permission_mode=permission_mode,
-                             max_parallel=max_parallel,
-                             on_raise=lambda: require_human(ctx, "raising max_parallel"))
+    if shared is not None:
+        require_human(ctx, "sharing a goal across machines" if shared else "unsharing a goal")
+    store = ctx.store()
+    res = goals.update_goal(store, ctx.actor, goal_id, objective=objective, done_when=done_when,
+                            verify=verify, priority=priority, host=host, permission_mode=permission_mode,
+                            max_parallel=max_parallel, shared=shared,
+                            on_raise=lambda: require_human(ctx, "raising max_parallel"))
+    if shared is None:
+        return res
+    from loopx import output
+    from loopx.kernel.policy import sync as gs
+
+    data = gs.read_status(store) or {}
+    data["shared"] = bool(gs.shared_goals(store.load(view="live")))
+    gs.write_status(store, data)
+    if shared:
+        res["shared"] = True
+        res["effect"] = ("`quota should-run` and `loopx run` now sync this clone with the git remote (refs/loopx/*, "
+                         "never a branch) at most every LOOPX_SYNC_EVERY seconds, and `loopx run` claims "
+                         "through the remote; agents should call `loopx next --sync`")
+        tracked = ""
+        try:
+            import subprocess
+
+            tracked = subprocess.run(["git", "ls-files", ".loopx"], cwd=store.project_dir, capture_output=True,
+                                     text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            pass
+        warnings = ["`.loopx/` is committed in this project: for a shared goal untrack it (`git rm -r --cached .loopx` "
+                    "and add `.loopx/` to .gitignore), since the records travel through refs/loopx/*"] if tracked else []
+        return output.Reply(res, 0, warnings)
+    res["shared"] = False
+    res["effect"] = "should-run and run no longer sync this goal; `loopx sync` still works by hand"
+    return res
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:

@@ -13,13 +13,22 @@ def register(sub, name, help_text):
     goal_opt(p)
     p.add_argument("--lease", metavar="DUR", help="lease on the todo and the run (default 30m)")
     p.add_argument("--dry-run", action="store_true", help="print the packet without claiming or opening a run")
+    p.add_argument("--sync", action="store_true",
+                   help="sync with the git remote first and claim through refs/loopx/claims, so two machines "
+                        "never work the same todo")
+    p.add_argument("--remote", metavar="NAME", help="the git remote for --sync (default origin)")
 
 
-def turn_next(ctx, goal_id=None, lease=None, dry_run=False):
+def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=None):
     from loopx import output
     from loopx.kernel.policy import turn
 
-    res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
+    if sync and not dry_run:  # claim through the git remote (docs/multi-agent.md, "loopx next --sync")
+        from loopx.kernel.policy import sync as gs
+
+        res = gs.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
+    else:
+        res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
     d = res["decision"]
     if d["decision"] == "error":
         from loopx.errors import StateError

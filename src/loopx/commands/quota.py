@@ -133,13 +133,20 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
     from loopx.kernel.read import validate
 
     skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
+    warnings = []
+    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick); --no-record stays local
+        from loopx.kernel.policy.sync import shared_tick
+
+        note = shared_tick(ctx.store(), goal_id)
+        if note:
+            warnings.append(note)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
                           actor=ctx.actor, tick=record, on_decided=_notify if record else None)
     if d["decision"] == "error":
         from loopx.errors import StateError
 
         raise StateError(d["message"], "see `loopx doctor`", code=d["reason"], details={"decision": d})
-    return output.Reply(d, decide.exit_code(d, skip))
+    return output.Reply(d, decide.exit_code(d, skip), warnings)
 
 
 def _notify(store, state, d) -> None:

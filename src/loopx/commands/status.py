@@ -38,11 +38,27 @@ def status(ctx, goal_id=None, orient=False):
     data["orient"] = orient
     data["connected"] = True
     warnings = list(data["store"]["problems"])
+    if os.path.exists(store.path("cache", "sync.json")):  # this clone syncs through git: name tentative claims
+        from loopx.kernel.policy import sync as gs
+
+        data["sync"] = gs.local_view(store, state)
     return Reply(data, warnings=warnings)
 
 
 def _when(iso: str | None) -> str:
     return (iso or "")[:16].replace("T", " ")
+
+
+def _sync_lines(d: dict) -> list[str]:
+    s = d.get("sync")
+    if not s:
+        return []
+    out = [f"sync:    last {_when(s.get('last_sync')) or 'never'} with {s.get('remote')}"
+           + (f" (last attempt failed: {safe(s['error'])})" if s.get("error") else "")]
+    for t in s.get("tentative", []):
+        out.append(f"  tentative: {t['todo_id']} claimed by {safe(t['holder'])} on this clone only "
+                   "(not claimed through the remote: `loopx next --sync`)")
+    return out
 
 
 def render(d: dict) -> str:
@@ -123,6 +139,7 @@ def render(d: dict) -> str:
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")
         lines.append("store: " + "; ".join(d["store"]["problems"]) + "  (run `loopx doctor`)")
+    lines.extend(_sync_lines(d))
     lines.append("")
     lines.append(f"next: {safe(d['next'])}")
     return "\n".join(lines)

@@ -365,6 +365,12 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
+            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick)
+                from loopx.kernel.policy import sync as gs
+
+                note = gs.shared_tick(store, goal_id)
+                if note:
+                    drv.log(note)
             d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
@@ -385,7 +391,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 t = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, dry_run=True, driven=True)
                 out.update(dry_run_packet=t["packet_text"], stop=d, stopped_because="dry_run")
                 break
-            started = turn.next_turn(store, drv.actor, goal_id=d["goal_id"], lease=lease, driven=True)
+            started = _start_turn(store, drv, d["goal_id"], lease)
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
@@ -471,3 +477,19 @@ def _notify(store, state, d) -> None:
     from loopx.notify.outbox import after_decision
 
     after_decision(store, state, d)
+
+
+def _start_turn(store, drv, goal_id: str, lease) -> dict:
+    """``turn.next_turn``, or for a shared goal the claim through the git remote
+    (``loopx.kernel.policy.sync.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    from loopx.kernel.policy import sync as gs
+
+    if not gs.shared_goals(store.load(view="live"), goal_id):
+        return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)
+    try:
+        return gs.next_turn_synced(store, drv.actor, goal_id=goal_id, lease=lease,
+                                   remote=(gs.read_status(store) or {}).get("remote"), driven=True)
+    except gs.RemoteUnreachable as exc:
+        return {"started": False, "decision": {"decision": "wait", "reason": "remote_unreachable", "goal_id": goal_id,
+                                               "message": f"{exc.message}; shared claims wait for the remote",
+                                               "todo_id": None}}

@@ -56,8 +56,31 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
             "fence": fence, "mode": r.get("mode"), "packet": p, "packet_text": packet.render(p)}
 
 
+def hide_claims(state: dict, held: dict) -> dict:
+    """Mark each todo in ``held`` ({todo_id: entry of refs/loopx/claims}: claimed on another
+    machine) as claimed, in a copy of ``state`` for one evaluation (the state itself is left
+    alone: it is saved as the live view), so decisions skip it. Returns the copy."""
+    state = {**state, "todos": dict(state["todos"])}
+    for tid, c in (held or {}).items():
+        t = state["todos"].get(tid)
+        if t is not None and not t.get("claim"):
+            t = state["todos"][tid] = dict(t)
+            t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
+                          "fence": 0, "remote": True}
+            t["status"] = "claimed"
+    return state
+
+
+def pick_todo(store: Store, actor: str, held: dict, *, goal_id: str | None = None) -> dict:
+    """The decision ``next`` would take now with the todos in ``held`` claimed elsewhere (no write)."""
+    agent = actors.agent_name(actor)
+    state = hide_claims(store.load(view="live"), held)
+    return decide.evaluate(state, clock.now(), goal_id=goal_id, agent=agent, caller_path=decide.caller_path())
+
+
 def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
-              dry_run: bool = False, driven: bool = False) -> dict:
+              dry_run: bool = False, driven: bool = False, held: dict | None = None,
+              want: str | None = None) -> dict:
     """Start the next turn for ``actor``.
 
     Returns ``{"started": bool, "decision": <should-run dict>, "goal_id", "todo_id", "run_id",
@@ -66,7 +89,10 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     ``dry_run`` builds the packet without writing anything (``run_id`` is ``run-dry-run``);
     ``driven`` marks a turn run by ``loopx run`` (the packet tells the agent to just exit).
     The decision is evaluated again under the store lock; when another writer changed the answer
-    meanwhile (say, took the last todo), that new decision is returned with ``started`` False."""
+    meanwhile (say, took the last todo), that new decision is returned with ``started`` False.
+    ``held`` ({todo_id: claim entry}) are todos claimed on other machines (``loopx next --sync``),
+    skipped; ``want`` is the todo this turn claimed through the remote: any other answer is
+    returned with ``started`` False."""
     from loopx.kernel.policy import packet
 
     agent = actors.agent_name(actor)
@@ -92,10 +118,18 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     def plan(state, now):
         drafts = runs.reap_drafts(state, now)
-        again = decide.evaluate(state, now, goal_id=gid, agent=agent, caller_path=decide.caller_path(),
+        again = decide.evaluate(hide_claims(state, held) if held else state, now, goal_id=gid, agent=agent,
+                                caller_path=decide.caller_path(),
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer
             out.update(decision=again, mode=again.get("mode"), lost_race=True)
+            return drafts
+        if want and again.get("todo_id") != want:  # a local writer changed the answer since the remote claim
+            out.update(decision={**again, "decision": "wait", "reason": "claim_moved", "todo_id": want,
+                                 "message": f"{want} was claimed through the remote but this clone now "
+                                            f"offers {again.get('todo_id')}; nothing was started",
+                                 "hint": "run `loopx next --sync` again"},
+                       mode=None, lost_race=True)
             return drafts
         until = clock.iso(now + timedelta(seconds=secs))
         tid = again.get("todo_id")

@@ -308,27 +308,29 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
-    def _fold_stream(self, state: dict, name: str, offset: int, ordered: bool = False) -> tuple[int, int]:
+    def _fold_stream(self, state: dict, name: str, offset: int, collect: list | None = None) -> tuple[int, int]:
         """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
         state was folded (closed since if a segment numbered past ``meta["segments"]`` exists), then
-        every later segment and the open file. Returns (lines folded, torn-tail bytes)."""
+        every later segment and the open file. Returns (lines folded, torn-tail bytes). With ``collect``
+        (a list), records are appended to it instead of folded (``_fold_merged`` sorts them)."""
         meta = state["meta"]["files"][name]
         total = 0
         while os.path.exists(self.segment_path(name, meta.get("segments", 0) + 1)):
             k = meta.get("segments", 0) + 1
-            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k), ordered=ordered)
+            n, _ = self._fold_file(state, name, offset, self.segment_path(name, k), collect)
             total += n
             meta["segments"] = k
             meta["offset"], meta["tail"], offset = 0, "", 0
-        n, torn = self._fold_file(state, name, offset, ordered=ordered)
+        n, torn = self._fold_file(state, name, offset, None, collect)
         return total + n, torn
 
     def _fold_file(self, state: dict, name: str, offset: int, path: str | None = None,
-                   ordered: bool = False) -> tuple[int, int]:
+                   collect: list | None = None) -> tuple[int, int]:
         """Fold ``name`` (the open file, or ``path``) from byte ``offset``; return (lines folded,
-        torn-tail bytes). A record whose ``seq`` is not above the last one marks the file
-        ``unordered`` (a union-merged log; the caller folds again with ``ordered``, which sorts by
-        ``order_key`` and drops duplicate ids)."""
+        torn-tail bytes). A record whose ``seq`` is not above the last one marks the stream
+        ``unordered`` (a union-merged log, or records imported by ``loopx sync``; the caller folds
+        again through ``_fold_merged``, which sorts by ``order_key`` and drops duplicate ids). With
+        ``collect`` the records are appended to that list instead of folded."""
         meta = state["meta"]["files"][name]
         try:
             with open(path or self.path(f"{name}.jsonl"), "rb") as fh:
@@ -350,11 +352,12 @@ class Store:
         pos = offset
         count = 0
         apply = fold.apply
+        ordered = collect is not None
+        if ordered:
+            apply = lambda _state, rec: collect.append(rec)  # noqa: E731 - sorted and folded by _fold_merged
         heads: dict = {}
         top = None
-        if ordered:
-            collected: list[dict] = []
-            apply = lambda _state, rec: collected.append(rec)  # noqa: E731 - sorted and folded below
+        last_hlc = meta.get("hlc_top")
         for line in data[:end].split(b"\n")[:-1]:
             line_start = pos
             pos += len(line) + 1
@@ -384,36 +387,40 @@ class Store:
             node = rec.get("node")
             if node is not None:
                 hlc = rec["hlc"]
+                if last_hlc is not None and hlc <= last_hlc and not ordered:
+                    meta["unordered"] = True  # records imported by `loopx sync` behind this clone's own
+                if last_hlc is None or hlc > last_hlc:
+                    last_hlc = hlc
                 heads[node] = (hlc, seq, line)
                 if top is None or hlc > top:
                     top = hlc
             apply(state, rec)
-        if ordered:
-            seen: set = set()
-            keep = []
-            for rec in sorted(collected, key=order_key):
-                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
-                if rid in seen:
-                    meta["duplicates"] = meta.get("duplicates", 0) + 1
-                    continue
-                seen.add(rid)
-                keep.append(rec)
-            meta["merged"] = True
-            for rec in keep:
-                fold.apply(state, rec)
         if heads:
             _note_heads(state["meta"], name, heads, top)
+            meta["hlc_top"] = last_hlc
         meta["offset"] = pos
         meta["tail"] = data[max(0, end - 32):end].hex() if end else meta.get("tail", "")
         return count, torn
 
     def _fold_merged(self, seen: dict) -> dict:
-        """The whole state again, each file folded in ``order_key`` order without duplicate ids
-        (a union-merged log: see the module docstring). ``seen`` is the state the plain fold made."""
+        """The whole state again, each stream (closed segments and open file) folded in
+        ``order_key`` order without duplicate ids (a union-merged log or records imported by
+        ``loopx sync``: see the module docstring). ``seen`` is the state the plain fold made."""
         state = fold.empty()
         for name in STREAMS:
-            merged = seen["meta"]["files"][name].get("unordered") or seen["meta"]["files"][name].get("merged")
-            self._fold_stream(state, name, 0, ordered=bool(merged))  # segment by segment, each in order
+            collected: list[dict] = []
+            self._fold_stream(state, name, 0, collected)
+            meta = state["meta"]["files"][name]
+            seen_ids: set = set()
+            for rec in sorted(collected, key=order_key):
+                rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+                if rid in seen_ids:
+                    meta["duplicates"] = meta.get("duplicates", 0) + 1
+                    continue
+                seen_ids.add(rid)
+                fold.apply(state, rec)
+            meta["merged"] = True
+            meta.pop("unordered", None)
         return state
 
     def _load_live(self) -> dict | None:
@@ -669,7 +676,7 @@ class Store:
                 line = encode(rec)
                 chunks.append(line)
                 records.append(rec)
-                top["hlc"] = hlc
+                top["hlc"] = meta["hlc_top"] = hlc
                 chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
             fd = os.open(self.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

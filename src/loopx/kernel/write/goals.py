@@ -142,9 +142,11 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
         changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "--permission-mode")
     if fields.get("max_parallel") is not None:
         changes["max_parallel"] = validate.count(fields["max_parallel"], "--max-parallel", low=1, high=MAX_PARALLEL)
+    if fields.get("shared") is not None:
+        changes["shared"] = bool(fields["shared"])
     if not changes:
         raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host, "
-                                              "--permission-mode or --max-parallel")
+                                              "--permission-mode, --max-parallel or --shared")
     out: dict = {}
 
     def plan(state, now):

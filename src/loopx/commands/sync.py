@@ -1,0 +1,79 @@
+"""``loopx sync``: exchange the store with the project's git remote through ``refs/loopx/*``."""
+
+from __future__ import annotations
+
+from loopx.commands import add
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, handler=sync_run, render=render, command="sync",
+            example="loopx sync --remote origin",
+            description="Push this clone's records to refs/loopx/nodes/<node> on the remote, fetch every other "
+                        "node's records and fold the union. Never touches the working tree or a branch. "
+                        "--status reports the state hash and tentative claims without using the network.")
+    p.add_argument("--remote", metavar="NAME", help="the git remote (default origin, or $LOOPX_SYNC_REMOTE)")
+    p.add_argument("--status", action="store_true", help="local report only: node, state hash, tentative claims")
+
+
+def sync_run(ctx, remote=None, status=False):
+    from loopx.kernel.policy import sync as gs
+    from loopx.kernel.storage import clock
+
+    store = ctx.store()
+    if status:
+        return sync_status(store, remote)
+    git = gs.project_git(store, remote)
+    with gs.sync_lock(store):
+        ex = gs.exchange(store, git)
+        git.fetch(f"+{gs.CLAIMS}:{gs.CLAIMS}")
+    out = {**ex, "remote": git.remote, "state_hash": gs.state_hash(store), "synced_at": clock.now_iso()}
+    gs.note_synced(store, git.remote, git=git)
+    out["tentative"] = tentative(store, git, ex["node"])
+    return out
+
+
+def tentative(store, git, node: str) -> list[dict]:
+    """Live claims in this clone's state that the local copy of refs/loopx/claims does not hold:
+    made offline or without ``--sync``; they count only locally until claimed through the remote."""
+    from loopx.kernel.policy import sync as gs
+    from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
+
+    _, claims = gs.read_claims(git)
+    state = store.load(view="live")
+    now = clock.now_iso()
+    out = []
+    for t in state["todos"].values():
+        if not queries.claim_live(t, now):
+            continue
+        c = claims.get(t["id"])
+        if not (isinstance(c, dict) and str(c.get("until", "")) > now):
+            out.append({"todo_id": t["id"], "holder": t["claim"]["holder"], "goal_id": t.get("goal")})
+    return out
+
+
+def sync_status(store, remote=None) -> dict:
+    from loopx.kernel.policy import sync as gs
+
+    git = gs.project_git(store, remote)
+    node = store.node_id()
+    last = gs.read_status(store) or {}
+    listing = git.out("for-each-ref", "--format=%(refname)", gs.FETCHED)
+    return {"node": node, "remote": git.remote, "state_hash": gs.state_hash(store),
+            "last_sync": last.get("at"), "nodes_known": len([r for r in listing.splitlines() if r]),
+            "tentative": tentative(store, git, node) if node else []}
+
+
+def render(d: dict) -> str:
+    lines = []
+    if "pushed" in d:
+        lines.append(f"synced with {d['remote']}: pushed {d['pushed']} records of node {d['node']}, "
+                     f"imported {d['imported']} from {d['nodes'] - 1} other node(s)")
+    else:
+        lines.append(f"node {d['node']} (remote {d['remote']}), last sync {d.get('last_sync') or 'never'}, "
+                     f"{d['nodes_known']} node ref(s) known")
+    lines.append(f"state hash {d['state_hash']}")
+    for t in d.get("tentative") or []:
+        lines.append(f"tentative: {t['todo_id']} claimed by {t['holder']} here only (not pushed: "
+                     "`loopx next --sync` claims through the remote)")
+    return "\n".join(lines)

@@ -1,0 +1,550 @@
+"""``loopx sync``: the store exchanged through a git remote's refs (docs/multi-agent.md, "Several
+machines through git"; docs/architecture.md, "Sync through git").
+
+Layout on the remote (plain git objects; nothing in the working tree or on a branch):
+
+- ``refs/loopx/nodes/<node>``: one commit per sync by that node, whose tree holds ``events.jsonl``
+  and ``evidence.jsonl`` with every record that node wrote, byte for byte (the lines carry their
+  own CRC, ``hlc`` and ``prev`` chain). Only its node pushes it and each push is a fast-forward:
+  never contended.
+- ``refs/loopx/claims``: one shared commit chain whose tree holds ``claims.json``
+  (``{todo_id: {"node", "host", "agent", "at", "until"}}``). A claim counts across machines only
+  once the push that carries it succeeded; the push names the commit it was built on
+  (``--force-with-lease``), so the remote's atomic ref update is the compare-and-swap.
+
+Other nodes' records are fetched into ``refs/loopx/fetched/*`` and appended verbatim to the local
+streams (ids already present are skipped); the store then folds the union in ``(hlc, node, id)``
+order (``store.order_key``), so every clone holding the same records computes the same state.
+Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the hooks never call this.
+"""
+
+from __future__ import annotations
+
+import os
+
+from loopx.config import env
+from loopx.errors import Conflict, StateError
+
+NODES = "refs/loopx/nodes/"
+FETCHED = "refs/loopx/fetched/"
+CLAIMS = "refs/loopx/claims"
+STREAMS = ("events", "evidence")
+CAS_TRIES = 30
+
+
+class RemoteUnreachable(StateError):
+    """The remote could not be reached in time (exit 3); local work goes on."""
+
+    code = "remote_unreachable"
+
+
+def timeout() -> float:
+    """Seconds each git call may take (``LOOPX_SYNC_TIMEOUT``, default 30)."""
+    try:
+        return max(1.0, float(env("LOOPX_SYNC_TIMEOUT") or "30"))
+    except ValueError:
+        return 30.0
+
+
+class Git:
+    """``git`` run in the project with a bounded time and loopx's own commit identity."""
+
+    def __init__(self, cwd: str, remote: str):
+        self.cwd, self.remote = cwd, remote
+        self.env = {**os.environ, "GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
+                    "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost",
+                    "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+
+    def run(self, *args: str, data: bytes | None = None, check: bool = True):
+        """``git ARGS`` (a CompletedProcess). Raises StateError (exit 3) when git fails with
+        ``check``, RemoteUnreachable when it takes longer than ``timeout()``."""
+        import subprocess
+
+        try:
+            p = subprocess.run(["git", *args], cwd=self.cwd, input=data, capture_output=True,
+                               env=self.env, timeout=timeout())
+        except FileNotFoundError as exc:
+            raise StateError("git is not installed", "install git; loopx sync uses your own git") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
+                                    "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
+                                    "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
+        if check and p.returncode != 0:
+            msg = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise StateError(f"git {args[0]} failed: {msg[-1] if msg else p.returncode}",
+                             "see `git` output; loopx changed nothing in your working tree or branches")
+        return p
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).stdout.decode().strip()
+
+    def ref(self, name: str) -> str | None:
+        p = self.run("rev-parse", "-q", "--verify", name + "^{commit}", check=False)
+        return p.stdout.decode().strip() or None if p.returncode == 0 else None
+
+    def blob(self, ref: str, path: str) -> bytes:
+        p = self.run("cat-file", "blob", f"{ref}:{path}", check=False)
+        return p.stdout if p.returncode == 0 else b""
+
+    def commit(self, files: dict[str, bytes], parent: str | None, message: str) -> str:
+        entries = []
+        for name, body in sorted(files.items()):
+            sha = self.run("hash-object", "-w", "--stdin", data=body).stdout.decode().strip()
+            entries.append(f"100644 blob {sha}\t{name}\n")
+        tree = self.run("mktree", data="".join(entries).encode()).stdout.decode().strip()
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        return self.out(*args)
+
+    def fetch(self, *specs: str) -> None:
+        p = self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, *specs, check=False)
+        if p.returncode != 0:
+            err = p.stderr.decode("utf-8", "replace").strip()
+            if "couldn't find remote ref" in err:
+                return
+            raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {err.splitlines()[-1] if err else p.returncode}",
+                                    "the loop goes on locally; shared claims wait until the remote answers")
+
+    def push(self, src: str, dst: str, expect: str | None) -> bool:
+        """Push ``src`` to ``dst`` if the remote still has ``expect`` there (None: no such ref).
+        True on success, False when the remote moved on (the compare-and-swap failed)."""
+        lease = f"--force-with-lease={dst}:{expect or ''}"
+        p = self.run("push", "--quiet", "--porcelain", lease, self.remote, f"{src}:{dst}", check=False)
+        if p.returncode == 0:
+            return True
+        text = (p.stdout + p.stderr).decode("utf-8", "replace")
+        if "stale info" in text or "rejected" in text or "non-fast-forward" in text or "fetch first" in text:
+            return False
+        raise RemoteUnreachable(f"cannot push to remote {self.remote!r}: {text.strip().splitlines()[-1] if text.strip() else p.returncode}",
+                                "the loop goes on locally; shared claims wait until the remote answers")
+
+
+def project_git(store, remote: str | None) -> Git:
+    """A Git for the store's project. Raises StateError when it is not a git checkout or has no
+    such remote."""
+    import subprocess
+
+    cwd = store.project_dir
+    p = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True)
+    if p.returncode != 0:
+        raise StateError("the project is not a git repository", "loopx sync exchanges the store through git: "
+                         "`git init` and add a remote")
+    remote = remote or env("LOOPX_SYNC_REMOTE") or "origin"
+    g = Git(cwd, remote)
+    if g.run("remote", "get-url", remote, check=False).returncode != 0:
+        raise StateError(f"the project has no git remote {remote!r}", "add one (`git remote add origin URL`) "
+                         "or pass --remote NAME")
+    return g
+
+
+# ------------------------------------------------------------------ records
+def own_lines(store, node: str, others: set | frozenset = frozenset()) -> dict[str, bytes]:
+    """{stream: the lines this node carries, in file order, newline-terminated}: every line whose
+    ``node`` is not one of ``others`` (the nodes that carry their own records on the remote). So
+    ``node``'s own records, and also records of a node with no ref of its own (a format-1 store's
+    ``legacy`` node after migration, lines that came in by a union merge); a record carried by two
+    nodes is imported once (by id)."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    out = {}
+    for stream in STREAMS:
+        parts = []
+        seen = set()
+        for path in store.stream_paths(stream):
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            for line in data.split(b"\n")[:-1]:
+                try:
+                    rec = decode(line, loads)
+                except ValueError:
+                    continue
+                if rec.get("node") in others or rec.get("id") in seen:
+                    continue
+                seen.add(rec.get("id"))
+                parts.append(line + b"\n")
+        out[stream] = b"".join(parts)
+    return out
+
+
+def known_ids(store) -> set:
+    """Every record id in the local store (both streams)."""
+    seen = set()
+    for stream in STREAMS:
+        for rec in store.iter_records(stream):
+            if rec.get("id"):
+                seen.add(rec["id"])
+    return seen
+
+
+def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
+    """Append each good line of ``blobs`` whose id the store lacks, verbatim, to the open stream
+    files (under the store lock; the ids are read before it, which is safe because only this
+    clone's own new records can appear meanwhile and the caller holds the sync lock). Returns how
+    many lines were appended."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    added = 0
+    if any(_torn(store, stream) for stream in STREAMS):
+        store.transact(lambda state, now: [], actor="loopx:sync")  # the writer repairs a torn tail first
+    seen = known_ids(store)
+    with store.lock():
+        for stream in STREAMS:
+            if _torn(store, stream):
+                continue  # torn again since (a writer killed just now): the next sync imports it
+            new = []
+            for files in blobs:
+                for line in files.get(stream, b"").split(b"\n"):
+                    if not line:
+                        continue
+                    try:
+                        rec = decode(line, loads)
+                    except ValueError:
+                        continue  # a damaged line on the remote: never imported
+                    if rec.get("id") in seen:
+                        continue
+                    seen.add(rec.get("id"))
+                    new.append(line + b"\n")
+            if not new:
+                continue
+            blob = b"".join(new)
+            fd = os.open(store.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = os.write(fd, blob)
+                while written < len(blob):
+                    written += os.write(fd, blob[written:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            added += len(new)
+    return added
+
+
+def _torn(store, stream: str) -> bool:
+    """True when the open ``stream`` file does not end on a complete line."""
+    try:
+        with open(store.path(f"{stream}.jsonl"), "rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def ensure_node(store) -> str:
+    """This clone's node id, writing an empty transaction first when the store has none yet (which
+    also migrates a format-1 store)."""
+    node = store.node_id()
+    if node is None:
+        store.transact(lambda state, now: [], actor="human")
+        node = store.node_id(create=True)
+    return node
+
+
+# ------------------------------------------------------------------ exchange
+def exchange(store, git: Git) -> dict:
+    """Push this node's records to ``refs/loopx/nodes/<node>``, fetch every node's ref and import
+    the records this clone lacks. Returns {"node", "pushed", "imported", "nodes"}.
+    Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
+    node = ensure_node(store)
+    git.fetch(f"+{NODES}*:{FETCHED}*")
+    pushed = push_own(store, git, node)
+    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
+    others = [r for r in listing.splitlines() if r and r != FETCHED + node]
+    blobs = [{s: git.blob(r, f"{s}.jsonl") for s in STREAMS} for r in others]
+    imported = import_lines(store, blobs) if blobs else 0
+    return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
+
+
+def push_own(store, git: Git, node: str) -> int:
+    """Push this node's records when the remote's copy (as last fetched) differs; returns how many
+    records the pushed commit holds (0 when nothing was pushed). Raises Conflict when the remote's
+    ref moved (another clone with the same node id)."""
+    mine = NODES + node
+    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
+    others = {r[len(FETCHED):] for r in listing.splitlines() if r and r != FETCHED + node}
+    files = own_lines(store, node, others)
+    files = {f"{k}.jsonl": v for k, v in files.items()}
+    remote_head = git.ref(FETCHED + node)
+    local_head = git.ref(mine)
+    pushed = 0
+    base = remote_head or local_head
+    if base is None or any(git.blob(base, name) != body for name, body in files.items()):
+        if remote_head is not None and local_head is not None and remote_head != local_head:
+            base = remote_head
+        new = git.commit(files, base, f"loopx records of node {node}")
+        git.run("update-ref", mine, new)
+        if not git.push(mine, mine, remote_head):
+            raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
+                           "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
+                           "of them and sync again")
+        git.run("update-ref", FETCHED + node, new)
+        pushed = sum(body.count(b"\n") for body in files.values())
+    return pushed
+
+
+def state_hash(store) -> str:
+    """SHA-256 of the folded state (everything but ``meta``, canonical JSON): the same on every
+    clone that holds the same records."""
+    import hashlib
+    import json
+
+    state = store.load(save_snapshot=True)
+    body = {k: v for k, v in state.items() if k != "meta"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------ claims
+def read_claims(git: Git) -> tuple[str | None, dict]:
+    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
+    import json
+
+    head = git.ref(CLAIMS)
+    if head is None:
+        return None, {}
+    try:
+        data = json.loads(git.blob(head, "claims.json") or b"{}")
+    except ValueError:
+        data = {}
+    return head, data if isinstance(data, dict) else {}
+
+
+def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
+    """The entries whose lease has not ended (and, with ``node``, that another node holds)."""
+    return {t: c for t, c in claims.items()
+            if isinstance(c, dict) and str(c.get("until", "")) > now_iso and (node is None or c.get("node") != node)}
+
+
+def host_name() -> str:
+    import socket
+
+    return env("LOOPX_HOST") or socket.gethostname()
+
+
+def claim(store, git: Git, pick, agent: str, until: str) -> dict:
+    """Linearise one claim through ``refs/loopx/claims``. ``pick(taken)`` returns the todo id to
+    claim given {todo_id: entry} held elsewhere, or None when nothing is left. Fetch, pick, push
+    with a lease on the commit seen; a rejected push fetches and picks again (at most CAS_TRIES).
+    Returns {"todo_id": str|None, "tries": int, "lost": [{"todo_id", "host", "node", "seconds"}]}."""
+    import json
+
+    from loopx.kernel.storage import clock
+
+    node = ensure_node(store)
+    lost: list[dict] = []
+    wanted = None
+    for attempt in range(1, CAS_TRIES + 1):
+        git.fetch(f"+{CLAIMS}:{CLAIMS}")
+        head, claims = read_claims(git)
+        now = clock.now()
+        held = live_claims(claims, clock.iso(now), node)
+        if wanted is not None and wanted in held:
+            c = held[wanted]
+            lost.append({"todo_id": wanted, "host": c.get("host"), "node": c.get("node"),
+                         "seconds": _seconds_between(c.get("at"), now)})
+        tid = pick(held)
+        if tid is None:
+            return {"todo_id": None, "tries": attempt, "lost": lost}
+        wanted = tid
+        claims = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now)) or t == tid}
+        claims[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
+        body = json.dumps(claims, sort_keys=True, indent=0).encode()
+        new = git.commit({"claims.json": body}, head, f"loopx claim {tid} by {agent} on {host_name()}")
+        if git.push(new, CLAIMS, head):
+            git.run("update-ref", CLAIMS, new)
+            return {"todo_id": tid, "tries": attempt, "lost": lost}
+        import random
+        import time
+
+        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
+    raise Conflict(f"refs/loopx/claims kept moving: no claim after {CAS_TRIES} tries",
+                   "many machines are claiming at once; run `loopx next --sync` again")
+
+
+def _seconds_between(at, now) -> int | None:
+    from loopx.kernel.storage import clock
+
+    try:
+        return max(0, int((now - clock.parse_ts(at)).total_seconds()))
+    except Exception:  # noqa: BLE001 - a malformed entry only loses the figure
+        return None
+
+
+def sync_lock(store):
+    """The per-clone lock around a sync (two agents on one machine take turns at git)."""
+    from loopx.kernel.storage.fs import locked
+
+    os.makedirs(store.path("cache"), exist_ok=True)
+    return locked(store.path("cache", "sync.lock"), max(timeout() * 2, 30.0))
+
+
+def write_status(store, data: dict) -> None:
+    """Keep the last sync's outcome in ``cache/sync.json`` (read by ``status``; machine-local)."""
+    import json
+
+    from loopx.kernel.storage.fs import atomic_write
+
+    try:
+        atomic_write(store.path("cache", "sync.json"), json.dumps(data, sort_keys=True).encode(), sync=False)
+    except OSError:
+        pass
+
+
+def local_view(store, state: dict) -> dict:
+    """What ``status`` shows about sync without touching git: the last sync and the tentative
+    claims (live in ``state`` but absent from the copy of refs/loopx/claims the last sync saw)."""
+    from loopx.kernel.storage import clock
+
+    last = read_status(store) or {}
+    held = last.get("claims") or {}
+    now = clock.now_iso()
+    tentative = [{"todo_id": t["id"], "holder": t["claim"]["holder"], "goal_id": t.get("goal")}
+                 for t in state["todos"].values()
+                 if t.get("claim") and t["claim"]["lease_until"] > now and str(held.get(t["id"], "")) <= now]
+    return {"last_sync": last.get("at"), "remote": last.get("remote"), "error": last.get("error"),
+            "tentative": sorted(tentative, key=lambda x: x["todo_id"])}
+
+
+def note_synced(store, remote: str, error: str | None = None, git: Git | None = None) -> dict:
+    """Record a sync attempt in ``cache/sync.json``: when, which remote, whether a goal is shared
+    (so should-run knows without loading the state) and the error when the remote did not answer."""
+    from loopx.kernel.storage import clock
+
+    data = read_status(store) or {}
+    data.update(attempt=clock.now_iso(), remote=remote, error=error, node=store.node_id())
+    if error is None:
+        data["at"] = data["attempt"]
+    data["shared"] = bool(shared_goals(store.load(view="live")))
+    if git is not None:
+        _, claims = read_claims(git)
+        data["claims"] = {t: c.get("until") for t, c in claims.items() if isinstance(c, dict)}
+    write_status(store, data)
+    return data
+
+
+def shared_goals(state: dict, goal_id: str | None = None) -> list[str]:
+    """Ids of the active goals marked shared (``loopx goal update --shared``)."""
+    return [g["id"] for g in state["goals"].values()
+            if g.get("shared") and g.get("status") == "active" and (goal_id is None or g["id"] == goal_id)]
+
+
+def every() -> float:
+    """Seconds between automatic syncs of shared goals (``LOOPX_SYNC_EVERY``, default 60)."""
+    try:
+        return max(0.0, float(env("LOOPX_SYNC_EVERY") or "60"))
+    except ValueError:
+        return 60.0
+
+
+def shared_tick(store, goal_id: str | None = None) -> str | None:
+    """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
+    has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
+    remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
+    read when nothing is shared, and when another process is syncing. Returns a one-line note
+    when the remote could not be reached (the loop goes on locally), else None."""
+    try:
+        with open(store.path("cache", "sync.json"), "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    if b'"shared": true' not in raw:
+        return None
+    from loopx.errors import LoopxError
+    from loopx.kernel.storage import clock
+
+    last = read_status(store) or {}
+    try:
+        age = (clock.now() - clock.parse_ts(last.get("attempt") or "")).total_seconds()
+    except Exception:  # noqa: BLE001 - a damaged cache entry: sync now
+        age = None
+    if age is not None and 0 <= age < every():
+        return None
+    remote = last.get("remote")
+    try:
+        git = project_git(store, remote)
+        from loopx.kernel.storage.fs import locked
+
+        with locked(store.path("cache", "sync.lock"), 0):
+            exchange(store, git)
+            git.fetch(f"+{CLAIMS}:{CLAIMS}")
+            note_synced(store, git.remote, git=git)
+    except LoopxError as exc:
+        if exc.code == "store_busy":
+            return None  # another process is syncing this clone now
+        note_synced(store, remote or "origin", exc.message)
+        return (f"shared goal not synced: {exc.message}; the loop goes on locally and shared claims wait "
+                "until the remote answers")
+    return None
+
+
+def read_status(store) -> dict | None:
+    import json
+
+    try:
+        with open(store.path("cache", "sync.json"), "rb") as fh:
+            data = json.loads(fh.read())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=None, remote: str | None = None,
+                     driven: bool = False) -> dict:
+    """``next --sync`` (and ``loopx run`` on a shared goal): exchange records, claim through the
+    remote (compare-and-swap on refs/loopx/claims), then start the turn on that todo. Returns what
+    ``turn.next_turn`` returns plus ``sync`` ({node, pushed, imported, nodes, claim_tries, lost});
+    when every ready todo is claimed elsewhere the decision is ``wait`` (reason
+    ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
+    Raises RemoteUnreachable (exit 3), StateError, Conflict."""
+    from datetime import timedelta
+
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import clock
+    from loopx.kernel.write import todos
+    git = project_git(store, remote)
+    with sync_lock(store):
+        ex = exchange(store, git)
+        resumed = turn._resume(store, actor, goal_id, driven)
+        if resumed is not None:
+            resumed["sync"] = {**ex, "claim_tries": 0, "lost": []}
+            return resumed
+        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
+        last: dict = {}
+
+        def pick(held):
+            d = turn.pick_todo(store, actor, held, goal_id=goal_id)
+            last["decision"], last["held"] = d, held
+            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
+
+        got = claim(store, git, pick, actor, until)
+        tid = got["todo_id"]
+        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
+        if tid is None:
+            d = dict(last.get("decision") or {})
+            if got["lost"] and d.get("decision") != "run":
+                lost = got["lost"][-1]
+                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
+                d.update(decision="wait", reason="claimed_elsewhere",
+                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
+                         hint="run `loopx next --sync` again later")
+            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
+                return {**turn.next_turn(store, actor, goal_id=goal_id, lease=lease,
+                                         held=last.get("held"), driven=driven), "sync": sync_info}
+            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
+                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
+                    "packet_text": None, "sync": sync_info}
+        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
+        res = turn.next_turn(store, actor, goal_id=goal_id, lease=lease, held=held, want=tid, driven=driven)
+        res["sync"] = sync_info
+        try:  # so the other machines see the claim record at their next sync
+            push_own(store, git, ex["node"])
+        except RemoteUnreachable:
+            pass
+        note_synced(store, git.remote, git=git)
+        return res
