@@ -28,15 +28,7 @@ from loopx.errors import UsageError
 
 
 def _lines(store, stream: str):
-    for path in store.stream_paths(stream):
-        try:
-            fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
-            continue
-        with fh:
-            for line in fh:
-                if line.endswith(b"\n"):
-                    yield line[:-1]
+    return store.iter_lines(stream)
 
 
 def export(store, goal_id: str, output: str) -> dict:

@@ -144,28 +144,20 @@ def _records(store, stream: str):
     from json import loads
 
     decode = store.decode
-    for path in store.stream_paths(stream):
-        try:
-            fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
+    for body in store.iter_lines(stream):
+        line = body + b"\n"
+        head = _header(body)
+        if head is not None:
+            seq, rid, node, hlc, prev = head
+            yield (hlc, node, rid), stream, seq, {"node": node, "hlc": hlc, "prev": prev}, line
             continue
-        with fh:
-            for line in fh:
-                if not line.endswith(b"\n"):
-                    break
-                body = line[:-1]
-                head = _header(body)
-                if head is not None:
-                    seq, rid, node, hlc, prev = head
-                    yield (hlc, node, rid), stream, seq, {"node": node, "hlc": hlc, "prev": prev}, line
-                    continue
-                try:
-                    rec = decode(body, loads)
-                except ValueError:
-                    continue  # counted and reported by the line checks
-                hlc = rec.get("hlc")
-                key = (hlc, rec.get("node") or "", rec.get("id") or "") if "node" in rec else None
-                yield key, stream, rec["seq"], rec, line
+        try:
+            rec = decode(body, loads)
+        except ValueError:
+            continue  # counted and reported by the line checks
+        hlc = rec.get("hlc")
+        key = (hlc, rec.get("node") or "", rec.get("id") or "") if "node" in rec else None
+        yield key, stream, rec["seq"], rec, line
 
 
 def verify(store) -> dict:

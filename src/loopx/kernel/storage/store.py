@@ -733,11 +733,9 @@ class Store:
         return drafts
 
     # ----------------------------------------------------------------- helpers
-    def iter_records(self, stream: str = "events"):
-        """Yield every good record of ``stream`` in file order, streaming the closed segments and
-        then the open file (for history, reports and doctor)."""
-        from json import loads
-
+    def iter_lines(self, stream: str = "events"):
+        """Yield every complete line of ``stream`` (bytes, without its newline) in file order,
+        streaming the closed segments and then the open file; an unterminated last line is left out."""
         for path in self.stream_paths(stream):
             try:
                 fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -747,10 +745,17 @@ class Store:
                 for line in fh:
                     if not line.endswith(b"\n"):
                         break
-                    try:
-                        yield decode(line[:-1], loads)
-                    except ValueError:
-                        continue
+                    yield line[:-1]
+
+    def iter_records(self, stream: str = "events"):
+        """Yield every good record of ``stream`` in file order (for history, reports and doctor)."""
+        from json import loads
+
+        for body in self.iter_lines(stream):
+            try:
+                yield decode(body, loads)
+            except ValueError:
+                continue
 
     def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
         """Yield every good record of ``stream`` newest first, reading the files backwards in
