@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.hosts.adapters import base
+from loopx.hosts.adapters.claude_code import allow, cont, context, deny, let_stop  # noqa: F401 (Codex speaks Claude Code's hook protocol: the same answers)
 
 NAME = "codex"
 KIND = "settings"
@@ -18,26 +18,6 @@ SHAPE = {"tool": "tool_name", "input": "tool_input",
          "edit": {"apply_patch", "write_file", "edit"},
          "builtin": {"read_file", "list_dir", "grep_files", "view_image", "update_plan", "web_search", "write_stdin"},
          "paths": ("file_path", "path")}
-
-
-def deny(reason: str):
-    return base.claude_deny(reason)
-
-
-def allow():
-    return None, 0, ""
-
-
-def cont(text: str):
-    return {"decision": "block", "reason": text}
-
-
-def let_stop():
-    return None
-
-
-def context(text: str):
-    return base.session_context(text)
 
 
 def config_path(scope: str, root: str) -> str:
