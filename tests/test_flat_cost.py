@@ -86,8 +86,10 @@ def test_status_and_should_run_read_no_more_on_a_100k_store(stores):
 
 # ---------------------------------------------------------------------- start-up imports
 def _imports(proj: Path, args: list[str], stdin: str | None = None) -> set[str]:
+    # -S: no site module, so no .pth file of the machine's site-packages (some import re at start-up)
+    # is blamed on loopx; subprocess_env puts src/ on PYTHONPATH and loopx has no runtime dependencies.
     env = subprocess_env({"LOOPX_HOME": str(proj / "home")})
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "loopx", *args], cwd=proj, env=env,
+    proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "loopx", *args], cwd=proj, env=env,
                           capture_output=True, text=True, input=stdin, timeout=120)
     mods = set()
     for line in proc.stderr.splitlines():
