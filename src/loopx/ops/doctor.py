@@ -34,14 +34,26 @@ class Target:
         self.project_dir = project_dir
         self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
         self._scan: dict | None = None
+        self._anchors: dict | None = None
 
     @property
     def scan(self) -> dict:
+        """The one pass over every line (``ops.storescan.scan``), which also picks out the hashes
+        of the records the anchors name (so the anchor sources are read first)."""
         if self._scan is None:
+            from loopx.ops.anchorcheck import wanted
             from loopx.ops.storescan import scan
 
-            self._scan = scan(self.root or "")
+            self._scan = scan(self.root or "", wanted(self.anchor_sources()) if self.root else None)
         return self._scan
+
+    def anchor_sources(self, remotes: bool = True) -> dict:
+        """``ops.anchorcheck.gather``'s answer, read once."""
+        if self._anchors is None:
+            from loopx.ops.anchorcheck import gather
+
+            self._anchors = gather(self, remotes=remotes)
+        return self._anchors
 
     def store(self):
         from loopx.kernel.storage.store import Store
@@ -210,7 +222,9 @@ def check_setup(t: Target) -> list[dict]:
     from loopx.kernel.read.verify import open_error
 
     try:
-        state = t.store().load()
+        # the live view holds every active goal's last run (what ``open_error`` reads), so no
+        # history is folded and no snapshot is written
+        state = t.store().load(view="live", save_snapshot=False)
     except LoopxError as exc:
         return [result("setup", "skipped", f"the store cannot be read: {exc.message}")]
     out = []
@@ -252,10 +266,11 @@ def check_signing(t: Target) -> list[dict]:
         fps = ", ".join(f"{x['principal']} {x['fingerprint']}" for x in s["signers"]) or "none"
         out.append(result("signing", "ok", f"signed approvals: {'on' if s['enabled'] else 'off'}; signers: {fps}"))
     if t.project_dir:
-        try:
-            state = t.store().load()
-        except Exception:
-            return out
+        from loopx.kernel.storage import fold
+
+        state = fold.empty()  # the gates, folded from the gate records the one pass picked out
+        for rec in t.scan["gates"]:
+            fold.apply(state, rec)
         bad = signing.unverified_approvals(state)
         if bad:
             out.append(result("signing.approvals", "error", f"approvals that do not verify: {', '.join(bad[:10])}",

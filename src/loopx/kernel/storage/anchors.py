@@ -215,7 +215,7 @@ def is_ancestor(cwd: str, older: str, newer: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------- checking
-def compare(store, anchors: list[dict]) -> dict | None:
+def compare(store, anchors: list[dict], facts: dict | None = None) -> dict | None:
     """Check every anchored head against the log: the record at (node, stream, seq) must exist and
     hash to the anchored hash (its chain then vouches for every earlier record of its node).
 
@@ -223,7 +223,11 @@ def compare(store, anchors: list[dict]) -> dict | None:
     the earliest anchor that fails: ``kind`` is ``"truncated"`` (the anchored record is gone; ``seq`` is
     the first missing one) or ``"rewritten"`` (another record is there; the damage starts after
     ``after_seq``, the newest anchored record of that node and stream that still matches, and at or
-    before ``seq``)."""
+    before ``seq``).
+
+    ``facts`` (from doctor's one pass over the log, ``ops.segscan``) gives the log's side instead of
+    reading it again: ``{"hashes": {(node, stream, seq): hex}, "last_seq": {(node, stream): seq},
+    "repaired": {(stream, seq)}}``, with a hash for every record the anchors name."""
     from loopx.kernel.storage import chain
 
     wanted: dict[tuple, str] = {}
@@ -235,7 +239,11 @@ def compare(store, anchors: list[dict]) -> dict | None:
         return None
     last_seq: dict[tuple, int] = {}
     repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
-    for stream in ("events", "evidence"):
+    if facts is not None:
+        for key in wanted:
+            wanted[key] = facts["hashes"].get(key, "")
+        last_seq, repaired = facts["last_seq"], facts["repaired"]
+    for stream in (("events", "evidence") if facts is None else ()):
         for _key, s, seq, rec, line in chain._records(store, stream):
             if b'"store.repaired"' in line:
                 try:

@@ -1,0 +1,536 @@
+"""One pass over every line of a store for ``doctor``: the line checks, the hash chain's links and
+the anchored hashes, in parallel over the closed segments.
+
+The log is cut into *units* (a closed segment, or a piece of a large file of at most ``UNIT_BYTES``
+that ends on a line end); ``scan_unit`` reads one unit and checks each line once (CRC, JSON, the
+record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
+outright, so the verdict is the same as a reader's) and returns a small summary:
+
+- counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
+- ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
+  without a set of every ``seq``), and each ``id`` as an 8-byte digest (for repeated ids);
+- the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
+  hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
+  record (its ``prev``) and last record (its hash) leave the unit;
+- the hashes of the records the anchors name, each node's last ``seq`` per stream, the ``seq`` of
+  lines ``store.repaired`` records account for, and the gate records (for the signing check).
+
+``merge`` joins the summaries. A node's chain holds exactly when, over all its runs, exactly one
+starts with ``prev: null``, every other run's ``prev`` is the hash of another run's last record of
+the same node with a smaller ``hlc`` and no two runs name the same one, and in each stream the node's
+``hlc`` grows in file order: the links then form one path in ``hlc`` order (docs/architecture.md,
+"doctor"). When that does not hold, ``chain.verify`` walks the log in order to name the first broken
+link exactly, as before; a healthy store never takes that path.
+
+Units run in a pool of processes (``fork``, Linux only) when the store is large enough to gain from
+it; elsewhere, and for small stores, they run one after the other in this process.
+"""
+
+from __future__ import annotations
+
+import os
+
+UNIT_BYTES = 8 << 20          # at most this much of one file per unit (closed segments are ~8 MiB)
+PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
+BAD_SAMPLES = 20
+
+
+def units(root: str, stream: str) -> tuple[list[tuple], dict]:
+    """The units of ``stream`` in file order: ``(path, fname, closed, start, end, last)`` tuples, and
+    ``{"exists", "size", "unreadable"}`` about its files (never raises)."""
+    from loopx.kernel.storage.store import Store
+
+    store = Store(root)
+    paths = [(p, True) for p in store.stream_paths(stream)[:-1]] + [(os.path.join(root, f"{stream}.jsonl"), False)]
+    out: list[tuple] = []
+    info: dict = {"exists": False, "size": 0, "unreadable": None}
+    for path, closed in paths:
+        fname = f"{stream}/{os.path.basename(path)}" if closed else os.path.basename(path)
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                info["exists"] = True
+                info["size"] += size
+                start = 0
+                while True:
+                    end = min(size, start + UNIT_BYTES)
+                    if end < size:  # cut at the next line end after ``end``
+                        fh.seek(end)
+                        while True:
+                            block = fh.read(1 << 16)
+                            if not block:
+                                end = size
+                                break
+                            nl = block.find(b"\n")
+                            if nl >= 0:
+                                end += nl + 1
+                                break
+                            end += len(block)
+                    out.append((path, fname, closed, start, end, end >= size))
+                    if end >= size:
+                        break
+                    start = end
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # permissions, a folder in the file's place, an I/O error
+            info["exists"] = True
+            info["unreadable"] = f"{exc.strerror or exc}"
+    return out, info
+
+
+def _seq_runs(seqs: list[int]) -> list[list[int]]:
+    seqs.sort()
+    runs: list[list[int]] = []
+    for s in seqs:
+        if runs and s <= runs[-1][1] + 1:
+            if s > runs[-1][1]:
+                runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return runs
+
+
+def _id_digest(rid: str) -> int:
+    if len(rid) == 18 and rid.startswith("e-"):
+        try:
+            return int(rid[2:], 16)  # loopx's own ids: exact
+        except ValueError:
+            pass
+    import zlib
+
+    b = rid.encode("utf-8", "surrogatepass")
+    return (1 << 63) | (zlib.crc32(b) << 31) | (zlib.adler32(b) & 0x7FFFFFFF)
+
+
+def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict:
+    """Check every line of one unit (see the module docstring); never raises on damaged content."""
+    import hashlib
+    import json
+    import zlib
+
+    from loopx.kernel.storage import chain, fold
+    from loopx.kernel.storage.store import _CONFLICT, decode
+
+    path, fname, closed, start, end, last = unit
+    res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
+                 "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
+                 "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
+                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None,
+                 "unordered": False, "first_seq": None}
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(end - start)
+    except OSError as exc:
+        res["unreadable"] = f"{exc.strerror or exc}"
+        return res
+    cut = data.rfind(b"\n") + 1
+    if last:
+        res["torn"] = len(data) - cut
+    if start == 0 and data.startswith(b"\xef\xbb\xbf"):
+        res["bom"] = True
+    lines = data[:cut].split(b"\n")
+    lines.pop()
+    del data
+
+    crc32 = zlib.crc32
+    sha = hashlib.sha256
+    scan_once = json.decoder.JSONDecoder().scan_once
+    loads = json.loads
+    check_shape = fold.check_shape
+    check_fields = chain.check_fields
+    canonical = chain.canonical
+    header = chain._header_match()
+    reducers = fold.REDUCERS
+    seqs: list[int] = []
+    ids: list[int] = []
+    unknown = res["unknown_types"]
+    bad = res["bad"]
+    runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n]]
+    node_last: dict = {}            # node -> (hash hex, hlc) of its last record in this unit
+    hashes = res["hashes"]
+    node_seq = res["node_last_seq"]
+    newest = None
+    good = 0
+    offset = start
+    n = 0
+    last_seq_seen = 0
+    for body in lines:
+        n += 1
+        line_start = offset
+        offset += len(body) + 1
+        if body[-1:] == b"\r":
+            res["crlf"] += 1
+        if not body or (body[0] != 123 and not body.strip()):  # 123: "{"
+            continue
+        rec = None
+        head = None  # (seq, node, hlc, prev) as chain.verify reads them
+        fast = False
+        # the fast path accepts only what store.decode accepts (a line as loopx writes it);
+        # store.decode itself decides every other line
+        if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
+            try:
+                if crc32(body[:-18]) == int(body[-10:-2], 16):
+                    text = body.decode()
+                    obj, stop = scan_once(text, 0)
+                    if stop == len(text) and type(obj) is dict and type(obj.get("type")) is str \
+                            and type(obj.get("seq")) is int:
+                        check_shape(obj)
+                        if "node" in obj:
+                            m = header(body)
+                            if m is not None:
+                                head = (int(m[1]), m[3].decode(), [int(m[4]), int(m[5])],
+                                        None if m[6] == b"null" else m[6][1:-1].decode())
+                            if head is None or obj["node"] != head[1] or obj.get("hlc") != head[2] \
+                                    or obj.get("prev") != head[3]:
+                                check_fields(obj)
+                        rec = obj
+                        fast = True
+            except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
+                rec, head = None, None
+        if rec is None:
+            try:
+                rec = decode(body, loads)
+            except ValueError as exc:
+                conflict = body.startswith(_CONFLICT)
+                res["conflict"] = res["conflict"] or conflict
+                res["bad_count"] += 1
+                if len(bad) < BAD_SAMPLES:
+                    bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
+                                "text": body[:80].decode("utf-8", "replace"), "file": fname})
+                rec = None
+            h5 = chain._header(body)
+            if h5 is not None:
+                head = (h5[0], h5[2], h5[3], h5[4])
+        if rec is not None:
+            good += 1
+            seq = rec["seq"]
+            seqs.append(seq)
+            if seq <= last_seq_seen:
+                res["unordered"] = True
+            last_seq_seen = seq
+            rid = rec.get("id")
+            if rid:
+                ids.append(_id_digest(rid) if type(rid) is str else _id_digest(repr(rid)))
+            rtype = rec["type"]
+            if rtype not in reducers:
+                unknown[rtype] = unknown.get(rtype, 0) + 1
+            ts = rec.get("ts")
+            if type(ts) is str and (newest is None or ts > newest):
+                newest = ts
+            if rtype.startswith("gate."):
+                res["gates"].append(rec)
+            elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
+                d = rec["data"]
+                ex = res["explained"].setdefault(str(d.get("file", "")), [])
+                ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
+            if head is None and "node" in rec:
+                head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
+        if head is None:
+            if rec is not None:
+                res["unchained"] += 1
+                if res["first_unchained"] is None:
+                    res["first_unchained"] = rec["seq"]
+            continue
+        seq, node, hlc, prev = head
+        h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
+        if wanted is not None and (node, seq) in wanted:
+            hashes[(node, seq)] = h
+        if seq > node_seq.get(node, 0):
+            node_seq[node] = seq
+        lastn = node_last.get(node)
+        if lastn is not None and prev == lastn[0] and hlc > lastn[1]:
+            run = runs[node][-1]
+            run[3], run[4], run[5] = hlc, h, seq
+            run[6] += 1
+        else:
+            if lastn is not None and not hlc > lastn[1] and res["disorder"] is None:
+                res["disorder"] = {"node": node, "seq": seq}
+            runs.setdefault(node, []).append([hlc, prev, seq, hlc, h, seq, 1])
+        node_last[node] = (h, hlc)
+    res["lines"] = n
+    res["good"] = good
+    res["newest_ts"] = newest
+    res["seq_count"] = len(seqs)
+    res["last_seq"] = max(seqs) if seqs else 0
+    res["seq_runs"] = _seq_runs(seqs)
+    if ids:
+        from array import array
+
+        ids.sort()
+        res["ids"] = array("Q", ids).tobytes()
+    res["runs"] = _pack_runs(runs, res)
+    return res
+
+
+_RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
+
+
+def _pack_runs(runs: dict, res: dict) -> dict:
+    """``{node: bytes}``: each run as one ``_RUN`` struct (a few MB for a whole store, not a list
+    of Python objects per run). A value that does not fit (a forged clock, a prev that is not hex)
+    marks the unit for ``chain.verify``."""
+    import struct
+
+    pack = struct.Struct(_RUN).pack
+    out: dict = {}
+    for node, node_runs in runs.items():
+        parts = []
+        for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n in node_runs:
+            try:
+                parts.append(pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
+                                  e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), n))
+            except (struct.error, ValueError, TypeError, IndexError):
+                if res["disorder"] is None:
+                    res["disorder"] = {"node": node, "seq": e_seq}
+        out[node] = b"".join(parts)
+    return out
+
+
+def _results(fn, jobs: list[tuple], total_bytes: int):
+    """Yield ``fn(*job)`` for each job, in order: over a pool of processes when that pays off
+    (at most two jobs ahead per process, so finished results never pile up), else here."""
+    workers = _workers()
+    done = 0
+    if workers >= 2 and total_bytes >= PARALLEL_BYTES and len(jobs) >= 2:
+        try:
+            import multiprocessing
+            from collections import deque
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+                ahead: deque = deque()
+                nxt = 0
+                while done < len(jobs):
+                    while nxt < len(jobs) and len(ahead) < 2 * workers:
+                        ahead.append(pool.submit(fn, *jobs[nxt]))
+                        nxt += 1
+                    res = ahead.popleft().result()
+                    done += 1
+                    yield res
+        except (OSError, ImportError, ValueError, RuntimeError):  # no fork, no semaphores, a broken pool
+            pass
+    for job in jobs[done:]:
+        yield fn(*job)
+
+
+def _workers() -> int:
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return 1  # fork is safe only on Linux; elsewhere the scan runs in this process
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def scan_store(root: str, wanted: dict | None = None) -> dict:
+    """Scan both streams of the store at ``root``. ``wanted``: ``{stream: {(node, seq), ...}}`` whose
+    line hashes the caller needs (anchors). Returns ``{"streams": {name: StreamScan}, "chain": the
+    chain summary (``Merge.chain``), "anchors": {"hashes": {(node, stream, seq): hex}, "last_seq":
+    {(node, stream): seq}, "repaired": {(stream, seq)}}, "gates": [the gate records, in the order a
+    reader folds them]}``."""
+    from loopx.kernel.storage.store import STREAMS
+
+    jobs: list[tuple] = []
+    merger = Merge()
+    total = 0
+    for name in STREAMS:
+        us, info = units(root, name)
+        merger.stream(name, info)
+        want = frozenset((wanted or {}).get(name) or ()) or None
+        for u in us:
+            jobs.append((u, name, want))
+            total += u[4] - u[3]
+    for (u, name, _w), res in zip(jobs, _results(scan_unit, jobs, total), strict=True):
+        merger.add(name, u, res)
+    return merger.finish()
+
+
+class Merge:
+    """Joins ``scan_unit`` results as they come (each stream's units in file order) and keeps only
+    what the whole store needs: counts, the ``seq`` runs, the id digests, the open chain ends."""
+
+    def __init__(self) -> None:
+        self.streams: dict = {}
+        self.explained: dict[str, set] = {}
+        self.hashes: dict = {}
+        self.last_seq: dict = {}
+        self.gates: list = []
+        self._seq: dict = {}
+        # the chain
+        self.chain: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "holds": True, "why": None}
+        self._exits: dict = {}    # (node, hash) -> exit hlc, not named by any run's prev yet
+        self._waiting: dict = {}  # (node, prev) -> entry hlc, whose record is not seen yet
+        self._roots: dict = {}
+        self._heads: dict = {}
+        self._last_hlc: dict = {}  # (stream, node) -> hlc of its last record so far (file order)
+
+    def stream(self, name: str, info: dict) -> None:
+        s = {"exists": info["exists"], "size": info["size"], "lines": 0, "good": 0, "bad_count": 0, "bad": [],
+             "conflict": False, "torn_bytes": 0, "bom": False, "crlf": 0, "last_seq": 0, "missing_seqs": 0,
+             "missing_sample": [], "dup_seqs": 0, "dup_ids": 0, "unknown_types": {}, "newest_ts": None}
+        if info["unreadable"]:
+            s["unreadable"] = info["unreadable"]
+        self.streams[name] = s
+        self._seq[name] = {"runs": [], "count": 0, "ids": [], "file_lines": {}}
+
+    def add(self, name: str, unit: tuple, r: dict) -> None:
+        s, acc = self.streams[name], self._seq[name]
+        path, fname, closed, _start, _end, last = unit
+        if r["unreadable"]:
+            s["unreadable"] = r["unreadable"]
+        base = acc["file_lines"].get(fname, 0)
+        for b in r["bad"]:
+            if len(s["bad"]) < BAD_SAMPLES:
+                s["bad"].append(dict(b, line=b["line"] + base))
+        acc["file_lines"][fname] = base + r["lines"]
+        for k in ("lines", "good", "bad_count", "crlf"):
+            s[k] += r[k]
+        s["conflict"] = s["conflict"] or r["conflict"]
+        s["bom"] = s["bom"] or r["bom"]
+        if last and r["torn"]:
+            if closed:
+                s.setdefault("segment_torn", []).append(os.path.basename(path))
+            else:
+                s["torn_bytes"] = r["torn"]
+        for k, v in r["unknown_types"].items():
+            s["unknown_types"][k] = s["unknown_types"].get(k, 0) + v
+        if r["newest_ts"] and (s["newest_ts"] is None or r["newest_ts"] > s["newest_ts"]):
+            s["newest_ts"] = r["newest_ts"]
+        acc["runs"].extend(r["seq_runs"])
+        acc["count"] += r["seq_count"]
+        s["last_seq"] = max(s["last_seq"], r["last_seq"])
+        if r["ids"]:
+            acc["ids"].append(r["ids"])
+        for f, q in r["explained"].items():
+            self.explained.setdefault(f, set()).update(q)
+        for (node, seq), h in r["hashes"].items():
+            self.hashes[(node, name, seq)] = h
+        for node, q in r["node_last_seq"].items():
+            if q > self.last_seq.get((node, name), 0):
+                self.last_seq[(node, name)] = q
+        self.gates.extend(r["gates"])
+        self._add_chain(name, r)
+
+    def _fail(self, why: str) -> None:
+        if self.chain["holds"]:
+            self.chain["holds"], self.chain["why"] = False, why
+
+    def _add_chain(self, name: str, r: dict) -> None:
+        import struct
+
+        out = self.chain
+        out["unchained"] += r["unchained"]
+        if r["disorder"] is not None:
+            self._fail(f"{name} seq {r['disorder']['seq']}: the clock goes back")
+        exits, waiting, roots, heads, last_hlc = self._exits, self._waiting, self._roots, self._heads, self._last_hlc
+        for node, packed in r["runs"].items():
+            first = True
+            count = 0
+            for e_ms, e_ctr, e_seq, e_prev, has_prev, x_ms, x_ctr, x_seq, x_hash, n in struct.iter_unpack(_RUN, packed):
+                e_hlc, x_hlc = (e_ms, e_ctr), (x_ms, x_ctr)
+                if first:
+                    lh = last_hlc.get((name, node))
+                    if lh is not None and not e_hlc > lh:
+                        self._fail(f"{name} seq {e_seq}: the clock goes back")
+                    first = False
+                count += n
+                if not has_prev:
+                    roots[node] = roots.get(node, 0) + 1
+                else:
+                    key = (node, e_prev)
+                    x = exits.pop(key, None)
+                    if x is not None:
+                        if not x < e_hlc:
+                            self._fail(f"{name} seq {e_seq}: its prev names a later record")
+                    elif key in waiting:
+                        self._fail(f"{name} seq {e_seq}: two records name the same prev")
+                    else:
+                        waiting[key] = e_hlc
+                key = (node, x_hash)
+                e = waiting.pop(key, None)
+                if e is not None:
+                    if not x_hlc < e:
+                        self._fail(f"{name} seq {x_seq}: a prev names a later record")
+                elif key in exits:
+                    self._fail(f"{name} seq {x_seq}: two records with the same bytes")
+                else:
+                    exits[key] = x_hlc
+                h = heads.get(node)
+                if h is None or x_hlc > h[0]:
+                    heads[node] = (x_hlc, x_hash, name, x_seq)
+                last_hlc[(name, node)] = x_hlc
+            out["chained"] += count
+            out["nodes"][node] = out["nodes"].get(node, 0) + count
+
+    def finish(self) -> dict:
+        import itertools
+        import operator
+        from array import array
+
+        for name, s in self.streams.items():
+            acc = self._seq[name]
+            # seq: repeats are the records beyond the distinct values; gaps are what no run covers
+            runs = sorted(acc["runs"])
+            distinct, top = 0, 0
+            gaps: list[tuple[int, int]] = []
+            for a, b in runs:
+                if a > top + 1:
+                    gaps.append((top + 1, a - 1))
+                if b > top:
+                    distinct += b - max(a, top + 1) + 1
+                    top = b
+            s["dup_seqs"] = acc["count"] - distinct
+            ok = self.explained.get(f"{name}.jsonl", set())
+            missing, sample = 0, []
+            for a, b in gaps:
+                missing += b - a + 1 - (sum(1 for q in ok if a <= q <= b) if ok else 0)
+                q = a
+                while q <= b and len(sample) < 10:
+                    if q not in ok:
+                        sample.append(q)
+                    q += 1
+            s["missing_seqs"], s["missing_sample"] = missing, sample
+            if acc["ids"]:
+                ids = array("Q")
+                for chunk in acc["ids"]:
+                    ids.frombytes(chunk)
+                acc["ids"] = None
+                digits = sorted(ids)  # each unit's part is sorted already: a merge of runs
+                del ids
+                s["dup_ids"] = sum(map(operator.eq, digits, itertools.islice(digits, 1, None)))
+                del digits
+        out = self.chain
+        if self._waiting:
+            self._fail("a prev names no record of its node")
+        if any(v != 1 for v in self._roots.values()) or set(self._roots) != set(out["nodes"]):
+            self._fail("a node's first record is missing or repeated")
+        if out["chained"] and out["unchained"]:
+            self._fail("records without chain fields")
+        out["records"] = out["chained"] + out["unchained"]
+        out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
+                        for node, (hlc, h, st, seq) in self._heads.items()}
+        repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
+        hashes = self.hashes
+        return {"streams": self.streams, "chain": out, "gates": _reader_order(self.gates),
+                "anchors": {"hashes": hashes, "last_seq": self.last_seq, "repaired": repaired}}
+
+
+def _reader_order(recs: list[dict]) -> list[dict]:
+    """``recs`` in the order a reader folds them: ``order_key`` order, each id once (which is file
+    order for a log that was never merged)."""
+    from loopx.kernel.storage.store import order_key
+
+    out, seen = [], set()
+    for rec in sorted(recs, key=order_key):
+        rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+        if not isinstance(rid, (str, tuple)):
+            rid = repr(rid)
+        if rid in seen:
+            continue
+        seen.add(rid)
+        out.append(rec)
+    return out
