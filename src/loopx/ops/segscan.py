@@ -90,15 +90,17 @@ def _seq_runs(seqs: list[int]) -> list[list[int]]:
     return runs
 
 
-def _id_digest(rid: str) -> int:
-    if len(rid) == 18 and rid.startswith("e-"):
+def _id_digest(rid) -> int:
+    """A record id as 64 bits (for counting repeated ids): loopx's own ``e-`` + 16 hex exactly,
+    anything else as CRC-32 and Adler-32 of its bytes (with the top bit set)."""
+    if type(rid) is str and len(rid) == 18 and rid[:2] == "e-" and rid.isascii() and rid[2:].isalnum():
         try:
-            return int(rid[2:], 16)  # loopx's own ids: exact
+            return int(rid[2:], 16)
         except ValueError:
             pass
     import zlib
 
-    b = rid.encode("utf-8", "surrogatepass")
+    b = (rid if type(rid) is str else repr(rid)).encode("utf-8", "surrogatepass")
     return (1 << 63) | (zlib.crc32(b) << 31) | (zlib.adler32(b) & 0x7FFFFFFF)
 
 
@@ -115,8 +117,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
                  "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
                  "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
-                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None,
-                 "unordered": False, "first_seq": None}
+                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None}
     try:
         with open(path, "rb") as fh:
             fh.seek(start)
@@ -140,7 +141,6 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     check_shape = fold.check_shape
     check_fields = chain.check_fields
     canonical = chain.canonical
-    header = chain._header_match()
     reducers = fold.REDUCERS
     seqs: list[int] = []
     ids: list[int] = []
@@ -154,20 +154,16 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     good = 0
     offset = start
     n = 0
-    last_seq_seen = 0
+    valid_nodes: set = set()
     for body in lines:
         n += 1
         line_start = offset
         offset += len(body) + 1
-        if body[-1:] == b"\r":
-            res["crlf"] += 1
-        if not body or (body[0] != 123 and not body.strip()):  # 123: "{"
-            continue
         rec = None
         head = None  # (seq, node, hlc, prev) as chain.verify reads them
         fast = False
-        # the fast path accepts only what store.decode accepts (a line as loopx writes it);
-        # store.decode itself decides every other line
+        # the fast path accepts only lines store.decode accepts (a line as loopx writes it, its chain
+        # fields checked as chain.check_fields does); store.decode decides every other line
         if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
             try:
                 if crc32(body[:-18]) == int(body[-10:-2], 16):
@@ -177,18 +173,29 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
                             and type(obj.get("seq")) is int:
                         check_shape(obj)
                         if "node" in obj:
-                            m = header(body)
-                            if m is not None:
-                                head = (int(m[1]), m[3].decode(), [int(m[4]), int(m[5])],
-                                        None if m[6] == b"null" else m[6][1:-1].decode())
-                            if head is None or obj["node"] != head[1] or obj.get("hlc") != head[2] \
-                                    or obj.get("prev") != head[3]:
+                            node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
+                            if node not in valid_nodes:
                                 check_fields(obj)
+                                valid_nodes.add(node)
+                            if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
+                                    or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
+                                    or not (prev is None or (type(prev) is str and len(prev) == 64)):
+                                check_fields(obj)  # raises: the same message as store.decode
+                            if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
+                                    and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
+                                head = (obj["seq"], node, hlc, prev)  # what the header says too
+                            else:  # a repeated key: the chain reads the line's header, as chain.verify does
+                                h5 = chain._header(body)
+                                head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
                         rec = obj
                         fast = True
             except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
                 rec, head = None, None
         if rec is None:
+            if body[-1:] == b"\r":
+                res["crlf"] += 1
+            if not body.strip():
+                continue
             try:
                 rec = decode(body, loads)
             except ValueError as exc:
@@ -206,19 +213,16 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
             good += 1
             seq = rec["seq"]
             seqs.append(seq)
-            if seq <= last_seq_seen:
-                res["unordered"] = True
-            last_seq_seen = seq
             rid = rec.get("id")
             if rid:
-                ids.append(_id_digest(rid) if type(rid) is str else _id_digest(repr(rid)))
+                ids.append(_id_digest(rid))
             rtype = rec["type"]
             if rtype not in reducers:
                 unknown[rtype] = unknown.get(rtype, 0) + 1
             ts = rec.get("ts")
             if type(ts) is str and (newest is None or ts > newest):
                 newest = ts
-            if rtype.startswith("gate."):
+            if rtype[:5] == "gate.":
                 res["gates"].append(rec)
             elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
                 d = rec["data"]
@@ -344,9 +348,36 @@ def scan_store(root: str, wanted: dict | None = None) -> dict:
         for u in us:
             jobs.append((u, name, want))
             total += u[4] - u[3]
+    jobs = _by_time(jobs)
     for (u, name, _w), res in zip(jobs, _results(scan_unit, jobs, total), strict=True):
         merger.add(name, u, res)
     return merger.finish()
+
+
+def _by_time(jobs: list[tuple]) -> list[tuple]:
+    """``jobs`` ordered by the clock of each unit's first line, so the two streams' units that cover
+    the same time are merged together and the chain ends waiting for their other half stay few;
+    each stream's units keep their file order (if the clock says otherwise, nothing is reordered)."""
+    from loopx.kernel.storage import chain
+
+    match = chain._header_match()
+    keyed = []
+    for job in jobs:
+        path, _f, _c, start, _e, _l = job[0]
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                m = match(fh.readline(1 << 16))
+        except OSError:
+            m = None
+        if m is None:
+            return jobs
+        keyed.append(((int(m[4]), int(m[5])), job))
+    ordered = [job for _k, job in sorted(keyed, key=lambda kj: kj[0])]
+    for name in {job[1] for job in jobs}:
+        if [j for j in ordered if j[1] == name] != [j for j in jobs if j[1] == name]:
+            return jobs
+    return ordered
 
 
 class Merge:
@@ -467,6 +498,7 @@ class Merge:
             out["nodes"][node] = out["nodes"].get(node, 0) + count
 
     def finish(self) -> dict:
+        import heapq
         import itertools
         import operator
         from array import array
@@ -495,14 +527,16 @@ class Merge:
                     q += 1
             s["missing_seqs"], s["missing_sample"] = missing, sample
             if acc["ids"]:
-                ids = array("Q")
+                parts = []
                 for chunk in acc["ids"]:
-                    ids.frombytes(chunk)
+                    part = array("Q")
+                    part.frombytes(chunk)
+                    parts.append(part)
                 acc["ids"] = None
-                digits = sorted(ids)  # each unit's part is sorted already: a merge of runs
-                del ids
-                s["dup_ids"] = sum(map(operator.eq, digits, itertools.islice(digits, 1, None)))
-                del digits
+                # each unit's digests are sorted: merge them lazily (8 bytes per record held, no list)
+                one, two = itertools.tee(heapq.merge(*parts))
+                next(two, None)
+                s["dup_ids"] = sum(map(operator.eq, one, two))
         out = self.chain
         if self._waiting:
             self._fail("a prev names no record of its node")
