@@ -33,6 +33,16 @@ import os
 UNIT_BYTES = 8 << 20          # at most this much of one file per unit (closed segments are ~8 MiB)
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
 BAD_SAMPLES = 20
+_SEQ = None
+
+
+def _seq_pattern():
+    global _SEQ
+    if _SEQ is None:
+        import re
+
+        _SEQ = re.compile(rb'"seq":(\d+)')
+    return _SEQ
 
 
 def units(root: str, stream: str) -> tuple[list[tuple], dict]:
@@ -203,8 +213,10 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
                 res["conflict"] = res["conflict"] or conflict
                 res["bad_count"] += 1
                 if len(bad) < BAD_SAMPLES:
+                    m = _seq_pattern().search(body)
                     bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
-                                "text": body[:80].decode("utf-8", "replace"), "file": fname})
+                                "text": body[:80].decode("utf-8", "replace"), "file": fname,
+                                "seq": int(m[1]) if m and len(m[1]) < 19 else None})
                 rec = None
             h5 = chain._header(body)
             if h5 is not None:
@@ -291,11 +303,13 @@ def _pack_runs(runs: dict, res: dict) -> dict:
     return out
 
 
-def _results(fn, jobs: list[tuple], total_bytes: int):
+def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
     """Yield ``fn(*job)`` for each job, in order: over a pool of processes when that pays off
-    (at most two jobs ahead per process, so finished results never pile up), else here."""
+    (at most two jobs ahead per process, so finished results never pile up), else here.
+    ``used["processes"]`` says which (0: here)."""
     workers = _workers()
     done = 0
+    used["processes"] = 0
     if workers >= 2 and total_bytes >= PARALLEL_BYTES and len(jobs) >= 2:
         try:
             import multiprocessing
@@ -306,6 +320,7 @@ def _results(fn, jobs: list[tuple], total_bytes: int):
             with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
                 ahead: deque = deque()
                 nxt = 0
+                used["processes"] = min(workers, len(jobs))
                 while done < len(jobs):
                     while nxt < len(jobs) and len(ahead) < 2 * workers:
                         ahead.append(pool.submit(fn, *jobs[nxt]))
@@ -314,7 +329,7 @@ def _results(fn, jobs: list[tuple], total_bytes: int):
                     done += 1
                     yield res
         except (OSError, ImportError, ValueError, RuntimeError):  # no fork, no semaphores, a broken pool
-            pass
+            used["processes"] = 0
     for job in jobs[done:]:
         yield fn(*job)
 
@@ -335,7 +350,7 @@ def scan_store(root: str, wanted: dict | None = None) -> dict:
     line hashes the caller needs (anchors). Returns ``{"streams": {name: StreamScan}, "chain": the
     chain summary (``Merge.chain``), "anchors": {"hashes": {(node, stream, seq): hex}, "last_seq":
     {(node, stream): seq}, "repaired": {(stream, seq)}}, "gates": [the gate records, in the order a
-    reader folds them]}``."""
+    reader folds them], "processes": how many processes scanned (0: this one)}``."""
     from loopx.kernel.storage.store import STREAMS
 
     jobs: list[tuple] = []
@@ -349,9 +364,10 @@ def scan_store(root: str, wanted: dict | None = None) -> dict:
             jobs.append((u, name, want))
             total += u[4] - u[3]
     jobs = _by_time(jobs)
-    for (u, name, _w), res in zip(jobs, _results(scan_unit, jobs, total), strict=True):
+    used: dict = {}
+    for (u, name, _w), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
         merger.add(name, u, res)
-    return merger.finish()
+    return dict(merger.finish(), processes=used.get("processes", 0))
 
 
 def _by_time(jobs: list[tuple]) -> list[tuple]:

@@ -105,7 +105,10 @@ def check_lines(t) -> dict:
     parts = []
     for n, s in bad.items():
         first = s["bad"][0]
-        parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at line {first['line']} ({first['reason']})")
+        where = f"line {first['line']}" if first.get("file") in (None, f"{n}.jsonl") else \
+            f"{first['file']} line {first['line']}"
+        seq = f", seq {first['seq']}" if first.get("seq") is not None else ""
+        parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at {where}{seq} ({first['reason']})")
     return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
                   "loopx doctor --fix (moves them to .loopx/quarantine/ under the lock)", "quarantine_bad_lines")
 
