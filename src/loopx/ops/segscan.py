@@ -1,8 +1,8 @@
 """One pass over every line of a store for ``doctor``: the line checks, the hash chain's links and
 the anchored hashes, in parallel over the closed segments.
 
-The log is cut into *units* (a closed segment, or a piece of a large file of at most ``UNIT_BYTES``
-that ends on a line end); ``scan_unit`` reads one unit and checks each line once (CRC, JSON, the
+The log is cut into *units* (a closed segment, or a piece of at most ``UNIT_BYTES`` of a large open
+file, ending on a line end); ``scan_unit`` reads one unit and checks each line once (CRC, JSON, the
 record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import os
 
-UNIT_BYTES = 8 << 20          # at most this much of one file per unit (closed segments are ~8 MiB)
+UNIT_BYTES = 12 << 20         # at most this much of one file per unit: a closed segment (8 MiB and
+                              # the last write past it) is one unit; a big open file is cut in pieces
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
 BAD_SAMPLES = 20
 _SEQ = None
