@@ -15,7 +15,8 @@ hits both alike:
 - ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path).
 
 Prints one JSON line per command and size:
-``{"command", "events", "median_s", "baseline_s", "ratio", "rss_mb", "runs"}``.
+``{"command", "events", "median_s", "baseline_s", "ratio", "rss_mb", "runs", "cpu_s", "load"}`` (``cpu_s``: the
+median user+system time of the command and its child processes; ``load``: the 1-minute load average after it).
 
 Usage: python bench/flat.py [--sizes 1000,10000,100000,1000000] [--runs 11] [--keep DIR] [--only CMD,...]
 """
@@ -38,6 +39,8 @@ sys.path.insert(0, HERE)
 
 from storebuild import build  # noqa: E402
 
+LAST_CPU = [0.0]  # user+system seconds of the last run_rss child (with its own children)
+
 
 def run_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> tuple[float, float, bytes]:
     """Like ``run`` but with this child's own peak RSS (``os.wait4``)."""
@@ -51,6 +54,7 @@ def run_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> 
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime  # the child's and its children's (doctor's pool)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode()[-800:]}")
@@ -71,7 +75,7 @@ def peak_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) ->
 
 
 def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: str, before=None) -> dict:
-    times, base, rss = [], [], 0.0
+    times, base, rss, cpu = [], [], 0.0, []
     for _ in range(runs):
         if before is not None:
             before()
@@ -79,6 +83,7 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
         cmd, stdin = cmd_fn()
         t, r, _ = run_rss(cmd, proj, env, stdin)
         times.append(t)
+        cpu.append(LAST_CPU[0])
     cmd, stdin = cmd_fn()
     if before is not None and name != "turn finish":
         before()
@@ -88,7 +93,8 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
     rss = peak_rss(cmd, proj, env, stdin)
     med, b = statistics.median(times), statistics.median(base)
     return {"command": name, "events": size, "median_s": round(med, 4), "baseline_s": round(b, 4),
-            "ratio": round(med / b, 2), "rss_mb": round(rss, 1), "runs": runs}
+            "ratio": round(med / b, 2), "rss_mb": round(rss, 1), "runs": runs, "cpu_s": round(statistics.median(cpu), 3),
+            "load": round(os.getloadavg()[0], 1)}
 
 
 def main(argv=None) -> int:
