@@ -233,6 +233,12 @@ SHORTEST = [  # about the shortest text each kind of rule redacts: no long word 
     "x://b:cdef@h", "Cookie: a=bc", "authorization: x", "mysql -pXyz", "sshpass -p abcd", "curl -u a:bcd",
     "--pass=abcd", "aws configure set aws_session_token abcd", "pwd=abcd", "dsn=abcd", "DB_PASS=abcd",
     "token: abcd", "secret=abcd", "api-key=abcd", "key=Ab3$xYz9!qWe", "xoxb-0123456789",
+    "AKIA0123456789ABCDEF", "ACCA0123456789ABCDEF", "rk_live_0123456789abcdef", "pk_test_0123456789abcdef",
+    # each token format alone, at its shortest (no secret-sounding name beside it)
+    "sk-ant-" + "a1" * 10, "sk-" + "b2" * 10, "sk-proj-" + "c3" * 10, "ghp_" + "d4" * 15, "gho_" + "e5" * 15,
+    "github_pat_" + "f6" * 11, "glpat-" + "g7" * 10, "gldt-" + "h8" * 10, "glrt-" + "i9" * 10, "npm_" + "j0" * 18,
+    "pypi-" + "k1" * 25, "hf_" + "l2" * 15, "AIza" + "m3" * 17 + "n", "eyJabcdefgh.eyJabcdefgh.abcdefgh",
+    "xoxp-0123456789",
 ]
 
 

@@ -62,14 +62,20 @@ _ALWAYS = ("passw", "pwd", "secret", "pass", "token", "api_key", "apikey", "api-
            "auth_key", "key_base", "dsn")
 
 
-# Every rule above needs one of these (lower-cased) in the text, or a run of at least
-# _LONGEST_FREE letters, digits, `_` or `-` (the token formats: the shortest, a Slack token, is
-# "xoxb-" plus 10), which lies inside one whitespace-separated word. A text with none of them
-# cannot match, and is returned without importing `re` or compiling a rule: most titles and notes.
-# tests/test_redact.py checks every sample against this and the full pass on random texts.
-_TRIGGERS = ("-----begin", "eyj", "://", "authorization", "cookie", "putty", "aws", "-p", "-u", "secret", "token",
-             "pass", "pwd", "key", "dsn")
-_LONGEST_FREE = 13
+# Every rule above needs one of these (lower-cased) in the text: a token format's literal prefix,
+# a header or command word, or a secret-sounding name. A text with none of them cannot match and
+# is returned without importing `re` or compiling a rule (most titles, notes and ids).
+# tests/test_redact.py checks every sample and the shortest matches against this, and the full
+# pass on random texts; a new rule needs its trigger here (and its sample there).
+_TRIGGERS = (
+    # token formats
+    "sk-", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-",
+    "glptt-", "glrt-", "xox", "npm_", "pypi-", "hf_", "aiza", "_live_", "_test_", "eyj", "-----begin", "putty",
+    # headers, URLs with credentials, command lines
+    "authorization", "cookie", "://", "aws", "-p", "-u",
+    # names whose value is a secret (the assignment rules)
+    "secret", "token", "pass", "pwd", "key", "dsn",
+)
 _MAX_CHECKED = 4096  # longer texts (command output) go straight to the full pass
 _compiled: dict = {}
 
@@ -80,9 +86,7 @@ def _may_hold_secret(text: str) -> bool:
     if len(text) > _MAX_CHECKED or not text.isascii():
         return True
     low = text.lower()
-    if any(t in low for t in _TRIGGERS):
-        return True
-    return any(len(w) > _LONGEST_FREE for w in text.split())
+    return any(t in low for t in _TRIGGERS)
 
 
 def _rules():
