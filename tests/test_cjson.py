@@ -87,3 +87,18 @@ def test_bad_json_is_a_value_error_before_json_was_ever_imported():
     out = subprocess.run([sys.executable, "-S", "-c", code], env=subprocess_env(), capture_output=True, text=True,
                          timeout=60)
     assert out.stdout.split() == ["ValueError"] * 5, (out.stdout, out.stderr)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(values, st.booleans(), st.booleans())
+def test_dumps_options_are_json_dumps_options(value, ascii, sort_keys):
+    # the envelope printer (default separators, default=str) and the fingerprint (sorted keys, ASCII)
+    assert cjson.dumps(value, ascii=ascii, sort_keys=sort_keys, default=str, separators=(", ", ": ")) == \
+        json.dumps(value, ensure_ascii=ascii, sort_keys=sort_keys, default=str)
+
+
+def test_default_turns_unknown_values_into_text():
+    import datetime
+
+    v = {"when": datetime.date(2026, 12, 1), "n": [1, {2}]}
+    assert cjson.dumps(v, default=str) == json.dumps(v, default=str, ensure_ascii=False, separators=(",", ":"))

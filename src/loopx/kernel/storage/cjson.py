@@ -6,8 +6,8 @@ JSON. ``_json`` is the module ``json`` itself uses for one-shot encoding and for
 output and the accepted input are ``json``'s:
 
 - ``dumps(obj)`` == ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` (the record
-  format of ``.loopx/*.jsonl``); raises TypeError for a value JSON cannot hold, ValueError for a
-  circular one.
+  format of ``.loopx/*.jsonl``; ``ascii``, ``sort_keys``, ``default`` and ``separators`` as in
+  ``json.dumps``); raises TypeError for a value JSON cannot hold, ValueError for a circular one.
 - ``loads(text)`` == ``json.loads(text)`` for ``str`` and for UTF-8 ``bytes`` (the only encoding
   loopx writes; ``json.loads`` would also guess UTF-16/32); raises ValueError (``json``'s
   ``JSONDecodeError`` where the scanner raises it), RecursionError for absurd nesting.
@@ -25,7 +25,6 @@ except ImportError:  # pragma: no cover - CPython always has it
 
 _WS = " \t\n\r"
 _CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
-_encoder = None
 _scanner = None
 
 
@@ -45,18 +44,21 @@ class _Context:
     memo: dict = {}
 
 
-def dumps(obj) -> str:
-    """``obj`` as compact JSON text (non-ASCII kept as is)."""
-    global _encoder
+def dumps(obj, *, ascii: bool = False, sort_keys: bool = False, default=None,
+          separators: tuple[str, str] = (",", ":")) -> str:
+    """``obj`` as JSON text: ``json.dumps(obj, ensure_ascii=ascii, sort_keys=sort_keys,
+    default=default, separators=separators)`` (the defaults give the record format)."""
     if _json is None:
         import json
 
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(obj, ensure_ascii=ascii, sort_keys=sort_keys, default=default, separators=separators)
+    esc = _json.encode_basestring_ascii if ascii else _json.encode_basestring
     if isinstance(obj, str):
-        return _json.encode_basestring(obj)
-    if _encoder is None:
-        _encoder = _json.make_encoder({}, _default, _json.encode_basestring, None, ":", ",", False, False, True)
-    return "".join(_encoder(obj, 0))
+        return esc(obj)
+    # a fresh encoder per call, as json does: its markers (the circular-reference check) must not
+    # keep what an earlier call that raised half-way left in them
+    enc = _json.make_encoder({}, default or _default, esc, None, separators[1], separators[0], sort_keys, False, True)
+    return "".join(enc(obj, 0))
 
 
 def loads(text: str | bytes):
