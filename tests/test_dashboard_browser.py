@@ -237,7 +237,7 @@ def test_a_trace_file_in_the_browser_is_read_only_with_banner_and_timeline(brows
                 exported = json.loads(tar.extractfile("manifest.json").read())["exported_at"]
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
             page.goto(s.link)
             page.locator("ol.trace-timeline li").first.wait_for(timeout=60000)
             banner = page.locator("#trace-banner")

@@ -132,7 +132,7 @@ def _redact_more(records: list[dict], members: dict, manifest: dict):
         if rec is not None:
             red.learn(rec)
     out, changed = [], 0
-    for row, rec in zip(records, decoded):
+    for row, rec in zip(records, decoded, strict=True):
         if rec is None:
             out.append(row)
             continue

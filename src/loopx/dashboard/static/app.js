@@ -50,6 +50,13 @@ function when(iso) {
   return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
+function whenExact(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
 function span(seconds) {
   const a = Math.abs(Math.round(seconds));
   if (a < 60) return `${a}s`;
@@ -527,7 +534,7 @@ function traceGate(gate) {
 
 function traceEntry(e) {
   return h("li", { class: `tl tl-${e.kind}`, "data-type": e.type },
-    h("span", { class: "tl-when" }, when(e.ts)), chip(e.kind, `tl-${e.kind}`), " ",
+    h("span", { class: "tl-when", title: e.ts || "" }, whenExact(e.ts)), chip(e.kind, `tl-${e.kind}`), " ",
     h("span", { class: "tl-text" }, e.text),
     h("span", { class: "muted small" }, ` · ${e.actor || "?"}`),
     e.redacted ? [" ", chip("redacted", "muted")] : null);

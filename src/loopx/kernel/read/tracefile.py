@@ -157,12 +157,12 @@ def verify(archive: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- the timeline
-KINDS = {"goal": "goal", "todo": "todo", "run": "turn", "evidence": "evidence", "gate": "gate"}
+KINDS = {"goal": "goal", "todo": "todo", "run": "turn", "evidence": "evidence", "gate": "gate", "decision": "decision"}
 
 
 def timeline(archive: dict) -> dict:
     """The goal's records in chain order as a timeline: ``{"goal": {id, objective, done_when,
-    status}, "entries": [{n, ts, type, kind (goal|todo|turn|evidence|gate|other), actor, text,
+    status}, "entries": [{n, ts, type, kind (goal|todo|turn|evidence|gate|decision|other), actor, text,
     redacted: bool, ...ids}], "gates": [{id, kind, question, status, decided_by, channel, note,
     used}], "counts": {kind: n}}``. Unreadable rows are skipped (``verify`` reports them)."""
     gid = archive["manifest"].get("goal_id")
@@ -232,6 +232,9 @@ def _describe(typ: str, data: dict, titles: dict, gates: dict, goal: dict) -> tu
                 f" ({g.get('question') or g.get('kind') or ''}){note}", {"gate": data.get("gate_id")})
     if typ == "gate.used":
         return f"gate {s('gate_id')} used by: {s('command')}", {"gate": data.get("gate_id")}
+    if typ == "decision.recorded":
+        return (f"should-run decided {s('decision') or '?'}" + (f" ({s('reason')})" if data.get("reason") else "")
+                + (f": {s('message')}" if data.get("message") else "")), {}
     if typ.startswith("goal."):
         return f"goal {typ.split('.', 1)[1]}" + (f": {s('note') or s('reason')}" if data.get("note") or data.get("reason")
                                                   else ""), {}

@@ -143,10 +143,10 @@ class Redactor:
                 self._add_user(m.group(1))
             for m in _HOME.finditer(value):
                 self._add_user(m.group(2))
-            if key in HOST_KEYS and parent is not None and self._machine_record(parent):
-                if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{1,252}", value) and value.lower() != "localhost":
-                    self.hosts.add(value)
-                    self._words = None
+            if (key in HOST_KEYS and parent is not None and self._machine_record(parent)
+                    and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{1,252}", value) and value.lower() != "localhost"):
+                self.hosts.add(value)
+                self._words = None
 
     @staticmethod
     def _machine_record(d: dict) -> bool:
@@ -155,10 +155,10 @@ class Redactor:
         return bool({"pid", "boot_id", "node", "until", "pgid"} & set(d)) or "hostname" in d or "machine" in d
 
     def _add_user(self, name: str) -> None:
-        if name and len(name) >= 2 and name.lower() not in GENERIC_USERS and not name.startswith("["):
-            if name not in self.users:
-                self.users.add(name)
-                self._words = None
+        if (name and len(name) >= 2 and name.lower() not in GENERIC_USERS and not name.startswith("[")
+                and name not in self.users):
+            self.users.add(name)
+            self._words = None
 
     # ------------------------------------------------------------------ placeholders
     def _ph(self, kind: str, value: str, rule: str) -> str:
