@@ -226,7 +226,7 @@ def test_a_new_gate_shows_one_system_notification(browser, project, cli):
 def test_a_trace_file_in_the_browser_is_read_only_with_banner_and_timeline(browser, project, cli):
     """``loopx dashboard --trace FILE`` as a real process: the banner names the goal and the export,
     the timeline shows turns, evidence and gates in order, and no decision form exists."""
-    from test_dashboard_trace import Served, make_trace, tamper
+    from test_dashboard_trace import XSS, Served, make_trace, tamper
 
     ARTIFACTS.mkdir(exist_ok=True)
     trace = make_trace(project, cli)
@@ -252,6 +252,9 @@ def test_a_trace_file_in_the_browser_is_read_only_with_banner_and_timeline(brows
             page.locator("ol.trace-timeline li", has_text="212 passed").wait_for()
             assert page.locator("article[data-gate]").count() == 2
             assert page.locator("button.approve, button.reject, input.code-input").count() == 0
+            page.locator("ol.trace-timeline li", has_text=XSS).wait_for()  # agent text stays inert text
+            assert page.locator('img[src="x"]').count() == 0 and page.locator("main b").count() == 0
+            assert page.evaluate("window.__pwned") is None
             page.get_by_text("still pending when the trace was exported").wait_for()
             page.get_by_role("button", name="Show the review packet").click()
             page.locator("pre.review", has_text="Ship the parser rewrite").wait_for()

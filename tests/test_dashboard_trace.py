@@ -20,6 +20,9 @@ from conftest import REPO, run_loopx, subprocess_env
 from loopx.kernel.storage import chain
 
 
+XSS = 'fix <img src=x onerror="window.__pwned=1"> </script><b>bold?</b>'
+
+
 def make_trace(project: Path, cli, *, redact_more: bool = False) -> Path:
     """A goal with a todo, a turn with evidence, an approved and a pending gate; its trace archive."""
     from loopx.kernel.policy import turn
@@ -28,7 +31,7 @@ def make_trace(project: Path, cli, *, redact_more: bool = False) -> Path:
 
     r = cli("start-goal", "--goal-text", "Ship the parser rewrite", "--goal-id", "parser", "--done-when",
             "all parser tests pass", "--verify", f"{sys.executable} -c pass", "--protect", "merge",
-            "--todo", "rewrite the tokenizer", json=True)
+            "--todo", "rewrite the tokenizer", "--todo", XSS, json=True)
     assert r.code == 0, r.err
     st = Store.open(str(project))
     t = turn.next_turn(st, "agent:claude", goal_id="parser")
