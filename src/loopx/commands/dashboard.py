@@ -1,4 +1,5 @@
-"""``loopx dashboard``: start (or reuse) the local browser dashboard, report on it or stop it."""
+"""``loopx dashboard``: start (or reuse) the local browser dashboard, report on it or stop it;
+``--trace FILE`` serves one trace archive read-only in the foreground instead."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ UNSAFE_WARNING = ("listening on {host}: anyone who can reach this address and ob
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=dashboard, render=render, example="loopx dashboard --no-open",
             description="Start (or reuse) the dashboard server on 127.0.0.1 in the background and open the "
-                        "browser with a single-use sign-in link. See docs/dashboard.md.")
+                        "browser with a single-use sign-in link. With --trace FILE, browse a trace archive "
+                        "read-only in this terminal instead. See docs/dashboard.md.")
     p.add_argument("--port", metavar="N", help="port (default: $LOOPX_DASHBOARD_PORT or a stable port per user; "
                                                 "0 = any free port)")
     p.add_argument("--no-open", action="store_true", help="do not open a browser; print the launch link")
