@@ -19,7 +19,6 @@ import pytest
 from conftest import REPO, run_loopx, subprocess_env
 from loopx.kernel.storage import chain
 
-
 XSS = 'fix <img src=x onerror="window.__pwned=1"> </script><b>bold?</b>'
 
 

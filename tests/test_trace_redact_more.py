@@ -39,6 +39,10 @@ PRIVATE = [
     ("git push git@git.corp.internal:team/app.git main", "git.corp.internal", "url"),
     ("alice@alices-laptop:~$ ls", "alices-laptop", "host"),
     ("ran on alices-laptop today", "alices-laptop", "host"),
+    ("curl http://[fe80::1]:8080/health", "fe80::1", "url"),
+    ("scp dump.sql alice@10.0.0.2:/tmp/", "10.0.0.2", "url"),
+    ("from user@host.docker.internal", "host.docker.internal", "email"),
+    ("ping nas.local.", "nas.local", "host"),
 ]
 
 ORDINARY = [
@@ -59,6 +63,10 @@ ORDINARY = [
     "loopx@1.2.0 is a version spec",
     "human:root approved",
     "~/src/app and ./home/x",
+    "cp .env.local .env; edit .claude/settings.local.json",
+    "import pip._internal",
+    "at 2026-12-01T05:09:17Z, pid 1234, port 8080",
+    "1.2.3.4.5 and 999.1.1.1 are not addresses",
 ]
 
 

@@ -42,7 +42,7 @@ PRIVATE_SUFFIXES = ("local", "lan", "internal", "intranet", "corp", "localdomain
 HOST_KEYS = frozenset({"host", "hostname", "machine"})
 _PLACEHOLDER = r"\[(?:user|host|email|ip|url)-\d+\]|\[REDACTED:[a-z-]+\]"
 
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://(?:" + _PLACEHOLDER + r"|[^\s'\"<>()\[\]`])+")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://(?:" + _PLACEHOLDER + r"|\[[0-9a-fA-F:.]+\]|[^\s'\"<>()\[\]`])+")
 _SCP = re.compile(r"(?<![\w.@/-])([A-Za-z0-9._-]+)@([A-Za-z0-9.-]+):(?!//)([\w.~-]*/[\w.~/-]*|[\w.~-]+\.git\b)")
 _EMAIL = re.compile(r"(?<![\w.%+-])([A-Za-z0-9._%+-]+)@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})(?![\w-])")
 _HOME = re.compile(r"(?<![\w.-])((?:/var)?/home/|/Users/|[A-Za-z]:\\\\?Users\\\\?)([A-Za-z0-9._-]+)")
@@ -209,7 +209,10 @@ class Redactor:
         rest = url.split("://", 1)[1]
         authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
         host = authority.rsplit("@", 1)[-1]
-        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        if host.startswith("["):  # http://[fe80::1]:8080/
+            host = host[1:].split("]", 1)[0]
+        elif host.count(":") == 1:
+            host = host.rsplit(":", 1)[0]
         if "@" in authority or private_host(host) or host in self.hosts:
             return self._ph("url", url, "url")
         return url
