@@ -210,3 +210,15 @@ def test_a_redacted_trace_is_served_with_its_redaction_said(project, cli, served
     entries = s.get("/api/trace")["entries"]
     ev = next(e for e in entries if e["type"] == "evidence.added")
     assert "[ip-1]" in ev["text"] and "10.1.2.3" not in ev["text"] and ev["redacted"] is True
+
+
+def test_a_taken_port_is_a_conflict(project, cli, tmp_path):
+    import socket
+
+    trace = make_trace(project, cli)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        r = run_loopx(["dashboard", "--trace", str(trace), "--no-open", "--port", str(port)], cwd=tmp_path)
+    assert r.code == 4 and r.err.startswith("loopx: error: cannot listen") and "hint:" in r.err

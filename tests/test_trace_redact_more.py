@@ -216,3 +216,22 @@ def test_a_store_that_did_not_verify_before_redaction_is_reported(project, cli, 
     assert "did not verify before redaction" in cli("trace", "export", "--goal-id", goal, "-o", out, "--redact-more").out
     r = cli("trace", "verify", out, json=True)
     assert r.code == 1 and any("before redaction did not hold" in p for p in r.data["problems"]), r.data
+
+
+def test_a_blob_that_is_not_utf8_keeps_its_other_bytes(project, cli, goal):
+    raw = b"\xff\xfe binary \x00\x01 then 10.9.8.7 and \xc3\x28 end\n" * 300
+    out_file = project.parent / "dump.bin"
+    out_file.write_bytes(raw)
+    r = cli("evidence", "add", "--goal-id", goal, "--kind", "artifact", "--summary", "a dump",
+            "--output-file", out_file, json=True)
+    assert r.code == 0, r.err
+    trace = project.parent / "bin.tar.gz"
+    assert cli("trace", "export", "--goal-id", goal, "-o", trace, "--redact-more").code == 0
+    m = _members(trace)
+    names = [n for n in m if n.startswith("blobs/")]
+    assert len(names) == 1
+    for name in names:  # only the address changed
+        stored = next((project / ".loopx" / "blobs").rglob(name.split("/", 1)[1])).read_bytes()
+        assert b"10.9.8.7" in stored and m[name] == stored.replace(b"10.9.8.7", b"[ip-1]")
+    assert b"10.9.8.7" not in m["records.jsonl"]
+    assert cli("trace", "verify", trace).code == 0
