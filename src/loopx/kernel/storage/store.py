@@ -308,6 +308,21 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
 
+    def read(self, fn, state: dict | None = None):
+        """``fn(state)`` on ``state`` (default: the live view, ``load(view="live")``), and once more
+        on the full state when it looks up a record the view left out (``fold.NotInLiveView``): the
+        reader's rule of the live view, as ``transact`` is the writer's. Returns what ``fn``
+        returns; a NotInLiveView never escapes (on the full state every collection is a plain
+        dict). Raises what ``load`` and ``fn`` raise."""
+        if state is None:
+            state = self.load(view="live")
+        if fold.is_live(state):
+            try:
+                return fn(state)
+            except fold.NotInLiveView:
+                state = self.load()
+        return fn(state)
+
     def _fold_stream(self, state: dict, name: str, offset: int, collect: list | None = None) -> tuple[int, int]:
         """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
         state was folded (closed since if a segment numbered past ``meta["segments"]`` exists), then
@@ -449,7 +464,7 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         if checkpoint:
             self._save_snapshot(state, full=False)
-        return state
+        return fold.guarded(state)
 
     def _load_checkpoint(self) -> tuple[dict, dict]:
         """The live view saved when the newest closed events segment was closed
@@ -605,7 +620,8 @@ class Store:
                     drafts = list(plan(state, now) or [])
                 except (LoopxError, KeyError):
                     # the plan may need a record the live view left out (a done todo, an old
-                    # run): ask again on the full state, which also gives the real refusal
+                    # run): a lookup of it raised fold.NotInLiveView (a KeyError), or the plan
+                    # refused; ask again on the full state, which also gives the real refusal
                     ids.HIDDEN = 0
                     state, live = self.load(save_snapshot=False), False
                     drafts = list(plan(state, now) or [])
