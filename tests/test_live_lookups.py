@@ -10,6 +10,7 @@ onto the full state, and asserts both give the same answer."""
 from __future__ import annotations
 
 import marshal
+import os
 import shutil
 import sys
 from datetime import timedelta
@@ -50,20 +51,22 @@ def aged(project, monkeypatch):
     ids["done"] = todos.add(store, H, "g1", "done long ago")["todo_id"]
     todos.done(store, H, ids["done"], [ev])
     ids["worked"] = todos.add(store, H, "g1", "worked by a run")["todo_id"]
+    ids["checked"] = todos.add(store, H, "g1", "worked by the run the goal's check followed")["todo_id"]
     ids["held"] = todos.add(store, H, "g1", "held by an open run", priority=-5)["todo_id"]
-    _at(monkeypatch, t0, 1)
-    nxt = turn.next_turn(store, A, goal_id="g1")
-    assert nxt["todo_id"] == ids["worked"], nxt["decision"]
-    ids["run"] = nxt["run_id"]
-    turn.finish(store, A, ids["run"], "completion", evidence=[ev])
-    _at(monkeypatch, t0, 2)
+    for minute, key, tid in ((1, "run", "worked"), (2, "checked_run", "checked")):
+        _at(monkeypatch, t0, minute)
+        nxt = turn.next_turn(store, A, goal_id="g1")
+        assert nxt["todo_id"] == ids[tid], nxt["decision"]
+        ids[key] = nxt["run_id"]
+        turn.finish(store, A, ids[key], "completion", evidence=[ev])
+    _at(monkeypatch, t0, 3)
     held = turn.next_turn(store, B, goal_id="g1", lease="8h")
     assert held["todo_id"] == ids["held"], held["decision"]
     ids["open_run"] = held["run_id"]
     todos.done(store, H, ids["held"], [ev])  # a human closes it under the running agent
     # the goal's verify command failed after that run (a goal-level check: no todo, no run)
     ids["check"] = evidence.add(store, H, "g1", kind="test", summary="goal verify failed", command=VERIFY,
-                                exit_code=1, after_run=ids["run"])["evidence_id"]
+                                exit_code=1, after_run=ids["checked_run"])["evidence_id"]
     # gates: one rejected, one approval superseded by a newer approval of the same kind
     ids["rejected"] = gates.open_gate(store, H, "g1", kind="custom", question="ok?", blocks=[ids["done"]])["gate_id"]
     gates.decide(store, H, ids["rejected"], approve=False, note="no", channel="confirm-flag", human=human_channel())
@@ -239,12 +242,11 @@ def test_rejecting_a_gate_that_names_a_todo_left_out(aged, capsys, monkeypatch, 
 
 
 def test_should_run_sees_the_goals_failed_check_after_a_run_left_out(aged, capsys, monkeypatch, project, tmp_path):
-    """The goal-level verify check is older than the evidence the view keeps, and the run it
-    followed is out of the view: every todo is done, but the goal is not complete."""
+    """The goal-level verify check is older than the evidence the view keeps and the run it
+    followed older than the runs it keeps: every todo is done, but the goal is not complete."""
     store, ids = aged
-    assert fold.holds(store.load(view="live")["evidence"], ids["check"])  # kept: the newest check per command
-    with pytest.raises(fold.NotInLiveView):  # never a silent answer from the view alone
-        decide.evaluate(store.load(view="live"), clock.now(), goal_id="g1")
+    live = store.load(view="live")  # kept: each goal's newest check per command, and the run it followed
+    assert fold.holds(live["evidence"], ids["check"]) and fold.holds(live["runs"], ids["checked_run"])
     answers = [decide.evaluate(store.load(), clock.now(), goal_id="g1"),
                store.read(lambda s: decide.evaluate(s, clock.now(), goal_id="g1"))]
     assert [(d["decision"], d["reason"], d.get("mode")) for d in answers] == \
@@ -269,3 +271,80 @@ def test_a_finished_goal_and_an_expired_claim(aged, capsys, monkeypatch, project
     assert code == 0
     code, env = _same(*_both(capsys, monkeypatch, project, tmp_path, "--agent", "a1", "todo", "renew", tid))
     assert code != 0
+
+
+def test_should_run_on_a_setup_error_whose_todo_was_closed_and_left_out(project, capsys, monkeypatch, tmp_path):
+    """The last run's verify command could not run; a human then closed its todo, which the view
+    left out. The setup rule compares the command against that todo's own: the view alone cannot
+    answer, should-run asks the full state (before, the view answered without comparing)."""
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="setup", goal_id="g1", verify=VERIFY, quota={"slots": 1000})
+    ev = evidence.add(store, H, "g1", kind="test", summary="green", exit_code=0)["evidence_id"]
+    x = todos.add(store, H, "g1", "the one whose check broke", priority=-5)["todo_id"]
+    for i in range(2):
+        todos.add(store, H, "g1", f"before {i}")
+    for i in range(3):
+        _at(monkeypatch, t0, 10 + i)
+        r = turn.next_turn(store, A, goal_id="g1")
+        if i < 2:
+            turn.finish(store, A, r["run_id"], "completion", evidence=[ev])
+        else:
+            assert r["todo_id"] == x
+            err = {"reason": "verify_broken", "message": "the verify command could not run", "exit_code": 127,
+                   "command": VERIFY, "path": os.environ.get("PATH")}
+            turn.finish(store, A, r["run_id"], "blocked", report={"setup_error": err})
+    todos.done(store, H, x, [ev])
+    todos.add(store, H, "g1", "still to do")
+    store.load(save_snapshot="refresh")
+    live = store.load(view="live")
+    assert not fold.holds(live["todos"], x)
+    with pytest.raises(fold.NotInLiveView):
+        decide.evaluate(live, clock.now(), goal_id="g1")
+    full = decide.evaluate(store.load(), clock.now(), goal_id="g1", caller_path=decide.caller_path())
+    assert full["reason"] == "verify_broken"
+    a, b = _both(capsys, monkeypatch, project, tmp_path, "quota", "should-run", "--goal-id", "g1")
+    _same(a, b, "decision", "reason")
+    assert a[1]["data"]["reason"] == "verify_broken"
+
+
+def test_next_sees_a_live_agent_on_a_run_older_than_the_view_keeps(project, capsys, monkeypatch, tmp_path):
+    """A run reaped under a still running agent, then two newer runs: the view keeps the newest run
+    on each todo it keeps, so `next` waits for that agent on both states instead of starting a
+    second one on the same todo."""
+    import subprocess
+
+    from loopx.kernel.storage import agentproc
+
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="orphans", goal_id="g1", quota={"slots": 1000})
+    ev = evidence.add(store, H, "g1", kind="test", summary="green", exit_code=0)["evidence_id"]
+    tid = todos.add(store, H, "g1", "the one an agent still works on")["todo_id"]
+    first = turn.next_turn(store, A, goal_id="g1", lease="10m")
+    assert first["todo_id"] == tid
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        turn.attach(store, A, first["run_id"], agentproc.describe(orphan.pid))
+        for i in range(2):
+            _at(monkeypatch, t0, 60 + i)
+            todos.add(store, H, "g1", f"urgent {i}", priority=5)
+            r = turn.next_turn(store, B, goal_id="g1")
+            assert r["todo_id"] != tid, r["decision"]
+            turn.finish(store, B, r["run_id"], "completion", evidence=[ev])
+        _at(monkeypatch, t0, 90)
+        store.load(save_snapshot="refresh")
+        full = store.load()
+        reaped = full["runs"][first["run_id"]]
+        assert reaped.get("reaped") and full["goals"]["g1"]["no_progress_streak"] == 0
+        # past the stall horizon (the two newest finished runs): kept only as the newest run on its todo
+        assert sum(1 for r in full["runs"].values() if r["started"] > reaped["started"] and r["finished"]) == 2
+        assert fold.holds(store.load(view="live")["runs"], first["run_id"])
+        code, env = _same(*_both(capsys, monkeypatch, project, tmp_path, "--agent", "b2", "next", "--goal-id", "g1"),
+                          "started", "run_id")
+        assert env["data"]["started"] is False and env["data"]["decision"]["reason"] == "agent_alive"
+    finally:
+        orphan.kill()
+        orphan.wait()

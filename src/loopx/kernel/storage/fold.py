@@ -156,9 +156,11 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
       created after the goal's stall horizon;
     - pending gates, decided ones decided after it, and per goal and kind the newest approval and
-      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
-      runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal
-      and each goal's newest goal-level check (no todo, no run) per command;
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads);
+    - open runs, each goal's last run, the newest run on each todo it keeps (whose agent may still
+      run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``);
+    - the last ``keep_evidence`` evidence records per goal and each goal's newest goal-level check
+      (no todo, no run) per command with the run it followed (``decide.goal_verify_failed``);
     - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
       ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
       fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
@@ -182,13 +184,6 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             hidden += 1
         else:
             todos[tid] = t
-    keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
-    runs = {}
-    for k, r in state["runs"].items():
-        if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
-            runs[k] = r
-        else:
-            hidden += 1
     per_goal: dict[str, list] = {}
     checks: dict[tuple, dict] = {}  # (goal, command) -> the newest goal-level check (decide.goal_verify_failed)
     for e in state["evidence"].values():
@@ -201,6 +196,20 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     for e in checks.values():
         evidence[e["id"]] = e
     hidden += len(state["evidence"]) - len(evidence)
+    keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
+    keep_runs.update(e.get("after_run") for e in checks.values())  # what each kept check followed
+    newest: dict[str, tuple] = {}  # kept todo -> (seq, id) of its newest run (turn.previous_agent_alive)
+    for k, r in state["runs"].items():
+        tid = r.get("todo")
+        if tid in todos and (tid not in newest or r.get("seq", 0) > newest[tid][0]):
+            newest[tid] = (r.get("seq", 0), k)
+    keep_runs.update(k for _, k in newest.values())
+    runs = {}
+    for k, r in state["runs"].items():
+        if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
+            runs[k] = r
+        else:
+            hidden += 1
     approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
     for g in state["gates"].values():
         if g["status"] == "approved":

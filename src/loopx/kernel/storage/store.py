@@ -285,7 +285,10 @@ class Store:
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
         todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
         what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
-        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
+        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out. A
+        live view's ``todos``/``gates``/``runs``/``evidence`` are ``fold.Partial``: a lookup of an id
+        they do not hold raises ``fold.NotInLiveView``; read through ``Store.read`` to get the full
+        state's answer then (docs/architecture.md, "Lookups on the live view")."""
         self.format_number()
         if view == "live":
             live = self._load_live()
