@@ -348,3 +348,23 @@ def test_next_sees_a_live_agent_on_a_run_older_than_the_view_keeps(project, caps
     finally:
         orphan.kill()
         orphan.wait()
+
+
+def test_spend_slot_again_after_the_window_the_view_keeps(project, capsys, monkeypatch, tmp_path):
+    """The live view keeps only the budget window's ledger: a run charged before it is still charged."""
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="budget", goal_id="g1", verify=VERIFY, quota={"window": 3600, "slots": 5})
+    todos.add(store, H, "g1", "work")
+    r = turn.next_turn(store, A, goal_id="g1")
+    turn.finish(store, A, r["run_id"], "progress", verify=True)
+    assert turn.spend_slot(store, H, r["run_id"])["spent"] is True
+    _at(monkeypatch, t0, 180)  # three windows later
+    todos.add(store, H, "g1", "later")  # a write saves the view with the ledger cut at the window
+    live = store.load(view="live")
+    assert live["spends"]["g1"] == [] and live["runs"][r["run_id"]]["slots"] == 1
+    code, env = _same(*_both(capsys, monkeypatch, project, tmp_path, "quota", "spend-slot", "--run", r["run_id"]),
+                      "spent", "repeat", "slots", "ts")
+    assert code == 0 and env["data"]["repeat"] is True
+    assert len(store.load()["spends"]["g1"]) == 1  # not charged twice

@@ -314,6 +314,9 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
         out.update(run_id=r["id"], goal_id=r["goal"], slots=slots, spent=False, repeat=False, ts=None,
                    reason=None, message=None, next_check_at=None)
         prior = [e for e in state["spends"].get(r["goal"], []) if e[2] == r["id"]]
+        if not prior and r.get("slots") and fold.is_live(state):
+            # charged before the budget window whose ledger the live view keeps: the full state has the receipt
+            raise fold.NotInLiveView(r["id"])
         if prior:
             out.update(spent=True, repeat=True, ts=prior[0][0], slots=prior[0][1],
                        message="already charged for this run")
