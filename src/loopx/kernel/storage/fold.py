@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 7  # 7: the live view keeps each goal's newest goal-level check per command
+FOLD_VERSION = 7  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
