@@ -368,3 +368,18 @@ def test_spend_slot_again_after_the_window_the_view_keeps(project, capsys, monke
                       "spent", "repeat", "slots", "ts")
     assert code == 0 and env["data"]["repeat"] is True
     assert len(store.load()["spends"]["g1"]) == 1  # not charged twice
+
+
+def test_no_code_bypasses_the_guard_of_the_live_views_collections():
+    """The guard is a dict subclass; these forms would answer "absent" for a left-out record without
+    raising. Only ``fold`` (``held``/``holds``) may ask the plain dict; anything else says why there."""
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "loopx"
+    coll = r'\[\s*"(?:todos|gates|runs|evidence)"\s*\]'
+    bypass = re.compile(r"\bdict\.(?:get|__contains__|__getitem__)\(|" + coll + r"\.(?:keys|pop|setdefault|copy)\(|"
+                        r"\bdict\([\w.]*" + coll + r"\)")
+    found = [f"{p.relative_to(src)}:{i}: {line.strip()}" for p in sorted(src.rglob("*.py")) if p.name != "fold.py"
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bypass.search(line)]
+    assert found == []
