@@ -102,7 +102,9 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None) -> set[str]:
 HOT = [
     # (command, modules it must not import)
     (["status"], {"argparse", "json", "re"}),
-    (["quota", "should-run", "--goal-id", "goal-0", "--skip-exit", "0"], {"argparse", "json", "re"}),
+    # a poll of an unchanged store answers from the decision cache before the rules or the store load
+    (["quota", "should-run", "--goal-id", "goal-0", "--skip-exit", "0"],
+     {"argparse", "json", "re", "loopx.kernel.policy.decide", "loopx.kernel.storage.store"}),
     (["todo", "add", "imports", "--goal-id", "goal-0", "--quiet"], {"argparse"}),
     (["evidence", "add", "--goal-id", "goal-0", "--kind", "note", "--summary", "s", "--quiet"], {"argparse"}),
     (["gate", "open", "--goal-id", "goal-3", "--kind", "custom", "--question", "q?", "--quiet"], {"argparse"}),
