@@ -8,7 +8,8 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
 
 - counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
 - ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
-  without a set of every ``seq``), and each ``id`` as an 8-byte digest (for repeated ids);
+  without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()`` (for repeated ids; the
+  pool's processes are forked, so they share this process's hash seed);
 - the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
@@ -101,20 +102,6 @@ def _seq_runs(seqs: list[int]) -> list[list[int]]:
     return runs
 
 
-def _id_digest(rid) -> int:
-    """A record id as 64 bits (for counting repeated ids): loopx's own ``e-`` + 16 hex exactly,
-    anything else as CRC-32 and Adler-32 of its bytes (with the top bit set)."""
-    if type(rid) is str and len(rid) == 18 and rid[:2] == "e-" and rid.isascii() and rid[2:].isalnum():
-        try:
-            return int(rid[2:], 16)
-        except ValueError:
-            pass
-    import zlib
-
-    b = (rid if type(rid) is str else repr(rid)).encode("utf-8", "surrogatepass")
-    return (1 << 63) | (zlib.crc32(b) << 31) | (zlib.adler32(b) & 0x7FFFFFFF)
-
-
 def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict:
     """Check every line of one unit (see the module docstring); never raises on damaged content."""
     import hashlib
@@ -156,19 +143,17 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     ids: list[int] = []
     unknown = res["unknown_types"]
     bad = res["bad"]
-    runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n]]
-    node_last: dict = {}            # node -> (hash hex, hlc) of its last record in this unit
+    runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
+                                    #            largest seq]]
+    node_last: dict = {}            # node -> its current run (the last of runs[node])
     hashes = res["hashes"]
     node_seq = res["node_last_seq"]
-    newest = None
+    newest = ""
+    gate_types = frozenset(t for t in fold.REDUCERS if t.startswith("gate."))  # what the signing check folds
     good = 0
-    offset = start
     n = 0
     valid_nodes: set = set()
-    for body in lines:
-        n += 1
-        line_start = offset
-        offset += len(body) + 1
+    for n, body in enumerate(lines, 1):
         rec = None
         head = None  # (seq, node, hlc, prev) as chain.verify reads them
         fast = False
@@ -214,6 +199,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
                 res["bad_count"] += 1
                 if len(bad) < BAD_SAMPLES:
                     m = _seq_pattern().search(body)
+                    line_start = start + sum(len(x) + 1 for x in lines[:n - 1])
                     bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
                                 "text": body[:80].decode("utf-8", "replace"), "file": fname,
                                 "seq": int(m[1]) if m and len(m[1]) < 19 else None})
@@ -227,14 +213,16 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
             seqs.append(seq)
             rid = rec.get("id")
             if rid:
-                ids.append(_id_digest(rid))
+                # the id's hash: the pool's processes are forked, so they share this process's hash
+                # seed and their hashes compare (a collision among a million ids: ~1e-8)
+                ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
             rtype = rec["type"]
             if rtype not in reducers:
                 unknown[rtype] = unknown.get(rtype, 0) + 1
             ts = rec.get("ts")
-            if type(ts) is str and (newest is None or ts > newest):
+            if type(ts) is str and ts > newest:
                 newest = ts
-            if rtype[:5] == "gate.":
+            if rtype in gate_types:
                 res["gates"].append(rec)
             elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
                 d = rec["data"]
@@ -252,21 +240,24 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
         h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
         if wanted is not None and (node, seq) in wanted:
             hashes[(node, seq)] = h
-        if seq > node_seq.get(node, 0):
-            node_seq[node] = seq
-        lastn = node_last.get(node)
-        if lastn is not None and prev == lastn[0] and hlc > lastn[1]:
-            run = runs[node][-1]
-            run[3], run[4], run[5] = hlc, h, seq
+        run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
+        if run is not None and prev == run[4] and hlc > run[3]:
+            run[3] = hlc
+            run[4] = h
+            run[5] = seq
             run[6] += 1
+            if seq > run[7]:
+                run[7] = seq
         else:
-            if lastn is not None and not hlc > lastn[1] and res["disorder"] is None:
+            if run is not None and not hlc > run[3] and res["disorder"] is None:
                 res["disorder"] = {"node": node, "seq": seq}
-            runs.setdefault(node, []).append([hlc, prev, seq, hlc, h, seq, 1])
-        node_last[node] = (h, hlc)
+            run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
+            runs.setdefault(node, []).append(run)
+    for node, node_runs in runs.items():
+        node_seq[node] = max(r[7] for r in node_runs)
     res["lines"] = n
     res["good"] = good
-    res["newest_ts"] = newest
+    res["newest_ts"] = newest or None
     res["seq_count"] = len(seqs)
     res["last_seq"] = max(seqs) if seqs else 0
     res["seq_runs"] = _seq_runs(seqs)
@@ -274,7 +265,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
         from array import array
 
         ids.sort()
-        res["ids"] = array("Q", ids).tobytes()
+        res["ids"] = array("q", ids).tobytes()
     res["runs"] = _pack_runs(runs, res)
     return res
 
@@ -292,7 +283,7 @@ def _pack_runs(runs: dict, res: dict) -> dict:
     out: dict = {}
     for node, node_runs in runs.items():
         parts = []
-        for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n in node_runs:
+        for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n, _top in node_runs:
             try:
                 parts.append(pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
                                   e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), n))
@@ -545,7 +536,7 @@ class Merge:
             if acc["ids"]:
                 parts = []
                 for chunk in acc["ids"]:
-                    part = array("Q")
+                    part = array("q")
                     part.frombytes(chunk)
                     parts.append(part)
                 acc["ids"] = None
