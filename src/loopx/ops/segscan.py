@@ -14,7 +14,8 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
 - the hashes of the records the anchors name, each node's last ``seq`` per stream, the ``seq`` of
-  lines ``store.repaired`` records account for, and the gate records (for the signing check).
+  lines ``store.repaired`` records account for, the gate records (for the signing check), and each
+  goal's last run and the runs that recorded a setup error (for the setup check).
 
 ``merge`` joins the summaries. A node's chain holds exactly when, over all its runs, exactly one
 starts with ``prev: null``, every other run's ``prev`` is the hash of another run's last record of
@@ -109,13 +110,14 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     import zlib
 
     from loopx.kernel.storage import chain, fold
-    from loopx.kernel.storage.store import _CONFLICT, decode
+    from loopx.kernel.storage.store import _CONFLICT, decode, order_key
 
     path, fname, closed, start, end, last = unit
     res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
                  "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
                  "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
-                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None}
+                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None,
+                 "last_runs": {}, "setup_runs": []}
     try:
         with open(path, "rb") as fh:
             fh.seek(start)
@@ -149,6 +151,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     hashes = res["hashes"]
     node_seq = res["node_last_seq"]
     newest = ""
+    last_runs: dict = {}  # goal -> (order_key, run id) of its last run.started here
     gate_types = frozenset(t for t in fold.REDUCERS if t.startswith("gate."))  # what the signing check folds
     good = 0
     n = 0
@@ -224,6 +227,14 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
                 newest = ts
             if rtype in gate_types:
                 res["gates"].append(rec)
+            elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
+                key = order_key(rec)
+                last = last_runs.get(rec["goal"])
+                if last is None or key > last[0]:
+                    last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
+            elif (rtype == "run.finished" or rtype == "run.reported") \
+                    and isinstance(rec["data"].get("setup_error"), dict):
+                res["setup_runs"].append(rec["data"].get("run_id"))
             elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
                 d = rec["data"]
                 ex = res["explained"].setdefault(str(d.get("file", "")), [])
@@ -258,6 +269,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     res["lines"] = n
     res["good"] = good
     res["newest_ts"] = newest or None
+    res["last_runs"] = last_runs
     res["seq_count"] = len(seqs)
     res["last_seq"] = max(seqs) if seqs else 0
     res["seq_runs"] = _seq_runs(seqs)
@@ -397,6 +409,8 @@ class Merge:
         self.hashes: dict = {}
         self.last_seq: dict = {}
         self.gates: list = []
+        self.last_runs: dict = {}
+        self.setup_runs: set = set()
         self._seq: dict = {}
         # the chain
         self.chain: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "holds": True, "why": None}
@@ -451,6 +465,10 @@ class Merge:
             if q > self.last_seq.get((node, name), 0):
                 self.last_seq[(node, name)] = q
         self.gates.extend(r["gates"])
+        for goal, last in r["last_runs"].items():
+            if goal not in self.last_runs or last[0] > self.last_runs[goal][0]:
+                self.last_runs[goal] = last
+        self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
         self._add_chain(name, r)
 
     def _fail(self, why: str) -> None:
@@ -557,6 +575,8 @@ class Merge:
         repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
         hashes = self.hashes
         return {"streams": self.streams, "chain": out, "gates": _reader_order(self.gates),
+                "setup": {"last_runs": {g: rid for g, (_k, rid) in self.last_runs.items()},
+                          "runs_with_error": self.setup_runs},
                 "anchors": {"hashes": hashes, "last_seq": self.last_seq, "repaired": repaired}}
 
 
