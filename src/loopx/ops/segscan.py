@@ -337,15 +337,23 @@ def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
         yield fn(*job)
 
 
-def _workers() -> int:
-    import sys
+MAX_WORKERS = 8  # each holds one unit (up to UNIT_BYTES and its lines) while it checks it
 
-    if not sys.platform.startswith("linux"):
-        return 1  # fork is safe only on Linux; elsewhere the scan runs in this process
+
+def _workers() -> int:
+    """How many processes to scan with: the cores this process may use (at most MAX_WORKERS); 1 off
+    Linux (only there is ``fork`` safe) and in a process that runs other threads (a fork copies
+    their locks in whatever state they are)."""
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return 1
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_WORKERS))
 
 
 def scan_store(root: str, wanted: dict | None = None) -> dict:
