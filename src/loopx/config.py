@@ -110,6 +110,17 @@ def load_user_config() -> dict:
                          "fix or remove the file; loopx's own commands rewrite it") from None
 
 
+def user_config_problem() -> str | None:
+    """Why the user's config cannot be read (one line), or None when it reads or is missing."""
+    from loopx.errors import StateError
+
+    try:
+        load_user_config()
+    except StateError as exc:
+        return exc.message
+    return None
+
+
 def get_user_value(dotted: str, default=None):
     """``get_user_value("notify.webhook.url")`` -> the value, or ``default`` when absent."""
     node: object = load_user_config()
