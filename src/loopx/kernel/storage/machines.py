@@ -45,24 +45,21 @@ def _others(state: dict, node: str | None, legacy: str | None = None) -> bool:
 
 
 def registration(state: dict, node: str | None, legacy: str | None = None):
-    """The ``node.registered`` Draft a write must add for ``node`` (this clone; None when it has no
+    """The data of the ``node.registered`` record a write must add for ``node`` (this clone; None when it has no
     id yet), or None. ``legacy``: the legacy node of a migration this write made (its
     ``store.migrated`` record is not folded yet). Cheap when nothing is due: a few dict lookups."""
     if node is not None and (state.get("nodes") or {}).get(node, {}).get("host"):
         return None
     if not _others(state, node, legacy):
         return None
-    from loopx.kernel.storage.store import Draft
-
-    return Draft("node.registered", None, {"host": host_name()})
+    return {"host": host_name()}
 
 
 def register(store) -> str:
     """Name this clone's machine in the store unless it already carries that name (one transaction
     when it does not: it also creates the node id and migrates a format-1 store). Returns the node
     id. Raises what ``Store.transact`` raises."""
-    from loopx.kernel.storage.store import Draft
-
+    Draft = store.Draft  # the store's own class (this module is imported by the store)
     host = host_name()
     node = store.node_id()
     if node is not None and ((store.load(view="live").get("nodes") or {}).get(node) or {}).get("host") == host:

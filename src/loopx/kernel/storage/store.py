@@ -129,6 +129,7 @@ class Store:
     # the line codec, for modules the store itself calls (migrate, chain) without importing it back
     decode = staticmethod(decode)
     encode = staticmethod(encode)
+    Draft = Draft
     FORMAT = FORMAT
 
     def __init__(self, root: str) -> None:
@@ -609,7 +610,7 @@ class Store:
 
                 named = machines.registration(state, self.node_id(), (self.migrated or {}).get("node"))
                 if named is not None:
-                    repairs = list(repairs) + [named]
+                    repairs = list(repairs) + [Draft("node.registered", None, named)]
             records = self._append(state, list(repairs), now, actor) if repairs else []
             if live:
                 ids.HIDDEN = state.get("hidden", 0)
