@@ -197,3 +197,88 @@ def test_a_union_merge_names_the_machines_that_wrote_after_meeting(tmp_path, mon
     h = a.json("history", "--limit", "0")
     assert _by(h["events"], "todo.added", title="from a")["machine"] == "host-a"
     assert sorted(h["machines"].values()) == ["host-a", "host-b"]
+
+
+# ------------------------------------------------------------------ anchors of several machines
+PROTECT = """#!/bin/sh
+ref="$1"; old="$2"; new="$3"
+zero=0000000000000000000000000000000000000000
+case "$ref" in
+  refs/loopx/anchors|refs/loopx/node-anchors/*)
+    if [ "$new" = "$zero" ]; then echo "deleting $ref is refused" >&2; exit 1; fi
+    if [ "$old" != "$zero" ] && ! git merge-base --is-ancestor "$old" "$new"; then
+      echo "rewinding $ref is refused" >&2; exit 1
+    fi;;
+esac
+exit 0
+"""
+
+
+def _anchor_checks(m: Machine) -> dict:
+    """doctor's store checks (doctor exits 1 on any warning of the machine, e.g. PATH)."""
+    m.mp.setenv("LOOPX_HOST", m.host)
+    m.capsys.readouterr()
+    main(["--project", str(m.path), "--format", "json", "doctor"])
+    checks = json.loads(m.capsys.readouterr().out)["data"]["checks"]
+    return {c["id"]: c for c in checks if c["id"].startswith("store.")}
+
+
+def test_each_machine_pushes_its_own_anchors_and_doctor_checks_every_nodes_head(two, tmp_path):
+    a, b = two
+    hook = tmp_path / "remote.git" / "hooks" / "update"
+    hook.write_text(PROTECT)
+    hook.chmod(0o755)
+    assert b("todo", "add", "from b", "--goal-id", "g1") == 0
+    assert b("sync") == 0 and a("sync") == 0
+    pushed = {}
+    for m in (a, b):  # both push: one ref per node, so neither refuses the other
+        d = m.json("anchor", "--push", "origin")
+        node = (m.path / ".loopx" / "node").read_text().strip()
+        assert d["pushed_ref"] == f"refs/loopx/node-anchors/{node}", d
+        pushed[m.host] = node
+    # b goes on working and anchors again; a has not synced those records yet
+    assert b("todo", "add", "b's later work", "--goal-id", "g1") == 0
+    assert b.json("anchor", "--push", "origin")["pushed"] == "origin"
+    for m in (a, b):
+        checks = _anchor_checks(m)
+        bad = {k: c for k, c in checks.items() if c["status"] not in ("ok", "skipped")}
+        assert not bad, bad  # b's newer head is "not here yet" on a, never a truncation
+        assert checks["store.anchors.nodes.origin"]["status"] == "ok"
+        assert "2 node(s)" in checks["store.anchors.nodes.origin"]["finding"]
+
+    # b's agent rewrites b's log consistently (drops b's later todo, recomputes every hash) and b's
+    # local anchors: the anchors b pushed, which the remote will not rewind, show it
+    import shutil
+
+    from loopx.kernel.storage import anchors, chain
+    from loopx.kernel.storage.store import decode, encode
+
+    root = b.path / ".loopx"
+    recs = []
+    for stream in ("events", "evidence"):
+        recs += [(stream, decode(x)) for x in (root / f"{stream}.jsonl").read_bytes().splitlines() if x]
+    recs = [(s, r) for s, r in recs if (r.get("data") or {}).get("title") != "b's later work"]
+    recs.sort(key=lambda sr: (sr[1]["hlc"], sr[1]["node"], sr[1]["id"]))
+    seq, last, out = {"events": 0, "evidence": 0}, {}, {"events": [], "evidence": []}
+    for stream, rec in recs:
+        rec = {k: v for k, v in rec.items() if k != "crc"}
+        seq[stream] += 1
+        rec["seq"] = seq[stream]
+        rec["prev"] = last.get(rec["node"])
+        line = encode(rec)
+        last[rec["node"]] = chain.line_hash(line)
+        out[stream].append(line)
+    for stream, lines in out.items():
+        (root / f"{stream}.jsonl").write_bytes(b"".join(lines))
+    shutil.rmtree(root / "cache", ignore_errors=True)
+    pid = json.loads((root / "format.json").read_text())["project_id"]
+    Path(anchors.data_path(pid)).unlink()
+    git(b.path, "update-ref", "-d", anchors.REF)
+    assert b("anchor") == 0  # fresh local anchors of the forged history
+    checks = _anchor_checks(b)
+    assert checks["store.chain"]["status"] == "ok"  # consistent: the chain alone cannot tell
+    assert checks["store.anchors.git"]["status"] == "ok"
+    nodes = checks["store.anchors.nodes.origin"]
+    assert nodes["status"] == "error" and pushed["host-b"] in nodes["finding"], nodes
+    assert checks["store.anchors.rewound.origin"]["status"] == "error"
+    assert b("anchor", "--push", "origin") != 0  # and the protected remote refuses the rewound ref
