@@ -209,3 +209,19 @@ def test_records_imported_out_of_clock_order_across_streams_still_link(tmp_path)
     found = chain.verify(store)
     assert found["broken"] is None, found
     assert found["nodes"][node] == 6
+
+
+def test_a_trace_of_a_merged_log_with_duplicates_verifies(merged, capsys, tmp_path):
+    import json
+
+    a, _b, _na, _nb = merged
+    events = a / ".loopx" / "events.jsonl"
+    lines = _lines(events)
+    events.write_bytes(b"".join(lines + lines[2:5]))  # a later merge copied three lines again
+    out = tmp_path / "trace.tgz"
+    capsys.readouterr()
+    assert main(["--project", str(a), "--format", "json", "trace", "export", "--goal-id", "g1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    code = main(["--project", str(a), "--format", "json", "trace", "verify", str(out)])
+    d = json.loads(capsys.readouterr().out)["data"]
+    assert code == 0 and d["ok"], d["problems"]

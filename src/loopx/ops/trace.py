@@ -48,12 +48,17 @@ def export(store, goal_id: str, output: str) -> dict:
     if os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep):
         raise UsageError(f"-o {output!r} is inside loopx's store", "write the trace outside .loopx/")
     rows, blobs, full, stubs = [], set(), 0, 0
+    seen: set = set()  # a line a union merge copied twice is exported once
     for stream in ("events", "evidence"):
         for line in _lines(store, stream):
             try:
                 rec = store.decode(line)
             except ValueError:
                 continue
+            digest = chain.line_hash(line)
+            if digest in seen:
+                continue
+            seen.add(digest)
             key = (rec.get("hlc") or [0, 0], rec.get("node") or "", rec.get("id") or "")
             if rec.get("goal") == gid:
                 full += 1
@@ -65,7 +70,7 @@ def export(store, goal_id: str, output: str) -> dict:
                 stubs += 1
                 rows.append((key, {"stream": stream, "stub": {
                     "seq": rec.get("seq"), "node": rec.get("node"), "hlc": rec.get("hlc"), "prev": rec.get("prev"),
-                    "hash": chain.line_hash(line)}}))
+                    "hash": digest}}))
     rows.sort(key=lambda r: r[0])
     members: dict[str, bytes] = {
         "records.jsonl": "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for _k, r in rows).encode(),
