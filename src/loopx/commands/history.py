@@ -110,6 +110,8 @@ def _event_line(e: dict) -> str:
               "reason", "summary", "kind", "holder", "watch_id", "outcome", "channel", "error"):
         if d.get(k) is not None:
             bits.append(f"{k}={d[k]}")
+    if e["type"] == "node.registered":
+        bits.append(f"host={d.get('host')}")
     where = f"{safe(e.get('machine') or '-', limit=20):<14} " if "machine" in e else ""
     return f"{e['ts'][:19]}  {e['type']:<18} {safe(e.get('goal') or '-'):<14} {safe(e.get('actor') or ''):<18} " \
            + where + safe(" ".join(str(b) for b in bits), limit=100)
@@ -137,5 +139,6 @@ def render(d: dict) -> str:
     if d["events"]:
         parts.append("EVENTS\n" + "\n".join(_event_line(e) for e in d["events"]))
     if machine:
-        parts.append("MACHINES\n" + "\n".join(f"{safe(label)}  {node}" for node, label in sorted(d["machines"].items())))
+        rows = [[safe(label, limit=40), node] for node, label in sorted(d["machines"].items(), key=lambda x: (x[1], x[0]))]
+        parts.append("MACHINES\n" + table(rows, ["MACHINE", "NODE"]))
     return "\n\n".join(parts) if parts else "no history matches"
