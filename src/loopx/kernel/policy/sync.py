@@ -441,18 +441,24 @@ def every() -> float:
         return 60.0
 
 
+def is_shared(root: str) -> bool:
+    """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal:
+    ``cache/sync.json`` says so (one small read; should-run asks this before answering from the
+    decision cache without opening the store)."""
+    try:
+        with open(os.path.join(root, "cache", "sync.json"), "rb") as fh:
+            return b'"shared": true' in fh.read()
+    except OSError:
+        return False
+
+
 def shared_tick(store, goal_id: str | None = None) -> str | None:
     """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
     has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
     remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
     read when nothing is shared, and when another process is syncing. Returns a one-line note
     when the remote could not be reached (the loop goes on locally), else None."""
-    try:
-        with open(store.path("cache", "sync.json"), "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    if b'"shared": true' not in raw:
+    if not is_shared(store.root):
         return None
     from loopx.errors import LoopxError
     from loopx.kernel.storage import clock

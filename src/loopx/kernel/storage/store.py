@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from loopx import __version__
 from loopx.config import env
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
-from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage import cjson, clock, fold, ids
 from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -55,16 +55,14 @@ def lock_timeout() -> float:
 
 def encode(rec: dict) -> bytes:
     """One record as its line: compact JSON whose last field is the CRC of what precedes it."""
-    import json
-
-    body = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+    body = cjson.dumps(rec)
     head = body[:-1].encode("utf-8")
     return head + b',"crc":"%08x"}\n' % zlib.crc32(head)
 
 
 def decode(line: bytes, loads=None) -> dict:
     """Parse one line (without its newline). Raises ValueError naming what is wrong.
-    ``loads`` is ``json.loads``, passed in by loops so `json` is imported only when a line is read."""
+    ``loads`` is a JSON parser (default ``loopx.kernel.storage.cjson.loads``: no `json` import)."""
     if line.endswith(b"\r"):
         line = line[:-1]
     if line.startswith(b"\xef\xbb\xbf"):
@@ -80,7 +78,7 @@ def decode(line: bytes, loads=None) -> dict:
     if not crc_ok:
         raise ValueError("crc mismatch (line was changed or damaged)")
     if loads is None:
-        from json import loads
+        loads = cjson.loads
     try:
         rec = loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -237,9 +235,7 @@ class Store:
             try:
                 with open(self.path("format.json"), "rb") as fh:
                     raw = fh.read()
-                import json
-
-                info = json.loads(raw.decode("utf-8-sig"))
+                info = cjson.loads(raw.decode("utf-8-sig"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
@@ -353,8 +349,7 @@ class Store:
         torn = len(data) - end
         if offset == 0 and data.startswith(b"\xef\xbb\xbf"):
             meta["bom"] = True
-        from json import loads
-
+        loads = cjson.loads
         pos = offset
         count = 0
         apply = fold.apply
@@ -465,8 +460,7 @@ class Store:
         if path is None or not os.path.exists(path):
             return fold.empty(), {}
         try:
-            from json import loads
-
+            loads = cjson.loads
             with open(path, "rb") as fh:
                 snap = loads(fh.read())
             if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
@@ -762,8 +756,7 @@ class Store:
 
     def iter_records(self, stream: str = "events"):
         """Yield every good record of ``stream`` in file order (for history, reports and doctor)."""
-        from json import loads
-
+        loads = cjson.loads
         for body in self.iter_lines(stream):
             try:
                 yield decode(body, loads)
@@ -773,8 +766,7 @@ class Store:
     def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
         """Yield every good record of ``stream`` newest first, reading the files backwards in
         ``block``-byte pieces (``history --limit N`` reads only the end of the log)."""
-        from json import loads
-
+        loads = cjson.loads
         for path in reversed(self.stream_paths(stream)):
             try:
                 fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
