@@ -225,3 +225,25 @@ def test_a_trace_of_a_merged_log_with_duplicates_verifies(merged, capsys, tmp_pa
     code = main(["--project", str(a), "--format", "json", "trace", "verify", str(out)])
     d = json.loads(capsys.readouterr().out)["data"]
     assert code == 0 and d["ok"], d["problems"]
+
+
+def test_a_forged_node_of_its_own_is_not_a_break_but_doctor_lists_it(goal, project, cli):
+    """A line under a made-up node id with prev null starts a chain of its own, which no per-node
+    walk can call broken (new nodes are how other machines show up). doctor names every node it
+    walked with its machine, so a node no machine ever named stands out; approvals need signing for
+    proof (docs/security.md)."""
+    import json
+
+    for i in range(3):
+        assert cli("todo", "add", f"t{i}", "--goal-id", goal).code == 0
+    events = project / ".loopx" / "events.jsonl"
+    last = decode(events.read_bytes().splitlines()[-1])
+    fake = "n-" + "f" * 16
+    forged = dict(last, seq=last["seq"] + 1, id="e-" + "1" * 16, node=fake, prev=None,
+                  hlc=[last["hlc"][0] + 1, 0], type="gate.approved", data={"gate_id": "gate-000000"})
+    with open(events, "ab") as fh:
+        fh.write(encode({k: v for k, v in forged.items() if k != "crc"}))
+    d = cli("doctor", json=True)
+    check = next(c for c in d.data["checks"] if c["id"] == "store.chain")
+    assert check["status"] == "ok" and f"{fake} (no machine name): 1" in check["finding"], check
+    assert json.dumps(check).count("no machine name") == 2  # this clone never needed a name either

@@ -63,9 +63,26 @@ def check_chain(t) -> dict:
                           f"hash chain head mismatch at {gap['stream']} seq {gap['seq']}: {gap['reason']}",
                           "records were cut off or rewritten after loopx last read them; compare with git "
                           "(`git log -p .loopx/`)")
+    listing = ""
+    names = _node_labels(store) if len(found["nodes"]) > 1 else {}
+    if sum(1 for n in found["nodes"] if names.get(n) != "legacy") > 1:
+        # several machines: which wrote how much (a node nobody knows stands out here)
+        listing = "; " + ", ".join(f"{names.get(n) or n + ' (no machine name)'}: {k}"
+                                   for n, k in sorted(found["nodes"].items(), key=lambda x: (-x[1], x[0])))
     return result("store.chain", "ok",
                   f"{found['chained']} records chained over {len(found['nodes'])} node(s), every link holds"
-                  + (f" ({found['duplicates']} duplicate line(s) of a merge counted once)" if found.get("duplicates") else ""))
+                  + (f" ({found['duplicates']} duplicate line(s) of a merge counted once)" if found.get("duplicates") else "")
+                  + listing)
+
+
+def _node_labels(store) -> dict:
+    """{node: machine name or "legacy"} for the nodes that have one; {} when the state cannot be read."""
+    try:
+        nodes = store.load(view="live").get("nodes") or {}
+    except Exception:  # noqa: BLE001 - a damaged store still gets its chain report
+        return {}
+    return {n: "legacy" if v.get("legacy") else v["host"] for n, v in nodes.items()
+            if isinstance(v, dict) and (v.get("legacy") or v.get("host"))}
 
 
 def _machine_names(store) -> dict:
