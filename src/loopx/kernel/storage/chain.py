@@ -178,12 +178,18 @@ def verify(store) -> dict:
     out of place. ``unchained`` counts records without chain fields (a format-1 store, or lines added
     by hand). A store whose last records were cut off entirely is not a broken link here: the chain
     heads recorded elsewhere (the cache, anchors in git) show it; see ``check_heads``. Memory: the
-    hashes of the records (to drop exact duplicates) plus the chain pieces not yet joined."""
+    chain pieces not yet joined; only when that walk finds a fault does a second walk keep the hash of
+    every record, to tell a duplicate line (a merge) from damage."""
+    out = _walk(store, dedupe=False)
+    return _walk(store, dedupe=True) if out["breaks"] else out
+
+
+def _walk(store, dedupe: bool) -> dict:
     import heapq
 
     out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "duplicates": 0,
                  "broken": None, "breaks": []}
-    seen: set = set()               # sha256 digests of every chained line met (exact duplicates)
+    seen: set = set()               # with dedupe: sha256 digests of every chained line met (exact duplicates)
     # chain pieces being joined: [node, start prev, start (hlc, stream, seq), end hash, end hlc, end (stream, seq)]
     by_start: dict[tuple, list] = {}  # (node, prev of the piece's first record) -> piece
     by_end: dict[tuple, list] = {}    # (node, hash of the piece's last record) -> piece
@@ -216,10 +222,11 @@ def verify(store) -> dict:
                 unchained_first = (stream, seq)
             continue
         digest = sha256(canonical(line)).digest()
-        if digest in seen:
-            out["duplicates"] += 1
-            continue
-        seen.add(digest)
+        if dedupe:
+            if digest in seen:
+                out["duplicates"] += 1
+                continue
+            seen.add(digest)
         out["chained"] += 1
         out["nodes"][node] = out["nodes"].get(node, 0) + 1
         hlc, prev, h = rec["hlc"], rec.get("prev"), digest.hex()
