@@ -282,3 +282,14 @@ def test_each_machine_pushes_its_own_anchors_and_doctor_checks_every_nodes_head(
     assert nodes["status"] == "error" and pushed["host-b"] in nodes["finding"], nodes
     assert checks["store.anchors.rewound.origin"]["status"] == "error"
     assert b("anchor", "--push", "origin") != 0  # and the protected remote refuses the rewound ref
+
+
+def test_a_machine_name_with_control_and_bidi_characters_is_shown_inert(two):
+    a, b = two
+    b.host = "build\u202ebox\x1b[31m"
+    assert b("sync") == 0 and a("sync") == 0
+    text = a.text("history", "--limit", "0", "--events")
+    assert "\u202e" not in text and "\x1b" not in text
+    assert "build\\u202ebox" in text
+    md = a.json("review-packet", "--goal-id", "g1")["markdown"]
+    assert "\u202e" not in md and "\x1b" not in md
