@@ -238,8 +238,9 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
                                                 project_dir=store.project_dir if store else where)
         else:
-            verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
-                                     cwd=cwd, goal_id=goal_id)
+            verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
+                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
+                                 state)
             if not verdict.get("allow") and "closed" in state:
                 # The live view keeps only each goal's newest approval per kind; before denying, ask
                 # the full state (an older standing approval may still cover the action).
@@ -401,7 +402,7 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}
-        text = session_summary(store.load(view="live"), goal_id)
+        text = store.read(lambda st: session_summary(st, goal_id))
         if not text:
             return None, {"reason": "no_active_goal"}
         return _answer(host, "context", text), {"reason": "summary", "chars": len(text)}

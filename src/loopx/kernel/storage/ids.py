@@ -28,7 +28,9 @@ def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> st
     one of them has a chance under 1e-9 (``t-`` + 10 hex digits up to ~1,000 hidden ids, 12 up to
     ~250,000, 14 beyond)."""
     prefix = PREFIX[kind]
-    taken_set = taken if taken is not None else ()
+    # a dict's keys view answers ``in`` from the dict itself, never through a live view's raising
+    # ``__contains__`` (fold.Partial): a fresh id missing from the view is the expected answer here
+    taken_set = taken.keys() if isinstance(taken, dict) else taken if taken is not None else ()
     from loopx.config import env
 
     seed = env("LOOPX_ID_SEED")

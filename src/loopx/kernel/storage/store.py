@@ -287,7 +287,10 @@ class Store:
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
         todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
         what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
-        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
+        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out. A
+        live view's ``todos``/``gates``/``runs``/``evidence`` are ``fold.Partial``: a lookup of an id
+        they do not hold raises ``fold.NotInLiveView``; read through ``Store.read`` to get the full
+        state's answer then (docs/architecture.md, "Lookups on the live view")."""
         self.format_number()
         if view == "live":
             live = self._load_live()
@@ -309,6 +312,21 @@ class Store:
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
+
+    def read(self, fn, state: dict | None = None):
+        """``fn(state)`` on ``state`` (default: the live view, ``load(view="live")``), and once more
+        on the full state when it looks up a record the view left out (``fold.NotInLiveView``): the
+        reader's rule of the live view, as ``transact`` is the writer's. Returns what ``fn``
+        returns; a NotInLiveView never escapes (on the full state every collection is a plain
+        dict). Raises what ``load`` and ``fn`` raise."""
+        if state is None:
+            state = self.load(view="live")
+        if fold.is_live(state):
+            try:
+                return fn(state)
+            except fold.NotInLiveView:
+                state = self.load()
+        return fn(state)
 
     def _fold_stream(self, state: dict, name: str, offset: int, collect: list | None = None) -> tuple[int, int]:
         """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
@@ -450,7 +468,7 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         if checkpoint:
             self._save_snapshot(state, full=False)
-        return state
+        return fold.guarded(state)
 
     def _load_checkpoint(self) -> tuple[dict, dict]:
         """The live view saved when the newest closed events segment was closed
@@ -612,7 +630,8 @@ class Store:
                     drafts = list(plan(state, now) or [])
                 except (LoopxError, KeyError):
                     # the plan may need a record the live view left out (a done todo, an old
-                    # run): ask again on the full state, which also gives the real refusal
+                    # run): a lookup of it raised fold.NotInLiveView (a KeyError), or the plan
+                    # refused; ask again on the full state, which also gives the real refusal
                     ids.HIDDEN = 0
                     state, live = self.load(save_snapshot=False), False
                     drafts = list(plan(state, now) or [])
