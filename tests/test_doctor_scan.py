@@ -64,6 +64,11 @@ def _next_link(root: Path, stream: str, seq: int) -> str:
     return f"{recs[at + 1][1]} seq {recs[at + 1][2]}"
 
 
+def _broken_at(checks: dict, where: str) -> bool:
+    finding = checks["store.chain"]["finding"]
+    return f"broken at {where} (" in finding or f"broken at {where}:" in finding
+
+
 def _reference(root: Path) -> dict:
     """What the line-by-line readers say: per stream, good and bad lines and the seqs."""
     store = Store(str(root))
@@ -95,7 +100,10 @@ def _same_as_readers(root: Path) -> dict:
             (r["good"], r["bad"], r["last_seq"], r["dups"], r["missing"]), name
     v = chain.verify(Store(str(root)))
     c = got["chain"]
-    assert c["holds"] == (v["broken"] is None), (c["why"], v["broken"])
+    # the pass never calls a broken chain whole; it leaves to chain.verify what it cannot tell from
+    # damage (a line a merge copied twice, which verify counts once)
+    assert c["holds"] == (v["broken"] is None) or (not c["holds"] and v["broken"] is None and v["duplicates"]), \
+        (c["why"], v["broken"])
     if c["holds"]:
         for k in ("records", "chained", "nodes", "unchained", "heads"):
             assert c[k] == v[k], k
@@ -122,7 +130,7 @@ def test_a_corrupt_line_in_a_closed_segment_is_reported_with_its_seq(segmented, 
     assert checks["store.lines"]["status"] == "error"
     assert f"events/000002.jsonl line 2, seq {rec['seq']}" in checks["store.lines"]["finding"]
     assert checks["store.chain"]["status"] == "error"
-    assert f"broken at {after}:" in checks["store.chain"]["finding"]  # the next link no longer holds
+    assert _broken_at(checks, after)  # the next link no longer holds
 
 
 def test_a_forged_line_with_a_valid_crc_in_a_closed_segment_is_reported(segmented, cli, mode):
@@ -136,7 +144,7 @@ def test_a_forged_line_with_a_valid_crc_in_a_closed_segment_is_reported(segmente
     _same_as_readers(segmented)
     checks = _checks(cli)
     assert checks["store.lines"]["status"] == "ok"  # the line itself is well formed
-    assert checks["store.chain"]["status"] == "error" and f"broken at {after}:" in checks["store.chain"]["finding"]
+    assert checks["store.chain"]["status"] == "error" and _broken_at(checks, after)
 
 
 def test_a_line_removed_from_a_closed_segment_is_reported(segmented, cli, mode):
@@ -149,7 +157,7 @@ def test_a_line_removed_from_a_closed_segment_is_reported(segmented, cli, mode):
     _same_as_readers(segmented)
     checks = _checks(cli)
     assert checks["store.seq"]["status"] == "warning" and f"seq {gone['seq']}" in checks["store.seq"]["finding"]
-    assert checks["store.chain"]["status"] == "error" and f"broken at {after}:" in checks["store.chain"]["finding"]
+    assert checks["store.chain"]["status"] == "error" and _broken_at(checks, after)
 
 
 def test_lines_swapped_inside_a_closed_segment_are_reported(segmented, cli, mode):
@@ -173,12 +181,22 @@ def test_a_line_moved_between_streams_is_reported(segmented, cli, mode):
     assert _checks(cli)["store.chain"]["status"] == "error"
 
 
-def test_a_duplicated_record_is_reported(segmented, cli, mode):
+def test_a_line_copied_twice_counts_once_and_a_forged_copy_does_not(segmented, cli, mode):
+    """A line present twice byte for byte (what a criss-cross merge leaves) is counted once, as
+    chain.verify does; the same record with one byte changed is a second record claiming the same
+    place."""
     seg = segmented / "events" / "000002.jsonl"
     lines = _lines(seg)
     seg.write_bytes(b"".join(lines[:3] + [lines[2]] + lines[3:]))
     got = _same_as_readers(segmented)
     assert got["streams"]["events"]["dup_seqs"] == 1 and got["streams"]["events"]["dup_ids"] == 1
+    assert not got["chain"]["holds"]  # the pass leaves it to chain.verify
+    checks = _checks(cli)
+    assert checks["store.chain"]["status"] == "ok" and "duplicate line" in checks["store.chain"]["finding"]
+    rec = decode(lines[2].rstrip(b"\n"))
+    rec["actor"] = "human:someone-else"
+    seg.write_bytes(b"".join(lines[:3] + [_forge(rec)] + lines[3:]))
+    _same_as_readers(segmented)
     assert _checks(cli)["store.chain"]["status"] == "error"
 
 
@@ -226,8 +244,9 @@ def test_the_fast_path_accepts_exactly_what_the_reader_accepts(segmented, mode):
 
 
 def test_doctor_folds_no_history_and_writes_no_snapshot(segmented, cli, mode):
-    """No cache at all: doctor answers from the one pass; it folds no history and writes no full
-    snapshot (a 100 MB file and most of a minute at 1M events)."""
+    """No cache at all: doctor answers from the one pass (and the live view, from the newest
+    checkpoint); it folds no closed history and writes no full snapshot (a 100 MB file and most of
+    a minute at 1M events)."""
     shutil.rmtree(segmented / "cache")
     from loopx.kernel.storage import store as store_mod
 
@@ -245,7 +264,7 @@ def test_doctor_folds_no_history_and_writes_no_snapshot(segmented, cli, mode):
         store_mod.Store._fold_stream = real
     assert not (segmented / "cache" / "snapshot.bin").exists()
     assert checks["store.snapshot"]["status"] == "ok" and checks["setup"]["status"] == "ok"
-    assert not calls  # the setup check too: no goal's last run recorded a setup error
+    assert all(seg > 0 for _n, _o, seg in calls), calls  # a live view, if any, starts from the newest checkpoint
 
 
 def test_anchors_are_checked_from_the_same_pass(segmented, cli, mode):

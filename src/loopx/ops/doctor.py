@@ -34,26 +34,15 @@ class Target:
         self.project_dir = project_dir
         self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
         self._scan: dict | None = None
-        self._anchors: dict | None = None
 
     @property
     def scan(self) -> dict:
-        """The one pass over every line (``ops.storescan.scan``), which also picks out the hashes
-        of the records the anchors name (so the anchor sources are read first)."""
+        """The one pass over every line (``ops.storescan.scan``), made once and shared by the checks."""
         if self._scan is None:
-            from loopx.ops.anchorcheck import wanted
             from loopx.ops.storescan import scan
 
-            self._scan = scan(self.root or "", wanted(self.anchor_sources()) if self.root else None)
+            self._scan = scan(self.root or "")
         return self._scan
-
-    def anchor_sources(self, remotes: bool = True) -> dict:
-        """``ops.anchorcheck.gather``'s answer, read once."""
-        if self._anchors is None:
-            from loopx.ops.anchorcheck import gather
-
-            self._anchors = gather(self, remotes=remotes)
-        return self._anchors
 
     def store(self):
         from loopx.kernel.storage.store import Store
@@ -256,6 +245,20 @@ def check_hosts(t: Target) -> list[dict]:
     return hostcheck.check(t.project_dir)
 
 
+def check_config(t: Target) -> dict:
+    """The user's config file parses (usage limits, notification targets and signing live there;
+    a broken file is otherwise noticed only by the commands that write it)."""
+    from loopx import config
+
+    problem = config.user_config_problem()
+    if problem:
+        return result("config", "error", problem + "; the usage limits and notification targets in it are not "
+                      "applied (signed approvals stay on if they were ever turned on)",
+                      "fix the TOML by hand, or remove the file and set them again")
+    where = config.config_path()
+    return result("config", "ok", f"user config {where}" if os.path.exists(where) else "no user config (defaults)")
+
+
 def check_signing(t: Target) -> list[dict]:
     """Signed approvals: the signing log chain, the allowed signers file, signer fingerprints, and
     (in a project) approvals whose signature does not verify or signatures while signing is off."""
@@ -289,7 +292,8 @@ def check_signing(t: Target) -> list[dict]:
     return out
 
 
-INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_signing)
+INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_config,
+                  check_signing)
 PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location, check_setup)
 
 

@@ -13,8 +13,9 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
 - the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
-- the hashes of the records the anchors name, each node's last ``seq`` per stream, the ``seq`` of
-  lines ``store.repaired`` records account for, the gate records (for the signing check), and each
+- each node's last ``seq`` per stream and each unit's ``seq`` range (the anchor check then reads
+  only the units holding the records the anchors name), the ``seq`` of lines ``store.repaired``
+  records account for, the gate records (for the signing check), and each
   goal's last run and the runs that recorded a setup error (for the setup check).
 
 ``merge`` joins the summaries. A node's chain holds exactly when, over all its runs, exactly one
@@ -103,7 +104,7 @@ def _seq_runs(seqs: list[int]) -> list[list[int]]:
     return runs
 
 
-def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict:
+def scan_unit(unit: tuple, stream: str) -> dict:
     """Check every line of one unit (see the module docstring); never raises on damaged content."""
     import hashlib
     import json
@@ -116,7 +117,7 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
                  "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
                  "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
-                 "first_unchained": None, "hashes": {}, "node_last_seq": {}, "unreadable": None,
+                 "first_unchained": None, "node_last_seq": {}, "unreadable": None,
                  "last_runs": {}, "setup_runs": []}
     try:
         with open(path, "rb") as fh:
@@ -148,7 +149,6 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
     runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
                                     #            largest seq]]
     node_last: dict = {}            # node -> its current run (the last of runs[node])
-    hashes = res["hashes"]
     node_seq = res["node_last_seq"]
     newest = ""
     last_runs: dict = {}  # goal -> (order_key, run id) of its last run.started here
@@ -249,8 +249,6 @@ def scan_unit(unit: tuple, stream: str, wanted: frozenset | None = None) -> dict
             continue
         seq, node, hlc, prev = head
         h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
-        if wanted is not None and (node, seq) in wanted:
-            hashes[(node, seq)] = h
         run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
         if run is not None and prev == run[4] and hlc > run[3]:
             run[3] = hlc
@@ -356,11 +354,9 @@ def _workers() -> int:
     return max(1, min(n, MAX_WORKERS))
 
 
-def scan_store(root: str, wanted: dict | None = None) -> dict:
-    """Scan both streams of the store at ``root``. ``wanted``: ``{stream: {(node, seq), ...}}`` whose
-    line hashes the caller needs (anchors). Returns ``{"streams": {name: StreamScan}, "chain": the
-    chain summary (``Merge.chain``), "anchors": {"hashes": {(node, stream, seq): hex}, "last_seq":
-    {(node, stream): seq}, "repaired": {(stream, seq)}}, "gates": [the gate records, in the order a
+def scan_store(root: str) -> dict:
+    """Scan both streams of the store at ``root``. Returns ``{"streams": {name: StreamScan}, "chain": the
+    chain summary (``Merge.chain``), "anchors": ``AnchorFacts``, "gates": [the gate records, in the order a
     reader folds them], "processes": how many processes scanned (0: this one)}``."""
     from loopx.kernel.storage.store import STREAMS
 
@@ -370,13 +366,12 @@ def scan_store(root: str, wanted: dict | None = None) -> dict:
     for name in STREAMS:
         us, info = units(root, name)
         merger.stream(name, info)
-        want = frozenset((wanted or {}).get(name) or ()) or None
         for u in us:
-            jobs.append((u, name, want))
+            jobs.append((u, name))
             total += u[4] - u[3]
     jobs = _by_time(jobs)
     used: dict = {}
-    for (u, name, _w), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
+    for (u, name), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
         merger.add(name, u, res)
     return dict(merger.finish(), processes=used.get("processes", 0))
 
@@ -414,7 +409,7 @@ class Merge:
     def __init__(self) -> None:
         self.streams: dict = {}
         self.explained: dict[str, set] = {}
-        self.hashes: dict = {}
+        self.units: dict = {}  # stream -> [(unit, smallest seq, largest seq)] in file order
         self.last_seq: dict = {}
         self.gates: list = []
         self.last_runs: dict = {}
@@ -467,8 +462,8 @@ class Merge:
             acc["ids"].append(r["ids"])
         for f, q in r["explained"].items():
             self.explained.setdefault(f, set()).update(q)
-        for (node, seq), h in r["hashes"].items():
-            self.hashes[(node, name, seq)] = h
+        if r["seq_runs"]:
+            self.units.setdefault(name, []).append((unit, r["seq_runs"][0][0], r["last_seq"]))
         for node, q in r["node_last_seq"].items():
             if q > self.last_seq.get((node, name), 0):
                 self.last_seq[(node, name)] = q
@@ -581,11 +576,61 @@ class Merge:
         out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
                         for node, (hlc, h, st, seq) in self._heads.items()}
         repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
-        hashes = self.hashes
         return {"streams": self.streams, "chain": out, "gates": _reader_order(self.gates),
                 "setup": {"last_runs": {g: rid for g, (_k, rid) in self.last_runs.items()},
                           "runs_with_error": self.setup_runs},
-                "anchors": {"hashes": hashes, "last_seq": self.last_seq, "repaired": repaired}}
+                "anchors": AnchorFacts(self.units, self.last_seq, repaired,
+                                       {n: list(h[0]) for n, h in self._heads.items()})}
+
+
+class AnchorFacts:
+    """The log's side of ``anchors.compare`` from the one pass: ``last_seq`` {(node, stream): seq},
+    ``newest`` {node: hlc}, ``repaired`` {(stream, seq)}; ``hashes(keys)`` reads only the units whose
+    ``seq`` range holds an anchored record (anchors name recent heads: usually the newest units)."""
+
+    def __init__(self, units: dict, last_seq: dict, repaired: set, newest: dict) -> None:
+        self.units, self.last_seq, self.repaired, self.newest = units, last_seq, repaired, newest
+        self._known: dict = {}
+
+    def hashes(self, keys: set) -> dict:
+        """{(node, stream, seq): hex} for the ``keys`` the log holds (the line's hash as
+        ``chain._records`` reads the line: its header, else the decoded record; the last such line
+        in file order when several match)."""
+        from loopx.kernel.storage import chain
+        from loopx.kernel.storage.store import decode
+
+        todo = {k for k in keys if k not in self._known}
+        for stream in sorted({k[1] for k in todo if isinstance(k[1], str)}):
+            seqs = {k[2] for k in todo if k[1] == stream}
+            found: dict = {}
+            for unit, low, high in self.units.get(stream, []):
+                if not any(low <= q <= high for q in seqs):
+                    continue
+                path, _f, _c, start, end, _l = unit
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(start)
+                        data = fh.read(end - start)
+                except OSError:
+                    continue
+                for body in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]:
+                    head = chain._header(body)
+                    if head is not None:
+                        seq, node = head[0], head[2]
+                    else:
+                        try:
+                            rec = decode(body)
+                        except ValueError:
+                            continue
+                        if "node" not in rec:
+                            continue
+                        seq, node = rec["seq"], rec.get("node")
+                    if seq in seqs and (node, stream, seq) in todo:
+                        found[(node, stream, seq)] = chain.line_hash(body)
+            self._known.update(found)
+        for k in todo:
+            self._known.setdefault(k, "")
+        return {k: self._known[k] for k in keys}
 
 
 def _reader_order(recs: list[dict]) -> list[dict]:

@@ -44,14 +44,13 @@ def read_format(root: str) -> dict:
         return {"ok": False, "format": None, "error": f"format.json is unreadable: {exc}", "info": None}
 
 
-def scan(root: str, wanted: dict | None = None) -> dict:
+def scan(root: str) -> dict:
     """Scan ``root`` (the ``.loopx`` directory) in one pass over every line (``ops.segscan``).
-    ``wanted``: ``{stream: {(node, seq), ...}}``, the records whose line hashes the anchor check
-    needs. Never raises on damaged content. Besides ``format`` and ``streams`` (the module
+    Never raises on damaged content. Besides ``format`` and ``streams`` (the module
     docstring), the result holds ``chain`` (``segscan._chain``), ``anchors`` and ``gates``."""
     from loopx.ops import segscan
 
-    facts = segscan.scan_store(root, wanted)
+    facts = segscan.scan_store(root)
     return {"format": read_format(root), **facts}
 
 
