@@ -152,7 +152,9 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     node_seq = res["node_last_seq"]
     newest = ""
     last_runs: dict = {}  # goal -> (order_key, run id) of its last run.started here
-    gate_types = frozenset(t for t in fold.REDUCERS if t.startswith("gate."))  # what the signing check folds
+    # the few records doctor folds without the history: gates (the signing check), the machines
+    # (node.registered, store.migrated: the chain and anchor checks' names)
+    gate_types = frozenset([t for t in fold.REDUCERS if t.startswith("gate.")] + ["node.registered", "store.migrated"])
     good = 0
     n = 0
     valid_nodes: set = set()
