@@ -283,3 +283,32 @@ def test_anchors_are_checked_from_the_same_pass(segmented, cli, mode):
         fh.write(json.dumps(a2) + "\n")
     checks = _checks(cli)
     assert checks["store.anchors.file"]["status"] == "error" and "events seq 3" in checks["store.anchors.file"]["finding"]
+
+
+def test_checkpoints_of_an_older_loopx_make_doctor_fold_nothing_either(segmented, cli, mode):
+    """After an upgrade that changed the fold, no checkpoint can start a live view: doctor's chain,
+    anchor, signing and setup checks still answer from the one pass, and no cache is written."""
+    assert cli("anchor").code == 0
+    for ckpt in (segmented / "events").glob("*.live.json"):
+        body = json.loads(ckpt.read_text())
+        body["fold"] = -1  # what an older loopx wrote
+        ckpt.write_text(json.dumps(body))
+    shutil.rmtree(segmented / "cache")
+    from loopx.kernel.storage import store as store_mod
+
+    calls = []
+    real = store_mod.Store._fold_stream
+
+    def spy(self, state, name, offset, collect=None):
+        calls.append(name)
+        return real(self, state, name, offset, collect)
+
+    store_mod.Store._fold_stream = spy
+    try:
+        checks = _checks(cli)
+    finally:
+        store_mod.Store._fold_stream = real
+    assert not calls
+    assert not (segmented / "cache" / "snapshot.bin").exists()
+    for cid in ("store.chain", "store.anchors.file", "store.snapshot", "setup", "signing"):
+        assert checks[cid]["status"] == "ok", checks[cid]
