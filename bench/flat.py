@@ -12,7 +12,7 @@ hits both alike:
   just before each timed call, untimed); ``todo add``; ``next``; ``turn finish`` (``next`` before
   it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
-- ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path);
+- ``history --limit 20``; ``doctor`` (three runs: it is not a hot path, but one run on a shared machine says little);
 - once, the floors (``--only floor``): a bare interpreter that imports only what the launcher or
   every writer needs, the part of each ratio that is not loopx's.
 
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
                                    proj, env, args.runs, py))
             if want("doctor"):
                 out.append(measure("doctor", size, lambda: (lx + ["doctor", "--project", proj], None), proj, env,
-                                   1 if size >= 1_000_000 else 2, py))
+                                   3, py))
             for rec in out:
                 print(json.dumps(rec), flush=True)
     finally:
