@@ -139,9 +139,11 @@ def test_a_lost_claim_says_where_and_when(machines, capsys, monkeypatch):
     skipped = []
 
     def stale_once(self, *specs):
-        if gs.CLAIMS in specs[0] and not skipped:
-            skipped.append(specs)
-            return None  # the first claims fetch is lost: c picks from its old copy
+        if len(skipped) < 2 and any("claim" in s for s in specs):
+            skipped.append(specs)  # the sync's and the first claim's fetch of the claims ledger are lost:
+            specs = tuple(s for s in specs if "claim" not in s)  # c picks from its old copy
+            if not specs:
+                return None
         return real(self, *specs)
 
     monkeypatch.setattr(gs.Git, "fetch", stale_once)

@@ -16,6 +16,7 @@ def register(sub, name, help_text):
 
 
 def sync_run(ctx, remote=None, status=False):
+    from loopx.kernel.policy import shared
     from loopx.kernel.policy import sync as gs
     from loopx.kernel.storage import clock
 
@@ -23,11 +24,8 @@ def sync_run(ctx, remote=None, status=False):
     if status:
         return sync_status(store, remote)
     git = gs.project_git(store, remote)
-    with gs.sync_lock(store):
-        ex = gs.exchange(store, git)
-        git.fetch(f"+{gs.CLAIMS}:{gs.CLAIMS}")
+    ex = shared.sync_all(store, git)
     out = {**ex, "remote": git.remote, "state_hash": gs.state_hash(store), "synced_at": clock.now_iso()}
-    gs.note_synced(store, git.remote, git=git)
     out["tentative"] = tentative(store, git, ex["node"])
     return out
 
@@ -59,9 +57,13 @@ def sync_status(store, remote=None) -> dict:
     node = store.node_id()
     last = gs.read_status(store) or {}
     listing = git.out("for-each-ref", "--format=%(refname)", gs.FETCHED)
+    from loopx.kernel.policy import shared
+
+    pending = shared.tentative_view(store)
     return {"node": node, "remote": git.remote, "state_hash": gs.state_hash(store),
             "last_sync": last.get("at"), "nodes_known": len([r for r in listing.splitlines() if r]),
-            "tentative": tentative(store, git, node) if node else []}
+            "tentative": tentative(store, git, node) if node else [],
+            "tentative_spends": pending["spends"], "tentative_renewals": pending["renewals"]}
 
 
 def render(d: dict) -> str:
@@ -69,6 +71,11 @@ def render(d: dict) -> str:
     if "pushed" in d:
         lines.append(f"synced with {d['remote']}: pushed {d['pushed']} records of node {d['node']}, "
                      f"imported {d['imported']} from {d['nodes'] - 1} other node(s)")
+        f = d.get("flushed") or {}
+        if f.get("spends") or f.get("renewals"):
+            lines.append(f"pushed what was done offline: {f['spends']} spend(s), {f['renewals']} lease renewal(s)")
+        for tid in f.get("lost") or []:
+            lines.append(f"lost: the lease on {tid} was taken on another machine while this one was offline")
     else:
         lines.append(f"node {d['node']} (remote {d['remote']}), last sync {d.get('last_sync') or 'never'}, "
                      f"{d['nodes_known']} node ref(s) known")
@@ -76,4 +83,8 @@ def render(d: dict) -> str:
     for t in d.get("tentative") or []:
         lines.append(f"tentative: {t['todo_id']} claimed by {t['holder']} here only (not pushed: "
                      "`loopx next --sync` claims through the remote)")
+    for rid in d.get("tentative_spends") or []:
+        lines.append(f"tentative: the slot spent on {rid} is charged here only (pushed at the next sync)")
+    for tid in d.get("tentative_renewals") or []:
+        lines.append(f"tentative: the lease on {tid} was renewed here only (pushed at the next sync)")
     return "\n".join(lines)

@@ -28,8 +28,14 @@ from loopx.errors import Conflict, StateError
 NODES = "refs/loopx/nodes/"
 FETCHED = "refs/loopx/fetched/"
 CLAIMS = "refs/loopx/claims"
+GATES = "refs/loopx/ledger/gates"
+SPENDS = "refs/loopx/ledger/spends"
+RESERVATIONS = "refs/loopx/ledger/reservations"
+LEDGERS = {CLAIMS: "claims.json", GATES: "gates.json", SPENDS: "spends.json", RESERVATIONS: "reservations.json"}
 STREAMS = ("events", "evidence")
 CAS_TRIES = 30
+# every ledger in one fetch (globs never fail on a remote that lacks them yet)
+LEDGER_SPECS = ("+refs/loopx/claim*:refs/loopx/claim*", "+refs/loopx/ledger/*:refs/loopx/ledger/*")
 
 
 class RemoteUnreachable(StateError):
@@ -253,7 +259,7 @@ def exchange(store, git: Git) -> dict:
     the records this clone lacks. Returns {"node", "pushed", "imported", "nodes"}.
     Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
     node = ensure_node(store)
-    git.fetch(f"+{NODES}*:{FETCHED}*")
+    git.fetch(f"+{NODES}*:{FETCHED}*", *LEDGER_SPECS)
     pushed = push_own(store, git, node)
     listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
     others = [r for r in listing.splitlines() if r and r != FETCHED + node]
@@ -301,18 +307,24 @@ def state_hash(store) -> str:
 
 
 # ------------------------------------------------------------------ claims
-def read_claims(git: Git) -> tuple[str | None, dict]:
-    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
+def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
+    """(commit, document) of the local copy of the shared ledger ``ref`` ({} when absent or not a
+    JSON object)."""
     import json
 
-    head = git.ref(CLAIMS)
+    head = git.ref(ref)
     if head is None:
         return None, {}
     try:
-        data = json.loads(git.blob(head, "claims.json") or b"{}")
+        data = json.loads(git.blob(head, LEDGERS[ref]) or b"{}")
     except ValueError:
         data = {}
     return head, data if isinstance(data, dict) else {}
+
+
+def read_claims(git: Git) -> tuple[str | None, dict]:
+    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
+    return read_ledger(git, CLAIMS)
 
 
 def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
@@ -327,44 +339,62 @@ def host_name() -> str:
     return env("LOOPX_HOST") or socket.gethostname()
 
 
-def claim(store, git: Git, pick, agent: str, until: str) -> dict:
-    """Linearise one claim through ``refs/loopx/claims``. ``pick(taken)`` returns the todo id to
-    claim given {todo_id: entry} held elsewhere, or None when nothing is left. Fetch, pick, push
-    with a lease on the commit seen; a rejected push fetches and picks again (at most CAS_TRIES).
-    Returns {"todo_id": str|None, "tries": int, "lost": [{"todo_id", "host", "node", "seconds"}]}."""
+def cas(git: Git, ref: str, step, message: str) -> dict:
+    """One compare-and-swap update of the shared ledger ``ref`` (one of ``LEDGERS``): fetch it,
+    call ``step(doc, attempt) -> (new_doc | None, result)`` on its JSON document, and push
+    ``new_doc`` as a commit on top of the commit fetched with ``--force-with-lease`` on that commit,
+    so of two pushes built on one commit exactly one wins. A refused push fetches, calls ``step``
+    again on the newer document (at most CAS_TRIES, with a random pause that grows with each try);
+    ``new_doc`` None pushes nothing. Returns {"result": the last step's result, "tries": int,
+    "pushed": bool}. Raises RemoteUnreachable (exit 3), Conflict when the ref kept moving."""
     import json
+    import random
+    import time
 
+    for attempt in range(1, CAS_TRIES + 1):
+        git.fetch(f"+{ref}:{ref}")
+        head, doc = read_ledger(git, ref)
+        new, result = step(doc, attempt)
+        if new is None:
+            return {"result": result, "tries": attempt, "pushed": False}
+        body = json.dumps(new, sort_keys=True, indent=0).encode()
+        commit = git.commit({LEDGERS[ref]: body}, head, message)
+        if git.push(commit, ref, head):
+            git.run("update-ref", ref, commit)
+            return {"result": result, "tries": attempt, "pushed": True}
+        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
+    raise Conflict(f"{ref} kept moving: nothing pushed after {CAS_TRIES} tries",
+                   "many machines are updating it at once; try again")
+
+
+def claim(store, git: Git, pick, agent: str, until: str) -> dict:
+    """Linearise one claim through ``refs/loopx/claims`` (``cas``). ``pick(taken)`` returns the
+    todo id to claim given {todo_id: entry} held elsewhere, or None when nothing is left; a refused
+    push picks again on the newer copy. Returns {"todo_id": str|None, "tries": int, "lost":
+    [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
     from loopx.kernel.storage import clock
 
     node = ensure_node(store)
     lost: list[dict] = []
-    wanted = None
-    for attempt in range(1, CAS_TRIES + 1):
-        git.fetch(f"+{CLAIMS}:{CLAIMS}")
-        head, claims = read_claims(git)
+    wanted: list = [None]
+
+    def step(claims, attempt):
         now = clock.now()
         held = live_claims(claims, clock.iso(now), node)
-        if wanted is not None and wanted in held:
-            c = held[wanted]
-            lost.append({"todo_id": wanted, "host": c.get("host"), "node": c.get("node"),
+        if wanted[0] is not None and wanted[0] in held:
+            c = held[wanted[0]]
+            lost.append({"todo_id": wanted[0], "host": c.get("host"), "node": c.get("node"),
                          "seconds": _seconds_between(c.get("at"), now)})
         tid = pick(held)
         if tid is None:
-            return {"todo_id": None, "tries": attempt, "lost": lost}
-        wanted = tid
-        claims = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now)) or t == tid}
-        claims[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
-        body = json.dumps(claims, sort_keys=True, indent=0).encode()
-        new = git.commit({"claims.json": body}, head, f"loopx claim {tid} by {agent} on {host_name()}")
-        if git.push(new, CLAIMS, head):
-            git.run("update-ref", CLAIMS, new)
-            return {"todo_id": tid, "tries": attempt, "lost": lost}
-        import random
-        import time
+            return None, None
+        wanted[0] = tid
+        new = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now))}
+        new[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
+        return new, tid
 
-        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
-    raise Conflict(f"refs/loopx/claims kept moving: no claim after {CAS_TRIES} tries",
-                   "many machines are claiming at once; run `loopx next --sync` again")
+    got = cas(git, CLAIMS, step, f"loopx claim by {agent} on {host_name()}")
+    return {"todo_id": got["result"], "tries": got["tries"], "lost": lost}
 
 
 def _seconds_between(at, now) -> int | None:
@@ -442,47 +472,6 @@ def every() -> float:
         return 60.0
 
 
-def shared_tick(store, goal_id: str | None = None) -> str | None:
-    """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
-    has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
-    remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
-    read when nothing is shared, and when another process is syncing. Returns a one-line note
-    when the remote could not be reached (the loop goes on locally), else None."""
-    try:
-        with open(store.path("cache", "sync.json"), "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    if b'"shared": true' not in raw:
-        return None
-    from loopx.errors import LoopxError
-    from loopx.kernel.storage import clock
-
-    last = read_status(store) or {}
-    try:
-        age = (clock.now() - clock.parse_ts(last.get("attempt") or "")).total_seconds()
-    except Exception:  # noqa: BLE001 - a damaged cache entry: sync now
-        age = None
-    if age is not None and 0 <= age < every():
-        return None
-    remote = last.get("remote")
-    try:
-        git = project_git(store, remote)
-        from loopx.kernel.storage.fs import locked
-
-        with locked(store.path("cache", "sync.lock"), 0):
-            exchange(store, git)
-            git.fetch(f"+{CLAIMS}:{CLAIMS}")
-            note_synced(store, git.remote, git=git)
-    except LoopxError as exc:
-        if exc.code == "store_busy":
-            return None  # another process is syncing this clone now
-        note_synced(store, remote or "origin", exc.message)
-        return (f"shared goal not synced: {exc.message}; the loop goes on locally and shared claims wait "
-                "until the remote answers")
-    return None
-
-
 def read_status(store) -> dict | None:
     import json
 
@@ -492,59 +481,3 @@ def read_status(store) -> dict | None:
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
-
-
-def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=None, remote: str | None = None,
-                     driven: bool = False) -> dict:
-    """``next --sync`` (and ``loopx run`` on a shared goal): exchange records, claim through the
-    remote (compare-and-swap on refs/loopx/claims), then start the turn on that todo. Returns what
-    ``turn.next_turn`` returns plus ``sync`` ({node, pushed, imported, nodes, claim_tries, lost});
-    when every ready todo is claimed elsewhere the decision is ``wait`` (reason
-    ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
-    Raises RemoteUnreachable (exit 3), StateError, Conflict."""
-    from datetime import timedelta
-
-    from loopx.kernel.policy import turn
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import todos
-    git = project_git(store, remote)
-    with sync_lock(store):
-        ex = exchange(store, git)
-        resumed = turn._resume(store, actor, goal_id, driven)
-        if resumed is not None:
-            resumed["sync"] = {**ex, "claim_tries": 0, "lost": []}
-            return resumed
-        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
-        last: dict = {}
-
-        def pick(held):
-            d = turn.pick_todo(store, actor, held, goal_id=goal_id)
-            last["decision"], last["held"] = d, held
-            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
-
-        got = claim(store, git, pick, actor, until)
-        tid = got["todo_id"]
-        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
-        if tid is None:
-            d = dict(last.get("decision") or {})
-            if got["lost"] and d.get("decision") != "run":
-                lost = got["lost"][-1]
-                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
-                d.update(decision="wait", reason="claimed_elsewhere",
-                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
-                         hint="run `loopx next --sync` again later")
-            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
-                return {**turn.next_turn(store, actor, goal_id=goal_id, lease=lease,
-                                         held=last.get("held"), driven=driven), "sync": sync_info}
-            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
-                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
-                    "packet_text": None, "sync": sync_info}
-        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
-        res = turn.next_turn(store, actor, goal_id=goal_id, lease=lease, held=held, want=tid, driven=driven)
-        res["sync"] = sync_info
-        try:  # so the other machines see the claim record at their next sync
-            push_own(store, git, ex["node"])
-        except RemoteUnreachable:
-            pass
-        note_synced(store, git.remote, git=git)
-        return res
