@@ -166,14 +166,14 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
         git = gs.project_git(store, _remote(store, remote))
         with gs.sync_lock(store):
             ex = gs.exchange(store, git)
-            gates.precheck(store.load(), actor, g["id"], approve=approve, note=kw.get("note"), code=kw.get("code"),
-                           human=kw.get("human"))
             node = ex["node"]
 
             def step(doc, attempt):
                 e = doc.get(g["id"])
-                if isinstance(e, dict):
+                if isinstance(e, dict):  # decided through the remote already: name where
                     return None, e
+                gates.precheck(store.load(), actor, g["id"], approve=approve, note=kw.get("note"),
+                               code=kw.get("code"), human=kw.get("human"))
                 new = dict(doc)
                 new[g["id"]] = {"status": status, "by": actor, "goal": g["goal"], "node": node,
                                 "host": gs.host_name(), "at": clock.now_iso()}
@@ -376,7 +376,6 @@ def sync_all(store, git: gs.Git) -> dict:
     Returns exchange's dict plus ``flushed``."""
     with gs.sync_lock(store):
         ex = gs.exchange(store, git)
-        flush(store, git)
         ex["flushed"] = flush(store, git)
     gs.note_synced(store, git.remote, git=git)
     return ex
@@ -437,7 +436,6 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
     git = gs.project_git(store, remote)
     with gs.sync_lock(store):
         ex = gs.exchange(store, git)
-        flush(store, git)
         flush(store, git)
         resumed = turn._resume(store, actor, goal_id, driven)
         if resumed is not None:

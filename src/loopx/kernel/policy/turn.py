@@ -63,7 +63,8 @@ def hide_claims(state: dict, held: dict) -> dict:
     state = {**state, "todos": dict(state["todos"])}
     for tid, c in (held or {}).items():
         t = state["todos"].get(tid)
-        if t is not None and not t.get("claim"):
+        mine = (t or {}).get("claim")
+        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))):
             t = state["todos"][tid] = dict(t)
             t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
                           "fence": 0, "remote": True}
