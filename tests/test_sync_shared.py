@@ -91,7 +91,7 @@ def test_the_loser_of_a_gate_race_is_told_which_machine_won(shared, capsys, monk
     assert lx(a, "sync") == 0 and lx(b, "sync") == 0
     monkeypatch.setenv("LOOPX_HOST", "host-a")
     assert lx(a, "gate", "approve", gid, "--confirm", gid) == 0
-    monkeypatch.setattr(gs, "import_lines", lambda store, blobs: 0)  # b's sync imports nothing
+    monkeypatch.setattr(gs, "import_lines", lambda store, blobs, carriers=None: (0, False))  # b imports nothing
     monkeypatch.setenv("LOOPX_HOST", "host-b")
     env = lx_json(b, "gate", "reject", gid, "--note", "no", "--confirm", gid, capsys=capsys)
     assert env["exit_code"] == 4 and env["error"]["code"] == "gate_decided"

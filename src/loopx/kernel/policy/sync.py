@@ -143,39 +143,6 @@ def project_git(store, remote: str | None) -> Git:
 
 
 # ------------------------------------------------------------------ records
-def own_lines(store, node: str, others: set | frozenset = frozenset()) -> dict[str, bytes]:
-    """{stream: the lines this node carries, in file order, newline-terminated}: every line whose
-    ``node`` is not one of ``others`` (the nodes that carry their own records on the remote). So
-    ``node``'s own records, and also records of a node with no ref of its own (a format-1 store's
-    ``legacy`` node after migration, lines that came in by a union merge); a record carried by two
-    nodes is imported once (by id)."""
-    from json import loads
-
-    from loopx.kernel.storage.store import decode
-
-    out = {}
-    for stream in STREAMS:
-        parts = []
-        seen = set()
-        for path in store.stream_paths(stream):
-            try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
-            except FileNotFoundError:
-                continue
-            for line in data.split(b"\n")[:-1]:
-                try:
-                    rec = decode(line, loads)
-                except ValueError:
-                    continue
-                if rec.get("node") in others or rec.get("id") in seen:
-                    continue
-                seen.add(rec.get("id"))
-                parts.append(line + b"\n")
-        out[stream] = b"".join(parts)
-    return out
-
-
 def known_ids(store) -> set:
     """Every record id in the local store (both streams)."""
     seen = set()
@@ -186,35 +153,51 @@ def known_ids(store) -> set:
     return seen
 
 
-def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
+def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | None = None) -> tuple[int, bool]:
     """Append each good line of ``blobs`` whose id the store lacks, verbatim, to the open stream
-    files (under the store lock; the ids are read before it, which is safe because only this
-    clone's own new records can appear meanwhile and the caller holds the sync lock). Returns how
-    many lines were appended."""
+    files (under the store lock). ``carriers``: the node whose chain each blob came from; when
+    given, a line of that node is known to be new (it arrives once, through its own chain) and the
+    store's ids are read only if some line belongs to another node; without it they are always
+    read (before the lock, which is safe because only this clone's own new records can appear
+    meanwhile and the caller holds the sync lock). Returns (lines appended, complete: False when a
+    stream was left for the next sync because its tail is torn)."""
     from json import loads
 
     from loopx.kernel.storage.store import decode
 
-    added = 0
+    added, complete = 0, True
     if any(_torn(store, stream) for stream in STREAMS):
         store.transact(lambda state, now: [], actor="loopx:sync")  # the writer repairs a torn tail first
-    seen = known_ids(store)
+    decoded = []
+    foreign = carriers is None
+    for i, files in enumerate(blobs):
+        group = {}
+        for stream in STREAMS:
+            recs = []
+            for line in files.get(stream, b"").split(b"\n"):
+                if not line:
+                    continue
+                try:
+                    rec = decode(line, loads)
+                except ValueError:
+                    continue  # a damaged line on the remote: never imported
+                if carriers is not None and rec.get("node") != carriers[i]:
+                    foreign = True
+                recs.append((rec.get("id"), line))
+            group[stream] = recs
+        decoded.append(group)
+    seen = known_ids(store) if foreign else set()
     with store.lock():
         for stream in STREAMS:
             if _torn(store, stream):
+                complete = False
                 continue  # torn again since (a writer killed just now): the next sync imports it
             new = []
-            for files in blobs:
-                for line in files.get(stream, b"").split(b"\n"):
-                    if not line:
+            for group in decoded:
+                for rid, line in group[stream]:
+                    if rid in seen:
                         continue
-                    try:
-                        rec = decode(line, loads)
-                    except ValueError:
-                        continue  # a damaged line on the remote: never imported
-                    if rec.get("id") in seen:
-                        continue
-                    seen.add(rec.get("id"))
+                    seen.add(rid)
                     new.append(line + b"\n")
             if not new:
                 continue
@@ -228,7 +211,7 @@ def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
             finally:
                 os.close(fd)
             added += len(new)
-    return added
+    return added, complete
 
 
 def _torn(store, stream: str) -> bool:
@@ -255,35 +238,73 @@ def ensure_node(store) -> str:
 
 # ------------------------------------------------------------------ exchange
 def exchange(store, git: Git) -> dict:
-    """Push this node's records to ``refs/loopx/nodes/<node>``, fetch every node's ref and import
-    the records this clone lacks. Returns {"node", "pushed", "imported", "nodes"}.
+    """Push this node's new records to ``refs/loopx/nodes/<node>``, fetch every node's ref and the
+    shared ledgers, and import the records this clone lacks: only what changed since the last sync
+    is read (``synclog``). Returns {"node", "pushed", "imported", "nodes"}.
     Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
+    from loopx.kernel.policy import synclog
+
     node = ensure_node(store)
     git.fetch(f"+{NODES}*:{FETCHED}*", *LEDGER_SPECS)
-    pushed = push_own(store, git, node)
-    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
-    others = [r for r in listing.splitlines() if r and r != FETCHED + node]
-    blobs = [{s: git.blob(r, f"{s}.jsonl") for s in STREAMS} for r in others]
-    imported = import_lines(store, blobs) if blobs else 0
+    others = _other_refs(git, node)
+    pushed, cache, full = _push(store, git, node, others)
+    heads = {} if full else dict(cache.get("heads") or {})
+    blobs, carriers, after = [], [], {}
+    check = full
+    for ref in others:
+        n = ref[len(FETCHED):]
+        head = git.ref(ref)
+        if head is None:
+            continue
+        if heads.get(n) is None:  # a node seen for the first time: its records may have come another way
+            check = True
+        for files in synclog.chain_blobs(git, head, heads.get(n)):
+            blobs.append(files)
+            carriers.append(n)
+        after[n] = head
+    imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
+    if complete:
+        cache["heads"] = {**heads, **after}
+        synclog.write_heads(store, cache)
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
 
-def push_own(store, git: Git, node: str) -> int:
-    """Push this node's records when the remote's copy (as last fetched) differs; returns how many
-    records the pushed commit holds (0 when nothing was pushed). Raises Conflict when the remote's
-    ref moved (another clone with the same node id)."""
-    mine = NODES + node
+def _other_refs(git: Git, node: str) -> list[str]:
     listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
-    others = {r[len(FETCHED):] for r in listing.splitlines() if r and r != FETCHED + node}
-    files = own_lines(store, node, others)
-    files = {f"{k}.jsonl": v for k, v in files.items()}
+    return [r for r in listing.splitlines() if r and r != FETCHED + node]
+
+
+def push_own(store, git: Git, node: str) -> int:
+    """Push the records written here since the last push (``exchange`` does this first; ``next
+    --sync`` again after its claim). Returns how many lines the new commit holds (0: nothing new).
+    Raises Conflict when the remote's ref moved (another clone with the same node id)."""
+    return _push(store, git, node, _other_refs(git, node))[0]
+
+
+def _push(store, git: Git, node: str, others: list[str]) -> tuple[int, dict, bool]:
+    """(lines pushed, the sync cache, whether the positions had to be rebuilt by a full pass)."""
+    from loopx.kernel.policy import synclog
+
+    cache = synclog.read_heads(store)
+    if cache.get("node") != node:
+        cache = {"node": node}
+    names = {r[len(FETCHED):] for r in others}
+    got = synclog.new_lines(store, cache.get("push"))
+    full = got is None
+    lines, pos = synclog.all_lines(store) if full else got
+    mine = NODES + node
     remote_head = git.ref(FETCHED + node)
     local_head = git.ref(mine)
-    pushed = 0
-    base = remote_head or local_head
-    if base is None or any(git.blob(base, name) != body for name, body in files.items()):
-        if remote_head is not None and local_head is not None and remote_head != local_head:
-            base = remote_head
+    skip: set = set()
+    if full and (remote_head or local_head):  # leave out what the node's chain already carries
+        for files in synclog.chain_blobs(git, remote_head or local_head):
+            for part in files.values():
+                skip.update(rid for _, rid in _ids(part))
+    picked = synclog.pick(lines, names, skip)
+    pushed = sum(len(v) for v in picked.values())
+    if pushed or (remote_head is None and local_head is None):  # a first sync announces the node
+        files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
+        base = remote_head or local_head
         new = git.commit(files, base, f"loopx records of node {node}")
         git.run("update-ref", mine, new)
         if not git.push(mine, mine, remote_head):
@@ -291,8 +312,23 @@ def push_own(store, git: Git, node: str) -> int:
                            "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
                            "of them and sync again")
         git.run("update-ref", FETCHED + node, new)
-        pushed = sum(body.count(b"\n") for body in files.values())
-    return pushed
+    cache["push"] = pos
+    synclog.write_heads(store, cache)
+    return pushed, cache, full
+
+
+def _ids(blob: bytes):
+    """(line, id) of each good line of ``blob``."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    for line in blob.split(b"\n"):
+        if line:
+            try:
+                yield line, decode(line, loads).get("id")
+            except ValueError:
+                continue
 
 
 def state_hash(store) -> str:
