@@ -101,6 +101,24 @@ class Git:
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         return self.out(*args)
 
+    def commit_ref(self, ref: str, files: dict[str, bytes], parent: str | None, message: str) -> str:
+        """Write a commit whose tree is exactly ``files`` on top of ``parent`` and point the local
+        ``ref`` at it, in one ``git fast-import`` (instead of hash-object, mktree, commit-tree and
+        update-ref). Returns the commit."""
+        import time
+
+        msg = message.encode()
+        parts = [f"commit {ref}\nmark :1\ncommitter loopx <loopx@localhost> {int(time.time())} +0000\n".encode(),
+                 b"data %d\n" % len(msg), msg, b"\n"]
+        if parent:
+            parts.append(f"from {parent}\n".encode())
+        parts.append(b"deleteall\n")
+        for name, body in sorted(files.items()):
+            parts += [f"M 100644 inline {name}\n".encode(), b"data %d\n" % len(body), body, b"\n"]
+        parts.append(b"\nget-mark :1\n")
+        out = self.run("fast-import", "--quiet", "--force", data=b"".join(parts)).stdout.decode().split()
+        return out[-1] if out else self.out("rev-parse", ref)
+
     def fetch(self, *specs: str) -> None:
         p = self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, *specs, check=False)
         if p.returncode != 0:
@@ -246,22 +264,13 @@ def exchange(store, git: Git) -> dict:
 
     node = ensure_node(store)
     git.fetch(f"+{NODES}*:{FETCHED}*", *LEDGER_SPECS)
-    others = _other_refs(git, node)
-    pushed, cache, full = _push(store, git, node, others)
+    refs = _refs(git, node)
+    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    pushed, cache, full = _push(store, git, node, others, refs)
     heads = {} if full else dict(cache.get("heads") or {})
-    blobs, carriers, after = [], [], {}
-    check = full
-    for ref in others:
-        n = ref[len(FETCHED):]
-        head = git.ref(ref)
-        if head is None:
-            continue
-        if heads.get(n) is None:  # a node seen for the first time: its records may have come another way
-            check = True
-        for files in synclog.chain_blobs(git, head, heads.get(n)):
-            blobs.append(files)
-            carriers.append(n)
-        after[n] = head
+    after = {ref[len(FETCHED):]: head for ref, head in others.items()}
+    check = full or any(heads.get(n) is None for n in after)  # a node seen for the first time: its
+    blobs, carriers = synclog.chains(git, after, heads)  # records may have come another way
     imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
     if complete:
         cache["heads"] = {**heads, **after}
@@ -269,19 +278,22 @@ def exchange(store, git: Git) -> dict:
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
 
-def _other_refs(git: Git, node: str) -> list[str]:
-    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
-    return [r for r in listing.splitlines() if r and r != FETCHED + node]
+def _refs(git: Git, node: str) -> dict[str, str]:
+    """{ref: commit} of every fetched node ref and this node's own ref (one git call)."""
+    listing = git.out("for-each-ref", "--format=%(refname) %(objectname)", FETCHED, NODES + node)
+    return dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
 
 
 def push_own(store, git: Git, node: str) -> int:
     """Push the records written here since the last push (``exchange`` does this first; ``next
     --sync`` again after its claim). Returns how many lines the new commit holds (0: nothing new).
     Raises Conflict when the remote's ref moved (another clone with the same node id)."""
-    return _push(store, git, node, _other_refs(git, node))[0]
+    refs = _refs(git, node)
+    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    return _push(store, git, node, others, refs)[0]
 
 
-def _push(store, git: Git, node: str, others: list[str]) -> tuple[int, dict, bool]:
+def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, dict, bool]:
     """(lines pushed, the sync cache, whether the positions had to be rebuilt by a full pass)."""
     from loopx.kernel.policy import synclog
 
@@ -293,8 +305,8 @@ def _push(store, git: Git, node: str, others: list[str]) -> tuple[int, dict, boo
     full = got is None
     lines, pos = synclog.all_lines(store) if full else got
     mine = NODES + node
-    remote_head = git.ref(FETCHED + node)
-    local_head = git.ref(mine)
+    remote_head = refs.get(FETCHED + node)
+    local_head = refs.get(mine)
     skip: set = set()
     if full and (remote_head or local_head):  # leave out what the node's chain already carries
         for files in synclog.chain_blobs(git, remote_head or local_head):
@@ -305,8 +317,7 @@ def _push(store, git: Git, node: str, others: list[str]) -> tuple[int, dict, boo
     if pushed or (remote_head is None and local_head is None):  # a first sync announces the node
         files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
         base = remote_head or local_head
-        new = git.commit(files, base, f"loopx records of node {node}")
-        git.run("update-ref", mine, new)
+        new = git.commit_ref(mine, files, base, f"loopx records of node {node}")
         if not git.push(mine, mine, remote_head):
             raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
                            "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "

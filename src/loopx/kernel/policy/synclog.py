@@ -160,13 +160,45 @@ def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[st
 # ------------------------------------------------------------------ node chains
 def chain_blobs(git, new: str, old: str | None = None) -> list[dict[str, bytes]]:
     """The blobs of the commits of a node chain after ``old`` up to ``new``, oldest first
-    ([{stream: bytes}]); the whole chain when ``old`` is None or not an ancestor of ``new``."""
+    ([{stream: bytes}]); the whole chain when ``old`` is None or unknown (node refs only move
+    forward, so ``old..new`` is what was added)."""
     if old and old == new:
         return []
-    rng = [new]
-    if old and git.run("merge-base", "--is-ancestor", old, new, check=False).returncode == 0:
-        rng = [f"{old}..{new}"]
-    commits = git.out("rev-list", "--reverse", *rng).split()
+    p = git.run("rev-list", "--reverse", f"{old}..{new}" if old else new, check=False)
+    if p.returncode != 0:  # the old head is gone (a node ref rewritten): read the whole chain
+        p = git.run("rev-list", "--reverse", new)
+    commits = p.stdout.decode().split()
+    return _cat(git, commits)
+
+
+def chains(git, new: dict[str, str], old: dict[str, str]) -> tuple[list[dict[str, bytes]], list[str]]:
+    """The blobs added to several node chains ({node: new head}) since ``old`` ({node: head
+    imported last}), in two git calls: one ``git log`` over every range (the chains are disjoint,
+    each commit names its node in its subject) and one ``cat-file --batch``. Returns (blobs
+    oldest first per node, the node of each). Falls back to ``chain_blobs`` per node when an old
+    head is unknown."""
+    want = {n: h for n, h in new.items() if old.get(n) != h}
+    if not want:
+        return [], []
+    args = [h for h in want.values()] + [f"^{old[n]}" for n in want if old.get(n)]
+    p = git.run("log", "--topo-order", "--reverse", "--format=%H %s", *args, "--", check=False)
+    blobs, carriers = [], []
+    if p.returncode != 0:
+        for n, h in want.items():
+            for files in chain_blobs(git, h, old.get(n)):
+                blobs.append(files)
+                carriers.append(n)
+        return blobs, carriers
+    commits = []
+    for line in p.stdout.decode().splitlines():
+        sha, _, subject = line.partition(" ")
+        commits.append((sha, subject.rsplit(" ", 1)[-1]))
+    blobs = _cat(git, [c for c, _ in commits])
+    return blobs, [n for _, n in commits]
+
+
+def _cat(git, commits: list[str]) -> list[dict[str, bytes]]:
+    """{stream: blob} of each commit, in one ``git cat-file --batch``."""
     if not commits:
         return []
     query = "".join(f"{c}:{s}.jsonl\n" for c in commits for s in STREAMS).encode()
