@@ -359,14 +359,28 @@ def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
     JSON object)."""
     import json
 
-    head = git.ref(ref)
-    if head is None:
+    raw = git.run("cat-file", "--batch", data=f"{ref}^{{commit}}\n{ref}:{LEDGERS[ref]}\n".encode()).stdout
+    got = []
+    i = 0
+    for _ in range(2):  # "<sha> <type> <size>\n<content>\n", or "<name> missing\n"
+        nl = raw.find(b"\n", i)
+        if nl < 0:
+            break
+        head = raw[i:nl].split()
+        i = nl + 1
+        if len(head) == 3 and head[2].isdigit():
+            size = int(head[2])
+            got.append((head[0].decode(), raw[i:i + size]))
+            i += size + 1
+        else:
+            got.append((None, b""))
+    if not got or got[0][0] is None:
         return None, {}
     try:
-        data = json.loads(git.blob(head, LEDGERS[ref]) or b"{}")
+        data = json.loads((got[1][1] if len(got) > 1 else b"") or b"{}")
     except ValueError:
         data = {}
-    return head, data if isinstance(data, dict) else {}
+    return got[0][0], data if isinstance(data, dict) else {}
 
 
 def read_claims(git: Git) -> tuple[str | None, dict]:
