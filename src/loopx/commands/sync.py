@@ -8,11 +8,14 @@ from loopx.commands import add
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=sync_run, render=render, command="sync",
             example="loopx sync --remote origin",
-            description="Push this clone's records to refs/loopx/nodes/<node> on the remote, fetch every other "
-                        "node's records and fold the union. Never touches the working tree or a branch. "
-                        "--status reports the state hash and tentative claims without using the network.")
+            description="Push the records this clone wrote since its last sync to refs/loopx/nodes/<node> on the "
+                        "remote, fetch the other nodes' new records and the shared ledgers, fold the union, and "
+                        "push the spends and lease renewals of shared goals made while the remote did not answer. "
+                        "Never touches the working tree or a branch. --status reports the state hash and what is "
+                        "only tentative (claims, spends, renewals) without using the network.")
     p.add_argument("--remote", metavar="NAME", help="the git remote (default origin, or $LOOPX_SYNC_REMOTE)")
-    p.add_argument("--status", action="store_true", help="local report only: node, state hash, tentative claims")
+    p.add_argument("--status", action="store_true",
+                   help="local report only: node, state hash, tentative claims, spends and renewals")
 
 
 def sync_run(ctx, remote=None, status=False):

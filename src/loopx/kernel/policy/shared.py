@@ -150,12 +150,17 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
     ``kw``: decide's keywords (note, channel, user_agent, code, human, standing, signature).
     Returns decide's dict (plus ``shared`` {ledger, tries}). Raises what decide raises, Conflict
     (exit 4, ``gate_decided``) naming the machine that decided first, RemoteUnreachable (exit 3)."""
+    from loopx.errors import UsageError
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
     from loopx.kernel.write import gates
 
-    state = store.load()
-    g = queries.resolve_gate(state, gate_ref)
+    try:  # pending gates are in the live view; an old decided one only in the full state
+        state = store.load(view="live")
+        g = queries.resolve_gate(state, gate_ref)
+    except UsageError:
+        state = store.load()
+        g = queries.resolve_gate(state, gate_ref)
     if not goal_is_shared(state, g["goal"]):
         return gates.decide(store, actor, gate_ref, approve=approve, **kw)
     gates.precheck(state, actor, g["id"], approve=approve, note=kw.get("note"), code=kw.get("code"),
@@ -209,11 +214,10 @@ def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | Non
     from datetime import timedelta
 
     from loopx.kernel.policy import turn
-    from loopx.kernel.read import budget, queries
+    from loopx.kernel.read import budget
     from loopx.kernel.storage import clock
 
-    state = store.load()
-    r = queries.resolve_run(state, run_id)
+    state, r = turn._load_run(store, run_id)
     g = state["goals"][r["goal"]]
     local = lambda: turn.spend_slot(store, actor, r["id"], slots)  # noqa: E731
     if not g.get("shared") or r["finished"] is None or not r["verified"] \
