@@ -271,3 +271,35 @@ def test_a_reservation_frees_when_its_run_closes(shared, capsys, monkeypatch):
     env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
     assert env["data"]["reserved"] == [gid]
     assert guard.evaluate(Store.open(str(b)).load(), commands=[PUSH], project_dir=str(b))["allow"]
+
+
+def test_the_hooks_check_a_reservation_locally(shared, capsys, tmp_path):
+    """The real pre-tool hook (a process, with a git on PATH that logs every call): on the machine
+    whose run holds the reservation the push is allowed once; on the other it is denied; neither
+    hook fetches or pushes."""
+    import os
+
+    from test_hooks import deny_reason, hook, payload
+
+    remote, (a, b, c) = shared
+    gid = open_gate(a)
+    assert lx(a, "gate", "approve", gid, "--confirm", gid) == 0
+    env = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a1")
+    assert env["data"]["reserved"] == [gid]
+    assert lx(b, "sync") == 0
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "git-calls"
+    (fake / "git").write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{real}" "$@"\n')
+    (fake / "git").chmod(0o755)
+    path = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    reason = deny_reason(hook(b, "pre-tool", "claude-code", payload("claude-code", "pre_tool_bash", b), env=path))
+    assert f"reserved for run {env['data']['run_id']}" in reason
+    r = hook(a, "pre-tool", "claude-code", payload("claude-code", "pre_tool_bash", a), env=path)
+    assert r.code == 0 and r.out == "", r.out
+    assert state(a)["gates"][gid]["used"]["count"] == 1
+    assert "once" in deny_reason(hook(a, "pre-tool", "claude-code", payload("claude-code", "pre_tool_bash", a),
+                                      env=path))  # used up
+    calls = log.read_text() if log.exists() else ""
+    assert not any(word in calls for word in ("fetch", "push --", "ls-remote", "push -q"))
