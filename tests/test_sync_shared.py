@@ -303,3 +303,14 @@ def test_the_hooks_check_a_reservation_locally(shared, capsys, tmp_path):
                                       env=path))  # used up
     calls = log.read_text() if log.exists() else ""
     assert not any(word in calls for word in ("fetch", "push --", "ls-remote", "push -q"))
+
+
+def test_a_finished_runs_remote_claim_is_dropped_by_the_next_claim(shared, capsys, monkeypatch):
+    remote, (a, b, c) = shared
+    monkeypatch.setenv("LOOPX_HOST", "host-a")
+    first = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a1")["data"]
+    assert lx(a, "turn", "finish", "--run", first["run_id"], "--result", "progress", agent="a1") == 0
+    assert first["todo_id"] in remote_doc(remote, "refs/loopx/claims", "claims.json")  # until its lease ends...
+    second = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a2")["data"]
+    held = remote_doc(remote, "refs/loopx/claims", "claims.json")
+    assert sorted(held) == [second["todo_id"]]  # ...or this machine's next claim

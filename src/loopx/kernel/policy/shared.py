@@ -48,6 +48,15 @@ def _unreachable(exc: LoopxError, what: str) -> gs.RemoteUnreachable:
                                 "answers (`loopx sync` tells you)")
 
 
+def _refold(store, git) -> None:
+    """After losing a race: import what the winner pushed so this clone's state shows it (best
+    effort; the next sync does it otherwise)."""
+    try:
+        gs.exchange(store, git)
+    except LoopxError:
+        pass
+
+
 # ------------------------------------------------------------------ pending (offline) actions
 def read_pending(store) -> dict:
     """``cache/pending.json``: {"spends": [{run_id, goal_id, slots, at}], "renewals": {todo_id:
@@ -187,6 +196,7 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
             got = gs.cas(git, gs.GATES, step, f"loopx gate {status} {g['id']} on {gs.host_name()}")
             prior = got["result"]
             if prior is not None and (prior.get("node") != node or prior.get("status") != status):
+                _refold(store, git)
                 raise Conflict(f"gate {g['id']} was already {prior.get('status')} on {prior.get('host')}"
                                f"{_ago(prior.get('at'), clock.now())} by {prior.get('by')}",
                                "run `loopx sync` to fold that decision in; open a new gate if the question needs "
@@ -248,6 +258,7 @@ def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | Non
             got = gs.cas(git, gs.SPENDS, step, f"loopx spend {slots} for {r['id']} on {gs.host_name()}")
             res = got["result"]
             if not res["ok"]:
+                _refold(store, git)
                 b = budget.budget(state, g, clock.now())
                 return {"spent": False, "repeat": False, "run_id": r["id"], "goal_id": g["id"], "slots": slots,
                         "ts": None, "reason": "budget_exhausted", "next_check_at": None,
@@ -315,6 +326,8 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
         return out
     if got["result"] is not None:
         e = got["result"]
+        with gs.sync_lock(store):
+            _refold(store, git)
         raise Conflict(f"{tid} was claimed on {e.get('host')}{_ago(e.get('at'), clock.now())}: the lease of "
                        f"{r['id']} lapsed on the remote and was not renewed",
                        "finish this turn (`loopx turn finish --result failed`) and start a new one with "
@@ -453,7 +466,10 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
             last["decision"], last["held"] = d, held
             return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
 
-        got = gs.claim(store, git, pick, actor, until)
+        now_iso = clock.now_iso()
+        mine = {t["id"] for t in store.load(view="live")["todos"].values()
+                if t.get("claim") and str(t["claim"].get("lease_until")) > now_iso}
+        got = gs.claim(store, git, pick, actor, until, keep=mine)
         tid = got["todo_id"]
         sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
         if tid is None:

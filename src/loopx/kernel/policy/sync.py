@@ -428,10 +428,12 @@ def cas(git: Git, ref: str, step, message: str) -> dict:
                    "many machines are updating it at once; try again")
 
 
-def claim(store, git: Git, pick, agent: str, until: str) -> dict:
+def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     """Linearise one claim through ``refs/loopx/claims`` (``cas``). ``pick(taken)`` returns the
     todo id to claim given {todo_id: entry} held elsewhere, or None when nothing is left; a refused
-    push picks again on the newer copy. Returns {"todo_id": str|None, "tries": int, "lost":
+    push picks again on the newer copy. ``keep``: when given, the todos this clone still holds a
+    live claim on; this node's other entries (runs finished or released here) are dropped by the
+    same push, so the remote frees them before their lease ends. Returns {"todo_id": str|None, "tries": int, "lost":
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
     from loopx.kernel.storage import clock
 
@@ -450,7 +452,8 @@ def claim(store, git: Git, pick, agent: str, until: str) -> dict:
         if tid is None:
             return None, None
         wanted[0] = tid
-        new = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now))}
+        new = {t: c for t, c in live_claims(claims, clock.iso(now)).items()
+               if keep is None or c.get("node") != node or t in keep}
         new[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
         return new, tid
 
