@@ -314,3 +314,18 @@ def test_a_finished_runs_remote_claim_is_dropped_by_the_next_claim(shared, capsy
     second = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a2")["data"]
     held = remote_doc(remote, "refs/loopx/claims", "claims.json")
     assert sorted(held) == [second["todo_id"]]  # ...or this machine's next claim
+
+
+def test_two_approvals_of_one_kind_go_to_two_runs(shared, capsys):
+    from loopx.kernel.policy import guard
+
+    remote, (a, b, c) = shared
+    g1, g2 = open_gate(a), open_gate(a)
+    for gid in (g1, g2):
+        assert lx(a, "gate", "approve", gid, "--confirm", gid) == 0
+    ra = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a1")["data"]
+    rb = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")["data"]
+    assert ra["reserved"] == [g2] and rb["reserved"] == [g1]  # the newest first, one per kind and run
+    for x in (a, b):
+        assert lx(x, "sync") == 0
+        assert guard.evaluate(Store.open(str(x)).load(), commands=[PUSH], project_dir=str(x))["allow"]

@@ -339,10 +339,11 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
 
 # ------------------------------------------------------------------ approval reservations
 def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
-    """Reserve, for the open run ``run_id`` of a shared goal, every single-use approval of its goal
-    that is approved, unused and not reserved for another run still open (as this clone knows):
-    one compare-and-swap on ``refs/loopx/ledger/reservations``, then ``gate.reserved`` records.
-    Returns the gate ids reserved. Raises RemoteUnreachable."""
+    """Reserve, for the open run ``run_id`` of a shared goal, per gate kind the newest single-use
+    approval of its goal that is approved, unused and not reserved for another run still open (as
+    this clone knows), so other runs can take the rest: one compare-and-swap on
+    ``refs/loopx/ledger/reservations``, then ``gate.reserved`` records. Returns the gate ids
+    reserved. Raises RemoteUnreachable."""
     from loopx.kernel.storage import clock
     from loopx.kernel.write import gates
 
@@ -350,8 +351,9 @@ def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
     run = state["runs"].get(run_id)
     if run is None or run["finished"] is not None or not goal_is_shared(state, run["goal"]):
         return []
-    cands = [g["id"] for g in state["gates"].values()
-             if g["goal"] == run["goal"] and g["status"] == "approved" and not g.get("standing") and not g.get("used")]
+    cands = sorted((g for g in state["gates"].values() if g["goal"] == run["goal"] and g["status"] == "approved"
+                    and not g.get("standing") and not g.get("used")),
+                   key=lambda g: -(g.get("decided_seq") or 0))
     if not cands:
         return []
     node = gs.ensure_node(store)
@@ -365,7 +367,11 @@ def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
         return str(e.get("until", "")) <= clock.now_iso()  # a run this clone has not seen yet: its lease decides
 
     def step(doc, attempt):
-        won = [gid for gid in cands if free(doc.get(gid))]
+        won, kinds = [], set()
+        for g in cands:  # newest first: one per kind
+            if g["kind"] not in kinds and free(doc.get(g["id"])):
+                kinds.add(g["kind"])
+                won.append(g["id"])
         if not won or all(isinstance(doc.get(x), dict) and doc[x].get("run") == run_id for x in won):
             return None, won
         new = dict(doc)
