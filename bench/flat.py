@@ -12,10 +12,14 @@ hits both alike:
   just before each timed call, untimed); ``todo add``; ``next``; ``turn finish`` (``next`` before
   it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
-- ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path).
+- ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path);
+- once, the floors (``--only floor``): a bare interpreter that imports only what the launcher or
+  every writer needs, the part of each ratio that is not loopx's.
 
 Prints one JSON line per command and size:
-``{"command", "events", "median_s", "baseline_s", "ratio", "rss_mb", "runs"}``.
+``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs"}``
+(``cpu_ratio``: the same ratio of user + system CPU seconds, which a loaded machine disturbs less
+than wall time; floors have ``events`` 0).
 
 Usage: python bench/flat.py [--sizes 1000,10000,100000,1000000] [--runs 11] [--keep DIR] [--only CMD,...]
 """
@@ -54,7 +58,11 @@ def run_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> 
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode()[-800:]}")
+    CPU[0] = usage.ru_utime + usage.ru_stime
     return elapsed, usage.ru_maxrss / 1024, out
+
+
+CPU = [0.0]  # CPU seconds (user + system) of the last child run_rss waited for
 
 
 def peak_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) -> float:
@@ -71,14 +79,16 @@ def peak_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) ->
 
 
 def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: str, before=None) -> dict:
-    times, base, rss = [], [], 0.0
+    times, base, cpu, cpu_base, rss = [], [], [], [], 0.0
     for _ in range(runs):
         if before is not None:
             before()
         base.append(run_rss([py, "-c", "pass"], proj, env)[0])
+        cpu_base.append(CPU[0])
         cmd, stdin = cmd_fn()
         t, r, _ = run_rss(cmd, proj, env, stdin)
         times.append(t)
+        cpu.append(CPU[0])
     cmd, stdin = cmd_fn()
     if before is not None and name != "turn finish":
         before()
@@ -87,8 +97,20 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
         cmd, stdin = cmd_fn()
     rss = peak_rss(cmd, proj, env, stdin)
     med, b = statistics.median(times), statistics.median(base)
+    c, cb = statistics.median(cpu), statistics.median(cpu_base)
     return {"command": name, "events": size, "median_s": round(med, 4), "baseline_s": round(b, 4),
-            "ratio": round(med / b, 2), "rss_mb": round(rss, 1), "runs": runs}
+            "ratio": round(med / b, 2), "cpu_ratio": round(c / cb, 2) if cb else None,
+            "rss_mb": round(rss, 1), "runs": runs}
+
+
+# What any loopx command pays before loopx's own code runs, as the same ratio: the launcher
+# (`python -m` imports runpy; pip's console script imports re) and the standard modules every
+# writer needs (json for the record, re for redaction, datetime for timestamps).
+FLOORS = [
+    ("floor: python -m (runpy)", "import runpy"),
+    ("floor: console script (re)", "import re"),
+    ("floor: python -m + json, re, datetime", "import runpy, json, re, datetime"),
+]
 
 
 def main(argv=None) -> int:
@@ -112,6 +134,10 @@ def main(argv=None) -> int:
     run_rss(lx + ["--help"], root, env)  # compile and cache the bytecode once
     want = (lambda n: only is None or n in only)
     try:
+        if want("floor"):
+            for name, code in FLOORS:
+                print(json.dumps(measure(name, 0, lambda c=code: ([py, "-c", c], None), root, env, args.runs * 3, py)),
+                      flush=True)
         for size in sizes:
             proj = os.path.join(root, f"proj-{size}")
             if not os.path.isdir(proj):

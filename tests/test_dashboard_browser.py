@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,46 @@ def test_a_new_gate_shows_one_system_notification(browser, project, cli):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_trace_file_in_the_browser_is_read_only_with_banner_and_timeline(browser, project, cli):
+    """``loopx dashboard --trace FILE`` as a real process: the banner names the goal and the export,
+    the timeline shows turns, evidence and gates in order, and no decision form exists."""
+    from test_dashboard_trace import XSS, Served, make_trace, tamper
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    trace = make_trace(project, cli)
+    for path, extra, state in ((trace, (), "· verified"), (tamper(trace), ("--no-verify",), "not verified")):
+        s = Served(path, *extra, login=False)
+        try:
+            with tarfile.open(path, "r:gz") as tar:
+                exported = json.loads(tar.extractfile("manifest.json").read())["exported_at"]
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+            page.goto(s.link)
+            page.locator("ol.trace-timeline li").first.wait_for(timeout=60000)
+            banner = page.locator("#trace-banner")
+            assert banner.is_visible()
+            text = banner.inner_text()
+            assert "Read-only trace" in text and "goal parser" in text and exported in text and state in text
+            assert page.locator("header.top nav").is_hidden()  # no overview or agents of projects
+            items = page.locator("ol.trace-timeline li")
+            types = [items.nth(i).get_attribute("data-type") for i in range(items.count())]
+            assert types.index("run.started") < types.index("evidence.added") < types.index("gate.opened") \
+                < types.index("gate.approved")
+            page.locator("ol.trace-timeline li", has_text="212 passed").wait_for()
+            assert page.locator("article[data-gate]").count() == 2
+            assert page.locator("button.approve, button.reject, input.code-input").count() == 0
+            page.locator("ol.trace-timeline li", has_text=XSS).wait_for()  # agent text stays inert text
+            assert page.locator('img[src="x"]').count() == 0 and page.locator("main b").count() == 0
+            assert page.evaluate("window.__pwned") is None
+            page.get_by_text("still pending when the trace was exported").wait_for()
+            page.get_by_role("button", name="Show the review packet").click()
+            page.locator("pre.review", has_text="Ship the parser rewrite").wait_for()
+            name = "dashboard-trace.png" if not extra else "dashboard-trace-unverified.png"
+            page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+            assert errors == []
+            page.close()
+        finally:
+            assert s.stop() == 0

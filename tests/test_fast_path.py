@@ -13,6 +13,8 @@ from loopx import cli
     ["status"], ["status", "--goal-id", "g1"], ["status", "--goal=g1"], ["status", "--orient"],
     ["quota", "should-run"], ["quota", "should-run", "--goal-id", "g1", "--skip-exit", "0", "--explain"],
     ["quota", "should-run", "--no-record", "--skip-exit=3"],
+    ["history"], ["history", "--limit", "20"], ["history", "--limit=0", "--events"],
+    ["history", "--goal", "g1", "--since", "24h", "--type", "gate.", "--rounds"],
 ])
 def test_fast_path_parses_like_argparse(argv):
     fast = cli._fast(argv)
@@ -26,6 +28,7 @@ def test_fast_path_parses_like_argparse(argv):
 @pytest.mark.parametrize("argv", [
     ["status", "--help"], ["status", "--bogus"], ["status", "--goal-id"], ["status", "--goal-id", "--orient"],
     ["status", "extra"], ["quota", "should-run", "--explain=yes"], ["quota", "show"],
+    ["history", "--rounds", "--events"], ["history", "--limit"],
 ])
 def test_anything_unusual_falls_back_to_argparse(argv):
     assert cli._fast(argv) is None

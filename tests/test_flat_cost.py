@@ -85,10 +85,10 @@ def test_status_and_should_run_read_no_more_on_a_100k_store(stores):
 
 
 # ---------------------------------------------------------------------- start-up imports
-def _imports(proj: Path, args: list[str], stdin: str | None = None) -> set[str]:
+def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str | None = None) -> set[str]:
     # -S: no site module, so no .pth file of the machine's site-packages (some import re at start-up)
     # is blamed on loopx; subprocess_env puts src/ on PYTHONPATH and loopx has no runtime dependencies.
-    env = subprocess_env({"LOOPX_HOME": str(proj / "home")})
+    env = subprocess_env({"LOOPX_HOME": str(proj / "home"), **({"LOOPX_AGENT": agent} if agent else {})})
     proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "loopx", *args], cwd=proj, env=env,
                           capture_output=True, text=True, input=stdin, timeout=120)
     mods = set()
@@ -99,21 +99,41 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None) -> set[str]:
     return mods
 
 
+def _hook_payload(event: str, proj: Path, **extra) -> str:
+    import json
+
+    return json.dumps({"session_id": "s", "transcript_path": "/t.jsonl", "cwd": str(proj), "hook_event_name": event,
+                       "permission_mode": "default", **extra})
+
+
+NOTHING = {"argparse", "json", "re"}  # what none of these needs at start-up
 HOT = [
-    # (command, modules it must not import)
-    (["status"], {"argparse", "json", "re"}),
-    (["quota", "should-run", "--goal-id", "goal-0", "--skip-exit", "0"], {"argparse", "json", "re"}),
-    (["todo", "add", "imports", "--goal-id", "goal-0", "--quiet"], {"argparse"}),
-    (["evidence", "add", "--goal-id", "goal-0", "--kind", "note", "--summary", "s", "--quiet"], {"argparse"}),
-    (["gate", "open", "--goal-id", "goal-3", "--kind", "custom", "--question", "q?", "--quiet"], {"argparse"}),
+    # (command, modules it must not import, stdin, agent)
+    (["status"], NOTHING, None, None),
+    # a poll of an unchanged store answers from the decision cache before the rules or the store load
+    (["quota", "should-run", "--goal-id", "goal-0", "--skip-exit", "0"],
+     NOTHING | {"loopx.kernel.policy.decide", "loopx.kernel.storage.store"}, None, None),
+    (["todo", "add", "imports", "--goal-id", "goal-0", "--quiet"], NOTHING, None, None),
+    (["evidence", "add", "--goal-id", "goal-0", "--kind", "note", "--summary", "s", "--quiet"], NOTHING, None, None),
+    (["gate", "open", "--goal-id", "goal-3", "--kind", "custom", "--question", "q?", "--quiet"], NOTHING, None, None),
+    (["history", "--limit", "20"], NOTHING, None, None),
+    (["next", "--goal-id", "goal-1", "--format", "json"], NOTHING, None, "imports-next"),
+    (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
+    (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
+    # the guard parses shell (shlex needs re), but no JSON package and no argparse
+    (["hook", "pre-tool", "--host", "claude-code"], {"argparse", "json"}, "PreToolUse", None),
 ]
 
 
-@pytest.mark.parametrize("args,banned", HOT, ids=[" ".join(a[:2]) for a, _ in HOT])
-def test_hot_commands_do_not_import_what_they_do_not_need(stores, args, banned):
+@pytest.mark.parametrize("args,banned,event,agent", HOT, ids=[" ".join(a[:2]) for a, *_ in HOT])
+def test_hot_commands_do_not_import_what_they_do_not_need(stores, args, banned, event, agent):
     proj = stores[1_000]
-    _imports(proj, args)  # warm: caches written, the decision recorded
-    found = _imports(proj, args) & banned
+    stdin = None
+    if event:
+        extra = {"tool_name": "Bash", "tool_input": {"command": "ls"}} if event == "PreToolUse" else {}
+        stdin = _hook_payload(event, proj, **extra)
+    _imports(proj, args, stdin, agent)  # warm: caches written, the decision recorded
+    found = _imports(proj, args, stdin, agent) & banned
     assert not found, f"`loopx {' '.join(args)}` imports {sorted(found)}"
 
 

@@ -222,3 +222,63 @@ def test_redacting_twice_changes_nothing_more():
     body = "\n".join(s for _, s, _ in all_samples()) + "\nthe end"
     once = redact.redact_text(body)
     assert redact.redact_text(once) == once and once.endswith("the end")
+
+
+# ---------------------------------------------------------------------- the pre-check
+# Most strings written (titles, notes, ids) cannot hold a secret, and redact_text returns them
+# without compiling a rule (kernel/storage/redact.py, _may_hold_secret). That shortcut must never
+# let a secret through: every sample passes the pre-check, and on random texts built from pieces
+# of samples, look-alikes and odd characters the answer equals the full pass's.
+SHORTEST = [  # about the shortest text each kind of rule redacts: no long word to lean on
+    "x://b:cdef@h", "Cookie: a=bc", "authorization: x", "mysql -pXyz", "sshpass -p abcd", "curl -u a:bcd",
+    "--pass=abcd", "aws configure set aws_session_token abcd", "pwd=abcd", "dsn=abcd", "DB_PASS=abcd",
+    "token: abcd", "secret=abcd", "api-key=abcd", "key=Ab3$xYz9!qWe", "xoxb-0123456789",
+    "AKIA0123456789ABCDEF", "ACCA0123456789ABCDEF", "rk_live_0123456789abcdef", "pk_test_0123456789abcdef",
+    # each token format alone, at its shortest (no secret-sounding name beside it)
+    "sk-ant-" + "a1" * 10, "sk-" + "b2" * 10, "sk-proj-" + "c3" * 10, "ghp_" + "d4" * 15, "gho_" + "e5" * 15,
+    "github_pat_" + "f6" * 11, "glpat-" + "g7" * 10, "gldt-" + "h8" * 10, "glrt-" + "i9" * 10, "npm_" + "j0" * 18,
+    "pypi-" + "k1" * 25, "hf_" + "l2" * 15, "AIza" + "m3" * 17 + "n", "eyJabcdefgh.eyJabcdefgh.abcdefgh",
+    "xoxp-0123456789",
+]
+
+
+@pytest.mark.parametrize("text", SHORTEST)
+def test_the_shortest_secrets_are_redacted(text):
+    assert redact._full_pass(text) != text  # a real match of some rule
+    assert redact.redact_text(text) == redact._full_pass(text)
+
+
+@pytest.mark.parametrize("rule,sample,secret", all_samples())
+def test_every_sample_passes_the_pre_check(rule, sample, secret):
+    assert redact._may_hold_secret(sample), (rule, sample)
+
+
+def _pieces() -> list[str]:
+    out = []
+    for _rule, sample, secret in all_samples():
+        out += [sample, secret, sample[: len(sample) // 2], sample[len(sample) // 2:]]
+    return out + SHORTEST + LOOKALIKES + IDENTIFIERS + [" ", "\n", "=", ":", "'", '"', "-", "x" * 13, "ſ", "\u212a", "ı", "é"]
+
+
+def test_the_pre_check_never_changes_the_answer():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from(_pieces())
+    text = st.lists(st.one_of(pieces, st.text(max_size=20)), max_size=8).map("".join)
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(text)
+    def check(t):
+        assert redact.redact_text(t) == (t if not t or len(t) < 8 else redact._full_pass(t))
+
+    check()
+
+
+def test_plain_text_is_returned_without_compiling_the_rules():
+    code = ("import sys; from loopx.kernel.storage import redact; "
+            "assert redact.redact_text('Fix the login page layout on mobile') == 'Fix the login page layout on mobile'; "
+            "print('re' in sys.modules)")
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=subprocess_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -129,7 +129,7 @@ def build_parser(only: str | None = None):
 # error messages are the same either way.
 # words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)});
 # the option table's "<pos>" lists the positional arguments' dests (all required), "<req>" the
-# options argparse requires.
+# options argparse requires, "<excl>" a mutually exclusive group.
 _GOAL = {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None)}
 FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
     ("status",): ("status", "status", "render", "status", {**_GOAL, "--orient": ("orient", True)}),
@@ -151,6 +151,9 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
                            "<req>": ("kind", "summary")}),
     ("hook",): ("hook", "hook_entry", "render_entry", "hook",
                 {**_GOAL, "--host": ("host", None), "--max-continuations": ("cap", None), "<pos>": ("event",)}),
+    ("history",): ("history", "history", "render", "history",
+                   {**_GOAL, "--since": ("since", None), "--type": ("type_prefix", None), "--limit": ("limit", None),
+                    "--rounds": ("rounds", True), "--events": ("events", True), "<excl>": ("rounds", "events")}),
     ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
                        {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
                         "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
@@ -193,6 +196,8 @@ def _fast(rest: list[str]):
             i += 1
         if positional or any(d not in args for d in opts.get("<req>", ())):
             return None
+        if sum(d in args for d in opts.get("<excl>", ())) > 1:
+            return None  # mutually exclusive options: argparse says so
         mod = __import__(f"loopx.commands.{module}", fromlist=[handler])
         return getattr(mod, handler), getattr(mod, render), name, args
     return None

@@ -89,14 +89,21 @@ def load_user_config() -> dict:
 
     Raises ``StateError`` (exit 3) when the file exists but is not valid TOML, naming the file.
     """
-    import tomllib
-
     try:
         with open(config_path(), "rb") as fh:
-            return tomllib.load(fh)
+            raw = fh.read()
     except FileNotFoundError:
         return {}
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        from loopx.errors import StateError
+
+        raise StateError(f"the user config {config_path()} cannot be read: {exc}",
+                         "fix or remove the file; loopx's own commands rewrite it") from None
+    import tomllib  # imports re: only when there is a file to parse
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         from loopx.errors import StateError
 
         raise StateError(f"the user config {config_path()} cannot be read: {exc}",

@@ -47,6 +47,20 @@ class Context:
         """``agent:<name>`` for an agent, else ``human:<login>``."""
         return actors.of(self.agent)
 
+    def root(self) -> str:
+        """The ``.loopx`` directory this call works on, found without opening the store (the
+        quick paths); the same one ``store()`` opens. Raises NotConnected (exit 3), UsageError."""
+        if self._store is not None:
+            return self._store.root
+        from loopx.kernel.storage import fs
+
+        if self.project is not None:
+            if not os.path.isdir(self.project):
+                return self.store().root  # its error
+            root = os.path.join(os.path.abspath(self.project), fs.DIRNAME)
+            return root if os.path.isdir(root) else self.store().root
+        return fs.find_root(os.getcwd()) or self.store().root
+
     def store(self):
         """The project's Store (opened once). Raises NotConnected (exit 3)."""
         if self._store is None:

@@ -99,10 +99,10 @@ def envelope(command: str, *, data=None, exit_code: int = 0, warnings=None, erro
 
 
 def print_json(doc, stream=None) -> None:
-    import json  # not at start-up: text output never needs it
+    from loopx.kernel.storage.cjson import dumps  # json's own encoder without importing json (and re)
 
     stream = stream or sys.stdout
-    stream.write(json.dumps(doc, ensure_ascii=_ascii_only(stream), indent=None, default=str) + "\n")
+    stream.write(dumps(doc, ascii=_ascii_only(stream), default=str, separators=(", ", ": ")) + "\n")
     stream.flush()
 
 

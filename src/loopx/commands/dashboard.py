@@ -1,4 +1,5 @@
-"""``loopx dashboard``: start (or reuse) the local browser dashboard, report on it or stop it."""
+"""``loopx dashboard``: start (or reuse) the local browser dashboard, report on it or stop it;
+``--trace FILE`` serves one trace archive read-only in the foreground instead."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ UNSAFE_WARNING = ("listening on {host}: anyone who can reach this address and ob
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=dashboard, render=render, example="loopx dashboard --no-open",
             description="Start (or reuse) the dashboard server on 127.0.0.1 in the background and open the "
-                        "browser with a single-use sign-in link. See docs/dashboard.md.")
+                        "browser with a single-use sign-in link. With --trace FILE, browse a trace archive "
+                        "read-only in this terminal instead. See docs/dashboard.md.")
     p.add_argument("--port", metavar="N", help="port (default: $LOOPX_DASHBOARD_PORT or a stable port per user; "
                                                 "0 = any free port)")
     p.add_argument("--no-open", action="store_true", help="do not open a browser; print the launch link")
@@ -24,15 +26,27 @@ def register(sub, name, help_text):
     p.add_argument("--stop", action="store_true", help="stop the background server")
     p.add_argument("--unsafe-host", metavar="ADDR",
                    help="UNSAFE: listen on ADDR instead of 127.0.0.1 (reachable by other machines)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="browse a trace archive (`loopx trace export`) read-only, in this terminal until Ctrl-C; "
+                        "it is verified first (exit 3 when it does not verify)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="with --trace: show the archive without verifying it (the page says \"not verified\")")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port-fallback", action="store_true", help=argparse.SUPPRESS)
 
 
 def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, stop=False, unsafe_host=None,
-              child=False, port_fallback=False):
+              child=False, port_fallback=False, trace=None, no_verify=False):
     from loopx.dashboard import service
     from loopx.errors import UsageError
 
+    if trace is not None or no_verify:
+        if trace is None:
+            raise UsageError("--no-verify goes with --trace FILE", "e.g. loopx dashboard --trace g1.tar.gz --no-verify")
+        if status or stop or unsafe_host is not None:
+            raise UsageError("--trace cannot be combined with --status, --stop or --unsafe-host",
+                             "loopx dashboard --trace FILE serves the archive on 127.0.0.1 until Ctrl-C")
+        return browse_trace(ctx, trace, port=port, no_open=no_open, no_verify=no_verify)
     if sum(map(bool, (status, stop, foreground))) > 1:
         raise UsageError("--status, --stop and --foreground exclude each other", "pass one of them")
     if status:
@@ -78,6 +92,39 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
     return Reply(d, warnings=warnings + d.pop("warnings", []))
 
 
+def browse_trace(ctx, path: str, *, port, no_open: bool, no_verify: bool) -> Reply:
+    """Verify (unless ``no_verify``) and serve one trace archive read-only until Ctrl-C.
+    Raises UsageError (bad_trace, exit 2) for a file that is not a trace and StateError
+    (trace_not_verified, exit 3) for one that does not verify."""
+    from loopx.dashboard import service
+    from loopx.dashboard.traceapi import TraceApi
+    from loopx.errors import StateError
+    from loopx.kernel.read import tracefile
+
+    archive = tracefile.load(path)
+    verification = None
+    if not no_verify:
+        verification = tracefile.verify(archive)
+        if not verification["ok"]:
+            probs = verification["problems"]
+            raise StateError(f"{path!r} does not verify: {probs[0]}" + (f" (and {len(probs) - 1} more)" if len(probs) > 1
+                                                                       else ""),
+                             f"see every problem with `loopx trace verify {path}`; browse it anyway with --no-verify",
+                             code="trace_not_verified")
+    port_n = service.check_port(port) if port is not None else 0
+    out = sys.stderr if ctx.json else sys.stdout
+
+    def announce(server):
+        state = "verified" if verification else "NOT verified"
+        out.write(f"loopx dashboard: read-only trace of {archive['manifest'].get('goal_id')} ({state}) at "
+                  f"{server.base_url}/ (Ctrl-C stops it)\nopen: {server.launch_url}\n")
+        out.flush()
+
+    d = service.serve_trace(TraceApi(archive, verification, path), port_n, announce=announce,
+                            open_browser=not no_open and graphical())
+    return Reply(dict(d, mode="trace", verified=verification is not None, goal_id=archive["manifest"].get("goal_id")))
+
+
 def graphical() -> bool:
     """Whether a browser window can open here. Without a display (ssh, containers) Python's
     webbrowser would start a text browser in this terminal, so the link is only printed."""
@@ -100,7 +147,7 @@ def render(d: dict) -> str:
         if d["was_running"]:
             return f"stopped the dashboard (pid {d['pid']}, port {d['port']})"
         return "dashboard was not running" + (" (removed a stale state file)" if d.get("stale_file_removed") else "")
-    if mode == "foreground":
+    if mode in ("foreground", "trace"):
         return "dashboard stopped"
     verb = {"reused": "already running", "started": "started", "upgraded": "upgraded and restarted",
             "restarted": "restarted (cleaned up a stale server)"}.get(d.get("action"), d.get("action"))

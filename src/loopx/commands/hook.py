@@ -54,9 +54,9 @@ def _hook(ctx, event, host, goal_id, cap):
     if ctx.json:
         return Reply({"event": event, "host": host, "response": response, "info": info})
     if response is not None:
-        import json
+        from loopx.kernel.storage.cjson import dumps
 
-        sys.stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
+        sys.stdout.write(dumps(response, ascii=True, separators=(", ", ": ")) + "\n")
         sys.stdout.flush()
     err = info.get("stderr") if isinstance(info, dict) else None
     if err:

@@ -33,7 +33,8 @@ def status(ctx, goal_id=None, orient=False):
         from loopx.kernel.policy.tick import load_book
 
         book = load_book(store)
-    data = summary(state, clock.now_iso(), goal_id, book, store_root=store.root)
+    now_iso = clock.now_iso()
+    data = store.read(lambda st: summary(st, now_iso, goal_id, book, store_root=store.root), state)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True

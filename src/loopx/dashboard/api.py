@@ -150,8 +150,16 @@ class Api:
             self._status = (key, data)
         return data
 
-    def _status_of(self, listed: list[dict], now_iso: str) -> dict:
+    def _overview(self, state: dict, p: dict, now_iso: str) -> tuple[dict, list]:
+        """(status summary, the should-run answer per goal) of one project. Raises
+        NotInLiveView on a live view that left out a record a rule looked up."""
         from loopx.kernel.read.status import summary
+
+        data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
+        return data, [self.decision(state, g, p["path"], now_iso) for g in data["goals"]]
+
+    def _status_of(self, listed: list[dict], now_iso: str) -> dict:
+        from loopx.kernel.storage.fold import NotInLiveView
 
         projects = []
         counts = dict.fromkeys(GROUPS, 0)
@@ -160,7 +168,11 @@ class Api:
                    "problems": [], "read_only": None}
             try:
                 state = self.state(p["path"], view="live")
-                data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
+                try:
+                    data, decisions = self._overview(state, p, now_iso)
+                except NotInLiveView:  # a rule looked up a record the live view left out
+                    state = self.state(p["path"])
+                    data, decisions = self._overview(state, p, now_iso)
             except LoopxError as exc:
                 row["error"] = {"code": exc.code, "message": exc.message, "hint": exc.hint}
                 projects.append(row)
@@ -172,8 +184,7 @@ class Api:
                 continue
             row["problems"] = data["store"]["problems"]
             row["read_only"] = data["store"]["read_only"]
-            for g in data["goals"]:
-                d = self.decision(state, g, p["path"], now_iso)
+            for g, d in zip(data["goals"], decisions, strict=True):
                 group, reason, next_check = classify(g, d)
                 counts[group] += 1
                 row["goals"].append(dict(g, group=group, reason=reason, next_check_at=next_check))

@@ -20,6 +20,11 @@ Security rules, in the order a request meets them:
    ``X-Loopx-Token`` header (a per-launch CSRF token the page fetches from ``/api/session``) and
    ``Content-Type: application/json``.
 
+Trace mode (``loopx dashboard --trace FILE``, ``trace=`` a ``TraceApi``): the same rules, but
+the API answers only ``/api/session``, ``/api/trace`` and ``/api/review`` from the archive (any
+other ``/api/`` path is 404 ``trace_only``) and every POST is refused with 403 ``read_only_trace``;
+PUT, DELETE and the rest are 405 as always. No store is opened and nothing is written.
+
 Every response carries a strict CSP (no inline script, no eval), ``nosniff``, ``frame-ancestors
 'none'`` and ``Referrer-Policy: no-referrer``; no response ever carries CORS headers. The access
 log never contains query strings or secrets.
@@ -93,7 +98,7 @@ class DashboardServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
-                 extra_hosts=(), log=None) -> None:
+                 extra_hosts=(), log=None, trace=None) -> None:
         self._stop = threading.Event()
         super().__init__((host, port), Handler)
         self.token = token or secrets.token_urlsafe(32)
@@ -105,6 +110,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.started = time.time()
         self.log = log
         self.api = api_mod.Api()
+        self.trace = trace  # a TraceApi: serve that archive read-only, no project
         self.port = self.server_address[1]
         names = {"127.0.0.1", "localhost", host, *extra_hosts}
         self.hosts = {f"{n.lower()}:{self.port}" for n in names}
@@ -358,6 +364,9 @@ class Handler(BaseHTTPRequestHandler):
 
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
         srv = self.server
+        if srv.trace is not None:
+            self._trace_get(path)
+            return
         try:
             now = clock.now_iso()
             if path == "/api/session":
@@ -394,6 +403,21 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._json(200, {"schema": SCHEMA, "ok": True, "data": data})
 
+    def _trace_get(self, path: str) -> None:
+        srv = self.server
+        if path == "/api/session":
+            data = {"csrf": srv.csrf, "version": __version__, "human": None, "header": TOKEN_HEADER,
+                    "trace": srv.trace.info()}
+        elif path == "/api/trace":
+            data = srv.trace.page()
+        elif path == "/api/review":
+            data = srv.trace.review()
+        else:
+            self._json(404, error_body(404, "trace_only", "this dashboard shows one trace file, no projects",
+                                       "run `loopx dashboard` without --trace for your projects"))
+            return
+        self._json(200, {"schema": SCHEMA, "ok": True, "data": data})
+
     def _etag(self, data: dict) -> str:
         """A strong tag of the overview without its ``generated_at`` (which changes every second),
         computed once per distinct overview object (the API reuses it while nothing changed)."""
@@ -411,6 +435,11 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ POST
     def do_POST(self):
         path = urlsplit(self.path).path
+        if self.server.trace is not None:
+            self._json(403, error_body(403, "read_only_trace", "this dashboard serves a trace file read-only: "
+                                       "nothing can be decided or changed here",
+                                       "decide gates in the project's own dashboard or with `loopx gate`"))
+            return
         if path != "/api/gate":
             self.send_error(HTTPStatus.NOT_FOUND)
             return
@@ -479,9 +508,10 @@ def _pid() -> int:
     return os.getpid()
 
 
-def make_server(host: str = "127.0.0.1", port: int = 0, *, extra_hosts=(), log=None) -> DashboardServer:
-    """Bind (raises OSError when the port is taken) and return the server, not yet serving."""
-    return DashboardServer(host, port, extra_hosts=extra_hosts, log=log)
+def make_server(host: str = "127.0.0.1", port: int = 0, *, extra_hosts=(), log=None, trace=None) -> DashboardServer:
+    """Bind (raises OSError when the port is taken) and return the server, not yet serving.
+    ``trace``: a ``TraceApi`` to serve read-only instead of the registered projects."""
+    return DashboardServer(host, port, extra_hosts=extra_hosts, log=log, trace=trace)
 
 
 def serve_in_thread(server: DashboardServer) -> threading.Thread:

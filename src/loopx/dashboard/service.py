@@ -416,3 +416,37 @@ def flush_all() -> int:
         except (LoopxError, OSError):
             continue
     return sent
+
+
+# ---------------------------------------------------------------------- a trace file, read-only
+def serve_trace(trace, port: int, *, announce, open_browser: bool) -> dict:
+    """Serve one trace archive (a ``TraceApi``) read-only on 127.0.0.1:``port`` in this process
+    until SIGTERM/SIGINT. Independent of the background service: no state file, no lock, no
+    notifications, no project. Raises Conflict when the port is taken."""
+    from loopx.dashboard.server import make_server
+
+    try:
+        server = make_server("127.0.0.1", port, log=sys.stderr, trace=trace)
+    except OSError as exc:
+        raise Conflict(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}",
+                       "pick another port with --port N (or leave it out for any free port)") from None
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    announce(server)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(server.launch_url)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+    return {"stopped": True, "port": server.port}

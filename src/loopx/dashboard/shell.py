@@ -67,7 +67,7 @@ def build_id() -> str:
 
     h = hashlib.sha256(__version__.encode())
     root = resources.files("loopx.dashboard")
-    for name in ("__init__.py", "api.py", "server.py", "service.py", "shell.py"):
+    for name in ("__init__.py", "api.py", "server.py", "service.py", "shell.py", "traceapi.py"):
         h.update(root.joinpath(name).read_bytes())
     for name in sorted({v[0] for v in STATIC.values()}):
         h.update(static_bytes(name))

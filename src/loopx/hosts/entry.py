@@ -21,9 +21,9 @@ to the user), 2 with the reason on stderr for Gemini CLI, the plugins and the ge
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+
+from loopx.kernel.storage import cjson  # json's C codec without importing json and re (every tool call)
 
 DEFAULT_CAP = 8
 MAX_PAYLOAD = 8 << 20
@@ -63,7 +63,7 @@ def read_payload(stream) -> dict:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = cjson.loads(raw)
     except RecursionError:
         raise Uncheckable("the hook payload is nested too deeply to read") from None
     if not isinstance(data, dict):
@@ -108,14 +108,16 @@ def log_error(store, where: str, exc: BaseException) -> None:
 
 # ------------------------------------------------------------------ stop
 def _counter_path(store, host: str, session: str) -> str:
-    key = hashlib.sha256(session.encode("utf-8", "replace")).hexdigest()[:16]
+    from loopx.kernel.storage.chain import sha256
+
+    key = sha256(session.encode("utf-8", "replace")).hexdigest()[:16]
     return store.path("cache", "hooks", f"stop-{host}-{key}.json")
 
 
 def _read_count(path: str) -> int:
     try:
         with open(path, encoding="utf-8") as fh:
-            return int(json.load(fh).get("count", 0))
+            return int(cjson.loads(fh.read()).get("count", 0))
     except (OSError, ValueError, AttributeError, TypeError):
         return 0
 
@@ -125,7 +127,7 @@ def _write_count(path: str, n: int) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         from loopx.kernel.storage.fs import atomic_write
 
-        atomic_write(path, json.dumps({"count": n}), sync=False)
+        atomic_write(path, cjson.dumps({"count": n}), sync=False)
     except OSError:
         pass
 
@@ -236,8 +238,9 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
                                                 project_dir=store.project_dir if store else where)
         else:
-            verdict = guard.evaluate(state, commands=commands, paths=paths, project_dir=store.project_dir,
-                                     cwd=cwd, goal_id=goal_id)
+            verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
+                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
+                                 state)
             if not verdict.get("allow") and "closed" in state:
                 # The live view keeps only each goal's newest approval per kind; before denying, ask
                 # the full state (an older standing approval may still cover the action).
@@ -266,7 +269,7 @@ def take_report(store) -> str | None:
     path = _report_path(store)
     try:
         with open(path, encoding="utf-8") as fh:
-            items = json.load(fh)
+            items = cjson.loads(fh.read())
         os.remove(path)
     except (OSError, ValueError):
         return None
@@ -280,14 +283,14 @@ def _add_report(store, message: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             with open(path, encoding="utf-8") as fh:
-                items = json.load(fh)
+                items = cjson.loads(fh.read())
             items = items if isinstance(items, list) else []
         except (OSError, ValueError):
             items = []
         items.append(message)
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(items[-20:], fh)
+            fh.write(cjson.dumps(items[-20:]))
         os.replace(tmp, path)
     except OSError:
         pass
@@ -399,7 +402,7 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}
-        text = session_summary(store.load(view="live"), goal_id)
+        text = store.read(lambda st: session_summary(st, goal_id))
         if not text:
             return None, {"reason": "no_active_goal"}
         return _answer(host, "context", text), {"reason": "summary", "chars": len(text)}

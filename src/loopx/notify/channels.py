@@ -8,10 +8,7 @@ is redacted before it leaves the machine.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 
 PRESETS = ("json", "ntfy", "slack", "discord")
@@ -40,6 +37,8 @@ def _fields(notice: dict, project: str) -> dict:
 
 def webhook_request(wcfg: dict, notice: dict, project: str) -> tuple[bytes, dict]:
     """(body, headers) for the webhook, from its ``preset`` or ``template``."""
+    import json  # not at import: should-run asks ``configured`` after every decision
+
     f = _fields(notice, project)
     preset = wcfg.get("preset") or "json"
     headers = {"User-Agent": "loopx-notify", "X-Loopx-Event": str(f["event_id"])}
@@ -86,6 +85,9 @@ def send_webhook(wcfg: dict, notice: dict, project: str) -> dict:
 
 def desktop_command(title: str, body: str) -> list[str] | None:
     """The platform's own notification command, or None when it has none installed."""
+    import json
+    import shutil
+
     if sys.platform == "darwin":
         if not shutil.which("osascript"):
             return None
@@ -106,6 +108,8 @@ def desktop_command(title: str, body: str) -> list[str] | None:
 
 
 def send_desktop(notice: dict, project: str) -> dict:
+    import subprocess
+
     f = _fields(notice, project)
     cmd = desktop_command(f["title"], f"{f['body']} ({project})")
     if cmd is None:

@@ -12,6 +12,15 @@ Archive members:
 - ``blobs/<sha256>``: the evidence bodies the goal's evidence records reference;
 - ``review.md``: the review packet of the goal.
 
+With ``--redact-more`` (``redact_more=True``) the archive is first checked as it would be written
+unredacted; then what is private but not secret (home paths, user and host names, e-mail and IP
+addresses, URLs with credentials or private hosts: src/loopx/kernel/storage/privacy.py) is replaced
+by stable placeholders. A record that changed is written ``{"stream", "line", "hash"}``: its
+redacted line (with a fresh CRC) and the SHA-256 of its original line, over which the chain is
+verified. ``manifest["redact_more"]`` = ``{"rules", "replaced": {rule: n}, "placeholders":
+{kind: n}, "records": n changed, "blobs": [sha256 of changed blobs], "verified_before_redaction":
+{"ok", "problems", "records", "stubs"}}``.
+
 ``verify`` recomputes what it can: member hashes, each full line's CRC and SHA-256, every node's
 chain (each record's ``prev`` equals the hash of the node's record before it), the heads, every
 anchor against the records, and each blob's SHA-256. A stub's hash and fields are as exported: a
@@ -31,12 +40,15 @@ def _lines(store, stream: str):
     return store.iter_lines(stream)
 
 
-def export(store, goal_id: str, output: str) -> dict:
-    """Write the archive of ``goal_id`` to ``output``. Returns ``{"output", "goal_id", "records",
-    "stubs", "blobs", "anchors"}``. Raises NotFound (unknown goal), UsageError (output inside the
-    store or unwritable)."""
-    import tarfile
+CHAIN_KEYS = ("v", "seq", "id", "ts", "node", "hlc", "prev", "type", "goal", "crc")
 
+
+def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> dict:
+    """Write the archive of ``goal_id`` to ``output``. Returns ``{"output", "goal_id", "records",
+    "stubs", "blobs", "anchors", "redact_more": None | {"rules", "replaced", "placeholders",
+    "records", "blobs", "verified_before_redaction"}}``. ``redact_more``: also replace what is
+    private but not secret (src/loopx/kernel/storage/privacy.py), after checking the unredacted
+    archive. Raises NotFound (unknown goal), UsageError (output inside the store or unwritable)."""
     from loopx.kernel.policy import review
     from loopx.kernel.read import queries
     from loopx.kernel.storage import anchors, chain, clock
@@ -67,8 +79,8 @@ def export(store, goal_id: str, output: str) -> dict:
                     "seq": rec.get("seq"), "node": rec.get("node"), "hlc": rec.get("hlc"), "prev": rec.get("prev"),
                     "hash": chain.line_hash(line)}}))
     rows.sort(key=lambda r: r[0])
+    records = [r for _k, r in rows]
     members: dict[str, bytes] = {
-        "records.jsonl": "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for _k, r in rows).encode(),
         "review.md": review.render_markdown(review.build(store, goal_id=gid, since=None)).encode("utf-8"),
     }
     for sha in sorted(blobs):
@@ -84,14 +96,75 @@ def export(store, goal_id: str, output: str) -> dict:
             found += anchors.read_ref(store.project_dir, anchors.REF, pid)[1]
         except Exception:  # noqa: BLE001 - anchors are best effort in a trace
             pass
-    from loopx.kernel.storage.chain import sha256
-
     manifest = {"v": 1, "project_id": pid, "goal_id": gid, "exported_at": clock.now_iso(),
-                "heads": chain.chain_heads(store), "anchors": found,
-                "files": {n: sha256(b).hexdigest() for n, b in members.items()}}
-    members = {"manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(), **members}
+                "heads": chain.chain_heads(store), "anchors": found}
+    more = None
+    if redact_more:
+        records, members, manifest, more = _redact_more(records, members, manifest)
+    members["records.jsonl"] = _jsonl(records)
+    manifest["files"] = {n: chain.sha256(b).hexdigest() for n, b in sorted(members.items())}
+    _write(path, output, {"manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(), **members})
+    return {"output": path, "goal_id": gid, "records": full, "stubs": stubs, "blobs": len(blobs),
+            "anchors": len(found), "redact_more": more}
+
+
+def _jsonl(records: list[dict]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records).encode()
+
+
+def _redact_more(records: list[dict], members: dict, manifest: dict):
+    """Check the unredacted archive, then replace private values in records, blobs, the review
+    packet and the anchors' reasons. A changed record keeps the SHA-256 of its original line as
+    ``hash`` (the chain is verified over it); a changed blob keeps its original name and is listed
+    in ``manifest["redact_more"]["blobs"]``. Returns (records, members, manifest, summary)."""
+    from loopx.kernel.read import tracefile
+    from loopx.kernel.storage import chain, privacy
+    from loopx.kernel.storage.store import decode, encode
+
+    plain = dict(members, **{"records.jsonl": _jsonl(records)})
+    check = tracefile.verify({"files": plain, "manifest": dict(manifest, files={
+        n: chain.sha256(b).hexdigest() for n, b in plain.items()})})
+    before = {"ok": check["ok"], "problems": check["problems"][:20], "records": check["records"],
+              "stubs": check["stubs"]}
+    red = privacy.Redactor(*privacy.local_names())
+    decoded = [decode(r["line"].encode("utf-8")) if "line" in r else None for r in records]
+    for rec in decoded:
+        if rec is not None:
+            red.learn(rec)
+    out, changed = [], 0
+    for row, rec in zip(records, decoded, strict=True):
+        if rec is None:
+            out.append(row)
+            continue
+        body = {k: v for k, v in rec.items() if k != "crc"}
+        new = red.value(body, skip=CHAIN_KEYS)
+        if new == body:
+            out.append(row)
+            continue
+        changed += 1
+        out.append({"stream": row["stream"], "line": encode(new).decode("utf-8").rstrip("\n"),
+                    "hash": chain.line_hash(row["line"].encode("utf-8"))})
+    members = dict(members)
+    redacted_blobs = []
+    for name in sorted(n for n in members if n.startswith("blobs/")):
+        text = members[name].decode("utf-8", "surrogateescape")
+        new_text = red.text(text)
+        if new_text != text:
+            members[name] = new_text.encode("utf-8", "surrogateescape")
+            redacted_blobs.append(name.split("/", 1)[1])
+    members["review.md"] = red.text(members["review.md"].decode("utf-8")).encode("utf-8")
+    manifest = dict(manifest, anchors=[dict(a, reason=red.text(a["reason"])) if isinstance(a.get("reason"), str) else a
+                                       for a in manifest["anchors"]])
+    summary = dict(red.summary(), records=changed, blobs=redacted_blobs, verified_before_redaction=before)
+    manifest["redact_more"] = summary
+    return out, members, manifest, summary
+
+
+def _write(path: str, output: str, members: dict[str, bytes]) -> None:
+    import tarfile
+
+    tmp = path + f".tmp{os.getpid()}"
     try:
-        tmp = path + f".tmp{os.getpid()}"
         with tarfile.open(tmp, "w:gz") as tar:
             for name, data in members.items():
                 info = tarfile.TarInfo(name)
@@ -100,88 +173,17 @@ def export(store, goal_id: str, output: str) -> dict:
                 tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, path)
     except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         raise UsageError(f"cannot write {output!r}: {exc.strerror}", "pick a writable path") from None
-    return {"output": path, "goal_id": gid, "records": full, "stubs": stubs, "blobs": len(blobs),
-            "anchors": len(found)}
 
 
 def verify(path: str) -> dict:
-    """Check an archive end to end. Returns ``{"ok": bool, "goal_id", "records", "stubs", "blobs",
-    "anchors", "problems": [str]}``. Raises UsageError when the file is not a readable trace."""
-    import tarfile
+    """Check an archive end to end (``loopx.kernel.read.tracefile.verify``). Returns ``{"ok": bool,
+    "goal_id", "records", "stubs", "redacted", "blobs", "redacted_blobs", "anchors", "redact_more",
+    "problems": [str]}``. Raises UsageError when the file is not a readable trace."""
+    from loopx.kernel.read import tracefile
 
-    from loopx.kernel.storage import chain
-    from loopx.kernel.storage.store import decode
-
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            files = {}
-            for m in tar.getmembers():
-                if m.isfile() and m.size < (1 << 30):
-                    files[m.name] = tar.extractfile(m).read()
-        manifest = json.loads(files["manifest.json"])
-    except (OSError, tarfile.TarError, KeyError, ValueError, EOFError) as exc:
-        raise UsageError(f"{path!r} is not a readable loopx trace: {exc}", "pass a file from `loopx trace export`",
-                         code="bad_trace") from None
-    problems: list[str] = []
-    for name, digest in (manifest.get("files") or {}).items():
-        if name not in files:
-            problems.append(f"{name} is missing from the archive")
-        elif chain.sha256(files[name]).hexdigest() != digest:
-            problems.append(f"{name} does not match its SHA-256 in manifest.json")
-    extra = set(files) - set(manifest.get("files") or {}) - {"manifest.json"}
-    problems += [f"{name} is in the archive but not in manifest.json" for name in sorted(extra)]
-    gid = manifest.get("goal_id")
-    last: dict[str, tuple] = {}
-    at: dict[tuple, str] = {}
-    full = stubs = 0
-    blobs_needed = set()
-    for n, row in enumerate(files.get("records.jsonl", b"").decode("utf-8", "replace").splitlines(), 1):
-        try:
-            row = json.loads(row)
-            stream = row["stream"]
-            if "line" in row:
-                line = row["line"].encode("utf-8")
-                rec = decode(line)  # checks the CRC
-                h = chain.line_hash(line)
-                node, hlc, prev, seq = rec.get("node"), rec.get("hlc"), rec.get("prev"), rec.get("seq")
-                full += 1
-                if rec.get("goal") != gid:
-                    problems.append(f"record {n} ({stream} seq {seq}) is not of goal {gid}")
-                blob = (rec.get("data") or {}).get("blob")
-                if isinstance(blob, str) and blob.startswith("blobs/"):
-                    blobs_needed.add(blob.rsplit("/", 1)[-1])
-            else:
-                s = row["stub"]
-                node, hlc, prev, seq, h = s["node"], s["hlc"], s["prev"], s["seq"], s["hash"]
-                stubs += 1
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"record {n} of records.jsonl is unreadable: {exc}")
-            continue
-        if node is None:
-            continue
-        before = last.get(node)
-        if (before[0] if before else None) != prev:
-            problems.append(f"the chain of node {node} breaks at {stream} seq {seq} (record {n}): its prev does not "
-                            "match the record before it")
-        if before and not (hlc > before[1]):
-            problems.append(f"the clock of node {node} does not move forward at {stream} seq {seq}")
-        last[node] = (h, hlc)
-        at[(node, stream, seq)] = h
-    for node, head in (manifest.get("heads") or {}).items():
-        if at.get((node, head.get("stream"), head.get("seq"))) != head.get("hash") or last.get(node, ("",))[0] != head.get("hash"):
-            problems.append(f"the chain head of node {node} ({head.get('stream')} seq {head.get('seq')}) does not "
-                            "match the records")
-    for a in manifest.get("anchors") or []:
-        for node, head in (a.get("heads") or {}).items():
-            if at.get((node, head.get("stream"), head.get("seq"))) != head.get("hash"):
-                problems.append(f"the anchor of {a.get('at')} names {head.get('stream')} seq {head.get('seq')} of "
-                                f"node {node}, which the records do not hold with that hash")
-    for sha in sorted(blobs_needed):
-        data = files.get(f"blobs/{sha}")
-        if data is None:
-            problems.append(f"evidence blob {sha} is missing")
-        elif chain.sha256(data).hexdigest() != sha:
-            problems.append(f"evidence blob {sha} does not match its SHA-256")
-    return {"ok": not problems, "goal_id": gid, "records": full, "stubs": stubs, "blobs": len(blobs_needed),
-            "anchors": len(manifest.get("anchors") or []), "problems": problems}
+    return tracefile.verify(tracefile.load(path))

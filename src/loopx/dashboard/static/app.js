@@ -11,7 +11,7 @@ const GROUPS = [
 ];
 const BOARD = ["open", "claimed", "expired", "blocked", "done"];
 
-const session = { csrf: null, header: "X-Loopx-Token", human: null };
+const session = { csrf: null, header: "X-Loopx-Token", human: null, trace: null };
 const view = { key: "", lastText: null, timer: null, offset: 0, busy: false, again: false };
 
 // ---------------------------------------------------------------- DOM helpers
@@ -48,6 +48,13 @@ function when(iso) {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
   return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+function whenExact(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
 }
 
 function span(seconds) {
@@ -122,6 +129,8 @@ async function loadSession() {
   session.csrf = data.csrf;
   session.header = data.header;
   session.human = data.human;
+  session.trace = data.trace || null;
+  if (session.trace) traceMode(session.trace);
 }
 
 // ---------------------------------------------------------------- routing and refresh
@@ -133,6 +142,7 @@ function route() {
 }
 
 function endpoint(r) {
+  if (session.trace) return "/api/trace";
   if (r.name === "goal") return `/api/goal?project=${encodeURIComponent(r.project)}&goal=${encodeURIComponent(r.goal)}`;
   if (r.name === "agents") return "/api/agents";
   return "/api/status";
@@ -193,12 +203,13 @@ async function refresh(force) {
     if (data.generated_at) view.offset = new Date(data.generated_at).getTime() - Date.now();
     const text = JSON.stringify({ ...data, generated_at: null });
     document.getElementById("banner").hidden = true;
-    setLive(true, "live");
+    setLive(true, session.trace ? "read-only trace" : "live");
     document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
     if (force || key !== view.key || text !== view.lastText) {
       const inputs = keepInputs();
       const main = document.getElementById("main");
-      const page = r.name === "goal" ? goalPage(data) : r.name === "agents" ? agentsPage(data) : overviewPage(data);
+      const page = session.trace ? tracePage(data)
+        : r.name === "goal" ? goalPage(data) : r.name === "agents" ? agentsPage(data) : overviewPage(data);
       main.replaceChildren(page);
       if (key !== view.key) window.scrollTo(0, 0);
       restoreInputs(inputs);
@@ -496,6 +507,80 @@ function agentsPage(data) {
   return root;
 }
 
+// ---------------------------------------------------------------- a trace file (loopx dashboard --trace)
+// Read-only: no project, no decisions. The banner says which goal, when it was exported and whether
+// the archive verified; gates show how they were decided, never a form.
+function traceMode(t) {
+  const banner = document.getElementById("trace-banner");
+  const state = !t.checked ? "not verified (opened with --no-verify)" : t.verified ? "verified" : "does not verify";
+  banner.textContent = `Read-only trace · goal ${t.goal_id}${t.objective ? `: ${t.objective}` : ""} · exported ${when(t.exported_at)} (${t.exported_at || "unknown"}) · ${state}`;
+  banner.classList.toggle("unverified", !t.verified);
+  banner.hidden = false;
+  const nav = document.querySelector("header.top nav");
+  if (nav) nav.hidden = true;
+  document.title = `loopx trace · ${t.goal_id}`;
+}
+
+function traceGate(gate) {
+  return h("article", { class: `card gate gate-${gate.status}`, "data-gate": gate.id },
+    h("div", { class: "card-head" }, chip(gate.kind || "gate", "gate"), chip(gate.status),
+      gate.used ? chip(`used ${gate.used}×`, "approval-used") : null, h("span", { class: "muted small" }, gate.id)),
+    h("p", { class: "question" }, gate.question || ""),
+    h("p", { class: "meta" }, `opened ${when(gate.opened)}`,
+      gate.status === "pending" ? " · still pending when the trace was exported"
+        : ` · ${gate.status} by ${gate.decided_by || "?"} via ${gate.channel || "?"} · ${when(gate.decided)}`,
+      gate.note ? ` · “${gate.note}”` : ""));
+}
+
+function traceEntry(e) {
+  return h("li", { class: `tl tl-${e.kind}`, "data-type": e.type },
+    h("span", { class: "tl-when", title: e.ts || "" }, whenExact(e.ts)), chip(e.kind, `tl-${e.kind}`), " ",
+    h("span", { class: "tl-text" }, e.text),
+    h("span", { class: "muted small" }, ` · ${e.actor || "?"}`),
+    e.redacted ? [" ", chip("redacted", "muted")] : null);
+}
+
+function tracePage(data) {
+  const t = data.trace;
+  const g = data.goal;
+  const check = !t.checked ? "not verified: opened with --no-verify"
+    : t.verified ? `verified: ${t.records} record(s), ${t.stubs} other record(s) as hashes, ${t.anchors} anchor(s)`
+      : "does not verify";
+  const out = h("pre", { class: "review", hidden: "" });
+  const btn = h("button", { type: "button" }, "Show the review packet");
+  btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    try {
+      const r = await getJSON("/api/review");
+      out.textContent = r.available ? r.markdown : r.message;
+    } catch (err) {
+      out.textContent = `could not load the review packet: ${err.message}`;
+    }
+    out.hidden = false;
+    btn.disabled = false;
+  });
+  return h("div", { class: "page trace-page" },
+    h("h1", { class: "goal-title" }, g.objective || g.id),
+    h("dl", { class: "facts" },
+      h("dt", {}, "Goal"), h("dd", {}, g.id),
+      h("dt", {}, "Done when"), h("dd", {}, g.done_when || "—"),
+      h("dt", {}, "Status at export"), h("dd", {}, g.status ? chip(g.status) : "—"),
+      h("dt", {}, "Exported"), h("dd", {}, t.exported_at || "—"),
+      h("dt", {}, "File"), h("dd", {}, t.file),
+      h("dt", {}, "Verification"), h("dd", {}, check),
+      h("dt", {}, "Redaction"), h("dd", {}, t.redact_more
+        ? `redacted more for publishing (${(t.redact_more.rules || []).join(", ")}): ${t.redact_more.records} record(s) are checked by their original hashes only`
+        : "as recorded (secrets were redacted when written)")),
+    t.problems.length ? h("ul", { class: "warn" }, t.problems.slice(0, 20).map((p) => h("li", {}, p))) : null,
+    h("p", { class: "muted" }, "This page shows a trace file: nothing here can be decided or changed."),
+    h("section", {}, h("h2", {}, `Gates (${data.gates.length})`),
+      data.gates.length ? h("div", { class: "cards" }, data.gates.map(traceGate)) : h("p", { class: "muted" }, "No gate was opened.")),
+    h("section", {}, h("h2", {}, `Timeline (${data.total} record${data.total === 1 ? "" : "s"})`),
+      data.shown < data.total ? h("p", { class: "muted" }, `showing the first ${data.shown}`) : null,
+      h("ol", { class: "trace-timeline" }, data.entries.map(traceEntry))),
+    h("section", {}, h("h2", {}, "Review packet"), btn, out));
+}
+
 // ---------------------------------------------------------------- notifications
 // Each notice (a gate opened, a goal stalled or finished, the budget ran out) is shown once as a
 // system notification while this page is open and permission was granted. Seen ids are kept in
@@ -524,7 +609,7 @@ function showNotice(n) {
 }
 
 async function pollNotices() {
-  if (!("Notification" in window) || !session.csrf) return;
+  if (!("Notification" in window) || !session.csrf || session.trace) return;
   let data;
   try { data = await getJSON("/api/notices"); } catch (err) { return; }
   let seen = null;

@@ -3,18 +3,21 @@ two common shapes (Claude-style ``hookSpecificOutput`` and the plain ``decision`
 
 from __future__ import annotations
 
-import json
-import re
+from loopx.kernel.storage import cjson
 
 PATH_KEYS = ("file_path", "filePath", "path", "filename", "fileName", "file", "notebook_path", "target_file",
              "targetFile", "destination", "dest", "target", "new_path", "old_path", "source_path")
 LIST_KEYS = ("paths", "files", "file_paths", "filePaths")
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
+_PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"  # compiled on use
 
 
 def patch_paths(text: str) -> list[str]:
     """The files an ``apply_patch`` body adds, updates, deletes or moves to."""
-    return [a or b for a, b in _PATCH_FILE.findall(text)]
+    if "*** " not in text:
+        return []
+    import re
+
+    return [a or b for a, b in re.findall(_PATCH_FILE, text)]
 
 
 def named_paths(ti: dict, keys=PATH_KEYS) -> list[str]:
@@ -53,7 +56,7 @@ def tool_call(payload: dict, shape: dict) -> tuple[list[str], list[str]]:
     shell, edit = shape["shell"], shape["edit"]
     if isinstance(ti, str):
         try:
-            ti = json.loads(ti)
+            ti = cjson.loads(ti)
         except ValueError:
             ti = {"command": ti} if name in shell or name == "apply_patch" else {}
     ti = ti if isinstance(ti, dict) else {}

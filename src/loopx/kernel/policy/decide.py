@@ -49,7 +49,7 @@ from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError, StateError
 from loopx.kernel.read import budget, hosts, queries, schedule
-from loopx.kernel.storage import actors, clock
+from loopx.kernel.storage import actors, clock, fold
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
@@ -71,6 +71,8 @@ def goal_verify_failed(state: dict, goal: dict) -> dict | None:
     e = max(hits, key=lambda x: x.get("seq", 0))
     if e.get("exit_code") in (0, None):
         return None
+    # a live view keeps this check (fold.live_view keeps each goal's newest goal-level check per
+    # command); the run it followed may be one the view left out: NotInLiveView, the full state decides
     after = (state["runs"].get(e.get("after_run") or "") or {}).get("seq", 0)
     for r in state["runs"].values():  # progress since the check makes it worth checking again
         if r["goal"] == goal["id"] and r.get("seq", 0) > after and r.get("result") in ("progress", "completion"):
@@ -547,8 +549,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
             seen_hosts[kind] = host_windows(kind, now)
         return seen_hosts[kind]
 
-    d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                 host_windows=windows if host_usage else None, caller_path=caller_path())
+    try:
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
+                     host_windows=windows if host_usage else None, caller_path=caller_path())
+    except fold.NotInLiveView:  # the rule looked up a record the live view left out: ask the full state
+        state = store.load()
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
+                     host_windows=windows if host_usage else None, caller_path=caller_path())
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:

@@ -85,6 +85,36 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
         return None
 
 
+class _Root:
+    """What the cache needs of a Store (``path``, ``project_dir``), for the quick path that
+    answers before a Store is opened."""
+
+    def __init__(self, root: str) -> None:
+        self.root, self.project_dir = root, os.path.dirname(root)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+
+def quick(root: str, goal_id: str | None, agent: str | None, caller_path: str | None) -> dict | None:
+    """The cached answer of a plain ``quota should-run`` (no --explain, not --no-record) for the
+    store at ``root`` (the ``.loopx`` directory), looked up without opening the store or importing
+    the decision rules; None on a miss. The key and the checks are ``decide.should_run``'s, so
+    both paths give one answer (the caller syncs a shared goal first, and then takes the full path).
+    Raises UsageError for a bad ``LOOPX_NOW``."""
+    where = _Root(root)
+    files = stamp(where)
+    if files is None:
+        return None
+    try:
+        hit = lookup(where, key(goal_id, agent) + "|" + (caller_path or ""), files, clock.now())
+    except LoopxError:
+        return None
+    if hit is not None:
+        hit["recorded"], hit["cached"] = False, True
+    return hit
+
+
 def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     """Recompute the time fields of decision ``d`` for ``now`` (the same schedule rule as decide)."""
     from loopx.kernel.read import schedule

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import subprocess
 
 from loopx.kernel.policy.shell import UNKNOWN, is_unknown
 
@@ -36,6 +35,8 @@ class Git:
 
     def _run(self, loc, *args) -> tuple[int, str]:
         cwd, git_dir = loc
+        import subprocess  # only when a push is resolved: most guarded commands never ask git
+
         cmd = ["git"] + (["--git-dir", git_dir] if git_dir else []) + list(args)
         try:
             p = subprocess.run(cmd, cwd=cwd or None, capture_output=True, text=True, timeout=10,

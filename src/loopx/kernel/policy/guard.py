@@ -29,7 +29,6 @@ files a command runs, and ``set_config``.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from loopx.errors import UsageError
@@ -272,6 +271,8 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
 
     git = git or gitpush.Git(branch_of)
     hits = []
+    from fnmatch import fnmatchcase  # imports re: the shell parser needs it too, a packet does not
+
     for s in shell.commands(command, cwd=cwd):
         line = s.text
         if s.opaque:
@@ -283,7 +284,7 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
             continue
         kind, rule, why = None, None, None
         for r in cfg["rules"]:
-            if r.get("command") and fnmatch.fnmatchcase(line, r["command"]):
+            if r.get("command") and fnmatchcase(line, r["command"]):
                 kind, rule = r["kind"], r["command"]
                 break
         if rule is None and cfg["defaults"]:

@@ -405,15 +405,11 @@ def sync_all(store, git: gs.Git) -> dict:
 def shared_tick(store, goal_id: str | None = None) -> str | None:
     """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
     has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
-    remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
-    read when nothing is shared, and when another process is syncing. Returns a one-line note
-    when the remote could not be reached (the loop goes on locally), else None."""
-    try:
-        with open(store.path("cache", "sync.json"), "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    if b'"shared": true' not in raw:
+    remote (each git call bounded by LOOPX_SYNC_TIMEOUT) and push what was done offline. Skipped
+    after one small read when nothing is shared (``sync.is_shared``), and when another process is
+    syncing. Returns a one-line note when the remote could not be reached (the loop goes on
+    locally), else None."""
+    if not gs.is_shared(store.root):
         return None
     from loopx.errors import LoopxError
     from loopx.kernel.storage import clock

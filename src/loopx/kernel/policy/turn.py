@@ -21,7 +21,7 @@ from datetime import timedelta
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.policy import decide
 from loopx.kernel.read import budget, fingerprint, queries, validate
-from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage import actors, clock, fold, ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import runs, todos
 
@@ -32,9 +32,12 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
+    return store.read(lambda state: _resume_on(state, actor, goal_id, driven))
+
+
+def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> dict | None:
     from loopx.kernel.policy import packet
 
-    state = store.load(view="live")  # open runs, their todos and what the packet shows are all in the live view
     now = clock.now()
     now_iso = clock.iso(now)
     mine = [r for r in queries.open_runs(state) if r["agent"] == actor and r.get("lease_until")
@@ -42,11 +45,7 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))
-    try:
-        t = queries.run_todo(state, r)
-    except KeyError:  # the run's todo was closed meanwhile: the live view left it out
-        state = store.load()
-        t = queries.run_todo(state, r)
+    t = queries.run_todo(state, r)  # closed meanwhile and left out of the view: Store.read asks the full state
     fence = t["claim"]["fence"] if t and t.get("claim") and t["claim"]["holder"] == actor else None
     p = packet.build(state, r["goal"], r.get("todo"), r["id"], r["lease_until"], actor, now, r.get("mode"), driven=driven)
     return {"started": True, "resumed": True, "decision": {"decision": "run", "reason": "resumed",
@@ -60,10 +59,12 @@ def hide_claims(state: dict, held: dict) -> dict:
     """Mark each todo in ``held`` ({todo_id: entry of refs/loopx/claims}: claimed on another
     machine) as claimed, in a copy of ``state`` for one evaluation (the state itself is left
     alone: it is saved as the live view), so decisions skip it. Returns the copy."""
-    state = {**state, "todos": dict(state["todos"])}
+    state = {**state, "todos": type(state["todos"])(state["todos"])}  # a live view's stays a fold.Partial
     for tid, c in (held or {}).items():
-        t = state["todos"].get(tid)
-        mine = (t or {}).get("claim")
+        # a todo this state does not show (closed here and left out of the view, or not synced
+        # yet) is not one a decision could offer: nothing to hide on either state
+        t = fold.held(state["todos"], tid)
+        mine = (t or {}).get("claim")  # a claim here whose lease ends before the remote entry's: the remote one holds
         if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))):
             t = state["todos"][tid] = dict(t)
             t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
@@ -75,8 +76,8 @@ def hide_claims(state: dict, held: dict) -> dict:
 def pick_todo(store: Store, actor: str, held: dict, *, goal_id: str | None = None) -> dict:
     """The decision ``next`` would take now with the todos in ``held`` claimed elsewhere (no write)."""
     agent = actors.agent_name(actor)
-    state = hide_claims(store.load(view="live"), held)
-    return decide.evaluate(state, clock.now(), goal_id=goal_id, agent=agent, caller_path=decide.caller_path())
+    return store.read(lambda state: decide.evaluate(hide_claims(state, held), clock.now(), goal_id=goal_id,
+                                                    agent=agent, caller_path=decide.caller_path()))
 
 
 def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=None,
@@ -109,10 +110,10 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     git = fingerprint.git_part(store.project_dir)
     gid = d["goal_id"]
     if dry_run:
-        state = store.load(view="live")
         now = clock.now()
         until = clock.iso(now + timedelta(seconds=secs))
-        p = packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now, d.get("mode"), driven=driven)
+        p = store.read(lambda state: packet.build(state, gid, d.get("todo_id"), "run-dry-run", until, actor, now,
+                                                  d.get("mode"), driven=driven))
         out.update(todo_id=d.get("todo_id"), run_id="run-dry-run", lease_until=until, packet=p,
                    packet_text=packet.render(p))
         return out
@@ -173,8 +174,8 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         if rec["type"] == "todo.claimed":
             out["fence"] = rec["seq"]
     out["started"] = True
-    p = packet.build(state, gid, out["todo_id"], out["run_id"], out["lease_until"], actor, clock.now(), out["mode"],
-                     fence=out["fence"], driven=driven)
+    p = store.read(lambda st: packet.build(st, gid, out["todo_id"], out["run_id"], out["lease_until"], actor,
+                                           clock.now(), out["mode"], fence=out["fence"], driven=driven), state)
     out.update(packet=p, packet_text=packet.render(p))
     return out
 
@@ -314,6 +315,9 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
         out.update(run_id=r["id"], goal_id=r["goal"], slots=slots, spent=False, repeat=False, ts=None,
                    reason=None, message=None, next_check_at=None)
         prior = [e for e in state["spends"].get(r["goal"], []) if e[2] == r["id"]]
+        if not prior and r.get("slots") and fold.is_live(state):
+            # charged before the budget window whose ledger the live view keeps: the full state has the receipt
+            raise fold.NotInLiveView(r["id"])
         if prior:
             out.update(spent=True, repeat=True, ts=prior[0][0], slots=prior[0][1],
                        message="already charged for this run")
@@ -396,9 +400,9 @@ def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
     state = store.load(view="live")
     try:
         run = queries.resolve_run(state, run_id)
-        queries.run_todo(state, run)  # KeyError: its todo was closed and left out of the view
+        queries.run_todo(state, run)  # fold.NotInLiveView: its todo was closed and left out of the view
         return state, run
-    except (UsageError, KeyError):
+    except (UsageError, fold.NotInLiveView):
         state = store.load()
         return state, queries.resolve_run(state, run_id)
 

@@ -33,9 +33,8 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     from loopx.kernel.storage.fold import closed_mark
 
     g = state["goals"].get(goal_id) or {}
-    import json
-
     from loopx.kernel.storage.chain import sha256  # the built-in module: no OpenSSL load
+    from loopx.kernel.storage.cjson import dumps
 
     overrides = overrides or {}
     mark = state.get("closed_fp", {}).get(goal_id, 0)
@@ -66,7 +65,7 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     gates.sort()
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
             todos, gates, f"{mark:016x}"]
-    return sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return sha256(dumps(body, ascii=True, sort_keys=True, default=str, separators=(", ", ": ")).encode()).hexdigest()[:16]
 
 
 def _git_dir(project_dir: str) -> str | None:

@@ -18,6 +18,8 @@ Rules, in order:
 
 from __future__ import annotations
 
+from loopx.kernel.storage import fold
+
 SHOWS_WORK = ("commit", "diff", "artifact", "link")
 
 
@@ -26,12 +28,17 @@ def _no(reason: str, message: str, hint: str) -> dict:
 
 
 def passing_verify(state: dict, todo: dict, cited: list[str], run_id: str | None) -> list[str]:
-    """Ids of passing runs of the todo's own verify command among ``cited`` and ``run_id``'s evidence."""
+    """Ids of passing runs of the todo's own verify command among ``cited`` and ``run_id``'s evidence.
+    Raises fold.NotInLiveView on a live view that finds none: it keeps only each goal's newest
+    evidence, so the run's passing check may be one it left out (the full state answers)."""
     cmd = todo.get("verify")
     pool = [state["evidence"][e] for e in cited if e in state["evidence"]]
     if run_id:
         pool += [e for e in state["evidence"].values() if e.get("run") == run_id and e["id"] not in cited]
-    return [e["id"] for e in pool if cmd and e.get("command") == cmd and e.get("exit_code") == 0]
+    ok = [e["id"] for e in pool if cmd and e.get("command") == cmd and e.get("exit_code") == 0]
+    if not ok and run_id and cmd and fold.is_live(state):
+        raise fold.NotInLiveView(run_id)
+    return ok
 
 
 def judge(state: dict, todo: dict, cited: list[str], run_id: str | None = None) -> dict:

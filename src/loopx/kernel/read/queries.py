@@ -7,7 +7,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 from __future__ import annotations
 
 from loopx.errors import NotFound, UsageError
-from loopx.kernel.storage import ids
+from loopx.kernel.storage import fold, ids
 
 OPEN_STATES = ("open", "claimed")
 DONE_STATES = ("done", "archived")
@@ -84,13 +84,14 @@ def goals_waited_on(state: dict, todo: dict) -> list[str]:
 def deps_done(state: dict, todo: dict) -> bool:
     """All of ``todo``'s dependencies are done or archived and every goal it depends on is done. In
     a live view (``closed`` present) a dependency missing from the state is one the view left out
-    because it was closed."""
+    because it was closed (a dependency is checked to exist when it is named, and a todo never
+    goes away), so the view answers without the full state."""
     if todo.get("depends_on_goals") and goals_waited_on(state, todo):
         return False
     todos = state["todos"]
-    live = "closed" in state
+    live = fold.is_live(state)
     for d in todo.get("depends_on") or []:
-        t = todos.get(d)
+        t = fold.held(todos, d)  # the explicit "does the view hold it?" (see above)
         if t is None:
             if not live:
                 return False
@@ -161,16 +162,14 @@ def by_status(state: dict, goal_id: str, now_iso: str) -> dict[str, list[dict]]:
 
 
 def run_todo(state: dict, run: dict) -> dict | None:
-    """The todo ``run`` worked on, or None when it has none. In a live view (``closed`` present) a
-    todo left out because it was closed raises KeyError: a writer's plan then re-runs on the full
-    state (``Store.transact``), a reader must load the full state."""
+    """The todo ``run`` worked on, or None when it has none (or, on the full state, an unknown
+    one). In a live view a todo left out because it was closed raises fold.NotInLiveView (a
+    KeyError): a writer's plan then re-runs on the full state (``Store.transact``), a reader
+    through ``Store.read`` too."""
     tid = run.get("todo")
     if not tid:
         return None
-    t = state["todos"].get(tid)
-    if t is None and "closed" in state:
-        raise KeyError(tid)
-    return t
+    return state["todos"].get(tid)
 
 
 def open_runs(state: dict, goal_id: str | None = None) -> list[dict]:

@@ -106,16 +106,17 @@ def diagnose(command: str, exit_code: int, *, timed_out: bool, env: dict, cwd: s
 
 
 def open_error(state: dict, goal: dict) -> dict | None:
-    """The setup error of the goal's last run that still stands (with ``run`` and ``finished``)."""
+    """The setup error of the goal's last run that still stands (with ``run`` and ``finished``).
+    Raises fold.NotInLiveView on a live view that left the run's (closed) todo out."""
     last = state["runs"].get(goal.get("last_run") or "")
     if not last or not last.get("finished") or not isinstance(last.get("setup_error"), dict):
         return None
     if (goal.get("updated_seq") or 0) > (last.get("finished_seq") or 0):
         return None  # a human changed the goal since (resume, update): try again
     err = last["setup_error"]
+    # the last run's todo may be done and left out of a live view: NotInLiveView, the caller
+    # (decide.should_run, Store.read, Store.transact) asks the full state
     todo = state["todos"].get(last.get("todo") or "")
-    if last.get("todo") and todo is None:  # a live view that left the todo out: cannot compare
-        return dict(err, run=last["id"], finished=last["finished"])
     current = (todo or {}).get("verify") or (state["goals"].get(last["goal"]) or {}).get("verify")
     if err.get("command") and current != err["command"]:
         return None  # the command was changed since

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 7
+FOLD_VERSION = 8  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -57,6 +57,73 @@ def empty() -> dict:
             "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
+
+
+# The collections a live view prunes (``live_view``): a lookup of an id they do not hold cannot tell
+# "no such record" from "a record the view left out" (a done todo, a decided gate, an old run or
+# evidence record), so on a live view they are ``Partial`` dicts whose failed lookups raise.
+PARTIAL = ("todos", "gates", "runs", "evidence")
+
+
+class NotInLiveView(KeyError):
+    """A lookup on a live view missed: the record may exist and be one the view left out. The store
+    answers it by running the plan (``Store.transact``) or the reader (``Store.read``) again on the
+    full state, where a miss is a real miss. ``args[0]`` is the id looked up."""
+
+
+class Partial(dict):
+    """One pruned collection of a live view (``PARTIAL``): a dict whose failed lookups by id
+    (``c[id]``, ``c.get(id)``, ``id in c``) raise NotInLiveView instead of answering "absent".
+    Iteration, ``len``, ``values()``/``items()`` and hits cost what a dict's do. A falsy key (no
+    record has an empty id: ``runs.get(goal["last_run"] or "")``) answers as a plain dict. A reader
+    that means to ask "does the view hold this id?" (a dependency missing from the view is closed)
+    says so with ``held``/``holds``, which never raise. Not marshal-able: ``live_view`` and the
+    store unwrap before saving."""
+
+    __slots__ = ()
+
+    def __missing__(self, key):
+        raise NotInLiveView(key)
+
+    def get(self, key, default=None):
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if not key:
+            return default
+        raise NotInLiveView(key)
+
+    def __contains__(self, key) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        if not key:
+            return False
+        raise NotInLiveView(key)
+
+
+def held(coll: dict, key, default=None):
+    """``coll[key]`` when the state shows it, else ``default``; never raises. On a live view a
+    miss means "not in the view" (closed and left out, or unknown), on the full state "unknown":
+    use it only where both answers lead to the same decision, and say why at the call site."""
+    return dict.get(coll, key, default)
+
+
+def holds(coll: dict, key) -> bool:
+    """Whether the state shows ``key`` in ``coll`` (see ``held``); never raises."""
+    return dict.__contains__(coll, key)
+
+
+def guarded(state: dict) -> dict:
+    """``state`` (a live view, in place) with its ``PARTIAL`` collections made ``Partial``. Returns it."""
+    for k in PARTIAL:
+        c = state.get(k)
+        if c is not None and type(c) is not Partial:
+            state[k] = Partial(c)
+    return state
+
+
+def is_live(state: dict) -> bool:
+    """Whether ``state`` is a live view (it carries the ``closed`` counts) rather than the full state."""
+    return "closed" in state
 
 
 def closed_mark(item_id: str, status: str) -> int:
@@ -90,8 +157,11 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
       created after the goal's stall horizon;
     - pending gates, decided ones decided after it, and per goal and kind the newest approval and
-      every gate opened after it (what the pre-tool guard's ``gate_state`` reads); open runs, each goal's last run and the
-      runs after the horizon (``_horizons``); the last ``keep_evidence`` evidence records per goal;
+      every gate opened after it (what the pre-tool guard's ``gate_state`` reads);
+    - open runs, each goal's last run, the newest run on each todo it keeps (whose agent may still
+      run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``);
+    - the last ``keep_evidence`` evidence records per goal and each goal's newest goal-level check
+      (no todo, no run) per command with the run it followed (``decide.goal_verify_failed``);
     - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
       ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
       fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
@@ -115,18 +185,32 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             hidden += 1
         else:
             todos[tid] = t
+    per_goal: dict[str, list] = {}
+    checks: dict[tuple, dict] = {}  # (goal, command) -> the newest goal-level check (decide.goal_verify_failed)
+    for e in state["evidence"].values():
+        per_goal.setdefault(e["goal"], []).append(e)
+        if e.get("command") and not e.get("todo") and not e.get("run"):
+            key = (e["goal"], e["command"])
+            if key not in checks or e.get("seq", 0) >= checks[key].get("seq", 0):
+                checks[key] = e
+    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
+    for e in checks.values():
+        evidence[e["id"]] = e
+    hidden += len(state["evidence"]) - len(evidence)
     keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
+    keep_runs.update(e.get("after_run") for e in checks.values())  # what each kept check followed
+    newest: dict[str, tuple] = {}  # kept todo -> (seq, id) of its newest run (turn.previous_agent_alive)
+    for k, r in state["runs"].items():
+        tid = r.get("todo")
+        if tid in todos and (tid not in newest or r.get("seq", 0) > newest[tid][0]):
+            newest[tid] = (r.get("seq", 0), k)
+    keep_runs.update(k for _, k in newest.values())
     runs = {}
     for k, r in state["runs"].items():
         if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
             runs[k] = r
         else:
             hidden += 1
-    per_goal: dict[str, list] = {}
-    for e in state["evidence"].values():
-        per_goal.setdefault(e["goal"], []).append(e)
-    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
-    hidden += len(state["evidence"]) - len(evidence)
     approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
     for g in state["gates"].values():
         if g["status"] == "approved":
@@ -513,7 +597,7 @@ def _quota_spent(s, r, d):
     run_id = d.get("run_id")
     slots = d.get("slots", 1)
     s["spends"].setdefault(r["goal"], []).append([r["ts"], slots, run_id])
-    run = s["runs"].get(run_id)
+    run = held(s["runs"], run_id)  # a run the live view left out: its slots are history, never read
     if run is not None:
         run["slots"] = run.get("slots", 0) + slots
         run["spent_seq"] = r["seq"]

@@ -28,7 +28,9 @@ def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> st
     one of them has a chance under 1e-9 (``t-`` + 10 hex digits up to ~1,000 hidden ids, 12 up to
     ~250,000, 14 beyond)."""
     prefix = PREFIX[kind]
-    taken_set = taken if taken is not None else ()
+    # a dict's keys view answers ``in`` from the dict itself, never through a live view's raising
+    # ``__contains__`` (fold.Partial): a fresh id missing from the view is the expected answer here
+    taken_set = taken.keys() if isinstance(taken, dict) else taken if taken is not None else ()
     from loopx.config import env
 
     seed = env("LOOPX_ID_SEED")
@@ -64,10 +66,15 @@ def check_goal_id(goal_id: str) -> str:
     return goal_id
 
 
-def check_agent_name(name: str) -> str:
-    import re
+_NAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_NAME_REST = _NAME_FIRST | frozenset("._-")
 
-    if not isinstance(name, str) or not re.match(AGENT_NAME, name):
+
+def check_agent_name(name: str) -> str:
+    """``name`` when it matches AGENT_NAME (checked by hand: every agent's call and hook checks a
+    name, and `re` is not imported at start-up), else raise UsageError."""
+    if not (isinstance(name, str) and 1 <= len(name) <= 64 and name[0] in _NAME_FIRST
+            and all(c in _NAME_REST for c in name)):
         raise UsageError(f"invalid agent name {name!r}",
                          "agent names are 1-64 chars of letters, digits, '.', '_' and '-'")
     return name

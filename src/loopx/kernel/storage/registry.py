@@ -8,10 +8,9 @@ Lives in ``LOOPX_HOME`` when set, else the platform's data folder: ``$XDG_DATA_H
 
 from __future__ import annotations
 
-import json
 import os
 
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import cjson, clock
 
 
 def home() -> str:
@@ -28,12 +27,18 @@ def _path() -> str:
 def load() -> dict:
     """``{abs_path: info}``; an unreadable registry reads as empty (it is rebuilt by `connect`)."""
     try:
-        with open(_path(), encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(_path(), "rb") as fh:
+            data = cjson.loads(fh.read())
         projects = data.get("projects") if isinstance(data, dict) else None
         return projects if isinstance(projects, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def _text(projects: dict) -> bytes:
+    import json  # for indent (a person may read the file); only writers pay for it
+
+    return (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def add(project_dir: str, project_id: str) -> bool:
@@ -51,7 +56,7 @@ def add(project_dir: str, project_id: str) -> bool:
         entry["project_id"] = project_id
         entry["last_seen"] = clock.now_iso()
         projects[key] = entry
-        atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
+        atomic_write(_path(), _text(projects))
     return new
 
 
@@ -65,7 +70,7 @@ def remove(project_dir: str) -> bool:
         projects = load()
         gone = projects.pop(os.path.abspath(project_dir), None) is not None
         if gone:
-            atomic_write(_path(), (json.dumps({"projects": projects}, indent=2, ensure_ascii=False) + "\n").encode())
+            atomic_write(_path(), _text(projects))
     return gone
 
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from loopx import __version__
 from loopx.config import env
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
-from loopx.kernel.storage import clock, fold, ids
+from loopx.kernel.storage import cjson, clock, fold, ids
 from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -55,16 +55,14 @@ def lock_timeout() -> float:
 
 def encode(rec: dict) -> bytes:
     """One record as its line: compact JSON whose last field is the CRC of what precedes it."""
-    import json
-
-    body = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+    body = cjson.dumps(rec)
     head = body[:-1].encode("utf-8")
     return head + b',"crc":"%08x"}\n' % zlib.crc32(head)
 
 
 def decode(line: bytes, loads=None) -> dict:
     """Parse one line (without its newline). Raises ValueError naming what is wrong.
-    ``loads`` is ``json.loads``, passed in by loops so `json` is imported only when a line is read."""
+    ``loads`` is a JSON parser (default ``loopx.kernel.storage.cjson.loads``: no `json` import)."""
     if line.endswith(b"\r"):
         line = line[:-1]
     if line.startswith(b"\xef\xbb\xbf"):
@@ -80,7 +78,7 @@ def decode(line: bytes, loads=None) -> dict:
     if not crc_ok:
         raise ValueError("crc mismatch (line was changed or damaged)")
     if loads is None:
-        from json import loads
+        loads = cjson.loads
     try:
         rec = loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -231,9 +229,7 @@ class Store:
             try:
                 with open(self.path("format.json"), "rb") as fh:
                     raw = fh.read()
-                import json
-
-                info = json.loads(raw.decode("utf-8-sig"))
+                info = cjson.loads(raw.decode("utf-8-sig"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
@@ -285,7 +281,10 @@ class Store:
         ``view="live"`` may return the smaller live view instead (see ``fold.live_view``: no closed
         todos, decided gates, old runs or old evidence, plus ``closed`` counts per goal), which is
         what ``status`` needs; it falls back to the full state whenever the live snapshot is missing,
-        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out."""
+        stale by more than SNAPSHOT_EVERY lines, or its tail touches a record the view left out. A
+        live view's ``todos``/``gates``/``runs``/``evidence`` are ``fold.Partial``: a lookup of an id
+        they do not hold raises ``fold.NotInLiveView``; read through ``Store.read`` to get the full
+        state's answer then (docs/architecture.md, "Lookups on the live view")."""
         self.format_number()
         if view == "live":
             live = self._load_live()
@@ -307,6 +306,21 @@ class Store:
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
         return state
+
+    def read(self, fn, state: dict | None = None):
+        """``fn(state)`` on ``state`` (default: the live view, ``load(view="live")``), and once more
+        on the full state when it looks up a record the view left out (``fold.NotInLiveView``): the
+        reader's rule of the live view, as ``transact`` is the writer's. Returns what ``fn``
+        returns; a NotInLiveView never escapes (on the full state every collection is a plain
+        dict). Raises what ``load`` and ``fn`` raise."""
+        if state is None:
+            state = self.load(view="live")
+        if fold.is_live(state):
+            try:
+                return fn(state)
+            except fold.NotInLiveView:
+                state = self.load()
+        return fn(state)
 
     def _fold_stream(self, state: dict, name: str, offset: int, collect: list | None = None) -> tuple[int, int]:
         """Fold ``name`` from where the state stopped: ``offset`` in the file that was open when the
@@ -347,8 +361,7 @@ class Store:
         torn = len(data) - end
         if offset == 0 and data.startswith(b"\xef\xbb\xbf"):
             meta["bom"] = True
-        from json import loads
-
+        loads = cjson.loads
         pos = offset
         count = 0
         apply = fold.apply
@@ -449,7 +462,7 @@ class Store:
         state["meta"]["read_only"] = self.read_only_reason(state)
         if checkpoint:
             self._save_snapshot(state, full=False)
-        return state
+        return fold.guarded(state)
 
     def _load_checkpoint(self) -> tuple[dict, dict]:
         """The live view saved when the newest closed events segment was closed
@@ -459,8 +472,7 @@ class Store:
         if path is None or not os.path.exists(path):
             return fold.empty(), {}
         try:
-            from json import loads
-
+            loads = cjson.loads
             with open(path, "rb") as fh:
                 snap = loads(fh.read())
             if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
@@ -605,7 +617,8 @@ class Store:
                     drafts = list(plan(state, now) or [])
                 except (LoopxError, KeyError):
                     # the plan may need a record the live view left out (a done todo, an old
-                    # run): ask again on the full state, which also gives the real refusal
+                    # run): a lookup of it raised fold.NotInLiveView (a KeyError), or the plan
+                    # refused; ask again on the full state, which also gives the real refusal
                     ids.HIDDEN = 0
                     state, live = self.load(save_snapshot=False), False
                     drafts = list(plan(state, now) or [])
@@ -749,8 +762,7 @@ class Store:
 
     def iter_records(self, stream: str = "events"):
         """Yield every good record of ``stream`` in file order (for history, reports and doctor)."""
-        from json import loads
-
+        loads = cjson.loads
         for body in self.iter_lines(stream):
             try:
                 yield decode(body, loads)
@@ -760,8 +772,7 @@ class Store:
     def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
         """Yield every good record of ``stream`` newest first, reading the files backwards in
         ``block``-byte pieces (``history --limit N`` reads only the end of the log)."""
-        from json import loads
-
+        loads = cjson.loads
         for path in reversed(self.stream_paths(stream)):
             try:
                 fh = open(path, "rb")  # noqa: SIM115 - closed by the with below

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from loopx.errors import Conflict, HumanRequired, UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import actors, ids
+from loopx.kernel.storage import actors, fold, ids
 from loopx.kernel.storage.store import Draft, Store
 
 
@@ -100,7 +100,8 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
         drafts = [Draft(f"gate.{status}", g["goal"], data)]
         if not approve:  # a rejection blocks the todos it named until a human re-opens them
             for tid in g["blocks"]:
-                t = state["todos"].get(tid)
+                # a todo the live view left out is done or archived: nothing to block on either state
+                t = fold.held(state["todos"], tid)
                 if t and t["status"] not in ("done", "archived", "blocked"):
                     drafts.append(Draft("todo.blocked", g["goal"], {
                         "todo_id": tid, "gate_id": g["id"], "gate_kind": g["kind"], "gate_note": note,
@@ -196,9 +197,7 @@ def use(store: Store, actor: str, gate_id: str, command: str) -> bool:
     ok = {"used": False}
 
     def plan(state, now):
-        g = state["gates"].get(gate_id)
-        if g is None and "closed" in state:  # left out of the live view: the store re-runs the plan
-            raise KeyError(gate_id)          # on the full state
+        g = state["gates"].get(gate_id)  # left out of a live view: NotInLiveView, re-run on the full state
         if g is None or not usable(g):
             return []
         ok["used"] = True

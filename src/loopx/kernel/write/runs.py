@@ -8,7 +8,7 @@ plan runs; the turn commands also call it inside their own plans.
 from __future__ import annotations
 
 from loopx.kernel.read import queries
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import clock, fold
 from loopx.kernel.storage.store import Draft
 
 
@@ -23,7 +23,9 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
         drafts.append(Draft("run.finished", run["goal"], {
             "run_id": run["id"], "result": "failed", "verified": False, "evidence": [],
             "fingerprint": None, "note": f"lease expired at {run['lease_until']}", "reaped": True}))
-        t = state["todos"].get(run.get("todo") or "")
+        # housekeeping runs outside the plan's retry, so it asks the view explicitly: a todo the
+        # live view left out is done or archived and holds no claim to release (same on both states)
+        t = fold.held(state["todos"], run.get("todo") or "")
         if t and t.get("claim") and t["claim"]["holder"] == run["agent"] and t["status"] == "claimed":
             drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"],
                                                              "note": f"run {run['id']} lease expired"}))

@@ -20,12 +20,7 @@ Errors: ``SigningError`` (a StateError, exit 3) when ``ssh-keygen`` is missing o
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
-import subprocess
-import tempfile
 
 from loopx.errors import StateError
 
@@ -73,6 +68,8 @@ def enabled() -> bool:
 
 
 def _ssh_keygen() -> str:
+    import shutil
+
     exe = shutil.which("ssh-keygen")
     if not exe:
         raise SigningError("ssh-keygen is not installed; signed approvals need OpenSSH's client",
@@ -80,7 +77,10 @@ def _ssh_keygen() -> str:
     return exe
 
 
-def _run(args: list[str], data: bytes | None = None) -> subprocess.CompletedProcess:
+def _run(args: list[str], data: bytes | None = None):
+    """``ssh-keygen ARGS`` (a subprocess.CompletedProcess). Raises SigningError."""
+    import subprocess
+
     try:
         return subprocess.run([_ssh_keygen(), *args], input=data, capture_output=True, timeout=120)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -90,6 +90,8 @@ def _run(args: list[str], data: bytes | None = None) -> subprocess.CompletedProc
 # ------------------------------------------------------------------ sign / verify
 def message(gate: dict, standing: bool) -> bytes:
     """The exact text an approval signature covers (question by digest)."""
+    import hashlib
+
     q = hashlib.sha256(str(gate.get("question") or "").encode("utf-8")).hexdigest()
     return (f"loopx-gate-approval v1\ngate={gate['id']}\ngoal={gate.get('goal')}\nkind={gate.get('kind')}\n"
             f"question_sha256={q}\ndecision=approved\nstanding={'true' if standing else 'false'}\n").encode()
@@ -111,6 +113,9 @@ def sign(data: bytes, key: str) -> str:
 def verify(data: bytes, sig: str, principal: str, signers_text: str | None = None) -> str | None:
     """The signer's key fingerprint when ``sig`` is a good loopx-gate signature of ``data`` by
     ``principal`` under the allowed signers (the file, or ``signers_text``), else None."""
+    import hashlib
+    import tempfile
+
     key = (hashlib.sha256(data).hexdigest(), sig, principal, signers_text)
     if key in _CACHE:
         return _CACHE[key]
@@ -180,6 +185,10 @@ def _read(path: str) -> str | None:
 
 def _log() -> list[dict]:
     text = _read(log_path()) or ""
+    if not text:
+        return []  # signing never configured: no json import (every packet asks)
+    import json
+
     out = []
     for line in text.splitlines():
         try:
@@ -196,6 +205,8 @@ def _last_log_entry() -> dict | None:
 
 
 def _entry_text(e: dict) -> bytes:
+    import json
+
     body = {k: e[k] for k in ("seq", "enabled", "allowed_signers", "principal", "prev") if k in e}
     return ("loopx-signing-config v1\n" + json.dumps(body, sort_keys=True)).encode()
 
@@ -220,6 +231,9 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     """Turn signing on (adding ``key``'s public key for ``principal`` to the allowed signers) or
     off, as a signed entry of the signing log. Needs ``human`` (HumanChannel). The entry is signed
     with ``key`` (or the configured key), which the previous entry must allow. Raises SigningError."""
+    import hashlib
+    import json
+
     from loopx import config
     from loopx.kernel.write import humans
 
@@ -262,6 +276,8 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
 def check() -> dict:
     """``{"enabled", "signers": [{principal, fingerprint}], "problems": [str]}``: the signing log
     chain, the allowed signers file against the log's last entry, and the signers' fingerprints."""
+    import hashlib
+
     log = _log()
     s = settings()
     problems: list[str] = []
@@ -295,6 +311,7 @@ def check() -> dict:
 
 def _fingerprint(kind: str, b64: str) -> str:
     import base64
+    import hashlib
 
     try:
         raw = base64.b64decode(b64)
