@@ -165,8 +165,7 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
     from loopx.kernel.write import gates
 
     try:  # pending gates are in the live view; an old decided one only in the full state
-        state = store.load(view="live")
-        g = queries.resolve_gate(state, gate_ref)
+        state, g = store.read(lambda st: (st, queries.resolve_gate(st, gate_ref)))
     except UsageError:
         state = store.load()
         g = queries.resolve_gate(state, gate_ref)

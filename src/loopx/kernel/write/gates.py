@@ -141,8 +141,10 @@ def reserved_here(state: dict, g: dict, node: str | None, run_id: str | None = N
     """True when ``g`` is reserved for a run of clone ``node`` that is still open in ``state``
     (``node`` None: for a run of any clone; the guard passes its clone's id, "" when it has none,
     which never matches). ``run_id``: reserved for that run (the turn packet asks this)."""
+    from loopx.kernel.storage import fold
+
     res = g.get("reserved") or {}
-    run = state["runs"].get(res.get("run") or "")
+    run = fold.held(state["runs"], res.get("run") or "")  # left out of a live view: closed, so not reserved
     return ((node is None or res.get("node") == node) and (run_id is None or res.get("run") == run_id)
             and run is not None and run.get("finished") is None)
 
@@ -168,10 +170,8 @@ def reserve(store: Store, actor: str, run_id: str, gate_ids: list[str], *, node:
         done.clear()
         drafts = []
         for gid in gate_ids:
-            g = state["gates"].get(gid)
-            if g is None and "closed" in state:
-                raise KeyError(gid)  # left out of the live view: the store re-runs the plan on the full state
-            if g is None or g["status"] != "approved" or g.get("used") or g.get("standing"):
+            g = state["gates"][gid]  # a live view's miss re-runs the plan on the full state
+            if g["status"] != "approved" or g.get("used") or g.get("standing"):
                 continue
             done.append(gid)
             drafts.append(Draft("gate.reserved", g["goal"], {"gate_id": gid, "run_id": run_id, "node": node,
