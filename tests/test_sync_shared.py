@@ -329,3 +329,22 @@ def test_two_approvals_of_one_kind_go_to_two_runs(shared, capsys):
     for x in (a, b):
         assert lx(x, "sync") == 0
         assert guard.evaluate(Store.open(str(x)).load(), commands=[PUSH], project_dir=str(x))["allow"]
+
+
+def test_a_damaged_ledger_is_a_clean_error_never_overwritten(shared, capsys, tmp_path):
+    remote, (a, b, c) = shared
+    work = tmp_path / "edit"
+    git(tmp_path, "init", "-q", str(work))
+    (work / "claims.json").write_text("[not json")
+    git(work, "add", "claims.json")
+    git(work, "commit", "-q", "-m", "hand edit")
+    git(work, "push", "-q", "-f", str(remote), "HEAD:refs/loopx/claims")
+    env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
+    assert env["exit_code"] == 3 and env["error"]["code"] == "ledger_damaged"
+    assert "refs/loopx/claims" in env["error"]["message"] and "git push origin :refs/loopx/claims" in env["error"]["hint"]
+    assert git(remote, "show", "refs/loopx/claims:claims.json").stdout == "[not json"  # left as it was
+    assert lx(c, "sync") == 0  # a plain sync still works (c's copy of the ledger is damaged too)
+    git(b, "push", "-q", "origin", ":refs/loopx/claims")  # what the hint says
+    env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
+    assert env["exit_code"] == 0 and env["data"]["started"]
+    assert lx(c, "next", "--sync", "--goal-id", "g1", agent="c1") == 0  # c's damaged copy is replaced too

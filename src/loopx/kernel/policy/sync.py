@@ -119,14 +119,17 @@ class Git:
         out = self.run("fast-import", "--quiet", "--force", data=b"".join(parts)).stdout.decode().split()
         return out[-1] if out else self.out("rev-parse", ref)
 
-    def fetch(self, *specs: str) -> None:
+    def fetch(self, *specs: str) -> bool:
+        """``git fetch REMOTE SPECS``. False when a named (non-glob) ref is not on the remote.
+        Raises RemoteUnreachable."""
         p = self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, *specs, check=False)
         if p.returncode != 0:
             err = p.stderr.decode("utf-8", "replace").strip()
             if "couldn't find remote ref" in err:
-                return
+                return False
             raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {err.splitlines()[-1] if err else p.returncode}",
                                     "the loop goes on locally; shared claims wait until the remote answers")
+        return True
 
     def push(self, src: str, dst: str, expect: str | None) -> bool:
         """Push ``src`` to ``dst`` if the remote still has ``expect`` there (None: no such ref).
@@ -355,8 +358,8 @@ def state_hash(store) -> str:
 
 # ------------------------------------------------------------------ claims
 def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
-    """(commit, document) of the local copy of the shared ledger ``ref`` ({} when absent or not a
-    JSON object)."""
+    """(commit, document) of the local copy of the shared ledger ``ref`` ((None, {}) when absent).
+    Raises StateError (exit 3, ``ledger_damaged``) when its file is not a JSON object."""
     import json
 
     raw = git.run("cat-file", "--batch", data=f"{ref}^{{commit}}\n{ref}:{LEDGERS[ref]}\n".encode()).stdout
@@ -379,13 +382,22 @@ def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
     try:
         data = json.loads((got[1][1] if len(got) > 1 else b"") or b"{}")
     except ValueError:
-        data = {}
-    return got[0][0], data if isinstance(data, dict) else {}
+        data = None
+    if not isinstance(data, dict):  # never overwritten silently: what it held may still count
+        raise StateError(f"the shared ledger {ref} is damaged ({LEDGERS[ref]} at {got[0][0][:12]} is not a JSON object)",
+                         f"look at it (`git show {ref}:{LEDGERS[ref]}`); to start it afresh, delete it on the remote "
+                         f"(`git push {git.remote} :{ref}`): each clone drops its copy at its next update",
+                         code="ledger_damaged")
+    return got[0][0], data
 
 
 def read_claims(git: Git) -> tuple[str | None, dict]:
-    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
-    return read_ledger(git, CLAIMS)
+    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``, for views (status,
+    sync): a damaged copy reads as empty here; the next claim reports it (``read_ledger``)."""
+    try:
+        return read_ledger(git, CLAIMS)
+    except StateError:
+        return None, {}
 
 
 def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
@@ -413,7 +425,8 @@ def cas(git: Git, ref: str, step, message: str) -> dict:
     import time
 
     for attempt in range(1, CAS_TRIES + 1):
-        git.fetch(f"+{ref}:{ref}")
+        if not git.fetch(f"+{ref}:{ref}"):  # the remote has none (yet, or deleted): neither has this copy
+            git.run("update-ref", "-d", ref, check=False)
         head, doc = read_ledger(git, ref)
         new, result = step(doc, attempt)
         if new is None:
