@@ -376,3 +376,38 @@ def test_records_of_a_node_without_a_ref_travel_with_the_clone_that_has_them(tmp
     for x in clones:
         got = [r["id"] for s in ("events", "evidence") for r in Store.open(str(x)).iter_records(s)]
         assert len(got) == len(set(got))
+
+
+@pytest.mark.parametrize("synced_before", [True, False])
+def test_a_push_lost_on_the_way_is_sent_again_once(machines, monkeypatch, synced_before):
+    """Machine d's push fails after its commit was made locally (the remote went away mid-sync):
+    the next sync sends those records again and a imports each once: after earlier syncs (from the
+    remembered position), and on d's very first sync (a full pass, which must not trust the local
+    commit that never arrived)."""
+    from loopx.kernel.policy import sync as gs
+
+    remote, (a, b, c) = machines
+    d = remote.parent / "d"
+    git(remote.parent, "clone", "-q", str(remote), str(d))
+    assert lx(d, "connect") == 0
+    if synced_before:
+        assert lx(d, "sync") == 0
+    assert lx(d, "start-goal", "--goal-text", "d's own", "--goal-id", "gd") == 0
+    assert lx(d, "todo", "add", "sent twice?", "--goal-id", "gd") == 0
+    real = gs.Git.push
+
+    def gone(self, src, dst, expect):
+        raise gs.RemoteUnreachable("the remote went away", "try again")
+
+    monkeypatch.setattr(gs.Git, "push", gone)
+    assert lx(d, "sync") == 3
+    assert git(d, "rev-parse", "-q", "--verify", "refs/loopx/nodes/" + Store.open(str(d)).node_id(),
+               check=False).returncode == 0  # the commit exists here, never reached the remote
+    monkeypatch.setattr(gs.Git, "push", real)
+    assert lx(d, "sync") == 0 and lx(a, "sync") == 0
+    titles = [t["title"] for t in Store.open(str(a)).load()["todos"].values()]
+    assert titles.count("sent twice?") == 1
+    got = [r["id"] for s in ("events", "evidence") for r in Store.open(str(a)).iter_records(s)]
+    assert len(got) == len(set(got))
+    assert lx(d, "sync") == 0
+    assert gs.state_hash(Store.open(str(a))) == gs.state_hash(Store.open(str(d)))

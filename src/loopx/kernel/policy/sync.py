@@ -309,18 +309,16 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
     lines, pos = synclog.all_lines(store) if full else got
     mine = NODES + node
     remote_head = refs.get(FETCHED + node)
-    local_head = refs.get(mine)
     skip: set = set()
-    if full and (remote_head or local_head):  # leave out what the node's chain already carries
-        for files in synclog.chain_blobs(git, remote_head or local_head):
+    if full and remote_head:  # leave out what the node's chain on the remote already carries (a local
+        for files in synclog.chain_blobs(git, remote_head):  # commit whose push failed does not count)
             for part in files.values():
                 skip.update(rid for _, rid in _ids(part))
     picked = synclog.pick(lines, names, skip)
     pushed = sum(len(v) for v in picked.values())
-    if pushed or (remote_head is None and local_head is None):  # a first sync announces the node
+    if pushed or remote_head is None:  # a first sync announces the node
         files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
-        base = remote_head or local_head
-        new = git.commit_ref(mine, files, base, f"loopx records of node {node}")
+        new = git.commit_ref(mine, files, remote_head, f"loopx records of node {node}")
         if not git.push(mine, mine, remote_head):
             raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
                            "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
