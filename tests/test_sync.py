@@ -411,3 +411,27 @@ def test_a_push_lost_on_the_way_is_sent_again_once(machines, monkeypatch, synced
     assert len(got) == len(set(got))
     assert lx(d, "sync") == 0
     assert gs.state_hash(Store.open(str(a))) == gs.state_hash(Store.open(str(d)))
+
+
+def test_an_import_cut_short_is_not_imported_twice(machines, monkeypatch):
+    """b is killed after appending a's records but before remembering a's head: the next sync sees
+    the mark it left, checks the store's ids, and appends nothing twice."""
+    from loopx.kernel.policy import sync as gs
+
+    remote, (a, b, c) = machines
+    assert lx(b, "sync") == 0  # b has seen every node: its next import trusts the chains
+    assert lx(a, "todo", "add", "imported once", "--goal-id", "g1") == 0 and lx(a, "sync") == 0
+    real = gs.import_lines
+
+    def killed(store, blobs, carriers=None):
+        real(store, blobs, carriers)
+        raise KeyboardInterrupt  # the process dies here
+
+    monkeypatch.setattr(gs, "import_lines", killed)
+    with pytest.raises(KeyboardInterrupt):
+        gs.exchange(Store.open(str(b)), gs.project_git(Store.open(str(b)), None))
+    monkeypatch.setattr(gs, "import_lines", real)
+    assert lx(b, "sync") == 0
+    got = [r["id"] for s in ("events", "evidence") for r in Store.open(str(b)).iter_records(s)]
+    assert len(got) == len(set(got))
+    assert [t["title"] for t in Store.open(str(b)).load()["todos"].values()].count("imported once") == 1

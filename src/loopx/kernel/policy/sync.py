@@ -272,11 +272,16 @@ def exchange(store, git: Git) -> dict:
     pushed, cache, full = _push(store, git, node, others, refs)
     heads = {} if full else dict(cache.get("heads") or {})
     after = {ref[len(FETCHED):]: head for ref, head in others.items()}
-    check = full or any(heads.get(n) is None for n in after)  # a node seen for the first time: its
-    blobs, carriers = synclog.chains(git, after, heads)  # records may have come another way
+    # the store's ids are checked when a node is seen for the first time (its records may have come
+    # another way) and after an import that stopped between appending and remembering its heads
+    check = full or cache.get("importing") or any(heads.get(n) is None for n in after)
+    blobs, carriers = synclog.chains(git, after, heads)
+    if blobs:
+        synclog.write_heads(store, {**cache, "importing": True})
     imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
     if complete:
         cache["heads"] = {**heads, **after}
+        cache.pop("importing", None)
         synclog.write_heads(store, cache)
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
