@@ -348,3 +348,19 @@ def test_a_damaged_ledger_is_a_clean_error_never_overwritten(shared, capsys, tmp
     env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
     assert env["exit_code"] == 0 and env["data"]["started"]
     assert lx(c, "next", "--sync", "--goal-id", "g1", agent="c1") == 0  # c's damaged copy is replaced too
+
+
+def test_loopx_run_on_a_shared_goal_claims_and_spends_through_the_remote(shared, capsys):
+    from conftest import run_loopx
+
+    remote, (a, b, c) = shared
+    r = run_loopx(["run", "--agent-cmd", "touch done.txt", "--once", "--json"], cwd=a, env={"LOOPX_HOST": "host-a"})
+    assert r.code == 0, r.err
+    t = json.loads(r.out)["data"]["turns"][0]
+    assert t["verified"] and t["slots"] == 1
+    claims = remote_doc(remote, "refs/loopx/claims", "claims.json")
+    assert claims[t["todo_id"]]["host"] == "host-a"
+    spends = remote_doc(remote, "refs/loopx/ledger/spends", "spends.json")
+    assert [(e["run"], e["host"]) for e in spends["g1"]] == [(t["run_id"], "host-a")]
+    assert lx(b, "sync") == 0
+    assert [e[2] for e in state(b)["spends"]["g1"]] == [t["run_id"]]
