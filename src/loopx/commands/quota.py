@@ -153,6 +153,12 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
             warnings.append(note)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
                           actor=ctx.actor, tick=record, on_decided=_notify if record else None)
+    if not d.get("cached"):  # a broken user config never stops cron, but it is said (doctor says it too)
+        from loopx.config import user_config_problem
+
+        problem = user_config_problem()
+        if problem:
+            warnings.append(problem + "; should-run goes on without the usage limits and notification targets in it")
     if d["decision"] == "error":
         from loopx.errors import StateError
 

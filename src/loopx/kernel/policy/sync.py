@@ -248,13 +248,12 @@ def _torn(store, stream: str) -> bool:
 
 
 def ensure_node(store) -> str:
-    """This clone's node id, writing an empty transaction first when the store has none yet (which
-    also migrates a format-1 store)."""
-    node = store.node_id()
-    if node is None:
-        store.transact(lambda state, now: [], actor="human")
-        node = store.node_id(create=True)
-    return node
+    """This clone's node id, after naming its machine in the store once (``node.registered``, which
+    the push then carries; see kernel/storage/machines.py). The transaction that writes it also
+    creates the id and migrates a format-1 store."""
+    from loopx.kernel.storage import machines
+
+    return machines.register(store)
 
 
 # ------------------------------------------------------------------ exchange
