@@ -3,7 +3,8 @@
 Counted, not timed (as tests/test_flat_cost.py counts): the bytes one ``exchange`` (push this
 node's new records, fetch, import the other nodes' new records) reads in its process (``rchar``
 in ``/proc/self/io``: files and git's output through pipes) after one new record on each side,
-on a 1k-event store and on a 30k-event store, must not differ by more than a constant."""
+on a 1k-event store and on a 30k-event store, must not differ by more than a constant (64 KiB,
+as for the hot commands) and must stay far below the store's size."""
 
 from __future__ import annotations
 
@@ -82,7 +83,9 @@ def test_a_sync_reads_what_changed_not_the_store(tmp_path_factory, monkeypatch):
             assert pushed == 1 and imported == 1
         read[n] = got
     size = sum(f.stat().st_size for f in (a / ".loopx").rglob("*.jsonl"))
-    assert read[30_000] <= read[1_000] + 16 * 1024, read
+    # the same constant as tests/test_flat_cost.py: the live view (read when the machine's name is
+    # checked) holds a few more open items on the bigger store; the history is never read
+    assert read[30_000] <= read[1_000] + 64 * 1024, read
     assert read[30_000] < size / 10, (read, size)  # far from reading the history
 
 
