@@ -409,9 +409,10 @@ def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
 
 
 def host_name() -> str:
-    import socket
+    """This machine's name (``loopx.kernel.storage.machines.host_name``: the one definition)."""
+    from loopx.kernel.storage.machines import host_name as name
 
-    return env("LOOPX_HOST") or socket.gethostname()
+    return name()
 
 
 def cas(git: Git, ref: str, step, message: str) -> dict:
