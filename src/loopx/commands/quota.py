@@ -145,8 +145,8 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
     from loopx.kernel.policy import decide
 
     warnings = []
-    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick); --no-record stays local
-        from loopx.kernel.policy.sync import shared_tick
+    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick); --no-record stays local
+        from loopx.kernel.policy.shared import shared_tick
 
         note = shared_tick(ctx.store(), goal_id)
         if note:
@@ -204,11 +204,11 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
-    from loopx.kernel.policy import turn
+    from loopx.kernel.policy import shared
     from loopx.kernel.read import validate
 
     n = validate.count(slots, "--slots", low=1, high=1000)
-    receipt = turn.spend_slot(ctx.store(), ctx.actor, run, slots=n)
+    receipt = shared.spend_slot(ctx.store(), ctx.actor, run, slots=n)
     return output.Reply(receipt, 0 if receipt["spent"] else 1)
 
 

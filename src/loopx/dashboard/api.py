@@ -299,7 +299,7 @@ class Api:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
         from loopx.kernel.storage.store import DIRNAME, Store
-        from loopx.kernel.write import gates, humans
+        from loopx.kernel.write import humans
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -318,7 +318,9 @@ class Api:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
             human = humans.dashboard_channel(user_agent)
-            return gates.decide(store, human.actor, gate_id, approve=decision == "approve",
+            from loopx.kernel.policy import shared
+
+            return shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None

@@ -14,7 +14,8 @@ import at start-up):
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided, standing, used{ts, by, command, count, seq} | None,
-              signature{...} | None}
+              signature{...} | None, reserved{run, node, host, ts, seq} | None (shared goals: the run
+              a single-use approval is reserved for through the remote)}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
               after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 8  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node
+FOLD_VERSION = 9  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -264,6 +265,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
     "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
     "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S}, "gate.used": {"gate_id": _S},
+    "gate.reserved": {"gate_id": _S, "run_id": _S, "node": _S},
     "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
     "agent.registered": {"name": _S, "kind": _S},
     "node.registered": {"host": _S},
@@ -478,7 +480,7 @@ def _gate_opened(s, r, d):
         "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
         "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
         "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
-        "standing": False, "used": None, "signature": None, "decided_node": None,
+        "standing": False, "used": None, "signature": None, "decided_node": None, "reserved": None,
     }
 
 
@@ -501,6 +503,11 @@ def _gate_used(s, r, d):
     g = s["gates"][d["gate_id"]]
     uses = int((g.get("used") or {}).get("count") or 0) + 1
     g["used"] = {"ts": r["ts"], "by": r.get("actor"), "command": d.get("command"), "count": uses, "seq": r["seq"]}
+
+
+def _gate_reserved(s, r, d):
+    g = s["gates"][d["gate_id"]]
+    g["reserved"] = {"run": d["run_id"], "node": d["node"], "host": d.get("host"), "ts": r["ts"], "seq": r["seq"]}
 
 
 # ------------------------------------------------------------------- evidence, agents
@@ -728,6 +735,7 @@ REDUCERS = {
     "gate.approved": _gate_decided("approved"),
     "gate.rejected": _gate_decided("rejected"),
     "gate.used": _gate_used,
+    "gate.reserved": _gate_reserved,
     "evidence.added": _evidence_added,
     "agent.registered": _agent_registered,
     "handoff.recorded": _handoff_recorded,
