@@ -131,6 +131,9 @@ def test_a_corrupt_line_in_a_closed_segment_is_reported_with_its_seq(segmented, 
     assert f"events/000002.jsonl line 2, seq {rec['seq']}" in checks["store.lines"]["finding"]
     assert checks["store.chain"]["status"] == "error"
     assert _broken_at(checks, after)  # the next link no longer holds
+    # --fix quarantines bad lines of the open file only: for a closed segment it must not offer that
+    assert "--fix" not in checks["store.lines"]["fix"] and "git" in checks["store.lines"]["fix"]
+    assert "quarantine_bad_lines" not in cli("doctor", json=True).data["fixable"]
 
 
 def test_a_forged_line_with_a_valid_crc_in_a_closed_segment_is_reported(segmented, cli, mode):
