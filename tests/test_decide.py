@@ -458,3 +458,42 @@ def test_explain_never_uses_the_cache(store, clk):
         decide.should_run(store)
     d = decide.should_run(store, explain=True)
     assert d["cached"] is False and d["rules"]
+
+
+def _edit_cached_entries(project, edit) -> None:
+    """Hand-edit every entry of ``.loopx/cache/decisions.bin`` (a person or a tool poking at it)."""
+    import marshal
+
+    path = project / ".loopx" / "cache" / "decisions.bin"
+    raw = path.read_bytes()
+    data = marshal.loads(raw)
+    if isinstance(data.get("body"), bytes):  # the entries are wrapped with a checksum: edit the inner blob
+        inner = marshal.loads(data["body"])
+        for e in inner.values():
+            edit(e)
+        data["body"] = marshal.dumps(inner)
+    else:
+        for e in data.values():
+            edit(e)
+    path.write_bytes(marshal.dumps(data))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda e: e.update(hosts=[1, 2]),                          # a list where a dict was
+    lambda e: e.update(decision={"decision": "run"}),          # a decision without its message
+    lambda e: e["decision"].update(budget={"slots": "many"}),  # a budget the text renderer cannot print
+], ids=["hosts-list", "decision-without-message", "odd-budget"])
+def test_a_hand_edited_decision_cache_is_a_miss_never_an_internal_error(goal, project, edit):
+    from conftest import run_loopx
+
+    for fmt in (["--format", "json"], []):
+        for _ in range(3):  # the second call saves the answer, the third is the quick path's hit
+            warm = run_loopx(["quota", "should-run", "--format", "json"], project)
+        assert warm.code == 0 and json.loads(warm.out)["data"]["cached"], warm.err
+        _edit_cached_entries(project, edit)
+        r = run_loopx(["quota", "should-run", *fmt], project)
+        assert r.code == 0 and "internal error" not in r.err, r.err
+        if fmt:
+            assert json.loads(r.out)["data"]["cached"] is False
+        else:
+            assert r.out.startswith("run: ")
