@@ -411,3 +411,21 @@ def test_missing_bundled_data_is_an_error(goal, cli, monkeypatch, tmp_path):
     r, checks = doctor(cli)
     assert r.code == 1
     assert checks["package"]["status"] == "error" and "skills" in checks["package"]["finding"]
+
+
+def test_a_broken_user_config_is_an_error_and_should_run_says_so(goal, cli):
+    # usage limits, notification targets and signing live in the user config; a file that does not
+    # parse used to be noticed only by the commands that write it
+    from loopx import config
+
+    r, checks = doctor(cli)
+    assert checks["config"]["status"] == "ok"
+    path = Path(config.config_path())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[usage.claude-code]\nblock_tokens = [broken\n")
+    r, checks = doctor(cli)
+    assert r.code == 1 and checks["config"]["status"] == "error"
+    assert str(path) in checks["config"]["finding"] and checks["config"]["fix"]
+    sr = cli("quota", "should-run", "--goal-id", goal, "--skip-exit", "0", json=True)
+    assert sr.code == 0  # cron keeps working
+    assert any("cannot be read" in w and "usage limits" in w for w in sr.json["warnings"]), sr.json

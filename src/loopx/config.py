@@ -28,7 +28,7 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
     "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
     "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
-    "LOOPX_HOST": (None, "the machine name `loopx next --sync` writes into refs/loopx/claims (default: the host name)"),
+    "LOOPX_HOST": (None, "this machine's name: in the shared ledgers (refs/loopx/claims, refs/loopx/ledger/*) and their conflicts, and in the log (`node.registered`, shown by history and the review packet when several machines write a store); default: the host name"),
     "LOOPX_ID_SEED": (None, "makes new todo, gate, evidence and run ids deterministic (documentation transcripts, tests)"),
     "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
     "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),
@@ -108,6 +108,17 @@ def load_user_config() -> dict:
 
         raise StateError(f"the user config {config_path()} cannot be read: {exc}",
                          "fix or remove the file; loopx's own commands rewrite it") from None
+
+
+def user_config_problem() -> str | None:
+    """Why the user's config cannot be read (one line), or None when it reads or is missing."""
+    from loopx.errors import StateError
+
+    try:
+        load_user_config()
+    except StateError as exc:
+        return exc.message
+    return None
 
 
 def get_user_value(dotted: str, default=None):

@@ -1,5 +1,6 @@
 """``loopx anchor [--push REMOTE]``: anchor the chain heads now (data folder and the git ref
-``refs/loopx/anchors``), and optionally push the ref. See docs/security.md#anchors."""
+``refs/loopx/anchors``), and optionally push the ref (to ``refs/loopx/anchors``, or to
+``refs/loopx/node-anchors/<node>`` when several machines write the store). See docs/security.md#anchors."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=anchor, render=render_anchor, command=name,
             example="loopx anchor --push origin")
     p.add_argument("--push", metavar="REMOTE",
-                   help="also push refs/loopx/anchors to this git remote (never forced)")
+                   help="also push refs/loopx/anchors to this git remote (never forced); as "
+                        "refs/loopx/node-anchors/<node> once several machines write the store")
 
 
 def anchor(ctx, push=None) -> dict:
@@ -25,20 +27,22 @@ def anchor(ctx, push=None) -> dict:
     res = anchors.write(store, "loopx anchor")
     out = {"project_id": res["anchor"]["project_id"], "heads": res["anchor"]["heads"], "file": res["file"],
            "commit": res["commit"], "ref": anchors.REF if res["commit"] else None, "warnings": res["warnings"],
-           "pushed": None}
+           "pushed": None, "pushed_ref": None}
     if push:
         if not res["commit"]:
             raise StateError("there is no git anchor to push", "run it inside the project's git repository",
                              code="no_git_anchor")
+        dest = anchors.push_ref(store)  # refs/loopx/node-anchors/<node> once several machines write the store
         try:
-            anchors.git(store.project_dir, "push", "--quiet", push, f"{anchors.REF}:{anchors.REF}", timeout=120)
+            anchors.git(store.project_dir, "push", "--quiet", push, f"{anchors.REF}:{dest}", timeout=120)
         except RuntimeError as exc:
-            raise StateError(f"pushing {anchors.REF} to {push} failed: {str(exc).splitlines()[-1]}",
+            raise StateError(f"pushing {anchors.REF} to {push} ({dest}) failed: {str(exc).splitlines()[-1]}",
                              "the remote refuses a rewind of a protected anchor ref: if the local anchors were "
                              "rewritten, that is what `loopx doctor` reports", code="push_failed") from None
         except OSError as exc:
             raise StateError(f"git cannot run: {exc}", "install git", code="git_missing") from None
         out["pushed"] = push
+        out["pushed_ref"] = dest
     return out
 
 
@@ -50,6 +54,6 @@ def render_anchor(d: dict) -> str:
     if d["commit"]:
         lines.append(f"  git: {d['ref']} at {d['commit'][:12]}")
     if d["pushed"]:
-        lines.append(f"  pushed to {safe(d['pushed'])}")
+        lines.append(f"  pushed to {safe(d['pushed'])} as {d['pushed_ref']}")
     lines += [f"  warning: {safe(w)}" for w in d["warnings"]]
     return "\n".join(lines)

@@ -188,7 +188,9 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
     from loopx.kernel.write import signing
 
     signature = signing.sign_approval(g, standing) if approve else None
-    out = gates.decide(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
+    from loopx.kernel.policy import shared
+
+    out = shared.decide_gate(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
                        user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing, signature=signature)
     if signature:
         out["signed_by"] = f"{signature['principal']} {signature['fingerprint']}"

@@ -1,6 +1,9 @@
 """``loopx history``: the event log, filtered, and the rounds of the governed loop.
 
 Text shows the rounds table (when there are any and no ``--type`` filter) followed by the events.
+When the store holds records of several machines (``loopx sync``, a union merge), every row also
+names its machine (``machine``; ``machines`` maps node ids to names); single-machine output is
+unchanged.
 ``--format json`` carries both lists; ``--format jsonl`` prints one event record per line and
 ends with the envelope line (``data.count``), or one round per line with ``--rounds``.
 """
@@ -37,9 +40,16 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
     start = clock.since_arg(since, clock.now()) if since else None
     want_rounds = rounds or (not events and not type_prefix)
     want_events = events or not rounds
+    names = None
+    from loopx.kernel.storage import machines
+
+    if machines.several(state):  # records of several machines: say which one did what
+        names = machines.labels(state)
     out = {"goal_id": gid, "since": clock.iso(start) if start else None}
-    out["rounds"] = hist.rounds(store, state, goal_id=gid, since=start, limit=n) if want_rounds else []
-    out["events"] = hist.events(store, goal_id=gid, since=start, type_prefix=type_prefix, limit=n) \
+    if names is not None:
+        out["machines"] = names
+    out["rounds"] = hist.rounds(store, state, goal_id=gid, since=start, limit=n, machines=names) if want_rounds else []
+    out["events"] = hist.events(store, goal_id=gid, since=start, type_prefix=type_prefix, limit=n, machines=names) \
         if want_events else []
     if ctx.fmt == "jsonl":
         from loopx.output import print_json
@@ -58,18 +68,19 @@ def history(ctx, goal_id=None, since=None, type_prefix=None, limit=50, rounds=Fa
     return out
 
 
-def _round_row(r: dict) -> list[str]:
+def _round_row(r: dict, machine: bool = False) -> list[str]:
     from loopx.kernel.storage.clock import format_duration
     from loopx.output import safe
 
+    where = [safe(r.get("machine") or "-", limit=20)] if machine else []
     if r["kind"] == "decision":
-        return [r["ts"][:19], safe(r["decision"]), "", safe(r.get("todo_id") or ""), safe(r.get("reason") or ""),
-                "", "", "", "", "", "", ""]
+        return [r["ts"][:19], safe(r["decision"]), "", *where, safe(r.get("todo_id") or ""),
+                safe(r.get("reason") or ""), "", "", "", "", "", "", ""]
     agent = actors.name(r["agent"] or "")
     result = r["result"] or "open"
     if r.get("setup_error"):
         result = r["setup_error"]["reason"]
-    return [r["ts"][:19], "run", safe(agent, limit=20), safe(r["todo_id"] or r.get("mode") or ""),
+    return [r["ts"][:19], "run", safe(agent, limit=20), *where, safe(r["todo_id"] or r.get("mode") or ""),
             safe(result), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
             format_duration(r["duration"]) if r["duration"] is not None else "-", *usage_cells(r)]
 
@@ -99,20 +110,25 @@ def _event_line(e: dict) -> str:
               "reason", "summary", "kind", "holder", "watch_id", "outcome", "channel", "error"):
         if d.get(k) is not None:
             bits.append(f"{k}={d[k]}")
+    if e["type"] == "node.registered":
+        bits.append(f"host={d.get('host')}")
+    where = f"{safe(e.get('machine') or '-', limit=20):<14} " if "machine" in e else ""
     return f"{e['ts'][:19]}  {e['type']:<18} {safe(e.get('goal') or '-'):<14} {safe(e.get('actor') or ''):<18} " \
-           + safe(" ".join(str(b) for b in bits), limit=100)
+           + where + safe(" ".join(str(b) for b in bits), limit=100)
 
 
 def render(d: dict) -> str:
-    from loopx.output import table
+    from loopx.output import safe, table
 
     if "view" in d:
         return f"{d['count']} {d['view']}"
     parts = []
+    machine = bool(d.get("machines"))
     if d["rounds"]:
-        rows = [_round_row(r) for r in d["rounds"]]
-        parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", "TODO", "RESULT", "VERIFIED", "EVID",
-                                               "SLOTS", "DURATION", "TOKENS", "USD", "CHANGES"]))
+        rows = [_round_row(r, machine) for r in d["rounds"]]
+        parts.append("ROUNDS\n" + table(rows, ["TIME", "DECISION", "AGENT", *(["MACHINE"] if machine else []), "TODO",
+                                               "RESULT", "VERIFIED", "EVID", "SLOTS", "DURATION", "TOKENS", "USD",
+                                               "CHANGES"]))
     if d.get("watches"):
         from loopx.kernel.storage.clock import format_duration
 
@@ -122,4 +138,7 @@ def render(d: dict) -> str:
         parts.append("WATCHES\n" + table(rows, ["WATCH", "GOAL", "EVERY", "LAST", "LAST RUN", "NEXT DUE", "FIRED"]))
     if d["events"]:
         parts.append("EVENTS\n" + "\n".join(_event_line(e) for e in d["events"]))
+    if machine:
+        rows = [[safe(label, limit=40), node] for node, label in sorted(d["machines"].items(), key=lambda x: (x[1], x[0]))]
+        parts.append("MACHINES\n" + table(rows, ["MACHINE", "NODE"]))
     return "\n\n".join(parts) if parts else "no history matches"

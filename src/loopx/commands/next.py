@@ -24,9 +24,9 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=N
     from loopx.kernel.policy import turn
 
     if sync and not dry_run:  # claim through the git remote (docs/multi-agent.md, "loopx next --sync")
-        from loopx.kernel.policy import sync as gs
+        from loopx.kernel.policy import shared
 
-        res = gs.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
+        res = shared.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
     else:
         res = turn.next_turn(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, dry_run=dry_run)
     d = res["decision"]

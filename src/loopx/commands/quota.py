@@ -145,14 +145,20 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
     from loopx.kernel.policy import decide
 
     warnings = []
-    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick); --no-record stays local
-        from loopx.kernel.policy.sync import shared_tick
+    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick); --no-record stays local
+        from loopx.kernel.policy.shared import shared_tick
 
         note = shared_tick(ctx.store(), goal_id)
         if note:
             warnings.append(note)
     d = decide.should_run(ctx.store(), goal_id=goal_id, agent=ctx.agent, record=record, explain=explain,
                           actor=ctx.actor, tick=record, on_decided=_notify if record else None)
+    if not d.get("cached"):  # a broken user config never stops cron, but it is said (doctor says it too)
+        from loopx.config import user_config_problem
+
+        problem = user_config_problem()
+        if problem:
+            warnings.append(problem + "; should-run goes on without the usage limits and notification targets in it")
     if d["decision"] == "error":
         from loopx.errors import StateError
 
@@ -198,11 +204,11 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
-    from loopx.kernel.policy import turn
+    from loopx.kernel.policy import shared
     from loopx.kernel.read import validate
 
     n = validate.count(slots, "--slots", low=1, high=1000)
-    receipt = turn.spend_slot(ctx.store(), ctx.actor, run, slots=n)
+    receipt = shared.spend_slot(ctx.store(), ctx.actor, run, slots=n)
     return output.Reply(receipt, 0 if receipt["spent"] else 1)
 
 

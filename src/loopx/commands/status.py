@@ -40,9 +40,12 @@ def status(ctx, goal_id=None, orient=False):
     data["connected"] = True
     warnings = list(data["store"]["problems"])
     if os.path.exists(store.path("cache", "sync.json")):  # this clone syncs through git: name tentative claims
+        from loopx.kernel.policy import shared
         from loopx.kernel.policy import sync as gs
 
         data["sync"] = gs.local_view(store, state)
+        pending = shared.tentative_view(store)
+        data["sync"].update(tentative_spends=pending["spends"], tentative_renewals=pending["renewals"])
     return Reply(data, warnings=warnings)
 
 
@@ -59,6 +62,11 @@ def _sync_lines(d: dict) -> list[str]:
     for t in s.get("tentative", []):
         out.append(f"  tentative: {t['todo_id']} claimed by {safe(t['holder'])} on this clone only "
                    "(not claimed through the remote: `loopx next --sync`)")
+    for rid in s.get("tentative_spends", []):
+        out.append(f"  tentative: the slot spent on {rid} is charged on this clone only (the next `loopx sync` "
+                   "pushes it to the shared budget)")
+    for tid in s.get("tentative_renewals", []):
+        out.append(f"  tentative: the lease on {tid} was renewed on this clone only (the next `loopx sync` pushes it)")
     return out
 
 

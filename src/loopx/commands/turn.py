@@ -56,6 +56,6 @@ def render_finish(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
-    from loopx.kernel.policy import turn
+    from loopx.kernel.policy import shared
 
-    return turn.renew(ctx.store(), ctx.actor, run, lease=lease)
+    return shared.renew(ctx.store(), ctx.actor, run, lease=lease)

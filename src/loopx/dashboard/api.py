@@ -237,6 +237,9 @@ class Api:
             board[st] = {"count": len(todos), "items": [_todo(t, state["goals"]) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
+        from loopx.kernel.storage import machines
+
+        names = machines.labels(state) if machines.several(state) else None  # several machines: say which
         watch_rows = []
         if state.get("watches"):
             from loopx.kernel.policy import tick
@@ -251,8 +254,8 @@ class Api:
             "goal": {k: goal.get(k) for k in ("id", "objective", "done_when", "status", "priority", "verify",
                                              "scope", "quota", "created", "updated", "status_note")},
             "summary": dict(row, group=group, reason=reason, next_check_at=next_check, decision=decision),
-            "board": board, "gates": [_gate(g) for g in gates[:50]],
-            "runs": runs_timeline(state, goal_id), "chart": budget_chart(state, goal, now_iso),
+            "board": board, "gates": [_gate(g, names) for g in gates[:50]], "machines": names,
+            "runs": runs_timeline(state, goal_id, names=names), "chart": budget_chart(state, goal, now_iso),
             "evidence": [_evidence(e) for e in reversed(queries.recent_evidence(state, goal_id, 20))],
         }
 
@@ -296,7 +299,7 @@ class Api:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
         from loopx.kernel.storage.store import DIRNAME, Store
-        from loopx.kernel.write import gates, humans
+        from loopx.kernel.write import humans
 
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
@@ -315,7 +318,9 @@ class Api:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
             human = humans.dashboard_channel(user_agent)
-            return gates.decide(store, human.actor, gate_id, approve=decision == "approve",
+            from loopx.kernel.policy import shared
+
+            return shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
@@ -375,7 +380,9 @@ def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) 
             "bins": counts, "spent": b["spent"], "slots": b["slots"]}
 
 
-def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[dict]:
+def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN, names: dict | None = None) -> list[dict]:
+    """The goal's newest runs, newest first, with their evidence; with ``names`` ({node: machine},
+    given when the store has records of several machines) each run also names its ``machine``."""
     runs = sorted((r for r in state["runs"].values() if r["goal"] == goal_id), key=lambda r: (r["started"], r.get("seq", 0)),
                   reverse=True)[:limit]
     wanted = {r["id"] for r in runs}
@@ -394,6 +401,8 @@ def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN) -> list[di
                     "usage": r.get("usage"), "changes": r.get("changes"), "host": r.get("host"),
                     "permission_mode": r.get("permission_mode"), "setup_error": r.get("setup_error"),
                     "evidence": by_run.get(r["id"], [])})
+        if names is not None:
+            out[-1]["machine"] = names.get(r.get("node") or "") or r.get("node")
     return _with_decision(out, decision)
 
 
@@ -416,9 +425,11 @@ def _todo(t: dict, goals: dict | None = None) -> dict:
             "acceptance": t.get("acceptance")}
 
 
-def _gate(g: dict) -> dict:
+def _gate(g: dict, names: dict | None = None) -> dict:
     out = {k: g.get(k) for k in ("id", "kind", "question", "context", "blocks", "status", "requested_by",
                                  "decided_by", "channel", "note", "created", "decided", "standing", "used")}
+    if names is not None and g.get("decided_node"):  # several machines: where the human decided it
+        out["decided_on"] = names.get(g["decided_node"]) or g["decided_node"]
     out["approval"] = None
     if g["status"] == "approved":  # which approval a turn may use, and a used one as used
         out["approval"] = "standing" if g.get("standing") else ("used" if g.get("used") else "once")

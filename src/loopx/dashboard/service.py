@@ -34,6 +34,22 @@ LOG_KEEP = 1 << 20
 _FIELDS = {"pid": int, "port": int, "version": str, "token": str, "instance": str}
 
 
+def _stop_on_signals(server) -> threading.Event:
+    """SIGTERM, SIGINT and SIGHUP shut ``server`` down (once, from another thread, as
+    ``serve_forever`` requires); the event is set when one arrived."""
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    return stopping
+
+
 def home() -> str:
     from loopx.kernel.storage import registry
 
@@ -356,16 +372,7 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
         write_state({"pid": os.getpid(), "port": server.port, "host": unsafe_host or "127.0.0.1",
                      "version": __version__, "token": server.token, "instance": server.instance,
                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "log": log_path()})
-    stopping = threading.Event()
-
-    def on_signal(signum, frame):
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), on_signal)
+    stopping = _stop_on_signals(server)
     announce(server)
     threading.Thread(target=_notify_loop, args=(stopping,), name="loopx-notify", daemon=True).start()
     if open_browser:
@@ -430,16 +437,7 @@ def serve_trace(trace, port: int, *, announce, open_browser: bool) -> dict:
     except OSError as exc:
         raise Conflict(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}",
                        "pick another port with --port N (or leave it out for any free port)") from None
-    stopping = threading.Event()
-
-    def on_signal(signum, frame):
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), on_signal)
+    _stop_on_signals(server)
     announce(server)
     if open_browser:
         import webbrowser

@@ -1,6 +1,9 @@
 """``doctor``'s anchor check: the log against the chain heads anchored in the data folder, on the git
-ref ``refs/loopx/anchors`` and on each git remote's copy of that ref (``git ls-remote``, bounded by a
-timeout; ``doctor`` only, never a hook). See kernel/storage/anchors.py and docs/security.md."""
+ref ``refs/loopx/anchors`` and on each git remote's copy of that ref and of the per-node refs
+``refs/loopx/node-anchors/<node>`` (``git ls-remote``, bounded by a timeout; ``doctor`` only, never a
+hook). Every node's anchored heads are compared with the log; another machine's view of a node
+whose newest records have not reached this clone yet is not a truncation. See
+kernel/storage/anchors.py and docs/security.md."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from loopx.ops.check import result
 
 REMOTE_TIMEOUT = 15.0
 REMOTE_REF = "refs/loopx/remote-anchors/"
+REMOTE_NODE_REFS = "refs/loopx/remote-node-anchors/"  # + <remote>/<node>: each node's pushed anchors
 
 
 def _remotes(cwd: str) -> list[str]:
@@ -33,6 +37,24 @@ def fetch_remote(cwd: str, remote: str) -> str | None:
     return listed.split()[0]
 
 
+def fetch_node_refs(cwd: str, remote: str) -> dict[str, str]:
+    """Fetch ``remote``'s per-node anchor refs (``refs/loopx/node-anchors/*``, pushed when several
+    machines write the store) into ``refs/loopx/remote-node-anchors/<remote>/*``. Returns
+    {node: commit} ({} when there are none). Raises like ``fetch_remote``."""
+    from loopx.kernel.storage import anchors
+
+    listed = anchors.git(cwd, "ls-remote", remote, anchors.NODE_REFS + "*", timeout=REMOTE_TIMEOUT)
+    refs = {}
+    for row in listed.splitlines():
+        parts = row.split()
+        if len(parts) == 2 and parts[1].startswith(anchors.NODE_REFS):
+            refs[parts[1][len(anchors.NODE_REFS):]] = parts[0]
+    if refs:
+        anchors.git(cwd, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote,
+                    f"+{anchors.NODE_REFS}*:{REMOTE_NODE_REFS}{remote}/*", timeout=REMOTE_TIMEOUT)
+    return refs
+
+
 def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     """One result per anchor source that exists: ``store.anchors.file``, ``store.anchors.git`` and
     ``store.anchors.remote.<name>`` (plus ``store.anchors.rewound.<name>`` when the local ref lacks
@@ -46,11 +68,14 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     if not pid:
         return []
     out: list[dict] = []
+    here = store.node_id()
 
-    def judge(cid: str, where: str, found: list[dict], fix: str) -> None:
+    def judge(cid: str, where: str, found: list[dict], fix: str, strict: bool = False) -> None:
+        # strict only for this clone's own git ref; the data folder and remotes may hold anchors of
+        # other machines, whose view of other nodes can be ahead of this clone (not synced yet)
         if not found:
             return
-        bad = anchors.compare(store, found)
+        bad = anchors.compare(store, found, strict=strict, here=here)
         if bad is None:
             out.append(result(cid, "ok", f"{len(found)} anchor(s) in {where} match the log"))
         elif bad["kind"] == "repaired":
@@ -75,7 +100,7 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
         out.append(result("store.anchors.git", "warning", f"the git anchors cannot be read: {exc}", None))
         tip, found = None, []
     judge("store.anchors.git", anchors.REF, found, "compare .loopx/ with the anchored heads (`git log -p "
-          f"{anchors.REF}`)")
+          f"{anchors.REF}`)", strict=True)
     if not remotes:
         return out
     for remote in _remotes(cwd):
@@ -87,15 +112,59 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
                                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                               None))
             continue
-        if rtip is None:
+        fix = "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on as tampered"
+        if rtip is not None:
+            _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
+            judge(cid, f"{anchors.REF} on remote {remote}", rfound, fix)
+            writer = rfound[-1].get("node") if rfound else None
+            mine = writer == here if writer else not _several(store)  # another machine's anchors are not ours
+            if mine:
+                _rewound(out, cwd, remote, rtip, tip)
+        try:
+            nodes = fetch_node_refs(cwd, remote)
+        except Exception as exc:  # noqa: BLE001
+            out.append(result(f"store.anchors.nodes.{remote}", "warning", f"the per-node anchors on remote {remote} "
+                              f"cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", None))
             continue
-        _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
-        judge(cid, f"{anchors.REF} on remote {remote}", rfound,
-              "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on "
-              "as tampered")
-        if not tip or not anchors.is_ancestor(cwd, rtip, tip):
-            out.append(result(f"store.anchors.rewound.{remote}", "error",
-                              f"the local {anchors.REF} does not contain the anchors pushed to {remote} "
-                              f"(commit {rtip[:12]}): the local anchors were rewound or replaced",
-                              f"restore it: git update-ref {anchors.REF} {rtip}"))
+        if not nodes:
+            continue
+        found_all: list[dict] = []
+        ours = set(store.load(view="live")["meta"].get("chain") or {})
+        for node in sorted(nodes):
+            found_all += _node_anchors(cwd, f"{REMOTE_NODE_REFS}{remote}/{node}", ours)
+        judge(f"store.anchors.nodes.{remote}", f"{anchors.NODE_REFS}* ({len(nodes)} node(s)) on remote {remote}",
+              sorted(found_all, key=lambda a: a.get("at") or ""), fix)
+        if here in nodes:
+            _rewound(out, cwd, remote, nodes[here], tip)
     return out
+
+
+def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:
+    """The anchors on ``ref`` that speak of this store: each clone of a synced project has its own
+    project id (the anchor's file name), so every project file at the ref's tip is read and the
+    anchors naming at least one node whose records this store holds are kept."""
+    from loopx.kernel.storage import anchors
+
+    out: list[dict] = []
+    for name in anchors.git(cwd, "ls-tree", "--name-only", ref).splitlines():
+        if name.endswith(".json"):
+            _t, found = anchors.read_ref(cwd, ref, name[:-len(".json")])
+            out += [a for a in found if set(a["heads"]) & ours]
+    return out
+
+
+def _several(store) -> bool:
+    from loopx.kernel.storage import machines
+
+    return machines.several(store.load(view="live"))
+
+
+def _rewound(out: list, cwd: str, remote: str, rtip: str, tip: str | None) -> None:
+    """An error when the local anchor ref does not contain ``rtip``, this clone's anchors on ``remote``."""
+    from loopx.kernel.storage import anchors
+
+    if not tip or not anchors.is_ancestor(cwd, rtip, tip):
+        out.append(result(f"store.anchors.rewound.{remote}", "error",
+                          f"the local {anchors.REF} does not contain the anchors pushed to {remote} "
+                          f"(commit {rtip[:12]}): the local anchors were rewound or replaced",
+                          f"restore it: git update-ref {anchors.REF} {rtip}"))

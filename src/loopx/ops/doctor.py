@@ -236,6 +236,20 @@ def check_hosts(t: Target) -> list[dict]:
     return hostcheck.check(t.project_dir)
 
 
+def check_config(t: Target) -> dict:
+    """The user's config file parses (usage limits, notification targets and signing live there;
+    a broken file is otherwise noticed only by the commands that write it)."""
+    from loopx import config
+
+    problem = config.user_config_problem()
+    if problem:
+        return result("config", "error", problem + "; the usage limits and notification targets in it are not "
+                      "applied (signed approvals stay on if they were ever turned on)",
+                      "fix the TOML by hand, or remove the file and set them again")
+    where = config.config_path()
+    return result("config", "ok", f"user config {where}" if os.path.exists(where) else "no user config (defaults)")
+
+
 def check_signing(t: Target) -> list[dict]:
     """Signed approvals: the signing log chain, the allowed signers file, signer fingerprints, and
     (in a project) approvals whose signature does not verify or signatures while signing is off."""
@@ -268,7 +282,8 @@ def check_signing(t: Target) -> list[dict]:
     return out
 
 
-INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_signing)
+INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_config,
+                  check_signing)
 PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location, check_setup)
 
 

@@ -46,10 +46,15 @@ def check_chain(t) -> dict:
         return result("store.chain", "skipped", "format 1 has no hash chain (the next write migrates the store)")
     b = found["broken"]
     if b is not None:
+        names = _machine_names(store) if b["node"] is not None else {}
+        where = f"{b['stream']} seq {b['seq']}" + (f" (node {b['node']}{names.get(b['node'], '')})" if b["node"] else "")
+        more = [f"node {x['node']}{names.get(x['node'], '')} at {x['stream']} seq {x['seq']}"
+                for x in found["breaks"][1:] if x["node"] is not None]
+        also = f"; also broken: {', '.join(more)}" if more else ""
         return result("store.chain", "error",
-                      f"hash chain broken at {b['stream']} seq {b['seq']}: {b['reason']}",
-                      "compare .loopx/ with git (`git log -p .loopx/`) and the backups; the records from that "
-                      "seq on cannot be trusted")
+                      f"hash chain broken at {where}: {b['reason']}{also}",
+                      "compare .loopx/ with git (`git log -p .loopx/`) and the backups; that node's records from "
+                      "that seq on cannot be trusted (other nodes' chains are checked on their own)")
     seen = _cached_heads(store)
     if seen:
         gap = chain.check_heads(found["heads"], seen)
@@ -58,8 +63,36 @@ def check_chain(t) -> dict:
                           f"hash chain head mismatch at {gap['stream']} seq {gap['seq']}: {gap['reason']}",
                           "records were cut off or rewritten after loopx last read them; compare with git "
                           "(`git log -p .loopx/`)")
+    listing = ""
+    names = _node_labels(store) if len(found["nodes"]) > 1 else {}
+    if sum(1 for n in found["nodes"] if names.get(n) != "legacy") > 1:
+        # several machines: which wrote how much (a node nobody knows stands out here)
+        listing = "; " + ", ".join(f"{names.get(n) or n + ' (no machine name)'}: {k}"
+                                   for n, k in sorted(found["nodes"].items(), key=lambda x: (-x[1], x[0])))
     return result("store.chain", "ok",
-                  f"{found['chained']} records chained over {len(found['nodes'])} node(s), every link holds")
+                  f"{found['chained']} records chained over {len(found['nodes'])} node(s), every link holds"
+                  + (f" ({found['duplicates']} duplicate line(s) of a merge counted once)" if found.get("duplicates") else "")
+                  + listing)
+
+
+def _node_labels(store) -> dict:
+    """{node: machine name or "legacy"} for the nodes that have one; {} when the state cannot be read."""
+    try:
+        nodes = store.load(view="live").get("nodes") or {}
+    except Exception:  # noqa: BLE001 - a damaged store still gets its chain report
+        return {}
+    return {n: "legacy" if v.get("legacy") else v["host"] for n, v in nodes.items()
+            if isinstance(v, dict) and (v.get("legacy") or v.get("host"))}
+
+
+def _machine_names(store) -> dict:
+    """{node: " on <machine>"} for the nodes that named their machine (``node.registered``); empty
+    when the state cannot be read (doctor reports that elsewhere)."""
+    try:
+        nodes = store.load(view="live").get("nodes") or {}
+    except Exception:  # noqa: BLE001 - a damaged store still gets its chain report
+        return {}
+    return {n: f" on {v['host']}" for n, v in nodes.items() if isinstance(v, dict) and v.get("host")}
 
 
 def _cached_heads(store) -> dict:

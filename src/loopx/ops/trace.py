@@ -60,12 +60,17 @@ def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> di
     if os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep):
         raise UsageError(f"-o {output!r} is inside loopx's store", "write the trace outside .loopx/")
     rows, blobs, full, stubs = [], set(), 0, 0
+    seen: set = set()  # a line a union merge copied twice is exported once
     for stream in ("events", "evidence"):
         for line in _lines(store, stream):
             try:
                 rec = store.decode(line)
             except ValueError:
                 continue
+            digest = chain.line_hash(line)
+            if digest in seen:
+                continue
+            seen.add(digest)
             key = (rec.get("hlc") or [0, 0], rec.get("node") or "", rec.get("id") or "")
             if rec.get("goal") == gid:
                 full += 1
@@ -77,7 +82,7 @@ def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> di
                 stubs += 1
                 rows.append((key, {"stream": stream, "stub": {
                     "seq": rec.get("seq"), "node": rec.get("node"), "hlc": rec.get("hlc"), "prev": rec.get("prev"),
-                    "hash": chain.line_hash(line)}}))
+                    "hash": digest}}))
     rows.sort(key=lambda r: r[0])
     records = [r for _k, r in rows]
     members: dict[str, bytes] = {

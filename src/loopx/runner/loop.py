@@ -131,8 +131,10 @@ class Driver:
             cmd, shell = self.command(started, prompt_file, json_file)
 
             def tick():
+                from loopx.kernel.policy import shared
+
                 try:
-                    turn.renew(self.store, self.actor, rid, lease=self.lease)
+                    shared.renew(self.store, self.actor, rid, lease=self.lease)
                 except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
                     pass
 
@@ -211,7 +213,9 @@ class Driver:
             out["note"] = "finished by the agent"
         out.update(result=fin["result"], verified=fin["verified"], slots=0)
         if fin["verified"] and fin["result"] in ("progress", "completion"):
-            receipt = turn.spend_slot(self.store, self.actor, rid)
+            from loopx.kernel.policy import shared
+
+            receipt = shared.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
         if started.get("worktree"):
@@ -365,10 +369,10 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.sync.shared_tick)
-                from loopx.kernel.policy import sync as gs
+            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick)
+                from loopx.kernel.policy import shared
 
-                note = gs.shared_tick(store, goal_id)
+                note = shared.shared_tick(store, goal_id)
                 if note:
                     drv.log(note)
             d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
@@ -481,13 +485,14 @@ def _notify(store, state, d) -> None:
 
 def _start_turn(store, drv, goal_id: str, lease) -> dict:
     """``turn.next_turn``, or for a shared goal the claim through the git remote
-    (``loopx.kernel.policy.sync.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    (``loopx.kernel.policy.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    from loopx.kernel.policy import shared
     from loopx.kernel.policy import sync as gs
 
     if not gs.shared_goals(store.load(view="live"), goal_id):
         return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)
     try:
-        return gs.next_turn_synced(store, drv.actor, goal_id=goal_id, lease=lease,
+        return shared.next_turn_synced(store, drv.actor, goal_id=goal_id, lease=lease,
                                    remote=(gs.read_status(store) or {}).get("remote"), driven=True)
     except gs.RemoteUnreachable as exc:
         return {"started": False, "decision": {"decision": "wait", "reason": "remote_unreachable", "goal_id": goal_id,

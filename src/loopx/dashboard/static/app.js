@@ -344,7 +344,7 @@ function gateCard(project, gate) {
     h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
       gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
     gate.status === "pending" ? gateForm(project, gate)
-      : h("p", { class: "meta" }, `${gate.status} by ${gate.decided_by} via ${gate.channel || "?"} · ${when(gate.decided)}`,
+      : h("p", { class: "meta" }, `${gate.status} by ${gate.decided_by}${gate.decided_on ? ` on ${gate.decided_on}` : ""} via ${gate.channel || "?"} · ${when(gate.decided)}`,
         gate.note ? ` · “${gate.note}”` : "",
         gate.used ? ` · used ${when(gate.used.ts)} by ${gate.used.by || "?"}` : ""));
 }
@@ -394,7 +394,7 @@ function runItem(r) {
     h("div", { class: "run-head" }, h("strong", {}, when(r.started)), " ", chip(r.result || "in progress", r.result || "running"),
       r.finished && (r.result === "progress" || r.result === "completion")
         ? (r.verified ? chip("verified", "ok") : chip("not verified", "muted")) : null,
-      h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
+      h("span", { class: "muted small" }, ` ${r.id} · ${r.agent || "?"}${r.machine ? ` on ${r.machine}` : ""} · ${r.mode || "work"} · ${r.slots} slot(s)`)),
     r.decision ? h("p", { class: "small" }, `last should-run decision: ${r.decision.decision} (${r.decision.reason || ""}) ${r.decision.message || ""}`) : null,
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
     r.finished ? h("p", { class: "small" }, usageText(r)) : null,

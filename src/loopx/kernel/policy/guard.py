@@ -361,11 +361,12 @@ def _names_store(word: str) -> bool:
         word.rstrip("/").endswith(".loopx*") or word in (".lo*", ".l*", ".*")
 
 
-def gate_state(state: dict, goal_id: str, kind: str) -> tuple[str, dict | None]:
+def gate_state(state: dict, goal_id: str, kind: str, node: str | None = None) -> tuple[str, dict | None]:
     """``("approved"|"pending"|"none", gate)``: a usable approved gate (standing, or single-use and
-    not used yet; see ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind
-    (pending or rejected) was opened after that approval."""
-    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate)
+    not used yet; in a shared goal reserved for an open run of clone ``node``; see
+    ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind (pending or
+    rejected) was opened after that approval."""
+    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate, node=node)
     same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
     if approved is not None:
         newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
@@ -387,13 +388,23 @@ def governing_goals(state: dict, goal_id: str | None = None) -> list[dict]:
     return [g for g in state["goals"].values() if g["status"] in ("active", "paused")]
 
 
-def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
-    status, gate = gate_state(state, goal["id"], kind)
+def _deny(kind: str, what: str, goal: dict, state: dict, rule: str, node: str = "") -> dict:
+    status, gate = gate_state(state, goal["id"], kind, node)
     if status == "approved":
         return {}
     gid = goal["id"]
     used = gates.last_used(state, gid, kind) if status == "none" else None
-    if used is not None:
+    elsewhere = _unreserved(state, gid, kind, node) if status == "none" and goal.get("shared") else None
+    if elsewhere is not None:
+        res = elsewhere.get("reserved") or {}
+        where = (f"reserved for run {res.get('run')} on {res.get('host') or res.get('node')}" if res.get("run")
+                 else "not reserved for a run on this machine yet")
+        reason = (f"loopx: `{what}` is a protected action ({kind}) of shared goal {gid}. Gate {elsewhere['id']} approved "
+                  f"it once and that approval is {where}: in a shared goal a single-use approval is reserved "
+                  f"through the remote for one run when the run starts (`loopx next --sync`, `loopx run`). "
+                  f"Finish this turn with `loopx turn finish --result blocked`; the next turn started through "
+                  f"the remote may use it. Never approve a gate yourself.")
+    elif used is not None:
         reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}. Gate {used['id']} approved it once "
                   f"and that approval was used at {(used.get('used') or {}).get('ts')}. Ask again: open a new gate "
                   f"(loopx gate open --goal-id {gid} --kind {kind} --question \"...\") and stop; never approve it yourself.")
@@ -410,8 +421,25 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str) -> dict:
             "gate_status": status, "reason": reason, "rule": rule}
 
 
+def _unreserved(state: dict, goal_id: str, kind: str, node: str) -> dict | None:
+    """The newest single-use approval of ``kind`` that is approved and unused but not reserved for
+    an open run of this clone (so the guard does not count it), or None."""
+    hits = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind
+            and gates.usable(g) and not gates.usable(g, state, node) and (verify_gate(g))]
+    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
+
+
+def local_node(project_dir: str) -> str:
+    """This clone's node id (``.loopx/node``), "" when it has none (no reservation then matches)."""
+    try:
+        with open(os.path.join(project_dir, ".loopx", "node"), "rb") as fh:
+            return fh.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
+
 def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str | None = None,
-             goal_id: str | None = None, branch_of=None, git=None) -> dict:
+             goal_id: str | None = None, branch_of=None, git=None, node: str | None = None) -> dict:
     """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
 
     ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
@@ -420,9 +448,13 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     ``governance``, whatever the goal); a command or path mapping to a kind the goal protects
     without an approved gate (a mapping that cannot be resolved is denied too: fail closed); an
     edit inside ``.loopx/``, in a denied path, outside every allowed glob, or of a file with more
-    than one hard link."""
+    than one hard link. ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
+    goal only approvals reserved for an open run of this clone count."""
     from loopx.kernel.policy import gitpush
 
+    if node is None and any(g.get("shared") for g in state["goals"].values()):
+        node = local_node(project_dir)
+    node = node or ""
     cwd = cwd or project_dir
     git = git or gitpush.Git(branch_of)
     uses: list[dict] = []
@@ -439,10 +471,10 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                 if hit["kind"] == "*" and protect:
                     return _unresolved(hit, goal, sorted(protect)[0])
                 if hit["kind"] in protect:
-                    status, gate = gate_state(state, goal["id"], hit["kind"])
+                    status, gate = gate_state(state, goal["id"], hit["kind"], node)
                     if hit.get("unresolved") and status != "approved":
                         return _unresolved(hit, goal, hit["kind"])
-                    verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"])
+                    verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"], node)
                     if verdict:
                         return verdict
                     if gate["id"] not in [u["gate_id"] for u in uses]:
@@ -458,7 +490,7 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
         rel = scope.project_relative(project_dir, path, cwd)
         if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
             rel = worktrees.strip(rel, worktrees.prefix(project_dir))
-        verdict = _path_verdict(state, goals, rel, branch_of)
+        verdict = _path_verdict(state, goals, rel, branch_of, node)
         if not verdict and how == "edit":
             verdict = _link_verdict(path, cwd, rel)
         if verdict:
@@ -532,7 +564,7 @@ def _link_verdict(path: str, cwd: str | None, rel: str) -> dict:
     return {}
 
 
-def _path_verdict(state: dict, goals: list[dict], rel: str, branch_of) -> dict:
+def _path_verdict(state: dict, goals: list[dict], rel: str, branch_of, node: str = "") -> dict:
     if rel == ".loopx" or rel.startswith(".loopx/"):
         return {"allow": False, "kind": "scope", "path": rel, "reason": (
             f"loopx: {rel} is loopx's own store; never edit it directly. Use loopx commands "
@@ -550,7 +582,7 @@ def _path_verdict(state: dict, goals: list[dict], rel: str, branch_of) -> dict:
         for g in goals:
             for r in config(g)["rules"]:
                 if r.get("path") and r["kind"] in (g["scope"].get("protect") or []) and scope.matches(r["path"], rel):
-                    verdict = _deny(r["kind"], f"edit {rel}", g, state, r["path"])
+                    verdict = _deny(r["kind"], f"edit {rel}", g, state, r["path"], node)
                     if verdict:
                         return verdict
         return {}

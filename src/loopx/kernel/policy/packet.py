@@ -98,7 +98,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
         from loopx.kernel.write.signing import approval_counts as verify_gate  # guard.verify_gate, without
         # importing the guard's shell parser for a packet
 
-        ok = covering_gate(state, goal_id, action, verify=verify_gate)
+        ok = covering_gate(state, goal_id, action, verify=verify_gate, run_id=run_id)
         wait = next((x for x in pending if x["kind"] == action), None)
         used = last_used(state, goal_id, action) if not ok and not wait else None
         word = "approved" if ok else ("pending" if wait else ("used" if used else "none"))

@@ -16,7 +16,9 @@ life of the goal) gathers::
      "problems": {"failures": [{run_id, todo_id, result, note, finished}], "stalls": n,
                   "skips": n},
      "decision": <should-run decision dict, not recorded>,
-     "next_steps": [str]}
+     "next_steps": [str],
+     "machines": {node: name} (only when records of several machines are in the store; then the
+                 turns and failures also carry ``machine`` and the decided gates ``decided_on``)}
 
 ``render_markdown(d) -> str`` renders it; agent-written text is escaped so it shows as text in
 any Markdown or HTML viewer.
@@ -69,7 +71,26 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
         "decision": d,
     }
     out["next_steps"] = _next_steps(out, d)
+    _with_machines(out, state, runs)
     return out
+
+
+def _with_machines(out: dict, state: dict, runs: list[dict]) -> None:
+    """When the store holds records of several machines, name the machine of each turn, decided
+    gate, done todo and failure (``machine``, ``decided_on``) and list them (``machines``)."""
+    from loopx.kernel.storage import machines
+
+    if not machines.several(state):
+        return
+    names = machines.labels(state)
+    by_run = {r["id"]: machines.label(names, r.get("node")) for r in runs}
+    out["machines"] = names
+    for t in out["rounds"]["turns"]:
+        t["machine"] = by_run.get(t["run_id"])
+    for f in out["problems"]["failures"]:
+        f["machine"] = by_run.get(f["run_id"])
+    for x in out["gates"]["decided"]:
+        x["decided_on"] = machines.label(names, state["gates"][x["id"]].get("decided_node"))
 
 
 def _progress(groups: dict, since_iso: str) -> dict:
@@ -154,6 +175,11 @@ def _next_steps(r: dict, d: dict) -> list[str]:
     return steps
 
 
+def _on(machine: str | None) -> str:
+    """`` on <machine>`` (the machine of a turn or decision, in a multi-machine store) or nothing."""
+    return f" on {_t(machine, 80)}" if machine else ""
+
+
 def _n(count: int, noun: str) -> str:
     """``1 turn``, ``2 turns``, ``0 turns``."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
@@ -165,7 +191,11 @@ def render_markdown(d: dict) -> str:
     if g.get("done_when"):
         L += [f"**Done when:** {_t(g['done_when'], 1000)}", ""]
     since = d["period"]["since"] or g.get("created")
-    L += [f"Status **{g['status']}** · period {since} to {d['period']['until']}", "", "## Progress", ""]
+    L += [f"Status **{g['status']}** · period {since} to {d['period']['until']}", ""]
+    if d.get("machines"):
+        L += ["Machines: " + ", ".join(f"{_t(name, 80)} (`{node}`)" for node, name in sorted(d["machines"].items(),
+                                                                                        key=lambda x: x[1])), ""]
+    L += ["## Progress", ""]
     c = p["counts"]
     L.append(f"{c['done']} done, {c['open'] + c['claimed'] + c['expired']} open, {c['blocked']} blocked.")
     L.append("")
@@ -197,7 +227,8 @@ def render_markdown(d: dict) -> str:
             c = t.get("changes")
             ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, {c['commit_count']} commit(s)"
                   + ("" if c.get("committed") else ", uncommitted")) if c else ""
-            L.append(f"- `{t['run_id']}` {t['result']} on {t['todo_id'] or 'planning'}: {usage_line(t.get('usage'))}{ch}")
+            L.append(f"- `{t['run_id']}` {t['result']} on {t['todo_id'] or 'planning'}{_on(t.get('machine'))}: "
+                     f"{usage_line(t.get('usage'))}{ch}")
         L.append("")
     for e in r.get("host_errors") or []:
         L.append(f"- host could not work in `{e['run_id']}`: {e['reason']}: {_t(e['message'], 200)}")
@@ -209,7 +240,8 @@ def render_markdown(d: dict) -> str:
         L.append(f"- **pending** `{x['id']}` ({x['kind']}): {_t(x['question'])}")
     for x in gates["decided"]:
         note = f" -- {_t(x['note'])}" if x.get("note") else ""
-        L.append(f"- {x['status']} `{x['id']}` ({x['kind']}) by {_t(x['decided_by'])}: {_t(x['question'])}{note}")
+        L.append(f"- {x['status']} `{x['id']}` ({x['kind']}) by {_t(x['decided_by'])}{_on(x.get('decided_on'))}: "
+                 f"{_t(x['question'])}{note}")
     if not gates["pending"] and not gates["decided"]:
         L.append("No gates in this period.")
     L += ["", "## Key evidence", ""]
@@ -223,7 +255,7 @@ def render_markdown(d: dict) -> str:
     L += ["", "## Stalls and failures", "",
           f"{_n(len(pr['failures']), 'unproductive turn')} listed, {_n(pr['stalls'], 'stall')}, "
           f"{_n(pr['skips'], 'skip decision')}."]
-    L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}: {_t(f.get('note'), 200) or 'no note'}"
-          for f in pr["failures"]]
+    L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}{_on(f.get('machine'))}: "
+          f"{_t(f.get('note'), 200) or 'no note'}" for f in pr["failures"]]
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
     return "\n".join(L) + "\n"

@@ -28,8 +28,14 @@ from loopx.errors import Conflict, StateError
 NODES = "refs/loopx/nodes/"
 FETCHED = "refs/loopx/fetched/"
 CLAIMS = "refs/loopx/claims"
+GATES = "refs/loopx/ledger/gates"
+SPENDS = "refs/loopx/ledger/spends"
+RESERVATIONS = "refs/loopx/ledger/reservations"
+LEDGERS = {CLAIMS: "claims.json", GATES: "gates.json", SPENDS: "spends.json", RESERVATIONS: "reservations.json"}
 STREAMS = ("events", "evidence")
 CAS_TRIES = 30
+# every ledger in one fetch (globs never fail on a remote that lacks them yet)
+LEDGER_SPECS = ("+refs/loopx/claim*:refs/loopx/claim*", "+refs/loopx/ledger/*:refs/loopx/ledger/*")
 
 
 class RemoteUnreachable(StateError):
@@ -95,14 +101,35 @@ class Git:
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         return self.out(*args)
 
-    def fetch(self, *specs: str) -> None:
+    def commit_ref(self, ref: str, files: dict[str, bytes], parent: str | None, message: str) -> str:
+        """Write a commit whose tree is exactly ``files`` on top of ``parent`` and point the local
+        ``ref`` at it, in one ``git fast-import`` (instead of hash-object, mktree, commit-tree and
+        update-ref). Returns the commit."""
+        import time
+
+        msg = message.encode()
+        parts = [f"commit {ref}\nmark :1\ncommitter loopx <loopx@localhost> {int(time.time())} +0000\n".encode(),
+                 b"data %d\n" % len(msg), msg, b"\n"]
+        if parent:
+            parts.append(f"from {parent}\n".encode())
+        parts.append(b"deleteall\n")
+        for name, body in sorted(files.items()):
+            parts += [f"M 100644 inline {name}\n".encode(), b"data %d\n" % len(body), body, b"\n"]
+        parts.append(b"\nget-mark :1\n")
+        out = self.run("fast-import", "--quiet", "--force", data=b"".join(parts)).stdout.decode().split()
+        return out[-1] if out else self.out("rev-parse", ref)
+
+    def fetch(self, *specs: str) -> bool:
+        """``git fetch REMOTE SPECS``. False when a named (non-glob) ref is not on the remote.
+        Raises RemoteUnreachable."""
         p = self.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, *specs, check=False)
         if p.returncode != 0:
             err = p.stderr.decode("utf-8", "replace").strip()
             if "couldn't find remote ref" in err:
-                return
+                return False
             raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {err.splitlines()[-1] if err else p.returncode}",
                                     "the loop goes on locally; shared claims wait until the remote answers")
+        return True
 
     def push(self, src: str, dst: str, expect: str | None) -> bool:
         """Push ``src`` to ``dst`` if the remote still has ``expect`` there (None: no such ref).
@@ -137,39 +164,6 @@ def project_git(store, remote: str | None) -> Git:
 
 
 # ------------------------------------------------------------------ records
-def own_lines(store, node: str, others: set | frozenset = frozenset()) -> dict[str, bytes]:
-    """{stream: the lines this node carries, in file order, newline-terminated}: every line whose
-    ``node`` is not one of ``others`` (the nodes that carry their own records on the remote). So
-    ``node``'s own records, and also records of a node with no ref of its own (a format-1 store's
-    ``legacy`` node after migration, lines that came in by a union merge); a record carried by two
-    nodes is imported once (by id)."""
-    from json import loads
-
-    from loopx.kernel.storage.store import decode
-
-    out = {}
-    for stream in STREAMS:
-        parts = []
-        seen = set()
-        for path in store.stream_paths(stream):
-            try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
-            except FileNotFoundError:
-                continue
-            for line in data.split(b"\n")[:-1]:
-                try:
-                    rec = decode(line, loads)
-                except ValueError:
-                    continue
-                if rec.get("node") in others or rec.get("id") in seen:
-                    continue
-                seen.add(rec.get("id"))
-                parts.append(line + b"\n")
-        out[stream] = b"".join(parts)
-    return out
-
-
 def known_ids(store) -> set:
     """Every record id in the local store (both streams)."""
     seen = set()
@@ -180,35 +174,51 @@ def known_ids(store) -> set:
     return seen
 
 
-def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
+def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | None = None) -> tuple[int, bool]:
     """Append each good line of ``blobs`` whose id the store lacks, verbatim, to the open stream
-    files (under the store lock; the ids are read before it, which is safe because only this
-    clone's own new records can appear meanwhile and the caller holds the sync lock). Returns how
-    many lines were appended."""
+    files (under the store lock). ``carriers``: the node whose chain each blob came from; when
+    given, a line of that node is known to be new (it arrives once, through its own chain) and the
+    store's ids are read only if some line belongs to another node; without it they are always
+    read (before the lock, which is safe because only this clone's own new records can appear
+    meanwhile and the caller holds the sync lock). Returns (lines appended, complete: False when a
+    stream was left for the next sync because its tail is torn)."""
     from json import loads
 
     from loopx.kernel.storage.store import decode
 
-    added = 0
+    added, complete = 0, True
     if any(_torn(store, stream) for stream in STREAMS):
         store.transact(lambda state, now: [], actor="loopx:sync")  # the writer repairs a torn tail first
-    seen = known_ids(store)
+    decoded = []
+    foreign = carriers is None
+    for i, files in enumerate(blobs):
+        group = {}
+        for stream in STREAMS:
+            recs = []
+            for line in files.get(stream, b"").split(b"\n"):
+                if not line:
+                    continue
+                try:
+                    rec = decode(line, loads)
+                except ValueError:
+                    continue  # a damaged line on the remote: never imported
+                if carriers is not None and rec.get("node") != carriers[i]:
+                    foreign = True
+                recs.append((rec.get("id"), line))
+            group[stream] = recs
+        decoded.append(group)
+    seen = known_ids(store) if foreign else set()
     with store.lock():
         for stream in STREAMS:
             if _torn(store, stream):
+                complete = False
                 continue  # torn again since (a writer killed just now): the next sync imports it
             new = []
-            for files in blobs:
-                for line in files.get(stream, b"").split(b"\n"):
-                    if not line:
+            for group in decoded:
+                for rid, line in group[stream]:
+                    if rid in seen:
                         continue
-                    try:
-                        rec = decode(line, loads)
-                    except ValueError:
-                        continue  # a damaged line on the remote: never imported
-                    if rec.get("id") in seen:
-                        continue
-                    seen.add(rec.get("id"))
+                    seen.add(rid)
                     new.append(line + b"\n")
             if not new:
                 continue
@@ -222,7 +232,7 @@ def import_lines(store, blobs: list[dict[str, bytes]]) -> int:
             finally:
                 os.close(fd)
             added += len(new)
-    return added
+    return added, complete
 
 
 def _torn(store, stream: str) -> bool:
@@ -238,55 +248,103 @@ def _torn(store, stream: str) -> bool:
 
 
 def ensure_node(store) -> str:
-    """This clone's node id, writing an empty transaction first when the store has none yet (which
-    also migrates a format-1 store)."""
-    node = store.node_id()
-    if node is None:
-        store.transact(lambda state, now: [], actor="human")
-        node = store.node_id(create=True)
-    return node
+    """This clone's node id, after naming its machine in the store once (``node.registered``, which
+    the push then carries; see kernel/storage/machines.py). The transaction that writes it also
+    creates the id and migrates a format-1 store."""
+    from loopx.kernel.storage import machines
+
+    return machines.register(store)
 
 
 # ------------------------------------------------------------------ exchange
 def exchange(store, git: Git) -> dict:
-    """Push this node's records to ``refs/loopx/nodes/<node>``, fetch every node's ref and import
-    the records this clone lacks. Returns {"node", "pushed", "imported", "nodes"}.
+    """Push this node's new records to ``refs/loopx/nodes/<node>``, fetch every node's ref and the
+    shared ledgers, and import the records this clone lacks: only what changed since the last sync
+    is read (``synclog``). Returns {"node", "pushed", "imported", "nodes"}.
     Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
+    from loopx.kernel.policy import synclog
+
     node = ensure_node(store)
-    git.fetch(f"+{NODES}*:{FETCHED}*")
-    pushed = push_own(store, git, node)
-    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
-    others = [r for r in listing.splitlines() if r and r != FETCHED + node]
-    blobs = [{s: git.blob(r, f"{s}.jsonl") for s in STREAMS} for r in others]
-    imported = import_lines(store, blobs) if blobs else 0
+    git.fetch(f"+{NODES}*:{FETCHED}*", *LEDGER_SPECS)
+    refs = _refs(git, node)
+    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    pushed, cache, full = _push(store, git, node, others, refs)
+    heads = {} if full else dict(cache.get("heads") or {})
+    after = {ref[len(FETCHED):]: head for ref, head in others.items()}
+    # the store's ids are checked when a node is seen for the first time (its records may have come
+    # another way) and after an import that stopped between appending and remembering its heads
+    check = full or cache.get("importing") or any(heads.get(n) is None for n in after)
+    blobs, carriers = synclog.chains(git, after, heads)
+    if blobs:
+        synclog.write_heads(store, {**cache, "importing": True})
+    imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
+    if complete:
+        cache["heads"] = {**heads, **after}
+        cache.pop("importing", None)
+        synclog.write_heads(store, cache)
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
 
+def _refs(git: Git, node: str) -> dict[str, str]:
+    """{ref: commit} of every fetched node ref and this node's own ref (one git call)."""
+    listing = git.out("for-each-ref", "--format=%(refname) %(objectname)", FETCHED, NODES + node)
+    return dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
+
+
 def push_own(store, git: Git, node: str) -> int:
-    """Push this node's records when the remote's copy (as last fetched) differs; returns how many
-    records the pushed commit holds (0 when nothing was pushed). Raises Conflict when the remote's
-    ref moved (another clone with the same node id)."""
+    """Push the records written here since the last push (``exchange`` does this first; ``next
+    --sync`` again after its claim). Returns how many lines the new commit holds (0: nothing new).
+    Raises Conflict when the remote's ref moved (another clone with the same node id)."""
+    refs = _refs(git, node)
+    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    return _push(store, git, node, others, refs)[0]
+
+
+def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, dict, bool]:
+    """(lines pushed, the sync cache, whether the positions had to be rebuilt by a full pass)."""
+    from loopx.kernel.policy import synclog
+
+    cache = synclog.read_heads(store)
+    if cache.get("node") != node:
+        cache = {"node": node}
+    names = {r[len(FETCHED):] for r in others}
+    got = synclog.new_lines(store, cache.get("push"))
+    full = got is None
+    lines, pos = synclog.all_lines(store) if full else got
     mine = NODES + node
-    listing = git.out("for-each-ref", "--format=%(refname)", FETCHED)
-    others = {r[len(FETCHED):] for r in listing.splitlines() if r and r != FETCHED + node}
-    files = own_lines(store, node, others)
-    files = {f"{k}.jsonl": v for k, v in files.items()}
-    remote_head = git.ref(FETCHED + node)
-    local_head = git.ref(mine)
-    pushed = 0
-    base = remote_head or local_head
-    if base is None or any(git.blob(base, name) != body for name, body in files.items()):
-        if remote_head is not None and local_head is not None and remote_head != local_head:
-            base = remote_head
-        new = git.commit(files, base, f"loopx records of node {node}")
-        git.run("update-ref", mine, new)
+    remote_head = refs.get(FETCHED + node)
+    skip: set = set()
+    if full and remote_head:  # leave out what the node's chain on the remote already carries (a local
+        for files in synclog.chain_blobs(git, remote_head):  # commit whose push failed does not count)
+            for part in files.values():
+                skip.update(rid for _, rid in _ids(part))
+    picked = synclog.pick(lines, names, skip)
+    pushed = sum(len(v) for v in picked.values())
+    if pushed or remote_head is None:  # a first sync announces the node
+        files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
+        new = git.commit_ref(mine, files, remote_head, f"loopx records of node {node}")
         if not git.push(mine, mine, remote_head):
             raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
                            "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
                            "of them and sync again")
         git.run("update-ref", FETCHED + node, new)
-        pushed = sum(body.count(b"\n") for body in files.values())
-    return pushed
+    cache["push"] = pos
+    synclog.write_heads(store, cache)
+    return pushed, cache, full
+
+
+def _ids(blob: bytes):
+    """(line, id) of each good line of ``blob``."""
+    from json import loads
+
+    from loopx.kernel.storage.store import decode
+
+    for line in blob.split(b"\n"):
+        if line:
+            try:
+                yield line, decode(line, loads).get("id")
+            except ValueError:
+                continue
 
 
 def state_hash(store) -> str:
@@ -301,18 +359,47 @@ def state_hash(store) -> str:
 
 
 # ------------------------------------------------------------------ claims
-def read_claims(git: Git) -> tuple[str | None, dict]:
-    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``."""
+def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
+    """(commit, document) of the local copy of the shared ledger ``ref`` ((None, {}) when absent).
+    Raises StateError (exit 3, ``ledger_damaged``) when its file is not a JSON object."""
     import json
 
-    head = git.ref(CLAIMS)
-    if head is None:
+    raw = git.run("cat-file", "--batch", data=f"{ref}^{{commit}}\n{ref}:{LEDGERS[ref]}\n".encode()).stdout
+    got = []
+    i = 0
+    for _ in range(2):  # "<sha> <type> <size>\n<content>\n", or "<name> missing\n"
+        nl = raw.find(b"\n", i)
+        if nl < 0:
+            break
+        head = raw[i:nl].split()
+        i = nl + 1
+        if len(head) == 3 and head[2].isdigit():
+            size = int(head[2])
+            got.append((head[0].decode(), raw[i:i + size]))
+            i += size + 1
+        else:
+            got.append((None, b""))
+    if not got or got[0][0] is None:
         return None, {}
     try:
-        data = json.loads(git.blob(head, "claims.json") or b"{}")
+        data = json.loads((got[1][1] if len(got) > 1 else b"") or b"{}")
     except ValueError:
-        data = {}
-    return head, data if isinstance(data, dict) else {}
+        data = None
+    if not isinstance(data, dict):  # never overwritten silently: what it held may still count
+        raise StateError(f"the shared ledger {ref} is damaged ({LEDGERS[ref]} at {got[0][0][:12]} is not a JSON object)",
+                         f"look at it (`git show {ref}:{LEDGERS[ref]}`); to start it afresh, delete it on the remote "
+                         f"(`git push {git.remote} :{ref}`): each clone drops its copy at its next update",
+                         code="ledger_damaged")
+    return got[0][0], data
+
+
+def read_claims(git: Git) -> tuple[str | None, dict]:
+    """(commit, {todo_id: entry}) of the local copy of ``refs/loopx/claims``, for views (status,
+    sync): a damaged copy reads as empty here; the next claim reports it (``read_ledger``)."""
+    try:
+        return read_ledger(git, CLAIMS)
+    except StateError:
+        return None, {}
 
 
 def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
@@ -322,49 +409,72 @@ def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
 
 
 def host_name() -> str:
-    import socket
+    """This machine's name (``loopx.kernel.storage.machines.host_name``: the one definition)."""
+    from loopx.kernel.storage.machines import host_name as name
 
-    return env("LOOPX_HOST") or socket.gethostname()
+    return name()
 
 
-def claim(store, git: Git, pick, agent: str, until: str) -> dict:
-    """Linearise one claim through ``refs/loopx/claims``. ``pick(taken)`` returns the todo id to
-    claim given {todo_id: entry} held elsewhere, or None when nothing is left. Fetch, pick, push
-    with a lease on the commit seen; a rejected push fetches and picks again (at most CAS_TRIES).
-    Returns {"todo_id": str|None, "tries": int, "lost": [{"todo_id", "host", "node", "seconds"}]}."""
+def cas(git: Git, ref: str, step, message: str) -> dict:
+    """One compare-and-swap update of the shared ledger ``ref`` (one of ``LEDGERS``): fetch it,
+    call ``step(doc, attempt) -> (new_doc | None, result)`` on its JSON document, and push
+    ``new_doc`` as a commit on top of the commit fetched with ``--force-with-lease`` on that commit,
+    so of two pushes built on one commit exactly one wins. A refused push fetches, calls ``step``
+    again on the newer document (at most CAS_TRIES, with a random pause that grows with each try);
+    ``new_doc`` None pushes nothing. Returns {"result": the last step's result, "tries": int,
+    "pushed": bool}. Raises RemoteUnreachable (exit 3), Conflict when the ref kept moving."""
     import json
+    import random
+    import time
 
+    for attempt in range(1, CAS_TRIES + 1):
+        if not git.fetch(f"+{ref}:{ref}"):  # the remote has none (yet, or deleted): neither has this copy
+            git.run("update-ref", "-d", ref, check=False)
+        head, doc = read_ledger(git, ref)
+        new, result = step(doc, attempt)
+        if new is None:
+            return {"result": result, "tries": attempt, "pushed": False}
+        body = json.dumps(new, sort_keys=True, indent=0).encode()
+        commit = git.commit({LEDGERS[ref]: body}, head, message)
+        if git.push(commit, ref, head):
+            git.run("update-ref", ref, commit)
+            return {"result": result, "tries": attempt, "pushed": True}
+        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
+    raise Conflict(f"{ref} kept moving: nothing pushed after {CAS_TRIES} tries",
+                   "many machines are updating it at once; try again")
+
+
+def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
+    """Linearise one claim through ``refs/loopx/claims`` (``cas``). ``pick(taken)`` returns the
+    todo id to claim given {todo_id: entry} held elsewhere, or None when nothing is left; a refused
+    push picks again on the newer copy. ``keep``: when given, the todos this clone still holds a
+    live claim on; this node's other entries (runs finished or released here) are dropped by the
+    same push, so the remote frees them before their lease ends. Returns {"todo_id": str|None, "tries": int, "lost":
+    [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
     from loopx.kernel.storage import clock
 
     node = ensure_node(store)
     lost: list[dict] = []
-    wanted = None
-    for attempt in range(1, CAS_TRIES + 1):
-        git.fetch(f"+{CLAIMS}:{CLAIMS}")
-        head, claims = read_claims(git)
+    wanted: list = [None]
+
+    def step(claims, attempt):
         now = clock.now()
         held = live_claims(claims, clock.iso(now), node)
-        if wanted is not None and wanted in held:
-            c = held[wanted]
-            lost.append({"todo_id": wanted, "host": c.get("host"), "node": c.get("node"),
+        if wanted[0] is not None and wanted[0] in held:
+            c = held[wanted[0]]
+            lost.append({"todo_id": wanted[0], "host": c.get("host"), "node": c.get("node"),
                          "seconds": _seconds_between(c.get("at"), now)})
         tid = pick(held)
         if tid is None:
-            return {"todo_id": None, "tries": attempt, "lost": lost}
-        wanted = tid
-        claims = {t: c for t, c in claims.items() if t in live_claims(claims, clock.iso(now)) or t == tid}
-        claims[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
-        body = json.dumps(claims, sort_keys=True, indent=0).encode()
-        new = git.commit({"claims.json": body}, head, f"loopx claim {tid} by {agent} on {host_name()}")
-        if git.push(new, CLAIMS, head):
-            git.run("update-ref", CLAIMS, new)
-            return {"todo_id": tid, "tries": attempt, "lost": lost}
-        import random
-        import time
+            return None, None
+        wanted[0] = tid
+        new = {t: c for t, c in live_claims(claims, clock.iso(now)).items()
+               if keep is None or c.get("node") != node or t in keep}
+        new[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
+        return new, tid
 
-        time.sleep(random.uniform(0, min(2.0, 0.05 * attempt)))  # jitter: many machines refused at once spread out
-    raise Conflict(f"refs/loopx/claims kept moving: no claim after {CAS_TRIES} tries",
-                   "many machines are claiming at once; run `loopx next --sync` again")
+    got = cas(git, CLAIMS, step, f"loopx claim by {agent} on {host_name()}")
+    return {"todo_id": got["result"], "tries": got["tries"], "lost": lost}
 
 
 def _seconds_between(at, now) -> int | None:
@@ -453,42 +563,6 @@ def is_shared(root: str) -> bool:
         return False
 
 
-def shared_tick(store, goal_id: str | None = None) -> str | None:
-    """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
-    has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
-    remote (each git call bounded by LOOPX_SYNC_TIMEOUT). Skipped after one ``stat`` and a small
-    read when nothing is shared, and when another process is syncing. Returns a one-line note
-    when the remote could not be reached (the loop goes on locally), else None."""
-    if not is_shared(store.root):
-        return None
-    from loopx.errors import LoopxError
-    from loopx.kernel.storage import clock
-
-    last = read_status(store) or {}
-    try:
-        age = (clock.now() - clock.parse_ts(last.get("attempt") or "")).total_seconds()
-    except Exception:  # noqa: BLE001 - a damaged cache entry: sync now
-        age = None
-    if age is not None and 0 <= age < every():
-        return None
-    remote = last.get("remote")
-    try:
-        git = project_git(store, remote)
-        from loopx.kernel.storage.fs import locked
-
-        with locked(store.path("cache", "sync.lock"), 0):
-            exchange(store, git)
-            git.fetch(f"+{CLAIMS}:{CLAIMS}")
-            note_synced(store, git.remote, git=git)
-    except LoopxError as exc:
-        if exc.code == "store_busy":
-            return None  # another process is syncing this clone now
-        note_synced(store, remote or "origin", exc.message)
-        return (f"shared goal not synced: {exc.message}; the loop goes on locally and shared claims wait "
-                "until the remote answers")
-    return None
-
-
 def read_status(store) -> dict | None:
     import json
 
@@ -498,59 +572,3 @@ def read_status(store) -> dict | None:
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
-
-
-def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=None, remote: str | None = None,
-                     driven: bool = False) -> dict:
-    """``next --sync`` (and ``loopx run`` on a shared goal): exchange records, claim through the
-    remote (compare-and-swap on refs/loopx/claims), then start the turn on that todo. Returns what
-    ``turn.next_turn`` returns plus ``sync`` ({node, pushed, imported, nodes, claim_tries, lost});
-    when every ready todo is claimed elsewhere the decision is ``wait`` (reason
-    ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
-    Raises RemoteUnreachable (exit 3), StateError, Conflict."""
-    from datetime import timedelta
-
-    from loopx.kernel.policy import turn
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import todos
-    git = project_git(store, remote)
-    with sync_lock(store):
-        ex = exchange(store, git)
-        resumed = turn._resume(store, actor, goal_id, driven)
-        if resumed is not None:
-            resumed["sync"] = {**ex, "claim_tries": 0, "lost": []}
-            return resumed
-        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
-        last: dict = {}
-
-        def pick(held):
-            d = turn.pick_todo(store, actor, held, goal_id=goal_id)
-            last["decision"], last["held"] = d, held
-            return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
-
-        got = claim(store, git, pick, actor, until)
-        tid = got["todo_id"]
-        sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}
-        if tid is None:
-            d = dict(last.get("decision") or {})
-            if got["lost"] and d.get("decision") != "run":
-                lost = got["lost"][-1]
-                ago = f" {lost['seconds']} s earlier" if lost.get("seconds") is not None else ""
-                d.update(decision="wait", reason="claimed_elsewhere",
-                         message=f"{lost['todo_id']} was claimed on {lost['host']}{ago}; no other todo is ready",
-                         hint="run `loopx next --sync` again later")
-            elif d.get("decision") == "run":  # plan mode: nothing to claim through the remote
-                return {**turn.next_turn(store, actor, goal_id=goal_id, lease=lease,
-                                         held=last.get("held"), driven=driven), "sync": sync_info}
-            return {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None,
-                    "run_id": None, "lease_until": None, "fence": None, "mode": None, "packet": None,
-                    "packet_text": None, "sync": sync_info}
-        held = {t: c for t, c in (last.get("held") or {}).items() if t != tid}
-        res = turn.next_turn(store, actor, goal_id=goal_id, lease=lease, held=held, want=tid, driven=driven)
-        res["sync"] = sync_info
-        try:  # so the other machines see the claim record at their next sync
-            push_own(store, git, ex["node"])
-        except RemoteUnreachable:
-            pass
-        note_synced(store, git.remote, git=git)
-        return res

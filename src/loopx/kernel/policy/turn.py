@@ -64,7 +64,8 @@ def hide_claims(state: dict, held: dict) -> dict:
         # a todo this state does not show (closed here and left out of the view, or not synced
         # yet) is not one a decision could offer: nothing to hide on either state
         t = fold.held(state["todos"], tid)
-        if t is not None and not t.get("claim"):
+        mine = (t or {}).get("claim")  # a claim here whose lease ends before the remote entry's: the remote one holds
+        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))):
             t = state["todos"][tid] = dict(t)
             t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
                           "fence": 0, "remote": True}

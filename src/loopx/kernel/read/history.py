@@ -12,6 +12,9 @@ one per recorded non-run decision, in time order::
      "changes": {commits, commit_count, files, added, removed, untracked, committed} | None,
      "host", "permission_mode", "wall_time" (s|None), "setup_error": {reason, message, ...} | None}
     {"kind": "decision", "ts", "decision", "reason", "message", "goal_id", "todo_id"}
+
+Both get ``machine`` (the machine the run ran on, or that recorded the decision) when the caller
+passes ``machines`` (a store with records of several machines).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ def _since_iso(since: datetime | None) -> str:
 
 
 def events(store, *, goal_id: str | None = None, since: datetime | None = None,
-           type_prefix: str | None = None, limit: int | None = 50) -> list[dict]:
+           type_prefix: str | None = None, limit: int | None = 50, machines: dict | None = None) -> list[dict]:
     """Records (as stored, without ``crc``) matching the filters, oldest first; the newest
     ``limit`` of them (``None`` or 0 = all). With a limit the log is read from its newest end and
-    reading stops once ``limit`` records matched, so the cost does not grow with the history."""
+    reading stops once ``limit`` records matched, so the cost does not grow with the history.
+    With ``machines`` ({node: machine name}, ``kernel.storage.machines.labels``; given when the store
+    has records of several machines) each record also gets ``machine``."""
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 or more", "use e.g. --limit 100 (0 = everything)")
     start = _since_iso(since)
@@ -52,6 +57,8 @@ def events(store, *, goal_id: str | None = None, since: datetime | None = None,
         if prefix and not rec["type"].startswith(prefix):
             continue
         rec.pop("crc", None)
+        if machines is not None:
+            rec["machine"] = _machine(machines, rec.get("node"))
         out.append(rec)
         if limit and len(out) >= limit:
             break
@@ -60,12 +67,28 @@ def events(store, *, goal_id: str | None = None, since: datetime | None = None,
     return out
 
 
+def _machine(machines: dict, node: str | None) -> str | None:
+    return None if node is None else machines.get(node) or node
+
+
 def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | None = None,
-           limit: int | None = 50) -> list[dict]:
+           limit: int | None = 50, machines: dict | None = None) -> list[dict]:
     """The loop's rounds (see the module docstring), oldest first, newest ``limit`` kept. With a
     limit they are rebuilt from the newest end of the log (``state`` is not used), so the cost does
-    not grow with the history; without one, from ``state``'s runs (the full state)."""
-    start = _since_iso(since)
+    not grow with the history; without one, from ``state``'s runs (the full state). With
+    ``machines`` ({node: name}) each row also gets ``machine``: where the run ran, or where the
+    decision was recorded."""
+    rows = _rounds(store, state, goal_id, _since_iso(since), limit)
+    if machines is not None:
+        for r in rows:
+            r["machine"] = _machine(machines, r.pop("node", None))
+    else:
+        for r in rows:
+            r.pop("node", None)
+    return rows
+
+
+def _rounds(store, state: dict, goal_id: str | None, start: str, limit: int | None) -> list[dict]:
     if limit:
         return _recent_rounds(store, goal_id, start, limit)
     rows = []
@@ -82,7 +105,8 @@ def rounds(store, state: dict, *, goal_id: str | None = None, since: datetime | 
         if d.get("decision") == "run":
             continue
         rows.append({"kind": "decision", "ts": rec["ts"], "decision": d.get("decision"), "reason": d.get("reason"),
-                     "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+                     "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id"),
+                     "node": rec.get("node")})
     rows.sort(key=lambda x: x["ts"])
     return rows[-limit:] if limit else rows
 
@@ -98,7 +122,7 @@ def _run_row(r: dict) -> dict:
             "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
             "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
             "host": r.get("host"), "permission_mode": r.get("permission_mode"),
-            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error")}
+            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error"), "node": r.get("node")}
 
 
 def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[dict]:
@@ -131,7 +155,8 @@ def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[d
             if (start and ts <= start) or (goal_id and rec.get("goal") != goal_id):
                 continue
             rows.append({"kind": "decision", "ts": ts, "decision": d.get("decision"), "reason": d.get("reason"),
-                         "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id")})
+                         "message": d.get("message"), "goal_id": rec.get("goal"), "todo_id": d.get("todo_id"),
+                         "node": rec.get("node")})
         if len(rows) >= limit:
             break
     rows.reverse()

@@ -1,7 +1,8 @@
 """Anchors: the chain heads (``chain.chain_heads``) written where rewriting them is visible.
 
-An anchor is one JSON object ``{"v": 1, "project_id": str, "at": iso, "reason": str,
-"heads": {node: {"seq", "hash", "stream", "hlc"}}}``. It is written to two places:
+An anchor is one JSON object ``{"v": 1, "project_id": str, "at": iso, "reason": str, "node": the
+writer's node id | None, "heads": {node: {"seq", "hash", "stream", "hlc"}}}``. It is written to two
+places:
 
 - the user's data folder, one line appended to ``data_home()/anchors/<project_id>.jsonl``;
 - the project's git repository, as a commit on the ref ``refs/loopx/anchors`` whose tree holds
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 
 REF = "refs/loopx/anchors"
+NODE_REFS = "refs/loopx/node-anchors/"  # on a remote, per node, when several machines write the store
 DAY = 86400.0
 _ZERO = "0" * 40
 _GIT_ENV = {"GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
@@ -64,7 +66,19 @@ def _payload(store, reason: str) -> dict:
     from loopx.kernel.storage import chain, clock
 
     return {"v": 1, "project_id": store.format_info().get("project_id") or "unknown", "at": clock.now_iso(),
-            "reason": reason, "heads": chain.chain_heads(store)}
+            "reason": reason, "node": store.node_id(), "heads": chain.chain_heads(store)}
+
+
+def push_ref(store) -> str:
+    """Where ``loopx anchor --push`` puts this clone's anchors on a remote: ``REF`` while only one
+    machine wrote the store, else ``NODE_REFS + <node>`` (one ref per node, so machines never push
+    over each other's anchors and each ref only fast-forwards)."""
+    from loopx.kernel.storage import machines
+
+    node = store.node_id()
+    if node is None or not machines.several(store.load(view="live")):
+        return REF
+    return NODE_REFS + node
 
 
 def _to_git(cwd: str, anchor: dict, text: bytes) -> str:
@@ -215,9 +229,15 @@ def is_ancestor(cwd: str, older: str, newer: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------- checking
-def compare(store, anchors: list[dict]) -> dict | None:
+def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None = None) -> dict | None:
     """Check every anchored head against the log: the record at (node, stream, seq) must exist and
     hash to the anchored hash (its chain then vouches for every earlier record of its node).
+
+    With ``strict`` False (anchors another machine may have written: the data folder, a remote),
+    a head of node N in an anchor written by node W is skipped when N and W are not ``here`` (this
+    clone's node) and the record is newer than this clone's newest record of N: W saw records
+    that have not reached this clone yet (``loopx sync`` brings them). An anchor without a writer
+    (older loopx) counts as another machine's when the store holds records of several machines.
 
     Returns None when all hold, else ``{"node", "stream", "seq", "after_seq", "kind", "reason"}`` for
     the earliest anchor that fails: ``kind`` is ``"truncated"`` (the anchored record is gone; ``seq`` is
@@ -226,6 +246,11 @@ def compare(store, anchors: list[dict]) -> dict | None:
     before ``seq``)."""
     from loopx.kernel.storage import chain
 
+    if not strict:
+        from loopx.kernel.storage import machines
+
+        several = machines.several(store.load(view="live"))
+        anchors = [a for a in anchors if isinstance(a.get("heads"), dict)]
     wanted: dict[tuple, str] = {}
     for a in anchors:
         for node, h in a["heads"].items():
@@ -234,6 +259,7 @@ def compare(store, anchors: list[dict]) -> dict | None:
     if not wanted:
         return None
     last_seq: dict[tuple, int] = {}
+    newest: dict[str, list] = {}  # node -> its newest clock in this log
     repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
     for stream in ("events", "evidence"):
         for _key, s, seq, rec, line in chain._records(store, stream):
@@ -248,6 +274,9 @@ def compare(store, anchors: list[dict]) -> dict | None:
             if node is None:
                 continue
             last_seq[(node, s)] = max(seq, last_seq.get((node, s), 0))
+            hlc = rec.get("hlc")
+            if isinstance(hlc, list) and (node not in newest or hlc > newest[node]):
+                newest[node] = hlc
             if (node, s, seq) in wanted:
                 wanted[(node, s, seq)] = chain.line_hash(line)
     good: dict[tuple, int] = {}
@@ -261,6 +290,10 @@ def compare(store, anchors: list[dict]) -> dict | None:
             if found == h.get("hash"):
                 good[(node, stream)] = max(seq, good.get((node, stream), 0))
                 continue
+            writer = a.get("node")
+            if (not found and not strict and node != here and (writer != here if writer else several)
+                    and (node not in newest or not isinstance(h.get("hlc"), list) or h["hlc"] > newest[node])):
+                continue  # another machine's view of a node whose newest records have not come here yet
             after = good.get((node, stream), 0)
             if (stream, seq) in repaired:
                 excused = excused or {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",

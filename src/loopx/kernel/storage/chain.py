@@ -161,19 +161,47 @@ def _records(store, stream: str):
 
 
 def verify(store) -> dict:
-    """Check every node's hash chain over both streams and every segment, streaming.
+    """Check every node's hash chain over both streams and every segment, one node at a time.
+
+    Each node's records must form one chain: the node's first record has ``prev`` null, every other
+    record's ``prev`` is the hash of another record of the same node with an earlier clock, no two
+    records claim the same predecessor, and within one file a node's records keep their clock order.
+    Records of other nodes may sit anywhere in between (a log that ``loopx sync`` imported into, or
+    that git's ``merge=union`` put together from two clones, in any interleaving), and a line that
+    appears twice byte for byte (a criss-cross merge, a cherry-pick) counts once.
 
     Returns ``{"records": n, "chained": n, "nodes": {node: records}, "unchained": n,
-    "broken": None | {"stream", "seq", "node", "reason"}}``: ``broken`` is the first link that does not
-    hold, in the order the records were written (a removed, inserted, reordered or rewritten line
-    starts there). ``unchained`` counts records without chain fields (a format-1 store, or lines
-    added by hand). A store whose last records were cut off entirely is not a broken link here: the
-    chain heads recorded elsewhere (the cache, anchors in git) show it; see ``check_heads``."""
+    "duplicates": n, "broken": None | {"stream", "seq", "node", "reason"}, "breaks": [same, one per
+    broken node, earliest first], "heads": {node: {"hash", "stream", "seq", "hlc"}}}``. A break is
+    where the damage starts: a removed line breaks at the record after it, an edited line at the
+    record that pointed to it, a forged or inserted line at itself, reordered lines at the first one
+    out of place. ``unchained`` counts records without chain fields (a format-1 store, or lines added
+    by hand). A store whose last records were cut off entirely is not a broken link here: the chain
+    heads recorded elsewhere (the cache, anchors in git) show it; see ``check_heads``. Memory: the
+    chain pieces not yet joined; only when that walk finds a fault does a second walk keep the hash of
+    every record, to tell a duplicate line (a merge) from damage."""
+    out = _walk(store, dedupe=False)
+    return _walk(store, dedupe=True) if out["breaks"] else out
+
+
+def _walk(store, dedupe: bool) -> dict:
     import heapq
 
-    out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "broken": None}
-    heads: dict[str, tuple] = {}
+    out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "duplicates": 0,
+                 "broken": None, "breaks": []}
+    seen: set = set()               # with dedupe: sha256 digests of every chained line met (exact duplicates)
+    # chain pieces being joined: [node, start prev, start (hlc, stream, seq), end hash, end hlc, end (stream, seq)]
+    by_start: dict[tuple, list] = {}  # (node, prev of the piece's first record) -> piece
+    by_end: dict[tuple, list] = {}    # (node, hash of the piece's last record) -> piece
+    faults: dict[str, tuple] = {}   # node -> (hlc, stream, seq, reason) of its earliest fault found while walking
+    order: dict[tuple, tuple] = {}  # (node, stream) -> (hlc, seq) of the node's last record in that file
+    newest: dict[str, tuple] = {}   # node -> (hlc, hash, stream, seq)
     unchained_first = None
+
+    def fault(node, hlc, stream, seq, reason):
+        old = faults.get(node)
+        if old is None or hlc < old[0]:
+            faults[node] = (hlc, stream, seq, reason)
 
     def keyed(stream):
         last = None
@@ -184,6 +212,7 @@ def verify(store) -> dict:
                 last = key
                 yield (key, 0), s, seq, rec, line
 
+    # both streams roughly in clock order, so pieces join as they come in the common case
     for (_k, _unch), stream, seq, rec, line in heapq.merge(keyed("evidence"), keyed("events"), key=lambda x: x[0]):
         out["records"] += 1
         node = rec.get("node")
@@ -192,32 +221,72 @@ def verify(store) -> dict:
             if unchained_first is None:
                 unchained_first = (stream, seq)
             continue
+        digest = sha256(canonical(line)).digest()
+        if dedupe:
+            if digest in seen:
+                out["duplicates"] += 1
+                continue
+            seen.add(digest)
         out["chained"] += 1
         out["nodes"][node] = out["nodes"].get(node, 0) + 1
-        if out["broken"] is not None:
+        hlc, prev, h = rec["hlc"], rec.get("prev"), digest.hex()
+        top = newest.get(node)
+        if top is None or hlc > top[0]:
+            newest[node] = (hlc, h, stream, seq)
+        last = order.get((node, stream))
+        if last is not None and hlc <= last[0]:
+            fault(node, hlc, stream, seq,
+                  f"it comes after {stream} seq {last[1]} of node {node} in the file but carries an earlier "
+                  "clock: lines were reordered (or a line was inserted) here")
+        else:
+            order[(node, stream)] = (hlc, seq)
+        piece = by_end.pop((node, prev), None) if prev is not None else None
+        if piece is not None:  # extends a piece
+            if hlc <= piece[4]:
+                fault(node, hlc, stream, seq, f"its clock does not move past the record before it from node {node} "
+                                              f"({piece[5][0]} seq {piece[5][1]})")
+            piece[3], piece[4], piece[5] = h, hlc, (stream, seq)
+        else:  # starts a piece: the node's first record, or a record whose predecessor is not joined yet
+            piece = [node, prev, (hlc, stream, seq), h, hlc, (stream, seq)]
+            if (node, prev) in by_start:
+                other = by_start[(node, prev)]
+                what = "the node's first record" if prev is None else "the same predecessor"
+                fault(node, max(hlc, other[2][0]), *(
+                    (stream, seq) if hlc >= other[2][0] else other[2][1:]),
+                    f"two records of node {node} claim {what} ({other[2][1]} seq {other[2][2]} and {stream} seq "
+                    f"{seq}): a line was forged or inserted here")
+                continue
+            by_start[(node, prev)] = piece
+        follow = by_start.get((node, h))
+        if follow is not None and follow is not piece:  # the piece waiting for this record joins on
+            del by_start[(node, h)]
+            by_end.pop((node, follow[3]), None)
+            if follow[2][0] <= hlc:
+                fault(node, follow[2][0], follow[2][1], follow[2][2],
+                      f"its clock does not move past the record before it from node {node} ({stream} seq {seq})")
+            piece[3], piece[4], piece[5] = follow[3], follow[4], follow[5]
+        by_end[(node, piece[3])] = piece
+    for (node, prev), piece in by_start.items():
+        if prev is None:
             continue
-        head = heads.get(node)
-        prev = rec.get("prev")
-        if head is None:
-            if prev is not None:
-                out["broken"] = {"stream": stream, "seq": seq, "node": node,
-                                 "reason": f"the first record of node {node} points to a record that is not in "
-                                           "the store (the log was cut before it, or the line was forged)"}
-        elif prev != head[0]:
-            out["broken"] = {"stream": stream, "seq": seq, "node": node,
-                             "reason": f"its prev does not match the record before it from node {node} "
-                                       f"({head[1]} seq {head[2]}): a line was removed, inserted, reordered "
-                                       "or rewritten here"}
-        elif rec["hlc"] <= head[3]:
-            out["broken"] = {"stream": stream, "seq": seq, "node": node,
-                             "reason": f"its clock does not move past the record before it from node {node}"}
-        heads[node] = (line_hash(line), stream, seq, rec["hlc"])
-    if out["broken"] is None and unchained_first is not None and out["chained"]:
+        hlc, stream, seq = piece[2]
+        if (node, None) in by_start:
+            reason = (f"its prev does not match any record of node {node} before it: a line was removed, "
+                      "inserted, reordered or rewritten here")
+        else:
+            reason = (f"the first record of node {node} points to a record that is not in the store (the log "
+                      "was cut before it, or the line was forged)")
+        fault(node, hlc, stream, seq, reason)
+    breaks = [{"stream": f[1], "seq": f[2], "node": node, "reason": f[3]}
+              for node, f in sorted(faults.items(), key=lambda x: (x[1][0], x[0]))]
+    if unchained_first is not None and out["chained"]:
         stream, seq = unchained_first
-        out["broken"] = {"stream": stream, "seq": seq, "node": None,
-                         "reason": "a record without node, hlc and prev in a format-2 store (added by hand or "
-                                   "by an old loopx after the migration)"}
-    out["heads"] = {n: {"hash": h[0], "stream": h[1], "seq": h[2], "hlc": h[3]} for n, h in heads.items()}
+        breaks.append({"stream": stream, "seq": seq, "node": None,
+                       "reason": "a record without node, hlc and prev in a format-2 store (added by hand or "
+                                 "by an old loopx after the migration)"})
+    out["breaks"] = breaks
+    out["broken"] = breaks[0] if breaks else None
+    out["heads"] = {n: {"hash": t[1], "stream": t[2], "seq": t[3], "hlc": t[0]} for n, t in newest.items()}
     return out
 
 

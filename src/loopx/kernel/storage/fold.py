@@ -14,7 +14,8 @@ import at start-up):
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
               channel, note, created, decided, standing, used{ts, by, command, count, seq} | None,
-              signature{...} | None}
+              signature{...} | None, reserved{run, node, host, ts, seq} | None (shared goals: the run
+              a single-use approval is reserved for through the remote)}
 ``evidence``  id -> {id, goal, todo, run, kind, summary, exit_code, sha256, commit, ts, actor, command,
               after_run (a goal-level check: the goal's last run when it ran)}
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
@@ -34,6 +35,9 @@ import at start-up):
 ``notices``   [{event_id, type, goal, ts, title, body, reason}] (last 200): events a person should
               hear about (loopx.kernel.read.notices); ``deliveries`` event_id -> {channel: {status,
               attempts, retry_at, error, ts}}
+``nodes``     node id -> {host, registered (ts)} from ``node.registered`` (the machine a clone runs
+              on, docs/file-format.md), or {legacy: True} for the node a format-1 store's records
+              were given by the migration (``store.migrated``)
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
 Reducers never raise on well-formed records: validation happens before a write, and a record
@@ -44,7 +48,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 7  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo
+FOLD_VERSION = 9  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -54,7 +58,7 @@ def empty() -> dict:
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
             "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
-            "watches": {}, "notices": [], "deliveries": {},
+            "watches": {}, "notices": [], "deliveries": {}, "nodes": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
 
 
@@ -261,8 +265,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
     "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
     "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S}, "gate.used": {"gate_id": _S},
+    "gate.reserved": {"gate_id": _S, "run_id": _S, "node": _S},
     "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
     "agent.registered": {"name": _S, "kind": _S},
+    "node.registered": {"host": _S},
     "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
@@ -462,7 +468,7 @@ def _gate_opened(s, r, d):
         "context": d.get("context"), "blocks": list(d.get("blocks") or []), "status": "pending",
         "requested_by": r.get("actor"), "decided_by": None, "channel": None, "note": None,
         "created": r["ts"], "decided": None, "run": d.get("run"), "seq": r["seq"], "decided_seq": None,
-        "standing": False, "used": None, "signature": None,
+        "standing": False, "used": None, "signature": None, "decided_node": None, "reserved": None,
     }
 
 
@@ -471,6 +477,7 @@ def _gate_decided(status):
         g = s["gates"][d["gate_id"]]
         g["status"] = status
         g["decided_by"] = r.get("actor")
+        g["decided_node"] = r.get("node")
         g["channel"] = d.get("channel")
         g["note"] = d.get("note")
         g["decided"] = r["ts"]
@@ -484,6 +491,11 @@ def _gate_used(s, r, d):
     g = s["gates"][d["gate_id"]]
     uses = int((g.get("used") or {}).get("count") or 0) + 1
     g["used"] = {"ts": r["ts"], "by": r.get("actor"), "command": d.get("command"), "count": uses, "seq": r["seq"]}
+
+
+def _gate_reserved(s, r, d):
+    g = s["gates"][d["gate_id"]]
+    g["reserved"] = {"run": d["run_id"], "node": d["node"], "host": d.get("host"), "ts": r["ts"], "seq": r["seq"]}
 
 
 # ------------------------------------------------------------------- evidence, agents
@@ -521,6 +533,7 @@ def _run_started(s, r, d):
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
         "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
+        "node": r.get("node"),
     }
     g = s["goals"].get(r["goal"])
     if g is not None:
@@ -598,6 +611,16 @@ def _quota_spent(s, r, d):
 
 def _decision_recorded(s, r, d):
     s["decisions"][r.get("goal") or "*"] = dict(d, ts=r["ts"])
+
+
+def _node_registered(s, r, d):
+    """The machine name of the node that wrote the record (the newest registration wins)."""
+    s.setdefault("nodes", {})[r["node"]] = {"host": d["host"], "registered": r["ts"]}
+
+
+def _store_migrated(s, r, d):
+    if isinstance(d.get("legacy_node"), str):
+        s.setdefault("nodes", {}).setdefault(d["legacy_node"], {"legacy": True})
 
 
 def _store_repaired(s, r, d):
@@ -700,6 +723,7 @@ REDUCERS = {
     "gate.approved": _gate_decided("approved"),
     "gate.rejected": _gate_decided("rejected"),
     "gate.used": _gate_used,
+    "gate.reserved": _gate_reserved,
     "evidence.added": _evidence_added,
     "agent.registered": _agent_registered,
     "handoff.recorded": _handoff_recorded,
@@ -712,7 +736,8 @@ REDUCERS = {
     "decision.recorded": _decision_recorded,
     "store.repaired": _store_repaired,
     "project.noted": _noop,
-    "store.migrated": _noop,
+    "store.migrated": _store_migrated,
+    "node.registered": _node_registered,
     "watch.added": _watch_added,
     "watch.paused": _watch_status("paused"),
     "watch.resumed": _watch_status("active"),

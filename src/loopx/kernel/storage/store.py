@@ -129,6 +129,7 @@ class Store:
     # the line codec, for modules the store itself calls (migrate, chain) without importing it back
     decode = staticmethod(decode)
     encode = staticmethod(encode)
+    Draft = Draft
     FORMAT = FORMAT
 
     def __init__(self, root: str) -> None:
@@ -136,6 +137,7 @@ class Store:
         self.project_dir = os.path.dirname(root)
         self._format: dict | None = None
         self.migrated: dict | None = None  # set by the write that migrated a format-1 store
+        self._node: str | None = None  # this clone's node id, once read
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -212,10 +214,13 @@ class Store:
         missing or unreadable file gets a fresh id."""
         from loopx.kernel.storage import chain
 
+        if self._node is not None:
+            return self._node
         try:
             with open(self.path(chain.NODE_FILE), "rb") as fh:
                 text = fh.read(64).decode("ascii", "replace").strip()
             if chain.valid_node(text):
+                self._node = text
                 return text
         except OSError:
             pass
@@ -223,6 +228,7 @@ class Store:
             return None
         node = chain.new_node()
         atomic_write(self.path(chain.NODE_FILE), (node + "\n").encode())
+        self._node = node
         return node
 
     def format_info(self) -> dict:
@@ -612,6 +618,13 @@ class Store:
             if reap:
                 for housekeeping in HOUSEKEEPING:
                     repairs = list(repairs) + list(housekeeping(state, now))
+            chain = state["meta"].get("chain")
+            if chain and (len(chain) > 1 or self.node_id() not in chain):  # another machine's records
+                from loopx.kernel.storage import machines
+
+                named = machines.registration(state, self.node_id(), (self.migrated or {}).get("node"))
+                if named is not None:
+                    repairs = list(repairs) + [Draft("node.registered", None, named)]
             records = self._append(state, list(repairs), now, actor) if repairs else []
             if live:
                 ids.HIDDEN = state.get("hidden", 0)

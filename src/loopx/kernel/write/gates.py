@@ -44,6 +44,30 @@ def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, quest
     return out
 
 
+def _decidable(state: dict, gate_ref: str, code: str | None) -> dict:
+    g = queries.resolve_gate(state, gate_ref)
+    if code is not None and code.strip().lower() != short_code(g["id"]):
+        raise UsageError("the confirmation code does not match", f"type the gate's code: {short_code(g['id'])}",
+                         code="bad_confirmation")
+    if g["status"] != "pending":
+        raise Conflict(f"gate {g['id']} was already {g['status']} by {g['decided_by']} at {g['decided']}",
+                       "open a new gate if the question needs another decision", code="gate_decided")
+    return g
+
+
+def precheck(state: dict, actor: str, gate_ref: str, *, approve: bool, note=None, code: str | None = None,
+             human=None) -> dict:
+    """The checks ``decide`` makes, without writing (a shared goal's decision goes to the remote
+    first). Returns the gate. Raises like ``decide``."""
+    if not actors.is_human(actor):
+        raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+    from loopx.kernel.write import humans
+
+    humans.check_channel(human, "gate.decide")
+    validate.text(note, "--note", required=not approve)
+    return _decidable(state, gate_ref, code)
+
+
 def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None, channel: str,
            user_agent: str | None = None, code: str | None = None, human=None, standing: bool = False,
            signature: dict | None = None) -> dict:
@@ -62,13 +86,7 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     out: dict = {}
 
     def plan(state, now):
-        g = queries.resolve_gate(state, gate_ref)
-        if code is not None and code.strip().lower() != short_code(g["id"]):
-            raise UsageError("the confirmation code does not match", f"type the gate's code: {short_code(g['id'])}",
-                             code="bad_confirmation")
-        if g["status"] != "pending":
-            raise Conflict(f"gate {g['id']} was already {g['status']} by {g['decided_by']} at {g['decided']}",
-                           "open a new gate if the question needs another decision", code="gate_decided")
+        g = _decidable(state, gate_ref, code)
         status = "approved" if approve else "rejected"
         out.update(gate_id=g["id"], goal_id=g["goal"], status=status, kind=g["kind"], decided_by=actor, channel=channel)
         data = {"gate_id": g["id"], "note": note, "channel": channel}
@@ -104,18 +122,64 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     return out
 
 
-def usable(g: dict) -> bool:
-    """An approved gate that still authorises: standing, or not used yet."""
-    return g["status"] == "approved" and (bool(g.get("standing")) or not g.get("used"))
+def usable(g: dict, state: dict | None = None, node: str | None = None, run_id: str | None = None) -> bool:
+    """An approved gate that still authorises: standing, or not used yet. With ``state``, a
+    single-use approval of a shared goal also needs a reservation (``gate.reserved``) made through
+    the remote by a run of this clone (``node``) that is still open: only that machine may use it."""
+    if g["status"] != "approved":
+        return False
+    if g.get("standing"):
+        return True
+    if g.get("used"):
+        return False
+    if state is None or not (state["goals"].get(g["goal"]) or {}).get("shared"):
+        return True
+    return reserved_here(state, g, node, run_id)
 
 
-def covering_gate(state: dict, goal_id: str, action: str, *, verify=None) -> dict | None:
+def reserved_here(state: dict, g: dict, node: str | None, run_id: str | None = None) -> bool:
+    """True when ``g`` is reserved for a run of clone ``node`` that is still open in ``state``
+    (``node`` None: for a run of any clone; the guard passes its clone's id, "" when it has none,
+    which never matches). ``run_id``: reserved for that run (the turn packet asks this)."""
+    from loopx.kernel.storage import fold
+
+    res = g.get("reserved") or {}
+    run = fold.held(state["runs"], res.get("run") or "")  # left out of a live view: closed, so not reserved
+    return ((node is None or res.get("node") == node) and (run_id is None or res.get("run") == run_id)
+            and run is not None and run.get("finished") is None)
+
+
+def covering_gate(state: dict, goal_id: str, action: str, *, verify=None, node: str | None = None,
+                  run_id: str | None = None) -> dict | None:
     """The newest approved gate of ``action`` kind for the goal that is still usable (standing, or
-    a single-use approval not used yet), or None. ``verify(gate) -> bool``: an extra check (the
-    signature when signing is on)."""
+    a single-use approval not used yet; in a shared goal reserved for an open run of clone
+    ``node``), or None. ``verify(gate) -> bool``: an extra check (the signature when signing is on)."""
     hits = [g for g in state["gates"].values()
-            if g["goal"] == goal_id and g["kind"] == action and usable(g) and (verify is None or verify(g))]
+            if g["goal"] == goal_id and g["kind"] == action and usable(g, state, node, run_id)
+            and (verify is None or verify(g))]
     return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
+
+
+def reserve(store: Store, actor: str, run_id: str, gate_ids: list[str], *, node: str, host: str) -> list[str]:
+    """Record that the approvals ``gate_ids`` are reserved for ``run_id`` on clone ``node``
+    (``gate.reserved``, one per gate), after the remote accepted the reservation. Gates no longer
+    approved and unused are skipped. Returns the ids recorded."""
+    done: list[str] = []
+
+    def plan(state, now):
+        done.clear()
+        drafts = []
+        for gid in gate_ids:
+            g = state["gates"][gid]  # a live view's miss re-runs the plan on the full state
+            if g["status"] != "approved" or g.get("used") or g.get("standing"):
+                continue
+            done.append(gid)
+            drafts.append(Draft("gate.reserved", g["goal"], {"gate_id": gid, "run_id": run_id, "node": node,
+                                                            "host": host}))
+        return drafts
+
+    store.transact(plan, actor=actor)
+    return list(done)
 
 
 def last_used(state: dict, goal_id: str, action: str) -> dict | None:
