@@ -497,3 +497,32 @@ def test_a_hand_edited_decision_cache_is_a_miss_never_an_internal_error(goal, pr
             assert json.loads(r.out)["data"]["cached"] is False
         else:
             assert r.out.startswith("run: ")
+
+
+@pytest.mark.parametrize("args,env", [
+    ([], {}),
+    (["--goal-id", "g1", "--skip-exit", "0"], {}),
+    (["--agent", "bot"], {}),
+    ([], {"LOOPX_AGENT": "bot"}),
+    ([], {"PATH": "/usr/bin:/bin"}),
+], ids=["plain", "goal-skip-exit", "agent-flag", "agent-env", "other-path"])
+def test_the_quick_path_answers_as_the_full_path_does(store, clk, cli, project, monkeypatch, args, env):
+    """A cached poll answered before the store is opened (decision_cache.quick) gives the envelope,
+    exit code and text the full path gives when it finds the same entry."""
+    from conftest import run_loopx
+    from loopx.kernel.policy import decision_cache
+
+    start(store, clk)
+    work_turn(store, clk, "no_progress")  # a `skip`: exit 1, or 0 with --skip-exit 0
+    env = {"LOOPX_NOW": clk.iso, **env}
+    for fmt in (["--format", "json"], []):
+        for _ in range(3):
+            quick = run_loopx(["quota", "should-run", *args, *fmt], project, env=env)
+        with monkeypatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            mp.setattr(decision_cache, "quick", lambda *a: None)  # the full path, its cache hit
+            full = cli("quota", "should-run", *args, *fmt)
+        assert (quick.code, quick.out, quick.err) == (full.code, full.out, full.err)
+    assert json.loads(run_loopx(["quota", "should-run", *args, "--format", "json"], project, env=env).out
+                      )["data"]["cached"] is True
