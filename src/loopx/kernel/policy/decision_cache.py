@@ -107,7 +107,7 @@ def quick(root: str, goal_id: str | None, agent: str | None, caller_path: str | 
     store at ``root`` (the ``.loopx`` directory), looked up without opening the store or importing
     the decision rules; None on a miss. The key and the checks are ``decide.should_run``'s, so
     both paths give one answer (the caller syncs a shared goal first, and then takes the full path).
-    Raises UsageError for a bad ``LOOPX_NOW``."""
+    A bad ``LOOPX_NOW`` is a miss here (the full path then reports it: UsageError, exit 2)."""
     where = _Root(root)
     files = stamp(where)
     if files is None:
