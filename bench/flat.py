@@ -12,14 +12,15 @@ hits both alike:
   just before each timed call, untimed); ``todo add``; ``next``; ``turn finish`` (``next`` before
   it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
-- ``history --limit 20``; ``doctor`` (once or twice: it is not a hot path);
+- ``history --limit 20``; ``doctor`` (three runs: it is not a hot path, but one run on a shared machine says little);
 - once, the floors (``--only floor``): a bare interpreter that imports only what the launcher or
   every writer needs, the part of each ratio that is not loopx's.
 
 Prints one JSON line per command and size:
-``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs"}``
+``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load"}``
 (``cpu_ratio``: the same ratio of user + system CPU seconds, which a loaded machine disturbs less
-than wall time; floors have ``events`` 0).
+than wall time; ``cpu_s``: the median CPU seconds of the command and its child processes, such as
+doctor's pool; ``load``: the 1-minute load average after it; floors have ``events`` 0).
 
 Usage: python bench/flat.py [--sizes 1000,10000,100000,1000000] [--runs 11] [--keep DIR] [--only CMD,...]
 """
@@ -100,7 +101,7 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
     c, cb = statistics.median(cpu), statistics.median(cpu_base)
     return {"command": name, "events": size, "median_s": round(med, 4), "baseline_s": round(b, 4),
             "ratio": round(med / b, 2), "cpu_ratio": round(c / cb, 2) if cb else None,
-            "rss_mb": round(rss, 1), "runs": runs}
+            "rss_mb": round(rss, 1), "runs": runs, "cpu_s": round(c, 3), "load": round(os.getloadavg()[0], 1)}
 
 
 # What any loopx command pays before loopx's own code runs, as the same ratio: the launcher
@@ -209,7 +210,7 @@ def main(argv=None) -> int:
                                    proj, env, args.runs, py))
             if want("doctor"):
                 out.append(measure("doctor", size, lambda: (lx + ["doctor", "--project", proj], None), proj, env,
-                                   1 if size >= 1_000_000 else 2, py))
+                                   3, py))
             for rec in out:
                 print(json.dumps(rec), flush=True)
     finally:

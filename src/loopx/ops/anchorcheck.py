@@ -75,7 +75,7 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
         # other machines, whose view of other nodes can be ahead of this clone (not synced yet)
         if not found:
             return
-        bad = anchors.compare(store, found, strict=strict, here=here)
+        bad = anchors.compare(store, found, strict=strict, here=here, facts=t.scan["anchors"])
         if bad is None:
             out.append(result(cid, "ok", f"{len(found)} anchor(s) in {where} match the log"))
         elif bad["kind"] == "repaired":

@@ -41,7 +41,11 @@ def check_chain(t) -> dict:
     from loopx.kernel.storage import chain
 
     store = t.store()
-    found = chain.verify(store)
+    found = t.scan["chain"]
+    if found["holds"]:  # the one pass found every node's chain whole (ops/segscan.py)
+        found = dict(found, broken=None, breaks=[], duplicates=0)
+    else:  # chain.verify walks it node by node to name where each break starts (and tells a
+        found = chain.verify(store)  # line a merge copied twice from damage)
     if fmt["format"] < 2 and not found["chained"]:
         return result("store.chain", "skipped", "format 1 has no hash chain (the next write migrates the store)")
     b = found["broken"]
@@ -130,9 +134,17 @@ def check_lines(t) -> dict:
     if not bad:
         return result("store.lines", "ok", f"{total} lines, all readable")
     parts = []
+    in_open = any(b.get("file") in (None, f"{n}.jsonl") for n, s in bad.items() for b in s["bad"])
     for n, s in bad.items():
         first = s["bad"][0]
-        parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at line {first['line']} ({first['reason']})")
+        where = f"line {first['line']}" if first.get("file") in (None, f"{n}.jsonl") else \
+            f"{first['file']} line {first['line']}"
+        seq = f", seq {first['seq']}" if first.get("seq") is not None else ""
+        parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at {where}{seq} ({first['reason']})")
+    if not in_open:  # closed segments are history, never rewritten (not even by --fix)
+        return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
+                      "a closed segment is never rewritten: restore that file from git "
+                      "(`git checkout -- .loopx/<stream>/<segment>.jsonl`) or another clone")
     return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
                   "loopx doctor --fix (moves them to .loopx/quarantine/ under the lock)", "quarantine_bad_lines")
 

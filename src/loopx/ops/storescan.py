@@ -1,7 +1,8 @@
 """A full, lock-free integrity scan of ``.loopx/`` and the two safe store repairs doctor may make.
 
 Unlike ``Store.load`` (which needs a readable ``format.json`` and trusts the snapshot), the scan
-reads every line of each stream from byte 0, so it works on a broken store: a missing or corrupt
+reads every line of each stream from byte 0 (``ops.segscan``: once, over the cores), so it works
+on a broken store: a missing or corrupt
 ``format.json``, git conflict markers, a newer format.
 
 ``scan(root) -> dict``::
@@ -10,7 +11,8 @@ reads every line of each stream from byte 0, so it works on a broken store: a mi
      "streams": {"events": StreamScan, "evidence": StreamScan}}
 
 ``StreamScan``: ``{exists, size, lines, good, bad_count, bad: [{line, offset, reason, text}]
-(first 20), conflict (bool), torn_bytes, bom (bool), crlf (int), last_seq, missing_seqs (int,
+(first 20, each naming its ``file``), conflict (bool), torn_bytes, segment_torn [names] (only when a
+closed segment does not end on a line end), unreadable (str, only when a file cannot be read), bom (bool), crlf (int), last_seq, missing_seqs (int,
 unexplained by quarantined lines), missing_sample [int], dup_seqs (int), dup_ids (int),
 unknown_types {type: count}, newest_ts (str | None)}``.
 """
@@ -21,11 +23,9 @@ import json
 import os
 import re
 
-from loopx.kernel.storage import fold
 from loopx.kernel.storage.fs import atomic_write
-from loopx.kernel.storage.store import _CONFLICT, STREAMS, Draft, decode
+from loopx.kernel.storage.store import _CONFLICT, Draft, decode
 
-BAD_SAMPLES = 20
 _SEQ = re.compile(rb'"seq":(\d+)')
 
 
@@ -44,111 +44,14 @@ def read_format(root: str) -> dict:
         return {"ok": False, "format": None, "error": f"format.json is unreadable: {exc}", "info": None}
 
 
-def _empty(exists: bool, size: int) -> dict:
-    return {"exists": exists, "size": size, "lines": 0, "good": 0, "bad_count": 0, "bad": [],
-            "conflict": False, "torn_bytes": 0, "bom": False, "crlf": 0, "last_seq": 0,
-            "missing_seqs": 0, "missing_sample": [], "dup_seqs": 0, "dup_ids": 0,
-            "unknown_types": {}, "newest_ts": None, "_seqs": set(), "_explained": {}}
-
-
-def scan_stream(path: str, segments: list[str] | None = None) -> dict:
-    """Scan one JSONL stream (see the module docstring for the shape): its closed ``segments``
-    (oldest first) and then the open file ``path``; a bad line's sample names its ``file``."""
-    out = None
-    ids: set[str] = set()
-    for seg in segments or []:
-        out = _scan_file(seg, out, ids, closed=True)
-    return _scan_file(path, out, ids)
-
-
-def _scan_file(path: str, out: dict | None, ids: set, closed: bool = False) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        return out if out is not None else _empty(False, 0)
-    except OSError as exc:  # permissions, a folder in the file's place, an I/O error
-        out = out if out is not None else _empty(True, 0)
-        out["unreadable"] = f"{exc.strerror or exc}"
-        return out
-    if out is None:
-        out = _empty(True, len(data))
-    else:
-        out["exists"] = True
-        out["size"] += len(data)
-    end = data.rfind(b"\n") + 1
-    if closed and end < len(data):
-        out.setdefault("segment_torn", []).append(os.path.basename(path))
-    else:
-        out["torn_bytes"] = len(data) - end
-    out["bom"] = out["bom"] or data.startswith(b"\xef\xbb\xbf")
-    seqs: set[int] = out["_seqs"]
-    offset = 0
-    fname = os.path.relpath(path, os.path.dirname(os.path.dirname(path))) if closed else os.path.basename(path)
-    for n, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
-        start, offset = offset, offset + len(line) + 1
-        out["lines"] += 1
-        if line.endswith(b"\r"):
-            out["crlf"] += 1
-        if not line.strip():
-            continue
-        try:
-            rec = decode(line)
-        except ValueError as exc:
-            conflict = line.startswith(_CONFLICT)
-            out["conflict"] = out["conflict"] or conflict
-            out["bad_count"] += 1
-            if len(out["bad"]) < BAD_SAMPLES:
-                out["bad"].append({"line": n, "offset": start, "reason": str(exc), "conflict": conflict,
-                                   "text": line[:80].decode("utf-8", "replace"), "file": fname})
-            continue
-        out["good"] += 1
-        _note_record(out, rec, seqs, ids)
-    return out
-
-
-def _note_record(out: dict, rec: dict, seqs: set, ids: set) -> None:
-    seq = rec["seq"]
-    if seq in seqs:
-        out["dup_seqs"] += 1
-    seqs.add(seq)
-    out["last_seq"] = max(out["last_seq"], seq)
-    rid = rec.get("id")
-    if rid in ids:
-        out["dup_ids"] += 1
-    elif rid:
-        ids.add(rid)
-    if rec["type"] not in fold.REDUCERS:
-        out["unknown_types"][rec["type"]] = out["unknown_types"].get(rec["type"], 0) + 1
-    ts = rec.get("ts")
-    if isinstance(ts, str) and (out["newest_ts"] is None or ts > out["newest_ts"]):
-        out["newest_ts"] = ts
-    if rec["type"] == "store.repaired" and isinstance(rec.get("data"), dict):
-        d = rec["data"]
-        explained = out["_explained"].setdefault(str(d.get("file", "")), set())
-        explained.update(s for s in d.get("seqs") or [] if isinstance(s, int))
-
-
-def _segments(root: str, name: str) -> list[str]:
-    out = []
-    while os.path.exists(os.path.join(root, name, f"{len(out) + 1:06d}.jsonl")):
-        out.append(os.path.join(root, name, f"{len(out) + 1:06d}.jsonl"))
-    return out
-
-
 def scan(root: str) -> dict:
-    """Scan ``root`` (the ``.loopx`` directory). Never raises on damaged content."""
-    streams = {name: scan_stream(os.path.join(root, f"{name}.jsonl"), _segments(root, name)) for name in STREAMS}
-    explained: dict[str, set] = {}
-    for s in streams.values():
-        for fname, seqs in s.pop("_explained").items():
-            explained.setdefault(fname, set()).update(seqs)
-    for name, s in streams.items():
-        seqs = s.pop("_seqs")
-        missing = sorted(set(range(1, s["last_seq"] + 1)) - seqs - explained.get(f"{name}.jsonl", set()))
-        s["missing_seqs"] = len(missing)
-        s["missing_sample"] = missing[:10]
-    return {"format": read_format(root), "streams": streams}
+    """Scan ``root`` (the ``.loopx`` directory) in one pass over every line (``ops.segscan``).
+    Never raises on damaged content. Besides ``format`` and ``streams`` (the module
+    docstring), the result holds ``chain`` (``segscan._chain``), ``anchors`` and ``gates``."""
+    from loopx.ops import segscan
+
+    facts = segscan.scan_store(root)
+    return {"format": read_format(root), **facts}
 
 
 # --------------------------------------------------------------------- repairs (under the lock)

@@ -229,7 +229,8 @@ def is_ancestor(cwd: str, older: str, newer: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------- checking
-def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None = None) -> dict | None:
+def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None = None,
+            facts=None) -> dict | None:
     """Check every anchored head against the log: the record at (node, stream, seq) must exist and
     hash to the anchored hash (its chain then vouches for every earlier record of its node).
 
@@ -243,7 +244,11 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
     the earliest anchor that fails: ``kind`` is ``"truncated"`` (the anchored record is gone; ``seq`` is
     the first missing one) or ``"rewritten"`` (another record is there; the damage starts after
     ``after_seq``, the newest anchored record of that node and stream that still matches, and at or
-    before ``seq``)."""
+    before ``seq``).
+
+    ``facts`` (doctor's one pass over the log, ``ops.segscan.AnchorFacts``) answers the log's side
+    instead of reading the whole log again: ``last_seq`` {(node, stream): seq}, ``newest`` {node:
+    hlc}, ``repaired`` {(stream, seq)} and ``hashes(keys)`` {(node, stream, seq): hex}."""
     from loopx.kernel.storage import chain
 
     if not strict:
@@ -261,7 +266,10 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
     last_seq: dict[tuple, int] = {}
     newest: dict[str, list] = {}  # node -> its newest clock in this log
     repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
-    for stream in ("events", "evidence"):
+    if facts is not None:
+        last_seq, newest, repaired = facts.last_seq, facts.newest, facts.repaired
+        wanted.update(facts.hashes(set(wanted)))
+    for stream in (("events", "evidence") if facts is None else ()):
         for _key, s, seq, rec, line in chain._records(store, stream):
             if b'"store.repaired"' in line:
                 try:

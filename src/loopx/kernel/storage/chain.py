@@ -108,21 +108,27 @@ def chain_heads(store) -> dict:
 _HEAD = None
 
 
+def _header_match():
+    """The compiled pattern ``_header`` matches a line's start with (``.match``); groups: seq, id,
+    node, hlc ms, hlc counter, prev (``null`` or the quoted hex)."""
+    global _HEAD
+    if _HEAD is None:
+        import re
+
+        _HEAD = re.compile(rb'\{"v":\d+,"seq":(\d+),"id":"([A-Za-z0-9_-]*)","ts":"[0-9TZ:.+-]*","node":"(n-[0-9a-f]{16})",'
+                           rb'"hlc":\[(\d+),(\d+)\],"prev":(null|"[0-9a-f]{64}"),')
+    return _HEAD.match
+
+
 def _header(line: bytes):
     """(seq, id, node, hlc, prev) read straight from a line loopx wrote (fixed key order, CRC
     checked), or None when the line has any other shape (the caller then decodes it as JSON).
     A line that repeats a key later (a JSON reader keeps the last one) gains nothing from it here:
     its header still has to extend the chain of the node it names, and the line checks report it
     if the rest is not a valid record."""
-    global _HEAD
     import zlib
 
-    if _HEAD is None:
-        import re
-
-        _HEAD = re.compile(rb'\{"v":\d+,"seq":(\d+),"id":"([A-Za-z0-9_-]*)","ts":"[0-9TZ:.+-]*","node":"(n-[0-9a-f]{16})",'
-                           rb'"hlc":\[(\d+),(\d+)\],"prev":(null|"[0-9a-f]{64}"),')
-    m = _HEAD.match(line)
+    m = _header_match()(line)
     if m is None:
         return None
     cut = line.rfind(b',"crc":"')

@@ -286,23 +286,35 @@ SHAPES: dict[str, dict[str, tuple]] = {
 _ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel")
 
 
+_LIST_FIELDS = ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect")
+_LIST_SET = frozenset(_LIST_FIELDS)
+_ABSENT = object()
+# SHAPES as (key, types, required) per type, built once: check_shape runs on every line read
+_PLANS = {t: tuple((k, types, k in _ID_FIELDS) for k, types in shape.items()) for t, shape in SHAPES.items() if shape}
+
+
 def check_shape(rec: dict) -> None:
     """Raise ValueError when ``rec`` (a decoded line) does not have the shape folding relies on."""
     if not isinstance(rec.get("ts"), str) or not isinstance(rec.get("actor", ""), str):
         raise ValueError("ts or actor is not a string")
-    if not isinstance(rec.get("goal"), (str, type(None))) or not isinstance(rec.get("data"), dict):
+    goal = rec.get("goal")
+    data = rec.get("data")
+    if not (goal is None or isinstance(goal, str)) or not isinstance(data, dict):
         raise ValueError("goal or data has the wrong type")
-    shape = SHAPES.get(rec["type"])
-    if shape:
-        data = rec["data"]
-        for key, types in shape.items():
-            if key in data and not isinstance(data[key], types):
+    plan = _PLANS.get(rec["type"])
+    if plan:
+        for key, types, required in plan:
+            value = data.get(key, _ABSENT)
+            if value is _ABSENT:
+                if required:
+                    raise ValueError(f"{rec['type']}: field {key!r} is missing")
+            elif not isinstance(value, types):
                 raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
-            if key in _ID_FIELDS and key not in data:
-                raise ValueError(f"{rec['type']}: field {key!r} is missing")
-        for key in ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect"):
-            if isinstance(data.get(key), list) and not all(isinstance(x, str) for x in data[key]):
-                raise ValueError(f"{rec['type']}: {key!r} must list strings")
+        if not _LIST_SET.isdisjoint(data):
+            for key in _LIST_FIELDS:
+                value = data.get(key)
+                if isinstance(value, list) and not all(isinstance(x, str) for x in value):
+                    raise ValueError(f"{rec['type']}: {key!r} must list strings")
 
 
 def apply(state: dict, rec: dict) -> None:

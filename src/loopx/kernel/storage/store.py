@@ -298,7 +298,8 @@ class Store:
             live = self._load_live()
             if live is not None:
                 return live
-            save_snapshot = "refresh"  # so the next live read finds a view that fits
+            if save_snapshot:
+                save_snapshot = "refresh"  # so the next live read finds a view that fits
         state, offsets = self._load_snapshot()
         folded = 0
         torn = {}

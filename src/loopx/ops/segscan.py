@@ -1,0 +1,652 @@
+"""One pass over every line of a store for ``doctor``: the line checks, the hash chain's links and
+the anchored hashes, in parallel over the closed segments.
+
+The log is cut into *units* (a closed segment, or a piece of at most ``UNIT_BYTES`` of a large open
+file, ending on a line end); ``scan_unit`` reads one unit and checks each line once (CRC, JSON, the
+record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
+outright, so the verdict is the same as a reader's) and returns a small summary:
+
+- counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
+- ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
+  without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()`` (for repeated ids; the
+  pool's processes are forked, so they share this process's hash seed);
+- the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
+  hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
+  record (its ``prev``) and last record (its hash) leave the unit;
+- each node's last ``seq`` per stream and each unit's ``seq`` range (the anchor check then reads
+  only the units holding the records the anchors name), the ``seq`` of lines ``store.repaired``
+  records account for, the gate records (for the signing check), and each
+  goal's last run and the runs that recorded a setup error (for the setup check).
+
+``merge`` joins the summaries. A node's chain holds exactly when, over all its runs, exactly one
+starts with ``prev: null``, every other run's ``prev`` is the hash of another run's last record of
+the same node with a smaller ``hlc`` and no two runs name the same one, and in each stream the node's
+``hlc`` grows in file order: the links then form one path in ``hlc`` order (docs/architecture.md,
+"doctor"). When that does not hold, ``chain.verify`` walks the log in order to name the first broken
+link exactly, as before; a healthy store never takes that path.
+
+Units run in a pool of processes (``fork``, Linux only) when the store is large enough to gain from
+it; elsewhere, and for small stores, they run one after the other in this process.
+"""
+
+from __future__ import annotations
+
+import os
+
+UNIT_BYTES = 12 << 20         # at most this much of one file per unit: a closed segment (8 MiB and
+                              # the last write past it) is one unit; a big open file is cut in pieces
+PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
+BAD_SAMPLES = 20
+_SEQ = None
+
+
+def _seq_pattern():
+    global _SEQ
+    if _SEQ is None:
+        import re
+
+        _SEQ = re.compile(rb'"seq":(\d+)')
+    return _SEQ
+
+
+def units(root: str, stream: str) -> tuple[list[tuple], dict]:
+    """The units of ``stream`` in file order: ``(path, fname, closed, start, end, last)`` tuples, and
+    ``{"exists", "size", "unreadable"}`` about its files (never raises)."""
+    from loopx.kernel.storage.store import Store
+
+    store = Store(root)
+    paths = [(p, True) for p in store.stream_paths(stream)[:-1]] + [(os.path.join(root, f"{stream}.jsonl"), False)]
+    out: list[tuple] = []
+    info: dict = {"exists": False, "size": 0, "unreadable": None}
+    for path, closed in paths:
+        fname = f"{stream}/{os.path.basename(path)}" if closed else os.path.basename(path)
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                info["exists"] = True
+                info["size"] += size
+                start = 0
+                while True:
+                    end = min(size, start + UNIT_BYTES)
+                    if end < size:  # cut at the next line end after ``end``
+                        fh.seek(end)
+                        while True:
+                            block = fh.read(1 << 16)
+                            if not block:
+                                end = size
+                                break
+                            nl = block.find(b"\n")
+                            if nl >= 0:
+                                end += nl + 1
+                                break
+                            end += len(block)
+                    out.append((path, fname, closed, start, end, end >= size))
+                    if end >= size:
+                        break
+                    start = end
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # permissions, a folder in the file's place, an I/O error
+            info["exists"] = True
+            info["unreadable"] = f"{exc.strerror or exc}"
+    return out, info
+
+
+def _seq_runs(seqs: list[int]) -> list[list[int]]:
+    seqs.sort()
+    runs: list[list[int]] = []
+    for s in seqs:
+        if runs and s <= runs[-1][1] + 1:
+            if s > runs[-1][1]:
+                runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return runs
+
+
+def scan_unit(unit: tuple, stream: str) -> dict:
+    """Check every line of one unit (see the module docstring); never raises on damaged content."""
+    import hashlib
+    import json
+    import zlib
+
+    from loopx.kernel.storage import chain, fold
+    from loopx.kernel.storage.store import _CONFLICT, decode, order_key
+
+    path, fname, closed, start, end, last = unit
+    res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
+                 "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
+                 "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
+                 "first_unchained": None, "node_last_seq": {}, "unreadable": None,
+                 "last_runs": {}, "setup_runs": []}
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(end - start)
+    except OSError as exc:
+        res["unreadable"] = f"{exc.strerror or exc}"
+        return res
+    cut = data.rfind(b"\n") + 1
+    if last:
+        res["torn"] = len(data) - cut
+    if start == 0 and data.startswith(b"\xef\xbb\xbf"):
+        res["bom"] = True
+    lines = data[:cut].split(b"\n")
+    lines.pop()
+    del data
+
+    crc32 = zlib.crc32
+    sha = hashlib.sha256
+    scan_once = json.decoder.JSONDecoder().scan_once
+    check_shape = fold.check_shape
+    check_fields = chain.check_fields
+    canonical = chain.canonical
+    reducers = fold.REDUCERS
+    seqs: list[int] = []
+    ids: list[int] = []
+    unknown = res["unknown_types"]
+    bad = res["bad"]
+    runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
+                                    #            largest seq]]
+    node_last: dict = {}            # node -> its current run (the last of runs[node])
+    node_seq = res["node_last_seq"]
+    newest = ""
+    last_runs: dict = {}  # goal -> (order_key, run id) of its last run.started here
+    # the few records doctor folds without the history: gates (the signing check), the machines
+    # (node.registered, store.migrated: the chain and anchor checks' names)
+    gate_types = frozenset([t for t in fold.REDUCERS if t.startswith("gate.")] + ["node.registered", "store.migrated"])
+    good = 0
+    n = 0
+    valid_nodes: set = set()
+    for n, body in enumerate(lines, 1):
+        rec = None
+        head = None  # (seq, node, hlc, prev) as chain.verify reads them
+        fast = False
+        # the fast path accepts only lines store.decode accepts (a line as loopx writes it, its chain
+        # fields checked as chain.check_fields does); store.decode decides every other line
+        if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
+            try:
+                if crc32(body[:-18]) == int(body[-10:-2], 16):
+                    text = body.decode()
+                    obj, stop = scan_once(text, 0)
+                    if stop == len(text) and type(obj) is dict and type(obj.get("type")) is str \
+                            and type(obj.get("seq")) is int:
+                        check_shape(obj)
+                        if "node" in obj:
+                            node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
+                            if node not in valid_nodes:
+                                check_fields(obj)
+                                valid_nodes.add(node)
+                            if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
+                                    or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
+                                    or not (prev is None or (type(prev) is str and len(prev) == 64)):
+                                check_fields(obj)  # raises: the same message as store.decode
+                            if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
+                                    and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
+                                head = (obj["seq"], node, hlc, prev)  # what the header says too
+                            else:  # a repeated key: the chain reads the line's header, as chain.verify does
+                                h5 = chain._header(body)
+                                head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
+                        rec = obj
+                        fast = True
+            except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
+                rec, head = None, None
+        if rec is None:
+            if body[-1:] == b"\r":
+                res["crlf"] += 1
+            if not body.strip():
+                continue
+            try:
+                rec = decode(body)  # the readers' own verdict
+            except ValueError as exc:
+                conflict = body.startswith(_CONFLICT)
+                res["conflict"] = res["conflict"] or conflict
+                res["bad_count"] += 1
+                if len(bad) < BAD_SAMPLES:
+                    m = _seq_pattern().search(body)
+                    line_start = start + sum(len(x) + 1 for x in lines[:n - 1])
+                    bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
+                                "text": body[:80].decode("utf-8", "replace"), "file": fname,
+                                "seq": int(m[1]) if m and len(m[1]) < 19 else None})
+                rec = None
+            h5 = chain._header(body)
+            if h5 is not None:
+                head = (h5[0], h5[2], h5[3], h5[4])
+        if rec is not None:
+            good += 1
+            seq = rec["seq"]
+            seqs.append(seq)
+            rid = rec.get("id")
+            if rid:
+                # the id's hash: the pool's processes are forked, so they share this process's hash
+                # seed and their hashes compare (a collision among a million ids: ~1e-8)
+                ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
+            rtype = rec["type"]
+            if rtype not in reducers:
+                unknown[rtype] = unknown.get(rtype, 0) + 1
+            ts = rec.get("ts")
+            if type(ts) is str and ts > newest:
+                newest = ts
+            if rtype in gate_types:
+                res["gates"].append(rec)
+            elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
+                key = order_key(rec)
+                last = last_runs.get(rec["goal"])
+                if last is None or key > last[0]:
+                    last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
+            elif (rtype == "run.finished" or rtype == "run.reported") \
+                    and isinstance(rec["data"].get("setup_error"), dict):
+                res["setup_runs"].append(rec["data"].get("run_id"))
+            elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
+                d = rec["data"]
+                ex = res["explained"].setdefault(str(d.get("file", "")), [])
+                ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
+            if head is None and "node" in rec:
+                head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
+        if head is None:
+            if rec is not None:
+                res["unchained"] += 1
+                if res["first_unchained"] is None:
+                    res["first_unchained"] = rec["seq"]
+            continue
+        seq, node, hlc, prev = head
+        h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
+        run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
+        if run is not None and prev == run[4] and hlc > run[3]:
+            run[3] = hlc
+            run[4] = h
+            run[5] = seq
+            run[6] += 1
+            if seq > run[7]:
+                run[7] = seq
+        else:
+            if run is not None and not hlc > run[3] and res["disorder"] is None:
+                res["disorder"] = {"node": node, "seq": seq}
+            run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
+            runs.setdefault(node, []).append(run)
+    for node, node_runs in runs.items():
+        node_seq[node] = max(r[7] for r in node_runs)
+    res["lines"] = n
+    res["good"] = good
+    res["newest_ts"] = newest or None
+    res["last_runs"] = last_runs
+    res["seq_count"] = len(seqs)
+    res["last_seq"] = max(seqs) if seqs else 0
+    res["seq_runs"] = _seq_runs(seqs)
+    if ids:
+        from array import array
+
+        ids.sort()
+        res["ids"] = array("q", ids).tobytes()
+    res["runs"] = _pack_runs(runs, res)
+    return res
+
+
+_RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
+
+
+def _pack_runs(runs: dict, res: dict) -> dict:
+    """``{node: bytes}``: each run as one ``_RUN`` struct (a few MB for a whole store, not a list
+    of Python objects per run). A value that does not fit (a forged clock, a prev that is not hex)
+    marks the unit for ``chain.verify``."""
+    import struct
+
+    pack = struct.Struct(_RUN).pack
+    out: dict = {}
+    for node, node_runs in runs.items():
+        parts = []
+        for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n, _top in node_runs:
+            try:
+                parts.append(pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
+                                  e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), n))
+            except (struct.error, ValueError, TypeError, IndexError):
+                if res["disorder"] is None:
+                    res["disorder"] = {"node": node, "seq": e_seq}
+        out[node] = b"".join(parts)
+    return out
+
+
+def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
+    """Yield ``fn(*job)`` for each job, in order: over a pool of processes when that pays off
+    (at most two jobs ahead per process, so finished results never pile up), else here.
+    ``used["processes"]`` says which (0: here)."""
+    workers = _workers()
+    done = 0
+    used["processes"] = 0
+    if workers >= 2 and total_bytes >= PARALLEL_BYTES and len(jobs) >= 2:
+        try:
+            import multiprocessing
+            from collections import deque
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+                ahead: deque = deque()
+                nxt = 0
+                used["processes"] = min(workers, len(jobs))
+                while done < len(jobs):
+                    while nxt < len(jobs) and len(ahead) < 2 * workers:
+                        ahead.append(pool.submit(fn, *jobs[nxt]))
+                        nxt += 1
+                    res = ahead.popleft().result()
+                    done += 1
+                    yield res
+        except (OSError, ImportError, ValueError, RuntimeError):  # no fork, no semaphores, a broken pool
+            used["processes"] = 0
+    for job in jobs[done:]:
+        yield fn(*job)
+
+
+MAX_WORKERS = 8  # each holds one unit (up to UNIT_BYTES and its lines) while it checks it
+
+
+def _workers() -> int:
+    """How many processes to scan with: the cores this process may use (at most MAX_WORKERS); 1 off
+    Linux (only there is ``fork`` safe) and in a process that runs other threads (a fork copies
+    their locks in whatever state they are)."""
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return 1
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_WORKERS))
+
+
+def scan_store(root: str) -> dict:
+    """Scan both streams of the store at ``root``. Returns ``{"streams": {name: StreamScan}, "chain": the
+    chain summary (``Merge.chain``), "anchors": ``AnchorFacts``, "gates": [the gate records, in the order a
+    reader folds them], "processes": how many processes scanned (0: this one)}``."""
+    from loopx.kernel.storage.store import STREAMS
+
+    jobs: list[tuple] = []
+    merger = Merge()
+    total = 0
+    for name in STREAMS:
+        us, info = units(root, name)
+        merger.stream(name, info)
+        for u in us:
+            jobs.append((u, name))
+            total += u[4] - u[3]
+    jobs = _by_time(jobs)
+    used: dict = {}
+    for (u, name), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
+        merger.add(name, u, res)
+    return dict(merger.finish(), processes=used.get("processes", 0))
+
+
+def _by_time(jobs: list[tuple]) -> list[tuple]:
+    """``jobs`` ordered by the clock of each unit's first line, so the two streams' units that cover
+    the same time are merged together and the chain ends waiting for their other half stay few;
+    each stream's units keep their file order (if the clock says otherwise, nothing is reordered)."""
+    from loopx.kernel.storage import chain
+
+    match = chain._header_match()
+    keyed = []
+    for job in jobs:
+        path, _f, _c, start, _e, _l = job[0]
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                m = match(fh.readline(1 << 16))
+        except OSError:
+            m = None
+        if m is None:
+            return jobs
+        keyed.append(((int(m[4]), int(m[5])), job))
+    ordered = [job for _k, job in sorted(keyed, key=lambda kj: kj[0])]
+    for name in {job[1] for job in jobs}:
+        if [j for j in ordered if j[1] == name] != [j for j in jobs if j[1] == name]:
+            return jobs
+    return ordered
+
+
+class Merge:
+    """Joins ``scan_unit`` results as they come (each stream's units in file order) and keeps only
+    what the whole store needs: counts, the ``seq`` runs, the id digests, the open chain ends."""
+
+    def __init__(self) -> None:
+        self.streams: dict = {}
+        self.explained: dict[str, set] = {}
+        self.units: dict = {}  # stream -> [(unit, smallest seq, largest seq)] in file order
+        self.last_seq: dict = {}
+        self.gates: list = []
+        self.last_runs: dict = {}
+        self.setup_runs: set = set()
+        self._seq: dict = {}
+        # the chain
+        self.chain: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "holds": True, "why": None}
+        self._exits: dict = {}    # (node, hash) -> exit hlc, not named by any run's prev yet
+        self._waiting: dict = {}  # (node, prev) -> entry hlc, whose record is not seen yet
+        self._roots: dict = {}
+        self._heads: dict = {}
+        self._last_hlc: dict = {}  # (stream, node) -> hlc of its last record so far (file order)
+
+    def stream(self, name: str, info: dict) -> None:
+        s = {"exists": info["exists"], "size": info["size"], "lines": 0, "good": 0, "bad_count": 0, "bad": [],
+             "conflict": False, "torn_bytes": 0, "bom": False, "crlf": 0, "last_seq": 0, "missing_seqs": 0,
+             "missing_sample": [], "dup_seqs": 0, "dup_ids": 0, "unknown_types": {}, "newest_ts": None}
+        if info["unreadable"]:
+            s["unreadable"] = info["unreadable"]
+        self.streams[name] = s
+        self._seq[name] = {"runs": [], "count": 0, "ids": [], "file_lines": {}}
+
+    def add(self, name: str, unit: tuple, r: dict) -> None:
+        s, acc = self.streams[name], self._seq[name]
+        path, fname, closed, _start, _end, last = unit
+        if r["unreadable"]:
+            s["unreadable"] = r["unreadable"]
+        base = acc["file_lines"].get(fname, 0)
+        for b in r["bad"]:
+            if len(s["bad"]) < BAD_SAMPLES:
+                s["bad"].append(dict(b, line=b["line"] + base))
+        acc["file_lines"][fname] = base + r["lines"]
+        for k in ("lines", "good", "bad_count", "crlf"):
+            s[k] += r[k]
+        s["conflict"] = s["conflict"] or r["conflict"]
+        s["bom"] = s["bom"] or r["bom"]
+        if last and r["torn"]:
+            if closed:
+                s.setdefault("segment_torn", []).append(os.path.basename(path))
+            else:
+                s["torn_bytes"] = r["torn"]
+        for k, v in r["unknown_types"].items():
+            s["unknown_types"][k] = s["unknown_types"].get(k, 0) + v
+        if r["newest_ts"] and (s["newest_ts"] is None or r["newest_ts"] > s["newest_ts"]):
+            s["newest_ts"] = r["newest_ts"]
+        acc["runs"].extend(r["seq_runs"])
+        acc["count"] += r["seq_count"]
+        s["last_seq"] = max(s["last_seq"], r["last_seq"])
+        if r["ids"]:
+            acc["ids"].append(r["ids"])
+        for f, q in r["explained"].items():
+            self.explained.setdefault(f, set()).update(q)
+        if r["seq_runs"]:
+            self.units.setdefault(name, []).append((unit, r["seq_runs"][0][0], r["last_seq"]))
+        for node, q in r["node_last_seq"].items():
+            if q > self.last_seq.get((node, name), 0):
+                self.last_seq[(node, name)] = q
+        self.gates.extend(r["gates"])
+        for goal, last in r["last_runs"].items():
+            if goal not in self.last_runs or last[0] > self.last_runs[goal][0]:
+                self.last_runs[goal] = last
+        self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
+        self._add_chain(name, r)
+
+    def _fail(self, why: str) -> None:
+        if self.chain["holds"]:
+            self.chain["holds"], self.chain["why"] = False, why
+
+    def _add_chain(self, name: str, r: dict) -> None:
+        import struct
+
+        out = self.chain
+        out["unchained"] += r["unchained"]
+        if r["disorder"] is not None:
+            self._fail(f"{name} seq {r['disorder']['seq']}: the clock goes back")
+        exits, waiting, roots, heads, last_hlc = self._exits, self._waiting, self._roots, self._heads, self._last_hlc
+        for node, packed in r["runs"].items():
+            first = True
+            count = 0
+            for e_ms, e_ctr, e_seq, e_prev, has_prev, x_ms, x_ctr, x_seq, x_hash, n in struct.iter_unpack(_RUN, packed):
+                e_hlc, x_hlc = (e_ms, e_ctr), (x_ms, x_ctr)
+                if first:
+                    lh = last_hlc.get((name, node))
+                    if lh is not None and not e_hlc > lh:
+                        self._fail(f"{name} seq {e_seq}: the clock goes back")
+                    first = False
+                count += n
+                if not has_prev:
+                    roots[node] = roots.get(node, 0) + 1
+                else:
+                    key = (node, e_prev)
+                    x = exits.pop(key, None)
+                    if x is not None:
+                        if not x < e_hlc:
+                            self._fail(f"{name} seq {e_seq}: its prev names a later record")
+                    elif key in waiting:
+                        self._fail(f"{name} seq {e_seq}: two records name the same prev")
+                    else:
+                        waiting[key] = e_hlc
+                key = (node, x_hash)
+                e = waiting.pop(key, None)
+                if e is not None:
+                    if not x_hlc < e:
+                        self._fail(f"{name} seq {x_seq}: a prev names a later record")
+                elif key in exits:
+                    self._fail(f"{name} seq {x_seq}: two records with the same bytes")
+                else:
+                    exits[key] = x_hlc
+                h = heads.get(node)
+                if h is None or x_hlc > h[0]:
+                    heads[node] = (x_hlc, x_hash, name, x_seq)
+                last_hlc[(name, node)] = x_hlc
+            out["chained"] += count
+            out["nodes"][node] = out["nodes"].get(node, 0) + count
+
+    def finish(self) -> dict:
+        import heapq
+        import itertools
+        import operator
+        from array import array
+
+        for name, s in self.streams.items():
+            acc = self._seq[name]
+            # seq: repeats are the records beyond the distinct values; gaps are what no run covers
+            runs = sorted(acc["runs"])
+            distinct, top = 0, 0
+            gaps: list[tuple[int, int]] = []
+            for a, b in runs:
+                if a > top + 1:
+                    gaps.append((top + 1, a - 1))
+                if b > top:
+                    distinct += b - max(a, top + 1) + 1
+                    top = b
+            s["dup_seqs"] = acc["count"] - distinct
+            ok = self.explained.get(f"{name}.jsonl", set())
+            missing, sample = 0, []
+            for a, b in gaps:
+                missing += b - a + 1 - (sum(1 for q in ok if a <= q <= b) if ok else 0)
+                q = a
+                while q <= b and len(sample) < 10:
+                    if q not in ok:
+                        sample.append(q)
+                    q += 1
+            s["missing_seqs"], s["missing_sample"] = missing, sample
+            if acc["ids"]:
+                parts = []
+                for chunk in acc["ids"]:
+                    part = array("q")
+                    part.frombytes(chunk)
+                    parts.append(part)
+                acc["ids"] = None
+                # each unit's digests are sorted: merge them lazily (8 bytes per record held, no list)
+                one, two = itertools.tee(heapq.merge(*parts))
+                next(two, None)
+                s["dup_ids"] = sum(map(operator.eq, one, two))
+        out = self.chain
+        if self._waiting:
+            self._fail("a prev names no record of its node")
+        if any(v != 1 for v in self._roots.values()) or set(self._roots) != set(out["nodes"]):
+            self._fail("a node's first record is missing or repeated")
+        if out["chained"] and out["unchained"]:
+            self._fail("records without chain fields")
+        out["records"] = out["chained"] + out["unchained"]
+        out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
+                        for node, (hlc, h, st, seq) in self._heads.items()}
+        repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
+        return {"streams": self.streams, "chain": out, "gates": _reader_order(self.gates),
+                "setup": {"last_runs": {g: rid for g, (_k, rid) in self.last_runs.items()},
+                          "runs_with_error": self.setup_runs},
+                "anchors": AnchorFacts(self.units, self.last_seq, repaired,
+                                       {n: list(h[0]) for n, h in self._heads.items()})}
+
+
+class AnchorFacts:
+    """The log's side of ``anchors.compare`` from the one pass: ``last_seq`` {(node, stream): seq},
+    ``newest`` {node: hlc}, ``repaired`` {(stream, seq)}; ``hashes(keys)`` reads only the units whose
+    ``seq`` range holds an anchored record (anchors name recent heads: usually the newest units)."""
+
+    def __init__(self, units: dict, last_seq: dict, repaired: set, newest: dict) -> None:
+        self.units, self.last_seq, self.repaired, self.newest = units, last_seq, repaired, newest
+        self._known: dict = {}
+
+    def hashes(self, keys: set) -> dict:
+        """{(node, stream, seq): hex} for the ``keys`` the log holds (the line's hash as
+        ``chain._records`` reads the line: its header, else the decoded record; the last such line
+        in file order when several match)."""
+        from loopx.kernel.storage import chain
+        from loopx.kernel.storage.store import decode
+
+        todo = {k for k in keys if k not in self._known}
+        for stream in sorted({k[1] for k in todo if isinstance(k[1], str)}):
+            seqs = {k[2] for k in todo if k[1] == stream}
+            found: dict = {}
+            for unit, low, high in self.units.get(stream, []):
+                if not any(low <= q <= high for q in seqs):
+                    continue
+                path, _f, _c, start, end, _l = unit
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(start)
+                        data = fh.read(end - start)
+                except OSError:
+                    continue
+                for body in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]:
+                    head = chain._header(body)
+                    if head is not None:
+                        seq, node = head[0], head[2]
+                    else:
+                        try:
+                            rec = decode(body)
+                        except ValueError:
+                            continue
+                        if "node" not in rec:
+                            continue
+                        seq, node = rec["seq"], rec.get("node")
+                    if seq in seqs and (node, stream, seq) in todo:
+                        found[(node, stream, seq)] = chain.line_hash(body)
+            self._known.update(found)
+        for k in todo:
+            self._known.setdefault(k, "")
+        return {k: self._known[k] for k in keys}
+
+
+def _reader_order(recs: list[dict]) -> list[dict]:
+    """``recs`` in the order a reader folds them: ``order_key`` order, each id once (which is file
+    order for a log that was never merged)."""
+    from loopx.kernel.storage.store import order_key
+
+    out, seen = [], set()
+    for rec in sorted(recs, key=order_key):
+        rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+        if not isinstance(rid, (str, tuple)):
+            rid = repr(rid)
+        if rid in seen:
+            continue
+        seen.add(rid)
+        out.append(rec)
+    return out
