@@ -102,3 +102,11 @@ def test_default_turns_unknown_values_into_text():
 
     v = {"when": datetime.date(2026, 12, 1), "n": [1, {2}]}
     assert cjson.dumps(v, default=str) == json.dumps(v, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("raw", [b'\xef\xbb\xbf{"a": 1}', b"\xef\xbb\xbf [1, 2] ", b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf1",
+                                 b'"\xef\xbb\xbf"', b"\xff1", b'"\xed\xa0\x80"', b" \t1\r\n"])
+def test_utf8_bytes_read_as_json_reads_them(raw):
+    # json.loads takes UTF-8 bytes that start with a BOM (a file saved by a Windows editor)
+    want, got = _same_outcome(raw)
+    assert want == got, (raw, want, got)

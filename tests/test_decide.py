@@ -458,3 +458,71 @@ def test_explain_never_uses_the_cache(store, clk):
         decide.should_run(store)
     d = decide.should_run(store, explain=True)
     assert d["cached"] is False and d["rules"]
+
+
+def _edit_cached_entries(project, edit) -> None:
+    """Hand-edit every entry of ``.loopx/cache/decisions.bin`` (a person or a tool poking at it)."""
+    import marshal
+
+    path = project / ".loopx" / "cache" / "decisions.bin"
+    raw = path.read_bytes()
+    data = marshal.loads(raw)
+    if isinstance(data.get("body"), bytes):  # the entries are wrapped with a checksum: edit the inner blob
+        inner = marshal.loads(data["body"])
+        for e in inner.values():
+            edit(e)
+        data["body"] = marshal.dumps(inner)
+    else:
+        for e in data.values():
+            edit(e)
+    path.write_bytes(marshal.dumps(data))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda e: e.update(hosts=[1, 2]),                          # a list where a dict was
+    lambda e: e.update(decision={"decision": "run"}),          # a decision without its message
+    lambda e: e["decision"].update(budget={"slots": "many"}),  # a budget the text renderer cannot print
+], ids=["hosts-list", "decision-without-message", "odd-budget"])
+def test_a_hand_edited_decision_cache_is_a_miss_never_an_internal_error(goal, project, edit):
+    from conftest import run_loopx
+
+    for fmt in (["--format", "json"], []):
+        for _ in range(3):  # the second call saves the answer, the third is the quick path's hit
+            warm = run_loopx(["quota", "should-run", "--format", "json"], project)
+        assert warm.code == 0 and json.loads(warm.out)["data"]["cached"], warm.err
+        _edit_cached_entries(project, edit)
+        r = run_loopx(["quota", "should-run", *fmt], project)
+        assert r.code == 0 and "internal error" not in r.err, r.err
+        if fmt:
+            assert json.loads(r.out)["data"]["cached"] is False
+        else:
+            assert r.out.startswith("run: ")
+
+
+@pytest.mark.parametrize("args,env", [
+    ([], {}),
+    (["--goal-id", "g1", "--skip-exit", "0"], {}),
+    (["--agent", "bot"], {}),
+    ([], {"LOOPX_AGENT": "bot"}),
+    ([], {"PATH": "/usr/bin:/bin"}),
+], ids=["plain", "goal-skip-exit", "agent-flag", "agent-env", "other-path"])
+def test_the_quick_path_answers_as_the_full_path_does(store, clk, cli, project, monkeypatch, args, env):
+    """A cached poll answered before the store is opened (decision_cache.quick) gives the envelope,
+    exit code and text the full path gives when it finds the same entry."""
+    from conftest import run_loopx
+    from loopx.kernel.policy import decision_cache
+
+    start(store, clk)
+    work_turn(store, clk, "no_progress")  # a `skip`: exit 1, or 0 with --skip-exit 0
+    env = {"LOOPX_NOW": clk.iso, **env}
+    for fmt in (["--format", "json"], []):
+        for _ in range(3):
+            quick = run_loopx(["quota", "should-run", *args, *fmt], project, env=env)
+        with monkeypatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            mp.setattr(decision_cache, "quick", lambda *a: None)  # the full path, its cache hit
+            full = cli("quota", "should-run", *args, *fmt)
+        assert (quick.code, quick.out, quick.err) == (full.code, full.out, full.err)
+    assert json.loads(run_loopx(["quota", "should-run", *args, "--format", "json"], project, env=env).out
+                      )["data"]["cached"] is True

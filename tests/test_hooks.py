@@ -413,3 +413,21 @@ def test_a_hook_whose_stdout_fails_still_exits_0(goal, project):
         proc = subprocess.run([sys.executable, "-m", "loopx", "hook", "pre-tool", "--host", "claude-code"], cwd=project,
                               input=body.encode(), stdout=full, stderr=subprocess.PIPE, env=subprocess_env(), timeout=60)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("host", ["claude-code", "generic"])
+def test_a_tool_input_string_nested_too_deeply_is_denied_not_waved_through(goal, project, host):
+    # some hosts send tool_input as a JSON *string*; one padded past the decoder's nesting limit used
+    # to raise inside the guard, whose "a bug must not wedge the agent" branch then allowed the call
+    depth = 200_000  # past the limit on every version (test_the_nesting_cases_cover_both_branches_on_this_python)
+    for command in ("gh pr merge 5", "rm -rf .loopx"):
+        ti = json.dumps({"command": command})[:-1] + ', "pad": ' + "[" * depth + "]" * depth + "}"
+        body = payload("claude-code", "pre_tool_bash", project, tool_input={})
+        body["tool_input"] = ti
+        r = hook(project, "pre-tool", host, json.dumps(body))
+        assert "Traceback" not in r.err
+        if host == "claude-code":
+            assert "could not check" in deny_reason(r), (command, r.out, r.err)
+        else:  # the generic contract: {"decision": "deny", "reason"} and exit 2
+            doc = json.loads(r.out)
+            assert (r.code, doc["decision"]) == (2, "deny") and "could not check" in doc["reason"], (command, r.out)

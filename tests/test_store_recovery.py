@@ -337,3 +337,26 @@ def test_a_crc_valid_line_of_the_wrong_shape_is_a_bad_line_not_a_crash(project, 
     assert cli("doctor").code == 1
     assert cli("doctor", "--fix").code in (0, 1)
     assert cli("status", json=True).data["store"]["files"]["events"]["bad_lines"] == 0
+
+
+def test_a_crc_valid_line_nested_too_deeply_is_a_bad_line_not_a_dead_store(project, cli):
+    # json's C scanner raises RecursionError (not ValueError) for absurd nesting: one hand-made
+    # line like this must not stop every command with "input nested too deeply" (doctor included)
+    import json as _json
+    import zlib
+
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g1", "--todo", "a").code == 0
+    path = project / ".loopx" / "events.jsonl"
+    last = _json.loads(path.read_text().splitlines()[-1])
+    depth = 100_000
+    head = (b'{"v":1,"seq":%d,"id":"e-00000000000000ab","ts":"2026-11-29T18:20:00Z","actor":"human:x",'
+            b'"type":"todo.added","goal":"g1","data":' % (last["seq"] + 1)) + b"[" * depth + b"]" * depth
+    with open(path, "ab") as fh:
+        fh.write(head + b',"crc":"%08x"}\n' % zlib.crc32(head))
+    for args in (["status"], ["todo", "list"], ["history"], ["todo", "add", "b"], ["quota", "should-run"]):
+        r = cli(*args, json=True)
+        assert r.code in (0, 1), (args, r.out, r.err)
+    assert cli("status", json=True).data["store"]["files"]["events"]["bad_lines"] == 1
+    assert cli("doctor", "--fix").code in (0, 1)
+    assert cli("status", json=True).data["store"]["files"]["events"]["bad_lines"] == 0
+    assert "b" in titles(project)

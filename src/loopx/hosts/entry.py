@@ -185,13 +185,17 @@ def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
 # ------------------------------------------------------------------ pre-tool
 def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
     """``(commands, paths)`` a tool call would run or write, read from the host's payload by its
-    adapter (``loopx.hosts.adapters``: one payload table row per host)."""
+    adapter (``loopx.hosts.adapters``: one payload table row per host). Raises Uncheckable when a
+    tool input sent as a JSON string is nested too deeply to decode."""
     from loopx.hosts.adapters import base
 
     mod = adapter(host)
-    if hasattr(mod, "tool_call"):
-        return mod.tool_call(payload)
-    return base.tool_call(payload, mod.SHAPE)
+    try:
+        if hasattr(mod, "tool_call"):
+            return mod.tool_call(payload)
+        return base.tool_call(payload, mod.SHAPE)
+    except RecursionError:  # json's scanner on absurd nesting, inside a string the host would decode
+        raise Uncheckable("the tool input is nested too deeply to read") from None
 
 
 def deny(host: str, reason: str) -> tuple[dict | None, dict]:
@@ -203,6 +207,11 @@ def deny(host: str, reason: str) -> tuple[dict | None, dict]:
 def _allow(host: str, verdict: dict) -> tuple[dict | None, dict]:
     response, code, err = _answer(host, "allow")
     return response, dict(verdict, exit_code=code, stderr=err)
+
+
+def _uncheckable_reason(why: str) -> str:
+    return (f"loopx could not check this tool call ({why}), so it is denied: "
+            "a protected action must not slip through unchecked. Split it into smaller calls.")
 
 
 def pre_tool(payload: dict, host: str, *, project: str | None = None,
@@ -246,6 +255,9 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                 # the full state (an older standing approval may still cover the action).
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
                                          project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
+    except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
+        response, extra = deny(host, _uncheckable_reason(str(exc)))
+        return response, dict(extra, allow=False, reason="uncheckable_payload", error=str(exc))
     except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
         log_error(store, "hook pre-tool", exc)
         return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
@@ -447,8 +459,7 @@ def dispatch(event: str, host: str, stream, *, project: str | None = None, agent
     if not adapters.known(host) or event not in EVENTS:
         return None, {"reason": "unknown_host_or_event", "host": host, "event": event}
     if uncheckable is not None and event == "pre-tool":
-        response, extra = deny(host, f"loopx could not check this tool call ({uncheckable}), so it is denied: "
-                                     "a protected action must not slip through unchecked. Split it into smaller calls.")
+        response, extra = deny(host, _uncheckable_reason(uncheckable))
         return response, dict(extra, reason="uncheckable_payload", error=uncheckable)
     if bad is not None and event == "stop":
         return let_stop(host, {"reason": "bad_payload", "error": bad})

@@ -15,7 +15,8 @@ An entry is keyed by (goal argument, agent) and stores the decision with:
 - ``evaluated_at``; a clock that went backwards (``LOOPX_NOW``) misses.
 
 Entries are written only when the call recorded nothing, and the whole file is rewritten
-atomically; a damaged file is a miss. Time fields of a hit (``next_check_at``,
+atomically as ``{"crc": crc32(body), "body": marshal of the entries}``; a damaged or hand-edited
+file (a CRC that does not match) is a miss, never an error. Time fields of a hit (``next_check_at``,
 ``scheduler_hint``, ``evaluated_at``) are recomputed for the current time.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import zlib
 from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError
@@ -52,9 +54,13 @@ def stamp(store) -> list | None:
 def _read(store) -> dict:
     try:
         with open(store.path("cache", FILE), "rb") as fh:
-            data = marshal.loads(fh.read())
+            outer = marshal.loads(fh.read())
+        body = outer["body"]
+        if outer["crc"] != zlib.crc32(body):
+            return {}  # changed by hand or damaged: entries loopx did not write could be any shape
+        data = marshal.loads(body)
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError, EOFError, TypeError):
+    except (OSError, ValueError, EOFError, TypeError, KeyError, IndexError):
         return {}
 
 
@@ -101,7 +107,7 @@ def quick(root: str, goal_id: str | None, agent: str | None, caller_path: str | 
     store at ``root`` (the ``.loopx`` directory), looked up without opening the store or importing
     the decision rules; None on a miss. The key and the checks are ``decide.should_run``'s, so
     both paths give one answer (the caller syncs a shared goal first, and then takes the full path).
-    Raises UsageError for a bad ``LOOPX_NOW``."""
+    A bad ``LOOPX_NOW`` is a miss here (the full path then reports it: UsageError, exit 2)."""
     where = _Root(root)
     files = stamp(where)
     if files is None:
@@ -206,6 +212,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         data.pop(next(iter(data)))
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        atomic_write(store.path("cache", FILE), marshal.dumps(data), sync=False)
+        body = marshal.dumps(data)
+        atomic_write(store.path("cache", FILE), marshal.dumps({"crc": zlib.crc32(body), "body": body}), sync=False)
     except (OSError, ValueError):
         pass

@@ -8,9 +8,11 @@ output and the accepted input are ``json``'s:
 - ``dumps(obj)`` == ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` (the record
   format of ``.loopx/*.jsonl``; ``ascii``, ``sort_keys``, ``default`` and ``separators`` as in
   ``json.dumps``); raises TypeError for a value JSON cannot hold, ValueError for a circular one.
-- ``loads(text)`` == ``json.loads(text)`` for ``str`` and for UTF-8 ``bytes`` (the only encoding
-  loopx writes; ``json.loads`` would also guess UTF-16/32); raises ValueError (``json``'s
-  ``JSONDecodeError`` where the scanner raises it), RecursionError for absurd nesting.
+- ``loads(text)`` == ``json.loads(text)`` for ``str`` and for UTF-8 ``bytes``, a leading BOM
+  included (UTF-8 is the only encoding loopx writes; bytes with a NUL among their first four,
+  which are never JSON in UTF-8, raise ValueError where ``json.loads`` would guess UTF-16/32);
+  raises ValueError (``json``'s ``JSONDecodeError`` where the scanner raises it, with a shorter
+  message otherwise), RecursionError for absurd nesting.
 
 When ``_json`` is missing (another Python implementation) both fall back to the ``json`` package.
 tests/test_cjson.py checks both against ``json`` on generated values and texts.
@@ -69,7 +71,8 @@ def loads(text: str | bytes):
 
         return json.loads(text)
     if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", "surrogatepass")  # what json.loads does for UTF-8
+        # what json.loads does for UTF-8: a leading BOM is dropped (json picks utf-8-sig then)
+        text = bytes(text).decode("utf-8-sig", "surrogatepass")
     elif not isinstance(text, str):
         raise TypeError(f"the JSON object must be str or bytes, not {text.__class__.__name__}")
     if text.startswith("\ufeff"):

@@ -83,6 +83,8 @@ def decode(line: bytes, loads=None) -> dict:
         rec = loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    except RecursionError:  # json's scanner on absurd nesting: a bad line like any other
+        raise ValueError("not JSON: nested too deeply to read") from None
     if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) or not isinstance(rec.get("seq"), int):
         raise ValueError("not an event record")
     fold.check_shape(rec)
