@@ -50,6 +50,22 @@ def _stop_on_signals(server) -> threading.Event:
     return stopping
 
 
+def _serve(server, open_browser: bool, on_close=None) -> dict:
+    """Open the launch URL if asked, serve until a signal stops ``server``, then close it (and call
+    ``on_close``). Returns ``{"stopped": True, "port"}``."""
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(server.launch_url)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        if on_close is not None:
+            on_close()
+    return {"stopped": True, "port": server.port}
+
+
 def home() -> str:
     from loopx.kernel.storage import registry
 
@@ -375,16 +391,7 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
     stopping = _stop_on_signals(server)
     announce(server)
     threading.Thread(target=_notify_loop, args=(stopping,), name="loopx-notify", daemon=True).start()
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(server.launch_url)
-    try:
-        server.serve_forever(poll_interval=0.5)
-    finally:
-        server.server_close()
-        remove_state(server.instance)
-    return {"stopped": True, "port": server.port}
+    return _serve(server, open_browser, lambda: remove_state(server.instance))
 
 
 NOTIFY_EVERY = 30.0  # seconds between the service's passes over the registered projects' outboxes
@@ -439,12 +446,4 @@ def serve_trace(trace, port: int, *, announce, open_browser: bool) -> dict:
                        "pick another port with --port N (or leave it out for any free port)") from None
     _stop_on_signals(server)
     announce(server)
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(server.launch_url)
-    try:
-        server.serve_forever(poll_interval=0.5)
-    finally:
-        server.server_close()
-    return {"stopped": True, "port": server.port}
+    return _serve(server, open_browser)
