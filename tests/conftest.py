@@ -149,3 +149,39 @@ def clk(monkeypatch):
     from datetime import UTC, datetime
 
     return Clock(monkeypatch, datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+
+
+def rewrite_history(project: Path, drop) -> None:
+    """What a hostile agent with a shell does: remove records, renumber seq, recompute every prev
+    and CRC, and delete the cache (which remembers the heads)."""
+    import shutil
+
+    from loopx.kernel.storage import chain
+    from loopx.kernel.storage.store import decode, encode
+
+    root = project / ".loopx"
+    recs = []
+    for stream in ("events", "evidence"):
+        p = root / f"{stream}.jsonl"
+        if p.exists():
+            recs += [(stream, decode(x)) for x in p.read_bytes().splitlines() if x]
+    recs = [(s, r) for s, r in recs if not drop(r)]
+    recs.sort(key=lambda sr: (sr[1]["hlc"], sr[1]["node"], sr[1]["id"]))
+    seq = {"events": 0, "evidence": 0}
+    last: dict[str, str] = {}
+    out: dict[str, list[bytes]] = {"events": [], "evidence": []}
+    for stream, rec in recs:
+        rec = {k: v for k, v in rec.items() if k != "crc"}
+        seq[stream] += 1
+        rec["seq"] = seq[stream]
+        rec["prev"] = last.get(rec["node"])
+        line = encode(rec)
+        last[rec["node"]] = chain.line_hash(line)
+        out[stream].append(line)
+    for stream, lines in out.items():
+        p = root / f"{stream}.jsonl"
+        if p.exists() or lines:
+            p.write_bytes(b"".join(lines))
+    shutil.rmtree(root / "cache", ignore_errors=True)
+    for f in root.glob("snapshot*"):
+        f.unlink()

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import rewrite_history
 from loopx.kernel.storage import anchors, chain
-from loopx.kernel.storage.store import Store, decode, encode
+from loopx.kernel.storage.store import Store, decode
 
 UPDATE_HOOK = """#!/bin/sh
 ref="$1"; old="$2"; new="$3"
@@ -58,37 +59,6 @@ def _rejected_gate(cli, goal) -> dict:
 def _checks(cli) -> dict:
     r = cli("doctor", json=True)
     return {c["id"]: c for c in r.data["checks"]}
-
-
-def _rewrite_history(project: Path, drop) -> None:
-    """What a hostile agent with a shell does: remove records, renumber seq, recompute every prev
-    and CRC, and delete the cache (which remembers the heads)."""
-    root = project / ".loopx"
-    recs = []
-    for stream in ("events", "evidence"):
-        p = root / f"{stream}.jsonl"
-        if p.exists():
-            recs += [(stream, decode(x)) for x in p.read_bytes().splitlines() if x]
-    recs = [(s, r) for s, r in recs if not drop(r)]
-    recs.sort(key=lambda sr: (sr[1]["hlc"], sr[1]["node"], sr[1]["id"]))
-    seq = {"events": 0, "evidence": 0}
-    last: dict[str, str] = {}
-    out: dict[str, list[bytes]] = {"events": [], "evidence": []}
-    for stream, rec in recs:
-        rec = {k: v for k, v in rec.items() if k != "crc"}
-        seq[stream] += 1
-        rec["seq"] = seq[stream]
-        rec["prev"] = last.get(rec["node"])
-        line = encode(rec)
-        last[rec["node"]] = chain.line_hash(line)
-        out[stream].append(line)
-    for stream, lines in out.items():
-        p = root / f"{stream}.jsonl"
-        if p.exists() or lines:
-            p.write_bytes(b"".join(lines))
-    shutil.rmtree(root / "cache", ignore_errors=True)
-    for f in root.glob("snapshot*"):
-        f.unlink()
 
 
 def _drop_rejection(rec: dict) -> bool:
@@ -136,7 +106,7 @@ def test_a_full_rewrite_is_detected_through_the_pushed_anchor(repo, goal, cli):
     r = cli("anchor", "--push", "origin", json=True)
     assert r.code == 0 and r.data["pushed"] == "origin", r.err
 
-    _rewrite_history(repo, _drop_rejection)
+    rewrite_history(repo, _drop_rejection)
     checks = _checks(cli)
     assert checks["store.chain"]["status"] == "ok"  # every CRC and hash was recomputed: the chain holds
     for cid in ("store.anchors.file", "store.anchors.git", "store.anchors.remote.origin"):

@@ -248,29 +248,11 @@ def test_each_machine_pushes_its_own_anchors_and_doctor_checks_every_nodes_head(
 
     # b's agent rewrites b's log consistently (drops b's later todo, recomputes every hash) and b's
     # local anchors: the anchors b pushed, which the remote will not rewind, show it
-    import shutil
-
-    from loopx.kernel.storage import anchors, chain
-    from loopx.kernel.storage.store import decode, encode
+    from conftest import rewrite_history
+    from loopx.kernel.storage import anchors
 
     root = b.path / ".loopx"
-    recs = []
-    for stream in ("events", "evidence"):
-        recs += [(stream, decode(x)) for x in (root / f"{stream}.jsonl").read_bytes().splitlines() if x]
-    recs = [(s, r) for s, r in recs if (r.get("data") or {}).get("title") != "b's later work"]
-    recs.sort(key=lambda sr: (sr[1]["hlc"], sr[1]["node"], sr[1]["id"]))
-    seq, last, out = {"events": 0, "evidence": 0}, {}, {"events": [], "evidence": []}
-    for stream, rec in recs:
-        rec = {k: v for k, v in rec.items() if k != "crc"}
-        seq[stream] += 1
-        rec["seq"] = seq[stream]
-        rec["prev"] = last.get(rec["node"])
-        line = encode(rec)
-        last[rec["node"]] = chain.line_hash(line)
-        out[stream].append(line)
-    for stream, lines in out.items():
-        (root / f"{stream}.jsonl").write_bytes(b"".join(lines))
-    shutil.rmtree(root / "cache", ignore_errors=True)
+    rewrite_history(b.path, lambda r: (r.get("data") or {}).get("title") == "b's later work")
     pid = json.loads((root / "format.json").read_text())["project_id"]
     Path(anchors.data_path(pid)).unlink()
     git(b.path, "update-ref", "-d", anchors.REF)
