@@ -292,3 +292,14 @@ def test_concurrent_writers_across_segment_rotations_lose_nothing(goal, project,
     assert result["broken"] is None and result["unchained"] == 0
     checks = {c["id"]: c for c in cli("doctor", json=True).data["checks"]}
     assert checks["store.chain"]["status"] == "ok" and checks["store.seq"]["status"] == "ok", checks
+
+
+def test_ensure_lines_adds_only_what_a_gitignore_lacks(tmp_path):
+    from loopx.kernel.storage.fs import ensure_lines
+
+    gi = tmp_path / ".gitignore"
+    ensure_lines(str(gi), ("node", "backup/"))  # missing file: created
+    assert gi.read_text() == "node\nbackup/\n"
+    gi.write_text("# mine\nlock\n  node  \nbackup/")  # no final newline, an indented entry
+    ensure_lines(str(gi), ("node", "backup/", "worktrees/"))
+    assert gi.read_text() == "# mine\nlock\n  node  \nbackup/\nworktrees/\n"

@@ -73,18 +73,9 @@ def base_branch(project_dir: str) -> str:
 
 def _ignore_worktrees(store) -> None:
     """Make sure ``.loopx/.gitignore`` lists ``worktrees/`` (stores made before parallel runs)."""
-    from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.fs import ensure_lines
 
-    gi = store.path(".gitignore")
-    try:
-        with open(gi, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        text = ""
-    except OSError:
-        return
-    if worktrees.DIRNAME + "/" not in text.split():
-        atomic_write(gi, (text + ("" if not text or text.endswith("\n") else "\n") + worktrees.DIRNAME + "/\n").encode())
+    ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
 
 
 def create(store, run_id: str, base: str) -> dict:

@@ -46,6 +46,24 @@ def find_up(start: str, name: str, *, dir_only: bool = True, limit: int | None =
     return None
 
 
+def ensure_lines(path: str, lines) -> None:
+    """Append each of ``lines`` that the text file ``path`` lacks (as a whole, stripped line),
+    creating the file when missing; an unreadable file is left alone (``.gitignore`` entries of
+    stores made by an older loopx)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        text = ""
+    except (OSError, ValueError):
+        return
+    have = {line.strip() for line in text.splitlines()}
+    add = [x for x in lines if x not in have]
+    if add:
+        atomic_write(path, (text + ("" if not text or text.endswith("\n") else "\n")
+                            + "".join(x + "\n" for x in add)).encode())
+
+
 def find_root(start: str) -> str | None:
     """The nearest ``.loopx`` directory at or above ``start`` (like git's discovery), or None.
     Inside a parallel run's worktree (``<project>/.loopx/worktrees/<run-id>/...``) it is the

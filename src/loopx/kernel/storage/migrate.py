@@ -224,18 +224,6 @@ def run(store) -> dict | None:
 
 def _ignore_new_files(store) -> None:
     """Add format 2's machine-local entries (``node``, ``backup/``) to ``.loopx/.gitignore``."""
-    path = store.path(".gitignore")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        text = ""
-    except (OSError, ValueError):
-        return
-    have = {line.strip() for line in text.splitlines()}
-    add = [r for r in ("node", "backup/") if r not in have]
-    if add:
-        from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.fs import ensure_lines
 
-        body = text + ("" if not text or text.endswith("\n") else "\n") + "".join(r + "\n" for r in add)
-        atomic_write(path, body.encode())
+    ensure_lines(store.path(".gitignore"), ("node", "backup/"))
