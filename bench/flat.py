@@ -3,9 +3,10 @@
 events, as a ratio to the same interpreter's bare ``python -c pass`` and with its peak RSS.
 
 For each size it builds a realistic store (bench/storebuild.py: format 2, ends at the current
-time), then measures, each as a fresh ``python -m loopx`` process (bytecode caching on, no agent
-markers), paired with a bare ``python -c pass`` run right before it so load from other processes
-hits both alike:
+time), then measures, each as a fresh process of what cron, systemd and the hooks run (the ``loopx``
+console script next to the interpreter when it runs this checkout, else ``python -m loopx``;
+bytecode caching on, no agent markers), paired with a bare ``python -c pass`` run right before it so
+load from other processes hits both alike:
 
 - ``cold``: the first command (``status``) on a store with no cache at all (a fresh clone);
 - ``status``; ``should-run warm`` (an unchanged store); ``should-run after write`` (a ``todo add``
@@ -13,11 +14,11 @@ hits both alike:
   it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
 - ``history --limit 20``; ``doctor`` (three runs: it is not a hot path, but one run on a shared machine says little);
-- once, the floors (``--only floor``): a bare interpreter that imports only what the launcher or
-  every writer needs, the part of each ratio that is not loopx's.
+- once, the floors (``--only floor``): a bare interpreter that imports only what a launcher adds
+  (``python -m``, the console script of pip < 25) or what loopx keeps off its hot paths.
 
 Prints one JSON line per command and size:
-``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load"}``
+``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load", "launcher"}``
 (``cpu_ratio``: the same ratio of user + system CPU seconds, which a loaded machine disturbs less
 than wall time; ``cpu_s``: the median CPU seconds of the command and its child processes, such as
 doctor's pool; ``load``: the 1-minute load average after it; floors have ``events`` 0).
@@ -101,17 +102,35 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
     c, cb = statistics.median(cpu), statistics.median(cpu_base)
     return {"command": name, "events": size, "median_s": round(med, 4), "baseline_s": round(b, 4),
             "ratio": round(med / b, 2), "cpu_ratio": round(c / cb, 2) if cb else None,
-            "rss_mb": round(rss, 1), "runs": runs, "cpu_s": round(c, 3), "load": round(os.getloadavg()[0], 1)}
+            "rss_mb": round(rss, 1), "runs": runs, "cpu_s": round(c, 3), "load": round(os.getloadavg()[0], 1),
+            "launcher": LAUNCHER[0]}
 
 
-# What any loopx command pays before loopx's own code runs, as the same ratio: the launcher
-# (`python -m` imports runpy; pip's console script imports re) and the standard modules every
-# writer needs (json for the record, re for redaction, datetime for timestamps).
+LAUNCHER = ["console script"]  # set by main()
+
+# What a launcher adds before loopx's own code runs, as the same ratio (`python -m` imports runpy;
+# the console script that pip < 25 writes imports re; pip >= 25 writes one that imports only sys),
+# and what the standard modules loopx keeps off its hot paths would cost.
 FLOORS = [
     ("floor: python -m (runpy)", "import runpy"),
-    ("floor: console script (re)", "import re"),
-    ("floor: python -m + json, re, datetime", "import runpy, json, re, datetime"),
+    ("floor: console script of pip < 25 (re)", "import re"),
+    ("floor: json, re, datetime (what loopx keeps off its hot paths)", "import json, re, datetime"),
 ]
+
+
+def launcher(py: str, env: dict) -> tuple[list[str], str]:
+    """What cron, systemd and the hooks run (``loopx.resources.loopx_executable``): the ``loopx``
+    console script next to ``py`` when it runs this checkout, else ``py -m loopx`` with ``src`` on
+    PYTHONPATH. Returns (argv prefix, a name for the report)."""
+    script = os.path.join(os.path.dirname(py), "loopx")
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        where = subprocess.run([py, "-c", "import loopx; print(loopx.__file__)"], env=env,
+                               capture_output=True, text=True).stdout.strip()
+        if where and os.path.realpath(where).startswith(os.path.realpath(os.path.join(REPO, "src")) + os.sep):
+            with open(script, encoding="utf-8", errors="replace") as fh:
+                old_pip = "import re" in fh.read()  # pip < 25 wrote a template that imports re
+            return [script], "console script" + (" (pip < 25: imports re)" if old_pip else "")
+    return [py, "-m", "loopx"], "python -m (no console script of this checkout next to the interpreter)"
 
 
 def main(argv=None) -> int:
@@ -125,13 +144,16 @@ def main(argv=None) -> int:
     only = set(args.only.split(",")) if args.only else None
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-flat-")
     os.makedirs(root, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"), LOOPX_HOME=os.path.join(root, "home"),
-               NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
+    env = dict(os.environ, LOOPX_HOME=os.path.join(root, "home"), NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
     for var in ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_THREAD_ID",
-                "CURSOR_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE"):
+                "CURSOR_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
         env.pop(var, None)
     py = sys.executable
-    lx = [py, "-m", "loopx"]
+    lx, how = launcher(py, env)
+    if how != "console script":
+        env["PYTHONPATH"] = os.path.join(REPO, "src")
+    LAUNCHER[0] = how
+    print(f"# launcher: {how} ({' '.join(lx)})", file=sys.stderr)
     run_rss(lx + ["--help"], root, env)  # compile and cache the bytecode once
     want = (lambda n: only is None or n in only)
     try:

@@ -55,7 +55,10 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             proj = fixture.build(root, size)
             built = time.perf_counter() - t
-            total = sum(1 for s in ("events", "evidence") for _ in open(os.path.join(proj, ".loopx", f"{s}.jsonl"), "rb"))
+            total = 0
+            for s in ("events", "evidence"):
+                with open(os.path.join(proj, ".loopx", f"{s}.jsonl"), "rb") as fh:
+                    total += sum(1 for _ in fh)
             cold = fixture.timed([py, "-m", "loopx", *CMD], proj, env)
             runs = [fixture.timed([py, "-m", "loopx", *CMD], proj, env) for _ in range(args.runs)]
             med = statistics.median(runs)

@@ -129,14 +129,17 @@ def render_set(d: dict) -> str:
 
 def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=True):
     from loopx import output
-    from loopx.kernel.read import validate
 
-    skip = 1 if skip_exit is None else validate.count(skip_exit, "--skip-exit", low=0, high=255)
+    skip = 1
+    if skip_exit is not None:
+        from loopx.kernel.read import validate
+
+        skip = validate.count(skip_exit, "--skip-exit", low=0, high=255)
     if record and not explain:  # a poll of an unchanged store: answered before the rules are imported
         import os
 
         from loopx.kernel.policy import decision_cache
-        from loopx.kernel.policy.sync import is_shared
+        from loopx.kernel.policy.sharing import is_shared
 
         root = ctx.root()
         hit = None if is_shared(root) else decision_cache.quick(root, goal_id, ctx.agent, os.environ.get("PATH"))

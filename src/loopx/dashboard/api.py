@@ -16,11 +16,11 @@ import os
 import re
 import threading
 import time
-from datetime import timedelta
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
 from loopx.kernel.storage import actors
+from loopx.kernel.storage.clock import timedelta
 
 GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")

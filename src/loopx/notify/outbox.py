@@ -13,10 +13,10 @@ can repeat that one notification (at-least-once at that edge); receivers can ded
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 from loopx.kernel.read import notices
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import timedelta
 
 
 def user_cfg() -> dict:

@@ -161,9 +161,8 @@ def check_dashboard(t: Target) -> dict:
 
 
 def check_clock(t: Target) -> dict:
-    from datetime import UTC, datetime
-
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import UTC, datetime
 
     fixed = env("LOOPX_NOW")
     if fixed:

@@ -17,7 +17,8 @@ silent for its own reasons). Never raises.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+
+from loopx.kernel.storage.clock import datetime, timedelta
 
 NOT_LOGGED_IN = ("not logged in", "please run /login", "please log in", "run `codex login`", "codex login",
                  "set an auth method", "auth method", "invalid api key", "invalid x-api-key", "no api key",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC
+
+from loopx.kernel.storage.clock import UTC
 
 
 def cache_path(name: str) -> str:
@@ -84,7 +85,7 @@ def epoch_of(ts) -> float | None:
     """Seconds since the epoch of an ISO-8601 timestamp (``Z`` or an offset), or None."""
     if not isinstance(ts, str) or len(ts) < 10:
         return None
-    from datetime import datetime
+    from loopx.kernel.storage.clock import datetime
 
     try:
         t = datetime.fromisoformat(ts.replace("Z", "+00:00"))
@@ -96,9 +97,8 @@ def epoch_of(ts) -> float | None:
 
 
 def iso_of(epoch: float) -> str:
-    from datetime import datetime
-
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import datetime
 
     return clock.iso(datetime.fromtimestamp(epoch, tz=UTC))
 

@@ -19,7 +19,7 @@ A new host is one module here plus one row in ``TABLE`` and in docs/hosts.md.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 TABLE = {
     "claude-code": "claude_code",
@@ -34,7 +34,9 @@ TABLE = {
 
 def get(host: str):
     """The adapter module for ``host``. Raises KeyError for an unknown host."""
-    return importlib.import_module(f"loopx.hosts.adapters.{TABLE[host]}")
+    name = f"loopx.hosts.adapters.{TABLE[host]}"
+    __import__(name)  # not importlib.import_module: the importlib package costs hooks start-up time
+    return sys.modules[name]
 
 
 def known(host: str) -> bool:

@@ -45,11 +45,10 @@ The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from loopx.errors import LoopxError, StateError
 from loopx.kernel.read import budget, hosts, queries, schedule
 from loopx.kernel.storage import actors, clock, fold
+from loopx.kernel.storage.clock import datetime, timedelta
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")

@@ -25,10 +25,10 @@ from __future__ import annotations
 import marshal
 import os
 import zlib
-from datetime import datetime, timedelta
 
 from loopx.errors import LoopxError
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import datetime, timedelta
 
 FILE = "decisions.bin"
 MAX_TTL = 3600

@@ -14,10 +14,15 @@ counts. ``Git`` runs the few read-only ``git`` subprocesses needed and caches th
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from loopx.kernel.policy.shell import UNKNOWN, is_unknown
+
+
+def _fnmatchcase(name: str, pattern: str) -> bool:
+    from fnmatch import fnmatchcase  # imports re: a command that pushes nothing never pays for it
+
+    return fnmatchcase(name, pattern)
 
 _GLOBAL_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
                  "--super-prefix", "--list-cmds", "--attr-source"}
@@ -94,7 +99,7 @@ def _norm_key(key: str) -> str:
 
 
 def protected(branch: str, branches) -> bool:
-    return any(fnmatch.fnmatchcase(branch, b) for b in branches)
+    return any(_fnmatchcase(branch, b) for b in branches)
 
 
 def env_overrides(env: dict) -> dict:
@@ -283,7 +288,7 @@ def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pa
 def _dest_kind(dst: str, branches) -> str | None:
     if "*" in dst:
         full = dst if dst.startswith("refs/") else f"refs/heads/{dst}"
-        if any(fnmatch.fnmatchcase(f"refs/heads/{b}", full) or fnmatch.fnmatchcase(full, f"refs/heads/{b}")
+        if any(_fnmatchcase(f"refs/heads/{b}", full) or _fnmatchcase(full, f"refs/heads/{b}")
                for b in branches) or full in ("refs/*", "refs/heads/*"):
             return "merge"
         if full.startswith("refs/tags/") or full == "refs/*":

@@ -271,8 +271,6 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
 
     git = git or gitpush.Git(branch_of)
     hits = []
-    from fnmatch import fnmatchcase  # imports re: the shell parser needs it too, a packet does not
-
     for s in shell.commands(command, cwd=cwd):
         line = s.text
         if s.opaque:
@@ -284,7 +282,7 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
             continue
         kind, rule, why = None, None, None
         for r in cfg["rules"]:
-            if r.get("command") and fnmatchcase(line, r["command"]):
+            if r.get("command") and _fnmatchcase(line, r["command"]):
                 kind, rule = r["kind"], r["command"]
                 break
         if rule is None and cfg["defaults"]:
@@ -295,6 +293,12 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
         elif why and kind != "none":
             hits.append({"kind": "merge", "command": line, "rule": rule, "unresolved": why})
     return hits
+
+
+def _fnmatchcase(name: str, pattern: str) -> bool:
+    from fnmatch import fnmatchcase  # imports re: only a project with command rules pays for it
+
+    return fnmatchcase(name, pattern)
 
 
 def _governance(command: str, cwd: str | None) -> dict:
@@ -322,12 +326,12 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
     """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
     in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
     sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
-    import re
-
     from loopx.kernel.policy import shell
 
     out: list[tuple[str, str]] = []
     if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
+        import re
+
         for a, b in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
                                command.replace("\\n", "\n"), re.M):
             out.append((os.path.join(cwd or ".", (a or b).strip("'\"")), "apply_patch"))

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import datetime
 
 from loopx.kernel.policy import decide
 from loopx.kernel.read import budget, queries
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import datetime
 
 LIST = 20
 _CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")

@@ -220,11 +220,10 @@ def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | Non
     remote does not answer the spend is recorded locally and marked ``tentative`` (pushed by the
     next sync). Returns the receipt of ``turn.spend_slot`` (plus ``shared`` {tries} or
     ``tentative`` True)."""
-    from datetime import timedelta
-
     from loopx.kernel.policy import turn
     from loopx.kernel.read import budget
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
 
     state, r = turn._load_run(store, run_id)
     g = state["goals"][r["goal"]]
@@ -290,10 +289,9 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
     "t-3f9a was claimed on host-b 40 s earlier"). When the remote does not answer the lease is
     renewed locally, marked ``tentative`` and pushed by the next sync. Returns {run_id,
     lease_until} (plus ``shared`` or ``tentative``)."""
-    from datetime import timedelta
-
     from loopx.kernel.policy import turn
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
     from loopx.kernel.write import todos
 
     state, r = turn._load_run(store, run_id)
@@ -401,14 +399,18 @@ def sync_all(store, git: gs.Git) -> dict:
         ex["flushed"] = flush(store, git)
     gs.note_synced(store, git.remote, git=git)
     return ex
+
+
 def shared_tick(store, goal_id: str | None = None) -> str | None:
     """The sync step of ``quota should-run`` and ``loopx run`` (never of a hook): when this clone
     has a shared goal and its last sync attempt is older than ``every()``, exchange records with the
     remote (each git call bounded by LOOPX_SYNC_TIMEOUT) and push what was done offline. Skipped
-    after one small read when nothing is shared (``sync.is_shared``), and when another process is
+    after one small read when nothing is shared (``sharing.is_shared``), and when another process is
     syncing. Returns a one-line note when the remote could not be reached (the loop goes on
     locally), else None."""
-    if not gs.is_shared(store.root):
+    from loopx.kernel.policy.sharing import is_shared
+
+    if not is_shared(store.root):
         return None
     from loopx.errors import LoopxError
     from loopx.kernel.storage import clock
@@ -446,10 +448,9 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
     when every ready todo is claimed elsewhere the decision is ``wait`` (reason
     ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
     Raises RemoteUnreachable (exit 3), StateError, Conflict."""
-    from datetime import timedelta
-
     from loopx.kernel.policy import turn
     from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
     from loopx.kernel.write import todos
     git = gs.project_git(store, remote)
     with gs.sync_lock(store):

@@ -552,17 +552,6 @@ def every() -> float:
         return 60.0
 
 
-def is_shared(root: str) -> bool:
-    """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal:
-    ``cache/sync.json`` says so (one small read; should-run asks this before answering from the
-    decision cache without opening the store)."""
-    try:
-        with open(os.path.join(root, "cache", "sync.json"), "rb") as fh:
-            return b'"shared": true' in fh.read()
-    except OSError:
-        return False
-
-
 def read_status(store) -> dict | None:
     import json
 

@@ -16,12 +16,11 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.policy import decide
 from loopx.kernel.read import budget, fingerprint, queries, validate
 from loopx.kernel.storage import actors, clock, fold, ids
+from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import runs, todos
 

@@ -11,9 +11,8 @@ only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entr
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import timedelta
 
 
 def _now(now):

@@ -20,10 +20,10 @@ passes ``machines`` (a store with records of several machines).
 from __future__ import annotations
 
 import heapq
-from datetime import datetime
 
 from loopx.errors import UsageError
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import datetime
 
 
 def _since_iso(since: datetime | None) -> str:

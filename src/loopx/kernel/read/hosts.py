@@ -6,9 +6,8 @@ exit_code, reset_at, run, goal, host, ts}, folded from ``run.finished`` data ``s
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import timedelta
 
 HOST_KINDS = ("claude-code", "codex", "cursor", "opencode", "gemini", "pi")
 WINDOW_HOSTS = ("claude-code", "codex")   # hosts whose usage windows loopx can read

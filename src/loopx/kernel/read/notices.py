@@ -13,9 +13,8 @@ last failure (if any) is past its ``retry_at`` and below ``MAX_ATTEMPTS``.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import timedelta
 
 MAX_AGE = 86400            # seconds: older events are never sent (no flood after a long silence)
 MAX_ATTEMPTS = 6

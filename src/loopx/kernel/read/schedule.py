@@ -10,10 +10,9 @@ a fresh one.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from loopx.errors import LoopxError
 from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import datetime, timedelta
 
 HINT_MIN, HINT_MAX, HINT_RUN = 300, 3600, 300   # seconds
 HANDOFF_HOLD = 1800                             # seconds a handed-off todo stays reserved for its receiver

@@ -7,12 +7,22 @@ Globs are project-relative with ``/`` separators; ``**`` matches any number of d
 from __future__ import annotations
 
 import os
-import re
-from functools import lru_cache
+
+_COMPILED: dict = {}  # glob -> compiled pattern; `re` is imported on the first glob, not at start-up
 
 
-@lru_cache(maxsize=256)
-def _compile(glob: str) -> re.Pattern[str]:
+def _compile(glob: str):
+    pat = _COMPILED.get(glob)
+    if pat is None:
+        if len(_COMPILED) > 256:
+            _COMPILED.clear()
+        pat = _COMPILED[glob] = _translate(glob)
+    return pat
+
+
+def _translate(glob: str):
+    import re
+
     g = glob.strip()
     if g.startswith("./"):
         g = g[2:]

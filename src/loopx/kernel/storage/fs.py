@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import contextmanager
 
 DIRNAME = ".loopx"
 
@@ -187,35 +186,49 @@ def stale_temporaries(folder: str, *, older_than: float = STALE_AFTER, now: floa
     return sorted(out)
 
 
-@contextmanager
-def locked(path: str, timeout: float):
-    """Hold the OS lock on file ``path`` (created if missing), polling with back-off for up to
-    ``timeout`` seconds, then raise StoreBusy (exit 4). The OS drops the lock when the holder dies,
-    so a killed process never blocks others (``fcntl.flock``; ``msvcrt.locking`` on Windows)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        delay = 0.002
-        while not try_lock(fd):
-            if time.monotonic() >= deadline:
-                from loopx.errors import StoreBusy
+class locked:
+    """``with locked(path, timeout):`` holds the OS lock on file ``path`` (created if missing),
+    polling with back-off for up to ``timeout`` seconds, then raises StoreBusy (exit 4). The OS
+    drops the lock when the holder dies, so a killed process never blocks others (``fcntl.flock``;
+    ``msvcrt.locking`` on Windows). A class, not ``contextlib.contextmanager``: contextlib and the
+    functools and collections it imports cost every writer about 3 ms at start-up."""
 
-                raise StoreBusy(f"the store is busy (another loopx process held the lock for {timeout:g}s)",
-                                "retry in a moment; raise LOOPX_LOCK_TIMEOUT if this persists")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+    __slots__ = ("path", "timeout", "fd")
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path, self.timeout, self.fd = path, timeout, -1
+
+    def __enter__(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield
-        finally:
+            deadline = time.monotonic() + self.timeout
+            delay = 0.002
+            while not try_lock(fd):
+                if time.monotonic() >= deadline:
+                    from loopx.errors import StoreBusy
+
+                    raise StoreBusy(f"the store is busy (another loopx process held the lock for {self.timeout:g}s)",
+                                    "retry in a moment; raise LOOPX_LOCK_TIMEOUT if this persists")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self.fd = self.fd, -1
+        try:
             unlock(fd)
-    finally:
-        os.close(fd)
+        finally:
+            os.close(fd)
 
 
+# The lock modules are imported on first use: a command that only reads never loads them.
 if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
-    import msvcrt
-
     def try_lock(fd: int) -> bool:
+        import msvcrt
+
         try:
             os.lseek(fd, 0, os.SEEK_SET)
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
@@ -224,12 +237,14 @@ if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
             return False
 
     def unlock(fd: int) -> None:
+        import msvcrt
+
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 else:
-    import fcntl
-
     def try_lock(fd: int) -> bool:
+        import fcntl
+
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
@@ -237,4 +252,6 @@ else:
             return False
 
     def unlock(fd: int) -> None:
+        import fcntl
+
         fcntl.flock(fd, fcntl.LOCK_UN)

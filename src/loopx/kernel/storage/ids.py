@@ -9,9 +9,12 @@ never used as file paths.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from loopx.errors import Ambiguous, NotFound, UsageError
+
+TYPE_CHECKING = False  # `typing` and `collections.abc` cost start-up time; annotations are strings
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
 PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-", "watch": "w-"}

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import zlib
-from contextlib import contextmanager
 
 from loopx import __version__
 from loopx.config import env
@@ -575,12 +574,11 @@ class Store:
                 pass
 
     # ----------------------------------------------------------------- writing
-    @contextmanager
-    def lock(self, timeout: float | None = None):
-        """Hold the store's OS lock. Raises StoreBusy (exit 4) after ``timeout`` seconds.
-        The OS drops the lock when the holder dies, so a killed writer never blocks others."""
-        with locked(self.path("lock"), lock_timeout() if timeout is None else timeout):
-            yield
+    def lock(self, timeout: float | None = None) -> locked:
+        """``with store.lock():`` holds the store's OS lock. Raises StoreBusy (exit 4) after
+        ``timeout`` seconds. The OS drops the lock when the holder dies, so a killed writer never
+        blocks others."""
+        return locked(self.path("lock"), lock_timeout() if timeout is None else timeout)
 
     def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.

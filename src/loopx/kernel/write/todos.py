@@ -8,11 +8,10 @@ no longer the current one; an expired lease can be claimed by anyone. Humans may
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import queries, validate
 from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
 
 DEFAULT_LEASE = 1800.0

@@ -1,0 +1,16 @@
+"""Whether a clone shares a goal through a git remote: the one small read that lets the hot paths
+(``quota should-run`` answering from the decision cache) skip importing the sync layer."""
+
+from __future__ import annotations
+
+import os
+
+
+def is_shared(root: str) -> bool:
+    """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal: its
+    ``cache/sync.json`` (written by ``loopx.kernel.policy.sync``) says so. Never raises."""
+    try:
+        with open(os.path.join(root, "cache", "sync.json"), "rb") as fh:
+            return b'"shared": true' in fh.read()
+    except OSError:
+        return False
