@@ -40,3 +40,45 @@ def test_same_output_both_ways(goal, cli, monkeypatch):
     slow_out = cli("quota", "should-run", "--goal-id", goal, "--no-record", json=True)
     assert fast_out.code == slow_out.code and fast_out.json == slow_out.json
     assert cli("status", "--bogus").code == 2  # the argparse error, not a fast-path crash
+
+
+# ---------------------------------------------------------------- the quick exit (cli.entry)
+def _entry(tmp_path, argv: list[str], before: str = "", **kw):
+    """Run ``loopx.cli.entry()`` in a fresh interpreter after ``before`` (Python source)."""
+    import os
+    import subprocess
+    import sys
+
+    code = f"import sys\n{before}\nsys.argv = ['loopx', *{argv!r}]\nfrom loopx.cli import entry\nentry()\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPX_")}
+    env["LOOPX_HOME"] = str(tmp_path / "home")
+    return subprocess.run([sys.executable, "-c", code], cwd=kw.get("cwd", tmp_path), env=env,
+                          capture_output=True, timeout=60)
+
+
+def test_quick_exit_keeps_the_exit_code_and_every_byte_of_output(project, goal, cli, tmp_path):
+    for i in range(300):  # far more than one pipe buffer of JSON
+        assert cli("todo", "add", f"todo {i} " + "x" * 100, "--quiet").code == 0
+    proc = _entry(tmp_path, ["history", "--limit", "1000", "--format", "json"], cwd=project)
+    import json
+
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["data"]["events"]) >= 300
+    bad = _entry(tmp_path, ["todo", "show", "t-nope"], cwd=project)
+    assert bad.returncode == 2 and b"no todo matches" in bad.stderr and b"hint:" in bad.stderr
+
+
+def test_an_atexit_callback_still_runs(tmp_path):
+    marker = tmp_path / "ran"
+    before = f"import atexit\natexit.register(lambda: open({str(marker)!r}, 'w').close())"
+    proc = _entry(tmp_path, ["--version"], before=before)
+    assert proc.returncode == 0 and proc.stdout.startswith(b"loopx ")
+    assert marker.exists()  # skipping the interpreter's shutdown would have skipped it
+
+
+def test_a_live_thread_is_waited_for(tmp_path):
+    marker = tmp_path / "ran"
+    before = ("import threading, time\n"
+              f"threading.Thread(target=lambda: (time.sleep(0.3), open({str(marker)!r}, 'w').close())).start()")
+    assert _entry(tmp_path, ["--version"], before=before).returncode == 0
+    assert marker.exists()
