@@ -17,7 +17,6 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel.policy import decide
 from loopx.kernel.read import budget, fingerprint, queries, validate
 from loopx.kernel.storage import actors, clock, fold, ids
 from loopx.kernel.storage.clock import timedelta
@@ -74,6 +73,8 @@ def hide_claims(state: dict, held: dict) -> dict:
 
 def pick_todo(store: Store, actor: str, held: dict, *, goal_id: str | None = None) -> dict:
     """The decision ``next`` would take now with the todos in ``held`` claimed elsewhere (no write)."""
+    from loopx.kernel.policy import decide
+
     agent = actors.agent_name(actor)
     return store.read(lambda state: decide.evaluate(hide_claims(state, held), clock.now(), goal_id=goal_id,
                                                     agent=agent, caller_path=decide.caller_path()))
@@ -94,7 +95,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     ``held`` ({todo_id: claim entry}) are todos claimed on other machines (``loopx next --sync``),
     skipped; ``want`` is the todo this turn claimed through the remote: any other answer is
     returned with ``started`` False."""
-    from loopx.kernel.policy import packet
+    from loopx.kernel.policy import decide, packet  # the rules: `next` needs them, `turn finish` does not
 
     agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)

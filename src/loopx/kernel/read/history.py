@@ -134,7 +134,7 @@ def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[d
 
     rows: list[dict] = []
     pending: dict[str, list] = {}
-    for rec in store.iter_records_newest("events"):
+    for rec in store.iter_records_newest("events", match=(b"run.", b"quota.spent", b"decision.recorded")):
         ts = rec.get("ts") or ""
         t, d = rec["type"], rec.get("data") or {}
         rid = d.get("run_id") if isinstance(d.get("run_id"), str) else None

@@ -71,8 +71,12 @@ def loads(text: str | bytes):
 
         return json.loads(text)
     if isinstance(text, (bytes, bytearray)):
-        # what json.loads does for UTF-8: a leading BOM is dropped (json picks utf-8-sig then)
-        text = bytes(text).decode("utf-8-sig", "surrogatepass")
+        # what json.loads does for UTF-8: a leading BOM is dropped (json picks utf-8-sig then;
+        # sliced off here, so the utf_8_sig codec is not imported for every line)
+        text = bytes(text)
+        if text.startswith(b"\xef\xbb\xbf"):
+            text = text[3:]
+        text = text.decode("utf-8", "surrogatepass")
     elif not isinstance(text, str):
         raise TypeError(f"the JSON object must be str or bytes, not {text.__class__.__name__}")
     if text.startswith("\ufeff"):

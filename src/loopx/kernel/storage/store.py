@@ -236,7 +236,7 @@ class Store:
             try:
                 with open(self.path("format.json"), "rb") as fh:
                     raw = fh.read()
-                info = cjson.loads(raw.decode("utf-8-sig"))
+                info = cjson.loads(raw)  # bytes: a leading BOM is dropped, as json.loads does
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
@@ -783,9 +783,11 @@ class Store:
             except ValueError:
                 continue
 
-    def iter_records_newest(self, stream: str = "events", block: int = 1 << 16):
+    def iter_records_newest(self, stream: str = "events", block: int = 1 << 16, match: tuple[bytes, ...] = ()):
         """Yield every good record of ``stream`` newest first, reading the files backwards in
-        ``block``-byte pieces (``history --limit N`` reads only the end of the log)."""
+        ``block``-byte pieces (``history --limit N`` reads only the end of the log). With ``match``,
+        only lines holding one of those byte strings are decoded (a type such as ``b"run."``: loopx
+        writes JSON without escaping ASCII, so only a hand-edited line could hide a type from it)."""
         loads = cjson.loads
         for path in reversed(self.stream_paths(stream)):
             try:
@@ -808,12 +810,14 @@ class Store:
                         body = body[:-1]
                         first = False
                     for line in reversed(body):
+                        if match and not any(m in line for m in match):
+                            continue
                         if line.strip():
                             try:
                                 yield decode(line, loads)
                             except ValueError:
                                 continue
-                if rest.strip():
+                if rest.strip() and (not match or any(m in rest for m in match)):
                     try:
                         yield decode(rest, loads)
                     except ValueError:
