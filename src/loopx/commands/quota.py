@@ -135,20 +135,24 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
         from loopx.kernel.read import validate
 
         skip = validate.count(skip_exit, "--skip-exit", low=0, high=255)
-    if record and not explain:  # a poll of an unchanged store: answered before the rules are imported
-        import os
-
-        from loopx.kernel.policy import decision_cache
+    shared = False
+    if record:
         from loopx.kernel.policy.sharing import is_shared
 
         root = ctx.root()
-        hit = None if is_shared(root) else decision_cache.quick(root, goal_id, ctx.agent, os.environ.get("PATH"))
+        shared = is_shared(root)
+    if record and not explain and not shared:  # a poll of an unchanged store: answered before the rules are imported
+        import os
+
+        from loopx.kernel.policy import decision_cache
+
+        hit = decision_cache.quick(root, goal_id, ctx.agent, os.environ.get("PATH"))
         if hit is not None:
             return output.Reply(hit, 0 if hit["decision"] == "run" else skip)
     from loopx.kernel.policy import decide
 
     warnings = []
-    if record:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick); --no-record stays local
+    if shared:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick); --no-record stays local
         from loopx.kernel.policy.shared import shared_tick
 
         note = shared_tick(ctx.store(), goal_id)
