@@ -35,11 +35,13 @@ def user_cfg() -> dict:
 
 
 def flush(store, cfg: dict | None = None) -> dict:
+    cfg = user_cfg() if cfg is None else cfg
+    if not cfg:  # no [notify] table: nothing to send, and nothing more to import
+        return {"sent": [], "failed": [], "busy": False, "channels": []}
     from loopx.kernel.storage.fs import try_lock, unlock
     from loopx.kernel.storage.store import Draft
     from loopx.notify import channels as ch
 
-    cfg = user_cfg() if cfg is None else cfg
     chans = ch.configured(cfg)
     out: dict = {"sent": [], "failed": [], "busy": False, "channels": chans}
     if not chans:
