@@ -429,3 +429,20 @@ def test_a_broken_user_config_is_an_error_and_should_run_says_so(goal, cli):
     sr = cli("quota", "should-run", "--goal-id", goal, "--skip-exit", "0", json=True)
     assert sr.code == 0  # cron keeps working
     assert any("cannot be read" in w and "usage limits" in w for w in sr.json["warnings"]), sr.json
+
+
+def test_a_console_script_of_old_pip_is_named_as_slower(tmp_path, cli, monkeypatch):
+    if os.name == "nt":
+        pytest.skip("POSIX console script stand-in")
+    old = tmp_path / "oldpip"
+    old.mkdir()
+    (old / "loopx").write_text(f"#!{sys.executable}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+                               "from loopx.cli import entry\nif __name__ == '__main__':\n"
+                               "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+                               "    sys.exit(entry())\n")
+    (old / "loopx").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(old), os.environ["PATH"]]))
+    monkeypatch.chdir(tmp_path)
+    r, checks = doctor(cli)
+    assert checks["path"]["status"] == "ok" and "pip < 25" in checks["path"]["finding"]
+    assert "pip install -U pip" in checks["path"]["fix"]
