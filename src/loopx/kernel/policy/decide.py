@@ -526,10 +526,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         state = store.load(view="live")
     except StateError as exc:
         return error_decision("store_unreadable", exc.message)
-    book = _tick(store, state, now) if tick and not state["meta"].get("read_only") else None
+    checks = _has_checks(state)
+    book = None
+    if tick and not state["meta"].get("read_only"):
+        book = _tick(store, state, now) if checks else {}  # nothing to check: the watch code is not imported
     if book is not None and book.pop("_wrote", False):
         state = store.load(view="live")
-    if book is None and (state.get("watches") or any(t.get("every") for t in state["todos"].values())):
+    if book is None and checks:
         from loopx.kernel.policy.tick import load_book
 
         book = load_book(store)
@@ -587,13 +590,22 @@ def _tick(store, state: dict, now) -> dict | None:
     return book
 
 
+def _has_checks(state: dict) -> bool:
+    """Whether the state has a watch or a recurring todo (anything ``tick`` could find due)."""
+    return bool(state.get("watches")) or any(t.get("every") for t in state["todos"].values())
+
+
 def _cap(state: dict, book: dict | None, now) -> str | None:
     """The earliest due check, recurring todo or notification retry: a cached answer ends there."""
-    from loopx.kernel.policy import tick as tk
     from loopx.kernel.read import notices
 
     now_iso = clock.iso(now)
-    cands = [c for c in (tk.earliest_due(state, book, now_iso), notices.next_retry(state)) if c]
+    due = None
+    if _has_checks(state):
+        from loopx.kernel.policy import tick as tk
+
+        due = tk.earliest_due(state, book, now_iso)
+    cands = [c for c in (due, notices.next_retry(state)) if c]
     return min(cands) if cands else None
 
 
