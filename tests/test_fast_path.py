@@ -82,3 +82,23 @@ def test_a_live_thread_is_waited_for(tmp_path):
               f"threading.Thread(target=lambda: (time.sleep(0.3), open({str(marker)!r}, 'w').close())).start()")
     assert _entry(tmp_path, ["--version"], before=before).returncode == 0
     assert marker.exists()
+
+
+def test_a_profiler_still_gets_to_print_its_report(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-m", "loopx", "--version"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "function calls" in proc.stdout  # cProfile prints after loopx returns
+
+
+def test_full_exit_zero_means_off(monkeypatch):
+    monkeypatch.setenv("LOOPX_FULL_EXIT", "1")
+    assert cli._nothing_at_exit() is False
+    monkeypatch.setenv("LOOPX_FULL_EXIT", "0")
+    monkeypatch.setattr("sys.gettrace", lambda: None)
+    monkeypatch.setattr("sys.getprofile", lambda: None)
+    monkeypatch.setattr("atexit._ncallbacks", lambda: 0)
+    monkeypatch.setitem(__import__("sys").modules, "threading", None)
+    assert cli._nothing_at_exit() is True

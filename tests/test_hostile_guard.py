@@ -377,3 +377,19 @@ def test_config_and_aliases_given_on_the_command_line(repo, command):
         gitdir = git(wt, "rev-parse", "--git-dir").strip()
         command = command.replace("../wt/.git", gitdir)
     assert denied(repo, command)["kind"] == "merge"
+
+
+@pytest.mark.parametrize("command", [
+    "git push origin {main,main}", "git push origin {feature,main}", "git push origin ma{i,}n",
+    "git push origin m[a]in", "git push origin ma?n", "git push origin mai*", "git push origin HEAD:{main,x}",
+])
+def test_globs_and_brace_expansions_in_a_push_are_denied(repo, command):
+    (repo / "main").write_text("")  # what `m[a]in`, `ma?n` and `mai*` expand to in this directory
+    v = denied(repo, command)
+    assert v["kind"] == "merge" and "cannot" in v["reason"], v
+
+
+@pytest.mark.parametrize("command", ["git push origin 'ma?n'", "git push origin ma\\?n", "ls *.txt",
+                                     "find . -name '*.py' -exec cat {} \\;", "echo {a,b}", "git add src/*.py"])
+def test_quoted_patterns_and_patterns_outside_a_push_pass(repo, command):
+    allowed(repo, command)

@@ -286,6 +286,16 @@ def test_unreadable_format_json_is_a_clear_state_error(goal, project, content):
     assert fmt.read_bytes() == content and events(project).read_bytes() == ev
 
 
+def test_a_format_json_that_is_not_utf8_is_unreadable_not_an_internal_error(goal, project):
+    fmt = project / ".loopx" / "format.json"
+    info = json.loads(fmt.read_text(encoding="utf-8"))
+    fmt.write_bytes(json.dumps(info).replace('"project_id": "', '"project_id": "\\ud800').encode()
+                    .replace(b"\\ud800", b"\xed\xa0\x80"))  # a lone surrogate as raw bytes
+    r = run_loopx(["anchor"], project)  # reads the project id from format.json
+    no_traceback(r)
+    assert r.code == 3 and "format.json" in r.err and "hint:" in r.err, r.err
+
+
 def test_missing_store_files_are_a_clear_error(goal, project):
     shutil.rmtree(project / ".loopx" / "cache")
     (project / ".loopx" / "format.json").unlink()

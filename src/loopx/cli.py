@@ -338,7 +338,8 @@ def entry() -> None:
     but this one; every file loopx writes is closed by a ``with`` before its command returns), the
     process ends with ``os._exit`` after flushing stdout and stderr: tearing down the modules and
     objects of a command costs about 3 ms, as much as a tenth of a hot command.
-    ``LOOPX_FULL_EXIT=1`` always takes the normal way out (profilers, coverage)."""
+    A profiler or tracer running (``python -m cProfile``, coverage) or ``LOOPX_FULL_EXIT=1`` takes
+    the normal way out."""
     code = main()
     try:
         sys.stdout.flush()
@@ -354,7 +355,8 @@ def entry() -> None:
 def _nothing_at_exit() -> bool:
     """True when skipping the interpreter's shutdown loses nothing: no ``atexit`` callback
     (multiprocessing, tempfile's finalizers and concurrent.futures register one), no live thread
-    besides the main one, and ``LOOPX_FULL_EXIT`` unset."""
+    besides the main one, no profiler or tracer (``cProfile``, coverage), and ``LOOPX_FULL_EXIT``
+    unset or ``0``."""
     import atexit
 
     try:
@@ -365,4 +367,6 @@ def _nothing_at_exit() -> bool:
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return False
-    return not env("LOOPX_FULL_EXIT")
+    if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler or coverage reports at exit
+        return False
+    return env("LOOPX_FULL_EXIT") in (None, "0")

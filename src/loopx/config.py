@@ -27,7 +27,7 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_DEMO_DEBUG": (None, "set to 1 to keep the demo's scratch folder and print its agent's output"),
     "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
     "LOOPX_FULL_EXIT": (None, "set to 1 to end every command through the interpreter's full shutdown "
-                               "(for profilers and coverage; slower by about 3 ms)"),
+                               "(slower by about 3 ms; a running profiler or tracer gets it anyway)"),
     "LOOPX_GOAL_ID": (None, "set by `loopx run` for the agent: the goal of the turn"),
     "LOOPX_HOME": (None, "user data folder (registry, hook manifest, dashboard state, config.toml)"),
     "LOOPX_HOST": (None, "this machine's name: in the shared ledgers (refs/loopx/claims, refs/loopx/ledger/*) and their conflicts, and in the log (`node.registered`, shown by history and the review packet when several machines write a store); default: the host name"),

@@ -67,11 +67,12 @@ class Simple:
 class _Word:
     """A word as parts: ("lit", s) | ("var", name) | ("cmd", inner text); ``quoted`` parts keep spaces."""
 
-    __slots__ = ("parts", "raw")
+    __slots__ = ("parts", "raw", "bare")
 
     def __init__(self) -> None:
         self.parts: list[tuple[str, str]] = []
         self.raw = ""
+        self.bare = ""  # the unquoted, unescaped characters: where sh's globs and braces act
 
     def lit(self, s: str) -> None:
         if self.parts and self.parts[-1][0] == "lit":
@@ -85,6 +86,25 @@ class _Word:
         if all(k in ("lit", "q") for k, _ in self.parts):
             return "".join(v for _, v in self.parts)
         return None
+
+
+def _is_pattern(text: str) -> bool:
+    """Whether unquoted ``text`` is something sh expands: a glob (``*``, ``?``, ``[...]``) or a
+    brace expansion (``{a,b}``, ``{1..3}``; ``{}`` alone, as in ``find -exec``, is literal)."""
+    if "*" in text or "?" in text:
+        return True
+    i = text.find("[")
+    if i >= 0 and "]" in text[i + 2:]:
+        return True
+    j = text.find("{")
+    while j >= 0:
+        k = text.find("}", j)
+        if k < 0:
+            return False
+        if "," in text[j:k] or ".." in text[j:k]:
+            return True
+        j = text.find("{", j + 1)
+    return False
 
 
 def _find_close(text: str, i: int, open_: str, close: str) -> int:
@@ -226,6 +246,7 @@ def tokenize(text: str) -> list:
             i = _read_dollar(text, i, word)
         else:
             word.lit(c)
+            word.bare += c
             i += 1
     end_word()
     return out
@@ -317,8 +338,13 @@ class _Reader:
         return "".join(buf)
 
     def fields(self, w: _Word) -> list[str]:
-        """``w`` expanded and, when it has an unquoted expansion, split on blanks as sh does."""
+        """``w`` expanded and, when it has an unquoted expansion, split on blanks as sh does. An
+        unquoted pattern (``*``, ``?``, ``[...]``, ``{a,b}``, ``{1..3}``) is one unknown word: what
+        the shell makes of it depends on the files present (``m[a]in`` next to a file ``main``)
+        or gives several words (``{main,main}``)."""
         value = self.expand(w)
+        if _is_pattern(w.bare):
+            return [UNKNOWN + value]
         if any(k in ("var", "cmd") for k, _ in w.parts):
             return value.split()
         return [value]

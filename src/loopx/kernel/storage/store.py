@@ -236,7 +236,8 @@ class Store:
             try:
                 with open(self.path("format.json"), "rb") as fh:
                     raw = fh.read()
-                info = cjson.loads(raw)  # bytes: a leading BOM is dropped, as json.loads does
+                # strict UTF-8 (a lone surrogate is unreadable, not a project id); a leading BOM is dropped
+                info = cjson.loads(raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
