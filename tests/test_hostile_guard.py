@@ -393,3 +393,12 @@ def test_globs_and_brace_expansions_in_a_push_are_denied(repo, command):
                                      "find . -name '*.py' -exec cat {} \\;", "echo {a,b}", "git add src/*.py"])
 def test_quoted_patterns_and_patterns_outside_a_push_pass(repo, command):
     allowed(repo, command)
+
+
+@pytest.mark.parametrize("command", ["rm .loopx/*.jsonl", "rm -f .lo?px/events.jsonl", "echo x > .lo?px/events.jsonl",
+                                     "cp /dev/null .loop[x]/events.jsonl", "truncate -s0 .loo*/ev*"])
+def test_patterns_that_name_the_store_are_writes_into_it(repo, cli, command):
+    assert cli("scope", "set", "--clear-allow").code == 0  # the whole project in scope: only the store is not
+    allowed(repo, "echo x > .lo?py/events.jsonl")  # matches nothing: the literal name, inside the scope
+    v = denied(repo, command)
+    assert v["kind"] == "scope" and "store" in v["reason"], v

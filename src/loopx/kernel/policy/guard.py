@@ -339,16 +339,18 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
         base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
         for w in s.writes:
             if not shell.is_unknown(w):
-                out.append((os.path.join(base or ".", os.path.expanduser(w)), "redirect"))
+                for p in _matches(w, base):
+                    out.append((os.path.join(base or ".", os.path.expanduser(p)), "redirect"))
         prog, args = s.words[0], s.words[1:]
         if prog not in _READ_ONLY:
-            for a in args:
-                if a.startswith("-") or shell.is_unknown(a):
+            for word in args:
+                if word.startswith("-"):
                     continue
-                if _names_store(a):
-                    out.append((os.path.join(base or ".", a), prog))
-                elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or "loopx" in a.split("/"):
-                    out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
+                for a in _matches(word, base):
+                    if _names_store(a):
+                        out.append((os.path.join(base or ".", a), prog))
+                    elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or "loopx" in a.split("/"):
+                        out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
         if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
                                                                (a.startswith("-") and not a.startswith("--") and "l" in a)
                                                                for a in args)):
@@ -357,6 +359,27 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
                 if not shell.is_unknown(src):
                     out.append((os.path.join(base or ".", src), f"{prog} (link source)"))
     return out
+
+
+def _matches(word: str, base: str | None) -> list[str]:
+    """The paths a word of a shell command may name: nothing for a value loopx cannot see
+    (``$X``); else its text and, when the text is a pattern sh expands (``.lo?px/*.jsonl``; a
+    redirection target is expanded too when it matches one file), the files it matches in
+    ``base`` now (at most 100)."""
+    from loopx.kernel.policy import shell
+
+    if shell.is_unknown(word) and not shell.is_pattern(word):
+        return []
+    text = word.replace(shell.UNKNOWN, "")
+    out = []
+    if any(c in text for c in "*?["):
+        import glob
+
+        for i, p in enumerate(glob.iglob(os.path.join(base or ".", os.path.expanduser(text)))):
+            if i >= 100:
+                break
+            out.append(p)
+    return out + [text]  # what it matches first: that is what the command would touch
 
 
 def _names_store(word: str) -> bool:

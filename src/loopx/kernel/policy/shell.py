@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 UNKNOWN = "\x00?"
+PATTERN = UNKNOWN + UNKNOWN  # starts an unknown word that is an unquoted pattern of known text
 MAX_DEPTH = 6
 _OPS = ("&&", "||", ";;", "|&", ";", "&", "|", "(", ")", "\n")
 _REDIR = ("<<<", "<<-", "<<", ">>", ">&", "<&", "&>>", "&>", ">|", "<>", "<", ">")
@@ -37,6 +38,12 @@ SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "yash", "po
 def is_unknown(word: str) -> bool:
     """True when ``word`` holds a value the reader could not determine."""
     return UNKNOWN in word
+
+
+def is_pattern(word: str) -> bool:
+    """True when ``word`` is unknown only because it is an unquoted pattern (``*.py``, ``{a,b}``):
+    its text is what the command spelled, with no variable or substitution in it."""
+    return word.startswith(PATTERN) and UNKNOWN not in word[len(PATTERN):]
 
 
 class Simple:
@@ -57,7 +64,7 @@ class Simple:
         self.stripped = tuple(stripped)
         self.opaque = opaque
         self.wrappers = tuple(wrappers)
-        self.text = " ".join(w.replace(UNKNOWN, "?") for w in self.words)
+        self.text = " ".join(w.replace(PATTERN, "").replace(UNKNOWN, "?") for w in self.words)
 
     def __repr__(self) -> str:
         return f"Simple({self.words!r}, cwd={self.cwd!r})"
@@ -344,7 +351,7 @@ class _Reader:
         or gives several words (``{main,main}``)."""
         value = self.expand(w)
         if _is_pattern(w.bare):
-            return [UNKNOWN + value]
+            return [(PATTERN if UNKNOWN not in value else UNKNOWN) + value]
         if any(k in ("var", "cmd") for k, _ in w.parts):
             return value.split()
         return [value]
