@@ -262,3 +262,35 @@ def test_history_limit_zero_means_all(goal, cli):
     for i in range(60):
         cli("todo", "add", f"t{i}")
     assert len(cli("history", "--limit", "0", json=True).data["events"]) > 60
+
+
+# ------------------------------------------------------------------ output that cannot be written
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_a_write_whose_output_fails_says_it_was_done(goal, project, cli, fmt):
+    import subprocess
+
+    from conftest import subprocess_env
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "loopx", "todo", "add", "written once", *fmt], cwd=project,
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=subprocess_env(), timeout=60)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
+    assert "was done" in proc.stderr and "do not run it again" in proc.stderr, proc.stderr
+    titles = [t["title"] for t in cli("todo", "list", json=True).data["todos"]]
+    assert titles.count("written once") == 1
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_a_command_started_with_a_closed_stream_still_runs(goal, project, cli, closed):
+    import subprocess
+
+    from conftest import subprocess_env
+
+    fd = 1 if closed == "stdout" else 2
+    code = (f"import os, subprocess, sys; os.close({fd}); "
+            "sys.exit(subprocess.call([sys.executable, '-m', 'loopx', 'todo', 'add', 'no stream'], close_fds=False))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=project, env=subprocess_env(), timeout=60,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "no stream" in [t["title"] for t in cli("todo", "list", json=True).data["todos"]]

@@ -216,12 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one loopx command. Returns the exit code; never raises (but for SystemExit from --help)."""
     from loopx import output
 
+    if sys.stdout is None or sys.stderr is None:  # started with fd 1 or 2 closed (`2>&-`): write nowhere
+        _silence_streams(keep=True)
     output.setup_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     opts, rest = _split_globals(argv)
     fmt = opts["fmt"] or "text"
     debug = opts["debug"]
     command = "loopx"
+    done = False  # the handler returned: whatever fails now is the output, not the command
     try:
         if opts["error"] is not None:
             raise opts["error"]
@@ -242,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
                       debug=opts["debug"], command=command)
         reply = handler(ctx, **args)
+        done = True
         if not isinstance(reply, output.Reply):
             reply = output.Reply(reply or {})
         migrated = getattr(getattr(ctx, "_store", None), "migrated", None)
@@ -271,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         msg = f"cannot read or write{where}: {exc.strerror or exc}"
         hint = "check that path's type and permissions (`loopx doctor` checks the store)"
-        if exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
+        if done:  # e.g. stdout on a full disk: the command itself was carried out
+            msg = f"{command} was done, but its output could not be written: {exc.strerror or exc}"
+            hint = "do not run it again; `loopx status` and `loopx history` show what it did"
+        elif exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
             hint = "free some disk space and retry (nothing was recorded)"
         return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
     except RecursionError:
@@ -314,7 +321,11 @@ def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str 
 
     try:
         if fmt != "text":
-            output.print_json(output.envelope(command, exit_code=code, error=err))
+            try:
+                output.print_json(output.envelope(command, exit_code=code, error=err))
+            except OSError:  # stdout is what failed (a full disk): say it on stderr
+                output.print_error(message, hint)
+                raise
         else:
             output.print_error(message, hint)
     except OSError:  # stdout or stderr is gone (full disk, closed): the exit code still tells
@@ -322,13 +333,17 @@ def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str 
     return code
 
 
-def _silence_streams() -> None:
-    """Point stdout/stderr at devnull so the interpreter's flush at exit cannot print a traceback."""
+def _silence_streams(keep: bool = False) -> None:
+    """Point stdout/stderr at devnull so the interpreter's flush at exit cannot print a traceback;
+    with ``keep``, only the ones that are missing (None: the process started with it closed)."""
     try:
         null = open(os.devnull, "w")  # noqa: SIM115 - lives until the process exits
-        sys.stdout = sys.stderr = null
     except OSError:
-        pass
+        return
+    if not keep or sys.stdout is None:
+        sys.stdout = null
+    if not keep or sys.stderr is None:
+        sys.stderr = null
 
 
 def entry() -> None:
