@@ -363,9 +363,8 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
 
 def _matches(word: str, base: str | None) -> list[str]:
     """The paths a word of a shell command may name: nothing for a value loopx cannot see
-    (``$X``); else its text and, when the text is a pattern sh expands (``.lo?px/*.jsonl``; a
-    redirection target is expanded too when it matches one file), the files it matches in
-    ``base`` now (at most 100)."""
+    (``$X``); else, when its text is a pattern sh expands (``.lo?px/*.jsonl``, also as a
+    redirection target), the files it matches in ``base`` now (at most 100), then the text itself."""
     from loopx.kernel.policy import shell
 
     if shell.is_unknown(word) and not shell.is_pattern(word):
