@@ -18,7 +18,6 @@ Statuses: ``missing``, ``current``, ``stale``, ``modified``. The manifest is
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -45,7 +44,9 @@ class Item:
 
 
 def sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    from loopx.kernel.storage.chain import sha256  # the built-in one: hashlib loads OpenSSL (~4 MB)
+
+    return sha256(text.encode("utf-8")).hexdigest()
 
 
 def block_text(content: str) -> str:

@@ -276,7 +276,7 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
 def check() -> dict:
     """``{"enabled", "signers": [{principal, fingerprint}], "problems": [str]}``: the signing log
     chain, the allowed signers file against the log's last entry, and the signers' fingerprints."""
-    import hashlib
+    from loopx.kernel.storage.chain import sha256  # the built-in one: no OpenSSL
 
     log = _log()
     s = settings()
@@ -286,7 +286,7 @@ def check() -> dict:
         if "broken" in e:
             problems.append(f"signing log entry is not JSON: {e['broken']}")
             break
-        expect = hashlib.sha256(_entry_text(prev)).hexdigest() if prev else None
+        expect = sha256(_entry_text(prev)).hexdigest() if prev else None
         if e.get("prev") != expect:
             problems.append(f"signing log entry {e.get('seq')} does not follow entry {prev.get('seq') if prev else 0}")
         signers = prev["allowed_signers"] if prev else e.get("allowed_signers", "")
@@ -311,13 +311,14 @@ def check() -> dict:
 
 def _fingerprint(kind: str, b64: str) -> str:
     import base64
-    import hashlib
+
+    from loopx.kernel.storage.chain import sha256  # the built-in one: no OpenSSL
 
     try:
         raw = base64.b64decode(b64)
     except ValueError:
         return "?"
-    return "SHA256:" + base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")
+    return "SHA256:" + base64.b64encode(sha256(raw).digest()).decode().rstrip("=")
 
 
 def unverified_approvals(state: dict) -> list[str]:
