@@ -18,10 +18,11 @@ from loopx.ops import segscan
 @pytest.fixture(params=["here", "pool"])
 def mode(request, monkeypatch):
     """``here``: every unit in this process; ``pool``: a pool of processes, small units (several per
-    segment), whatever the store's size."""
+    segment) read in chunks smaller than a line, whatever the store's size."""
     if request.param == "pool":
         monkeypatch.setattr(segscan, "PARALLEL_BYTES", 0)
         monkeypatch.setattr(segscan, "UNIT_BYTES", 700)
+        monkeypatch.setattr(segscan, "CHUNK", 97)
         monkeypatch.setattr(segscan, "_workers", lambda: 2)
     else:
         monkeypatch.setattr(segscan, "_workers", lambda: 1)
@@ -315,3 +316,27 @@ def test_checkpoints_of_an_older_loopx_make_doctor_fold_nothing_either(segmented
     assert not (segmented / "cache" / "snapshot.bin").exists()
     for cid in ("store.chain", "store.anchors.file", "store.snapshot", "setup", "signing"):
         assert checks[cid]["status"] == "ok", checks[cid]
+
+
+def test_units_a_scanning_process_did_not_send_run_here_with_the_same_answer(segmented, goal, cli, monkeypatch):
+    """A process that ends without sending its results (killed, out of memory): the main process
+    scans its units itself, and the summary (counts, chain, gate records) is the one of a scan done
+    all here."""
+    import os
+
+    r = cli("--agent", "bot", "gate", "open", "--kind", "merge", "--question", "Merge PR 7?", json=True)
+    assert r.code == 0, r.err
+    gid = r.data["gate_id"]
+    assert cli("gate", "approve", gid, "--confirm", gid).code == 0
+    monkeypatch.setattr(segscan, "_workers", lambda: 1)
+    here = segscan.scan_store(str(segmented))
+    monkeypatch.setattr(segscan, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(segscan, "UNIT_BYTES", 700)
+    monkeypatch.setattr(segscan, "CHUNK", 97)
+    monkeypatch.setattr(segscan, "_workers", lambda: 2)
+    monkeypatch.setattr(segscan, "_child", lambda *a: os._exit(0))
+    got = segscan.scan_store(str(segmented))
+    assert got["processes"] == 2
+    assert got["streams"] == here["streams"] and got["chain"] == here["chain"] and got["setup"] == here["setup"]
+    gates = list(got["gates"])
+    assert gates == list(here["gates"]) and {r["type"] for r in gates} >= {"gate.opened", "gate.approved"}

@@ -1,21 +1,23 @@
 """One pass over every line of a store for ``doctor``: the line checks, the hash chain's links and
 the anchored hashes, in parallel over the closed segments.
 
-The log is cut into *units* (a closed segment, or a piece of at most ``UNIT_BYTES`` of a large open
-file, ending on a line end); ``scan_unit`` reads one unit and checks each line once (CRC, JSON, the
+The log is cut into *units* (pieces of at most ``UNIT_BYTES`` of a file, ending on a line end);
+``scan_unit`` reads one unit, ``CHUNK`` bytes at a time, and checks each line once (CRC, JSON, the
 record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
 - counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
 - ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
-  without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()`` (for repeated ids; the
-  pool's processes are forked, so they share this process's hash seed);
+  without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()``, sorted (for repeated
+  ids; the processes are forked, so they share this process's hash seed; the merge writes them to
+  a temporary file and merges them from there, a small buffer per unit);
 - the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
 - each node's last ``seq`` per stream and each unit's ``seq`` range (the anchor check then reads
   only the units holding the records the anchors name), the ``seq`` of lines ``store.repaired``
-  records account for, the gate records (for the signing check), and each
+  records account for, the gate records' lines, compressed (``GateRecords`` decodes them for the
+  signing check), and each
   goal's last run and the runs that recorded a setup error (for the setup check).
 
 ``merge`` joins the summaries. A node's chain holds exactly when, over all its runs, exactly one
@@ -25,16 +27,17 @@ the same node with a smaller ``hlc`` and no two runs name the same one, and in e
 "doctor"). When that does not hold, ``chain.verify`` walks the log in order to name the first broken
 link exactly, as before; a healthy store never takes that path.
 
-Units run in a pool of processes (``fork``, Linux only) when the store is large enough to gain from
-it; elsewhere, and for small stores, they run one after the other in this process.
+Units run in forked processes (``os.fork``, Linux only; ``_results``) when the store is large enough
+to gain from it; elsewhere, and for small stores, they run one after the other in this process.
 """
 
 from __future__ import annotations
 
 import os
 
-UNIT_BYTES = 12 << 20         # at most this much of one file per unit: a closed segment (8 MiB and
-                              # the last write past it) is one unit; a big open file is cut in pieces
+UNIT_BYTES = 2 << 20         # at most this much of one file per unit (a closed segment, 8 MiB, is
+                              # four): a unit of one stream then spans the time of few of the other's,
+                              # so the chain ends the merge holds waiting for the other stream stay few
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
 BAD_SAMPLES = 20
 _SEQ = None
@@ -106,37 +109,73 @@ def _seq_runs(seqs: list[int]) -> list[list[int]]:
 
 def scan_unit(unit: tuple, stream: str) -> dict:
     """Check every line of one unit (see the module docstring); never raises on damaged content."""
-    import hashlib
+    path, fname, _closed, start, end, last = unit
+    res = _empty()
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, once its open error is told apart
+    except OSError as exc:
+        res["unreadable"] = f"{exc.strerror or exc}"
+        return res
+    with fh:
+        try:
+            _check_lines(fh, fname, start, end, last, res)
+        except OSError as exc:  # a read failed half way: nothing of the unit counts, as when it cannot be opened
+            return dict(_empty(), unreadable=f"{exc.strerror or exc}")
+    return res
+
+
+def _empty() -> dict:
+    return {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
+            "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
+            "ids": b"", "explained": {}, "gates": b"", "runs": {}, "disorder": None, "unchained": 0,
+            "first_unchained": None, "node_last_seq": {}, "unreadable": None,
+            "last_runs": {}, "setup_runs": []}
+
+
+CHUNK = 1 << 18  # a unit is read this much at a time (its lines are never all held at once)
+
+
+def _read_lines(fh, start: int, end: int, last: bool, res: dict):
+    """Yield the complete lines of ``[start, end)`` of ``fh`` (without their newline), reading
+    ``CHUNK`` bytes at a time; the bytes after the last line end count as ``torn`` when ``last``."""
+    fh.seek(start)
+    left = end - start
+    tail = b""
+    first = True
+    while left > 0:
+        block = fh.read(min(CHUNK, left))
+        if not block:
+            break
+        left -= len(block)
+        if first:
+            first = False
+            if start == 0 and block.startswith(b"\xef\xbb\xbf"):
+                res["bom"] = True
+        if tail:
+            block = tail + block
+        cut = block.rfind(b"\n") + 1
+        tail = block[cut:]
+        if cut:
+            lines = block[:cut].split(b"\n")
+            lines.pop()
+            del block
+            yield from lines
+            del lines
+    if last:
+        res["torn"] = len(tail)
+
+
+def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:
     import json
+    import struct
     import zlib
 
     from loopx.kernel.storage import chain, fold
     from loopx.kernel.storage.store import _CONFLICT, decode, order_key
 
-    path, fname, closed, start, end, last = unit
-    res: dict = {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
-                 "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
-                 "ids": b"", "explained": {}, "gates": [], "runs": {}, "disorder": None, "unchained": 0,
-                 "first_unchained": None, "node_last_seq": {}, "unreadable": None,
-                 "last_runs": {}, "setup_runs": []}
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(end - start)
-    except OSError as exc:
-        res["unreadable"] = f"{exc.strerror or exc}"
-        return res
-    cut = data.rfind(b"\n") + 1
-    if last:
-        res["torn"] = len(data) - cut
-    if start == 0 and data.startswith(b"\xef\xbb\xbf"):
-        res["bom"] = True
-    lines = data[:cut].split(b"\n")
-    lines.pop()
-    del data
-
     crc32 = zlib.crc32
-    sha = hashlib.sha256
+    chain.sha256()  # picks the built-in implementation (no OpenSSL)
+    sha = chain._SHA256
     scan_once = json.decoder.JSONDecoder().scan_once
     check_shape = fold.check_shape
     check_fields = chain.check_fields
@@ -146,8 +185,22 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     ids: list[int] = []
     unknown = res["unknown_types"]
     bad = res["bad"]
-    runs: dict = res["runs"]        # node -> [[entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
-                                    #            largest seq]]
+    runs: dict = res["runs"]        # node -> its runs, packed (``_RUN``), but the current one
+    node_top: dict = {}             # node -> its largest seq
+    pack_fail: dict = {}            # node -> entry seq of its first run that does not pack
+    pack = struct.Struct(_RUN).pack
+
+    def pack_run(node, run) -> None:  # [entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
+                                      #  largest seq]
+        e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, rn, top = run
+        if top > node_top.get(node, top - 1):
+            node_top[node] = top
+        try:
+            runs[node] += pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
+                               e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), rn)
+        except (struct.error, ValueError, TypeError, IndexError):
+            pack_fail.setdefault(node, e_seq)
+
     node_last: dict = {}            # node -> its current run (the last of runs[node])
     node_seq = res["node_last_seq"]
     newest = ""
@@ -155,10 +208,14 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     # the few records doctor folds without the history: gates (the signing check), the machines
     # (node.registered, store.migrated: the chain and anchor checks' names)
     gate_types = frozenset([t for t in fold.REDUCERS if t.startswith("gate.")] + ["node.registered", "store.migrated"])
+    gate_lines: list[bytes] = []
     good = 0
     n = 0
+    off = start  # where the line starts in the file
     valid_nodes: set = set()
-    for n, body in enumerate(lines, 1):
+    for n, body in enumerate(_read_lines(fh, start, end, last, res), 1):
+        line_start = off
+        off += len(body) + 1
         rec = None
         head = None  # (seq, node, hlc, prev) as chain.verify reads them
         fast = False
@@ -204,7 +261,6 @@ def scan_unit(unit: tuple, stream: str) -> dict:
                 res["bad_count"] += 1
                 if len(bad) < BAD_SAMPLES:
                     m = _seq_pattern().search(body)
-                    line_start = start + sum(len(x) + 1 for x in lines[:n - 1])
                     bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
                                 "text": body[:80].decode("utf-8", "replace"), "file": fname,
                                 "seq": int(m[1]) if m and len(m[1]) < 19 else None})
@@ -228,7 +284,7 @@ def scan_unit(unit: tuple, stream: str) -> dict:
             if type(ts) is str and ts > newest:
                 newest = ts
             if rtype in gate_types:
-                res["gates"].append(rec)
+                gate_lines.append(body)  # the main process decodes them again when it folds them
             elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
                 key = order_key(rec)
                 last = last_runs.get(rec["goal"])
@@ -262,10 +318,14 @@ def scan_unit(unit: tuple, stream: str) -> dict:
         else:
             if run is not None and not hlc > run[3] and res["disorder"] is None:
                 res["disorder"] = {"node": node, "seq": seq}
+            if run is not None:  # the node's previous run is closed: packed now, not kept as objects
+                pack_run(node, run)
+            elif node not in runs:
+                runs[node] = bytearray()
             run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
-            runs.setdefault(node, []).append(run)
-    for node, node_runs in runs.items():
-        node_seq[node] = max(r[7] for r in node_runs)
+    for node, run in node_last.items():
+        pack_run(node, run)
+    node_seq.update(node_top)
     res["lines"] = n
     res["good"] = good
     res["newest_ts"] = newest or None
@@ -278,63 +338,109 @@ def scan_unit(unit: tuple, stream: str) -> dict:
 
         ids.sort()
         res["ids"] = array("q", ids).tobytes()
-    res["runs"] = _pack_runs(runs, res)
-    return res
+    for node in runs:  # a run that did not fit: the first of the first such node, as the merge reads them
+        if node in pack_fail and res["disorder"] is None:
+            res["disorder"] = {"node": node, "seq": pack_fail[node]}
+        runs[node] = bytes(runs[node])
+    if gate_lines:
+        res["gates"] = zlib.compress(b"\n".join(gate_lines), 1)
 
 
 _RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
 
 
-def _pack_runs(runs: dict, res: dict) -> dict:
-    """``{node: bytes}``: each run as one ``_RUN`` struct (a few MB for a whole store, not a list
-    of Python objects per run). A value that does not fit (a forged clock, a prev that is not hex)
-    marks the unit for ``chain.verify``."""
-    import struct
-
-    pack = struct.Struct(_RUN).pack
-    out: dict = {}
-    for node, node_runs in runs.items():
-        parts = []
-        for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n, _top in node_runs:
-            try:
-                parts.append(pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
-                                  e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), n))
-            except (struct.error, ValueError, TypeError, IndexError):
-                if res["disorder"] is None:
-                    res["disorder"] = {"node": node, "seq": e_seq}
-        out[node] = b"".join(parts)
-    return out
-
-
 def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
-    """Yield ``fn(*job)`` for each job, in order: over a pool of processes when that pays off
-    (at most two jobs ahead per process, so finished results never pile up), else here.
-    ``used["processes"]`` says which (0: here)."""
+    """Yield ``fn(*job)`` for each job, in order: over forked processes when that pays off, else
+    here. ``used["processes"]`` says which (0: here).
+
+    Process ``w`` of ``n`` runs jobs ``w, w + n, ...`` and sends each result (``marshal``: plain
+    data) through its own pipe, which holds at most one result ahead of this process; a job a
+    process could not run (an exception, the process gone) runs here. Plain ``os.fork`` and pipes,
+    not ``multiprocessing``: no import of it, no threads, and each child starts as small as this
+    process."""
     workers = _workers()
     done = 0
     used["processes"] = 0
     if workers >= 2 and total_bytes >= PARALLEL_BYTES and len(jobs) >= 2:
-        try:
-            import multiprocessing
-            from collections import deque
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-                ahead: deque = deque()
-                nxt = 0
-                used["processes"] = min(workers, len(jobs))
-                while done < len(jobs):
-                    while nxt < len(jobs) and len(ahead) < 2 * workers:
-                        ahead.append(pool.submit(fn, *jobs[nxt]))
-                        nxt += 1
-                    res = ahead.popleft().result()
+        n = min(workers, len(jobs))
+        pipes: list = [None] * n  # a process that could not be started: its jobs run here
+        pids: list[int] = []
+        for w in range(n):
+            try:
+                r, wfd = os.pipe()
+            except OSError:
+                break
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(r)
+                os.close(wfd)
+                break
+            if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
+                _child(fn, jobs[w::n], wfd, [f for f in pipes if f is not None] + [r])
+            os.close(wfd)
+            pipes[w] = os.fdopen(r, "rb")
+            pids.append(pid)
+        if pids:
+            used["processes"] = len(pids)
+            try:
+                for k in range(len(jobs)):
+                    f = pipes[k % n]
+                    ok, res = _receive(f) if f is not None else (False, None)
+                    if f is not None and ok is None:  # the process is gone: its jobs run here
+                        f.close()
+                        pipes[k % n] = None
                     done += 1
-                    yield res
-        except (OSError, ImportError, ValueError, RuntimeError):  # no fork, no semaphores, a broken pool
-            used["processes"] = 0
+                    yield res if ok else fn(*jobs[k])
+            finally:
+                for f in pipes:
+                    if f is not None:
+                        f.close()  # a child still writing gets EPIPE and ends
+                for pid in pids:
+                    try:
+                        os.waitpid(pid, 0)
+                    except ChildProcessError:
+                        pass
+            return
     for job in jobs[done:]:
         yield fn(*job)
+
+
+def _child(fn, jobs: list[tuple], wfd: int, others: list) -> None:  # pragma: no cover - runs forked
+    """Run ``jobs`` in a forked process, sending each ``(ok, result)`` to ``wfd``; never returns."""
+    import marshal
+
+    try:
+        for f in others:
+            os.close(f if isinstance(f, int) else f.fileno())
+        with os.fdopen(wfd, "wb") as out:
+            for job in jobs:
+                try:
+                    data = marshal.dumps((True, fn(*job)))
+                except Exception:  # the parent runs the job again and sees what it does
+                    data = marshal.dumps((False, None))
+                out.write(len(data).to_bytes(8, "little"))
+                out.write(data)
+                out.flush()
+    finally:
+        os._exit(0)
+
+
+def _receive(f) -> tuple:
+    """One ``(ok, result)`` from a child's pipe; ``(None, None)`` when the child is gone."""
+    import marshal
+
+    head = f.read(8)
+    if len(head) < 8:
+        return None, None
+    size = int.from_bytes(head, "little")
+    data = f.read(size)
+    if len(data) < size:
+        return None, None
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return False, None
 
 
 MAX_WORKERS = 8  # each holds one unit (up to UNIT_BYTES and its lines) while it checks it
@@ -373,9 +479,12 @@ def scan_store(root: str) -> dict:
             total += u[4] - u[3]
     jobs = _by_time(jobs)
     used: dict = {}
-    for (u, name), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
-        merger.add(name, u, res)
-    return dict(merger.finish(), processes=used.get("processes", 0))
+    try:
+        for (u, name), res in zip(jobs, _results(scan_unit, jobs, total, used), strict=True):
+            merger.add(name, u, res)
+        return dict(merger.finish(), processes=used.get("processes", 0))
+    finally:
+        merger.close()
 
 
 def _by_time(jobs: list[tuple]) -> list[tuple]:
@@ -413,7 +522,10 @@ class Merge:
         self.explained: dict[str, set] = {}
         self.units: dict = {}  # stream -> [(unit, smallest seq, largest seq)] in file order
         self.last_seq: dict = {}
-        self.gates: list = []
+        self.gates: dict = {}   # stream -> [(the order units were added in, compressed gate lines)]
+        self._ids = None         # a temporary file holding every unit's sorted id digests
+        self._ids_end = 0
+        self._added = 0
         self.last_runs: dict = {}
         self.setup_runs: set = set()
         self._seq: dict = {}
@@ -461,7 +573,13 @@ class Merge:
         acc["count"] += r["seq_count"]
         s["last_seq"] = max(s["last_seq"], r["last_seq"])
         if r["ids"]:
-            acc["ids"].append(r["ids"])
+            if self._ids is None:
+                import tempfile
+
+                self._ids = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+            self._ids.write(r["ids"])
+            acc["ids"].append((self._ids_end, len(r["ids"])))
+            self._ids_end += len(r["ids"])
         for f, q in r["explained"].items():
             self.explained.setdefault(f, set()).update(q)
         if r["seq_runs"]:
@@ -469,12 +587,20 @@ class Merge:
         for node, q in r["node_last_seq"].items():
             if q > self.last_seq.get((node, name), 0):
                 self.last_seq[(node, name)] = q
-        self.gates.extend(r["gates"])
+        if r["gates"]:
+            self._added += 1
+            self.gates.setdefault(name, []).append((self._added, r["gates"]))
         for goal, last in r["last_runs"].items():
             if goal not in self.last_runs or last[0] > self.last_runs[goal][0]:
                 self.last_runs[goal] = last
         self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
         self._add_chain(name, r)
+
+    def close(self) -> None:
+        """Remove the temporary file of id digests (also when the scan stops half way)."""
+        if self._ids is not None:
+            self._ids.close()
+            self._ids = None
 
     def _fail(self, why: str) -> None:
         if self.chain["holds"]:
@@ -531,7 +657,6 @@ class Merge:
         import heapq
         import itertools
         import operator
-        from array import array
 
         for name, s in self.streams.items():
             acc = self._seq[name]
@@ -557,16 +682,15 @@ class Merge:
                     q += 1
             s["missing_seqs"], s["missing_sample"] = missing, sample
             if acc["ids"]:
-                parts = []
-                for chunk in acc["ids"]:
-                    part = array("q")
-                    part.frombytes(chunk)
-                    parts.append(part)
+                self._ids.flush()
+                fd = self._ids.fileno()
+                # each unit's digests are sorted: merge them lazily from the file, a small buffer each
+                parts = [_digests(fd, at, size) for at, size in acc["ids"]]
                 acc["ids"] = None
-                # each unit's digests are sorted: merge them lazily (8 bytes per record held, no list)
                 one, two = itertools.tee(heapq.merge(*parts))
                 next(two, None)
                 s["dup_ids"] = sum(map(operator.eq, one, two))
+        self.close()
         out = self.chain
         if self._waiting:
             self._fail("a prev names no record of its node")
@@ -578,7 +702,7 @@ class Merge:
         out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
                         for node, (hlc, h, st, seq) in self._heads.items()}
         repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
-        return {"streams": self.streams, "chain": out, "gates": _reader_order(self.gates),
+        return {"streams": self.streams, "chain": out, "gates": GateRecords(self.gates),
                 "setup": {"last_runs": {g: rid for g, (_k, rid) in self.last_runs.items()},
                           "runs_with_error": self.setup_runs},
                 "anchors": AnchorFacts(self.units, self.last_seq, repaired,
@@ -633,6 +757,80 @@ class AnchorFacts:
         for k in todo:
             self._known.setdefault(k, "")
         return {k: self._known[k] for k in keys}
+
+
+def _digests(fd: int, at: int, size: int, step: int = 1 << 12):
+    """The 8-byte digests stored at ``[at, at + size)`` of the file ``fd``, read ``step`` bytes at a time."""
+    from array import array
+
+    end = at + size
+    while at < end:
+        part = array("q")
+        part.frombytes(os.pread(fd, min(step, end - at), at))
+        at += step
+        yield from part
+
+
+class GateRecords:
+    """The gate records (and the machines': ``node.registered``, ``store.migrated``) the pass picked
+    out, kept as each unit's compressed lines; iterating decodes them one at a time, in the order a
+    reader folds them (``_reader_order``), without holding them all when each stream is already in
+    that order (a log never merged)."""
+
+    def __init__(self, blobs: dict) -> None:
+        self.blobs = blobs  # stream -> [(added, compressed lines)], in file order
+
+    def _records(self, stream: str):
+        import zlib
+
+        from loopx.kernel.storage.store import decode, order_key
+
+        for added, blob in self.blobs.get(stream, []):
+            for i, body in enumerate(zlib.decompress(blob).split(b"\n")):
+                rec = decode(body)
+                yield (order_key(rec), added, i), rec
+
+    def signed(self) -> set:
+        """The ids of the gates some record of which carries a ``signature`` (only lines that could
+        name one are decoded): no other gate can end up signed."""
+        import zlib
+
+        from loopx.kernel.storage.store import decode
+
+        out: set = set()
+        for stream_blobs in self.blobs.values():
+            for _added, blob in stream_blobs:
+                for body in zlib.decompress(blob).split(b"\n"):
+                    if b'"signature"' in body or b"\\u" in body:  # the key, or escaped characters
+                        rec = decode(body)
+                        d = rec.get("data")
+                        if rec["type"].startswith("gate.") and isinstance(d, dict) and "signature" in d:
+                            out.add(d.get("gate_id"))
+        return out
+
+    def __iter__(self):
+        import heapq
+
+        keys = []
+        for stream in self.blobs:
+            prev = None
+            for key, _rec in self._records(stream):
+                if prev is not None and key < prev:
+                    # out of order (a merged log): sort them all, as before
+                    every = sorted((k[1:], rec) for s in self.blobs for k, rec in self._records(s))
+                    yield from _reader_order([rec for _k, rec in every])
+                    return
+                prev = key
+            keys.append(self._records(stream))
+        seen: set = set()
+        for _key, rec in heapq.merge(*keys, key=lambda kr: kr[0]):
+            rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+            if not isinstance(rid, (str, tuple)):
+                rid = repr(rid)
+            if rid in seen:
+                continue
+            seen.add(rid)
+            yield rec
 
 
 def _reader_order(recs: list[dict]) -> list[dict]:
