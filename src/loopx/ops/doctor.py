@@ -52,12 +52,21 @@ class Target:
 
     def light_state(self) -> dict:
         """A state folded from the few records the one pass picked out (gates, machines) with each
-        node's chain head: what the signing, chain and anchor checks read, without the history."""
+        node's chain head: what the signing, chain and anchor checks read, without the history.
+        While signing is off it holds only the gates that were ever signed (all the signing check
+        reads); its other counters (``meta.events``, agents) are not the store's."""
         if getattr(self, "_light", None) is None:
             from loopx.kernel.storage import fold
+            from loopx.kernel.write import signing
 
             state = fold.empty()
-            for rec in self.scan["gates"]:
+            gates = self.scan["gates"]
+            # signing off: the signing check reads only the gates that end up signed, so only gates a
+            # record of which carries a signature are folded (each gate's state is its own records')
+            keep = gates.signed() if hasattr(gates, "signed") and not signing.enabled() else None
+            for rec in gates:
+                if keep is not None and rec["type"].startswith("gate.") and rec["data"]["gate_id"] not in keep:
+                    continue
                 fold.apply(state, rec)
             state["meta"]["chain"] = {n: dict(h) for n, h in self.scan["chain"]["heads"].items()}
             self._light = state
@@ -348,6 +357,11 @@ def run(project: str | None = None) -> dict:
     project_dir, bad = find_project(project)
     t = Target(project_dir)
     checks: list[dict] = [bad] if bad else []
+    if project_dir:
+        try:  # the one pass first: its processes fork from a small process (the checks import much)
+            t.scan  # noqa: B018
+        except Exception:  # the check that reads it reports it, as it would have
+            t._scan = None
     fns: tuple = (*INSTALL_CHECKS, check_clock, *(PROJECT_CHECKS if project_dir else ()), check_hosts)
     for fn in fns:
         checks.extend(_safely(fn, t))
