@@ -722,8 +722,6 @@ class AnchorFacts:
         """{(node, stream, seq): hex} for the ``keys`` the log holds (the line's hash as
         ``chain._records`` reads the line: its header, else the decoded record; the last such line
         in file order when several match)."""
-        from loopx.kernel.storage import chain
-        from loopx.kernel.storage.store import decode
 
         todo = {k for k in keys if k not in self._known}
         for stream in sorted({k[1] for k in todo if isinstance(k[1], str)}):
@@ -735,28 +733,33 @@ class AnchorFacts:
                 path, _f, _c, start, end, _l = unit
                 try:
                     with open(path, "rb") as fh:
-                        fh.seek(start)
-                        data = fh.read(end - start)
+                        for body in _read_lines(fh, start, end, False, {}):  # a chunk at a time
+                            self._hash_line(body, stream, seqs, todo, found)
                 except OSError:
                     continue
-                for body in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]:
-                    head = chain._header(body)
-                    if head is not None:
-                        seq, node = head[0], head[2]
-                    else:
-                        try:
-                            rec = decode(body)
-                        except ValueError:
-                            continue
-                        if "node" not in rec:
-                            continue
-                        seq, node = rec["seq"], rec.get("node")
-                    if seq in seqs and (node, stream, seq) in todo:
-                        found[(node, stream, seq)] = chain.line_hash(body)
             self._known.update(found)
         for k in todo:
             self._known.setdefault(k, "")
         return {k: self._known[k] for k in keys}
+
+    @staticmethod
+    def _hash_line(body: bytes, stream: str, seqs: set, todo: set, found: dict) -> None:
+        from loopx.kernel.storage import chain
+        from loopx.kernel.storage.store import decode
+
+        head = chain._header(body)
+        if head is not None:
+            seq, node = head[0], head[2]
+        else:
+            try:
+                rec = decode(body)
+            except ValueError:
+                return
+            if "node" not in rec:
+                return
+            seq, node = rec["seq"], rec.get("node")
+        if seq in seqs and (node, stream, seq) in todo:
+            found[(node, stream, seq)] = chain.line_hash(body)
 
 
 def _digests(fd: int, at: int, size: int, step: int = 1 << 12):
