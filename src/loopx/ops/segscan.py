@@ -40,6 +40,7 @@ UNIT_BYTES = 2 << 20         # at most this much of one file per unit (a closed 
                               # so the chain ends the merge holds waiting for the other stream stay few
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
 BAD_SAMPLES = 20
+_FORKED = False               # True in a process ``_results`` forked
 _SEQ = None
 
 
@@ -174,8 +175,11 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     from loopx.kernel.storage.store import _CONFLICT, decode, order_key
 
     crc32 = zlib.crc32
-    chain.sha256()  # picks the built-in implementation (no OpenSSL)
-    sha = chain._SHA256
+    if _FORKED:  # OpenSSL's SHA-256 is several times faster (CPU instructions); its ~4 MB of RSS stay
+        from hashlib import sha256 as sha  # in the forked process
+    else:  # the main process: the built-in implementation, no OpenSSL
+        chain.sha256()
+        sha = chain._SHA256
     scan_once = json.decoder.JSONDecoder().scan_once
     check_shape = fold.check_shape
     check_fields = chain.check_fields
@@ -410,6 +414,8 @@ def _child(fn, jobs: list[tuple], wfd: int, others: list) -> None:  # pragma: no
     """Run ``jobs`` in a forked process, sending each ``(ok, result)`` to ``wfd``; never returns."""
     import marshal
 
+    global _FORKED
+    _FORKED = True
     try:
         for f in others:
             os.close(f if isinstance(f, int) else f.fileno())
