@@ -154,14 +154,11 @@ def _read_lines(fh, start: int, end: int, last: bool, res: dict):
                 res["bom"] = True
         if tail:
             block = tail + block
-        cut = block.rfind(b"\n") + 1
-        tail = block[cut:]
-        if cut:
-            lines = block[:cut].split(b"\n")
-            lines.pop()
-            del block
-            yield from lines
-            del lines
+        lines = block.split(b"\n")
+        del block
+        tail = lines.pop()  # the bytes after the last line end
+        yield from lines
+        del lines
     if last:
         res["torn"] = len(tail)
 
@@ -383,6 +380,7 @@ def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
             if pid == 0:  # pragma: no cover - the child (coverage does not follow a fork)
                 _child(fn, jobs[w::n], wfd, [f for f in pipes if f is not None] + [r])
             os.close(wfd)
+            _widen(r)
             pipes[w] = os.fdopen(r, "rb")
             pids.append(pid)
         if pids:
@@ -408,6 +406,17 @@ def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
             return
     for job in jobs[done:]:
         yield fn(*job)
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe hold a whole result (up to 1 MiB), so a process goes on with its next unit
+    while this one merges the results before it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def _child(fn, jobs: list[tuple], wfd: int, others: list) -> None:  # pragma: no cover - runs forked
