@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 
-UNIT_BYTES = 2 << 20         # at most this much of one file per unit (a closed segment, 8 MiB, is
+UNIT_BYTES = 2 << 20          # at most this much of one file per unit (a closed segment, 8 MiB, is
                               # four): a unit of one stream then spans the time of few of the other's,
                               # so the chain ends the merge holds waiting for the other stream stay few
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
@@ -355,7 +355,7 @@ def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
     here. ``used["processes"]`` says which (0: here).
 
     Process ``w`` of ``n`` runs jobs ``w, w + n, ...`` and sends each result (``marshal``: plain
-    data) through its own pipe, which holds at most one result ahead of this process; a job a
+    data) through its own pipe (widened to 1 MiB: a result or so waits there, never more); a job a
     process could not run (an exception, the process gone) runs here. Plain ``os.fork`` and pipes,
     not ``multiprocessing``: no import of it, no threads, and each child starts as small as this
     process."""
