@@ -840,13 +840,17 @@ class GateRecords:
                     return
                 prev = key
             keys.append(self._records(stream))
-        seen: set = set()
-        for _key, rec in heapq.merge(*keys, key=lambda kr: kr[0]):
-            rid = rec.get("id") or (rec["seq"], rec.get("crc"))
-            if not isinstance(rid, (str, tuple)):
-                rid = repr(rid)
-            if rid in seen:
-                continue
+        yield from _each_once(rec for _key, rec in heapq.merge(*keys, key=lambda kr: kr[0]))
+
+
+def _each_once(recs):
+    """``recs`` without a record whose id came before (a record merged in twice is folded once)."""
+    seen: set = set()
+    for rec in recs:
+        rid = rec.get("id") or (rec["seq"], rec.get("crc"))
+        if not isinstance(rid, (str, tuple)):
+            rid = repr(rid)
+        if rid not in seen:
             seen.add(rid)
             yield rec
 
@@ -856,13 +860,4 @@ def _reader_order(recs: list[dict]) -> list[dict]:
     order for a log that was never merged)."""
     from loopx.kernel.storage.store import order_key
 
-    out, seen = [], set()
-    for rec in sorted(recs, key=order_key):
-        rid = rec.get("id") or (rec["seq"], rec.get("crc"))
-        if not isinstance(rid, (str, tuple)):
-            rid = repr(rid)
-        if rid in seen:
-            continue
-        seen.add(rid)
-        out.append(rec)
-    return out
+    return list(_each_once(sorted(recs, key=order_key)))
