@@ -353,7 +353,7 @@ function todoItem(t) {
   return h("li", { class: `todo todo-${t.status}` },
     h("span", { class: "todo-title" }, t.title),
     h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
-    t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
+    t.holder ? h("div", { class: "small" }, `held by ${t.holder}${t.machine ? "@" + t.machine : ""} · lease `, countdown(t.lease_until, "expired")) : null,
     t.note ? h("div", { class: "small muted" }, t.note) : null,
     (t.depends_on_goals || []).filter((g) => g.status !== "done").length
       ? h("div", { class: "small" }, "waits for goal ", (t.depends_on_goals || []).filter((g) => g.status !== "done")

@@ -9,7 +9,7 @@ import at start-up):
               host, permission_mode, last_progress_fp, updated_seq (seq of the last goal.updated or
               status change, to order it against runs within a second)}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
-              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
+              claim{holder, lease_until, fence, since, node} | None, evidence[], order, created, updated, note,
               done_at, forced{by, why} (only when a human closed it with --force-unverified),
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 9  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
+FOLD_VERSION = 10  # 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -436,7 +436,8 @@ def _todo_updated(s, r, d):
 
 def _todo_claimed(s, r, d):
     t = _todo(s, d)
-    t["claim"] = {"holder": d["holder"], "lease_until": d["lease_until"], "fence": r["seq"], "since": r["ts"]}
+    t["claim"] = {"holder": d["holder"], "lease_until": d["lease_until"], "fence": r["seq"], "since": r["ts"],
+                  "node": r.get("node")}  # the machine is part of the holder (loopx.kernel.storage.machines)
     t["status"] = "claimed"
     t["updated"] = r["ts"]
 

@@ -8,7 +8,7 @@ plan runs; the turn commands also call it inside their own plans.
 from __future__ import annotations
 
 from loopx.kernel.read import queries
-from loopx.kernel.storage import clock, fold
+from loopx.kernel.storage import clock, fold, machines
 from loopx.kernel.storage.store import Draft
 
 
@@ -26,7 +26,7 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
         # housekeeping runs outside the plan's retry, so it asks the view explicitly: a todo the
         # live view left out is done or archived and holds no claim to release (same on both states)
         t = fold.held(state["todos"], run.get("todo") or "")
-        if t and t.get("claim") and t["claim"]["holder"] == run["agent"] and t["status"] == "claimed":
+        if t and machines.same_holder(t.get("claim"), run) and t["status"] == "claimed":
             drafts.append(Draft("todo.released", t["goal"], {"todo_id": t["id"],
                                                              "note": f"run {run['id']} lease expired"}))
     return drafts

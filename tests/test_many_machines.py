@@ -1,0 +1,114 @@
+"""Issue 24: schedules, usage windows and many machines as people run them. Real git clones of a
+bare remote on disk; time from LOOPX_NOW. docs/multi-agent.md, "One agent name on many machines"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loopx.cli import main
+from loopx.kernel.storage.store import Store
+from test_sync import git
+
+
+def lx(clone: Path, *args, agent: str | None = None, host: str | None = None, monkeypatch=None) -> int:
+    if host is not None:
+        monkeypatch.setenv("LOOPX_HOST", host)
+    pre = ["--project", str(clone), "--quiet"] + (["--agent", agent] if agent else [])
+    return main([*pre, *args])
+
+
+def lx_json(clone: Path, *args, capsys, agent: str | None = None, host: str | None = None, monkeypatch=None) -> dict:
+    if host is not None:
+        monkeypatch.setenv("LOOPX_HOST", host)
+    capsys.readouterr()
+    pre = ["--project", str(clone), "--format", "json"] + (["--agent", agent] if agent else [])
+    main([*pre, *args])
+    return json.loads(capsys.readouterr().out)
+
+
+def make_clones(tmp_path: Path, monkeypatch, n: int, todos: int) -> tuple[Path, list[Path]]:
+    """A bare remote and ``n`` clones of one project; goal g1 with ``todos`` ready todos, synced to
+    every clone (clone i's machine is ``host-i``)."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "-q", str(remote), str(seed))
+    (seed / "README").write_text("project\n")
+    git(seed, "add", "README")
+    git(seed, "commit", "-q", "-m", "init")
+    git(seed, "push", "-q", "origin", "main")
+    clones = []
+    for i in range(n):
+        c = tmp_path / f"m{i}"
+        git(tmp_path, "clone", "-q", str(remote), str(c))
+        clones.append(c)
+    monkeypatch.chdir(tmp_path)
+    a = clones[0]
+    assert lx(a, "connect", host="host-0", monkeypatch=monkeypatch) == 0
+    assert lx(a, "start-goal", "--goal-text", "Ship", "--goal-id", "g1", host="host-0", monkeypatch=monkeypatch) == 0
+    for i in range(todos):
+        assert lx(a, "todo", "add", f"task {i}", "--goal-id", "g1", host="host-0", monkeypatch=monkeypatch) == 0
+    assert lx(a, "sync", host="host-0", monkeypatch=monkeypatch) == 0
+    for i, c in enumerate(clones[1:], 1):
+        assert lx(c, "connect", host=f"host-{i}", monkeypatch=monkeypatch) == 0
+        assert lx(c, "sync", host=f"host-{i}", monkeypatch=monkeypatch) == 0
+    return remote, clones
+
+
+# ------------------------------------------------------------------ 1. the machine is part of the agent
+def test_ten_clones_with_one_agent_name_are_ten_holders(tmp_path, monkeypatch, capsys):
+    remote, clones = make_clones(tmp_path, monkeypatch, 10, 12)
+    first = {}
+    for i, c in enumerate(clones):  # round 1: every machine asks for work under the same agent name
+        assert lx(c, "sync", host=f"host-{i}", monkeypatch=monkeypatch) == 0
+        got = lx_json(c, "next", "--sync", capsys=capsys, agent="claude-code", host=f"host-{i}", monkeypatch=monkeypatch)
+        assert got["exit_code"] == 0, got
+        assert not got["data"].get("resumed"), f"host-{i} resumed another machine's run: {got['data']['run_id']}"
+        first[i] = (got["data"]["run_id"], got["data"]["todo_id"])
+    assert len({t for _, t in first.values()}) == 10  # ten todos, one per machine
+    for i, c in enumerate(clones):  # round 2: after a sync each machine resumes its own run, and only that
+        assert lx(c, "sync", host=f"host-{i}", monkeypatch=monkeypatch) == 0
+        got = lx_json(c, "next", "--sync", capsys=capsys, agent="claude-code", host=f"host-{i}", monkeypatch=monkeypatch)
+        assert got["exit_code"] == 0 and got["data"]["resumed"] is True
+        assert (got["data"]["run_id"], got["data"]["todo_id"]) == first[i]
+    for i, c in enumerate(clones):
+        assert lx(c, "sync", host=f"host-{i}", monkeypatch=monkeypatch) == 0
+    state = Store.open(str(clones[3])).load()
+    claims = [t["claim"] for t in state["todos"].values() if t["status"] == "claimed"]
+    assert len(claims) == 10 and len({c["node"] for c in claims}) == 10  # no todo held twice, no machine twice
+    open_runs = [r for r in state["runs"].values() if r["finished"] is None]
+    assert len(open_runs) == 10 and len({r["todo"] for r in open_runs}) == 10
+    # status names the machine of each holder once more than one machine takes part
+    st = lx_json(clones[3], "status", capsys=capsys, host="host-3", monkeypatch=monkeypatch)
+    held = st["data"]["goals"][0]["claimed"]
+    assert sorted(h["machine"] for h in held) == sorted(f"host-{i}" for i in range(10))
+    capsys.readouterr()
+    main(["--project", str(clones[3]), "status"])
+    text = capsys.readouterr().out
+    assert "by agent:claude-code@host-0 until" in text and "by agent:claude-code@host-9 until" in text
+
+
+def test_a_run_of_another_machine_is_neither_resumed_nor_finished_here(tmp_path, monkeypatch, capsys):
+    remote, (a, b) = make_clones(tmp_path, monkeypatch, 2, 3)
+    ra = lx_json(a, "next", capsys=capsys, agent="claude-code", host="host-0", monkeypatch=monkeypatch)["data"]
+    assert lx(a, "sync", host="host-0", monkeypatch=monkeypatch) == 0
+    assert lx(b, "sync", host="host-1", monkeypatch=monkeypatch) == 0
+    rb = lx_json(b, "next", capsys=capsys, agent="claude-code", host="host-1", monkeypatch=monkeypatch)
+    assert rb["exit_code"] == 0 and not rb["data"].get("resumed")
+    assert rb["data"]["run_id"] != ra["run_id"] and rb["data"]["todo_id"] != ra["todo_id"]
+    # host-1's agent cannot finish host-0's run, nor release or complete host-0's claim
+    fin = lx_json(b, "turn", "finish", "--run", ra["run_id"], "--result", "progress", capsys=capsys, agent="claude-code",
+                  host="host-1", monkeypatch=monkeypatch)
+    assert fin["exit_code"] == 4 and fin["error"]["code"] == "run_not_yours"
+    assert "claude-code@host-0" in fin["error"]["message"]
+    rel = lx_json(b, "todo", "release", ra["todo_id"], capsys=capsys, agent="claude-code", host="host-1",
+                  monkeypatch=monkeypatch)
+    assert rel["exit_code"] == 4 and rel["error"]["code"] == "claimed_by_other"
+    assert "agent:claude-code@host-0" in rel["error"]["message"]
+    # its own run it finishes as always
+    own = lx_json(b, "turn", "finish", "--run", rb["data"]["run_id"], "--result", "progress", capsys=capsys,
+                  agent="claude-code", host="host-1", monkeypatch=monkeypatch)
+    assert own["exit_code"] == 0
