@@ -112,3 +112,40 @@ def test_a_run_of_another_machine_is_neither_resumed_nor_finished_here(tmp_path,
     own = lx_json(b, "turn", "finish", "--run", rb["data"]["run_id"], "--result", "progress", capsys=capsys,
                   agent="claude-code", host="host-1", monkeypatch=monkeypatch)
     assert own["exit_code"] == 0
+
+
+# ------------------------------------------------------------------ 2. leases that survive skew
+def _iso(dt) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_a_clone_ten_minutes_ahead_cannot_steal_a_five_minute_lease_and_doctor_names_it(tmp_path, monkeypatch, capsys):
+    from datetime import datetime, timedelta, timezone
+
+    remote, (a, b, c) = make_clones(tmp_path, monkeypatch, 3, 1)  # one todo: nothing else to take
+    monkeypatch.delenv("LOOPX_NOW", raising=False)
+    got = lx_json(a, "next", "--sync", "--lease", "5m", capsys=capsys, agent="claude-code", host="host-0",
+                  monkeypatch=monkeypatch)
+    assert got["exit_code"] == 0
+    tid = got["data"]["todo_id"]
+    ahead = _iso(datetime.now(timezone.utc) + timedelta(minutes=10))
+    monkeypatch.setenv("LOOPX_NOW", ahead)  # host-1's clock runs ten minutes ahead
+    stolen = lx_json(b, "next", "--sync", "--lease", "5m", capsys=capsys, agent="claude-code", host="host-1",
+                     monkeypatch=monkeypatch)
+    assert stolen["exit_code"] == 1, stolen  # a clean no: the only todo is held on host-0
+    assert stolen["data"]["todo_id"] is None and stolen["data"]["run_id"] is None
+    st = Store.open(str(b)).load()
+    assert st["todos"][tid]["claim"]["node"] != st["meta"]["self_node"]
+    assert all(r["finished"] is None for r in st["runs"].values())  # host-1 did not reap host-0's run either
+    assert lx(b, "todo", "add", "written ahead", "--goal-id", "g1", host="host-1", monkeypatch=monkeypatch) == 0
+    assert lx(b, "sync", host="host-1", monkeypatch=monkeypatch) == 0
+    monkeypatch.delenv("LOOPX_NOW")
+    for clone, host in ((a, "host-0"), (c, "host-2")):  # the healthy clones name host-1, not themselves
+        assert lx(clone, "sync", host=host, monkeypatch=monkeypatch) == 0
+        doc = lx_json(clone, "doctor", capsys=capsys, host=host, monkeypatch=monkeypatch)
+        check = next(x for x in doc["data"]["checks"] if x["id"] == "clock")
+        assert check["status"] == "warning", check
+        assert "host-1" in check["finding"] and "ahead" in check["finding"]
+        assert "behind" not in check["finding"]
+        [who] = check["details"]["ahead"]
+        assert who["host"] == "host-1" and 9 * 60 <= who["seconds"] <= 10 * 60

@@ -453,13 +453,16 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
     from loopx.kernel.storage import clock
 
+    from loopx.kernel.policy.skew import ClaimClock
+
     node = ensure_node(store)
     lost: list[dict] = []
     wanted: list = [None]
+    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (policy.skew)
 
     def step(claims, attempt):
         now = clock.now()
-        held = live_claims(claims, clock.iso(now), node)
+        held = seen.live(claims, now, node)
         if wanted[0] is not None and wanted[0] in held:
             c = held[wanted[0]]
             lost.append({"todo_id": wanted[0], "host": c.get("host"), "node": c.get("node"),
@@ -468,12 +471,13 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
         if tid is None:
             return None, None
         wanted[0] = tid
-        new = {t: c for t, c in live_claims(claims, clock.iso(now)).items()
+        new = {t: c for t, c in seen.live(claims, now).items()
                if keep is None or c.get("node") != node or t in keep}
         new[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
         return new, tid
 
     got = cas(git, CLAIMS, step, f"loopx claim by {agent} on {host_name()}")
+    seen.save()
     return {"todo_id": got["result"], "tries": got["tries"], "lost": lost}
 
 

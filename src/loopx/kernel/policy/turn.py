@@ -58,15 +58,19 @@ def hide_claims(state: dict, held: dict) -> dict:
     machine) as claimed, in a copy of ``state`` for one evaluation (the state itself is left
     alone: it is saved as the live view), so decisions skip it. Returns the copy."""
     state = {**state, "todos": type(state["todos"])(state["todos"])}  # a live view's stays a fold.Partial
+    until_now = clock.iso(clock.now() + timedelta(seconds=1))
     for tid, c in (held or {}).items():
         # a todo this state does not show (closed here and left out of the view, or not synced
         # yet) is not one a decision could offer: nothing to hide on either state
         t = fold.held(state["todos"], tid)
         mine = (t or {}).get("claim")  # a claim here whose lease ends before the remote entry's: the remote one holds
-        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))):
+        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))
+                              or str(mine.get("lease_until")) < until_now):
             t = state["todos"][tid] = dict(t)
-            t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
-                          "fence": 0, "remote": True}
+            # ``held`` is what the ledger judged live (policy.skew: a clock ahead does not end a lease
+            # early), so the copy's lease is live on this clock too
+            t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "fence": 0, "remote": True,
+                          "lease_until": max(str(c.get("until")), until_now)}
             t["status"] = "claimed"
     return state
 

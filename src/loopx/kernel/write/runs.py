@@ -20,6 +20,9 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
     for run in queries.open_runs(state):
         if run["id"] == skip or not run.get("lease_until") or run["lease_until"] > now_iso:
             continue
+        if not machines.local(state, run.get("node")) and \
+                run["lease_until"] > clock.iso(now - clock.timedelta(seconds=machines.MAX_SKEW)):
+            continue  # another machine's run: its lease is over only when no clock skew can explain it
         drafts.append(Draft("run.finished", run["goal"], {
             "run_id": run["id"], "result": "failed", "verified": False, "evidence": [],
             "fingerprint": None, "note": f"lease expired at {run['lease_until']}", "reaped": True}))
