@@ -149,3 +149,107 @@ def test_a_clone_ten_minutes_ahead_cannot_steal_a_five_minute_lease_and_doctor_n
         assert "behind" not in check["finding"]
         [who] = check["details"]["ahead"]
         assert who["host"] == "host-1" and 9 * 60 <= who["seconds"] <= 10 * 60
+
+
+# ------------------------------------------------------------------ 3. contention without failure
+def test_thirty_concurrent_claimers_on_one_clone_all_get_an_answer(tmp_path, monkeypatch, capsys):
+    """Thirty agents ask for work at once (three per clone on ten machines, here all on one clone)
+    with a short lock wait: each gets a claim or a clean "nothing free" (exit 1), none store_busy."""
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    project = tmp_path / "p"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    monkeypatch.chdir(project)
+    assert main(["--project", str(project), "--quiet", "connect"]) == 0
+    assert main(["--project", str(project), "--quiet", "start-goal", "--goal-text", "Ship", "--goal-id", "g1"]) == 0
+    for i in range(12):
+        assert main(["--project", str(project), "--quiet", "todo", "add", f"task {i}", "--goal-id", "g1"]) == 0
+    # a lock wait shorter than thirty turns at the lock take, far longer than one turn
+    env = subprocess_env({"LOOPX_LOCK_TIMEOUT": "1"})
+    procs = [subprocess.Popen([sys.executable, "-m", "loopx", "--project", str(project), "--format", "json",
+                               "--agent", f"agent-{i}", "next", "--goal-id", "g1"], cwd=project, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(30)]
+    answers = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert "Traceback" not in err, err
+        answers.append(json.loads(out))
+    busy = [a for a in answers if a["exit_code"] == 4]
+    assert not busy, busy[0]
+    got = [a for a in answers if a["exit_code"] == 0]
+    no = [a for a in answers if a["exit_code"] == 1]
+    assert len(got) + len(no) == 30
+    assert len(got) == 12 and len({a["data"]["todo_id"] for a in got}) == 12  # every todo once
+    assert all(a["data"]["decision"]["decision"] in ("wait", "stop") for a in no)
+
+
+_WAITER = """
+import sys, time
+from loopx.kernel.storage.fs import locked
+from loopx.errors import StoreBusy
+print("waiting", flush=True)
+try:
+    with locked(sys.argv[1], float(sys.argv[2])):
+        print("got it", flush=True)
+except StoreBusy:
+    print("store_busy", flush=True)
+"""
+
+
+def _waiter(path, timeout):
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    p = subprocess.Popen([sys.executable, "-c", _WAITER, str(path), str(timeout)], env=subprocess_env(),
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "waiting"
+    return p
+
+
+def test_a_lock_held_by_one_process_for_the_whole_wait_is_store_busy(tmp_path):
+    """A real hang (one holder that never lets go) still ends the wait with store_busy."""
+    import os
+
+    from loopx.kernel.storage import fs
+
+    path = tmp_path / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    assert fs.try_lock(fd)
+    os.pwrite(fd, b"1 1\n", 0)
+    try:
+        p = _waiter(path, 0.3)
+        assert p.stdout.readline().strip() == "store_busy"  # the holder never changed and never let go
+        p.wait(timeout=120)
+    finally:
+        fs.unlock(fd)
+        os.close(fd)
+
+
+def test_a_waiter_keeps_waiting_while_the_lock_changes_hands(tmp_path):
+    """While the lock changes hands (each new holder writes its token) a waiter waits past its
+    timeout; it gets the lock when it comes free. Here the test plays the holders: it keeps the lock
+    for several timeouts, writing a new holder's token far more often than once per timeout."""
+    import os
+    import time
+
+    from loopx.kernel.storage import fs
+
+    path = tmp_path / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    assert fs.try_lock(fd)
+    try:
+        p = _waiter(path, 2.0)
+        for i in range(100):  # 5 s of turns, a new holder every 0.05 s: 40 per timeout
+            os.pwrite(fd, b"%d %d\n" % (1000 + i, i), 0)
+            time.sleep(0.05)
+    finally:
+        fs.unlock(fd)
+        os.close(fd)
+    assert p.stdout.readline().strip() == "got it"
+    p.wait(timeout=120)
