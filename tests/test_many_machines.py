@@ -253,3 +253,116 @@ def test_a_waiter_keeps_waiting_while_the_lock_changes_hands(tmp_path):
         os.close(fd)
     assert p.stdout.readline().strip() == "got it"
     p.wait(timeout=120)
+
+
+# ------------------------------------------------------------------ 4. usage from the newest figure
+def _rollout_line(ts: str, used: float, reset: str) -> str:
+    from datetime import datetime
+
+    epoch = int(datetime.fromisoformat(reset.replace("Z", "+00:00")).timestamp())
+    return json.dumps({"timestamp": ts, "type": "event_msg", "payload": {
+        "type": "token_count", "info": {"total_token_usage": {"input_tokens": 5}},
+        "rate_limits": {"primary": {"used_percent": used, "window_minutes": 300, "resets_at": epoch},
+                        "secondary": {"used_percent": 30.0, "window_minutes": 10080}}}})
+
+
+def test_codex_usage_is_the_newest_figure_not_the_newest_file(tmp_path, monkeypatch, capsys):
+    import os
+
+    home = tmp_path / "codex"
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    monkeypatch.setenv("LOOPX_NOW", "2026-03-02T10:00:00Z")
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "data"))
+    meta = json.dumps({"timestamp": "2026-02-20T08:00:00Z", "type": "session_meta", "payload": {"id": "0199old"}})
+    old = home / "sessions" / "2026" / "02" / "20" / "rollout-2026-02-20T08-00-00-0199old.jsonl"
+    old.parent.mkdir(parents=True)
+    # an old session that got a new prompt this morning: its newest figure is at the end of an old file
+    old.write_text("\n".join([meta, _rollout_line("2026-02-20T08:30:00Z", 12.0, "2026-02-20T12:00:00Z"),
+                              _rollout_line("2026-03-02T09:58:00Z", 92.0, "2026-03-02T12:00:00Z")]) + "\n")
+    # newer session files: one ended hours ago, one forked a minute ago that replays the old 12% line
+    day = home / "sessions" / "2026" / "03" / "02"
+    day.mkdir(parents=True)
+    (day / "rollout-2026-03-02T05-00-00-0199mid.jsonl").write_text(
+        _rollout_line("2026-03-02T05:10:00Z", 30.0, "2026-03-02T09:00:00Z") + "\n")
+    fork = day / "rollout-2026-03-02T09-59-00-0199fork.jsonl"
+    fork.write_text("\n".join([meta, _rollout_line("2026-02-20T08:30:00Z", 12.0, "2026-02-20T12:00:00Z"),
+                               json.dumps({"timestamp": "2026-03-02T09:59:00Z", "type": "response_item",
+                                           "payload": {"type": "message", "content": "forked"}})]) + "\n")
+    base = 1_900_000_000
+    os.utime(old, (base + 10, base + 10))
+    os.utime(day / "rollout-2026-03-02T05-00-00-0199mid.jsonl", (base, base))
+    os.utime(fork, (base + 20, base + 20))  # the newest file is the fork
+    for _ in range(2):  # the second read answers from the per-file cache
+        capsys.readouterr()
+        assert main(["usage", "--host", "codex", "--format", "json"]) == 0
+        h = json.loads(capsys.readouterr().out)["data"]["hosts"][0]
+        assert h["windows"][0]["used_percent"] == 92.0 and h["as_of"].startswith("2026-03-02T09:58:00")
+    assert h["bytes_read"] == 0
+
+
+def _claude_line(ts: str, mid: str, tokens: int) -> str:
+    return json.dumps({"type": "assistant", "timestamp": ts, "requestId": f"req_{mid}", "isSidechain": False,
+                       "sessionId": "s1", "uuid": f"u-{mid}", "cwd": "/home/u/proj",
+                       "message": {"id": f"msg_{mid}", "model": "claude-sonnet-4-5", "role": "assistant",
+                                   "usage": {"input_tokens": tokens, "output_tokens": 7,
+                                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})
+
+
+def _ccusage_style_active_block(messages: list[tuple[float, int]], now: float) -> tuple[float, int] | None:
+    """A count in the manner of ccusage, from every message on disk: a block starts at the first
+    message (floored to the hour) after the previous one ended (5 h) or after a 5 h gap."""
+    start = last = None
+    tokens = 0
+    for t, n in sorted(messages):
+        if start is None or t >= start + 5 * 3600 or t - last >= 5 * 3600:
+            start, tokens = t - t % 3600, 0
+        last = t
+        tokens += n
+    if start is None or now >= start + 5 * 3600 or now - last >= 5 * 3600:
+        return None
+    return start, tokens
+
+
+def test_claude_blocks_do_not_move_when_old_history_ages_out(tmp_path, monkeypatch, capsys):
+    from datetime import UTC, datetime
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "data"))
+    folder = tmp_path / "claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    t0 = datetime(2026, 3, 1, 0, 17, tzinfo=UTC).timestamp()
+    messages = []  # round-the-clock use: a message every 47 minutes for 12 days
+    t, i = t0, 0
+    while t < t0 + 12 * 86400:
+        messages.append((t, 100 + i % 13 + 7))
+        t, i = t + 47 * 60, i + 1
+
+    def write_until(until: float) -> None:
+        lines = [_claude_line(datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"), str(k), n - 7)
+                 for k, (t, n) in enumerate(messages) if t <= until]
+        (folder / "session.jsonl").write_text("\n".join(lines) + "\n")
+
+    def block_at(now: float) -> dict:
+        monkeypatch.setenv("LOOPX_NOW", datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        capsys.readouterr()
+        assert main(["usage", "--host", "claude-code", "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)["data"]["hosts"][0]["windows"][0]
+
+    day9 = t0 + 9 * 86400 + 1000
+    write_until(day9)
+    first = block_at(day9)  # the cache is made while the whole history is on hand
+    ref = _ccusage_style_active_block([m for m in messages if m[0] <= day9], day9)
+    assert first["tokens"] == ref[1] and first["starts_at"].startswith(
+        datetime.fromtimestamp(ref[0], UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    for hours in (20, 41, 62):  # days later: the first days are pruned from the cache meanwhile
+        now = day9 + hours * 3600
+        write_until(now)
+        got = block_at(now)
+        start, tokens = _ccusage_style_active_block([m for m in messages if m[0] <= now], now)
+        assert got["tokens"] == tokens
+        assert got["starts_at"].startswith(datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+        assert got["resets_at"].startswith(datetime.fromtimestamp(start + 5 * 3600, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    # with no new history the reset time stays where it is as time passes
+    left = datetime.fromisoformat(got["resets_at"].replace("Z", "+00:00")).timestamp() - now
+    later = [block_at(now + left * f)["resets_at"] for f in (0.1, 0.5, 0.9)]
+    assert later == [got["resets_at"]] * 3
