@@ -366,3 +366,66 @@ def test_claude_blocks_do_not_move_when_old_history_ages_out(tmp_path, monkeypat
     left = datetime.fromisoformat(got["resets_at"].replace("Z", "+00:00")).timestamp() - now
     later = [block_at(now + left * f)["resets_at"] for f in (0.1, 0.5, 0.9)]
     assert later == [got["resets_at"]] * 3
+
+
+# ------------------------------------------------------------------ 5. local time for people
+def _at(monkeypatch, iso: str) -> None:
+    monkeypatch.setenv("LOOPX_NOW", iso)
+
+
+def _run(capsys, *args, agent: str | None = None) -> dict:
+    capsys.readouterr()
+    main([*(["--agent", agent] if agent else []), *args, "--format", "json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def _daily_turn(capsys) -> None:
+    got = _run(capsys, "next", "--goal-id", "daily", agent="bot")
+    assert got["exit_code"] == 0, got
+    ev = _run(capsys, "evidence", "add", "--goal-id", "daily", "--run", got["data"]["run_id"], "--todo",
+              got["data"]["todo_id"], "--kind", "test", "--summary", "report written", "--exit-code", "0", agent="bot")
+    assert _run(capsys, "todo", "done", got["data"]["todo_id"], "--evidence", ev["data"]["evidence_id"],
+                agent="bot")["exit_code"] == 0
+
+
+@pytest.mark.parametrize("days, zone_by", [
+    # autumn: 09:00 CEST is 07:00Z; after the October change 09:00 CET is 08:00Z
+    (("2026-10-23T07:00:00Z", "2026-10-24T07:00:00Z", "2026-10-25T08:00:00Z", "2026-10-26T08:00:00Z"), "goal"),
+    # spring: 09:00 CET is 08:00Z; after the March change 09:00 CEST is 07:00Z
+    (("2026-03-27T08:00:00Z", "2026-03-28T08:00:00Z", "2026-03-29T07:00:00Z", "2026-03-30T07:00:00Z"), "user"),
+])
+def test_a_daily_todo_stays_at_nine_local_across_a_dst_change(tmp_path, monkeypatch, capsys, days, zone_by):
+    project = tmp_path / "p"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("TZ", raising=False)
+    _at(monkeypatch, days[0])
+    assert main(["--quiet", "connect"]) == 0
+    assert main(["--quiet", "start-goal", "--goal-text", "Daily report", "--goal-id", "daily"]) == 0
+    if zone_by == "goal":
+        assert main(["--quiet", "goal", "update", "daily", "--tz", "Europe/Berlin"]) == 0
+    else:
+        monkeypatch.setenv("LOOPX_TZ", "Europe/Berlin")
+    tid = _run(capsys, "todo", "add", "write the daily report", "--every", "1d")["data"]["todo_id"]
+    for i, day in enumerate(days[:-1]):
+        _at(monkeypatch, day)
+        d = _run(capsys, "quota", "should-run")
+        assert (d["data"]["decision"], d["data"]["todo_id"]) == ("run", tid), (day, d["data"])
+        _daily_turn(capsys)
+        d = _run(capsys, "quota", "should-run")["data"]
+        assert (d["decision"], d["reason"]) == ("skip", "watching")
+        assert d["next_check_at"] == days[i + 1]  # 09:00 in Berlin, whatever the offset that day
+
+
+def test_a_daily_watch_checks_at_the_same_local_time_after_the_change(tmp_path, monkeypatch, capsys):
+    project = tmp_path / "p"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("LOOPX_TZ", "Europe/Berlin")
+    _at(monkeypatch, "2026-10-24T07:00:00Z")  # 09:00 CEST
+    assert main(["--quiet", "connect"]) == 0
+    assert main(["--quiet", "start-goal", "--goal-text", "Nightly", "--goal-id", "w"]) == 0
+    assert main(["--quiet", "watch", "add", "--goal-id", "w", "--every", "1d", "--check", "true", "--name", "nightly"]) == 0
+    assert _run(capsys, "quota", "should-run")["data"]["reason"] == "watching"  # runs the first check
+    [row] = _run(capsys, "watch", "list")["data"]["watches"]
+    assert row["next_due"] == "2026-10-25T08:00:00Z"  # 09:00 CET

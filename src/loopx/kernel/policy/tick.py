@@ -80,11 +80,11 @@ def earliest_due(state: dict, book: dict | None, now_iso: str, goal_id: str | No
     for w in watches.live(state, goal_id):
         g = state["goals"].get(w["goal"])
         if g and g["status"] == "active":
-            cands.append(watches.next_due(w, book) or now_iso)
+            cands.append(watches.next_due(w, book, state) or now_iso)
     for t in state["todos"].values():
         if t.get("every") and (goal_id is None or t["goal"] == goal_id):
             g = state["goals"].get(t["goal"])
-            due = watches.recurring_due(t)
+            due = watches.recurring_due(t, state)
             if due and g and g["status"] == "active":
                 cands.append(due)
     return min(cands) if cands else None
@@ -178,7 +178,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
              and (only is None or w["id"] == only)]
     due_t = [t for t in state["todos"].values() if t.get("every") and t["status"] == "done"
              and state["goals"].get(t["goal"], {}).get("status") == "active"
-             and (watches.recurring_due(t) or "~") <= now_iso] if only is None else []
+             and (watches.recurring_due(t, state) or "~") <= now_iso] if only is None else []
     if not due_w and not due_t:
         out["book"] = {}
         return out
@@ -196,7 +196,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
             book = load_book(store)
             out["book"] = book
             if not force:
-                due_w = [w for w in due_w if (watches.next_due(w, book) or now_iso) <= now_iso]
+                due_w = [w for w in due_w if (watches.next_due(w, book, state) or now_iso) <= now_iso]
             results = []
             for w in due_w:
                 timeout = min(max(1.0, w.get("timeout") or watches.DEFAULT_TIMEOUT), watches.MAX_TIMEOUT)

@@ -365,7 +365,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared"):
+    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared", "tz"):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
