@@ -429,3 +429,113 @@ def test_a_daily_watch_checks_at_the_same_local_time_after_the_change(tmp_path, 
     assert _run(capsys, "quota", "should-run")["data"]["reason"] == "watching"  # runs the first check
     [row] = _run(capsys, "watch", "list")["data"]["watches"]
     assert row["next_due"] == "2026-10-25T08:00:00Z"  # 09:00 CET
+
+
+# ------------------------------------------------------------------ 7. nothing slow inside should-run
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for a reaper that is not loopx counts as ended)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _loopx(project: Path, *args: str, env: dict | None = None, agent: str | None = None):
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    pre = ["--project", str(project), "--format", "json"] + (["--agent", agent] if agent else [])
+    # the limit is far above what the command needs with the fix, far below what it takes without it
+    p = subprocess.run([sys.executable, "-m", "loopx", *pre, *args], cwd=project, env=subprocess_env(env),
+                       capture_output=True, text=True, timeout=150)
+    assert "Traceback" not in p.stderr, p.stderr
+    return json.loads(p.stdout)
+
+
+def _plain_project(tmp_path: Path, monkeypatch) -> Path:
+    project = tmp_path / "p"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    assert main(["--project", str(project), "--quiet", "connect"]) == 0
+    return project
+
+
+def test_a_watch_check_with_background_children_does_not_hold_should_run(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    project = _plain_project(tmp_path, monkeypatch)
+    assert main(["--project", str(project), "--quiet", "start-goal", "--goal-text", "Watch", "--goal-id", "w"]) == 0
+    # one child stays in the check's process group, one leaves it (setsid); both keep the output open
+    check = ("sleep 600 & echo $! > bg.pid; setsid sh -c 'echo $$ > esc.pid; exec sleep 600' & "
+             "while [ ! -s esc.pid ]; do :; done; echo checked")
+    assert main(["--project", str(project), "--quiet", "watch", "add", "--goal-id", "w", "--every", "5m",
+                 "--check", check, "--timeout", "5s", "--name", "bg"]) == 0
+    esc = None
+    try:
+        d = _loopx(project, "quota", "should-run")  # returns although both children still hold the output
+        esc = int((project / "esc.pid").read_text())
+        assert d["data"]["reason"] == "watching"
+        [row] = _loopx(project, "watch", "list")["data"]["watches"]
+        assert row["outcome"] == "pass" and "checked" in (row.get("excerpt") or "")
+        assert _gone(int((project / "bg.pid").read_text()))  # the child in its group was killed with it
+    finally:
+        if esc is None and (project / "esc.pid").exists():
+            esc = int((project / "esc.pid").read_text())
+        if esc:
+            try:
+                os.kill(esc, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_verify_command_with_a_background_child_does_not_hold_turn_finish(tmp_path, monkeypatch):
+    project = _plain_project(tmp_path, monkeypatch)
+    assert main(["--project", str(project), "--quiet", "start-goal", "--goal-text", "Ship", "--goal-id", "g1",
+                 "--todo", "build", "--verify", "sleep 600 & echo $! > bg.pid; true"]) == 0
+    got = _loopx(project, "next", agent="bot")
+    fin = _loopx(project, "turn", "finish", "--run", got["data"]["run_id"], "--result", "progress", "--verify",
+                 agent="bot")
+    assert fin["exit_code"] == 0 and fin["data"]["verified"] is True
+    assert _gone(int((project / "bg.pid").read_text()))
+
+
+def test_a_webhook_that_never_answers_costs_should_run_one_bounded_attempt(tmp_path, monkeypatch):
+    import socket
+
+    project = _plain_project(tmp_path, monkeypatch)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections are accepted by the kernel; nothing ever answers them
+    try:
+        port = silent.getsockname()[1]
+        env = {"LOOPX_NOTIFY_BUDGET": "1"}
+        assert main(["--project", str(project), "--quiet", "start-goal", "--goal-text", "Ship", "--goal-id", "g1",
+                     "--todo", "build"]) == 0
+        assert main(["--project", str(project), "--quiet", "notify", "set", "--webhook",
+                     f"http://127.0.0.1:{port}/hook"]) == 0
+        for i in range(6):
+            assert main(["--project", str(project), "--quiet", "--agent", "bot", "gate", "open", "--goal-id", "g1",
+                         "--kind", "custom", "--question", f"question {i}?"]) == 0
+        d = _loopx(project, "quota", "should-run", env=env)
+        assert d["data"]["decision"] == "wait_human"
+        hist = _loopx(project, "history", "--type", "notify.", env=env)["data"].get("events") or []
+        # one attempt, given up at the budget (the socket's own 5 s timeout never came into it);
+        # the other five stay queued for the next decision, `notify flush` or the dashboard
+        assert [e["type"] for e in hist] == ["notify.failed"]
+        listed = _loopx(project, "notify", "list", env=env)["data"]["notifications"]
+        gates = [n for n in listed if n["type"] == "gate.opened"]
+        assert len(gates) == 6 and sum(1 for n in gates if n["deliveries"]) == 1
+        failed = next(n for n in gates if n["deliveries"])["deliveries"]["webhook"]
+        assert "notification budget (given up" in (failed.get("error") or "")
+    finally:
+        silent.close()

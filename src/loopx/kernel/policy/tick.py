@@ -95,33 +95,20 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
     process group is killed). Returns ``{outcome: pass|fail|error, exit_code, hash, excerpt, matched,
     error, duration}``: output (stdout + stderr) redacted, then hashed (sha256) and cut to an excerpt."""
     import hashlib
-    import signal
-    import subprocess
     import time
 
+    from loopx.kernel.storage import bounded
     from loopx.kernel.storage.redact import redact_text
 
     t0 = time.monotonic()
     error = None
-    try:
-        proc = subprocess.Popen(command, shell=True, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=(os.name == "posix"))
+    try:  # the limit covers the check's whole process group, and a background child cannot hold us
+        res = bounded.run(command, cwd=cwd, timeout=timeout, merge=True, cap=OUTPUT_CAP)
     except OSError as exc:
         return {"outcome": "error", "exit_code": None, "hash": None, "excerpt": "", "matched": False,
                 "error": f"cannot start the check: {exc.strerror or exc}", "duration": 0.0}
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        try:
-            if os.name == "posix":
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:  # pragma: no cover - Windows
-                proc.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
-        out, _ = proc.communicate()
-        code = None
+    out, code = res["stdout"], res["code"]
+    if res["timed_out"]:
         error = f"timed out after {clock.format_duration(timeout)} (killed)"
     text = redact_text(out[-OUTPUT_CAP:].decode("utf-8", "replace"))
     if error is None and code in (126, 127):
