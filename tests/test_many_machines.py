@@ -539,3 +539,41 @@ def test_a_webhook_that_never_answers_costs_should_run_one_bounded_attempt(tmp_p
         assert "notification budget (given up" in (failed.get("error") or "")
     finally:
         silent.close()
+
+
+# ------------------------------------------------------------------ 6. notifications you can act on
+def test_a_gate_notification_carries_project_goal_question_link_and_command(tmp_path, monkeypatch, capsys):
+    from test_notify import Hook
+
+    from loopx.dashboard.api import project_key
+
+    project = tmp_path / "billing-service"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("LOOPX_DASHBOARD_PORT", "47123")
+    hook = Hook()
+    try:
+        assert main(["--quiet", "connect"]) == 0
+        assert main(["--quiet", "start-goal", "--goal-text", "Ship invoices v2", "--goal-id", "g1", "--todo", "x"]) == 0
+        assert main(["--quiet", "notify", "set", "--webhook", hook.url]) == 0
+        gid = _run(capsys, "gate", "open", "--goal-id", "g1", "--kind", "merge", "--question",
+                   "Merge loopx/run-1 into main?", agent="bot")["data"]["gate_id"]
+        assert _run(capsys, "quota", "should-run")["data"]["decision"] == "wait_human"
+        [body] = hook.bodies
+        path = str(project)
+        assert body["project"] == "billing-service" and body["project_path"] == path
+        assert body["goal"] == "g1" and body["goal_objective"] == "Ship invoices v2"
+        assert body["question"] == "Merge loopx/run-1 into main?" and body["gate_id"] == gid
+        assert body["command"] == f"loopx --project {path} gate approve {gid}"
+        assert body["link"] == f"http://127.0.0.1:47123/#/goal/{project_key(path)}/g1/{gid}"
+        assert "token" not in json.dumps(body)  # no secret: deciding there needs the human's own session
+        for part in ("billing-service", "Ship invoices v2", "Merge loopx/run-1 into main?", body["command"], body["link"]):
+            assert part in body["body"]  # every preset's text (ntfy, Slack, Discord, desktop) shows them too
+        # the command is for a human's terminal: run from an agent's shell it is refused
+        refused = _run(capsys, "gate", "approve", gid, agent="bot")
+        assert refused["exit_code"] == 4
+        inbox = _run(capsys, "inbox")["data"]["items"]
+        gate_item = next(i for i in inbox if i.get("gate_id") == gid)
+        assert gate_item["command"] == body["command"] and gate_item["link"] == body["link"]
+    finally:
+        hook.close()

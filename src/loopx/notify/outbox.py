@@ -97,10 +97,13 @@ def flush(store, cfg: dict | None = None, limit: float | None = None) -> dict:
         try:
             state = store.load()
             now_iso = clock.now_iso()
+            from loopx.notify import actions
+
             project = os.path.basename(store.project_dir) or store.project_dir
             down: set[str] = set()
             out["deferred"] = 0
             for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):
+                notice = actions.enrich(notice, state, store.project_dir)  # project, goal, how to decide
                 left = None if deadline is None else deadline - time.monotonic()
                 if channel in down or (left is not None and left <= 0.05):
                     out["deferred"] += 1  # stays queued: the next decision, `notify flush` or the dashboard sends it

@@ -696,6 +696,8 @@ def _notice(s, r, d):
         return
     s["notices"].append({"event_id": r["id"], "type": t, "goal": goal, "ts": r["ts"], "title": title,
                          "body": str(body)[:300], "reason": reason})
+    if t == "gate.opened":  # what the notification's command and dashboard link name (loopx.notify.actions)
+        s["notices"][-1]["gate_id"] = d["gate_id"]
     if len(s["notices"]) > NOTICE_KEEP:
         del s["notices"][:-NOTICE_KEEP]
 
