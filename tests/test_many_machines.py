@@ -577,3 +577,38 @@ def test_a_gate_notification_carries_project_goal_question_link_and_command(tmp_
         assert gate_item["command"] == body["command"] and gate_item["link"] == body["link"]
     finally:
         hook.close()
+
+
+# ------------------------------------------------------------------ 8. any remote
+def test_sync_to_a_second_remote_pushes_what_it_lacks_and_git_errors_reach_the_user(tmp_path, monkeypatch, capsys):
+    remote, (a, b) = make_clones(tmp_path, monkeypatch, 2, 3)  # both synced through origin
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(backup))
+    for c in (a, b):
+        git(c, "remote", "add", "backup", str(backup))
+    before = Store.open(str(a)).load()
+    records = sum(m["lines"] for m in before["meta"]["files"].values())
+    got = lx_json(a, "sync", "--remote", "backup", capsys=capsys, host="host-0", monkeypatch=monkeypatch)
+    assert got["exit_code"] == 0, got
+    assert got["data"]["remote"] == "backup"
+    # everything host-0 wrote went to the backup (origin's push position does not count there)
+    mine = sum(1 for s in ("events", "evidence") for r in Store.open(str(a)).iter_records(s)
+               if r.get("node") == before["meta"]["self_node"])
+    assert got["data"]["pushed"] == mine > 0
+    assert lx_json(a, "sync", "--remote", "backup", capsys=capsys, host="host-0",
+                   monkeypatch=monkeypatch)["data"]["pushed"] == 0  # and nothing twice
+    # a third clone that knows only the backup gets host-0's records from it
+    c = tmp_path / "only-backup"
+    git(tmp_path, "clone", "-q", "-o", "backup", str(backup), str(c))
+    assert lx(c, "connect", host="host-9", monkeypatch=monkeypatch) == 0
+    assert lx(c, "sync", "--remote", "backup", host="host-9", monkeypatch=monkeypatch) == 0
+    st = Store.open(str(c)).load()
+    assert len([t for t in st["todos"].values() if t["goal"] == "g1"]) == 3
+    assert lx(a, "sync", host="host-0", monkeypatch=monkeypatch) == 0  # origin still works as before
+    # an unreachable remote: git's whole message, not only its last line
+    git(a, "remote", "add", "dead", str(tmp_path / "no-such-remote.git"))
+    bad = lx_json(a, "sync", "--remote", "dead", capsys=capsys, host="host-0", monkeypatch=monkeypatch)
+    assert bad["exit_code"] == 3
+    msg = bad["error"]["message"]
+    assert "does not appear to be a git repository" in msg and "the repository exists" in msg
+    assert "\n" not in msg
