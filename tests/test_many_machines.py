@@ -612,3 +612,21 @@ def test_sync_to_a_second_remote_pushes_what_it_lacks_and_git_errors_reach_the_u
     msg = bad["error"]["message"]
     assert "does not appear to be a git repository" in msg and "the repository exists" in msg
     assert "\n" not in msg
+
+
+def test_a_human_hands_a_run_of_a_lost_machine_over_to_this_one(tmp_path, monkeypatch, capsys):
+    remote, (a, b) = make_clones(tmp_path, monkeypatch, 2, 3)
+    ra = lx_json(a, "next", "--sync", capsys=capsys, agent="claude-code", host="host-0", monkeypatch=monkeypatch)["data"]
+    assert lx(b, "sync", host="host-1", monkeypatch=monkeypatch) == 0
+    # an agent may not move it
+    refused = lx_json(b, "turn", "handover", "--run", ra["run_id"], capsys=capsys, agent="claude-code",
+                      host="host-1", monkeypatch=monkeypatch)
+    assert refused["exit_code"] == 4 and refused["error"]["code"] == "human_required"
+    moved = lx_json(b, "turn", "handover", "--run", ra["run_id"], capsys=capsys, host="host-1", monkeypatch=monkeypatch)
+    assert moved["exit_code"] == 0 and moved["data"]["moved"] is True
+    again = lx_json(b, "next", capsys=capsys, agent="claude-code", host="host-1", monkeypatch=monkeypatch)
+    assert again["data"]["resumed"] is True and again["data"]["run_id"] == ra["run_id"]
+    assert again["data"]["fence"] is not None  # the todo's claim came with it
+    fin = lx_json(b, "turn", "finish", "--run", ra["run_id"], "--result", "progress", capsys=capsys,
+                  agent="claude-code", host="host-1", monkeypatch=monkeypatch)
+    assert fin["exit_code"] == 0 and fin["data"]["todo_status"] == "open"

@@ -273,6 +273,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
     "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
+    "run.handed_over": {"run_id": _S, "node": _S},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT, "usage": _D + _OPT,
                      "changes": _D + _OPT, "setup_error": _D + _OPT},
     "run.reported": {"run_id": _S, "usage": _D + _OPT, "changes": _D + _OPT},
@@ -608,6 +609,18 @@ def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
 
 
+def _run_handed_over(s, r, d):
+    """A human moved an open run (and its claim) to the node ``d["node"]``: only there may it be
+    resumed and finished from now on (loopx.kernel.storage.machines)."""
+    run = s["runs"][d["run_id"]]
+    was = run.get("node")
+    run["node"] = d["node"]
+    t = dict.get(s["todos"], run.get("todo") or "")
+    c = (t or {}).get("claim")
+    if c and c.get("holder") == run.get("agent") and c.get("node") == was:
+        c["node"] = d["node"]
+
+
 def _run_attached(s, r, d):
     s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
@@ -745,6 +758,7 @@ REDUCERS = {
     "run.started": _run_started,
     "run.renewed": _run_renewed,
     "run.attached": _run_attached,
+    "run.handed_over": _run_handed_over,
     "run.finished": _run_finished,
     "run.reported": _run_reported,
     "quota.spent": _quota_spent,

@@ -10,6 +10,37 @@ from __future__ import annotations
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, fold, machines
 from loopx.kernel.storage.store import Draft
+from loopx.kernel.write import humans
+
+humans.HUMAN_ONLY.setdefault("run.handover", "handing a run over to another machine")
+
+
+def hand_over(store, actor: str, run_id: str) -> dict:
+    """Move another machine's open run, and its claim, to this clone (``run.handed_over``), so its
+    agent resumes it here (``loopx next``) and finishes it here; the machine that started it can no
+    longer. Human-only (the CLI checks ``require_human`` too). Returns {run_id, goal_id, todo_id,
+    agent, from_node, to_node, moved}. Raises HumanRequired, Conflict (the run is finished)."""
+    from loopx.errors import Conflict, HumanRequired
+    from loopx.kernel.storage import actors
+
+    if not actors.is_human(actor):
+        raise HumanRequired("only a human hands a run over to another machine", "run it yourself in a terminal")
+    out: dict = {}
+
+    def plan(state, now):
+        r = queries.resolve_run(state, run_id)
+        if r["finished"] is not None:
+            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "nothing to hand over",
+                           code="run_finished")
+        here = store.node_id(create=True)
+        out.update(run_id=r["id"], goal_id=r["goal"], todo_id=r.get("todo"), agent=r.get("agent"),
+                   from_node=r.get("node"), to_node=here, moved=not machines.local(state, r.get("node")))
+        if not out["moved"]:
+            return []
+        return [Draft("run.handed_over", r["goal"], {"run_id": r["id"], "node": here})]
+
+    store.transact(plan, actor=actor)
+    return out
 
 
 def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
