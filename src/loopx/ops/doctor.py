@@ -226,7 +226,8 @@ def _clock_of_machines(t: Target, now) -> dict | None:
                       f"set the clock right on {off['ahead'][0]['host']} (e.g. NTP); until then loopx judges its "
                       "leases by how long they last, never by its clock") \
             | {"details": {"ahead": off["ahead"], "self_behind_s": None}}
-    return result("clock", "ok", f"system clock {clock.iso(now.replace(microsecond=0))}, agrees with the other machines")
+    return result("clock", "ok", f"system clock {clock.iso(now.replace(microsecond=0))}; no other machine's records are "
+                                 "stamped in its future (a clock ahead is named by the machines it is ahead of)")
 
 
 # ------------------------------------------------------------------ project
