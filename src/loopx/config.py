@@ -35,6 +35,8 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_INDEX_URL": (None, "package index that `loopx update` checks (no default: PyPI's loopx is another project)"),
     "LOOPX_LOCK_TIMEOUT": ("10", "seconds a writer waits for the store lock before exit 4 (store busy)"),
     "LOOPX_NOW": (None, "ISO-8601 UTC time that replaces the clock (tests, simulations)"),
+    "LOOPX_NOTIFY_BUDGET": ("3", "seconds should-run and `loopx run` may spend sending notifications after a decision; what does not fit stays queued for the next one"),
+    "LOOPX_TZ": (None, "your time zone for daily and weekly cadences (an IANA name such as Europe/Berlin); default: TZ, else the system's local time; a goal's own (`goal update --tz`) wins"),
     "LOOPX_NO_UPDATE_CHECK": (None, "set to 1 to skip update checks in doctor and update"),
     "LOOPX_PACKET_JSON": (None, "set by `loopx run` for the agent: path of the turn packet as JSON"),
     "LOOPX_PROJECT_DIR": (None, "set by `loopx run` for the agent: the project root"),

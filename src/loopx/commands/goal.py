@@ -32,6 +32,9 @@ def register(sub, name, help_text):
                    help="sync the goal across machines through the git remote's refs/loopx/* (human-only)")
     u.add_argument("--unshared", dest="shared", action="store_const", const=False,
                    help="stop syncing the goal automatically (human-only)")
+    u.add_argument("--tz", metavar="ZONE",
+                   help="time zone of the goal's daily and weekly cadences (an IANA name such as Europe/Berlin; "
+                        "'' for the user's zone): they keep their local time across DST changes")
     for action, status, help_line in (("pause", "paused", "pause automatic turns"),
                                       ("resume", "active", "resume a paused, done or stopped goal"),
                                       ("done", "done", "mark the goal done"),
@@ -105,7 +108,7 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
-                permission_mode=None, max_parallel=None, shared=None) -> dict:
+                permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict:
     from loopx.commands.human import require_human
     from loopx.kernel.write import goals
 
@@ -116,7 +119,7 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
     store = ctx.store()
     res = goals.update_goal(store, ctx.actor, goal_id, objective=objective, done_when=done_when,
                             verify=verify, priority=priority, host=host, permission_mode=permission_mode,
-                            max_parallel=max_parallel, shared=shared,
+                            max_parallel=max_parallel, shared=shared, tz=tz,
                             on_raise=lambda: require_human(ctx, "raising max_parallel"))
     if shared is None:
         return res

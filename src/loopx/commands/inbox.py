@@ -37,7 +37,9 @@ def _project_items(path: str, info: dict) -> list[dict]:
         if g["status"] == "pending":
             items.append({"kind": "gate", "project": path, "goal": g["goal"], "gate_id": g["id"], "ts": g["created"],
                           "gate_kind": g["kind"], "question": g["question"],
-                          "command": f"loopx --project {q} gate approve {g['id']}"})
+                          "command": f"loopx --project {q} gate approve {g['id']}",
+                          "reject_command": f"loopx --project {q} gate reject {g['id']} --note WHY",
+                          "link": _link(path, g["goal"], g["id"])})
     now = clock.now()
     book = tick.load_book(store) if state.get("watches") else None
     for g in state["goals"].values():
@@ -54,6 +56,15 @@ def _project_items(path: str, info: dict) -> list[dict]:
                           "message": d["message"], "ts": ts,
                           "command": f"loopx --project {q} history --goal-id {g['id']}"})
     return items
+
+
+def _link(path: str, goal: str, gate: str) -> str | None:
+    try:
+        from loopx.notify.actions import gate_link
+
+        return gate_link(path, goal, gate)
+    except Exception:  # noqa: BLE001 - the command still decides
+        return None
 
 
 def inbox(ctx) -> dict:
@@ -80,6 +91,11 @@ def render_inbox(d: dict) -> str:
             lines.append(f"{i['ts']}  {where}/{i['goal']}  {i['reason']}: {safe(i['message'], limit=100)}")
         else:
             lines.append(f"{i['ts'] or '-'}  {safe(i['project'])}  {i['kind']}: {safe(i['message'])}")
-        lines.append(f"    {safe(i['command'])}")
+        if i["kind"] == "gate":  # the command asks for the gate's code on the terminal it runs in
+            lines.append(f"    in a terminal: {safe(i['command'])}  (it asks for the code {i['gate_id'].split('-', 1)[-1]})")
+            if i.get("link"):
+                lines.append(f"    or on the dashboard: {safe(i['link'])}")
+        else:
+            lines.append(f"    {safe(i['command'])}")
     return "\n".join(lines)
 

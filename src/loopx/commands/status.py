@@ -49,6 +49,11 @@ def status(ctx, goal_id=None, orient=False):
     return Reply(data, warnings=warnings)
 
 
+def _at(actor: str | None, machine: str | None) -> str:
+    """``agent:claude-code@laptop`` when the store holds more than one machine's records."""
+    return f"{actor}@{machine}" if machine else (actor or "?")
+
+
 def _when(iso: str | None) -> str:
     return (iso or "")[:16].replace("T", " ")
 
@@ -110,9 +115,9 @@ def render(d: dict) -> str:
             lines.append(f"  NEEDS YOU: {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
                          f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
         for c in g["claimed"]:
-            lines.append(f"  held:    {c['id']} by {safe(c['holder'])} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
+            lines.append(f"  held:    {c['id']} by {safe(_at(c['holder'], c.get('machine')))} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
         for c in g["expired"]:
-            lines.append(f"  expired: {c['id']} (was {safe(c['holder'])})  {safe(c['title'], limit=40)}")
+            lines.append(f"  expired: {c['id']} (was {safe(_at(c['holder'], c.get('machine')))})  {safe(c['title'], limit=40)}")
         for r in g["ready"][:3]:
             lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
         for w in g.get("waiting_on_goals", [])[:3]:
@@ -143,7 +148,7 @@ def render(d: dict) -> str:
                          + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
         for r in g.get("open_runs") or []:
             where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
-            lines.append(f"  running: {r['id']} by {safe(r['agent'])} on {r['todo'] or 'planning'}{where}")
+            lines.append(f"  running: {r['id']} by {safe(_at(r['agent'], r.get('machine')))} on {r['todo'] or 'planning'}{where}")
         lines.append(f"  next:    {safe(g['next'])}")
     if d["store"]["problems"] and not d.get("orient"):
         lines.append("")

@@ -59,7 +59,7 @@ def sync_status(store, remote=None) -> dict:
     git = gs.project_git(store, remote)
     node = store.node_id()
     last = gs.read_status(store) or {}
-    listing = git.out("for-each-ref", "--format=%(refname)", gs.FETCHED)
+    listing = git.out("for-each-ref", "--format=%(refname)", git.fetched)
     from loopx.kernel.policy import shared
 
     pending = shared.tentative_view(store)

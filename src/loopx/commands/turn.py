@@ -22,6 +22,12 @@ def register(sub, name, help_text):
             example="loopx turn renew --run run-3f9a1c --lease 30m")
     r.add_argument("--run", required=True, metavar="RUN")
     r.add_argument("--lease", metavar="DUR")
+    h = add(acts, "handover", "move another machine's open run to this one (human-only)", handler=turn_handover,
+            render=render_handover, command="turn handover", example="loopx turn handover --run run-3f9a1c",
+            description="A run is resumed and finished only on the machine that started it. When that machine "
+                        "is gone, hand its open run (and the todo's claim) to this clone: its agent resumes it "
+                        "here with `loopx next`.")
+    h.add_argument("--run", required=True, metavar="RUN")
 
 
 def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
@@ -53,6 +59,21 @@ def render_finish(d: dict) -> str:
     if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat"):
         line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
     return line
+
+
+def turn_handover(ctx, run):
+    from loopx.commands.human import require_human
+    from loopx.kernel.write import runs
+
+    require_human(ctx, "run.handover")
+    return runs.hand_over(ctx.store(), ctx.actor, run)
+
+
+def render_handover(d: dict) -> str:
+    if not d["moved"]:
+        return f"{d['run_id']} already runs on this machine; nothing changed"
+    return (f"{d['run_id']} ({d['agent']} on {d['todo_id'] or 'planning'}) now belongs to this machine: "
+            f"`loopx --agent {(d['agent'] or '').removeprefix('agent:')} next` resumes it here")
 
 
 def turn_renew(ctx, run, lease=None):

@@ -234,7 +234,7 @@ class Api:
         board = {}
         for st, todos in queries.by_status(state, goal_id, now_iso).items():
             shown = todos[-DONE_SHOWN:] if st in ("done", "archived") else todos
-            board[st] = {"count": len(todos), "items": [_todo(t, state["goals"]) for t in shown]}
+            board[st] = {"count": len(todos), "items": [_todo(t, state["goals"], state) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
         from loopx.kernel.storage import machines
@@ -415,10 +415,12 @@ def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
     return runs
 
 
-def _todo(t: dict, goals: dict | None = None) -> dict:
+def _todo(t: dict, goals: dict | None = None, state: dict | None = None) -> dict:
     c = t.get("claim") or {}
+    from loopx.kernel.storage import machines
+
     return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
-            "holder": c.get("holder"), "lease_until": c.get("lease_until"), "since": c.get("since"),
+            "holder": c.get("holder"), "machine": machines.at(state, c.get("node")) if state and c else None, "lease_until": c.get("lease_until"), "since": c.get("since"),
             "note": t.get("note"), "evidence": len(t.get("evidence") or []), "depends_on": t.get("depends_on") or [],
             "depends_on_goals": [{"id": g, "status": (goals or {}).get(g, {}).get("status")}
                                  for g in t.get("depends_on_goals") or []],

@@ -12,6 +12,7 @@ import os
 import sys
 
 PRESETS = ("json", "ntfy", "slack", "discord")
+ACTION_FIELDS = ("project_path", "goal_objective", "gate_id", "question", "command", "reject_command", "link")
 TIMEOUT = 5.0          # seconds per webhook attempt
 DESKTOP_TIMEOUT = 10.0
 
@@ -29,10 +30,14 @@ def configured(cfg: dict) -> list[str]:
 def _fields(notice: dict, project: str) -> dict:
     from loopx.kernel.storage.redact import redact_text
 
-    return {"event_id": notice.get("event_id"), "type": notice.get("type"), "goal": notice.get("goal"),
-            "reason": notice.get("reason"), "ts": notice.get("ts"), "project": project,
-            "title": redact_text(str(notice.get("title") or ""))[:200],
-            "body": redact_text(str(notice.get("body") or ""))[:1000]}
+    out = {"event_id": notice.get("event_id"), "type": notice.get("type"), "goal": notice.get("goal"),
+           "reason": notice.get("reason"), "ts": notice.get("ts"), "project": notice.get("project") or project,
+           "title": redact_text(str(notice.get("title") or ""))[:200],
+           "body": redact_text(str(notice.get("body") or ""))[:1500]}
+    for k in ACTION_FIELDS:  # loopx.notify.actions: how to act on it
+        if notice.get(k) is not None:
+            out[k] = redact_text(str(notice[k]))[:1000]
+    return out
 
 
 def webhook_request(wcfg: dict, notice: dict, project: str) -> tuple[bytes, dict]:
@@ -45,6 +50,8 @@ def webhook_request(wcfg: dict, notice: dict, project: str) -> tuple[bytes, dict
     template = wcfg.get("template")
     if template:
         body = str(template)
+        for k in ACTION_FIELDS:  # a notice that is not a gate has no command or link: empty, not "{link}"
+            f.setdefault(k, None)
         for k, v in f.items():
             body = body.replace("{" + k + "}", json.dumps("" if v is None else str(v))[1:-1])
         headers["Content-Type"] = "application/json"

@@ -34,7 +34,49 @@ def user_cfg() -> dict:
     return cfg
 
 
-def flush(store, cfg: dict | None = None) -> dict:
+def budget() -> float:
+    """Seconds a decision may spend sending notifications (``LOOPX_NOTIFY_BUDGET``, default 3)."""
+    from loopx.config import env
+
+    try:
+        return max(0.0, float(env("LOOPX_NOTIFY_BUDGET") or "3"))
+    except ValueError:
+        return 3.0
+
+
+def _send_within(ch, channel: str, cfg: dict, notice: dict, project: str, seconds: float) -> dict:
+    """``ch.send`` with a hard limit: the attempt runs in a daemon thread and is given up after
+    ``seconds`` (a receiver that accepts and never answers, a DNS lookup that hangs: the socket
+    timeout bounds each read, not the whole attempt). A given-up attempt is a failure; its thread
+    ends with the process (if it does get through later, the notice may arrive twice: receivers
+    dedupe on ``X-Loopx-Event``)."""
+    import threading
+
+    box: list = []
+
+    def go() -> None:
+        try:
+            box.append(ch.send(channel, cfg, notice, project))
+        except Exception as exc:  # noqa: BLE001 - a delivery problem is a failed attempt, never a crash
+            box.append({"ok": False, "skipped": False, "detail": f"{type(exc).__name__}: {exc}"[:200]})
+
+    t = threading.Thread(target=go, name="loopx-notify", daemon=True)
+    t.start()
+    t.join(max(0.0, seconds))
+    if box:
+        return box[0]
+    return {"ok": False, "skipped": False,
+            "detail": f"no answer within {seconds:.1f}s, what was left of the notification budget (given up; retried later)"}
+
+
+def flush(store, cfg: dict | None = None, limit: float | None = None) -> dict:
+    """Send what is due. ``limit`` (seconds; None: no limit but each channel's own timeout) bounds
+    the whole call: each attempt gets what is left of it, a channel that fails is not tried again in
+    this call (its other notices stay queued, unattempted) and what does not fit waits for the next
+    call. Returns {"sent", "failed", "busy", "channels", "deferred": number left queued}."""
+    import time
+
+    deadline = None if limit is None else time.monotonic() + limit
     cfg = user_cfg() if cfg is None else cfg
     if not cfg:  # no [notify] table: nothing to send, and nothing more to import
         return {"sent": [], "failed": [], "busy": False, "channels": []}
@@ -55,9 +97,21 @@ def flush(store, cfg: dict | None = None) -> dict:
         try:
             state = store.load()
             now_iso = clock.now_iso()
+            from loopx.notify import actions
+
             project = os.path.basename(store.project_dir) or store.project_dir
+            down: set[str] = set()
+            out["deferred"] = 0
             for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):
-                res = ch.send(channel, cfg, notice, project)
+                notice = actions.enrich(notice, state, store.project_dir)  # project, goal, how to decide
+                left = None if deadline is None else deadline - time.monotonic()
+                if channel in down or (left is not None and left <= 0.05):
+                    out["deferred"] += 1  # stays queued: the next decision, `notify flush` or the dashboard sends it
+                    continue
+                res = ch.send(channel, cfg, notice, project) if left is None else \
+                    _send_within(ch, channel, cfg, notice, project, left)
+                if not res["ok"]:
+                    down.add(channel)
                 data = {"event_id": notice["event_id"], "channel": channel, "attempt": attempt,
                         "detail": res["detail"], "goal_event": notice["type"]}
                 if res["ok"]:
@@ -92,4 +146,4 @@ def after_decision(store, state: dict, decision: dict) -> None:
     """``decide.should_run``'s ``on_decided`` hook: send queued notices when any may be pending
     (a decision just recorded may itself be one). Never raises for delivery problems."""
     if decision.get("recorded") or notices.maybe_pending(state, clock.now_iso()):
-        flush(store)
+        flush(store, limit=budget())  # bounded: a receiver that never answers never holds the decision

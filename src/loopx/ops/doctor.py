@@ -179,8 +179,11 @@ def check_clock(t: Target) -> dict:
                       "unset LOOPX_NOW")
     if t.root is None:
         return result("clock", "ok", "system clock in use")
-    newest = max((s["newest_ts"] for s in t.scan["streams"].values() if s["newest_ts"]), default=None)
     now = datetime.now(UTC)
+    skewed = _clock_of_machines(t, now)
+    if skewed is not None:
+        return skewed
+    newest = max((s["newest_ts"] for s in t.scan["streams"].values() if s["newest_ts"]), default=None)
     if newest:
         try:
             ahead = (clock.parse_ts(newest) - now).total_seconds()
@@ -191,6 +194,40 @@ def check_clock(t: Target) -> dict:
                           f"the system clock ({clock.iso(now)}) is behind the newest event ({newest})",
                           "set the system clock right (e.g. enable NTP: `timedatectl set-ntp true`)")
     return result("clock", "ok", f"system clock {clock.iso(now.replace(microsecond=0))}")
+
+
+def _clock_of_machines(t: Target, now) -> dict | None:
+    """With records of several machines: the clock result naming the machine whose clock is off
+    (``kernel.policy.skew.offsets``: records stamped in this clock's future), or this machine when
+    most others are ahead of it; ``ok`` when the clocks agree. None for a single machine's store
+    (then only this clock against the newest record)."""
+    from loopx.kernel.policy import skew
+    from loopx.kernel.storage import clock, machines
+
+    store = t.store()
+    state = store.load(view="live")
+    if not machines.several(state):
+        return None
+    state = {**state, "meta": {**state["meta"], "self_node": store.node_id()}}
+    off = skew.offsets(store, state, now)
+    if off["self_behind"] is not None:
+        return result("clock", "warning",
+                      f"this machine's clock ({clock.iso(now.replace(microsecond=0))}) is about "
+                      f"{clock.format_duration(off['self_behind'])} behind most of the other machines of this store "
+                      "(they stamp records in its future)",
+                      "set this machine's clock right (e.g. enable NTP: `timedatectl set-ntp true`)") \
+            | {"details": {"self_behind_s": off["self_behind"], "ahead": off["ahead"]}}
+    if off["ahead"]:
+        names = ", ".join(f"{a['host']} (node {a['node']}) by at least {clock.format_duration(a['seconds'])}"
+                          for a in off["ahead"])
+        return result("clock", "warning",
+                      f"the clock of {names} is ahead of this machine's and the others' (records stamped "
+                      f"in the future); this machine's clock {clock.iso(now.replace(microsecond=0))} agrees with the rest",
+                      f"set the clock right on {off['ahead'][0]['host']} (e.g. NTP); until then loopx judges its "
+                      "leases by how long they last, never by its clock") \
+            | {"details": {"ahead": off["ahead"], "self_behind_s": None}}
+    return result("clock", "ok", f"system clock {clock.iso(now.replace(microsecond=0))}; no other machine's records are "
+                                 "stamped in its future (a clock ahead is named by the machines it is ahead of)")
 
 
 # ------------------------------------------------------------------ project

@@ -11,7 +11,9 @@ A message is counted once: the key is ``message.id`` + ``requestId`` (the same r
 again when a session is resumed or forked). Tokens of a message = input + output + cache creation +
 cache read. The 5-hour block: a block starts at the first message after the previous block ended,
 floored to the hour, and ends 5 hours later (a gap of 5 hours also ends it); the active block is
-the one ``now`` falls in. The week is the rolling 7 days before ``now``.
+the one ``now`` falls in. The chain of blocks starts at the oldest message the cache ever read and is
+kept across the 8-day prune (``prune`` drops whole blocks and keeps the last one's end as the
+anchor), so a block never moves when old history ages out. The week is the rolling 7 days before ``now``.
 
 Reading is incremental: ``<data folder>/cache/usage/claude-<hash>.json`` remembers each file's
 size, mtime and the offset of the last complete line read, and the messages of the last 8 days; a
@@ -30,7 +32,7 @@ WEEK = 7 * 86400
 KEEP = 8 * 86400
 WEEK_SLACK = 300      # seconds the quick cache may keep a week total while messages leave the window
 READ_CHUNK = 1024 * 1024
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: blocks anchored across the prune (``anchor``)
 
 
 def _transcripts(roots: list[str]) -> list[tuple[str, int, int]]:
@@ -123,11 +125,13 @@ def _read_new(path: str, start: int, size: int, entries: dict, counter: list) ->
     return pos, bad
 
 
-def blocks(entries: list[list]) -> list[dict]:
+def blocks(entries: list[list], anchor: list | None = None) -> list[dict]:
     """5-hour blocks of ``entries`` ([epoch, in, out, cache_write, cache_read, model], any order):
-    ``[{"start", "end", "last", "tokens", "input", "output", "cache_write", "cache_read", "messages"}]``."""
+    ``[{"start", "end", "last", "tokens", "input", "output", "cache_write", "cache_read", "messages"}]``.
+    ``anchor`` ([end, last] of the block before the oldest entry, one whose messages were pruned)
+    continues the chain where it left off, so the blocks are the ones the whole history gives."""
     out: list[dict] = []
-    cur = None
+    cur = {"end": anchor[0], "last": anchor[1]} if anchor else None
     for e in sorted(entries, key=lambda x: x[0]):
         t = e[0]
         if cur is None or t >= cur["end"] or t - cur["last"] >= BLOCK:
@@ -135,6 +139,8 @@ def blocks(entries: list[list]) -> list[dict]:
             cur = {"start": start, "end": start + BLOCK, "last": t, "tokens": 0, "input": 0, "output": 0,
                    "cache_write": 0, "cache_read": 0, "messages": 0}
             out.append(cur)
+        elif "start" not in cur:  # older than the anchor's end: a message of a pruned block
+            continue
         cur["last"] = t
         cur["input"] += e[1]
         cur["output"] += e[2]
@@ -143,6 +149,20 @@ def blocks(entries: list[list]) -> list[dict]:
         cur["tokens"] += e[1] + e[2] + e[3] + e[4]
         cur["messages"] += 1
     return out
+
+
+def prune(st: dict, cut: float) -> None:
+    """Drop the messages of the blocks that ended before ``cut`` (whole blocks only) and remember the
+    last dropped block as ``st["anchor"]`` ([end, last]), so the blocks after it stay where the whole
+    history puts them: they never move when old history ages out."""
+    entries = st["entries"]
+    gone = [b for b in blocks(list(entries.values()), st.get("anchor")) if b["end"] <= cut and b["last"] < cut]
+    if not gone:
+        return
+    last = gone[-1]
+    st["anchor"] = [last["end"], last["last"]]
+    for k in [k for k, e in entries.items() if e[0] <= last["last"]]:
+        del entries[k]
 
 
 def _state_path(roots: list[str], ext: str = "json") -> str:
@@ -179,11 +199,10 @@ def scan(roots: list[str], now_epoch: float, found: list | None = None) -> dict:
             changed = True
     if changed:
         cut = now_epoch - KEEP
-        for b in blocks(list(entries.values())):
+        for b in blocks(list(entries.values()), st.get("anchor")):
             if b["end"] <= now_epoch or now_epoch - b["last"] >= BLOCK:  # finished blocks only
                 st["max_block"] = max(st.get("max_block", 0), b["tokens"])
-        for k in [k for k, e in entries.items() if e[0] < cut]:
-            del entries[k]
+        prune(st, cut)
         files.save(path, st)
     st["bytes_read"], st["file_count"] = counter[0], len(found)
     return st
@@ -221,7 +240,7 @@ def _compute(roots: list[str], now_epoch: float, found: list) -> tuple[dict, flo
         out["note"] = "no Claude Code transcripts under " + os.pathsep.join(os.path.join(r, "projects") for r in roots)
         return out, now_epoch + 3600, None
     entries = [e for e in st["entries"].values() if e[0] <= now_epoch]
-    bl = blocks(entries)
+    bl = blocks(entries, st.get("anchor"))
     done = [b for b in bl if b["end"] <= now_epoch or now_epoch - b["last"] >= BLOCK]
     largest = max([st.get("max_block", 0)] + [b["tokens"] for b in done])
     active = bl[-1] if bl and bl[-1] not in done else None

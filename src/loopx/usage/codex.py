@@ -8,8 +8,10 @@ Codex logs the rate-limit headers of every response as an event line::
 
 Older versions give ``resets_in_seconds`` (relative to the event's timestamp) instead of
 ``resets_at``. The figure is the host's own: loopx uses it as it is and says how old it is. The
-newest rollout files (by modification time) are read backwards from their end until a figure is
-found; the answer is cached by (path, size, mtime) so an unchanged folder reads no bytes.
+figure used is the one with the newest timestamp across all rollout files (``newest_figure``):
+each file's tail is read backwards to its last figure, files newest-modified first, until a file
+older than the best figure; each file's answer is cached by (path, size, mtime), so an unchanged
+folder reads no bytes.
 """
 
 from __future__ import annotations
@@ -25,27 +27,28 @@ CACHE = "codex.quick"
 
 
 def _rollouts(sessions: str) -> list[tuple[float, int, str]]:
-    """(mtime_ns, size, path) of the rollout files, newest first. Walks the date folders newest
-    first and stops after the folders that can hold the newest files."""
+    """(mtime_ns, size, path) of every rollout file, newest first. Every date folder is listed (a
+    stat per file, no byte read): an old session that gets a new prompt is appended to in its old
+    folder, so the folder says nothing about how new a file's last figure is."""
     found: list[tuple[float, int, str]] = []
-
-    def walk(d: str, depth: int) -> None:
+    stack = [(sessions, 0)]
+    while stack:
+        d, depth = stack.pop()
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name, reverse=True)
+            it = os.scandir(d)
         except OSError:
-            return
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if depth < 4 and (depth == 0 or len(found) < 64):
-                        walk(e.path, depth + 1)
-                elif e.name.startswith("rollout-") and e.name.endswith(".jsonl"):
-                    st = e.stat()
-                    found.append((st.st_mtime_ns, st.st_size, e.path))
-            except OSError:
-                continue
-
-    walk(sessions, 0)
+            continue
+        with it:
+            for e in it:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if depth < 4:
+                            stack.append((e.path, depth + 1))
+                    elif e.name.startswith("rollout-") and e.name.endswith(".jsonl"):
+                        st = e.stat()
+                        found.append((st.st_mtime_ns, st.st_size, e.path))
+                except OSError:
+                    continue
     found.sort(reverse=True)
     return found
 
@@ -127,6 +130,34 @@ def _scan_back(path: str, size: int, counter: list) -> tuple[dict | None, int]:
     return None, bad
 
 
+def newest_figure(rollouts: list[tuple[float, int, str]], cached: dict, counter: list) -> tuple[dict | None, int, dict]:
+    """The figure with the newest timestamp of its own across ``rollouts`` ((mtime_ns, size, path),
+    newest first): each file's last figure (read backwards from its end), compared by ``as_of``,
+    not by which file was written last: a forked or resumed session replays old ``rate_limits``
+    lines into a new file. A file last modified before the best figure so far cannot hold a newer
+    one, so the walk stops there. ``cached`` ({path: [size, mtime_ns, figure, bad]}) answers for
+    unchanged files. Returns (figure, lines that were not JSON, the cache entries to keep)."""
+    best, best_epoch, bad, keep = None, None, 0, {}
+    for tried, (mt, sz, p) in enumerate(rollouts):
+        if best_epoch is not None and mt / 1e9 < best_epoch - 1:
+            break
+        if best is not None and tried >= MAX_FILES and best_epoch is None:
+            break  # figures without a timestamp: only the newest files are worth reading
+        hit = cached.get(p)
+        if isinstance(hit, list) and len(hit) == 4 and hit[0] == sz and hit[1] == mt:
+            fig, b = hit[2], hit[3]
+        else:
+            fig, b = _scan_back(p, sz, counter)
+        keep[p] = [sz, mt, fig, b]
+        bad += b
+        if not fig:
+            continue
+        epoch = files.epoch_of(fig.get("as_of"))
+        if best is None or (epoch is not None and (best_epoch is None or epoch > best_epoch)):
+            best, best_epoch = fig, epoch
+    return best, bad, keep
+
+
 def windows(now) -> dict:
     roots = files.home_dir("CODEX_HOME", ".codex")
     sessions = [os.path.join(r, "sessions") for r in roots]
@@ -135,19 +166,11 @@ def windows(now) -> dict:
         return unknown("codex", f"no Codex sessions under {os.pathsep.join(sessions)}")
     path = files.cache_path(CACHE)
     cached = files.load_quick(path)
-    cached = cached if isinstance(cached, dict) else {}
-    key = [[p, sz, mt] for mt, sz, p in rollouts[:MAX_FILES]]
+    cached = cached if isinstance(cached, dict) and cached.get("v") == 2 else {}
     counter = [0]
-    if cached.get("key") == key and isinstance(cached.get("figure"), (dict, type(None))):
-        fig, bad = cached.get("figure"), cached.get("bad", 0)
-    else:
-        fig, bad = None, 0
-        for _mt, sz, p in rollouts[:MAX_FILES]:
-            fig, b = _scan_back(p, sz, counter)
-            bad += b
-            if fig:
-                break
-        files.save_quick(path, {"key": key, "figure": fig, "bad": bad})
+    fig, bad, keep = newest_figure(rollouts, cached.get("files") or {}, counter)
+    if counter[0] or keep.keys() != (cached.get("files") or {}).keys():
+        files.save_quick(path, {"v": 2, "files": keep})
     out = unknown("codex", None)
     out.update(source="codex-rollout", files=len(rollouts), bytes_read=counter[0], skipped_lines=bad)
     if not fig:

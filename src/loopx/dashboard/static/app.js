@@ -136,7 +136,7 @@ async function loadSession() {
 // ---------------------------------------------------------------- routing and refresh
 function route() {
   const parts = (location.hash || "#/").slice(2).split("/").map((p) => decodeURIComponent(p));
-  if (parts[0] === "goal" && parts.length >= 3) return { name: "goal", project: parts[1], goal: parts[2] };
+  if (parts[0] === "goal" && parts.length >= 3) return { name: "goal", project: parts[1], goal: parts[2], gate: parts[3] || null };
   if (parts[0] === "agents") return { name: "agents" };
   return { name: "overview" };
 }
@@ -211,7 +211,11 @@ async function refresh(force) {
       const page = session.trace ? tracePage(data)
         : r.name === "goal" ? goalPage(data) : r.name === "agents" ? agentsPage(data) : overviewPage(data);
       main.replaceChildren(page);
-      if (key !== view.key) window.scrollTo(0, 0);
+      if (key !== view.key) {
+        // a notification's link names the gate (#/goal/<project>/<goal>/<gate>): show that card
+        const card = r.gate ? [...main.querySelectorAll("[data-gate]")].find((el) => el.dataset.gate === r.gate) : null;
+        if (card) { card.classList.add("linked"); card.scrollIntoView({ block: "center" }); } else window.scrollTo(0, 0);
+      }
       restoreInputs(inputs);
       view.key = key;
       view.lastText = text;
@@ -353,7 +357,7 @@ function todoItem(t) {
   return h("li", { class: `todo todo-${t.status}` },
     h("span", { class: "todo-title" }, t.title),
     h("span", { class: "muted small" }, ` ${t.id}${t.priority ? ` · p${t.priority}` : ""}`),
-    t.holder ? h("div", { class: "small" }, `held by ${t.holder} · lease `, countdown(t.lease_until, "expired")) : null,
+    t.holder ? h("div", { class: "small" }, `held by ${t.holder}${t.machine ? "@" + t.machine : ""} · lease `, countdown(t.lease_until, "expired")) : null,
     t.note ? h("div", { class: "small muted" }, t.note) : null,
     (t.depends_on_goals || []).filter((g) => g.status !== "done").length
       ? h("div", { class: "small" }, "waits for goal ", (t.depends_on_goals || []).filter((g) => g.status !== "done")

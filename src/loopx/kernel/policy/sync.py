@@ -57,6 +57,10 @@ class Git:
 
     def __init__(self, cwd: str, remote: str):
         self.cwd, self.remote = cwd, remote
+        # the other nodes' refs as this remote has them: `origin`'s where they always were, any
+        # other remote's in a namespace of its own (a backup remote never shows origin's heads)
+        self.fetched = FETCHED if remote == "origin" else \
+            "refs/loopx/remotes/" + "".join(c if c.isalnum() or c in "._-" else "_" for c in remote) + "/fetched/"
         self.env = {**os.environ, "GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
                     "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost",
                     "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
@@ -76,8 +80,7 @@ class Git:
                                     "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
                                     "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
         if check and p.returncode != 0:
-            msg = p.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise StateError(f"git {args[0]} failed: {msg[-1] if msg else p.returncode}",
+            raise StateError(f"git {args[0]} failed: {_whole(p.stderr) or p.returncode}",
                              "see `git` output; loopx changed nothing in your working tree or branches")
         return p
 
@@ -127,7 +130,7 @@ class Git:
             err = p.stderr.decode("utf-8", "replace").strip()
             if "couldn't find remote ref" in err:
                 return False
-            raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {err.splitlines()[-1] if err else p.returncode}",
+            raise RemoteUnreachable(f"cannot fetch from remote {self.remote!r}: {_whole(err) or p.returncode}",
                                     "the loop goes on locally; shared claims wait until the remote answers")
         return True
 
@@ -141,8 +144,34 @@ class Git:
         text = (p.stdout + p.stderr).decode("utf-8", "replace")
         if "stale info" in text or "rejected" in text or "non-fast-forward" in text or "fetch first" in text:
             return False
-        raise RemoteUnreachable(f"cannot push to remote {self.remote!r}: {text.strip().splitlines()[-1] if text.strip() else p.returncode}",
+        raise RemoteUnreachable(f"cannot push to remote {self.remote!r}: {_whole(text) or p.returncode}",
                                 "the loop goes on locally; shared claims wait until the remote answers")
+
+
+def _whole(text) -> str:
+    """All of git's message on one line (its lines joined with " / "): the cause is often not the
+    last line ("fatal: '/x' does not appear to be a git repository / fatal: Could not read from
+    remote repository. / Please make sure you have the correct access rights and the repository
+    exists.")."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [" ".join(x.split()) for x in str(text or "").splitlines()]
+    return " / ".join(x for x in lines if x)[:2000]
+
+
+def remote_cache(cache: dict, remote: str) -> dict:
+    """The part of the sync cache (``synclog.read_heads``) that belongs to ``remote``: push position,
+    imported heads. ``origin``'s is the cache itself (as before); any other remote keeps its own
+    under ``remotes``, so syncing to a second remote pushes what that remote lacks."""
+    if remote == "origin":
+        return cache
+    mine = cache.setdefault("remotes", {})
+    if not isinstance(mine, dict):
+        mine = cache["remotes"] = {}
+    part = mine.setdefault(remote, {})
+    if not isinstance(part, dict):
+        part = mine[remote] = {}
+    return part
 
 
 def project_git(store, remote: str | None) -> Git:
@@ -265,29 +294,32 @@ def exchange(store, git: Git) -> dict:
     from loopx.kernel.policy import synclog
 
     node = ensure_node(store)
-    git.fetch(f"+{NODES}*:{FETCHED}*", *LEDGER_SPECS)
+    fetched = git.fetched
+    git.fetch(f"+{NODES}*:{fetched}*", *LEDGER_SPECS)
     refs = _refs(git, node)
-    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    others = {r: h for r, h in refs.items() if r.startswith(fetched) and r != fetched + node}
     pushed, cache, full = _push(store, git, node, others, refs)
-    heads = {} if full else dict(cache.get("heads") or {})
-    after = {ref[len(FETCHED):]: head for ref, head in others.items()}
+    view = remote_cache(cache, git.remote)
+    heads = {} if full else dict(view.get("heads") or {})
+    after = {ref[len(fetched):]: head for ref, head in others.items()}
     # the store's ids are checked when a node is seen for the first time (its records may have come
     # another way) and after an import that stopped between appending and remembering its heads
-    check = full or cache.get("importing") or any(heads.get(n) is None for n in after)
+    check = full or view.get("importing") or any(heads.get(n) is None for n in after)
     blobs, carriers = synclog.chains(git, after, heads)
     if blobs:
-        synclog.write_heads(store, {**cache, "importing": True})
+        view["importing"] = True
+        synclog.write_heads(store, cache)
     imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
     if complete:
-        cache["heads"] = {**heads, **after}
-        cache.pop("importing", None)
+        view["heads"] = {**heads, **after}
+        view.pop("importing", None)
         synclog.write_heads(store, cache)
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
 
 def _refs(git: Git, node: str) -> dict[str, str]:
     """{ref: commit} of every fetched node ref and this node's own ref (one git call)."""
-    listing = git.out("for-each-ref", "--format=%(refname) %(objectname)", FETCHED, NODES + node)
+    listing = git.out("for-each-ref", "--format=%(refname) %(objectname)", git.fetched, NODES + node)
     return dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
 
 
@@ -296,7 +328,7 @@ def push_own(store, git: Git, node: str) -> int:
     --sync`` again after its claim). Returns how many lines the new commit holds (0: nothing new).
     Raises Conflict when the remote's ref moved (another clone with the same node id)."""
     refs = _refs(git, node)
-    others = {r: h for r, h in refs.items() if r.startswith(FETCHED) and r != FETCHED + node}
+    others = {r: h for r, h in refs.items() if r.startswith(git.fetched) and r != git.fetched + node}
     return _push(store, git, node, others, refs)[0]
 
 
@@ -307,12 +339,13 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
     cache = synclog.read_heads(store)
     if cache.get("node") != node:
         cache = {"node": node}
-    names = {r[len(FETCHED):] for r in others}
-    got = synclog.new_lines(store, cache.get("push"))
+    view = remote_cache(cache, git.remote)  # what this remote has been sent (each remote its own)
+    names = {r[len(git.fetched):] for r in others}
+    got = synclog.new_lines(store, view.get("push"))
     full = got is None
     lines, pos = synclog.all_lines(store) if full else got
     mine = NODES + node
-    remote_head = refs.get(FETCHED + node)
+    remote_head = refs.get(git.fetched + node)
     skip: set = set()
     if full and remote_head:  # leave out what the node's chain on the remote already carries (a local
         for files in synclog.chain_blobs(git, remote_head):  # commit whose push failed does not count)
@@ -327,8 +360,8 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
             raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
                            "another clone uses this node id (a copied .loopx/node?): delete .loopx/node in one "
                            "of them and sync again")
-        git.run("update-ref", FETCHED + node, new)
-    cache["push"] = pos
+        git.run("update-ref", git.fetched + node, new)
+    view["push"] = pos
     synclog.write_heads(store, cache)
     return pushed, cache, full
 
@@ -453,13 +486,16 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
     from loopx.kernel.storage import clock
 
+    from loopx.kernel.policy.skew import ClaimClock
+
     node = ensure_node(store)
     lost: list[dict] = []
     wanted: list = [None]
+    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (policy.skew)
 
     def step(claims, attempt):
         now = clock.now()
-        held = live_claims(claims, clock.iso(now), node)
+        held = seen.live(claims, now, node)
         if wanted[0] is not None and wanted[0] in held:
             c = held[wanted[0]]
             lost.append({"todo_id": wanted[0], "host": c.get("host"), "node": c.get("node"),
@@ -468,12 +504,13 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
         if tid is None:
             return None, None
         wanted[0] = tid
-        new = {t: c for t, c in live_claims(claims, clock.iso(now)).items()
+        new = {t: c for t, c in seen.live(claims, now).items()
                if keep is None or c.get("node") != node or t in keep}
         new[tid] = {"node": node, "host": host_name(), "agent": agent, "at": clock.iso(now), "until": until}
         return new, tid
 
     got = cas(git, CLAIMS, step, f"loopx claim by {agent} on {host_name()}")
+    seen.save()
     return {"todo_id": got["result"], "tries": got["tries"], "lost": lost}
 
 

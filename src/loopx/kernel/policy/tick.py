@@ -80,11 +80,11 @@ def earliest_due(state: dict, book: dict | None, now_iso: str, goal_id: str | No
     for w in watches.live(state, goal_id):
         g = state["goals"].get(w["goal"])
         if g and g["status"] == "active":
-            cands.append(watches.next_due(w, book) or now_iso)
+            cands.append(watches.next_due(w, book, state) or now_iso)
     for t in state["todos"].values():
         if t.get("every") and (goal_id is None or t["goal"] == goal_id):
             g = state["goals"].get(t["goal"])
-            due = watches.recurring_due(t)
+            due = watches.recurring_due(t, state)
             if due and g and g["status"] == "active":
                 cands.append(due)
     return min(cands) if cands else None
@@ -95,33 +95,20 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
     process group is killed). Returns ``{outcome: pass|fail|error, exit_code, hash, excerpt, matched,
     error, duration}``: output (stdout + stderr) redacted, then hashed (sha256) and cut to an excerpt."""
     import hashlib
-    import signal
-    import subprocess
     import time
 
+    from loopx.kernel.storage import bounded
     from loopx.kernel.storage.redact import redact_text
 
     t0 = time.monotonic()
     error = None
-    try:
-        proc = subprocess.Popen(command, shell=True, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=(os.name == "posix"))
+    try:  # the limit covers the check's whole process group, and a background child cannot hold us
+        res = bounded.run(command, cwd=cwd, timeout=timeout, merge=True, cap=OUTPUT_CAP)
     except OSError as exc:
         return {"outcome": "error", "exit_code": None, "hash": None, "excerpt": "", "matched": False,
                 "error": f"cannot start the check: {exc.strerror or exc}", "duration": 0.0}
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        try:
-            if os.name == "posix":
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:  # pragma: no cover - Windows
-                proc.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
-        out, _ = proc.communicate()
-        code = None
+    out, code = res["stdout"], res["code"]
+    if res["timed_out"]:
         error = f"timed out after {clock.format_duration(timeout)} (killed)"
     text = redact_text(out[-OUTPUT_CAP:].decode("utf-8", "replace"))
     if error is None and code in (126, 127):
@@ -178,7 +165,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
              and (only is None or w["id"] == only)]
     due_t = [t for t in state["todos"].values() if t.get("every") and t["status"] == "done"
              and state["goals"].get(t["goal"], {}).get("status") == "active"
-             and (watches.recurring_due(t) or "~") <= now_iso] if only is None else []
+             and (watches.recurring_due(t, state) or "~") <= now_iso] if only is None else []
     if not due_w and not due_t:
         out["book"] = {}
         return out
@@ -196,7 +183,7 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
             book = load_book(store)
             out["book"] = book
             if not force:
-                due_w = [w for w in due_w if (watches.next_due(w, book) or now_iso) <= now_iso]
+                due_w = [w for w in due_w if (watches.next_due(w, book, state) or now_iso) <= now_iso]
             results = []
             for w in due_w:
                 timeout = min(max(1.0, w.get("timeout") or watches.DEFAULT_TIMEOUT), watches.MAX_TIMEOUT)

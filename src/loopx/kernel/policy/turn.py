@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import budget, fingerprint, queries, validate
-from loopx.kernel.storage import actors, clock, fold, ids
+from loopx.kernel.storage import actors, clock, fold, ids, machines
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import runs, todos
@@ -38,13 +38,13 @@ def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> di
 
     now = clock.now()
     now_iso = clock.iso(now)
-    mine = [r for r in queries.open_runs(state) if r["agent"] == actor and r.get("lease_until")
+    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor) and r.get("lease_until")
             and r["lease_until"] > now_iso and (goal_id is None or r["goal"] == goal_id)]
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))
     t = queries.run_todo(state, r)  # closed meanwhile and left out of the view: Store.read asks the full state
-    fence = t["claim"]["fence"] if t and t.get("claim") and t["claim"]["holder"] == actor else None
+    fence = t["claim"]["fence"] if t and machines.holds(state, t.get("claim"), actor) else None
     p = packet.build(state, r["goal"], r.get("todo"), r["id"], r["lease_until"], actor, now, r.get("mode"), driven=driven)
     return {"started": True, "resumed": True, "decision": {"decision": "run", "reason": "resumed",
                                                            "message": f"your run {r['id']} is still open",
@@ -58,15 +58,19 @@ def hide_claims(state: dict, held: dict) -> dict:
     machine) as claimed, in a copy of ``state`` for one evaluation (the state itself is left
     alone: it is saved as the live view), so decisions skip it. Returns the copy."""
     state = {**state, "todos": type(state["todos"])(state["todos"])}  # a live view's stays a fold.Partial
+    until_now = clock.iso(clock.now() + timedelta(seconds=1))
     for tid, c in (held or {}).items():
         # a todo this state does not show (closed here and left out of the view, or not synced
         # yet) is not one a decision could offer: nothing to hide on either state
         t = fold.held(state["todos"], tid)
         mine = (t or {}).get("claim")  # a claim here whose lease ends before the remote entry's: the remote one holds
-        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))):
+        if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))
+                              or str(mine.get("lease_until")) < until_now):
             t = state["todos"][tid] = dict(t)
-            t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "lease_until": c.get("until"),
-                          "fence": 0, "remote": True}
+            # ``held`` is what the ledger judged live (policy.skew: a clock ahead does not end a lease
+            # early), so the copy's lease is live on this clock too
+            t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "fence": 0, "remote": True,
+                          "lease_until": max(str(c.get("until")), until_now)}
             t["status"] = "claimed"
     return state
 
@@ -147,14 +151,14 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                 mode=None, lost_race=True)
             return drafts
         for r in queries.open_runs(state, gid):
-            if r["agent"] == actor and r["lease_until"] and r["lease_until"] > clock.iso(now):
+            if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > clock.iso(now):
                 drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
                                                           "evidence": [], "fingerprint": None,
                                                           "note": "superseded by a new turn of the same agent"}))
         if tid:
             t = state["todos"][tid]
             c = t.get("claim")
-            if c and c["holder"] == actor and c["lease_until"] > clock.iso(now):
+            if machines.holds(state, c, actor) and c["lease_until"] > clock.iso(now):
                 drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
                 out["fence"] = c["fence"]
             else:
@@ -212,7 +216,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     validate.choice(result, validate.RESULTS, "--result")
     note = validate.text(note, "--note", required=False, limit=2000)
     state, run = _load_run(store, run_id)
-    _may_finish(run, actor, result)
+    _may_finish(state, run, actor, result)
     check = verified_by
     if verify and check is None and run["finished"] is None:
         cmd = verify_command(state, run)
@@ -227,7 +231,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     def plan(state, now):
         r = queries.resolve_run(state, run["id"])
         if r["finished"] is not None:
-            _may_finish(r, actor, result)
+            _may_finish(state, r, actor, result)
             out.update(_finished_view(state, r), repeat=True)
             return []
         drafts = runs.reap_drafts(state, now, skip=r["id"])
@@ -266,13 +270,15 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     return out
 
 
-def _may_finish(run: dict, actor: str, result: str) -> None:
+def _may_finish(state: dict, run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
                        "start a new turn with `loopx next`", code="run_finished")
-    if actors.is_agent(actor) and run["agent"] != actor:
-        raise Conflict(f"run {run['id']} belongs to {run['agent']}, not {actor}",
-                       "finish your own run (see `loopx history`)", code="run_not_yours")
+    if actors.is_agent(actor) and not machines.runs_here(state, run, actor):
+        raise Conflict(f"run {run['id']} belongs to {machines.who(state, run['agent'], run.get('node'))}, not "
+                       f"{machines.who(state, actor, state['meta'].get('self_node'))}",
+                       "finish your own run (see `loopx history`); a run is finished on the machine that "
+                       "started it, or a human hands it over (`loopx handoff`)", code="run_not_yours")
 
 
 def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, str | None]:
@@ -280,7 +286,7 @@ def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, st
     if not t or t["status"] in ("done", "archived"):
         return {}, t["status"] if t else None
     c = t.get("claim")
-    mine = bool(c) and c["holder"] == run["agent"]
+    mine = machines.same_holder(c, run)
     if result == "completion" and backed:
         drafts.append(Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
                                                           "note": f"completed by run {run['id']}"}))
@@ -385,7 +391,7 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
         until = clock.iso(now + timedelta(seconds=secs))
         drafts = [Draft("run.renewed", r["goal"], {"run_id": r["id"], "lease_until": until})]
         t = queries.run_todo(state, r)
-        if t and t.get("claim") and t["claim"]["holder"] == r["agent"] and t["status"] == "claimed":
+        if t and machines.same_holder(t.get("claim"), r) and t["status"] == "claimed":
             drafts.append(Draft("todo.renewed", r["goal"], {"todo_id": t["id"], "lease_until": until}))
         out.update(run_id=r["id"], lease_until=until)
         return drafts

@@ -7,7 +7,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 from __future__ import annotations
 
 from loopx.errors import NotFound, UsageError
-from loopx.kernel.storage import fold, ids
+from loopx.kernel.storage import fold, ids, machines
 
 OPEN_STATES = ("open", "claimed")
 DONE_STATES = ("done", "archived")
@@ -111,7 +111,7 @@ def candidates(state: dict, goal_id: str, now_iso: str, holder: str | None = Non
             out.append(t)
         elif t["status"] == "claimed":
             c = t["claim"]
-            if not claim_live(t, now_iso) or (holder and c and c["holder"] == holder):
+            if not claim_live(t, now_iso) or (holder and machines.holds(state, c, holder)):
                 out.append(t)
     return out
 

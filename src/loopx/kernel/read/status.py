@@ -16,7 +16,7 @@ Given ``store_root``, each open run also says which git worktree it works in
 from __future__ import annotations
 
 from loopx.kernel.read import budget, hosts, queries, worktrees
-from loopx.kernel.storage import actors
+from loopx.kernel.storage import actors, machines
 
 READY_SHOWN = 5
 
@@ -134,8 +134,10 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "host_errors": host_errors(state, gid),
         "todos": _counts(state, gid, groups),
         "claimed": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
+                     "machine": machines.at(state, t["claim"].get("node")),
                      "lease_until": t["claim"]["lease_until"]} for t in groups["claimed"]],
         "expired": [{"id": t["id"], "title": t["title"], "holder": t["claim"]["holder"],
+                     "machine": machines.at(state, t["claim"].get("node")),
                      "lease_until": t["claim"]["lease_until"]} for t in groups["expired"]],
         "ready": [{"id": t["id"], "title": t["title"], "priority": t.get("priority", 0)} for t in ready[:READY_SHOWN]],
         "ready_count": len(ready),
@@ -144,7 +146,8 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "budget": money,
         "runs": goal.get("runs", 0), "no_progress_streak": goal.get("no_progress_streak", 0),
         "last_run": _run_brief(last),
-        "open_runs": [_open_run(r, store_root) for r in queries.open_runs(state, gid)],
+        "open_runs": [dict(_open_run(r, store_root), machine=machines.at(state, r.get("node")))
+                      for r in queries.open_runs(state, gid)],
         "max_parallel": int(goal.get("max_parallel") or 1),
         "last_decision": state["decisions"].get(gid),
         "setup_error": setup,

@@ -7,7 +7,7 @@ None when unknown). Watch shapes: see loopx.kernel.write.watches and loopx.kerne
 
 from __future__ import annotations
 
-from loopx.kernel.read import queries
+from loopx.kernel.read import localtime, queries
 from loopx.kernel.storage import clock
 
 TRIGGERS = ("change", "fail", "pass", "match")
@@ -24,12 +24,18 @@ def live(state: dict, goal_id: str | None = None, *, active_only: bool = True) -
             and (goal_id is None or w["goal"] == goal_id)]
 
 
-def next_due(w: dict, book: dict | None) -> str | None:
-    """When ``w`` should be checked next (ISO), from its bookkeeping; None = now (never checked)."""
+def next_due(w: dict, book: dict | None, state: dict | None = None) -> str | None:
+    """When ``w`` should be checked next (ISO), from its bookkeeping; None = now (never checked).
+    A whole-day cadence (``1d``, ``7d``) is due at the local wall-clock time it was added at
+    (``localtime``: the goal's zone or the user's, so DST does not move it), the first such time
+    after its last run; other cadences ``every`` seconds after the last run."""
     b = (book or {}).get(w["id"])
     if not b or not b.get("last_run"):
         return None
-    return clock.iso(clock.parse_ts(b["last_run"]) + clock.timedelta(seconds=max(MIN_EVERY, w["every"])))
+    every = max(MIN_EVERY, w["every"])
+    if every % localtime.DAY == 0 and w.get("created"):
+        return localtime.first_after_iso(w["created"], every, b["last_run"], localtime.zone_name(state, w.get("goal")))
+    return clock.iso(clock.parse_ts(b["last_run"]) + clock.timedelta(seconds=every))
 
 
 def open_todo(state: dict, watch_id: str) -> dict | None:
@@ -40,15 +46,15 @@ def open_todo(state: dict, watch_id: str) -> dict | None:
     return None
 
 
-def recurring_due(todo: dict) -> str | None:
-    """When a done recurring todo comes back (ISO): the first ``created + k*every`` after it was done."""
+def recurring_due(todo: dict, state: dict | None = None) -> str | None:
+    """When a done recurring todo comes back (ISO): the first ``created + k*every`` after it was
+    done; a whole-day ``every`` counts local calendar days (``localtime``: the goal's zone, else the
+    user's), so a daily 09:00 stays 09:00 across DST changes."""
     every = todo.get("every")
     if not every or every <= 0 or todo["status"] != "done":
         return None
-    anchor = clock.parse_ts(todo["created"])
-    done = clock.parse_ts(todo.get("done_at") or todo["updated"])
-    k = int((done - anchor).total_seconds() // every) + 1
-    return clock.iso(anchor + clock.timedelta(seconds=k * every))
+    return localtime.first_after_iso(todo["created"], every, todo.get("done_at") or todo["updated"],
+                                     localtime.zone_name(state, todo.get("goal")) if every % localtime.DAY == 0 else None)
 
 
 def describe(state: dict, book: dict | None, now_iso: str, goal_id: str | None = None) -> list[dict]:
@@ -58,7 +64,7 @@ def describe(state: dict, book: dict | None, now_iso: str, goal_id: str | None =
     for w in sorted(live(state, goal_id, active_only=False), key=lambda w: w["created"]):
         b = (book or {}).get(w["id"]) or {}
         last = w.get("last") or {}
-        nd = next_due(w, book)
+        nd = next_due(w, book, state)
         t = open_todo(state, w["id"])
         rows.append({"id": w["id"], "name": w["name"], "goal": w["goal"], "status": w["status"],
                      "every": w["every"], "on": w["on"], "match": w.get("match"), "check": w["check"],
@@ -101,7 +107,7 @@ def idle_rule(state: dict, goal: dict, book: dict | None, now_iso: str) -> tuple
         return ("wait_human", "watch_failing",
                 f"watch {w['name']} keeps erroring ({err[:120]}); fix its check or `loopx watch pause {w['name']}`",
                 None, {"watch_id": w["id"]})
-    dues = [next_due(w, book) or now_iso for w in ws] + [recurring_due(t) for t in recurring]
+    dues = [next_due(w, book, state) or now_iso for w in ws] + [recurring_due(t, state) for t in recurring]
     nxt = min(d for d in dues if d)
     what = []
     if ws:

@@ -9,7 +9,7 @@ import at start-up):
               host, permission_mode, last_progress_fp, updated_seq (seq of the last goal.updated or
               status change, to order it against runs within a second)}
 ``todos``     id -> {id, goal, title, detail, status, priority, depends_on[], acceptance, verify,
-              claim{holder, lease_until, fence, since} | None, evidence[], order, created, updated, note,
+              claim{holder, lease_until, fence, since, node} | None, evidence[], order, created, updated, note,
               done_at, forced{by, why} (only when a human closed it with --force-unverified),
               blocked_by{gate, by, note} (only while blocked by a rejected gate)}
 ``gates``     id -> {id, goal, kind, question, context, blocks[], status, requested_by, decided_by,
@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 9  # 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
+FOLD_VERSION = 10  # 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -273,6 +273,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
     "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
     "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
+    "run.handed_over": {"run_id": _S, "node": _S},
     "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT, "usage": _D + _OPT,
                      "changes": _D + _OPT, "setup_error": _D + _OPT},
     "run.reported": {"run_id": _S, "usage": _D + _OPT, "changes": _D + _OPT},
@@ -365,7 +366,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared"):
+    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared", "tz"):
         if k in d:
             g[k] = d[k]
     g["updated"] = r["ts"]
@@ -436,7 +437,8 @@ def _todo_updated(s, r, d):
 
 def _todo_claimed(s, r, d):
     t = _todo(s, d)
-    t["claim"] = {"holder": d["holder"], "lease_until": d["lease_until"], "fence": r["seq"], "since": r["ts"]}
+    t["claim"] = {"holder": d["holder"], "lease_until": d["lease_until"], "fence": r["seq"], "since": r["ts"],
+                  "node": r.get("node")}  # the machine is part of the holder (loopx.kernel.storage.machines)
     t["status"] = "claimed"
     t["updated"] = r["ts"]
 
@@ -607,6 +609,18 @@ def _run_renewed(s, r, d):
     s["runs"][d["run_id"]]["lease_until"] = d.get("lease_until")
 
 
+def _run_handed_over(s, r, d):
+    """A human moved an open run (and its claim) to the node ``d["node"]``: only there may it be
+    resumed and finished from now on (loopx.kernel.storage.machines)."""
+    run = s["runs"][d["run_id"]]
+    was = run.get("node")
+    run["node"] = d["node"]
+    t = dict.get(s["todos"], run.get("todo") or "")
+    c = (t or {}).get("claim")
+    if c and c.get("holder") == run.get("agent") and c.get("node") == was:
+        c["node"] = d["node"]
+
+
 def _run_attached(s, r, d):
     s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
 
@@ -695,6 +709,8 @@ def _notice(s, r, d):
         return
     s["notices"].append({"event_id": r["id"], "type": t, "goal": goal, "ts": r["ts"], "title": title,
                          "body": str(body)[:300], "reason": reason})
+    if t == "gate.opened":  # what the notification's command and dashboard link name (loopx.notify.actions)
+        s["notices"][-1]["gate_id"] = d["gate_id"]
     if len(s["notices"]) > NOTICE_KEEP:
         del s["notices"][:-NOTICE_KEEP]
 
@@ -742,6 +758,7 @@ REDUCERS = {
     "run.started": _run_started,
     "run.renewed": _run_renewed,
     "run.attached": _run_attached,
+    "run.handed_over": _run_handed_over,
     "run.finished": _run_finished,
     "run.reported": _run_reported,
     "quota.spent": _quota_spent,

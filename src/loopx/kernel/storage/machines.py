@@ -21,6 +21,7 @@ then do history, the review packet and the dashboard show the machine.
 from __future__ import annotations
 
 LEGACY = "legacy"
+MAX_SKEW = 3600.0  # seconds two machines' clocks may disagree; past it a lease is over (kernel.policy.skew)
 
 
 def host_name() -> str:
@@ -99,3 +100,59 @@ def label(labels_: dict, node: str | None) -> str | None:
     if node is None:
         return None
     return labels_.get(node) or node
+
+
+# ------------------------------------------------------------------ identity (agent + machine)
+# An agent is its actor string *and* the node (clone) it runs on: `--agent claude-code` on two
+# clones is two holders. Records carry the node that wrote them; the fold copies it into claims
+# (``claim["node"]``) and runs (``run["node"]``); the store puts this clone's node id in
+# ``state["meta"]["self_node"]`` when it hands out a state. A record without a node (store format 1)
+# or of the legacy node (the records a migration carried over from format 1) is this clone's.
+
+
+def local(state: dict, node: str | None) -> bool:
+    """True when ``node`` (the writer of a claim or run) is this clone: None, the legacy node, or
+    ``state["meta"]["self_node"]``. A state without ``self_node`` (a clone that never wrote) owns
+    only records without a node."""
+    if node is None:
+        return True
+    if node == state["meta"].get("self_node"):
+        return True
+    return bool(((state.get("nodes") or {}).get(node) or {}).get("legacy"))
+
+
+def holds(state: dict, claim: dict | None, actor: str) -> bool:
+    """True when ``claim`` (a todo's ``claim``) is ``actor``'s on this machine."""
+    return bool(claim) and claim.get("holder") == actor and not claim.get("remote") \
+        and local(state, claim.get("node"))
+
+
+def runs_here(state: dict, run: dict, actor: str) -> bool:
+    """True when ``run`` was started by ``actor`` on this machine (only there can it be resumed,
+    renewed by the agent or finished by it)."""
+    return run.get("agent") == actor and local(state, run.get("node"))
+
+
+def same_holder(claim: dict | None, run: dict) -> bool:
+    """True when ``claim`` was made by the agent and machine of ``run`` (a claim or run without a
+    node, store format 1, matches by the agent alone)."""
+    if not claim or claim.get("holder") != run.get("agent"):
+        return False
+    a, b = claim.get("node"), run.get("node")
+    return a is None or b is None or a == b
+
+
+def at(state: dict, node: str | None) -> str | None:
+    """The machine to show next to an agent (``claude-code@<this>``): its label when records of more
+    than one machine are in the store, else None (a single-machine store shows what it always did)."""
+    if node is None or not several(state):
+        return None
+    return label(labels(state), node)
+
+
+def who(state: dict, actor: str | None, node: str | None) -> str | None:
+    """``actor`` as people read it: ``agent:claude-code@laptop`` when records of more than one
+    machine are in the store (``several``), else ``actor`` unchanged."""
+    if not actor or node is None or not several(state):
+        return actor
+    return f"{actor}@{label(labels(state), node)}"

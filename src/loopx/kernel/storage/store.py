@@ -314,6 +314,7 @@ class Store:
         if save_snapshot == "refresh" or (save_snapshot and folded >= SNAPSHOT_EVERY):
             self._save_snapshot(state)
         state["meta"]["read_only"] = self.read_only_reason(state)
+        state["meta"]["self_node"] = self.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
         return state
 
     def read(self, fn, state: dict | None = None):
@@ -469,6 +470,7 @@ class Store:
                 return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
         state["meta"]["torn"] = torn
         state["meta"]["read_only"] = self.read_only_reason(state)
+        state["meta"]["self_node"] = self.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
         if checkpoint:
             self._save_snapshot(state, full=False)
         return fold.guarded(state)
@@ -684,6 +686,7 @@ class Store:
         ts = clock.iso(now)
         wall = wall_ms(now)
         node = self.node_id(create=True)
+        state["meta"]["self_node"] = node
         top = state["meta"]
         chain = top.setdefault("chain", {})
         records: list[dict] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loopx.errors import UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import actors, ids
+from loopx.kernel.storage import actors, ids, machines
 from loopx.kernel.storage.store import Draft, Store
 
 # the agent hosts loopx knows (presets, skills, hooks); any other lowercase word is accepted too
@@ -82,7 +82,7 @@ def handoff(store: Store, actor: str, *, to: str, goal_id=None, todo=None, note:
         g = queries.resolve_goal(state, t["goal"] if t else goal_id)
         drafts = []
         released = False
-        if t and t.get("claim") and (t["claim"]["holder"] == actor or actors.is_human(actor)):
+        if t and t.get("claim") and (machines.holds(state, t["claim"], actor) or actors.is_human(actor)):
             drafts.append(Draft("todo.released", g["id"], {"todo_id": t["id"], "note": f"handed off to {to}"}))
             released = True
         drafts.append(Draft("handoff.recorded", g["id"], {"from": actor, "to": actors.agent(to),

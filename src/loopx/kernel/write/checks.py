@@ -12,7 +12,6 @@ setup_error, cwd}``; ``timeout`` is in seconds (exit 124 and ``timed_out`` when 
 from __future__ import annotations
 
 import os
-import subprocess
 
 
 def run_verify(store, actor: str, run: dict, command: str, timeout: float, cwd: str | None = None) -> dict:
@@ -23,12 +22,12 @@ def run_verify(store, actor: str, run: dict, command: str, timeout: float, cwd: 
     timed_out = False
     cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
-    try:
-        proc = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, timeout=timeout,
-                              env=env, stdin=subprocess.DEVNULL)
-        code, body = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, body, timed_out = 124, (exc.stdout or b"") + (exc.stderr or b""), True
+    from loopx.kernel.storage import bounded
+
+    try:  # the limit covers the command's process group; a background child cannot hold the turn
+        res = bounded.run(command, cwd=cwd, timeout=timeout, env=env)
+        body = res["stdout"] + res["stderr"]
+        code, timed_out = (124, True) if res["timed_out"] else (res["code"], False)
     except OSError as exc:
         code, body = 127, str(exc).encode()
     code = max(-255, min(255, code))

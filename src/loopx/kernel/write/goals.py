@@ -144,9 +144,17 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
         changes["max_parallel"] = validate.count(fields["max_parallel"], "--max-parallel", low=1, high=MAX_PARALLEL)
     if fields.get("shared") is not None:
         changes["shared"] = bool(fields["shared"])
+    if fields.get("tz") is not None:  # the zone of daily and weekly cadences (kernel.read.localtime)
+        from loopx.kernel.read import localtime
+
+        tz = str(fields["tz"]).strip()
+        if tz and not localtime.valid_zone(tz):
+            raise UsageError(f"--tz: unknown time zone {tz!r}", "use an IANA name such as Europe/Berlin or UTC",
+                             code="bad_zone")
+        changes["tz"] = tz or None
     if not changes:
         raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host, "
-                                              "--permission-mode, --max-parallel or --shared")
+                                              "--permission-mode, --max-parallel, --shared or --tz")
     out: dict = {}
 
     def plan(state, now):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage import actors, clock, ids, machines
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
 
@@ -29,25 +29,27 @@ def lease_seconds(value) -> float:
     return secs
 
 
-def _holder_check(todo: dict, actor: str, now_iso: str, fence: int | None) -> None:
+def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int | None) -> None:
     claim = todo.get("claim")
+    mine = machines.holds(state, claim, actor)  # the agent on this machine (kernel.storage.machines)
+    holder = machines.who(state, claim["holder"], claim.get("node")) if claim else None
     if fence is not None:
         if not claim or claim["fence"] != fence:
-            cur = f"current holder {claim['holder']} (fence {claim['fence']})" if claim else "no current claim"
-            mine = bool(claim) and claim["holder"] == actor
+            cur = f"current holder {holder} (fence {claim['fence']})" if claim else "no current claim"
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
                            f"your current claim has fence {claim['fence']}; pass that" if mine
                            else "your lease was taken over; run `loopx next` for new work", code="stale_fence")
-        if claim["holder"] != actor:
-            raise Conflict(f"fence {fence} belongs to {claim['holder']}, not {actor}", None, code="stale_fence")
+        if not mine:
+            raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence")
         return
-    if claim and claim["holder"] != actor and actors.is_agent(actor):
+    if claim and not mine and actors.is_agent(actor):
         live = claim["lease_until"] > now_iso
-        raise Conflict(f"{todo['id']} is claimed by {claim['holder']}"
+        raise Conflict(f"{todo['id']} is claimed by {holder}"
                        + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
                        f"claim it first with `loopx todo claim {todo['id']}`" if not live
                        else "pick another todo, or ask the holder for a handoff",
-                       code="claimed_by_other", details={"holder": claim["holder"], "lease_until": claim["lease_until"]})
+                       code="claimed_by_other", details={"holder": claim["holder"], "lease_until": claim["lease_until"],
+                                                         "node": claim.get("node")})
 
 
 def _writable(todo: dict) -> None:
@@ -190,8 +192,9 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
             raise Conflict(f"{t['id']} is blocked: {t.get('note') or 'no reason given'}",
                            f"reopen it with `loopx todo update {t['id']} --reopen`", code="todo_blocked")
         c = t.get("claim")
-        if c and c["holder"] != actor and c["lease_until"] > now_iso:
-            raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}",
+        mine = machines.holds(state, c, actor)
+        if c and not mine and c["lease_until"] > now_iso:
+            raise Conflict(f"{t['id']} is claimed by {machines.who(state, c['holder'], c.get('node'))} until {c['lease_until']}",
                            "pick another todo (`loopx todo list --ready`) or wait for the lease to expire",
                            code="claimed_by_other", details={"holder": c["holder"], "lease_until": c["lease_until"]})
         for g in queries.pending_gates(state, t["goal"]):
@@ -199,7 +202,7 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
                 raise Conflict(f"{t['id']} waits for gate {g['id']}: {g['question']}",
                                "a human must decide it: `loopx gate show " + g["id"] + "`", code="gate_pending")
         until = clock.iso(now + timedelta(seconds=secs))
-        if c and c["holder"] == actor and c["lease_until"] > now_iso:
+        if mine and c["lease_until"] > now_iso:
             out.update(holder=actor, lease_until=until, fence=c["fence"], renewed=True)
             return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
         out.update(holder=actor, lease_until=until, renewed=False, taken_over=c["holder"] if c else None)
@@ -217,7 +220,7 @@ def renew(store: Store, actor: str, todo_ref: str, lease=None, fence: int | None
         c = t.get("claim")
         if not c:
             raise Conflict(f"{t['id']} is not claimed", f"claim it: `loopx todo claim {t['id']}`", code="not_claimed")
-        _holder_check(t, actor, now_iso, fence)
+        _holder_check(state, t, actor, now_iso, fence)
         until = clock.iso(now + timedelta(seconds=secs))
         out.update(lease_until=until, fence=c["fence"])
         return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
@@ -231,7 +234,7 @@ def release(store: Store, actor: str, todo_ref: str, fence: int | None = None, n
         if not t.get("claim"):
             out["changed"] = False
             return []
-        _holder_check(t, actor, now_iso, fence)
+        _holder_check(state, t, actor, now_iso, fence)
         out["changed"] = True
         return [Draft("todo.released", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
 
@@ -265,7 +268,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
                 raise UsageError(f"{t['id']} cannot depend on itself", "name another todo")
             f["depends_on"] = deps
         if f:
-            _holder_check(t, actor, now_iso, None)
+            _holder_check(state, t, actor, now_iso, None)
             drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
         if reopen:
             rejected = t["status"] == "blocked" and t.get("blocked_by")
@@ -284,7 +287,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
 
                     humans.check_channel(human, "todo.reopen")
                 if t["status"] == "claimed":
-                    _holder_check(t, actor, now_iso, None)  # reopening would drop another agent's claim
+                    _holder_check(state, t, actor, now_iso, None)  # reopening would drop another agent's claim
                 drafts.append(Draft("todo.reopened", t["goal"], {"todo_id": t["id"]}))
         out.update(changed=sorted(f) + (["status"] if reopen else []))
         return drafts
@@ -297,7 +300,7 @@ def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
 
     def build(state, t, now_iso, now, out):
         _writable(t)
-        _holder_check(t, actor, now_iso, None)
+        _holder_check(state, t, actor, now_iso, None)
         return [Draft("todo.blocked", t["goal"], {"todo_id": t["id"], "reason": reason})]
 
     return _one(store, actor, todo_ref, build)
@@ -306,7 +309,7 @@ def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
 def _current_run(state: dict, todo: dict, actor: str) -> dict | None:
     """The open run working on ``todo`` (the caller's own when the caller is an agent)."""
     runs = [r for r in queries.open_runs(state, todo["goal"]) if r.get("todo") == todo["id"]
-            and (not actor.startswith("agent:") or r["agent"] == actor)]
+            and (not actor.startswith("agent:") or machines.runs_here(state, r, actor))]
     return max(runs, key=lambda r: r.get("seq", 0)) if runs else None
 
 
@@ -361,7 +364,7 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
         from loopx.kernel.read import proof
 
         _writable(t)
-        _holder_check(t, actor, now_iso, fence)
+        _holder_check(state, t, actor, now_iso, fence)
         evs = []
         for ref in evidence:
             e = queries.resolve_evidence(state, ref)
@@ -391,7 +394,7 @@ def archive(store: Store, actor: str, todo_ref: str, note=None) -> dict:
         if t["status"] == "archived":
             out["changed"] = False
             return []
-        _holder_check(t, actor, now_iso, None)
+        _holder_check(state, t, actor, now_iso, None)
         out["changed"] = True
         return [Draft("todo.archived", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
 
