@@ -168,8 +168,9 @@ def test_thirty_concurrent_claimers_on_one_clone_all_get_an_answer(tmp_path, mon
     assert main(["--project", str(project), "--quiet", "start-goal", "--goal-text", "Ship", "--goal-id", "g1"]) == 0
     for i in range(12):
         assert main(["--project", str(project), "--quiet", "todo", "add", f"task {i}", "--goal-id", "g1"]) == 0
-    # a lock wait shorter than thirty turns at the lock take, far longer than one turn
-    env = subprocess_env({"LOOPX_LOCK_TIMEOUT": "1"})
+    # a lock wait shorter than thirty turns at the lock take, far longer than one turn (3 s: one
+    # transaction of 30 started at once on a loaded 2-core machine holds the lock well under that)
+    env = subprocess_env({"LOOPX_LOCK_TIMEOUT": "3"})
     procs = [subprocess.Popen([sys.executable, "-m", "loopx", "--project", str(project), "--format", "json",
                                "--agent", f"agent-{i}", "next", "--goal-id", "g1"], cwd=project, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(30)]
