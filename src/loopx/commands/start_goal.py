@@ -116,7 +116,23 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
     res["started"] = True
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"
+    checked = verify or any(isinstance(t, dict) and t.get("verify") for t in todos or [])
+    if not checked:
+        return Reply(res, warnings=[_unverified_note(ctx, res["goal_id"])])
     return res
+
+
+def _unverified_note(ctx, goal_id: str) -> str:
+    """What a goal without any verify command means for its budget (issue 21)."""
+    from loopx.kernel.read import budget
+    from loopx.kernel.storage.clock import format_duration
+
+    g = ctx.store().load()["goals"][goal_id]
+    return (f"no verify command: no turn on {goal_id} can be verified, so none spends a slot; every turn still "
+            f"counts against the turn budget ({budget.turn_limit(g)} turns per {format_duration(g['quota']['window'])}) "
+            f"and {g['quota'].get('stall_after', 3)} unverified turns in a row on one todo stall it. Todos close on "
+            f"evidence (`loopx todo done T --evidence EV`); add a check with `loopx goal update {goal_id} --verify CMD` "
+            "or `loopx todo update T --verify CMD`")
 
 
 def render_started(d: dict) -> str:

@@ -22,12 +22,15 @@ Rules, per goal, in order; the first that applies decides:
                ``wait_human`` (``host_*`` reason; ``wait`` for a rate limit with a reset time)
 6. ``budget``  slots spent in the rolling window >= slots -> ``wait``; money or tokens spent (plus
                one typical turn) over ``max_usd`` / ``max_tokens`` -> ``wait`` (``budget_usd`` /
-               ``budget_tokens``); cooldown -> ``wait``
+               ``budget_tokens``); the turns started in the window (every turn, verified or
+               not) reached the turn budget -> ``wait`` (``budget_turns``); cooldown -> ``wait``
 7. ``window``  the host that would run the turn is above ``100 - host_reserve`` percent of one of
                its usage windows -> ``wait`` (``host_window``) until the window resets; a goal
                set to ``use_leftover`` waits (``leftover_not_due``) until a window resets soon
-8. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
-               run made no progress and the fingerprint has not changed -> ``skip``
+8. ``value``   per todo: ``stall_after`` turns in a row on it without verified progress
+               (loopx.kernel.read.stall) make it stalled; its last judged run made no progress
+               and the fingerprint has not changed -> it is skipped; the first other ready todo
+               runs; when none is left -> ``wait_human`` (stalled) or ``skip`` (no_change)
 9. ``run``     -> ``run``, naming the todo (or ``mode: plan``)
 
 The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
@@ -52,7 +55,6 @@ from loopx.kernel.storage.clock import datetime, timedelta
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
-STALL_RESULTS = ("no_progress", "failed")
 # when several goals are evaluated and none may run, the most useful answer wins
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
 
@@ -99,29 +101,17 @@ def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None,
     return None
 
 
-def _stall_streak(state: dict, goal: dict) -> int:
-    """Consecutive no-progress runs since the last change a human would make (goal or quota
-    update, a new todo, a decided gate)."""
-    if goal.get("no_progress_streak", 0) < goal["quota"].get("stall_after", 3):
-        return goal.get("no_progress_streak", 0)
-    gid = goal["id"]
-    reset = goal.get("updated") or ""
-    for t in state["todos"].values():
-        if t["goal"] == gid and t["created"] > reset:
-            reset = t["created"]
-    for g in state["gates"].values():
-        if g["goal"] == gid and g.get("decided") and g["decided"] > reset:
-            reset = g["decided"]
-    runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > reset),
-                  key=lambda r: (r["started"], r.get("seq", 0)), reverse=True)
-    n = 0
-    for r in runs:
-        if r["finished"] is None or r.get("setup_error"):
+def _last_judged(state: dict, goal_id: str, keys: list) -> dict:
+    """{todo id ("" for planning turns): its newest finished run without a setup error}."""
+    want = set(keys)
+    out: dict = {}
+    for r in state["runs"].values():
+        k = r.get("todo") or ""
+        if (r["goal"] != goal_id or k not in want or r["finished"] is None or r.get("setup_error")):
             continue
-        if r["result"] not in STALL_RESULTS:
-            break
-        n += 1
-    return n
+        if k not in out or r.get("seq", 0) > out[k].get("seq", 0):
+            out[k] = r
+    return out
 
 
 class _Eval:
@@ -156,7 +146,7 @@ class _Eval:
 
     def run(self) -> dict:
         return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.host_rule()
-                or self.budget_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
+                or self.budget_rule() or self.turn_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
                 or self.value() or self.go())
 
     def watch_note(self):
@@ -224,6 +214,7 @@ class _Eval:
                                f"{fmt(b[f'spent_{unit}'])} of {fmt(b[f'max_{unit}'])} spent in the last "
                                f"{clock.format_duration(b['window'])}{more}{when}", next_check_at=at)
         parts = [f"{b['left']} of {b['slots']} slots left in the window",
+                 f"{b['turns_left']} of {b['turns']} turns left",
                  f"{b['spent_usd']:.2f}/{b['max_usd']:.2f} USD spent" if b.get("max_usd") is not None else None,
                  f"{b['spent_tokens']:,}/{b['max_tokens']:,} tokens spent" if b.get("max_tokens") is not None
                  else None]
@@ -383,6 +374,17 @@ class _Eval:
                                f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
         return None
 
+    def turn_rule(self):
+        b = self.budget
+        if b["turns_started"] >= b["turns"]:
+            at = b["turns_free_at"]
+            return self.decide("budget", "wait", "budget_turns",
+                               f"{b['turns_started']} of {b['turns']} turns started in the last "
+                               f"{clock.format_duration(b['window'])} (every turn counts, verified or not); "
+                               f"one leaves the window at {at} (a human raises it: `loopx quota set --turns N`)",
+                               next_check_at=at)
+        return None
+
     def cooldown_rule(self):
         b = self.budget
         until = b["cooldown_until"]
@@ -394,29 +396,59 @@ class _Eval:
         return None
 
     def value(self):
+        """Per todo (docs/loop.md#stalls): a todo whose streak of unverified turns reached
+        ``stall_after`` is stalled, a todo whose last judged run made no progress with nothing
+        changed since is skipped; any other ready todo runs. Only when none is left: ``stalled``
+        (``wait_human``) before ``no_change`` (``skip``)."""
+        from loopx.kernel.read import stall
+
         g = self.goal
         stall_after = g["quota"].get("stall_after", 3)
-        streak = _stall_streak(self.state, g)
-        if streak >= stall_after:
+        streaks = stall.streaks(self.state, g)
+        ready = getattr(self, "ready", [])
+        keys = [t["id"] for t in ready] or [""]
+        last = _last_judged(self.state, g["id"], keys)
+        fp_box: list = []
+
+        def fp():
+            if not fp_box:
+                fp_box.append(self.fingerprint(g["id"]) if self.fingerprint else None)
+            return fp_box[0]
+
+        avail, stalled, unchanged = [], [], []
+        for k in keys:
+            if streaks.get(k, 0) >= stall_after:
+                stalled.append(k)
+                continue
+            r = last.get(k)
+            if (not self.retry_setup and r and r["finished"] and r["result"] in NO_PROGRESS and r.get("fp_after")
+                    and fp() == r["fp_after"]):
+                unchanged.append((k, r))
+                continue
+            avail.append(k)
+        if avail:
+            if ready:
+                self.ready = [t for t in ready if t["id"] in avail]
+            held = [f"{k} stalled" for k in stalled] + [f"{k or 'planning'} unchanged" for k, _ in unchanged]
+            if held:
+                self.passed("value", f"{len(avail)} todo(s) worth a turn ({', '.join(held)})")
+            elif self.retry_setup:
+                self.passed("value", "the last run could not verify; its setup changed since")
+            else:
+                self.passed("value", "the last run made progress" if last else "no run yet")
+            return None
+        if stalled:
+            k = stalled[0]
+            what = f"todo {k}" if k else "planning"
             return self.decide("value", "wait_human", "stalled",
-                               f"{streak} consecutive turns made no progress; look at `loopx history`, then add a "
-                               "todo, update the goal or set its quota to continue",
-                               streak=streak)
-        last = self.state["runs"].get(g.get("last_judged_run") or "")
-        if self.retry_setup:
-            self.passed("value", "the last run could not verify; its setup changed since")
-        elif last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
-            fp = self.fingerprint(g["id"]) if self.fingerprint else None
-            if fp == last["fp_after"]:
-                return self.decide("value", "skip", "no_change",
-                                   f"the last run ({last['id']}) made no progress and nothing changed since "
-                                   "(a commit, an edited file, a new or changed todo or a decided gate "
-                                   "makes the next check run)",
-                                   fingerprint=fp)
-            self.passed("value", "the last run made no progress but the state changed since")
-        else:
-            self.passed("value", "the last run made progress" if last else "no run yet")
-        return None
+                               f"{streaks[k]} turns in a row on {what} ended without verified progress; look at "
+                               "`loopx history`, then add a todo, update the goal or set its quota "
+                               "to continue", todo_id=k or None, streak=streaks[k])
+        k, r = unchanged[0]
+        return self.decide("value", "skip", "no_change",
+                           f"the last run ({r['id']}) made no progress and nothing changed since "
+                           "(a commit, an edited file, a new or changed todo or a decided gate "
+                           "makes the next check run)", fingerprint=fp())
 
     def go(self):
         ready = getattr(self, "ready", [])

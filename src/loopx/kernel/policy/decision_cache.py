@@ -155,7 +155,7 @@ def valid_until(state: dict, now: datetime) -> str:
             end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
             if end > now_iso:
                 cands.append(end)
-        for ts, *_rest in (state.get("costs") or {}).get(gid, []):
+        for ts, *_rest in (state.get("costs") or {}).get(gid, []) + (state.get("turns") or {}).get(gid, []):
             end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
             if end > now_iso:
                 cands.append(end)

@@ -1,0 +1,121 @@
+"""Issue 21: one decision over long runs. Every turn is bounded (a turn budget per window, the
+stall per todo), every goal reaches an end, checks come before work, scope is checked after
+every turn, and the clients agree. Real stores, real git repositories, real agent processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx
+from loopx.kernel.storage.store import Store
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents are POSIX here")
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+COMMITTER = 'sh -c "echo x>>f; git add f; git commit -qm x"'  # progress nobody verifies: what the issue measured
+
+
+def _git(project: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=project, check=True,
+                   capture_output=True)
+
+
+def _repo(project: Path) -> None:
+    _git(project, "init", "-q")
+    (project / ".gitignore").write_text(".loopx/\n")
+    _git(project, "add", ".gitignore")
+    _git(project, "commit", "-q", "-m", "init")
+
+
+def _state(project: Path) -> dict:
+    return Store.open(str(project)).load()
+
+
+def _run(project: Path, *args, timeout: float = 120):
+    r = run_loopx(["run", *args, "--json"], cwd=project, env=GIT_ENV, timeout=timeout)
+    return r, (json.loads(r.out)["data"] if r.out.strip() else None)
+
+
+# ------------------------------------------------------------------ 3: every turn is bounded
+def test_unverified_progress_on_one_todo_stops_at_the_stall(project, cli):
+    """The issue's 20-second case: no verify command, an agent that commits and exits. Today it
+    runs without end; now the todo stalls after stall_after unverified turns."""
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3", "--todo", "write it").code == 0
+    r, d = _run(project, "--agent-cmd", COMMITTER)
+    assert r.code == 0, r.err
+    assert len(d["turns"]) == 3
+    assert all((t["result"], t["verified"]) == ("progress", False) for t in d["turns"])
+    assert (d["stop"]["decision"], d["stop"]["reason"]) == ("wait_human", "stalled")
+    assert d["stop"]["todo_id"] == d["turns"][0]["todo_id"]
+
+
+def test_the_turn_budget_bounds_turns_whatever_their_result(project, cli):
+    """With the stall raised, the turn budget (twice the slots per window) still stops the loop,
+    and `quota show` counts the turns although no slot was spent."""
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3", "--todo", "write it").code == 0
+    assert cli("quota", "set", "--goal-id", "g1", "--stall-after", "100").code == 0
+    r, d = _run(project, "--agent-cmd", COMMITTER)
+    assert r.code == 0, r.err
+    assert len(d["turns"]) == 6
+    assert (d["stop"]["decision"], d["stop"]["reason"]) == ("wait", "budget_turns")
+    assert d["stop"]["next_check_at"]
+    q = cli("quota", "show", "--goal-id", "g1", json=True).data["quotas"][0]
+    assert (q["spent"], q["turns_started"], q["turns"], q["turns_left"]) == (0, 6, 6, 0)
+    assert "turns started in the window: 6/6" in cli("quota", "show", "--goal-id", "g1").out
+
+
+def test_the_turn_budget_counts_failed_turns_and_a_human_sets_it(project, cli):
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3", "--todo", "a",
+               "--todo", "b", "--todo", "c", "--todo", "d").code == 0
+    assert cli("quota", "set", "--goal-id", "g1", "--turns", "2", "--stall-after", "100").code == 0
+    for _ in range(2):  # each failing agent stops the runner: two separate invocations
+        r, d = _run(project, "--agent-cmd", "exit 3")
+        assert r.code == 1 and d["turns"][0]["result"] == "failed"
+    r, d = _run(project, "--agent-cmd", "exit 3")
+    assert r.code == 0 and d["turns"] == [] and d["stop"]["reason"] == "budget_turns"
+    sr = cli("quota", "should-run", "--goal-id", "g1", json=True)
+    assert sr.code == 1 and sr.data["reason"] == "budget_turns"
+    assert sr.data["budget"]["turns_started"] == 2
+
+
+def test_raising_the_turn_budget_is_human_only(project, cli, monkeypatch):
+    assert cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3").code == 0
+    monkeypatch.setenv("LOOPX_AGENT", "bot")
+    r = cli("quota", "set", "--goal-id", "g1", "--turns", "50", json=True)
+    assert r.code != 0
+    assert cli("quota", "set", "--goal-id", "g1", "--turns", "2", json=True).code == 0  # tightening is fine
+
+
+def test_money_budget_counts_unverified_turns(project, cli):
+    """Token and money budgets apply to every turn that reported usage, verified or not."""
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--todo", "a", "--todo", "b",
+               "--todo", "c").code == 0
+    assert cli("quota", "set", "--goal-id", "g1", "--max-tokens", "150", "--stall-after", "100").code == 0
+    store = Store.open(str(project))
+    from loopx.kernel.policy import turn
+
+    for _ in range(2):
+        t = turn.next_turn(store, "agent:bot", goal_id="g1")
+        assert t["started"]
+        turn.finish(store, "agent:bot", t["run_id"], "progress", report={"usage": {"total_tokens": 60}})
+    sr = cli("quota", "should-run", "--goal-id", "g1", json=True)
+    assert (sr.data["decision"], sr.data["reason"]) == ("wait", "budget_tokens")
+
+
+def test_start_goal_without_verify_says_what_that_means(project, cli):
+    r = cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3", "--todo", "write it")
+    assert r.code == 0
+    assert "no verify command" in r.err + r.out
+    assert "6 turns" in r.err + r.out
+    j = cli("start-goal", "--goal-text", "Other", "--goal-id", "g2", "--slots", "3", json=True)
+    assert "no verify command" in " ".join(j.json.get("warnings") or [])
