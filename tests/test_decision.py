@@ -119,3 +119,118 @@ def test_start_goal_without_verify_says_what_that_means(project, cli):
     assert "6 turns" in r.err + r.out
     j = cli("start-goal", "--goal-text", "Other", "--goal-id", "g2", "--slots", "3", json=True)
     assert "no verify command" in " ".join(j.json.get("warnings") or [])
+
+
+# ------------------------------------------------------------------ 4: every goal reaches an end
+def _lines(project: Path) -> tuple[int, int]:
+    root = project / ".loopx"
+    return tuple(len((root / f).read_bytes().splitlines()) if (root / f).exists() else 0
+                 for f in ("events.jsonl", "evidence.jsonl"))
+
+
+def test_a_protected_goal_with_nothing_left_waits_for_a_human_stably(project, cli, tmp_path):
+    count = tmp_path / "verify-runs"
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--protect", "merge",
+               "--verify", f"echo ran >> {count}", "--todo", "only", "--todo-verify", "test -f done.txt").code == 0
+    r, d = _run(project, "--agent-cmd", "touch done.txt")
+    assert r.code == 0, r.err
+    assert [t["result"] for t in d["turns"]] == ["completion"]
+    assert d["goal_verify"]["passed"] and d["goal_verify"]["human_closes"] == "loopx goal done g1"
+    assert (d["stop"]["decision"], d["stop"]["reason"]) == ("wait_human", "close_goal")
+    assert "loopx goal done g1" in d["stop"]["message"]
+    assert count.read_text().count("ran") == 1
+    before = _lines(project)
+    for _ in range(10):  # cron ticks: the runner and a bare should-run
+        r, d = _run(project, "--agent-cmd", "touch done.txt")
+        assert r.code == 0 and d["turns"] == [] and "goal_verify" not in d
+        assert (d["stop"]["decision"], d["stop"]["reason"]) == ("wait_human", "close_goal")
+        sr = cli("quota", "should-run", json=True)
+        assert (sr.code, sr.data["reason"]) == (1, "close_goal")
+    assert count.read_text().count("ran") == 1  # the verify command ran once
+    assert _lines(project) == before  # and nothing more was written
+    assert cli("goal", "done", "g1").code == 0
+    assert cli("quota", "should-run", "--goal-id", "g1", json=True).data["reason"] == "goal_done"
+
+
+def test_an_unprotected_goal_is_marked_done_once_verified(project, cli):
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--verify", "true",
+               "--todo", "only", "--todo-verify", "test -f done.txt").code == 0
+    r, d = _run(project, "--agent-cmd", "touch done.txt")
+    assert r.code == 0 and d["goal_verify"]["completed"]
+    assert _state(project)["goals"]["g1"]["status"] == "done"
+
+
+def test_a_goal_without_verify_and_all_todos_done_asks_a_human_once(project, cli):
+    assert cli("start-goal", "--goal-text", "Notes", "--goal-id", "g1", "--todo", "only").code == 0
+    tid = next(iter(_state(project)["todos"]))
+    assert cli("evidence", "add", "--goal-id", "g1", "--todo", tid, "--kind", "artifact", "--summary", "notes.md").code == 0
+    ev = next(iter(_state(project)["evidence"]))
+    assert cli("todo", "done", tid, "--evidence", ev).code == 0
+    first = cli("quota", "should-run", json=True)
+    assert (first.data["decision"], first.data["reason"]) == ("wait_human", "close_goal")
+    before = _lines(project)
+    for _ in range(5):
+        assert cli("quota", "should-run", json=True).data["reason"] == "close_goal"
+    assert _lines(project) == before
+
+
+def _pgit(cwd, *args) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def test_a_max_parallel_goal_is_marked_done(project, cli):
+    _pgit(project, "init", "-q", "-b", "main")
+    (project / "README").write_text("hello\n")
+    _pgit(project, "add", "README")
+    _pgit(project, "commit", "-q", "-m", "init")
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--verify", "ls work-*.txt",
+               "--todo", "one", "--todo", "two").code == 0
+    assert cli("goal", "update", "g1", "--max-parallel", "2").code == 0
+    assert cli("start-goal", "--goal-text", "After", "--goal-id", "g2").code == 0
+    assert cli("todo", "add", "use it", "--goal-id", "g2", "--depends-on-goal", "g1").code == 0
+    agent = 'printf x > "work-$LOOPX_TODO_ID.txt"'
+    r = run_loopx(["run", "--goal-id", "g1", "--agent-cmd", agent, "--json"], cwd=project, env=GIT_ENV, timeout=180)
+    assert r.code == 0, r.out + r.err
+    d = json.loads(r.out)["data"]
+    assert [t["result"] for t in d["turns"]] == ["completion", "completion"]
+    assert d["goal_verify"]["completed"] is True
+    state = _state(project)
+    assert state["goals"]["g1"]["status"] == "done"
+    sr = cli("quota", "should-run", "--goal-id", "g2", json=True)  # the goal that waited on it can run
+    assert (sr.data["decision"], sr.data["reason"]) == ("run", "ready")
+
+
+def test_todo_b_runs_while_todo_a_is_stalled(project, cli):
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Two things", "--goal-id", "g1", "--verify", "test -f b.txt",
+               "--todo", "A hard one", "--todo", "B easy").code == 0
+    a, b = sorted(_state(project)["todos"].values(), key=lambda t: t["order"])
+    # an agent that fails A every time (nothing committed) and finishes B
+    agent = f'if [ "$LOOPX_TODO_ID" = "{b["id"]}" ]; then touch b.txt; git add b.txt; git commit -qm b; else exit 0; fi'
+    r, d = _run(project, "--agent-cmd", agent)
+    assert r.code == 0, r.err
+    by_todo = [(t["todo_id"], t["result"]) for t in d["turns"]]
+    assert by_todo[0] == (a["id"], "no_progress")
+    assert (b["id"], "completion") in by_todo  # B was not held back by A
+    assert _state(project)["todos"][b["id"]]["status"] == "done"
+
+
+def test_a_stalled_todo_does_not_starve_another(project, cli):
+    from loopx.kernel.policy import turn
+
+    assert cli("start-goal", "--goal-text", "Two", "--goal-id", "g1", "--todo", "A", "--todo", "B").code == 0
+    store = Store.open(str(project))
+    a, b = sorted(_state(project)["todos"].values(), key=lambda t: t["order"])
+    for _ in range(3):  # A gets three unverified "progress" turns: stalled (not a git repo: no_change cannot apply)
+        t = turn.next_turn(store, "agent:bot", goal_id="g1")
+        assert t["todo_id"] == a["id"]
+        turn.finish(store, "agent:bot", t["run_id"], "progress")
+    sr = cli("quota", "should-run", "--goal-id", "g1", json=True)
+    assert (sr.data["decision"], sr.data["todo_id"]) == ("run", b["id"])
+    for _ in range(3):
+        t = turn.next_turn(store, "agent:bot", goal_id="g1")
+        assert t["todo_id"] == b["id"]
+        turn.finish(store, "agent:bot", t["run_id"], "progress")
+    sr = cli("quota", "should-run", "--goal-id", "g1", json=True)
+    assert (sr.data["decision"], sr.data["reason"]) == ("wait_human", "stalled")

@@ -9,8 +9,10 @@
                     (only when all todos were done and the goal's verify command ran)}
 
 When should-run says every todo is done, the goal's own verify command decides the goal: it
-runs once per call (not in ``--parallel`` mode, and not while a gate of the goal is pending or a
-run is open); passing marks the goal done, failing makes should-run ask for a planning turn.
+runs once (not while a gate of the goal is pending or a run is open, in ``--parallel`` mode too;
+a passing check with no run since is never run again); passing marks the goal done, or for a goal
+that protects actions leaves one stable ``wait_human`` (``close_goal``) for a human; failing makes
+should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
 "agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
@@ -231,8 +233,10 @@ class Driver:
         g = state["goals"].get(goal_id or "")
         if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
             return None
-        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
-                                                         "after_run": g.get("last_run")}, g["verify"], self.timeout)
+        stands = decide.goal_verify_passed(state, g)  # a passing check with no run since: never run it twice
+        check = {"passed": True, "evidence_id": stands["id"], "exit_code": 0} if stands else \
+            turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
+                                                     "after_run": g.get("last_run")}, g["verify"], self.timeout)
         out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
                "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
         if check["passed"] and g["scope"].get("protect"):  # finishing protected work is a human's call
@@ -379,14 +383,14 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
-            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal
-                    and not drv.isolate):  # parallel runners leave it to a human: merges may still wait at gates
+            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run
+                    and not checked_goal):  # parallel runners too: merges waiting at a gate hold it back
                 checked_goal = True
                 done = drv.complete_goal(d["goal_id"])
                 if done is not None:
                     out["goal_verify"] = done
-                    if not done["passed"] and not done.get("setup_error"):
-                        continue  # should-run now asks for a planning turn
+                    if not done.get("setup_error"):
+                        continue  # should-run now says done, close_goal (a human closes it) or plan
             if d["decision"] != "run":
                 out.update(stop=d, stopped_because="decision")
                 break

@@ -81,6 +81,22 @@ def goal_verify_failed(state: dict, goal: dict) -> dict | None:
     return e
 
 
+def goal_verify_passed(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command when it passed and no run of the
+    goal started since (its ``after_run`` is still the goal's last run), else None."""
+    cmd = goal.get("verify")
+    if not cmd:
+        return None
+    hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
+            and not e.get("todo") and not e.get("run")]
+    if not hits:
+        return None
+    e = max(hits, key=lambda x: x.get("seq", 0))
+    if e.get("exit_code") != 0 or (e.get("after_run") or None) != (goal.get("last_run") or None):
+        return None
+    return e
+
+
 def exit_code(decision: dict, skip_exit: int = 1) -> int:
     """0 for run, 3 for error, else ``skip_exit`` (default 1)."""
     if decision["decision"] == "run":
@@ -327,10 +343,22 @@ class _Eval:
                                   f"({bad['id']}, exit {bad['exit_code']}): plan the remaining work")
                 self.passed("work", self.plan_note)
                 return None
-            how = ("`loopx run` checks the goal's verify command and marks it done" if self.goal.get("verify")
-                   else "`loopx goal done`")
-            return self.decide("work", "stop", "complete",
-                               f"all {len(todos) + closed} todos are done: goal looks complete ({how})")
+            n = len(todos) + closed
+            passed = goal_verify_passed(self.state, self.goal)
+            gid = self.goal["id"]
+            if self.goal.get("verify") and passed is None:
+                return self.decide("work", "stop", "complete",
+                                   f"all {n} todos are done: goal looks complete (`loopx run` checks the goal's "
+                                   "verify command once and marks it done)")
+            if passed is not None and not self.goal["scope"].get("protect"):
+                return self.decide("work", "stop", "complete",
+                                   f"all {n} todos are done and the goal's verify command passed ({passed['id']}): "
+                                   f"`loopx run` marks it done", evidence_id=passed["id"])
+            why = (f"its verify command passed ({passed['id']}) and it protects {', '.join(self.goal['scope']['protect'])}"
+                   if passed is not None else "nothing checks its done_when (no verify command)")
+            return self.decide("work", "wait_human", "close_goal",
+                               f"all {n} todos are done and {why}: a human closes the goal (`loopx goal done {gid}`) "
+                               "or adds a todo", evidence_id=passed["id"] if passed else None)
         held = [t for t in live if queries.claim_live(t, self.now_iso)]
         if held:
             first = min(t["claim"]["lease_until"] for t in held)
