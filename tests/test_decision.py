@@ -234,3 +234,39 @@ def test_a_stalled_todo_does_not_starve_another(project, cli):
         turn.finish(store, "agent:bot", t["run_id"], "progress")
     sr = cli("quota", "should-run", "--goal-id", "g1", json=True)
     assert (sr.data["decision"], sr.data["reason"]) == ("wait_human", "stalled")
+
+
+# ------------------------------------------------------------------ 5: checks before work
+def test_a_non_holders_todo_done_is_refused_before_its_verify_runs(project, cli, tmp_path):
+    count = tmp_path / "verify-runs"
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--todo", "only",
+               "--todo-verify", f"echo ran >> {count}; exit 1").code == 0
+    t = cli("--agent", "codex", "next", json=True)
+    assert t.code == 0
+    tid = t.data["todo_id"]
+    evidence_before = len(_state(project)["evidence"])
+    r = cli("--agent", "intruder", "todo", "done", tid, json=True)
+    assert r.code == 4
+    assert r.json["error"]["code"] == "claimed_by_other" and "agent:codex" in r.json["error"]["message"]
+    assert not count.exists()  # the verify command never ran
+    assert len(_state(project)["evidence"]) == evidence_before
+    stale = cli("--agent", "codex", "todo", "done", tid, "--fence", str(t.data["fence"] + 999), json=True)
+    assert stale.code == 4 and stale.json["error"]["code"] == "stale_fence"
+    assert not count.exists()
+
+
+def test_turn_finish_of_a_run_whose_todo_was_taken_over_runs_no_verify(project, cli, tmp_path, monkeypatch):
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
+
+    count = tmp_path / "verify-runs"
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--todo", "only",
+               "--todo-verify", f"echo ran >> {count}").code == 0
+    first = cli("--agent", "slow", "next", "--lease", "1m", json=True).data
+    monkeypatch.setenv("LOOPX_NOW", clock.iso(clock.now() + timedelta(minutes=5)))  # its lease lapses
+    second = cli("--agent", "fast", "next", json=True)
+    assert second.code == 0 and second.data["todo_id"] == first["todo_id"]
+    r = cli("--agent", "slow", "turn", "finish", "--run", first["run_id"], "--result", "completion", "--verify",
+            json=True)
+    assert r.code == 4, r.out
+    assert not count.exists()

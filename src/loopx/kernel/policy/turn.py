@@ -213,6 +213,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     note = validate.text(note, "--note", required=False, limit=2000)
     state, run = _load_run(store, run_id)
     _may_finish(run, actor, result)
+    if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
+        _claim_kept(state, run)
     check = verified_by
     if verify and check is None and run["finished"] is None:
         cmd = verify_command(state, run)
@@ -230,6 +232,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             _may_finish(r, actor, result)
             out.update(_finished_view(state, r), repeat=True)
             return []
+        _claim_kept(state, r)
         drafts = runs.reap_drafts(state, now, skip=r["id"])
         evs = [queries.resolve_evidence(state, e)["id"] for e in evidence or ()]
         for e in evs:
@@ -264,6 +267,18 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
 
     store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
     return out
+
+
+def _claim_kept(state: dict, run: dict) -> None:
+    """Raise Conflict (``claimed_by_other``) when the run's todo is now claimed by another agent
+    (the run's lease lapsed and the todo was taken over): checked before any verify command runs."""
+    t = queries.run_todo(state, run)
+    c = (t or {}).get("claim")
+    if t and c and c["holder"] != run["agent"] and t["status"] not in ("done", "archived"):
+        raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}: run {run['id']} of "
+                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn "
+                       "with `loopx next`", code="claimed_by_other",
+                       details={"holder": c["holder"], "lease_until": c["lease_until"]})
 
 
 def _may_finish(run: dict, actor: str, result: str) -> None:
