@@ -270,3 +270,58 @@ def test_turn_finish_of_a_run_whose_todo_was_taken_over_runs_no_verify(project, 
             json=True)
     assert r.code == 4, r.out
     assert not count.exists()
+
+
+# ------------------------------------------------------------------ 6: scope after every turn
+SCOPED_AGENT = 'mkdir -p src; echo x > src/a.py; echo oops >> README.md; git add -A; git commit -qm work'
+
+
+def _scoped_goal(project: Path, cli) -> None:
+    _repo(project)
+    (project / "README.md").write_text("readme\n")
+    _git(project, "add", "README.md")
+    _git(project, "commit", "-q", "-m", "readme")
+    assert cli("start-goal", "--goal-text", "Code", "--goal-id", "g1", "--scope", "src/**",
+               "--todo", "write a.py", "--todo-verify", "test -f src/a.py").code == 0
+
+
+def test_an_out_of_scope_edit_under_agent_cmd_is_flagged_and_not_verified(project, cli):
+    _scoped_goal(project, cli)
+    r, d = _run(project, "--agent-cmd", SCOPED_AGENT)
+    assert r.code == 0, r.err
+    t = d["turns"][0]
+    assert t["out_of_scope"] == ["README.md"]
+    assert t["verified"] is False and t["slots"] == 0
+    assert "outside the scope" in t["note"]
+    state = _state(project)
+    run = state["runs"][t["run_id"]]
+    assert run["out_of_scope"] == ["README.md"] and run["verified"] is False
+    assert state["todos"][t["todo_id"]]["status"] != "done"  # not a verified completion without a human
+    assert (d["stop"]["decision"], d["stop"]["reason"]) == ("wait_human", "out_of_scope")
+    assert len(d["turns"]) == 1  # no second turn until a human looks
+    hist = cli("history", "--goal-id", "g1", json=True).data
+    assert any(x.get("out_of_scope") == ["README.md"] for x in hist["rounds"])
+    assert "README.md" in cli("history", "--goal-id", "g1").out
+    rp = cli("review-packet", "--goal-id", "g1", json=True).data
+    assert "README.md" in rp["markdown"] and "outside the scope" in rp["markdown"]
+
+
+def test_an_in_scope_edit_is_verified_as_before(project, cli):
+    _scoped_goal(project, cli)
+    r, d = _run(project, "--agent-cmd", 'mkdir -p src; echo x > src/a.py; git add -A; git commit -qm work', "--once")
+    t = d["turns"][0]
+    assert (t["result"], t["verified"], t["slots"]) == ("completion", True, 1)
+    assert "out_of_scope" not in t
+
+
+def test_an_agent_working_through_next_by_hand_is_checked_too(project, cli):
+    _scoped_goal(project, cli)
+    (project / "notes.txt").write_text("a human's unrelated edit, there before the turn\n")
+    t = cli("--agent", "bot", "next", json=True).data
+    (project / "src").mkdir()
+    (project / "src" / "a.py").write_text("x\n")
+    (project / "setup.cfg").write_text("[x]\n")
+    r = cli("--agent", "bot", "turn", "finish", "--run", t["run_id"], "--result", "completion", "--verify", json=True)
+    assert r.code == 0, r.out
+    assert r.data["out_of_scope"] == ["setup.cfg"]  # not notes.txt: it was dirty before the turn began
+    assert r.data["verified"] is False and r.data["todo_status"] != "done"

@@ -400,7 +400,7 @@ def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN, names: dic
                     "slots": r.get("slots", 0), "mode": r.get("mode"), "note": r.get("note"),
                     "usage": r.get("usage"), "changes": r.get("changes"), "host": r.get("host"),
                     "permission_mode": r.get("permission_mode"), "setup_error": r.get("setup_error"),
-                    "evidence": by_run.get(r["id"], [])})
+                    "out_of_scope": r.get("out_of_scope"), "evidence": by_run.get(r["id"], [])})
         if names is not None:
             out[-1]["machine"] = names.get(r.get("node") or "") or r.get("node")
     return _with_decision(out, decision)

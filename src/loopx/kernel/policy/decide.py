@@ -17,6 +17,9 @@ Rules, per goal, in order; the first that applies decides:
                loopx.kernel.read.verify) and neither a human nor the environment changed since ->
                ``wait_human``; once the caller's PATH or the command's resolution differs, the
                next check retries (``run``) instead of skipping
+4c. ``scope``  the last judged turn changed files outside the goal's scope
+               (loopx.kernel.read.turnscope) and no human acted since -> ``wait_human``
+               (``out_of_scope``)
 5. ``host``    the asking agent's last turn ended on a host setup error (not logged in, offline,
                rate limited, crashed, timed out, idle) and its retry time has not come ->
                ``wait_human`` (``host_*`` reason; ``wait`` for a rate limit with a reset time)
@@ -161,7 +164,8 @@ class _Eval:
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.host_rule()
+        return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.scope_rule()
+                or self.host_rule()
                 or self.budget_rule() or self.turn_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
                 or self.value() or self.go())
 
@@ -197,6 +201,27 @@ class _Eval:
                            f"then `loopx goal resume {self.goal['id']}`",
                            run_id=err["run"], setup_error={k: err.get(k) for k in
                                                            ("command", "exit_code", "timed_out", "path", "resolved")})
+    def scope_rule(self):
+        """The goal's last judged turn changed files outside the scope (loopx.kernel.read.turnscope):
+        a human looks before any more turns, until a human change or the todo closing."""
+        last = self.state["runs"].get(self.goal.get("last_judged_run") or "")
+        if not last or not last.get("out_of_scope"):
+            return None
+        from loopx.kernel.read import stall
+
+        t = self.state["todos"].get(last.get("todo") or "")
+        if (t and t["status"] in queries.DONE_STATES) or \
+                stall.reset_at(self.state, self.goal) > (last["finished"] or "", last.get("finished_seq") or 0):
+            self.passed("scope", f"run {last['id']} changed files outside the scope; a human acted since")
+            return None
+        files = last["out_of_scope"]
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        return self.decide("scope", "wait_human", "out_of_scope",
+                           f"run {last['id']} changed {len(files)} file(s) outside the goal's scope "
+                           f"({', '.join(files[:5])}{more}); a human reviews them, then widens the scope "
+                           f"(`loopx scope set`), reverts them or closes the todo", run_id=last["id"],
+                           todo_id=last.get("todo"), out_of_scope=files)
+
     def host_rule(self):
         err = hosts.error_for(self.state, self.goal, self.agent)
         if not err:

@@ -14,7 +14,8 @@ life of the goal) gathers::
                "pending": [{id, kind, question, created}]},
      "evidence": {"tests": [{id, summary, exit_code, ts}], "commits": [{id, summary, commit, ts}]},
      "problems": {"failures": [{run_id, todo_id, result, note, finished}], "stalls": n,
-                  "skips": n},
+                  "skips": n, "out_of_scope": [{run_id, todo_id, files[]}] (turns that changed files
+                  outside the goal's scope)},
      "decision": <should-run decision dict, not recorded>,
      "next_steps": [str],
      "machines": {node: name} (only when records of several machines are in the store; then the
@@ -154,7 +155,9 @@ def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
     return {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "note": r.get("note"),
                           "finished": r["finished"]}
                          for r in runs if r["finished"] and r["result"] in ("failed", "no_progress", "blocked")][-10:],
-            "stalls": stalls, "skips": skips}
+            "stalls": stalls, "skips": skips,
+            "out_of_scope": [{"run_id": r["id"], "todo_id": r.get("todo"), "files": r["out_of_scope"]}
+                             for r in runs if r.get("out_of_scope")][-10:]}
 
 
 def _next_steps(r: dict, d: dict) -> list[str]:
@@ -257,5 +260,11 @@ def render_markdown(d: dict) -> str:
           f"{_n(pr['skips'], 'skip decision')}."]
     L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}{_on(f.get('machine'))}: "
           f"{_t(f.get('note'), 200) or 'no note'}" for f in pr["failures"]]
+    if pr.get("out_of_scope"):
+        L += ["", "## Changes outside the scope", "",
+              "These turns changed files outside the goal's scope; none counts as a verified completion "
+              "until a human looked:", ""]
+        L += [f"- `{x['run_id']}` on {x['todo_id'] or 'planning'}: " + ", ".join(f"`{_t(p, 200)}`" for p in x["files"][:20])
+              for x in pr["out_of_scope"]]
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
     return "\n".join(L) + "\n"

@@ -21,7 +21,8 @@ import at start-up):
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
               evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
               host, permission_mode, wall_time, finished_seq, setup_error|None (a host that could not
-              work, or a verify command that could not run: loopx.kernel.read.verify)}
+              work, or a verify command that could not run: loopx.kernel.read.verify), scope_start
+              (loopx.kernel.read.turnscope.start), out_of_scope [path]|None (files changed outside the scope)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
@@ -50,6 +51,7 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
+from loopx.kernel import reasons
 from loopx.kernel.storage import actors
 
 FOLD_VERSION = 10  # 10: the turn ledger (`turns`) and per-todo stall streaks; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
@@ -553,7 +555,7 @@ def _run_started(s, r, d):
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
         "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
-        "node": r.get("node"),
+        "node": r.get("node"), "scope_start": d.get("scope_start"), "out_of_scope": None,
     }
     g = s["goals"].get(r["goal"])
     if g is not None:
@@ -571,6 +573,8 @@ def _run_finished(s, r, d):
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
     run["finished_seq"] = r["seq"]
+    if d.get("out_of_scope"):  # files the turn changed outside the goal's scope (loopx.kernel.read.turnscope)
+        run["out_of_scope"] = list(d["out_of_scope"])
     if d.get("reaped"):
         run["reaped"] = True
     _run_report(s, r, run, d)
@@ -701,9 +705,8 @@ def _watch_result(fired):
 
 # ------------------------------------------------------------------- notices (loopx.kernel.read.notices)
 NOTICE_KEEP = 200
-# decision reasons a person must act on (docs: REASONS convention) plus the budget running out
-NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
-                  "host_offline", "host_rate_limited", "host_crashed", "host_timed_out", "host_idle")
+# decision reasons a person hears about: the ``notifies`` column of the reason registry
+NOTICE_REASONS = reasons.notifying()
 _NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
 
 
