@@ -116,7 +116,7 @@ def test_start_goal_without_verify_says_what_that_means(project, cli):
     r = cli("start-goal", "--goal-text", "Report", "--goal-id", "g1", "--slots", "3", "--todo", "write it")
     assert r.code == 0
     assert "no verify command" in r.err + r.out
-    assert "6 turns" in r.err + r.out
+    assert "6 turns per 1d" in r.err + r.out
     j = cli("start-goal", "--goal-text", "Other", "--goal-id", "g2", "--slots", "3", json=True)
     assert "no verify command" in " ".join(j.json.get("warnings") or [])
 

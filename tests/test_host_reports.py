@@ -411,7 +411,7 @@ def test_dashboard_puts_a_host_failure_under_needs_you_with_its_message(project,
     now = clock.now_iso()
     (p,) = [x for x in api.status(now)["projects"] if x["key"] == project_key(str(project))]
     (g,) = p["goals"]
-    assert g["group"] == "needs_you" and "host_not_logged_in" in g["reason"] and "Not logged in" in g["reason"]
+    assert g["group"] == "needs_you" and g["decision_reason"] == "host_not_logged_in" and "Not logged in" in g["reason"]
     page = api.goal(p["key"], "g1", now)
     run = page["runs"][0]
     assert run["setup_error"]["reason"] == "host_not_logged_in" and run["host"] == "claude-code"

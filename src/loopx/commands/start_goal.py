@@ -128,11 +128,9 @@ def _unverified_note(ctx, goal_id: str) -> str:
     from loopx.kernel.storage.clock import format_duration
 
     g = ctx.store().load()["goals"][goal_id]
-    return (f"no verify command: no turn on {goal_id} can be verified, so none spends a slot; every turn still "
-            f"counts against the turn budget ({budget.turn_limit(g)} turns per {format_duration(g['quota']['window'])}) "
-            f"and {g['quota'].get('stall_after', 3)} unverified turns in a row on one todo stall it. Todos close on "
-            f"evidence (`loopx todo done T --evidence EV`); add a check with `loopx goal update {goal_id} --verify CMD` "
-            "or `loopx todo update T --verify CMD`")
+    return (f"no verify command: turns on {goal_id} are never verified and spend no slot; the turn budget "
+            f"({budget.turn_limit(g)} turns per {format_duration(g['quota']['window'])}) and the stall "
+            f"({g['quota'].get('stall_after', 3)} unverified turns in a row on a todo) bound them (docs/loop.md)")
 
 
 def render_started(d: dict) -> str:

@@ -617,32 +617,15 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         book = _tick(store, state, now) if checks else {}  # nothing to check: the watch code is not imported
     if book is not None and book.pop("_wrote", False):
         state = store.load(view="live")
-    if book is None and checks:
-        from loopx.kernel.policy.tick import load_book
-
-        book = load_book(store)
-    from loopx.kernel.read import fingerprint as fpmod
-
-    seen: dict = {}
-    seen_hosts: dict = {}
-
-    def fp(gid: str) -> str:
-        if "git" not in seen:
-            seen["git"] = fpmod.git_part(store.project_dir)
-        return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
-
-    def windows(kind: str):
-        if kind not in seen_hosts:
-            seen_hosts[kind] = host_windows(kind, now)
-        return seen_hosts[kind]
-
+    box = {"state": state}
+    got = inputs(store, box, now, book=... if book is None else book, host_usage=host_usage, caller=caller_path())
+    book = got["kwargs"]["book"]
     try:
-        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                     host_windows=windows if host_usage else None, caller_path=caller_path())
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     except fold.NotInLiveView:  # the rule looked up a record the live view left out: ask the full state
-        state = store.load()
-        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                     host_windows=windows if host_usage else None, caller_path=caller_path())
+        state = box["state"] = store.load()
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+    seen, seen_hosts = got["seen"], got["hosts"]
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
@@ -656,6 +639,58 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         except Exception:  # noqa: BLE001 - a follow-up (sending notifications) never fails the decision
             pass
     return d
+
+
+def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True, caller=..., git=None) -> dict:
+    """Every input of a decision, gathered in one place so no client evaluates with fewer (issue
+    21): the watch bookkeeping (``book``; ``...`` loads it when the state has checks), the hosts'
+    usage windows (``host_usage``; loopx.usage keeps them in a small cache by file size and
+    mtime), the caller's PATH (``caller``; ``...`` = unknown, as for a view), the fingerprint
+    (the state part of ``box["state"]`` plus the git part, read at most once; ``git()`` may supply
+    a cached one) and the host errors, windows and leases that are in the state itself.
+    Returns ``{"kwargs": for evaluate, "seen": {"git": str} once read, "hosts": {kind: windows}}``."""
+    from loopx.kernel.read import fingerprint as fpmod
+
+    state = box["state"]
+    if book is ...:
+        book = None
+        if _has_checks(state):
+            from loopx.kernel.policy.tick import load_book
+
+            book = load_book(store)
+    seen: dict = {}
+    seen_hosts: dict = {}
+
+    def fp(gid: str) -> str:
+        if "git" not in seen:
+            seen["git"] = git() if git is not None else fpmod.git_part(store.project_dir)
+        return fpmod.combine(fpmod.state_part(box["state"], gid), seen["git"])
+
+    def windows(kind: str):
+        if kind not in seen_hosts:
+            seen_hosts[kind] = host_windows(kind, now)
+        return seen_hosts[kind]
+
+    return {"kwargs": {"fingerprint": fp, "book": book, "host_windows": windows if host_usage else None,
+                       "caller_path": caller},
+            "seen": seen, "hosts": seen_hosts}
+
+
+def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
+               agent: str | None = None, git=None, explain: bool = False) -> dict:
+    """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
+    ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
+    same inputs (``inputs``), without recording it or running due checks. ``state`` may be a
+    live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
+    an unknown goal; an unreadable store gives an ``error`` decision."""
+    now = now or clock.now()
+    box = {"state": state}
+    got = inputs(store, box, now, git=git)
+    try:
+        return evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+    except fold.NotInLiveView:
+        box["state"] = store.load()
+        return evaluate(box["state"], now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
 
 
 def caller_path():

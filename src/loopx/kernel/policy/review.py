@@ -50,15 +50,12 @@ def _t(s, limit: int = 300) -> str:
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
-    from loopx.kernel.read import fingerprint
-
     state = store.load()
     g = queries.resolve_goal(state, goal_id)
     gid = g["id"]
     now = clock.now()
     since_iso = clock.iso(since) if since else ""
-    d = decide.evaluate(state, now, goal_id=gid,
-                        fingerprint=lambda x: fingerprint.compute(state, x, store.project_dir))
+    d = decide.for_client(store, state, gid, now=now)  # the one input builder: what should-run says
     runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > since_iso),
                   key=lambda r: r["started"])
     out = {
@@ -167,14 +164,11 @@ def _next_steps(r: dict, d: dict) -> list[str]:
                      f"`loopx gate approve {x['id']} --confirm {x['id']}` or `loopx gate reject {x['id']} --note ...`")
     for t in r["progress"]["blocked"][:5]:
         steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
-    if d["decision"] == "run":
-        steps.append(f"The next turn can run now: {d['message']} (`loopx run --once` or `loopx next`)")
-    elif d["decision"] == "stop" and d["reason"] == "goal_done":
-        steps.append("Nothing left: the goal is done. Start the next one with `loopx start-goal`")
-    elif d["decision"] == "stop" and d["reason"] == "complete":
-        steps.append("Every todo is done: check done_when and mark the goal done (`loopx goal done`)")
-    elif not r["gates"]["pending"]:
-        steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']}")
+    if d["reason"] != "gate_pending" or not r["gates"]["pending"]:  # the registry's command for the decision
+        from loopx.kernel import reasons
+
+        steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']} "
+                     f"(`{reasons.next_command(d)}`)")
     return steps
 
 
