@@ -325,3 +325,71 @@ def test_an_agent_working_through_next_by_hand_is_checked_too(project, cli):
     assert r.code == 0, r.out
     assert r.data["out_of_scope"] == ["setup.cfg"]  # not notes.txt: it was dirty before the turn began
     assert r.data["verified"] is False and r.data["todo_status"] != "done"
+
+
+# ------------------------------------------------------------------ 1-2: every client says the same
+def _clients(project: Path, cli, gid: str = "g1") -> dict:
+    """(decision, reason) from should-run, status, the dashboard's API, inbox and heartbeat-prompt."""
+    from loopx.dashboard.api import Api, project_key
+    from loopx.kernel.storage import clock
+
+    sr = cli("quota", "should-run", "--goal-id", gid, "--no-record", json=True).data
+    st = next(g for g in cli("status", json=True).data["goals"] if g["id"] == gid)
+    (p,) = [x for x in Api().status(clock.now_iso())["projects"] if x["key"] == project_key(str(project))]
+    dash = next(g for g in p["goals"] if g["id"] == gid)
+    inbox = [i for i in cli("inbox", json=True).data["items"] if i.get("goal") == gid and i["kind"] == "goal"]
+    hb = cli("heartbeat-prompt", "--goal-id", gid, json=True).data["schedule"]
+    return {"should-run": (sr["decision"], sr["reason"]),
+            "status": (st["decision"]["decision"], st["decision"]["reason"]),
+            "dashboard": (dash["decision"], dash["decision_reason"]),
+            "heartbeat": (hb["decision"], hb["reason"]),
+            "_status_next": st["next"], "_dash_group": dash["group"], "_inbox": inbox,
+            "_status_needs": st["decision"]["needs_you"]}
+
+
+def _agree(c: dict) -> tuple:
+    answers = {k: v for k, v in c.items() if not k.startswith("_")}
+    assert len(set(answers.values())) == 1, answers
+    return next(iter(answers.values()))
+
+
+def test_the_clients_agree_when_codex_is_at_97_percent(project, cli, clk):
+    from datetime import datetime
+
+    home = Path(os.environ["CODEX_HOME"]) / "sessions" / "2026" / "03" / "01"
+    home.mkdir(parents=True)
+    reset = int(datetime.fromisoformat("2026-03-01T11:00:00+00:00").timestamp())
+    line = {"timestamp": "2026-03-01T08:59:00Z", "type": "event_msg",
+            "payload": {"type": "token_count", "info": None, "rate_limits": {
+                "primary": {"used_percent": 97.0, "window_minutes": 300, "resets_at": reset}}}}
+    (home / "rollout-2026-03-01T08-00-00-0199aaaa.jsonl").write_text(json.dumps(line) + "\n")
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--todo", "a").code == 0
+    c = _clients(project, cli)
+    assert _agree(c) == ("wait", "host_window")
+    assert "loopx next" not in c["_status_next"] and c["_dash_group"] == "waiting"
+    assert c["_inbox"] == [] and not c["_status_needs"]  # a timed wait: nobody needs to act, and all say so
+
+
+def test_the_clients_agree_when_every_todo_is_done(project, cli):
+    assert cli("start-goal", "--goal-text", "Notes", "--goal-id", "g1", "--todo", "only").code == 0
+    tid = next(iter(_state(project)["todos"]))
+    assert cli("evidence", "add", "--goal-id", "g1", "--todo", tid, "--kind", "artifact", "--summary", "notes").code == 0
+    assert cli("todo", "done", tid, "--evidence", next(iter(_state(project)["evidence"]))).code == 0
+    c = _clients(project, cli)
+    assert _agree(c) == ("wait_human", "close_goal")
+    assert c["_status_next"].startswith("loopx goal done g1") and "todo add" not in c["_status_next"]
+    assert c["_dash_group"] == "needs_you" and c["_status_needs"]
+    assert [i["reason"] for i in c["_inbox"]] == ["close_goal"]  # inbox and the dashboard both say: you
+
+
+def test_after_an_agent_timeout_status_says_what_should_run_says(project, cli):
+    _repo(project)
+    assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--todo", "a", "--todo", "b").code == 0
+    r, d = _run(project, "--agent-cmd", "sleep 30", "--timeout", "1s")
+    assert r.code == 1 and d["turns"][0]["timed_out"]
+    c = _clients(project, cli)
+    _agree(c)
+    text = cli("status").out
+    assert text.count("NEEDS YOU") <= 1
+    if c["should-run"][0] == "run":
+        assert "goal resume" not in c["_status_next"] and "NEEDS YOU" not in text

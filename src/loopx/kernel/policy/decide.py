@@ -183,6 +183,8 @@ class _Eval:
         from loopx.kernel.read import verify
 
         err = verify.open_error(self.state, self.goal)
+        if err is not None and str(err.get("reason") or "").startswith("host_"):
+            err = None  # a host that could not work is the host rule's, per agent (rule 5), not the goal's setup
         if err is None:
             last = self.state["runs"].get(self.goal.get("last_run") or "")
             if last and last.get("setup_error"):  # a human said it is fixed, or the command changed
@@ -680,12 +682,13 @@ def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime 
                agent: str | None = None, git=None, explain: bool = False) -> dict:
     """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
     ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
-    same inputs (``inputs``), without recording it or running due checks. ``state`` may be a
+    same inputs (``inputs``), without recording it or running due checks. The caller's PATH is
+    unknown to a view (a verify command that could not run under cron's PATH stays standing). ``state`` may be a
     live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
     an unknown goal; an unreadable store gives an ``error`` decision."""
     now = now or clock.now()
     box = {"state": state}
-    got = inputs(store, box, now, git=git)
+    got = inputs(store, box, now, git=git)  # the PATH is unknown: a view says what a scheduler would hear
     try:
         return evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     except fold.NotInLiveView:
