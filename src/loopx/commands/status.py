@@ -114,6 +114,8 @@ def render(d: dict) -> str:
             head = "NEEDS YOU" if dec["needs_you"] else "decision"
             lines.append(f"  {head}: {dec['decision']} ({dec['reason']}): {safe(dec['message'], limit=160)}")
         for gate in g["needs_human"]:
+            if dec and dec.get("gate_id") == gate["gate_id"]:
+                continue  # the decision line above already asks it
             lines.append(f"  gate:    {gate['gate_id']} ({gate['kind']}) asks: {safe(gate['question'], limit=90)}")
         err = g.get("setup_error")
         if err:
