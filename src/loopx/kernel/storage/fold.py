@@ -145,8 +145,9 @@ def closed_mark(item_id: str, status: str) -> int:
 
 def _horizons(state: dict) -> dict:
     """Per goal, the start of the oldest run the stall count may need: the newest
-    ``no_progress_streak + 2`` finished runs (open runs are always kept). Todos created and gates
-    decided before it cannot change the stall count (the per-todo streaks live in ``stalls``)."""
+    ``no_progress_streak + 2`` finished runs (open runs are always kept), or the oldest entry of a
+    todo's stall streak (``stalls``) when that is older. Todos created and gates decided before
+    it cannot change the stall count (loopx.kernel.read.stall)."""
     per: dict[str, list] = {}
     for r in state["runs"].values():
         if r["finished"] is not None:
@@ -156,6 +157,9 @@ def _horizons(state: dict) -> dict:
         runs = sorted(per.get(gid, ()), reverse=True)
         keep = g.get("no_progress_streak", 0) + 2
         out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
+        streaks = [e[0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() for e in starts]
+        if streaks and min(streaks) < out[gid][0]:  # a todo's stall streak: what may reset it stays in view
+            out[gid] = (min(streaks), 0)
     return out
 
 
