@@ -27,14 +27,17 @@ def reset_at(state: dict, goal: dict) -> tuple:
 
 
 def streaks(state: dict, goal: dict, reset: tuple | None = None) -> dict[str, int]:
-    """{todo id or "" (planning): consecutive unverified turns since ``reset_at``} (non-zero only)."""
+    """{todo id or "" (planning): consecutive unverified turns since ``reset_at``} (non-zero only),
+    counted among the newest ``stall_after`` turns: reaching it is what matters, and a live view
+    keeps what could reset that many (loopx.kernel.storage.fold._horizons)."""
     per = (state.get("stalls") or {}).get(goal["id"]) or {}
     if not per:
         return {}
     reset = reset_at(state, goal) if reset is None else reset
+    limit = max(1, int(goal["quota"].get("stall_after", 3)))
     out = {}
     for key, starts in per.items():
-        n = sum(1 for ts, seq in starts if (ts, seq) > reset)
+        n = sum(1 for ts, seq in starts[-limit:] if (ts, seq) > reset)
         if n:
             out[key] = n
     return out

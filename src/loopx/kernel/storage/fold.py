@@ -157,7 +157,8 @@ def _horizons(state: dict) -> dict:
         runs = sorted(per.get(gid, ()), reverse=True)
         keep = g.get("no_progress_streak", 0) + 2
         out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
-        streaks = [e[0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() for e in starts]
+        limit = max(1, int(g.get("quota", {}).get("stall_after", 3)))  # only the newest stall_after entries count
+        streaks = [starts[-limit:][0][0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() if starts]
         if streaks and min(streaks) < out[gid][0]:  # a todo's stall streak: what may reset it stays in view
             out[gid] = (min(streaks), 0)
     return out
@@ -604,12 +605,13 @@ STALL_KEEP = 50
 def _stall_step(s, run):
     """The todo's stall streak after a judged run: verified progress ends it; an unverified
     ``progress``/``completion``, ``no_progress`` or ``failed`` extends it; ``blocked`` (a gate was
-    asked) neither. A completion that closed the todo ends it too (the todo is no longer worked)."""
+    asked) neither. A completion that closed the todo ends it too (the todo is no longer worked),
+    and so does a planning turn's progress (it added todos, which anyone can see)."""
     per = s.setdefault("stalls", {}).setdefault(run["goal"], {})
     key = run.get("todo") or ""
     res = run["result"]
-    if res in ("progress", "completion") and (run["verified"] or (key and (s["todos"].get(key) or {}).get("status")
-                                                                   in ("done", "archived"))):
+    if res in ("progress", "completion") and (run["verified"] or not key  # a planning turn's progress: new todos
+                                              or (s["todos"].get(key) or {}).get("status") in ("done", "archived")):
         per.pop(key, None)
     elif res in ("progress", "completion", "no_progress", "failed"):
         per[key] = (per.get(key) or [])[-(STALL_KEEP - 1):] + [[run["started"], run.get("seq", 0)]]
