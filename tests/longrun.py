@@ -1,6 +1,6 @@
 """The long-run simulator of issue 21: a seeded random walk that drives a real store (a real git
 repository, real verify commands) through many ticks with scripted agents of many kinds, random
-human actions, a Codex usage window that fills and resets, and clock jumps, checking at every
+human actions, a Codex usage window that fills and resets, a watch on a CI file, and clock jumps, checking at every
 tick the invariants a user relies on:
 
 - turns started per window never exceed the turn budget, and slots spent never exceed the slots;
@@ -81,6 +81,12 @@ class Sim:
         goals.start_goal(self.store, h, objective="Ship", goal_id="ship", verify="true",
                          quota=goals.quota_policy(slots=6, window="12h"),
                          todos=[{"title": f"s{i}", "verify": f"test -f src/s{i}.done"} for i in range(3)])
+        goals.start_goal(self.store, h, objective="Watch CI", goal_id="ci", quota=goals.quota_policy(slots=2, window="6h"))
+        from loopx.kernel.write import watches
+
+        with open(os.path.join(self.dir, "src", "ci.txt"), "w") as fh:
+            fh.write("green\n")
+        watches.add(self.store, h, "ci", every="30m", check="cat src/ci.txt", on="change", name="ci")
         self.codex(10.0)
 
     def codex(self, used: float) -> None:
@@ -181,6 +187,10 @@ class Sim:
             if rejected and r < 0.3:  # a human re-opens the work the rejection blocked
                 todos.update(self.store, h, rejected[0]["todo_id"], reopen=True, human=_human())
                 self.stats["human_actions"] += 1
+                return True
+            if r < 0.04:  # CI changes colour: the watch fires on its next check
+                with open(os.path.join(self.dir, "src", "ci.txt"), "w") as fh:
+                    fh.write(self.rng.choice(("green\n", "red\n", "flaky\n")))
                 return True
             unchanged = [g for g, d in answers.items() if d["reason"] == "no_change"]
             if unchanged and r < 0.35:  # a human commits a fix by hand: the fingerprint moves
@@ -285,7 +295,9 @@ class Sim:
         """Nothing left to do: done or one stable wait_human within SETTLE_TICKS, then no writes."""
         g = state["goals"][gid]
         live = [t for t in queries.goal_todos(state, gid) if t["status"] not in queries.DONE_STATES]
-        nothing_left = g["status"] == "active" and not live and not queries.pending_gates(state, gid)
+        watching = any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values()) \
+            or any(t.get("every") for t in queries.goal_todos(state, gid))  # a watching goal waits for its checks
+        nothing_left = g["status"] == "active" and not live and not queries.pending_gates(state, gid) and not watching
         if not nothing_left:
             self.settling.pop(gid, None)
             self.ended.pop(gid, None)
@@ -302,6 +314,15 @@ class Sim:
                 self.stats["ended"] += 1
             self.ended[gid] = ((d["decision"], d["reason"]), self.lines())
 
+    def check_due(self) -> bool:
+        from loopx.kernel.policy import tick as tk
+
+        state = self.store.load(view="live")
+        if not state.get("watches"):
+            return False
+        due = tk.earliest_due(state, tk.load_book(self.store), clock.iso(self.now))
+        return due is not None and due <= clock.iso(self.now)
+
     # ------------------------------------------------------------------ the walk
     def tick(self) -> None:
         self.stats["ticks"] += 1
@@ -312,6 +333,7 @@ class Sim:
         state = self.store.load()
         answers = {}
         acted = False
+        due = self.check_due()  # a due watch check may write: such a tick is not idle
         for gid in sorted(state["goals"]):
             kind = self.rng.choice(AGENTS)
             before = self.lines()
@@ -319,7 +341,7 @@ class Sim:
             answers[gid] = d
             self.stats["decisions"][d["reason"]] = self.stats["decisions"].get(d["reason"], 0) + 1
             key = (d["decision"], d["reason"], d.get("todo_id"), d.get("gate_id"))
-            if self.last_answer.get(gid) == key and d["decision"] != "run":
+            if self.last_answer.get(gid) == key and d["decision"] != "run" and not due:
                 assert self.lines() == before, (gid, key, "an idle tick wrote records")  # idle: nothing written
                 self.stats["idle_ticks"] += 1
             self.last_answer[gid] = key

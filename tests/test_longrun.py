@@ -13,7 +13,7 @@ from longrun import simulate
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the scripted agents use POSIX commands")
 
 SEED = 21
-TICKS = 500
+TICKS = 400
 
 
 def test_the_decision_holds_over_a_long_seeded_run(project, monkeypatch, capsys):
