@@ -32,7 +32,7 @@ from loopx.kernel.storage.store import Store
 from loopx.kernel.write import evidence, gates, goals, humans, todos
 
 START = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-AGENTS = ("honest", "silent", "failer", "stray", "claimer", "unverified", "codex")
+AGENTS = ("honest", "silent", "failer", "timeout", "stray", "claimer", "unverified", "codex")
 AGREE_EVERY = 25
 SETTLE_TICKS = 4  # a goal with nothing left must reach its end within this many of its ticks
 GIT_ENV = {"GIT_AUTHOR_NAME": "sim", "GIT_AUTHOR_EMAIL": "sim@example.com", "GIT_COMMITTER_NAME": "sim",
@@ -135,6 +135,9 @@ class Sim:
             pass  # exits without writing back: the lease lapses and the run is reaped
         elif kind == "failer":
             turn.finish(self.store, actor, rid, "failed", note="tool error")
+        elif kind == "timeout":  # what the runner records when the host hangs past --timeout
+            turn.close(self.store, actor, rid, "failed", "timed out after 30m",
+                       report={"setup_error": {"reason": "host_timed_out", "message": "the host timed out"}})
         elif kind == "stray":
             with open(os.path.join(self.dir, f"stray-{self.stats['turns']}.txt"), "w") as fh:
                 fh.write("outside the scope\n")
