@@ -393,3 +393,29 @@ def test_after_an_agent_timeout_status_says_what_should_run_says(project, cli):
     assert text.count("NEEDS YOU") <= 1
     if c["should-run"][0] == "run":
         assert "goal resume" not in c["_status_next"] and "NEEDS YOU" not in text
+
+
+# ------------------------------------------------------------------ the registry drives the cache and notifications
+def test_a_cached_answer_expires_only_on_the_inputs_its_reason_reads(project, cli):
+    """A claim ending can change a `claimed` answer, never a `close_goal` one (loopx.kernel.reasons)."""
+    from loopx.kernel import reasons
+    from loopx.kernel.policy import decision_cache, turn
+    from loopx.kernel.storage import clock
+
+    assert cli("start-goal", "--goal-text", "Busy", "--goal-id", "g1", "--todo", "a").code == 0
+    store = Store.open(str(project))
+    t = turn.next_turn(store, "agent:bot", goal_id="g1", lease="10m")  # a live lease ends in 10 minutes
+    state, now = store.load(), clock.now()
+    lease_end = t["lease_until"]
+    assert decision_cache.valid_until(state, now, reasons.clock_inputs({"decision": "wait", "reason": "claimed"})) \
+        == lease_end
+    assert decision_cache.valid_until(state, now, reasons.clock_inputs(
+        {"decision": "wait_human", "reason": "close_goal"})) > lease_end
+
+
+def test_the_notification_list_is_the_registrys():
+    from loopx.kernel import reasons
+    from loopx.kernel.storage import fold
+
+    assert set(fold.NOTICE_REASONS) == {r.reason for r in reasons.ROWS if r.notifies} - {"gate_pending", "goal_done"}
+    assert {"close_goal", "out_of_scope", "budget_turns", "stalled", "verify_broken"} <= set(fold.NOTICE_REASONS)
