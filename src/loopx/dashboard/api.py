@@ -103,7 +103,7 @@ class Api:
             self._cache[(root, view)] = (sig, state)
         return state
 
-    def decision(self, state: dict, row: dict, project_dir: str, now_iso: str) -> dict | None:
+    def decision(self, state: dict, row: dict, project_dir: str, now_iso: str, hosts: dict | None = None) -> dict | None:
         """What ``loopx quota should-run --goal-id G`` would answer now (nothing is recorded).
         The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
         if row["status"] != "active":
@@ -114,7 +114,8 @@ class Api:
 
         try:  # the one input builder of every client (windows, watches, host errors): what should-run says
             return decide.for_client(Store(os.path.join(project_dir, DIRNAME)), state, row["id"],
-                                     now=clock.parse_ts(now_iso), git=lambda: self._git_part(project_dir))
+                                     now=clock.parse_ts(now_iso), git=lambda: self._git_part(project_dir),
+                                     hosts=hosts)
         except LoopxError:
             return None
 
@@ -154,7 +155,8 @@ class Api:
         from loopx.kernel.read.status import summary
 
         data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
-        return data, [self.decision(state, g, p["path"], now_iso) for g in data["goals"]]
+        hosts: dict = {}  # the hosts' usage windows, read once for every goal of the overview
+        return data, [self.decision(state, g, p["path"], now_iso, hosts) for g in data["goals"]]
 
     def _status_of(self, listed: list[dict], now_iso: str) -> dict:
         from loopx.kernel.storage.fold import NotInLiveView

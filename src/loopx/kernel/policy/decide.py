@@ -643,13 +643,15 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     return d
 
 
-def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True, caller=..., git=None) -> dict:
+def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True, caller=..., git=None,
+           hosts: dict | None = None) -> dict:
     """Every input of a decision, gathered in one place so no client evaluates with fewer (issue
     21): the watch bookkeeping (``book``; ``...`` loads it when the state has checks), the hosts'
     usage windows (``host_usage``; loopx.usage keeps them in a small cache by file size and
     mtime), the caller's PATH (``caller``; ``...`` = unknown, as for a view), the fingerprint
     (the state part of ``box["state"]`` plus the git part, read at most once; ``git()`` may supply
     a cached one) and the host errors, windows and leases that are in the state itself.
+    ``hosts`` ({kind: windows}) shares the windows read across several evaluations at one moment.
     Returns ``{"kwargs": for evaluate, "seen": {"git": str} once read, "hosts": {kind: windows}}``."""
     from loopx.kernel.read import fingerprint as fpmod
 
@@ -661,7 +663,7 @@ def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True
 
             book = load_book(store)
     seen: dict = {}
-    seen_hosts: dict = {}
+    seen_hosts: dict = {} if hosts is None else hosts
 
     def fp(gid: str) -> str:
         if "git" not in seen:
@@ -679,16 +681,16 @@ def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True
 
 
 def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
-               agent: str | None = None, git=None, explain: bool = False) -> dict:
+               agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None) -> dict:
     """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
     ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
     same inputs (``inputs``), without recording it or running due checks. The caller's PATH is
     unknown to a view (a verify command that could not run under cron's PATH stays standing). ``state`` may be a
     live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
-    an unknown goal; an unreadable store gives an ``error`` decision."""
+    an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``."""
     now = now or clock.now()
     box = {"state": state}
-    got = inputs(store, box, now, git=git)  # the PATH is unknown: a view says what a scheduler would hear
+    got = inputs(store, box, now, git=git, hosts=hosts)  # the PATH is unknown: a view says what a scheduler would hear
     try:
         return evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     except fold.NotInLiveView:
