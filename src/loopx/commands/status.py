@@ -58,7 +58,8 @@ def _decisions(store, state: dict, goal_id: str | None) -> dict:
     from loopx.kernel.read import queries
 
     gids = [queries.resolve_goal(state, goal_id)["id"]] if goal_id else list(state["goals"])
-    return {g: decide.for_client(store, state, g) for g in gids}
+    hosts: dict = {}  # each host's usage windows read once for all goals
+    return {g: decide.for_client(store, state, g, hosts=hosts) for g in gids}
 
 
 def _when(iso: str | None) -> str:
