@@ -58,8 +58,17 @@ def _decisions(store, state: dict, goal_id: str | None) -> dict:
     from loopx.kernel.read import queries
 
     gids = [queries.resolve_goal(state, goal_id)["id"]] if goal_id else list(state["goals"])
-    hosts: dict = {}  # each host's usage windows read once for all goals
-    return {g: decide.for_client(store, state, g, hosts=hosts) for g in gids}
+    hosts: dict = {}  # each host's usage windows, and the git part of the fingerprint, read once for all goals
+    memo: dict = {}
+
+    def git() -> str:
+        if "git" not in memo:
+            from loopx.kernel.read import fingerprint
+
+            memo["git"] = fingerprint.git_part(store.project_dir)
+        return memo["git"]
+
+    return {g: decide.for_client(store, state, g, hosts=hosts, git=git) for g in gids}
 
 
 def _when(iso: str | None) -> str:
