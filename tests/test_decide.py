@@ -243,7 +243,7 @@ def test_cooldown_waits(store, clk, cli):
 
 
 def test_no_progress_then_no_change_skips(store, clk, cli):
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     code, doc = should(cli)
     d = doc["data"]
@@ -254,7 +254,7 @@ def test_no_progress_then_no_change_skips(store, clk, cli):
 
 
 def test_new_todo_turns_skip_into_run(store, clk, cli):
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     assert should(cli)[1]["data"]["decision"] == "skip"
     todos.add(store, "human:tester", "g1", "a fresh idea")
@@ -281,7 +281,7 @@ def test_new_commit_turns_skip_into_run(store, clk, cli, project):
     (project / "a.txt").write_text("one\n")
     _git(project, "add", "a.txt")
     _git(project, "commit", "-q", "-m", "one")
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     assert should(cli)[1]["data"]["decision"] == "skip"
     (project / "a.txt").write_text("two\n")
@@ -291,7 +291,7 @@ def test_new_commit_turns_skip_into_run(store, clk, cli, project):
 
 
 def test_stall_after_consecutive_no_progress(store, clk, cli):
-    start(store, clk, stall_after=3)
+    start(store, clk, stall_after=3, todos_=("first",))  # one todo: a stall is per todo (issue 21)
     for i in range(3):
         work_turn(store, clk, "failed" if i == 1 else "no_progress")
         todos.update(store, "human:tester", todos.queries.goal_todos(store.load(), "g1")[0]["id"], detail=f"hint {i}")
@@ -346,7 +346,7 @@ def test_bad_skip_exit_is_a_usage_error(store, clk, cli):
 
 
 def test_idle_burn_1440_checks_after_a_no_progress_run(store, clk, project):
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     events = project / ".loopx" / "events.jsonl"
     before = events.read_text().count("\n")
@@ -408,7 +408,7 @@ def test_no_record_writes_nothing(store, clk, cli, project):
 
 
 def test_decision_cache_answers_an_unchanged_store(store, clk, cli, project):
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     first = decide.should_run(store, goal_id="g1")
     assert first["recorded"] and not first["cached"]
@@ -429,7 +429,7 @@ def test_decision_cache_sees_a_new_commit(store, clk, project):
     (project / "a.txt").write_text("one\n")
     _git(project, "add", "a.txt")
     _git(project, "commit", "-q", "-m", "one")
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")
     for _ in range(3):
         d = decide.should_run(store, goal_id="g1")
@@ -512,7 +512,7 @@ def test_the_quick_path_answers_as_the_full_path_does(store, clk, cli, project, 
     from conftest import run_loopx
     from loopx.kernel.policy import decision_cache
 
-    start(store, clk)
+    start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")  # a `skip`: exit 1, or 0 with --skip-exit 0
     env = {"LOOPX_NOW": clk.iso, **env}
     for fmt in (["--format", "json"], []):

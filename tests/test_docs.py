@@ -69,3 +69,25 @@ def test_every_environment_variable_read_is_declared_in_config():
         raw = re.findall(r'os\.environ(?:\.get)?[\[(]"(LOOPX_[A-Z_]+)"', text) + re.findall(r'getenv\("(LOOPX_[A-Z_]+)"', text)
         assert not raw or f.name == "config.py", f"{f} reads {raw} without loopx.config.env"
     assert used and used <= set(VARS), sorted(used - set(VARS))
+
+
+def test_the_reason_table_in_loop_md_is_current():
+    """docs/loop.md's table of decisions and reasons is generated from loopx.kernel.reasons."""
+    proc = subprocess.run([sys.executable, str(REPO / "docs" / "gen_reasons.py"), "--check"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_reason_decide_can_give_is_declared_in_the_registry():
+    """A reason code written in the decision's source must have its row (adding a reason is one row)."""
+    import re
+
+    from loopx.kernel import reasons
+
+    src = "\n".join((REPO / "src" / "loopx" / p).read_text() for p in (
+        "kernel/policy/decide.py", "kernel/read/watching.py", "runner/outcome.py"))
+    codes = set(re.findall(r'self\.decide\("\w+", "(\w+)", "(\w+)"', src))
+    declared = {(r.decision, r.reason) for r in reasons.ROWS}
+    assert codes and codes <= declared, codes - declared
+    for r in reasons.ROWS:
+        assert r.group in reasons.GROUPS and set(r.clock) <= set(reasons.CLOCK), r

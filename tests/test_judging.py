@@ -335,8 +335,9 @@ def test_an_open_run_is_running_with_whom_to_wait_for_and_a_skip_is_never_waitin
     state = store.load()
     row = summary(state, clock.now_iso())["goals"][0]
     assert row["next"] == f"wait for {t['run_id']} (bot, lease until {t['lease_until']})"
-    group, reason, _ = classify(row, decide.evaluate(state, clock.now(), goal_id="g1"))
-    assert group == "running" and reason.startswith(f"wait for {t['run_id']}")
+    d = decide.evaluate(state, clock.now(), goal_id="g1")
+    group, reason, _ = classify(row, d)  # the dashboard renders the decision (issue 21), never status's text
+    assert group == "running" and reason == d["message"] and d["reason"] == "claimed"
     turn.finish(store, "agent:bot", t["run_id"], "no_progress")
     state = store.load()
     d = decide.evaluate(state, clock.now(), goal_id="g1",

@@ -357,6 +357,8 @@ def test_a_project_in_a_subfolder_of_its_repository(tmp_path, cli, monkeypatch):
         assert cwd.endswith(f"/.loopx/worktrees/{t['run_id']}/services/api")
     assert git(top, "ls-files").split() == sorted(
         ["services/api/README"] + [f"services/api/work-{t['todo_id']}.txt" for t in turns])
+    assert _state(proj)["goals"]["g1"]["status"] == "done"  # parallel goals close too (issue 21)
+    assert cli("goal", "resume", "g1").code == 0  # the guard below judges an active goal's scope
     wt = proj / ".loopx" / "worktrees" / "run-y"
     state = _state(proj)
     inside = guard.evaluate(state, paths=[str(wt / "services" / "api" / "x.txt")], project_dir=str(proj))

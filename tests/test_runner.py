@@ -81,7 +81,8 @@ def test_loop_runs_until_should_run_says_no(project, cli):
     assert r.code == 0
     d = json.loads(r.out)["data"]
     assert [t["result"] for t in d["turns"]] == ["completion", "completion"]  # not a git repo: verify decides
-    assert d["stop"]["decision"] == "stop" and d["stop"]["reason"] == "complete"
+    assert d["goal_verify"]["completed"] is True  # the goal's verify passed: done, and the loop stops
+    assert d["stop"]["decision"] == "stop" and _state(project)["goals"]["g1"]["status"] == "done"
 
 
 def test_no_change_stops_with_skip_and_exit_0(project, cli):
@@ -90,7 +91,9 @@ def test_no_change_stops_with_skip_and_exit_0(project, cli):
     r = run_loopx(["run", "--agent-cmd", "true", "--json"], cwd=project)
     assert r.code == 0
     d = json.loads(r.out)["data"]
-    assert [t["result"] for t in d["turns"]] == ["no_progress"]
+    # one try per todo (an unchanged no-progress todo does not hold back the other one), then skip
+    assert [t["result"] for t in d["turns"]] == ["no_progress", "no_progress"]
+    assert len({t["todo_id"] for t in d["turns"]}) == 2
     assert d["stop"]["decision"] == "skip"
     assert _state(project)["spends"] == {}
 

@@ -207,7 +207,7 @@ def _conclude(store, ctx, out, res):
                    approve_command=f"loopx --project {quote(out['dir'])} gate approve {gid} --confirm {gid}",
                    continue_command=f"loopx demo{flag}")
         return out, 0
-    if stop.get("decision") == "stop" and stop.get("reason") == "complete":
+    if stop.get("reason") in ("complete", "close_goal"):
         from loopx.kernel.write import humans
 
         goals.set_status(store, ctx.actor, GOAL, "done", note="every todo done with evidence; merge approved",

@@ -42,7 +42,7 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
     try:
         store = ctx.store()
         state = store.load()
-        d = decide.evaluate(state, clock.now(), goal_id=goal_id, agent=ctx.agent)
+        d = decide.for_client(store, state, goal_id, now=clock.now(), agent=ctx.agent)  # what should-run says
     except (LoopxError, OSError, ValueError):  # no project, unreadable store: the prompt alone is useful
         return None
     goal = state["goals"].get(d.get("goal_id") or "") or {}
@@ -53,7 +53,7 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
     cron = f"*/{minutes} * * * *" if minutes < 60 and 60 % minutes == 0 else (
         f"0 */{minutes // 60} * * *" if minutes % 60 == 0 and 24 % (minutes // 60) == 0 else None)
     return {"every_minutes": minutes, "cron": cron, "goal_id": d.get("goal_id"), "decision": d.get("decision"),
-            "scheduler_hint": d.get("scheduler_hint"),
+            "reason": d.get("reason"), "message": d.get("message"), "scheduler_hint": d.get("scheduler_hint"),
             "why": f"{slots} slots per {window // 3600}h window: one tick every {minutes} min spends the budget "
                    "evenly; ticks that find nothing to do stop at the should-run check"}
 
@@ -63,7 +63,8 @@ def render_heartbeat(d: dict) -> str:
     if not s:
         return d["prompt"]
     when = f"every {s['every_minutes']} minutes" + (f" (cron: {s['cron']})" if s.get("cron") else "")
-    return d["prompt"] + f"\n\n# Schedule it {when}: {s['why']}."
+    now = f"\n# Right now should-run says: {s['decision']} ({s['reason']})." if s.get("decision") else ""
+    return d["prompt"] + f"\n\n# Schedule it {when}: {s['why']}.{now}"
 
 
 def build_heartbeat(goal_id: str | None, agent: str | None) -> str:

@@ -80,6 +80,8 @@ def _round_row(r: dict, machine: bool = False) -> list[str]:
     result = r["result"] or "open"
     if r.get("setup_error"):
         result = r["setup_error"]["reason"]
+    if r.get("out_of_scope"):  # named in the row: the turn changed files outside the goal's scope
+        result += " out of scope: " + ", ".join(r["out_of_scope"][:3]) + ("..." if len(r["out_of_scope"]) > 3 else "")
     return [r["ts"][:19], "run", safe(agent, limit=20), *where, safe(r["todo_id"] or r.get("mode") or ""),
             safe(result), "yes" if r["verified"] else "no", str(r["evidence"]), str(r["slots"]),
             format_duration(r["duration"]) if r["duration"] is not None else "-", *usage_cells(r)]

@@ -16,7 +16,8 @@ def _project_items(path: str, info: dict) -> list[dict]:
     import shlex
 
     from loopx.errors import LoopxError
-    from loopx.kernel.policy import decide, tick
+    from loopx.kernel import reasons
+    from loopx.kernel.policy import decide
     from loopx.kernel.storage import clock
     from loopx.kernel.storage.store import Store
 
@@ -41,20 +42,19 @@ def _project_items(path: str, info: dict) -> list[dict]:
                           "reject_command": f"loopx --project {q} gate reject {g['id']} --note WHY",
                           "link": _link(path, g["goal"], g["id"])})
     now = clock.now()
-    book = tick.load_book(store) if state.get("watches") else None
     for g in state["goals"].values():
         if g["status"] != "active":
             continue
-        try:
-            d = decide.evaluate(state, now, goal_id=g["id"], book=book)
+        try:  # the one input builder: what should-run answers, with the same windows and checks
+            d = decide.for_client(store, state, g["id"], now=now)
         except LoopxError:
             continue
-        if d["decision"] == "wait_human" and d["reason"] != "gate_pending":
+        if reasons.needs_you(d) and d["reason"] != "gate_pending":  # the registry says who must act
             last = state["runs"].get(g.get("last_run") or "") or {}
             ts = max(g["updated"], last.get("finished") or "")
-            items.append({"kind": "goal", "project": path, "goal": g["id"], "reason": d["reason"],
-                          "message": d["message"], "ts": ts,
-                          "command": f"loopx --project {q} history --goal-id {g['id']}"})
+            items.append({"kind": "goal", "project": path, "goal": g["id"], "decision": d["decision"],
+                          "reason": d["reason"], "message": d["message"], "ts": ts,
+                          "command": f"loopx --project {q} " + reasons.next_command(d).removeprefix("loopx ")})
     return items
 
 

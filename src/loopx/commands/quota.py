@@ -19,7 +19,10 @@ def register(sub, name, help_text):
     st.add_argument("--slots", metavar="N", help="verified turns allowed per window (0 pauses)")
     st.add_argument("--window", metavar="DUR", help="rolling window, e.g. 24h")
     st.add_argument("--cooldown", metavar="DUR", help="minimum time between turns, e.g. 10m (0 for none)")
-    st.add_argument("--stall-after", metavar="N", help="no-progress turns in a row before asking a human")
+    st.add_argument("--stall-after", metavar="N", help="turns in a row on one todo without verified progress before "
+                                                       "asking a human")
+    st.add_argument("--turns", metavar="N", help="turns that may start per window, verified or not (default twice "
+                                                 "the slots; off restores it; raising it is human-only)")
     st.add_argument("--max-usd", metavar="AMOUNT", help="money the goal's turns may cost per window, as the hosts "
                                                         "report it (off clears; raising it is human-only)")
     st.add_argument("--max-tokens", metavar="N", help="tokens the goal's turns may use per window "
@@ -66,6 +69,8 @@ def quota_show(ctx, goal_id=None) -> dict:
         out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
                     "cooldown": b["cooldown"], "stall_after": q.get("stall_after", 3),
                     "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
+                    "turns": b["turns"], "turns_started": b["turns_started"], "turns_left": b["turns_left"],
+                    "next_turn_at": b["turns_free_at"],
                     "cooldown_until": b["cooldown_until"],
                     "max_usd": b["max_usd"], "spent_usd": b["spent_usd"], "max_tokens": b["max_tokens"],
                     "spent_tokens": b["spent_tokens"], "costed_runs": b["costed_runs"],
@@ -86,6 +91,9 @@ def render_show(d: dict) -> str:
         line += f", stall after {q['stall_after']}"
         if q["next_slot_at"]:
             line += f"; next slot frees at {q['next_slot_at']}"
+        line += f"\n  turns started in the window: {q['turns_started']}/{q['turns']} (verified or not)"
+        if q["next_turn_at"]:
+            line += f"; the next turn may start at {q['next_turn_at']}"
         line += f"\n  cost in the window: {q['spent_usd']:.2f} USD" + (
             f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {q['spent_tokens']:,} tokens" + (
             f" of {q['max_tokens']:,}" if q["max_tokens"] is not None else "") + \
@@ -95,13 +103,13 @@ def render_show(d: dict) -> str:
 
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None, max_usd=None,
-              max_tokens=None, host_reserve=None, use_leftover=None) -> dict:
+              max_tokens=None, host_reserve=None, use_leftover=None, turns=None) -> dict:
     from loopx.kernel.read import queries
     from loopx.kernel.write import goals, humans
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after,
                                 max_usd=max_usd, max_tokens=max_tokens, host_reserve=host_reserve,
-                                use_leftover=use_leftover)
+                                use_leftover=use_leftover, turns=turns)
     store = ctx.store()
     if policy:
         quota = queries.resolve_goal(store.load(), goal_id)["quota"]
@@ -123,6 +131,9 @@ def render_set(d: dict) -> str:
                      f", host reserve {q.get('host_reserve', 10)}%",
                      f", leftover only (window resets within {format_duration(q['use_leftover'])})"
                      if q.get("use_leftover") else ""])
+    from loopx.kernel.read.budget import turn_limit
+
+    money += f", {turn_limit({'quota': q})} turns per window"
     return (f"{d['goal_id']}: {q['slots']} slots per {format_duration(q['window'])}, cooldown "
             f"{format_duration(q.get('cooldown') or 0)}, stall after {q.get('stall_after', 3)}{money}{extra}")
 

@@ -116,7 +116,21 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
     res["started"] = True
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"
+    checked = verify or any(isinstance(t, dict) and t.get("verify") for t in todos or [])
+    if not checked:
+        return Reply(res, warnings=[_unverified_note(ctx, res["goal_id"])])
     return res
+
+
+def _unverified_note(ctx, goal_id: str) -> str:
+    """What a goal without any verify command means for its budget (issue 21)."""
+    from loopx.kernel.read import budget
+    from loopx.kernel.storage.clock import format_duration
+
+    g = ctx.store().load()["goals"][goal_id]
+    return (f"no verify command: turns on {goal_id} are never verified and spend no slot; the turn budget "
+            f"({budget.turn_limit(g)} turns per {format_duration(g['quota']['window'])}) and the stall "
+            f"({g['quota'].get('stall_after', 3)} unverified turns in a row on a todo) bound them (docs/loop.md)")
 
 
 def render_started(d: dict) -> str:

@@ -34,7 +34,9 @@ def status(ctx, goal_id=None, orient=False):
 
         book = load_book(store)
     now_iso = clock.now_iso()
-    data = store.read(lambda st: summary(st, now_iso, goal_id, book, store_root=store.root), state)
+    decisions = _decisions(store, state, goal_id)
+    data = store.read(lambda st: summary(st, now_iso, goal_id, book, store_root=store.root, decisions=decisions),
+                      state)
     data["project"] = store.project_dir
     data["orient"] = orient
     data["connected"] = True
@@ -52,6 +54,26 @@ def status(ctx, goal_id=None, orient=False):
 def _at(actor: str | None, machine: str | None) -> str:
     """``agent:claude-code@laptop`` when the store holds more than one machine's records."""
     return f"{actor}@{machine}" if machine else (actor or "?")
+
+
+def _decisions(store, state: dict, goal_id: str | None) -> dict:
+    """{goal id: its should-run answer} through the one input builder (decide.for_client), so
+    status says what should-run says (issue 21)."""
+    from loopx.kernel.policy import decide
+    from loopx.kernel.read import queries
+
+    gids = [queries.resolve_goal(state, goal_id)["id"]] if goal_id else list(state["goals"])
+    hosts: dict = {}  # each host's usage windows, and the git part of the fingerprint, read once for all goals
+    memo: dict = {}
+
+    def git() -> str:
+        if "git" not in memo:
+            from loopx.kernel.read import fingerprint
+
+            memo["git"] = fingerprint.git_part(store.project_dir)
+        return memo["git"]
+
+    return {g: decide.for_client(store, state, g, hosts=hosts, git=git) for g in gids}
 
 
 def _when(iso: str | None) -> str:
@@ -84,12 +106,8 @@ def render(d: dict) -> str:
     if d.get("orient"):
         for g in d["goals"]:
             t = g["todos"]
-            flag = f"  NEEDS YOU: {len(g['needs_human'])} gate(s)" if g["needs_human"] else ""
-            if g.get("host_errors"):
-                e = g["host_errors"][0]
-                flag += f"  NEEDS YOU: {e['reason']}: {safe(e['message'], limit=60)}"
-            if not flag and g.get("setup_error"):
-                flag = f"  NEEDS YOU: {g['setup_error'].get('reason')}"
+            dec = g.get("decision") or {}
+            flag = f"  NEEDS YOU: {dec['reason']}" if dec.get("needs_you") else ""
             lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                          f"{flag}  {safe(g['objective'], limit=50)}")
         if not d["goals"]:
@@ -106,13 +124,19 @@ def render(d: dict) -> str:
         lines.append("")
         lines.append(f"goal {g['id']}  [{g['status']}]  {safe(g['objective'], limit=70)}")
         lines.append(f"  todos:   {counts}")
+        dec = g.get("decision")
+        if dec:  # the one answer (should-run's); the lines below add detail, never another answer
+            head = "NEEDS YOU" if dec["needs_you"] else "decision"
+            lines.append(f"  {head}: {dec['decision']} ({dec['reason']}): {safe(dec['message'], limit=160)}")
         for gate in g["needs_human"]:
-            lines.append(f"  NEEDS YOU: gate {gate['gate_id']} ({gate['kind']}): {safe(gate['question'], limit=90)}")
+            if dec and dec.get("gate_id") == gate["gate_id"]:
+                continue  # the decision line above already asks it
+            lines.append(f"  gate:    {gate['gate_id']} ({gate['kind']}) asks: {safe(gate['question'], limit=90)}")
         err = g.get("setup_error")
         if err:
-            lines.append(f"  NEEDS YOU: {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
+            lines.append(f"  setup:   {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
         for e in g.get("host_errors") or []:
-            lines.append(f"  NEEDS YOU: {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
+            lines.append(f"  host:    {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
                          f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
         for c in g["claimed"]:
             lines.append(f"  held:    {c['id']} by {safe(_at(c['holder'], c.get('machine')))} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")

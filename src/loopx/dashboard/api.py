@@ -103,20 +103,19 @@ class Api:
             self._cache[(root, view)] = (sig, state)
         return state
 
-    def decision(self, state: dict, row: dict, project_dir: str, now_iso: str) -> dict | None:
+    def decision(self, state: dict, row: dict, project_dir: str, now_iso: str, hosts: dict | None = None) -> dict | None:
         """What ``loopx quota should-run --goal-id G`` would answer now (nothing is recorded).
         The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
         if row["status"] != "active":
             return None
         from loopx.kernel.policy import decide
-        from loopx.kernel.read import fingerprint
         from loopx.kernel.storage import clock
+        from loopx.kernel.storage.store import DIRNAME, Store
 
-        def fp(gid: str) -> str:
-            return fingerprint.combine(fingerprint.state_part(state, gid), self._git_part(project_dir))
-
-        try:
-            return decide.evaluate(state, clock.parse_ts(now_iso), goal_id=row["id"], fingerprint=fp)
+        try:  # the one input builder of every client (windows, watches, host errors): what should-run says
+            return decide.for_client(Store(os.path.join(project_dir, DIRNAME)), state, row["id"],
+                                     now=clock.parse_ts(now_iso), git=lambda: self._git_part(project_dir),
+                                     hosts=hosts)
         except LoopxError:
             return None
 
@@ -156,7 +155,8 @@ class Api:
         from loopx.kernel.read.status import summary
 
         data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
-        return data, [self.decision(state, g, p["path"], now_iso) for g in data["goals"]]
+        hosts: dict = {}  # the hosts' usage windows, read once for every goal of the overview
+        return data, [self.decision(state, g, p["path"], now_iso, hosts) for g in data["goals"]]
 
     def _status_of(self, listed: list[dict], now_iso: str) -> dict:
         from loopx.kernel.storage.fold import NotInLiveView
@@ -187,7 +187,9 @@ class Api:
             for g, d in zip(data["goals"], decisions, strict=True):
                 group, reason, next_check = classify(g, d)
                 counts[group] += 1
-                row["goals"].append(dict(g, group=group, reason=reason, next_check_at=next_check))
+                row["goals"].append(dict(g, group=group, reason=reason, next_check_at=next_check,
+                                         decision=d.get("decision") if d else None,
+                                         decision_reason=d.get("reason") if d else None))
             row["agents"] = len(data["agents"])
             projects.append(row)
         return {"generated_at": now_iso, "version": __version__, "projects": projects, "counts": counts}
@@ -335,33 +337,19 @@ class Api:
 # ---------------------------------------------------------------------- shaping helpers
 def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
     """(group, reason, next_check_at) for one goal summary row from ``status.summary`` and the
-    goal's should-run ``decision`` (``decide.evaluate``; None when it could not be evaluated)."""
+    goal's should-run ``decision`` (``decide.for_client``; None when it could not be evaluated).
+    The group is the reason registry's (loopx.kernel.reasons); an open run only moves a ``ready``
+    or ``waiting`` goal to ``running``. Never decided by a message's text."""
     if row["status"] in ("done", "stopped", "paused"):
         return "stopped", row["status"], None
-    if row["needs_human"]:
-        return "needs_you", f"{len(row['needs_human'])} gate(s) wait for your decision", None
-    if row.get("host_errors"):
-        e = row["host_errors"][0]
-        return "needs_you", f"{e['host'] or e['agent']} could not work ({e['reason']}): {e['message']}", None
-    if row["next"].startswith("wait for run-"):  # a run is open: wait for it, not "is the next one worth it?"
-        return "running", row["next"], None
-    d = decision or {"decision": "wait", "message": row["next"], "next_check_at": None}
-    kind, msg = d["decision"], d.get("message") or ""
-    if row.get("setup_error"):
-        return "needs_you", f"{row['setup_error'].get('reason')}: {row['setup_error'].get('message')}", None
-    if kind in ("wait_human", "error"):
-        return "needs_you", msg, None
-    if kind == "stop":
-        return "needs_you", f"{msg}: mark the goal done or add todos", None
-    if kind == "skip" and d.get("reason") == "no_change":  # nothing changes by itself: stuck, never "waiting"
-        return "needs_you", f"stuck: {msg}", None
-    if row["open_runs"] or row["claimed"]:
-        return "running", f"{len(row['open_runs'])} open run(s), {len(row['claimed'])} live lease(s)", None
-    if kind == "run":
-        return "ready", msg, None
-    if kind == "pause":
-        return "stopped", msg, None
-    return "waiting", msg, d.get("next_check_at")
+    if decision is None:
+        return "waiting", "the decision could not be evaluated (`loopx quota should-run --explain`)", None
+    from loopx.kernel import reasons
+
+    group, msg = reasons.group(decision), decision.get("message") or ""
+    if group in ("ready", "waiting") and row["open_runs"]:  # detail: work is in flight while the answer stands
+        return "running", f"{len(row['open_runs'])} open run(s); should-run: {decision['decision']} ({msg})", None
+    return group, msg, decision.get("next_check_at") if group == "waiting" else None
 
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
@@ -400,7 +388,7 @@ def runs_timeline(state: dict, goal_id: str, limit: int = RUNS_SHOWN, names: dic
                     "slots": r.get("slots", 0), "mode": r.get("mode"), "note": r.get("note"),
                     "usage": r.get("usage"), "changes": r.get("changes"), "host": r.get("host"),
                     "permission_mode": r.get("permission_mode"), "setup_error": r.get("setup_error"),
-                    "evidence": by_run.get(r["id"], [])})
+                    "out_of_scope": r.get("out_of_scope"), "evidence": by_run.get(r["id"], [])})
         if names is not None:
             out[-1]["machine"] = names.get(r.get("node") or "") or r.get("node")
     return _with_decision(out, decision)

@@ -9,13 +9,16 @@
                     (only when all todos were done and the goal's verify command ran)}
 
 When should-run says every todo is done, the goal's own verify command decides the goal: it
-runs once per call (not in ``--parallel`` mode, and not while a gate of the goal is pending or a
-run is open); passing marks the goal done, failing makes should-run ask for a planning turn.
+runs once (not while a gate of the goal is pending or a run is open, in ``--parallel`` mode too;
+a passing check with no run since is never run again); passing marks the goal done, or for a goal
+that protects actions leaves one stable ``wait_human`` (``close_goal``) for a human; failing makes
+should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
 "agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
 "usage": loopx.runner.report usage|None (None: usage unknown), "changes": loopx.runner.changes
-dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None}``.
+dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None,
+"out_of_scope": [path] (only when the turn changed files outside the goal's scope: never verified)}``.
 A host that could not work (not logged in, offline, rate limited, crashed, timed out, idle:
 loopx.runner.outcome) ends the turn as ``failed`` with ``setup_error`` recorded on the run.
 
@@ -56,6 +59,7 @@ class Driver:
         self.log = log or (lambda msg: None)
         self.locks: dict[str, RunnerLock] = {}
         self.isolate = False      # parallel mode: one git worktree per turn
+        self.workdir: str | None = None  # the turn's working directory (its worktree in parallel mode)
         self.base: str | None = None
 
     def rename(self, agent: str) -> None:
@@ -124,6 +128,7 @@ class Driver:
                 turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
                 raise
             cwd = started["worktree"]["cwd"]
+        self.workdir = cwd  # where the scope of the turn's changes is checked (turn.finish)
         from loopx.runner import changes
 
         before = changes.head(cwd)
@@ -212,6 +217,10 @@ class Driver:
             fin = {"result": run["result"], "verified": run["verified"]}
             out["note"] = "finished by the agent"
         out.update(result=fin["result"], verified=fin["verified"], slots=0)
+        if fin.get("out_of_scope"):
+            out["out_of_scope"] = fin["out_of_scope"]
+            out["note"] = ((out.get("note") or "") + f"; changed outside the scope: {', '.join(fin['out_of_scope'][:5])}"
+                           ).lstrip("; ")
         if fin["verified"] and fin["result"] in ("progress", "completion"):
             from loopx.kernel.policy import shared
 
@@ -231,8 +240,10 @@ class Driver:
         g = state["goals"].get(goal_id or "")
         if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
             return None
-        check = turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
-                                                         "after_run": g.get("last_run")}, g["verify"], self.timeout)
+        stands = decide.goal_verify_passed(state, g)  # a passing check with no run since: never run it twice
+        check = {"passed": True, "evidence_id": stands["id"], "exit_code": 0} if stands else \
+            turn.run_verify(self.store, self.actor, {"goal": g["id"], "id": None, "todo": None,
+                                                     "after_run": g.get("last_run")}, g["verify"], self.timeout)
         out = {"goal_id": g["id"], "passed": check["passed"], "evidence_id": check["evidence_id"],
                "exit_code": check["exit_code"], "setup_error": check.get("setup_error"), "completed": False}
         if check["passed"] and g["scope"].get("protect"):  # finishing protected work is a human's call
@@ -295,7 +306,7 @@ class Driver:
                  and (not g["blocks"] or run.get("todo") in g["blocks"])]
         if asked:
             out["note"] = f"waiting for gate {asked[0]['id']}"
-            return turn.finish(self.store, self.actor, run["id"], "blocked", note=out["note"], report=report)
+            return turn.finish(self.store, self.actor, run["id"], "blocked", workdir=self.workdir, note=out["note"], report=report)
         if run.get("mode") == "plan":
             known = getattr(self, "todos_before", set())
             added = sum(1 for k, t in state["todos"].items() if t["goal"] == run["goal"] and k not in known)
@@ -313,9 +324,9 @@ class Driver:
                     result, out["note"] = "progress", "the goal's verify command passes now"
                 else:
                     out["note"] = "the planning turn added no todo and the goal's verify command still fails"
-                return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], verified_by=check,
+                return turn.finish(self.store, self.actor, run["id"], result, workdir=self.workdir, note=out["note"], verified_by=check,
                                    report=report)
-            return turn.finish(self.store, self.actor, run["id"], result, note=out["note"], report=report)
+            return turn.finish(self.store, self.actor, run["id"], result, workdir=self.workdir, note=out["note"], report=report)
         if changed is None:  # in a worktree, ``changed`` is "the run's branch is ahead of the base"
             changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
                        or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
@@ -337,7 +348,7 @@ class Driver:
         else:
             result, note = ("completion" if t else "progress"), "verify passed"
         out["note"] = note
-        return turn.finish(self.store, self.actor, run["id"], result, note=note, verified_by=check, report=report)
+        return turn.finish(self.store, self.actor, run["id"], result, workdir=self.workdir, note=note, verified_by=check, report=report)
 
 
 def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
@@ -379,14 +390,14 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                                   tick=not dry_run, on_decided=None if dry_run else _notify)
             if d["decision"] == "error":
                 raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
-            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run and not checked_goal
-                    and not drv.isolate):  # parallel runners leave it to a human: merges may still wait at gates
+            if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run
+                    and not checked_goal):  # parallel runners too: merges waiting at a gate hold it back
                 checked_goal = True
                 done = drv.complete_goal(d["goal_id"])
                 if done is not None:
                     out["goal_verify"] = done
-                    if not done["passed"] and not done.get("setup_error"):
-                        continue  # should-run now asks for a planning turn
+                    if not done.get("setup_error"):
+                        continue  # should-run now says done, close_goal (a human closes it) or plan
             if d["decision"] != "run":
                 out.update(stop=d, stopped_because="decision")
                 break

@@ -403,6 +403,8 @@ function runItem(r) {
     r.todo_title ? h("p", { class: "small" }, "todo: ", r.todo_title) : null,
     r.finished ? h("p", { class: "small" }, usageText(r)) : null,
     r.setup_error ? h("p", { class: "small" }, chip(r.setup_error.reason, "warn"), " ", r.setup_error.message) : null,
+    r.out_of_scope && r.out_of_scope.length ? h("p", { class: "small" }, chip("outside the scope", "warn"), " ",
+      r.out_of_scope.join(", ")) : null,
     r.note ? h("p", { class: "small muted" }, r.note) : null,
     r.evidence.length ? h("ul", { class: "evidence" }, r.evidence.map(evidenceItem)) : null);
 }

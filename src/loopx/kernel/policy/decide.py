@@ -17,17 +17,23 @@ Rules, per goal, in order; the first that applies decides:
                loopx.kernel.read.verify) and neither a human nor the environment changed since ->
                ``wait_human``; once the caller's PATH or the command's resolution differs, the
                next check retries (``run``) instead of skipping
+4c. ``scope``  the last judged turn changed files outside the goal's scope
+               (loopx.kernel.read.turnscope) and no human acted since -> ``wait_human``
+               (``out_of_scope``)
 5. ``host``    the asking agent's last turn ended on a host setup error (not logged in, offline,
                rate limited, crashed, timed out, idle) and its retry time has not come ->
                ``wait_human`` (``host_*`` reason; ``wait`` for a rate limit with a reset time)
 6. ``budget``  slots spent in the rolling window >= slots -> ``wait``; money or tokens spent (plus
                one typical turn) over ``max_usd`` / ``max_tokens`` -> ``wait`` (``budget_usd`` /
-               ``budget_tokens``); cooldown -> ``wait``
+               ``budget_tokens``); the turns started in the window (every turn, verified or
+               not) reached the turn budget -> ``wait`` (``budget_turns``); cooldown -> ``wait``
 7. ``window``  the host that would run the turn is above ``100 - host_reserve`` percent of one of
                its usage windows -> ``wait`` (``host_window``) until the window resets; a goal
                set to ``use_leftover`` waits (``leftover_not_due``) until a window resets soon
-8. ``value``   ``stall_after`` consecutive no-progress runs -> ``wait_human`` (stalled); the last
-               run made no progress and the fingerprint has not changed -> ``skip``
+8. ``value``   per todo: ``stall_after`` turns in a row on it without verified progress
+               (loopx.kernel.read.stall) make it stalled; its last judged run made no progress
+               and the fingerprint has not changed -> it is skipped; the first other ready todo
+               runs; when none is left -> ``wait_human`` (stalled) or ``skip`` (no_change)
 9. ``run``     -> ``run``, naming the todo (or ``mode: plan``)
 
 The returned dict (stable; the CLI, dashboard, hooks and runner rely on it)::
@@ -52,7 +58,6 @@ from loopx.kernel.storage.clock import datetime, timedelta
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
 NO_PROGRESS = ("no_progress", "failed", "blocked")
-STALL_RESULTS = ("no_progress", "failed")
 # when several goals are evaluated and none may run, the most useful answer wins
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
 
@@ -79,6 +84,22 @@ def goal_verify_failed(state: dict, goal: dict) -> dict | None:
     return e
 
 
+def goal_verify_passed(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command when it passed and no run of the
+    goal started since (its ``after_run`` is still the goal's last run), else None."""
+    cmd = goal.get("verify")
+    if not cmd:
+        return None
+    hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
+            and not e.get("todo") and not e.get("run")]
+    if not hits:
+        return None
+    e = max(hits, key=lambda x: x.get("seq", 0))
+    if e.get("exit_code") != 0 or (e.get("after_run") or None) != (goal.get("last_run") or None):
+        return None
+    return e
+
+
 def exit_code(decision: dict, skip_exit: int = 1) -> int:
     """0 for run, 3 for error, else ``skip_exit`` (default 1)."""
     if decision["decision"] == "run":
@@ -99,29 +120,17 @@ def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None,
     return None
 
 
-def _stall_streak(state: dict, goal: dict) -> int:
-    """Consecutive no-progress runs since the last change a human would make (goal or quota
-    update, a new todo, a decided gate)."""
-    if goal.get("no_progress_streak", 0) < goal["quota"].get("stall_after", 3):
-        return goal.get("no_progress_streak", 0)
-    gid = goal["id"]
-    reset = goal.get("updated") or ""
-    for t in state["todos"].values():
-        if t["goal"] == gid and t["created"] > reset:
-            reset = t["created"]
-    for g in state["gates"].values():
-        if g["goal"] == gid and g.get("decided") and g["decided"] > reset:
-            reset = g["decided"]
-    runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > reset),
-                  key=lambda r: (r["started"], r.get("seq", 0)), reverse=True)
-    n = 0
-    for r in runs:
-        if r["finished"] is None or r.get("setup_error"):
+def _last_judged(state: dict, goal_id: str, keys: list) -> dict:
+    """{todo id ("" for planning turns): its newest finished run without a setup error}."""
+    want = set(keys)
+    out: dict = {}
+    for r in state["runs"].values():
+        k = r.get("todo") or ""
+        if (r["goal"] != goal_id or k not in want or r["finished"] is None or r.get("setup_error")):
             continue
-        if r["result"] not in STALL_RESULTS:
-            break
-        n += 1
-    return n
+        if k not in out or r.get("seq", 0) > out[k].get("seq", 0):
+            out[k] = r
+    return out
 
 
 class _Eval:
@@ -155,8 +164,9 @@ class _Eval:
         return out
 
     def run(self) -> dict:
-        return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.host_rule()
-                or self.budget_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
+        return (self.status() or self.watch_note() or self.gates_and_work() or self.setup() or self.scope_rule()
+                or self.host_rule()
+                or self.budget_rule() or self.turn_rule() or self.money_rule() or self.cooldown_rule() or self.window_rule()
                 or self.value() or self.go())
 
     def watch_note(self):
@@ -173,6 +183,8 @@ class _Eval:
         from loopx.kernel.read import verify
 
         err = verify.open_error(self.state, self.goal)
+        if err is not None and str(err.get("reason") or "").startswith("host_"):
+            err = None  # a host that could not work is the host rule's, per agent (rule 5), not the goal's setup
         if err is None:
             last = self.state["runs"].get(self.goal.get("last_run") or "")
             if last and last.get("setup_error"):  # a human said it is fixed, or the command changed
@@ -191,6 +203,27 @@ class _Eval:
                            f"then `loopx goal resume {self.goal['id']}`",
                            run_id=err["run"], setup_error={k: err.get(k) for k in
                                                            ("command", "exit_code", "timed_out", "path", "resolved")})
+    def scope_rule(self):
+        """The goal's last judged turn changed files outside the scope (loopx.kernel.read.turnscope):
+        a human looks before any more turns, until a human change or the todo closing."""
+        last = self.state["runs"].get(self.goal.get("last_judged_run") or "")
+        if not last or not last.get("out_of_scope"):
+            return None
+        from loopx.kernel.read import stall
+
+        t = self.state["todos"].get(last.get("todo") or "")
+        if (t and t["status"] in queries.DONE_STATES) or \
+                stall.reset_at(self.state, self.goal) > (last["finished"] or "", last.get("finished_seq") or 0):
+            self.passed("scope", f"run {last['id']} changed files outside the scope; a human acted since")
+            return None
+        files = last["out_of_scope"]
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        return self.decide("scope", "wait_human", "out_of_scope",
+                           f"run {last['id']} changed {len(files)} file(s) outside the goal's scope "
+                           f"({', '.join(files[:5])}{more}); a human reviews them, then widens the scope "
+                           f"(`loopx scope set`), reverts them or closes the todo", run_id=last["id"],
+                           todo_id=last.get("todo"), out_of_scope=files)
+
     def host_rule(self):
         err = hosts.error_for(self.state, self.goal, self.agent)
         if not err:
@@ -224,6 +257,7 @@ class _Eval:
                                f"{fmt(b[f'spent_{unit}'])} of {fmt(b[f'max_{unit}'])} spent in the last "
                                f"{clock.format_duration(b['window'])}{more}{when}", next_check_at=at)
         parts = [f"{b['left']} of {b['slots']} slots left in the window",
+                 f"{b['turns_left']} of {b['turns']} turns left",
                  f"{b['spent_usd']:.2f}/{b['max_usd']:.2f} USD spent" if b.get("max_usd") is not None else None,
                  f"{b['spent_tokens']:,}/{b['max_tokens']:,} tokens spent" if b.get("max_tokens") is not None
                  else None]
@@ -336,10 +370,22 @@ class _Eval:
                                   f"({bad['id']}, exit {bad['exit_code']}): plan the remaining work")
                 self.passed("work", self.plan_note)
                 return None
-            how = ("`loopx run` checks the goal's verify command and marks it done" if self.goal.get("verify")
-                   else "`loopx goal done`")
-            return self.decide("work", "stop", "complete",
-                               f"all {len(todos) + closed} todos are done: goal looks complete ({how})")
+            n = len(todos) + closed
+            passed = goal_verify_passed(self.state, self.goal)
+            gid = self.goal["id"]
+            if self.goal.get("verify") and passed is None:
+                return self.decide("work", "stop", "complete",
+                                   f"all {n} todos are done: goal looks complete (`loopx run` checks the goal's "
+                                   "verify command once and marks it done)")
+            if passed is not None and not self.goal["scope"].get("protect"):
+                return self.decide("work", "stop", "complete",
+                                   f"all {n} todos are done and the goal's verify command passed ({passed['id']}): "
+                                   f"`loopx run` marks it done", evidence_id=passed["id"])
+            why = (f"its verify command passed ({passed['id']}) and it protects {', '.join(self.goal['scope']['protect'])}"
+                   if passed is not None else "nothing checks its done_when (no verify command)")
+            return self.decide("work", "wait_human", "close_goal",
+                               f"all {n} todos are done and {why}: a human closes the goal (`loopx goal done {gid}`) "
+                               "or adds a todo", evidence_id=passed["id"] if passed else None)
         held = [t for t in live if queries.claim_live(t, self.now_iso)]
         if held:
             first = min(t["claim"]["lease_until"] for t in held)
@@ -383,6 +429,17 @@ class _Eval:
                                f"{clock.format_duration(b['window'])}; a slot frees at {at}", next_check_at=at)
         return None
 
+    def turn_rule(self):
+        b = self.budget
+        if b["turns_started"] >= b["turns"]:
+            at = b["turns_free_at"]
+            return self.decide("budget", "wait", "budget_turns",
+                               f"{b['turns_started']} of {b['turns']} turns started in the last "
+                               f"{clock.format_duration(b['window'])} (every turn counts, verified or not); "
+                               f"one leaves the window at {at} (a human raises it: `loopx quota set --turns N`)",
+                               next_check_at=at)
+        return None
+
     def cooldown_rule(self):
         b = self.budget
         until = b["cooldown_until"]
@@ -394,29 +451,59 @@ class _Eval:
         return None
 
     def value(self):
+        """Per todo (docs/loop.md#stalls): a todo whose streak of unverified turns reached
+        ``stall_after`` is stalled, a todo whose last judged run made no progress with nothing
+        changed since is skipped; any other ready todo runs. Only when none is left: ``stalled``
+        (``wait_human``) before ``no_change`` (``skip``)."""
+        from loopx.kernel.read import stall
+
         g = self.goal
         stall_after = g["quota"].get("stall_after", 3)
-        streak = _stall_streak(self.state, g)
-        if streak >= stall_after:
+        streaks = stall.streaks(self.state, g)
+        ready = getattr(self, "ready", [])
+        keys = [t["id"] for t in ready] or [""]
+        last = _last_judged(self.state, g["id"], keys)
+        fp_box: list = []
+
+        def fp():
+            if not fp_box:
+                fp_box.append(self.fingerprint(g["id"]) if self.fingerprint else None)
+            return fp_box[0]
+
+        avail, stalled, unchanged = [], [], []
+        for k in keys:
+            if streaks.get(k, 0) >= stall_after:
+                stalled.append(k)
+                continue
+            r = last.get(k)
+            if (not self.retry_setup and r and r["finished"] and r["result"] in NO_PROGRESS and r.get("fp_after")
+                    and fp() == r["fp_after"]):
+                unchanged.append((k, r))
+                continue
+            avail.append(k)
+        if avail:
+            if ready:
+                self.ready = [t for t in ready if t["id"] in avail]
+            held = [f"{k} stalled" for k in stalled] + [f"{k or 'planning'} unchanged" for k, _ in unchanged]
+            if held:
+                self.passed("value", f"{len(avail)} todo(s) worth a turn ({', '.join(held)})")
+            elif self.retry_setup:
+                self.passed("value", "the last run could not verify; its setup changed since")
+            else:
+                self.passed("value", "the last run made progress" if last else "no run yet")
+            return None
+        if stalled:
+            k = stalled[0]
+            what = f"todo {k}" if k else "planning"
             return self.decide("value", "wait_human", "stalled",
-                               f"{streak} consecutive turns made no progress; look at `loopx history`, then add a "
-                               "todo, update the goal or set its quota to continue",
-                               streak=streak)
-        last = self.state["runs"].get(g.get("last_judged_run") or "")
-        if self.retry_setup:
-            self.passed("value", "the last run could not verify; its setup changed since")
-        elif last and last["finished"] and last["result"] in NO_PROGRESS and last.get("fp_after"):
-            fp = self.fingerprint(g["id"]) if self.fingerprint else None
-            if fp == last["fp_after"]:
-                return self.decide("value", "skip", "no_change",
-                                   f"the last run ({last['id']}) made no progress and nothing changed since "
-                                   "(a commit, an edited file, a new or changed todo or a decided gate "
-                                   "makes the next check run)",
-                                   fingerprint=fp)
-            self.passed("value", "the last run made no progress but the state changed since")
-        else:
-            self.passed("value", "the last run made progress" if last else "no run yet")
-        return None
+                               f"{streaks[k]} turns in a row on {what} ended without verified progress; look at "
+                               "`loopx history`, then add a todo, update the goal or set its quota "
+                               "to continue", todo_id=k or None, streak=streaks[k])
+        k, r = unchanged[0]
+        return self.decide("value", "skip", "no_change",
+                           f"the last run ({r['id']}) made no progress and nothing changed since "
+                           "(a commit, an edited file, a new or changed todo or a decided gate "
+                           "makes the next check run)", fingerprint=fp())
 
     def go(self):
         ready = getattr(self, "ready", [])
@@ -532,32 +619,15 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         book = _tick(store, state, now) if checks else {}  # nothing to check: the watch code is not imported
     if book is not None and book.pop("_wrote", False):
         state = store.load(view="live")
-    if book is None and checks:
-        from loopx.kernel.policy.tick import load_book
-
-        book = load_book(store)
-    from loopx.kernel.read import fingerprint as fpmod
-
-    seen: dict = {}
-    seen_hosts: dict = {}
-
-    def fp(gid: str) -> str:
-        if "git" not in seen:
-            seen["git"] = fpmod.git_part(store.project_dir)
-        return fpmod.combine(fpmod.state_part(state, gid), seen["git"])
-
-    def windows(kind: str):
-        if kind not in seen_hosts:
-            seen_hosts[kind] = host_windows(kind, now)
-        return seen_hosts[kind]
-
+    box = {"state": state}
+    got = inputs(store, box, now, book=... if book is None else book, host_usage=host_usage, caller=caller_path())
+    book = got["kwargs"]["book"]
     try:
-        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                     host_windows=windows if host_usage else None, caller_path=caller_path())
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     except fold.NotInLiveView:  # the rule looked up a record the live view left out: ask the full state
-        state = store.load()
-        d = evaluate(state, now, goal_id=goal_id, agent=agent, fingerprint=fp, explain=explain, book=book,
-                     host_windows=windows if host_usage else None, caller_path=caller_path())
+        state = box["state"] = store.load()
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+    seen, seen_hosts = got["seen"], got["hosts"]
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
     if record and changed:
@@ -571,6 +641,61 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         except Exception:  # noqa: BLE001 - a follow-up (sending notifications) never fails the decision
             pass
     return d
+
+
+def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True, caller=..., git=None,
+           hosts: dict | None = None) -> dict:
+    """Every input of a decision, gathered in one place so no client evaluates with fewer (issue
+    21): the watch bookkeeping (``book``; ``...`` loads it when the state has checks), the hosts'
+    usage windows (``host_usage``; loopx.usage keeps them in a small cache by file size and
+    mtime), the caller's PATH (``caller``; ``...`` = unknown, as for a view), the fingerprint
+    (the state part of ``box["state"]`` plus the git part, read at most once; ``git()`` may supply
+    a cached one) and the host errors, windows and leases that are in the state itself.
+    ``hosts`` ({kind: windows}) shares the windows read across several evaluations at one moment.
+    Returns ``{"kwargs": for evaluate, "seen": {"git": str} once read, "hosts": {kind: windows}}``."""
+    from loopx.kernel.read import fingerprint as fpmod
+
+    state = box["state"]
+    if book is ...:
+        book = None
+        if _has_checks(state):
+            from loopx.kernel.policy.tick import load_book
+
+            book = load_book(store)
+    seen: dict = {}
+    seen_hosts: dict = {} if hosts is None else hosts
+
+    def fp(gid: str) -> str:
+        if "git" not in seen:
+            seen["git"] = git() if git is not None else fpmod.git_part(store.project_dir)
+        return fpmod.combine(fpmod.state_part(box["state"], gid), seen["git"])
+
+    def windows(kind: str):
+        if kind not in seen_hosts:
+            seen_hosts[kind] = host_windows(kind, now)
+        return seen_hosts[kind]
+
+    return {"kwargs": {"fingerprint": fp, "book": book, "host_windows": windows if host_usage else None,
+                       "caller_path": caller},
+            "seen": seen, "hosts": seen_hosts}
+
+
+def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
+               agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None) -> dict:
+    """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
+    ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
+    same inputs (``inputs``), without recording it or running due checks. The caller's PATH is
+    unknown to a view (a verify command that could not run under cron's PATH stays standing). ``state`` may be a
+    live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
+    an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``."""
+    now = now or clock.now()
+    box = {"state": state}
+    got = inputs(store, box, now, git=git, hosts=hosts)  # the PATH is unknown: a view says what a scheduler would hear
+    try:
+        return evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+    except fold.NotInLiveView:
+        box["state"] = store.load()
+        return evaluate(box["state"], now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
 
 
 def caller_path():

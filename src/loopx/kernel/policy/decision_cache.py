@@ -132,12 +132,18 @@ def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     return d
 
 
-def valid_until(state: dict, now: datetime) -> str:
-    """The earliest time after ``now`` at which elapsed time alone could change a decision."""
-    from loopx.kernel.read import schedule
+def valid_until(state: dict, now: datetime, inputs: tuple | None = None) -> str:
+    """The earliest time after ``now`` at which elapsed time alone could change a decision that
+    read the time-dependent ``inputs`` (loopx.kernel.reasons.CLOCK names; None: all of them)."""
+    from loopx.kernel.reasons import CLOCK
 
+    # the answer carries the budget (slots, turns, money spent in the window): whatever the
+    # reason, a ledger entry leaving the window changes those numbers
+    use = set(CLOCK if inputs is None else inputs) | {"spends", "turns", "costs"}
     now_iso = clock.iso(now)
     cands = [clock.iso(now + timedelta(seconds=MAX_TTL))]
+    if "leases" not in use:
+        return _rest(state, now, now_iso, use, cands)
     for t in state["todos"].values():
         c = t.get("claim")
         if c and c.get("lease_until") and c["lease_until"] > now_iso:
@@ -145,26 +151,31 @@ def valid_until(state: dict, now: datetime) -> str:
     for r in state["runs"].values():
         if r["finished"] is None and r.get("lease_until") and r["lease_until"] > now_iso:
             cands.append(r["lease_until"])
-    for h in state.get("handoffs") or []:
+    return _rest(state, now, now_iso, use, cands)
+
+
+def _rest(state: dict, now: datetime, now_iso: str, use: set, cands: list) -> str:
+    from loopx.kernel.read import schedule
+
+    for h in (state.get("handoffs") or []) if "handoffs" in use else ():
         end = clock.iso(clock.parse_ts(h["ts"]) + timedelta(seconds=schedule.HANDOFF_HOLD))
         if end > now_iso:
             cands.append(end)
     for gid, g in state["goals"].items():
         window = g["quota"]["window"]
-        for ts, _slots, _run in state["spends"].get(gid, []):
-            end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
-            if end > now_iso:
-                cands.append(end)
-        for ts, *_rest in (state.get("costs") or {}).get(gid, []):
+        ledgers = ((state["spends"].get(gid, []) if "spends" in use else [])
+                   + ((state.get("costs") or {}).get(gid, []) if "costs" in use else [])
+                   + ((state.get("turns") or {}).get(gid, []) if "turns" in use else []))
+        for ts, *_x in ledgers:
             end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
             if end > now_iso:
                 cands.append(end)
         last = state["runs"].get(g.get("last_run") or "")
-        if last and g["quota"].get("cooldown"):
+        if "cooldown" in use and last and g["quota"].get("cooldown"):
             end = clock.iso(clock.parse_ts(last["finished"] or last["started"]) + timedelta(seconds=g["quota"]["cooldown"]))
             if end > now_iso:
                 cands.append(end)
-    for err in (state.get("host_errors") or {}).values():
+    for err in (state.get("host_errors") or {}).values() if "host_retry" in use else ():
         try:
             from loopx.kernel.read import hosts
 
@@ -189,7 +200,9 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
         else None
     body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
-    until = valid_until(state, now)
+    from loopx.kernel.reasons import clock_inputs
+
+    until = valid_until(state, now, clock_inputs(d))
     if cap is not None:
         if cap <= clock.iso(now):
             return
@@ -201,7 +214,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         for kind, info in hosts.items():
             sigs[kind] = [list(x) for x in usage.signature(info)]
             for w in (info or {}).get("windows") or []:
-                if w.get("resets_at") and clock.iso(now) < w["resets_at"] < until:
+                if w.get("resets_at") and clock.iso(now) < w["resets_at"] < until and "host_windows" in clock_inputs(d):
                     until = w["resets_at"]
     entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
              "git": git, "prev_ts": prev_ts, "decision": body, "hosts": sigs}

@@ -14,7 +14,8 @@ life of the goal) gathers::
                "pending": [{id, kind, question, created}]},
      "evidence": {"tests": [{id, summary, exit_code, ts}], "commits": [{id, summary, commit, ts}]},
      "problems": {"failures": [{run_id, todo_id, result, note, finished}], "stalls": n,
-                  "skips": n},
+                  "skips": n, "out_of_scope": [{run_id, todo_id, files[]}] (turns that changed files
+                  outside the goal's scope)},
      "decision": <should-run decision dict, not recorded>,
      "next_steps": [str],
      "machines": {node: name} (only when records of several machines are in the store; then the
@@ -49,15 +50,12 @@ def _t(s, limit: int = 300) -> str:
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
-    from loopx.kernel.read import fingerprint
-
     state = store.load()
     g = queries.resolve_goal(state, goal_id)
     gid = g["id"]
     now = clock.now()
     since_iso = clock.iso(since) if since else ""
-    d = decide.evaluate(state, now, goal_id=gid,
-                        fingerprint=lambda x: fingerprint.compute(state, x, store.project_dir))
+    d = decide.for_client(store, state, gid, now=now)  # the one input builder: what should-run says
     runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > since_iso),
                   key=lambda r: r["started"])
     out = {
@@ -154,7 +152,9 @@ def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
     return {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "note": r.get("note"),
                           "finished": r["finished"]}
                          for r in runs if r["finished"] and r["result"] in ("failed", "no_progress", "blocked")][-10:],
-            "stalls": stalls, "skips": skips}
+            "stalls": stalls, "skips": skips,
+            "out_of_scope": [{"run_id": r["id"], "todo_id": r.get("todo"), "files": r["out_of_scope"]}
+                             for r in runs if r.get("out_of_scope")][-10:]}
 
 
 def _next_steps(r: dict, d: dict) -> list[str]:
@@ -164,14 +164,11 @@ def _next_steps(r: dict, d: dict) -> list[str]:
                      f"`loopx gate approve {x['id']} --confirm {x['id']}` or `loopx gate reject {x['id']} --note ...`")
     for t in r["progress"]["blocked"][:5]:
         steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
-    if d["decision"] == "run":
-        steps.append(f"The next turn can run now: {d['message']} (`loopx run --once` or `loopx next`)")
-    elif d["decision"] == "stop" and d["reason"] == "goal_done":
-        steps.append("Nothing left: the goal is done. Start the next one with `loopx start-goal`")
-    elif d["decision"] == "stop" and d["reason"] == "complete":
-        steps.append("Every todo is done: check done_when and mark the goal done (`loopx goal done`)")
-    elif not r["gates"]["pending"]:
-        steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']}")
+    if d["reason"] != "gate_pending" or not r["gates"]["pending"]:  # the registry's command for the decision
+        from loopx.kernel import reasons
+
+        steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']} "
+                     f"(`{reasons.next_command(d)}`)")
     return steps
 
 
@@ -257,5 +254,11 @@ def render_markdown(d: dict) -> str:
           f"{_n(pr['skips'], 'skip decision')}."]
     L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}{_on(f.get('machine'))}: "
           f"{_t(f.get('note'), 200) or 'no note'}" for f in pr["failures"]]
+    if pr.get("out_of_scope"):
+        L += ["", "## Changes outside the scope", "",
+              "These turns changed files outside the goal's scope; none counts as a verified completion "
+              "until a human looked:", ""]
+        L += [f"- `{x['run_id']}` on {x['todo_id'] or 'planning'}: " + ", ".join(f"`{_t(p, 200)}`" for p in x["files"][:20])
+              for x in pr["out_of_scope"]]
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
     return "\n".join(L) + "\n"

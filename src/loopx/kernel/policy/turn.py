@@ -17,7 +17,7 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
-from loopx.kernel.read import budget, fingerprint, queries, validate
+from loopx.kernel.read import budget, fingerprint, queries, turnscope, validate
 from loopx.kernel.storage import actors, clock, fold, ids, machines
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
@@ -165,9 +165,12 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                 drafts.append(Draft("todo.claimed", gid, {"todo_id": tid, "holder": actor, "lease_until": until}))
         rid = ids.new_id("run", state["runs"])
         fp = fingerprint.combine(fingerprint.state_part(state, gid), git)
-        drafts.append(Draft("run.started", gid, {"run_id": rid, "todo_id": tid, "agent": actor,
-                                                 "lease_until": until, "fingerprint": fp,
-                                                 "mode": again.get("mode") or "work"}))
+        data = {"run_id": rid, "todo_id": tid, "agent": actor, "lease_until": until, "fingerprint": fp,
+                "mode": again.get("mode") or "work"}
+        begun = turnscope.start(store.project_dir, state["goals"][gid].get("scope"))  # scope after every turn
+        if begun is not None:
+            data["scope_start"] = begun
+        drafts.append(Draft("run.started", gid, data))
         out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
         return drafts
 
@@ -202,7 +205,7 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
            note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None,
-           report: dict | None = None) -> dict:
+           report: dict | None = None, workdir: str | None = None) -> dict:
     """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
 
     ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
@@ -211,12 +214,18 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     released. ``verified_by`` passes a ``run_verify`` result obtained earlier (the runner verifies
     before it picks the result). ``report`` (the runner's measurement: usage, changes, host,
     permission_mode, wall_time, setup_error; see ``report_data``) is recorded on ``run.finished``. Finishing an already finished run with the same result returns it (``repeat``).
+    Files the turn changed outside the goal's scope (``workdir``, default the project directory:
+    loopx.kernel.read.turnscope) are recorded as ``out_of_scope``; such a turn is never verified
+    and its completion does not close the todo (a human looks first).
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
-    warnings}. Raises Conflict for a run finished differently or owned by another agent."""
+    warnings, out_of_scope}. Raises Conflict for a run finished differently, owned by another
+    agent, or whose todo another agent claimed since (``claimed_by_other``, before any verify)."""
     validate.choice(result, validate.RESULTS, "--result")
     note = validate.text(note, "--note", required=False, limit=2000)
     state, run = _load_run(store, run_id)
     _may_finish(state, run, actor, result)
+    if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
+        _claim_kept(state, run)
     check = verified_by
     if verify and check is None and run["finished"] is None:
         cmd = verify_command(state, run)
@@ -226,7 +235,9 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                              code="no_verify_command")
         check = run_verify(store, actor, run, cmd, verify_timeout)
     git = fingerprint.git_part(store.project_dir)
-    out: dict = {"warnings": []}
+    stray = [] if run["finished"] is not None else turnscope.outside(
+        workdir or store.project_dir, (state["goals"].get(run["goal"]) or {}).get("scope"), run.get("scope_start"))
+    out: dict = {"warnings": [], "out_of_scope": stray}
 
     def plan(state, now):
         r = queries.resolve_run(state, run["id"])
@@ -234,6 +245,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             _may_finish(state, r, actor, result)
             out.update(_finished_view(state, r), repeat=True)
             return []
+        _claim_kept(state, r)
         drafts = runs.reap_drafts(state, now, skip=r["id"])
         evs = [queries.resolve_evidence(state, e)["id"] for e in evidence or ()]
         for e in evs:
@@ -243,7 +255,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         if check:
             evs.append(check["evidence_id"])
         # "verified" means verified progress: a passing check of a run that made none is not it
-        verified = bool(check and check["passed"]) and result in ("progress", "completion")
+        verified = bool(check and check["passed"]) and result in ("progress", "completion") and not stray
         backed, why = verified, None
         t = queries.run_todo(state, r)
         if check is None and evs and t:  # cited evidence only: the rules of `loopx todo done`
@@ -253,12 +265,18 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
             backed, why = verdict["ok"], verdict["message"]
         elif check is None and evs:
             backed = True
+        if stray:  # outside the scope: never a verified completion without a human
+            backed = False
+            out["warnings"].append(f"the turn changed {len(stray)} file(s) outside the goal's scope "
+                                   f"({', '.join(stray[:5])}): not verified, the todo stays open for a human")
         if why and result == "completion" and not backed:
             out["warnings"].append(why)
         overrides, todo_status = _todo_drafts(state, r, result, backed, evs, drafts, out)
         fp = fingerprint.combine(fingerprint.state_part(state, r["goal"], overrides), git)
         data = {"run_id": r["id"], "result": result, "verified": verified, "evidence": evs, "fingerprint": fp,
                 "note": note, **report_data(report)}
+        if stray:
+            data["out_of_scope"] = stray
         if check and check.get("setup_error") and not data.get("setup_error"):
             data["setup_error"] = check["setup_error"]
         drafts.append(Draft("run.finished", r["goal"], data))
@@ -268,6 +286,18 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
 
     store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
     return out
+
+
+def _claim_kept(state: dict, run: dict) -> None:
+    """Raise Conflict (``claimed_by_other``) when the run's todo is now claimed by another agent
+    (the run's lease lapsed and the todo was taken over): checked before any verify command runs."""
+    t = queries.run_todo(state, run)
+    c = (t or {}).get("claim")
+    if t and c and not machines.same_holder(c, run) and t["status"] not in ("done", "archived"):
+        raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}: run {run['id']} of "
+                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn "
+                       "with `loopx next`", code="claimed_by_other",
+                       details={"holder": c["holder"], "lease_until": c["lease_until"]})
 
 
 def _may_finish(state: dict, run: dict, actor: str, result: str) -> None:

@@ -5,7 +5,10 @@ rolling window), "left": int, "cooldown": int (s), "cooldown_until": ISO | None 
 cooldown after the last run is still running), "frees_at": ISO | None (when a slot frees, set
 only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entries)}`` plus the real units of
 ``real_units`` (issue 14: what the hosts reported the goal's turns cost, against ``max_usd`` /
-``max_tokens``). Every client (status, should-run, the packet, ``quota show``, the dashboard,
+``max_tokens``) and the turn budget of ``turn_units``: ``{"turns": int (turns allowed per window:
+the quota's ``turns``, else ``TURNS_PER_SLOT`` x slots), "turns_started": int (runs started in the
+window, whatever their result), "turns_left": int, "turns_free_at": ISO | None (when a turn
+leaves the window; set only when none is left)}``. Every client (status, should-run, the packet, ``quota show``, the dashboard,
 ``loopx.api``) reads these numbers from here. ``now`` is a datetime or an ISO string.
 """
 
@@ -60,7 +63,34 @@ def budget(state: dict, goal: dict, now) -> dict:
     return {"slots": q["slots"], "window": q["window"], "spent": spent, "left": left,
             "cooldown": q.get("cooldown", 0) or 0, "cooldown_until": cooldown_until(state, goal, now),
             "frees_at": slot_frees_at(state, goal, now) if not left else None, "ledger": entries,
-            **real_units(state, goal, now)}
+            **real_units(state, goal, now), **turn_units(state, goal, now)}
+
+
+TURNS_PER_SLOT = 2
+TURN_KEYS = ("turns", "turns_started", "turns_left", "turns_free_at")
+
+
+def turn_limit(goal: dict) -> int:
+    """Turns the goal may start per window: the quota's ``turns`` (a human sets it with
+    ``loopx quota set --turns N``), else ``TURNS_PER_SLOT`` times its slots."""
+    q = goal["quota"]
+    t = q.get("turns")
+    return int(t) if isinstance(t, (int, float)) and t > 0 else TURNS_PER_SLOT * int(q["slots"])
+
+
+def turn_units(state: dict, goal: dict, now) -> dict:
+    """The turn budget: every run started in the rolling window counts, verified or not, whatever
+    ran it (a host preset, ``--agent-cmd`` or an agent through ``next``). Shape in the module docstring."""
+    now = _now(now)
+    window = goal["quota"]["window"]
+    start = clock.iso(now - timedelta(seconds=window))
+    entries = sorted(e for e in (state.get("turns") or {}).get(goal["id"], []) if e[0] > start)
+    limit = turn_limit(goal)
+    started = len(entries)
+    frees = None
+    if started >= limit and entries:
+        frees = clock.iso(clock.parse_ts(entries[started - limit][0]) + timedelta(seconds=window))
+    return {"turns": limit, "turns_started": started, "turns_left": max(0, limit - started), "turns_free_at": frees}
 
 
 EPS = 1e-9
@@ -122,4 +152,4 @@ def brief(b: dict) -> dict:
 
 def decision_view(b: dict) -> dict:
     """What a should-run answer carries: ``brief`` plus the real units (``MONEY_KEYS``)."""
-    return dict(brief(b), **{k: b.get(k) for k in MONEY_KEYS})
+    return dict(brief(b), **{k: b.get(k) for k in MONEY_KEYS + TURN_KEYS})

@@ -10,7 +10,8 @@ one per recorded non-run decision, in time order::
      "usage": {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
                cost_usd, model, session_id, ...} | None (usage unknown),
      "changes": {commits, commit_count, files, added, removed, untracked, committed} | None,
-     "host", "permission_mode", "wall_time" (s|None), "setup_error": {reason, message, ...} | None}
+     "host", "permission_mode", "wall_time" (s|None), "setup_error": {reason, message, ...} | None,
+     "out_of_scope": [path] | None (files the turn changed outside the goal's scope)}
     {"kind": "decision", "ts", "decision", "reason", "message", "goal_id", "todo_id"}
 
 Both get ``machine`` (the machine the run ran on, or that recorded the decision) when the caller
@@ -122,7 +123,8 @@ def _run_row(r: dict) -> dict:
             "evidence": len(r.get("evidence") or []), "slots": r.get("slots", 0),
             "duration": dur, "note": r.get("note"), "usage": r.get("usage"), "changes": r.get("changes"),
             "host": r.get("host"), "permission_mode": r.get("permission_mode"),
-            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error"), "node": r.get("node")}
+            "wall_time": r.get("wall_time"), "setup_error": r.get("setup_error"), "node": r.get("node"),
+            "out_of_scope": r.get("out_of_scope")}
 
 
 def _recent_rounds(store, goal_id: str | None, start: str, limit: int) -> list[dict]:

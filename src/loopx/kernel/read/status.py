@@ -112,8 +112,23 @@ def _waiting_on_goals(state: dict, groups: dict) -> list[dict]:
     return out
 
 
+def decision_row(d: dict | None) -> dict | None:
+    """What a summary row carries of the goal's should-run answer (loopx.kernel.policy.decide.for_client):
+    ``{decision, reason, message, todo_id, gate_id, next_check_at, group, needs_you}`` (the group
+    and the flag come from the reason registry, loopx.kernel.reasons)."""
+    if not d:
+        return None
+    from loopx.kernel import reasons
+
+    out = {k: d.get(k) for k in ("decision", "reason", "message", "todo_id", "gate_id", "next_check_at")}
+    out.update(group=reasons.group(d), needs_you=reasons.needs_you(d))
+    return out
+
+
 def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None,
-                 store_root: str | None = None) -> dict:
+                 store_root: str | None = None, decision: dict | None = None) -> dict:
+    """One goal's row of ``summary``. With ``decision`` (the goal's should-run answer) the row
+    renders it: ``decision`` (``decision_row``) and ``next`` (the registry's command for it)."""
     gid = goal["id"]
     groups = queries.by_status(state, gid, now_iso)
     gates = sorted(queries.pending_gates(state, gid), key=lambda g: g["created"])
@@ -152,8 +167,15 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "last_decision": state["decisions"].get(gid),
         "setup_error": setup,
         "watches": _watches(state, gid, now_iso, book),
-        "next": next_step(state, goal, groups, gates, ready, money, setup, now_iso),
+        "decision": decision_row(decision),
+        "next": _next_for(decision) if decision else next_step(state, goal, groups, gates, ready, money, setup, now_iso),
     }
+
+
+def _next_for(d: dict) -> str:
+    from loopx.kernel import reasons
+
+    return reasons.next_command(d)
 
 
 def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dict]:
@@ -165,21 +187,24 @@ def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dic
 
 
 def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | None = None,
-            store_root: str | None = None) -> dict:
-    """Everything ``loopx status`` shows, as data. Raises like ``queries.resolve_goal`` for a bad id."""
+            store_root: str | None = None, decisions: dict | None = None) -> dict:
+    """Everything ``loopx status`` shows, as data. ``decisions`` ({goal id: should-run answer})
+    makes each row render its goal's decision (``goal_summary``). Raises like
+    ``queries.resolve_goal`` for a bad id."""
     if goal_id:
         goals = [queries.resolve_goal(state, goal_id)]
     else:
         order = {"active": 0, "paused": 1, "done": 2, "stopped": 3}
         goals = sorted(state["goals"].values(), key=lambda g: (order.get(g["status"], 9), -(g.get("priority") or 0), g["created"]))
-    rows = [goal_summary(state, g, now_iso, book, store_root) for g in goals]
+    rows = [goal_summary(state, g, now_iso, book, store_root, (decisions or {}).get(g["id"])) for g in goals]
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
     if not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
-        human = [r for r in rows if r["needs_human"] or r["host_errors"] or r["setup_error"]]
+        human = [r for r in rows if (r["decision"]["needs_you"] if r.get("decision")
+                                     else (r["needs_human"] or r["host_errors"] or r["setup_error"]))]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
     return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}

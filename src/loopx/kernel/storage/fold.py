@@ -21,11 +21,16 @@ import at start-up):
 ``runs``      id -> {id, goal, todo, agent, fence, started, finished, result, verified,
               evidence[], fp_before, fp_after, lease_until, slots, mode, usage|None, changes|None,
               host, permission_mode, wall_time, finished_seq, setup_error|None (a host that could not
-              work, or a verify command that could not run: loopx.kernel.read.verify)}
+              work, or a verify command that could not run: loopx.kernel.read.verify), scope_start
+              (loopx.kernel.read.turnscope.start), out_of_scope [path]|None (files changed outside the scope)}
 ``agents``    name -> {name, kind, registered, last_seen}
 ``handoffs``  [{from, to, goal, todo, note, ts}] (last 200)
 ``spends``    goal -> [[ts, slots, run_id], ...] (the quota ledger)
 ``costs``     goal -> [[ts, usd|None, tokens|None, run_id], ...] (what finished runs reported costing)
+``turns``     goal -> [[ts, run_id], ...] (every run started: the turn budget, whatever the result)
+``stalls``    goal -> {todo id or "" (planning turns): [[started ts, seq], ...]}: the current streak of
+              consecutive judged runs on that todo without verified progress (newest last, at
+              most STALL_KEEP; loopx.kernel.read.stall)
 ``host_errors`` agent actor -> {reason, message, exit_code, reset_at, run, goal, host, ts}: the
               setup error of the agent's last finished run (cleared by a run that worked)
 ``decisions`` goal -> last recorded should-run decision
@@ -46,9 +51,10 @@ that refers to an unknown id is ignored (it is still counted).
 
 from __future__ import annotations
 
+from loopx.kernel import reasons
 from loopx.kernel.storage import actors
 
-FOLD_VERSION = 10  # 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
+FOLD_VERSION = 11  # 11: the turn ledger (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
 DECIDED = ("approved", "rejected")
 
@@ -57,7 +63,7 @@ def empty() -> dict:
     files = {name: {"lines": 0, "bad": 0, "bad_samples": [], "last_seq": 0, "offset": 0, "tail": "", "segments": 0}
              for name in ("events", "evidence")}
     return {"goals": {}, "todos": {}, "gates": {}, "evidence": {}, "runs": {}, "agents": {},
-            "handoffs": [], "spends": {}, "costs": {}, "host_errors": {}, "decisions": {}, "order": 0,
+            "handoffs": [], "spends": {}, "costs": {}, "turns": {}, "stalls": {}, "host_errors": {}, "decisions": {}, "order": 0,
             "watches": {}, "notices": [], "deliveries": {}, "nodes": {},
             "meta": {"files": files, "unknown_types": {}, "repairs": 0, "events": 0, "chain": {}, "hlc": None}}
 
@@ -139,8 +145,9 @@ def closed_mark(item_id: str, status: str) -> int:
 
 def _horizons(state: dict) -> dict:
     """Per goal, the start of the oldest run the stall count may need: the newest
-    ``no_progress_streak + 2`` finished runs (open runs are always kept). Todos created and gates
-    decided before it cannot change that count (see decide._stall_streak)."""
+    ``no_progress_streak + 2`` finished runs (open runs are always kept), or the oldest entry of a
+    todo's stall streak (``stalls``) when that is older. Todos created and gates decided before
+    it cannot change the stall count (loopx.kernel.read.stall)."""
     per: dict[str, list] = {}
     for r in state["runs"].values():
         if r["finished"] is not None:
@@ -150,6 +157,10 @@ def _horizons(state: dict) -> dict:
         runs = sorted(per.get(gid, ()), reverse=True)
         keep = g.get("no_progress_streak", 0) + 2
         out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
+        limit = max(1, int(g.get("quota", {}).get("stall_after", 3)))  # only the newest stall_after entries count
+        streaks = [starts[-limit:][0][0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() if starts]
+        if streaks and min(streaks) < out[gid][0]:  # a todo's stall streak: what may reset it stays in view
+            out[gid] = (min(streaks), 0)
     return out
 
 
@@ -229,20 +240,21 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
             hidden += 1
-    spends, costs, cut = {}, {}, dict(state.get("spends_cut", {}))
+    spends, costs, turns, cut = {}, {}, {}, dict(state.get("spends_cut", {}))
     if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
-        for gid in set(state["spends"]) | set(state.get("costs", {})):
+        for gid in set(state["spends"]) | set(state.get("costs", {})) | set(state.get("turns", {})):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
             cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
             spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
             costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
+            turns[gid] = [e for e in state.get("turns", {}).get(gid, []) if e[0] > cut[gid]]
     else:
-        spends, costs = state["spends"], state.get("costs", {})
+        spends, costs, turns = state["spends"], state.get("costs", {}), state.get("turns", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, turns=turns, spends_cut=cut)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -391,14 +403,17 @@ def _scope_set(s, r, d):
         if k in d:
             g["scope"][k] = list(d[k])
     g["updated"] = r["ts"]
+    g["updated_seq"] = r["seq"]
 
 
 def _quota_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover"):
+    for k in ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover",
+              "turns"):
         if k in d:
             g["quota"][k] = d[k]
     g["updated"] = r["ts"]
+    g["updated_seq"] = r["seq"]
 
 
 def _guard_set(s, r, d):
@@ -418,7 +433,7 @@ def _todo_added(s, r, d):
         "status": "open", "priority": d.get("priority", 0), "depends_on": list(d.get("depends_on") or []),
         "depends_on_goals": list(d.get("depends_on_goals") or []),
         "acceptance": d.get("acceptance"), "verify": d.get("verify"), "claim": None, "evidence": [],
-        "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None,
+        "order": s["order"], "created": r["ts"], "updated": r["ts"], "note": None, "seq": r["seq"],
         "created_by": r.get("actor"), "every": d.get("every"), "watch": d.get("watch"),
     }
 
@@ -547,12 +562,13 @@ def _run_started(s, r, d):
         "evidence": [], "fp_before": d.get("fingerprint"), "fp_after": None,
         "lease_until": d.get("lease_until"), "slots": 0, "mode": d.get("mode", "work"),
         "usage": None, "changes": None, "host": None, "permission_mode": None, "wall_time": None, "setup_error": None,
-        "node": r.get("node"),
+        "node": r.get("node"), "scope_start": d.get("scope_start"), "out_of_scope": None,
     }
     g = s["goals"].get(r["goal"])
     if g is not None:
         g["last_run"] = rid
         g["runs"] = g.get("runs", 0) + 1
+        s.setdefault("turns", {}).setdefault(r["goal"], []).append([r["ts"], rid])
 
 
 def _run_finished(s, r, d):
@@ -564,6 +580,8 @@ def _run_finished(s, r, d):
     run["fp_after"] = d.get("fingerprint")
     run["note"] = d.get("note")
     run["finished_seq"] = r["seq"]
+    if d.get("out_of_scope"):  # files the turn changed outside the goal's scope (loopx.kernel.read.turnscope)
+        run["out_of_scope"] = list(d["out_of_scope"])
     if d.get("reaped"):
         run["reaped"] = True
     _run_report(s, r, run, d)
@@ -575,11 +593,30 @@ def _run_finished(s, r, d):
             g["no_progress_streak"] = 0
         elif run["result"] in ("no_progress", "failed"):
             g["no_progress_streak"] = g.get("no_progress_streak", 0) + 1
+        _stall_step(s, run)
     agent = run.get("agent")
     if agent and setup and str(setup.get("reason") or "").startswith("host_"):  # verify_broken is the goal's
         s.setdefault("host_errors", {})[agent] = dict(setup, run=run["id"], goal=run["goal"], host=run.get("host"), ts=r["ts"])
     elif agent and not d.get("reaped"):
         s.setdefault("host_errors", {}).pop(agent, None)
+
+
+STALL_KEEP = 50
+
+
+def _stall_step(s, run):
+    """The todo's stall streak after a judged run: verified progress ends it; an unverified
+    ``progress``/``completion``, ``no_progress`` or ``failed`` extends it; ``blocked`` (a gate was
+    asked) neither. A completion that closed the todo ends it too (the todo is no longer worked),
+    and so does a planning turn's progress (it added todos, which anyone can see)."""
+    per = s.setdefault("stalls", {}).setdefault(run["goal"], {})
+    key = run.get("todo") or ""
+    res = run["result"]
+    if res in ("progress", "completion") and (run["verified"] or not key  # a planning turn's progress: new todos
+                                              or (s["todos"].get(key) or {}).get("status") in ("done", "archived")):
+        per.pop(key, None)
+    elif res in ("progress", "completion", "no_progress", "failed"):
+        per[key] = (per.get(key) or [])[-(STALL_KEEP - 1):] + [[run["started"], run.get("seq", 0)]]
 
 
 _REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
@@ -688,9 +725,8 @@ def _watch_result(fired):
 
 # ------------------------------------------------------------------- notices (loopx.kernel.read.notices)
 NOTICE_KEEP = 200
-# decision reasons a person must act on (docs: REASONS convention) plus the budget running out
-NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
-                  "host_offline", "host_rate_limited", "host_crashed", "host_timed_out", "host_idle")
+# decision reasons a person hears about: the ``notifies`` column of the reason registry
+NOTICE_REASONS = reasons.notifying()
 _NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
 
 

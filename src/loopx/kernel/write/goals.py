@@ -23,10 +23,11 @@ ALLOWED_FROM = {"paused": ("active",), "active": ("paused", "stopped", "done"),
 
 
 def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_usd=None, max_tokens=None,
-                 host_reserve=None, use_leftover=None) -> dict:
+                 host_reserve=None, use_leftover=None, turns=None) -> dict:
     """Validated quota fields (only those given). ``window``/``cooldown``/``use_leftover`` accept
     durations; ``max_usd`` a decimal amount, ``max_tokens`` a count, ``host_reserve`` a percentage
-    0-100; ``off`` clears ``max_usd``/``max_tokens``/``use_leftover`` (stored as None / 0).
+    0-100; ``turns`` a count of turns per window (``off``: the default, twice the slots);
+    ``off`` clears ``max_usd``/``max_tokens``/``use_leftover`` (stored as None / 0).
     Raises UsageError naming the flag."""
     out: dict = {}
     if max_usd is not None:
@@ -58,6 +59,9 @@ def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_u
         out["cooldown"] = clock.parse_duration(cooldown) if str(cooldown) not in ("0", "0s") else 0
     if stall_after is not None:
         out["stall_after"] = validate.count(stall_after, "--stall-after", low=1, high=1000)
+    if turns is not None:
+        out["turns"] = None if str(turns).strip().lower() in OFF else \
+            validate.count(turns, "--turns", low=1, high=1_000_000)
     return out
 
 
@@ -250,7 +254,16 @@ def raises_quota(old: dict, policy: dict) -> bool:
             return False
         cur = old.get(key)
         return cur is None or (policy[key] - cur) * sign > 0
-    return more("slots", 1) or more("window", -1) or more("cooldown", -1) or more("stall_after", 1)
+    if more("slots", 1) or more("window", -1) or more("cooldown", -1) or more("stall_after", 1):
+        return True
+    if "turns" in policy:  # the turn budget: None means the default (twice the slots)
+        from loopx.kernel.read.budget import TURNS_PER_SLOT
+
+        slots = policy.get("slots", old.get("slots", 0))
+        new = policy["turns"] or TURNS_PER_SLOT * slots
+        cur = old.get("turns") or TURNS_PER_SLOT * old.get("slots", 0)
+        return new > cur
+    return False
 
 
 def loosened(quota: dict, policy: dict) -> list[str]:
@@ -272,7 +285,7 @@ def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict, *, hu
     lowered) needs ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     if not policy:
         raise UsageError("nothing to set", "pass --slots, --window, --cooldown, --stall-after, --max-usd, "
-                                           "--max-tokens, --host-reserve or --use-leftover")
+                                           "--max-tokens, --host-reserve, --use-leftover or --turns")
     out: dict = {}
 
     def plan(state, now):

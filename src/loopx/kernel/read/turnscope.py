@@ -1,0 +1,111 @@
+"""Scope after every turn (issue 21): which files a turn changed outside its goal's scope.
+
+Whatever ran the turn (a host preset, ``--agent-cmd``, an agent working through ``next`` by
+hand), ``start(project_dir, scope)`` is taken when the run opens and ``outside(project_dir,
+scope, start)`` when it is recorded; ``turn.finish`` writes the result on ``run.finished`` as
+``out_of_scope`` and such a turn is never a verified completion.
+
+``start(...) -> {"head": sha | None, "dirty": {path: "size:mtime_ns"}} | None`` (None: not a git
+work tree, or the goal has no allow or deny list, so nothing is checked). ``dirty`` holds the
+project-relative paths that were already changed (or untracked) outside the scope when the run
+opened, so a file a human left dirty is not blamed on the agent unless the turn touched it again.
+
+``outside(...) -> [path, ...]`` (project-relative, sorted, at most ``LIMIT``): files committed,
+changed or created since ``start`` that ``loopx.kernel.read.scope.check`` puts outside the scope
+(paths under ``.loopx/`` are loopx's own and never listed). Git failures give ``[]``.
+"""
+
+from __future__ import annotations
+
+import os
+
+LIMIT = 50
+GIT_TIMEOUT = 30
+
+
+def _git(cwd: str, *args: str) -> str | None:
+    import subprocess
+
+    try:
+        p = subprocess.run(["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True,
+                           timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None
+
+
+def checked(scope: dict | None) -> bool:
+    """True when the scope limits anything (an allow or deny list)."""
+    return bool(scope and (scope.get("allow") or scope.get("deny")))
+
+
+def _changed(project_dir: str, head: str | None) -> tuple[str, list[str]] | None:
+    """(repository top, top-relative paths changed since ``head``: committed, modified, untracked)."""
+    top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()
+    if not top:
+        return None
+    paths: set[str] = set()
+    if head:
+        out = _git(project_dir, "diff", "--name-only", "-z", head, "--", ":/")
+        if out is None:
+            return None
+        paths.update(p for p in out.split("\0") if p)
+    st = _git(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ":/")
+    if st is None:
+        return None
+    for entry in st.split("\0"):
+        if len(entry) >= 4 and entry[2] == " ":
+            paths.add(entry[3:])
+    return top, sorted(paths)
+
+
+def _rel(project_dir: str, top: str, path: str) -> str:
+    rel = os.path.relpath(os.path.join(top, path), os.path.realpath(project_dir))
+    return rel.replace(os.sep, "/")
+
+
+def _stamp(top: str, path: str) -> str:
+    try:
+        s = os.stat(os.path.join(top, path))
+        return f"{s.st_size}:{s.st_mtime_ns}"
+    except OSError:
+        return "gone"
+
+
+def _outside_paths(project_dir: str, scope: dict, head: str | None) -> list[tuple[str, str]] | None:
+    from loopx.kernel.read import scope as sc
+
+    got = _changed(project_dir, head)
+    if got is None:
+        return None
+    top, paths = got
+    out = []
+    for p in paths:
+        rel = _rel(project_dir, top, p)
+        if rel == ".loopx" or rel.startswith(".loopx/") or "/.loopx/" in f"/{rel}":
+            continue
+        if not sc.check(scope, rel)["inside"]:
+            out.append((rel, _stamp(top, p)))
+    return out
+
+
+def start(project_dir: str | None, scope: dict | None) -> dict | None:
+    """What the run starts from (module docstring); None when nothing is checked."""
+    if not project_dir or not checked(scope):
+        return None
+    from loopx.kernel.read import fingerprint
+
+    if not fingerprint.in_git(project_dir):
+        return None
+    head = (_git(project_dir, "rev-parse", "-q", "--verify", "HEAD") or "").strip() or None
+    dirty = _outside_paths(project_dir, scope or {}, None) or []
+    return {"head": head, "dirty": dict(dirty[:200])}
+
+
+def outside(project_dir: str | None, scope: dict | None, begun: dict | None) -> list[str]:
+    """The files the turn changed outside ``scope`` since ``begun`` (module docstring)."""
+    if not project_dir or not begun or not checked(scope):
+        return []
+    found = _outside_paths(project_dir, scope or {}, begun.get("head")) or []
+    before = begun.get("dirty") or {}
+    return sorted(rel for rel, stamp in found if before.get(rel) != stamp)[:LIMIT]
