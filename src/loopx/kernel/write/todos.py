@@ -334,7 +334,7 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
     t0 = queries.resolve_todo(state, todo_ref)
     if not force:  # checks before work: a closed todo, another agent's claim or a stale fence is refused
         _writable(t0)  # before the verify command runs or any evidence is recorded (issue 21)
-        _holder_check(t0, actor, clock.iso(clock.now()), fence)
+        _holder_check(state, t0, actor, clock.iso(clock.now()), fence)
     if t0.get("verify") and not force and t0["status"] not in ("done", "archived"):
         from loopx.kernel.read import proof
 
