@@ -395,6 +395,15 @@ class _Eval:
 
     def value(self):
         g = self.goal
+        exp = (self.state.get("experiments") or {}).get(g["id"])
+        if exp is not None:  # research experiments: the plateau rule replaces stall and no-change (issue 20)
+            from loopx.kernel.read import experiments
+
+            hit = experiments.value_rule(exp)
+            if hit is not None:
+                return self.decide("value", hit[0], hit[1], hit[2], **hit[3])
+            self.passed("value", f"{exp['since_improvement']} trial(s) since the last kept improvement")
+            return None
         stall_after = g["quota"].get("stall_after", 3)
         streak = _stall_streak(self.state, g)
         if streak >= stall_after:
@@ -420,6 +429,9 @@ class _Eval:
 
     def go(self):
         ready = getattr(self, "ready", [])
+        if not ready and (self.state.get("experiments") or {}).get(self.goal["id"]) is not None:
+            return self.decide("run", "run", "trial", f"next trial of experiment {self.goal['id']}",
+                               mode="trial", next_check_at=self.now_iso)
         if not ready:
             note = getattr(self, "plan_note", None)
             return self.decide("run", "run", "goal_unverified" if note else "plan",
