@@ -34,8 +34,7 @@ def settle(drv, started: dict, res: dict, meas: dict, out: dict, report: dict) -
         return out
     run = queries.resolve_run(store.load(), rid)
     if run["finished"] is not None:  # the agent finished it (e.g. blocked at a gate, or measured already)
-        if not run.get("trial_done"):
-            trialstep.reset_worktree(store, started["goal_id"], where)
+        trialstep.reset_worktree(store, started["goal_id"], where)
         turn.report(store, actor, rid, report)
         out.update(result=run["result"], verified=run["verified"], slots=0, note="finished by the agent", trial=None)
         return out

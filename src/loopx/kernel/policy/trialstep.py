@@ -645,3 +645,23 @@ def reset_worktree(store, goal_id: str, where: dict | None) -> None:
         git(store.project_dir, "worktree", "prune", check=False)
         return
     _reset(os.path.join(store.project_dir, e["worktree"]), "refs/heads/" + e["branch"], e["branch"])
+
+
+def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None) -> dict | None:
+    """``loopx turn finish`` on an experiment goal: the agent's ``--result`` does not decide; loopx
+    measures the trial and closes the run (``blocked``: no trial, the worktree back at the
+    frontier). None when the run is not an open run of an experiment goal."""
+    state = store.load()
+    run = queries.resolve_run(state, run_id)
+    if run["finished"] is not None or experiments.get(state, run["goal"]) is None:
+        return None
+    if result == "blocked":
+        reset_worktree(store, run["goal"], None)
+        return finish_turn(store, actor, run_id, None, note=note, result="blocked")
+    rec = settle(store, actor, run_id, None)
+    out = finish_turn(store, actor, run_id, rec, note=note)
+    if result != out["result"]:
+        out.setdefault("warnings", []).append(
+            f"--result {result} was not used: on an experiment goal loopx's own measurement decides "
+            f"(trial {rec['trial_id']}: {rec['decision']})")
+    return out

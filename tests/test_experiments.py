@@ -1,0 +1,201 @@
+"""Research experiments (issue 20) with real git repositories, real measure commands and real
+agent processes: keep, discard and crash; every trial's commit under refs/loopx/trials/<id>;
+`trial apply`; claims that decide nothing; the plateau; slots and turns; the promote gate; the
+holdout kept from the agent; the guard on the measuring files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx
+
+pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                                reason="experiments need git")
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+
+EVAL = """\
+import json, sys
+raw = open("param.txt").read().strip()
+v = float(raw)            # a bad value crashes the measure command
+print("loss: %.3f" % (1 - v))
+print("val_acc: %s" % v)
+"""
+HOLDOUT = """\
+v = float(open("param.txt").read())
+rows = open("data/holdout.csv").read().split()
+print("val_acc: %.4f" % (v * len(rows) / 10 + 0.0123))
+"""
+# the scripted agent: trial N (counted from the packet) tries PLAN[N-1] and claims 0.99 every time
+AGENT = """\
+import json, os, subprocess, sys
+p = json.load(open(os.environ["LOOPX_PACKET_JSON"]))
+plan = json.loads(os.environ["PLAN"])
+h, v = plan[(p["experiment"]["trials"] - 1) % len(plan)]
+subprocess.run([sys.executable, "-m", "loopx", "trial", "hypothesis", h, "--claim", "val_acc=0.99"], check=True)
+open("param.txt", "w").write(v + "\\n")
+"""
+
+
+def git(cwd, *args) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    (proj / "eval.py").write_text(EVAL)
+    (proj / "holdout.py").write_text(HOLDOUT)
+    (proj / "param.txt").write_text("0.5\n")
+    (proj / "data" / "holdout.csv").write_text("\n".join(str(i) for i in range(10)) + "\n")
+    git(proj, "init", "-q", "-b", "main")
+    git(proj, "add", "-A")
+    git(proj, "commit", "-q", "-m", "init")
+    (tmp_path / "agent.py").write_text(AGENT)
+    assert run_loopx(["connect", "--quiet"], cwd=proj).code == 0
+    return proj
+
+
+def start(proj, *extra):
+    py = sys.executable
+    r = run_loopx(["start-goal", "--goal-text", "tune the parameter", "--goal-id", "knn", "--experiment",
+                   "--metric", "val_acc", "--measure", f"{py} eval.py", "--min-delta", "0.01",
+                   "--holdout", f"{py} holdout.py", "--holdout-path", "data/holdout.csv", *extra, "--json"], cwd=proj)
+    assert r.code == 0, r.err
+    return r.data
+
+
+def drive(proj, plan, turns, *extra):
+    env = {"PLAN": json.dumps(plan)}
+    cmd = f"{sys.executable} {proj.parent / 'agent.py'}"
+    r = run_loopx(["run", "--agent-cmd", cmd, "--max-turns", str(turns), *extra, "--json"], cwd=proj, env=env,
+                  timeout=180)
+    assert r.code in (0, 1), r.err
+    return r.data
+
+
+def trials(proj) -> list[dict]:
+    r = run_loopx(["trial", "list", "--json"], cwd=proj)
+    assert r.code == 0, r.err
+    return r.data["trials"]
+
+
+def test_keep_discard_crash_and_every_trial_replayable(repo):
+    d = start(repo)
+    assert d["baseline"]["decision"] == "keep" and d["baseline"]["value"] == 0.5
+    head = git(repo, "rev-parse", "HEAD")
+    drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6", "0.6"], ["write garbage", "oops"]], 3)
+    ts = trials(repo)
+    assert [t["decision"] for t in ts] == ["keep", "keep", "discard", "crash"]
+    base, kept, dropped, crashed = ts
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    # keep: the experiment branch (the frontier) is the kept commit
+    assert git(repo, "rev-parse", "loopx/exp/knn").strip() == kept["commit"]
+    # discard: the work tree equals the frontier again, and the trial's own ref holds the change
+    assert (wt / "param.txt").read_text() == "0.7\n"
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(repo, "show", f"refs/loopx/trials/{dropped['id']}:param.txt") == "0.6\n"
+    assert git(repo, "show", f"refs/loopx/trials/{crashed['id']}:param.txt") == "oops\n"
+    assert "refs/heads/loopx/trials" not in git(repo, "for-each-ref")  # refs, never branches
+    # crash: the tail of the command's output is the evidence
+    show = run_loopx(["trial", "show", crashed["id"], "--json"], cwd=repo).data
+    assert "ValueError" in show["tail"] and "exited 1" in show["reason"]
+    # the user's checkout was never touched
+    assert (repo / "param.txt").read_text() == "0.5\n" and git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    # `trial show --diff` and `trial apply` replay a discarded trial
+    diff = run_loopx(["trial", "show", dropped["id"], "--diff", "--json"], cwd=repo).data["diff"]
+    assert "-0.7" in diff and "+0.6" in diff  # against its parent, the frontier it was tried on
+    ap = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
+    assert ap.code == 0, ap.err
+    assert (wt / "param.txt").read_text() == "0.6\n"
+    # tsv and csv: one header and one row per trial
+    tsv = run_loopx(["trial", "list", "--format", "tsv"], cwd=repo).out.splitlines()
+    assert tsv[0].split("\t")[:6] == ["trial", "commit", "metric", "value", "delta", "decision"]
+    assert [r.split("\t")[5] for r in tsv[1:]] == ["keep", "keep", "discard", "crash"]
+    csv = run_loopx(["trial", "list", "--format", "csv"], cwd=repo).out.splitlines()
+    assert len(csv) == 5 and csv[2].startswith(kept["id"] + ",")
+    assert run_loopx(["status", "--format", "csv"], cwd=repo).code == 2
+
+
+def test_a_claimed_metric_decides_nothing_and_shows_as_a_claim(repo):
+    start(repo)
+    drive(repo, [["claims 0.99 but is worse", "0.4"]], 1)
+    t = trials(repo)[-1]
+    assert t["decision"] == "discard" and t["value"] == 0.4 and t["claims"] == {"val_acc": 0.99}
+    text = run_loopx(["trial", "show", t["id"]], cwd=repo).out
+    assert "claimed by the agent (not measured by loopx; decides nothing): val_acc=0.99" in text
+    assert "0.4 (claim 0.99)" in run_loopx(["trial", "list"], cwd=repo).out
+    show = run_loopx(["experiment", "show", "--json"], cwd=repo).data
+    assert show["frontier"]["value"] == 0.5 and show["kept"] == 0
+
+
+def test_plateau_waits_for_a_human_and_only_a_keep_spends_a_slot(repo):
+    start(repo, "--plateau", "2")
+    res = drive(repo, [["better", "0.8"], ["worse", "0.3"], ["crash", "x"], ["never run", "0.9"]], 10)
+    assert res["stop"]["reason"] == "plateau" and res["stop"]["decision"] == "wait_human"
+    assert [t["trial"]["decision"] for t in res["turns"]] == ["keep", "discard", "crash"]
+    assert [t["slots"] for t in res["turns"]] == [1, 0, 0]
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=repo)
+    assert sr.code == 1 and sr.data["reason"] == "plateau"
+    quota = run_loopx(["quota", "show", "--json"], cwd=repo).data
+    assert json.dumps(quota).count('"spent": 1') >= 1
+    goal = run_loopx(["goal", "show", "knn", "--json"], cwd=repo).data
+    assert goal["goal"]["runs"] == 3  # every trial was a turn
+    # a human answers the plateau; an agent may not
+    assert run_loopx(["experiment", "continue", "knn"], cwd=repo, env={"LOOPX_AGENT": "x"}).code == 4
+    assert run_loopx(["experiment", "continue", "knn"], cwd=repo).code == 0
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["decision"] == "run"
+
+
+def test_the_measure_timeout_kills_the_whole_process_group(repo, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    script = repo / "slow.py"
+    script.write_text("import subprocess, sys, time\n"
+                      f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                      f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+                      "time.sleep(600)\n")
+    git(repo, "add", "slow.py")
+    git(repo, "commit", "-q", "-m", "slow")
+    r = run_loopx(["start-goal", "--goal-text", "slow", "--goal-id", "slow", "--experiment", "--metric", "x",
+                   "--measure", f"{sys.executable} slow.py", "--trial-timeout", "1", "--json"], cwd=repo, timeout=120)
+    assert r.code == 0, r.err
+    b = r.data["baseline"]
+    assert b["decision"] == "crash" and "timed out" in b["reason"]
+    pid = int(pidfile.read_text())
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        assert state in ("Z", "X"), f"the measure command's child {pid} still runs"
+    except FileNotFoundError:
+        pass
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=repo).data
+    assert sr["reason"] == "baseline_crashed"
+
+
+def test_metric_readers():
+    from loopx.kernel.read import metrics
+
+    assert metrics.read("epoch 3\nval_acc: 0.91\nloss=0.3\n", "val_acc") == {
+        "metrics": {"val_acc": 0.91, "loss": 0.3}, "value": 0.91, "source": "lines"}
+    assert metrics.read('noise\n{"val_acc": 0.8, "n": 3, "name": "x"}\n', "val_acc")["metrics"] == {"val_acc": 0.8, "n": 3}
+    assert metrics.read("acc=1\nacc=2\n", "acc")["value"] == 2
+    got = metrics.read("Accuracy 81.5%\nAccuracy 83.25%\n", "acc", r"Accuracy (?P<value>[0-9.]+)%")
+    assert got["value"] == 83.25 and got["source"] == "pattern"
+    assert metrics.read("val_acc: nan\n", "val_acc")["value"] is None
+    assert metrics.read("nothing here", "val_acc")["value"] is None
+    from loopx.errors import UsageError
+
+    with pytest.raises(UsageError):
+        metrics.check_pattern("(unclosed")
