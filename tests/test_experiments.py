@@ -199,3 +199,97 @@ def test_metric_readers():
 
     with pytest.raises(UsageError):
         metrics.check_pattern("(unclosed")
+
+
+# ------------------------------------------------------------------ the measuring is protected
+def _pre_tool(proj, tool, tool_input, cwd=None):
+    from loopx.hosts import entry
+
+    payload = {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input,
+               "cwd": str(cwd or proj)}
+    _, info = entry.pre_tool(payload, "claude-code", project=str(proj))
+    return info
+
+
+def test_the_hostile_agent_cannot_touch_the_measuring_nor_read_the_holdout(repo, monkeypatch):
+    start(repo, "--protect-path", "data/dev.csv")
+    monkeypatch.chdir(repo)
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    denied = [
+        ("Edit", {"file_path": str(wt / "eval.py"), "old_string": "v", "new_string": "1"}),
+        ("Write", {"file_path": str(repo / "eval.py"), "content": "print('val_acc: 1')"}),
+        ("Write", {"file_path": "holdout.py", "content": "x"}),
+        ("Edit", {"file_path": str(wt / "data" / "holdout.csv"), "old_string": "1", "new_string": "2"}),
+        ("Write", {"file_path": str(wt / "data" / "dev.csv"), "content": "x"}),
+        ("Bash", {"command": "echo 'print(\"val_acc: 1\")' > eval.py"}),
+        ("Bash", {"command": "cp /dev/null ./eval.py"}),
+        ("Bash", {"command": "sed -i s/v/1/ eval.py"}),
+        ("Bash", {"command": "tee data/holdout.csv < /dev/null"}),
+        ("Bash", {"command": "cat data/holdout.csv"}),
+        ("Bash", {"command": "python3 -c 'print(1)' && head -n3 ../exp-knn/data/holdout.csv"}),
+        ("Bash", {"command": "wc -l data/hold*.csv"}),
+        ("Bash", {"command": f"{sys.executable} holdout.py"}),
+        ("Read", {"file_path": str(wt / "data" / "holdout.csv")}),
+        ("Read", {"file_path": str(repo / "data" / "holdout.csv")}),
+        ("Grep", {"pattern": "1", "path": str(wt / "data")}),
+    ]
+    for tool, ti in denied:
+        info = _pre_tool(repo, tool, ti, cwd=wt)
+        assert info.get("allow") is False, f"allowed: {tool} {ti}"
+        assert info["reason"].startswith("loopx: ")
+    for tool, ti in [("Write", {"file_path": str(wt / "param.txt"), "content": "0.9"}),
+                     ("Bash", {"command": "echo 0.9 > param.txt"}),
+                     ("Read", {"file_path": str(wt / "eval.py")})]:
+        assert _pre_tool(repo, tool, ti, cwd=wt).get("allow") is True, (tool, ti)
+
+
+def test_promotion_is_a_human_decision_and_the_holdout_is_theirs_only(repo):
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    agent = {"LOOPX_AGENT": "sneaky"}
+    assert run_loopx(["experiment", "promote", "knn"], cwd=repo, env=agent).code == 4
+    r = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo, timeout=120)
+    assert r.code == 0, r.err
+    gate, holdout = r.data["gate_id"], r.data["holdout"]
+    assert holdout["value"] == pytest.approx(0.7123)
+    secret = "0.7123"
+    assert "tr-" in r.data["question"] and "0.5 (baseline) -> 0.7 (frontier)" in r.data["question"]
+    assert secret not in r.data["question"]
+    # nowhere an agent looks: the store's files, the packet, the agent's view of the gate and experiment
+    for f in (repo / ".loopx").rglob("*"):
+        if f.is_file() and "worktrees" not in f.parts:
+            assert secret.encode() not in f.read_bytes(), f
+    assert not os.path.exists(repo / ".loopx" / "holdout")
+    for args in (["gate", "show", gate, "--json"], ["experiment", "show", "--json"], ["trial", "list", "--json"],
+                 ["status", "--json"], ["history", "--json"], ["next", "--dry-run", "--json"],
+                 ["review-packet", "--goal-id", "knn"]):
+        out = run_loopx(args, cwd=repo, env=agent)
+        assert secret not in out.out + out.err, args
+    human_view = run_loopx(["gate", "show", gate], cwd=repo).out
+    assert "holdout (for you only): val_acc=0.7123" in human_view
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "gate_pending"
+    # approval merges the frontier into the branch the experiment started from
+    ok = run_loopx(["gate", "approve", gate, "--confirm", gate, "--json"], cwd=repo)
+    assert ok.code == 0, ok.err
+    assert ok.data["promoted"][0]["into"] == "main"
+    assert (repo / "param.txt").read_text() == "0.7\n"
+    assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", "loopx/exp/knn").strip()
+    show = run_loopx(["experiment", "show", "--json"], cwd=repo).data
+    assert show["promoted"]["holdout"]["value"] == pytest.approx(0.7123) and show["promoted"]["gate"] == gate
+    hist = run_loopx(["history", "--json"], cwd=repo).out
+    assert "experiment.promoted" in hist
+
+
+def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(repo):
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    gate = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo).data["gate_id"]
+    main_before = git(repo, "rev-parse", "main")
+    assert run_loopx(["gate", "reject", gate, "--confirm", gate, "--note", "not yet"], cwd=repo).code == 0
+    assert git(repo, "rev-parse", "main") == main_before
+    r = run_loopx(["experiment", "promote", "knn", "--as-branch", "knn-best", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    g2 = r.data["gate_id"]
+    assert run_loopx(["gate", "approve", g2, "--confirm", g2], cwd=repo).code == 0
+    assert git(repo, "rev-parse", "main") == main_before
+    assert git(repo, "show", "knn-best:param.txt") == "0.7\n"

@@ -320,8 +320,13 @@ class Api:
             human = humans.dashboard_channel(user_agent)
             from loopx.kernel.policy import shared
 
-            return shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
+            out = shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
+            if decision == "approve" and out.get("kind") == "promote":  # research experiments: merge the frontier
+                from loopx.kernel.policy import trialstep
+
+                out["promoted"] = trialstep.promote_approved(store, human.actor)
+            return out
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
         except HumanRequired as exc:
