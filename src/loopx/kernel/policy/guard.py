@@ -510,7 +510,8 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     if state.get("experiments"):  # research experiments: the measuring is governance (``reads``: file tools' reads)
         from loopx.kernel.policy import trialguard
 
-        verdict = trialguard.check(state, written, reads, commands, cwd, project_dir)
+        verdict = trialguard.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
+                                   matches=_matches)
         if verdict:
             return verdict
     for path, how in written:

@@ -73,7 +73,10 @@ def _hit(rel: str, table: dict, *, containing: bool = False) -> str | None:
     return None
 
 
-def check(state: dict, written, reads, commands, cwd: str | None, project_dir: str) -> dict:
+def check(state: dict, written, reads, commands, cwd: str | None, project_dir: str, *, read_only=frozenset(),
+          matches=lambda word, base: [word]) -> dict:
+    """``read_only``: programs that write nothing they name; ``matches(word, base)``: the paths a
+    shell word names (the guard's own, passed in so this module does not import the guard)."""
     if not state.get("experiments"):
         return {}
     table = protected(state, project_dir)
@@ -93,7 +96,7 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
         if p:
             return _read_deny(rel, p, hold[p])
     if commands:
-        from loopx.kernel.policy import guard, shell
+        from loopx.kernel.policy import shell
 
         hold = dict(hold)  # running the holdout command's script shows its numbers: named in a command, it is denied
         for gid, e in (state.get("experiments") or {}).items():
@@ -103,11 +106,11 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
         for command in commands:
             for s in shell.commands(command, cwd=cwd):
                 base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
-                writer = s.words[0] not in guard._READ_ONLY  # a program that may write what it names
+                writer = s.words[0] not in read_only  # a program that may write what it names
                 for w in s.words[1:]:
                     if w.startswith("-") or (shell.is_unknown(w) and not shell.is_pattern(w)):
                         continue
-                    for m in guard._matches(w, base):
+                    for m in matches(w, base):
                         rel = _rel(m, base, project_dir)
                         p = _hit(rel, hold)
                         if p:
