@@ -293,3 +293,23 @@ def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(rep
     assert run_loopx(["gate", "approve", g2, "--confirm", g2], cwd=repo).code == 0
     assert git(repo, "rev-parse", "main") == main_before
     assert git(repo, "show", "knn-best:param.txt") == "0.7\n"
+
+
+def test_demo_research_approve_runs_end_to_end(tmp_path):
+    demo = tmp_path / "rd"
+    r = run_loopx(["demo", "--research", "--approve", "--dir", demo, "--json"], cwd=tmp_path, timeout=300)
+    assert r.code == 0, r.err
+    d = r.data
+    decisions = [t["trial"]["decision"] for t in d["turns"]]
+    assert {"keep", "discard", "crash"} <= set(decisions)
+    assert d["stop"]["reason"] == "plateau" and d["stage"] == "done" and d["trace_ok"] is True
+    s = d["summary"]
+    assert s["frontier"]["value"] > s["baseline"]["value"] and s["promoted"]["into"] == "main"
+    assert s["promoted"]["holdout"]["value"] is not None
+    # the frontier is on main; the review packet and the trace are there and the trace verifies
+    assert json.loads((demo / "config.json").read_text())["scaling"] == "standard"
+    assert "## Experiment" in (demo / "review.md").read_text()
+    v = run_loopx(["trace", "verify", demo / "trace.tar.gz"], cwd=tmp_path)
+    assert v.code == 0, v.out + v.err
+    text = run_loopx(["demo", "--research", "--dir", demo], cwd=tmp_path, timeout=120)
+    assert text.code == 0 and "Promoted into main" in text.out
