@@ -313,3 +313,55 @@ def test_demo_research_approve_runs_end_to_end(tmp_path):
     assert v.code == 0, v.out + v.err
     text = run_loopx(["demo", "--research", "--dir", demo], cwd=tmp_path, timeout=120)
     assert text.code == 0 and "Promoted into main" in text.out
+
+
+PARALLEL_AGENT = """\
+import os, subprocess, sys, time
+me, rid = os.environ["LOOPX_AGENT"], os.environ["LOOPX_RUN_ID"]
+slot = int(me.rsplit("-", 1)[1])
+val = {1: 3, 2: 5, 3: -2}[slot]
+subprocess.run([sys.executable, "-m", "loopx", "trial", "hypothesis", f"{me} adds {val}"], check=True,
+               stdout=subprocess.DEVNULL)
+open(f"v_{rid}.txt", "w").write(str(val))
+if slot != 3:
+    open("shared.txt", "w").write(me + "\\n")  # two agents on one file: a replay may no longer apply
+time.sleep(0.2)
+"""
+SCORE = "import glob\nprint('score:', sum(int(open(f).read()) for f in glob.glob('v*.txt')))\n"
+
+
+def test_three_parallel_agents_never_keep_against_a_stale_frontier(repo, tmp_path):
+    (repo / "score.py").write_text(SCORE)
+    git(repo, "add", "score.py")
+    git(repo, "commit", "-q", "-m", "score")
+    (tmp_path / "pagent.py").write_text(PARALLEL_AGENT)
+    r = run_loopx(["start-goal", "--goal-text", "sum", "--goal-id", "par", "--experiment", "--metric", "score",
+                   "--measure", f"{sys.executable} score.py", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    assert run_loopx(["goal", "update", "par", "--max-parallel", "3"], cwd=repo).code == 0
+    r = run_loopx(["run", "--parallel", "3", "--agent-cmd", f"{sys.executable} {tmp_path / 'pagent.py'}",
+                   "--max-turns", "3", "--json"], cwd=repo, timeout=300)
+    assert r.code == 0, r.err
+    ts = trials(repo)
+    assert len(ts) == 1 + 9 and {t["agent"] for t in ts[1:]} == {"agent:shell-1", "agent:shell-2", "agent:shell-3"}
+    by_commit = {t["commit"]: t for t in ts if t["decision"] == "keep"}
+    frontier = ts[0]
+    for t in ts[1:]:
+        assert t["decision"] in ("keep", "discard", "stale")
+        full = run_loopx(["trial", "show", t["id"], "--json"], cwd=repo).data
+        if t["decision"] == "stale":
+            assert t["value"] is None
+            continue
+        # decided against the frontier it was measured on, which was the frontier at that moment
+        assert full["parent"] == frontier["commit"] and full["parent_value"] == frontier["value"]
+        if t["decision"] == "keep":
+            assert t["value"] > frontier["value"]
+            assert git(repo, "rev-parse", t["commit"] + "^").strip() == frontier["commit"]
+            frontier = t
+        else:
+            assert t["value"] <= frontier["value"]
+    assert git(repo, "rev-parse", "loopx/exp/par").strip() == frontier["commit"]
+    measured = [t["value"] for t in ts if t["decision"] in ("keep", "discard")]
+    show = run_loopx(["experiment", "show", "par", "--json"], cwd=repo).data
+    assert show["frontier"]["value"] == max(measured) == frontier["value"]
+    assert by_commit[show["frontier"]["commit"]]["id"] == show["frontier"]["trial"]
