@@ -475,7 +475,7 @@ function experimentChart(x) {
   }
   svg.append(s("text", { x: L, y: H - 8, class: "axis-label" }, `trial ${first}`),
     s("text", { x: W - R, y: H - 8, class: "axis-label", "text-anchor": "end" }, `trial ${n}`),
-    s("text", { x: L, y: T - 2, class: "axis-label" }, metric)');
+    s("text", { x: L, y: T - 2, class: "axis-label" }, metric));
   // the frontier: a step line through the kept trials, held until the last trial
   const kept = trials.filter((t) => t.decision === "keep" && t.value !== null && t.value !== undefined);
   if (kept.length) {
