@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
-from loopx.output import Reply, safe, table
+from loopx.output import Reply, safe
 
 
 def register(sub, name, help_text):
@@ -71,18 +71,85 @@ def _row(exp_metric, t):
             "remeasured": t.get("remeasured", False), "reason": t.get("reason"), "ts": t.get("ts")}
 
 
+class Rows(list):
+    """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
+    so the table is not formatted again; JSON-encodes as a plain list."""
+
+    cells: list | None = None
+
+
+def _cells(metric: str, r: dict) -> list[str]:
+    from loopx.kernel.read import experiments as ex
+
+    return [r["id"], safe((r["hypothesis"] or "")[:48]), safe(r["agent"] or ""),
+            ex.fmt_value(r["value"]) + (" (claim " + ", ".join(f"{v:g}" for v in r["claims"].values()) + ")"
+                                         if r["claims"] else ""),
+            ex.fmt_delta(r["delta"]), r["decision"], (r["commit"] or "")[:10],
+            "-" if r["duration"] is None else f"{r['duration']:.1f}s"]
+
+
+CACHE_VERSION = 1
+
+
+def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
+    """(rows, cells, summary) of every trial of ``gid`` through ``cache/trials-<goal>.bin``: a
+    disposable projection keyed by the experiment's trial count and last trial (in the live view),
+    brought up to date from the live view's recent trials when only those are new, rebuilt from
+    the full state otherwise. Flat cost: a listing after each new trial folds no history."""
+    import marshal
+    import os
+
+    from loopx.kernel.read import experiments
+    from loopx.kernel.storage import fs
+
+    live = store.load(view="live")
+    e = experiments.get(live, gid)
+    key = [e["trials"], e["last_trial"]]
+    path = store.path("cache", f"trials-{gid}.bin")
+    try:
+        with open(path, "rb") as fh:
+            cache = marshal.loads(fh.read())
+        if cache.get("v") != CACHE_VERSION or cache.get("metric") != e["metric"]:
+            cache = None
+    except (OSError, ValueError, EOFError, TypeError, AttributeError):
+        cache = None
+    if cache and cache["key"] == key:
+        return cache["rows"], cache["cells"], experiments.summary(live, gid)
+    rows = cells = None
+    if cache and cache["key"][0] < key[0]:  # only new trials: the live view keeps the recent ones
+        have = cache["key"][0]
+        new = [t for t in experiments.rows(live, gid) if t.get("number", 0) > have]
+        prev = [t for t in experiments.rows(live, gid) if t.get("number", 0) == have]
+        if len(new) == key[0] - have and (have == 0 or (prev and prev[0]["id"] == cache["key"][1])):
+            add = [_row(e["metric"], t) for t in new]
+            rows, cells = cache["rows"] + add, cache["cells"] + [_cells(e["metric"], r) for r in add]
+    if rows is None:
+        full = store.load()
+        rows = [_row(e["metric"], t) for t in experiments.rows(full, gid)]
+        cells = [_cells(e["metric"], r) for r in rows]
+    try:
+        os.makedirs(store.path("cache"), exist_ok=True)
+        fs.atomic_write(path, marshal.dumps({"v": CACHE_VERSION, "key": key, "metric": e["metric"], "rows": rows,
+                                             "cells": cells}), sync=False)
+    except (OSError, ValueError):
+        pass  # a cache that cannot be written is rebuilt next time
+    return rows, cells, experiments.summary(live, gid)
+
+
 def trial_list(ctx, goal_id=None, decision=None, limit=None):
     from loopx.kernel.read import experiments
 
     store = ctx.store()
-    state = store.load()
-    gid = _goal(state, goal_id)
-    e = experiments.get(state, gid)
-    rows = [_row(e["metric"], t) for t in experiments.rows(state, gid) if decision in (None, t["decision"])]
+    live = store.load(view="live")
+    gid = store.read(lambda st: _goal(st, goal_id), live)
+    e = experiments.get(live, gid)
+    rows, cells, summary = _cached_rows(store, gid)
+    pick = [i for i, r in enumerate(rows) if decision in (None, r["decision"])]
     if limit:
-        rows = rows[-limit:]
-    return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": rows,
-            "summary": experiments.summary(state, gid)}
+        pick = pick[-limit:]
+    out = Rows(rows[i] for i in pick) if len(pick) != len(rows) else Rows(rows)
+    out.cells = [cells[i] for i in pick] if len(pick) != len(rows) else cells
+    return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
 
 
 def tabular(d: dict, sep: str) -> str:
@@ -109,12 +176,11 @@ def render_list(d: dict) -> str:
 
     if not d["trials"]:
         return f"no trials on {d['goal_id']} yet"
-    rows = [[r["id"], safe((r["hypothesis"] or "")[:48]), safe(r["agent"] or ""),
-             ex.fmt_value(r["value"]) + (" (claim " + ", ".join(f"{v:g}" for v in r["claims"].values()) + ")"
-                                          if r["claims"] else ""),
-             ex.fmt_delta(r["delta"]), r["decision"], (r["commit"] or "")[:10],
-             "-" if r["duration"] is None else f"{r['duration']:.1f}s"] for r in d["trials"]]
-    out = table(rows, ["trial", "hypothesis", "agent", d["metric"], "delta", "decision", "commit", "duration"])
+    cells = getattr(d["trials"], "cells", None) or [_cells(d["metric"], r) for r in d["trials"]]
+    header = ["trial", "hypothesis", "agent", d["metric"], "delta", "decision", "commit", "duration"]
+    widths = [max(len(header[i]), max(map(len, col))) for i, col in enumerate(zip(*cells))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    out = "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
     s = d["summary"]
     out += (f"\n{s['trials']} trials: {s['kept']} kept, {s['discarded']} discarded, {s['crashed']} crashed"
             + (f", {s['stale']} stale" if s["stale"] else "")
