@@ -131,7 +131,9 @@ def test_keep_discard_crash_and_every_trial_replayable(repo):
 
 def test_a_claimed_metric_decides_nothing_and_shows_as_a_claim(repo):
     start(repo)
+    assert [t["decision"] for t in trials(repo)] == ["keep"]  # the listing's row cache now holds the baseline
     drive(repo, [["claims 0.99 but is worse", "0.4"]], 1)
+    assert len(trials(repo)) == 2  # ... and is brought up to date, not served stale
     t = trials(repo)[-1]
     assert t["decision"] == "discard" and t["value"] == 0.4 and t["claims"] == {"val_acc": 0.99}
     text = run_loopx(["trial", "show", t["id"]], cwd=repo).out
