@@ -20,6 +20,33 @@ import sys
 GOAL = "knn"
 
 
+def _python() -> str:
+    from loopx.runner.presets import quote
+
+    return quote(sys.executable)
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    from loopx.errors import StateError
+
+    try:
+        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise StateError("git is not installed", "the research demo needs git: install it and run it again",
+                         code="git_missing") from None
+    if proc.returncode != 0:
+        raise StateError(f"git {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check your git installation")
+    return proc.stdout
+
+
+def _agent_session() -> bool:
+    from loopx.context import agent_markers
+
+    return bool(agent_markers())
+
+
 def default_dir() -> str:
     from loopx.config import data_home
 
@@ -29,7 +56,6 @@ def default_dir() -> str:
 def setup(path, actor: str) -> dict:
     import shutil
 
-    from loopx.commands.demo import _git, _python
     from loopx.errors import StateError
     from loopx.kernel.policy import trialstep
     from loopx.kernel.storage import registry
@@ -67,7 +93,6 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
     from pathlib import Path
 
     from loopx import output
-    from loopx.commands.demo import _agent_session
     from loopx.errors import HumanRequired, UsageError
     from loopx.kernel.policy import trialstep
     from loopx.kernel.read import experiments, queries
@@ -128,7 +153,6 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
 
 
 def _drive(store, secs, ctx, log):
-    from loopx.commands.demo import _python
     from loopx.resources import data_path
     from loopx.runner import loop
     from loopx.runner.presets import quote
