@@ -267,6 +267,13 @@ def test_promotion_is_a_human_decision_and_the_holdout_is_theirs_only(repo):
                  ["review-packet", "--goal-id", "knn"]):
         out = run_loopx(args, cwd=repo, env=agent)
         assert secret not in out.out + out.err, args
+    from loopx import config
+
+    results = os.path.join(config.data_home(), "holdout")
+    assert os.path.isdir(results)
+    for tool, ti in (("Read", {"file_path": r.data["holdout_file"]}), ("Bash", {"command": f"cat {results}/*/*.json"}),
+                     ("Grep", {"pattern": "val_acc", "path": results})):
+        assert _pre_tool(repo, tool, ti).get("allow") is False, (tool, ti)
     human_view = run_loopx(["gate", "show", gate], cwd=repo).out
     assert "holdout (for you only): val_acc=0.7123" in human_view
     assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "gate_pending"

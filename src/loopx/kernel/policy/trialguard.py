@@ -90,7 +90,10 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
                 f"loopx: {rel} is {table[p]}; an agent may not change how trials are measured "
                 f"({'through ' + how if how != 'edit' else 'edit'} denied). Change the code under test instead.")}
     hold = holdout(state)
+    results = _results_dir() if any(e.get("holdout") for e in state["experiments"].values()) else None
     for path in reads or ():
+        if results and _under(path, cwd, results):
+            return _read_deny(path, "a promotion's holdout result", "(any)")
         rel = _rel(path, cwd, project_dir)
         p = _hit(rel, hold, containing=True)
         if p:
@@ -110,6 +113,8 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
                 for w in s.words[1:]:
                     if w.startswith("-") or (shell.is_unknown(w) and not shell.is_pattern(w)):
                         continue
+                    if results and _under(w.replace(shell.UNKNOWN, ""), base, results):
+                        return _read_deny(w, "a promotion's holdout result", "(any)")
                     for m in matches(w, base):
                         rel = _rel(m, base, project_dir)
                         p = _hit(rel, hold)
@@ -121,6 +126,18 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
                                 f"loopx: `{s.words[0]}` names {rel}, {table[p]}; an agent may not change how trials "
                                 "are measured. Change the code under test instead.")}
     return {}
+
+
+def _results_dir() -> str:
+    """Where promotions keep the holdout's result for the human (trialstep.holdout_file)."""
+    from loopx import config
+
+    return os.path.realpath(os.path.join(config.data_home(), "holdout"))
+
+
+def _under(path: str, cwd: str | None, folder: str) -> bool:
+    full = os.path.realpath(os.path.join(cwd or ".", os.path.expanduser(path)))
+    return full == folder or full.startswith(folder + os.sep) or folder.startswith(full.rstrip(os.sep) + os.sep + "holdout")
 
 
 def _read_deny(rel: str, p: str, gid: str) -> dict:
