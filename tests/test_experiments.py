@@ -276,7 +276,7 @@ def test_promotion_is_a_human_decision_and_the_holdout_is_theirs_only(repo):
         assert _pre_tool(repo, tool, ti).get("allow") is False, (tool, ti)
     human_view = run_loopx(["gate", "show", gate], cwd=repo).out
     assert "holdout (for you only): val_acc=0.7123" in human_view
-    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "gate_pending"
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "promote"  # a human decides
     # approval merges the frontier into the branch the experiment started from
     ok = run_loopx(["gate", "approve", gate, "--confirm", gate, "--json"], cwd=repo)
     assert ok.code == 0, ok.err

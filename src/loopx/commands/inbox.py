@@ -47,7 +47,7 @@ def _project_items(path: str, info: dict) -> list[dict]:
             d = decide.evaluate(state, now, goal_id=g["id"], book=book)
         except LoopxError:
             continue
-        if d["decision"] == "wait_human" and d["reason"] != "gate_pending":
+        if d["decision"] == "wait_human" and d["reason"] not in ("gate_pending", "promote"):  # gates are listed above
             last = state["runs"].get(g.get("last_run") or "") or {}
             ts = max(g["updated"], last.get("finished") or "")
             items.append({"kind": "goal", "project": path, "goal": g["id"], "reason": d["reason"],

@@ -314,7 +314,7 @@ class _Eval:
         return self._nothing_ready()
 
     def _wait_gate(self, gate, why):
-        return self.decide("gates", "wait_human", "gate_pending",
+        return self.decide("gates", "wait_human", "promote" if gate["kind"] == "promote" else "gate_pending",
                            f"{why}: gate {gate['id']} ({gate['kind']}) asks: {gate['question'][:200]}",
                            gate_id=gate["id"], question=gate["question"])
 

@@ -678,7 +678,7 @@ NOTICE_KEEP = 200
 # decision reasons a person must act on (docs: REASONS convention) plus the budget running out
 NOTICE_REASONS = ("stalled", "verify_broken", "watch_failing", "budget_exhausted", "host_not_logged_in",
                   "host_offline", "host_rate_limited", "host_crashed", "host_timed_out", "host_idle",
-                  "plateau", "baseline_crashed")
+                  "plateau", "baseline_crashed")  # a promote gate is heard of through gate.opened
 _NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
 
 
