@@ -73,9 +73,12 @@ def _row(exp_metric, t):
 
 class Rows(list):
     """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
-    so the table is not formatted again; JSON-encodes as a plain list."""
+    so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
+    ``count``) from the rendered cache; JSON-encodes as a plain list."""
 
     cells: list | None = None
+    text: str | None = None
+    count: int = 0
 
 
 def _cells(metric: str, r: dict) -> list[str]:
@@ -136,6 +139,31 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
     return rows, cells, experiments.summary(live, gid)
 
 
+def _text_cache(store, gid: str, kind: str) -> str:
+    return store.path("cache", f"trials-{gid}.{kind}")
+
+
+def _read_text(store, gid: str, kind: str, key: list) -> str | None:
+    """The table (``txt``) or results.tsv (``tsv``) rendered for ``key``, or None."""
+    try:
+        with open(_text_cache(store, gid, kind), encoding="utf-8") as fh:
+            head = fh.readline()
+            if head.rstrip("\n") != f"{CACHE_VERSION} {key[0]} {key[1]}":
+                return None
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
+    from loopx.kernel.storage import fs
+
+    try:
+        fs.atomic_write(_text_cache(store, gid, kind), f"{CACHE_VERSION} {key[0]} {key[1]}\n" + text, sync=False)
+    except OSError:
+        pass
+
+
 def trial_list(ctx, goal_id=None, decision=None, limit=None):
     from loopx.kernel.read import experiments
 
@@ -143,19 +171,35 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     live = store.load(view="live")
     gid = store.read(lambda st: _goal(st, goal_id), live)
     e = experiments.get(live, gid)
+    kind = {"text": "txt", "tsv": "tsv"}.get(ctx.fmt)
+    if kind and decision is None and not limit:  # the rendered listing, as it was last rendered for this key
+        key = [e["trials"], e["last_trial"]]
+        text = _read_text(store, gid, kind, key)
+        if text is not None:
+            out = Rows()
+            out.text, out.count = text, e["trials"]
+            return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out,
+                    "summary": experiments.summary(live, gid)}
     rows, cells, summary = _cached_rows(store, gid)
     pick = [i for i, r in enumerate(rows) if decision in (None, r["decision"])]
     if limit:
         pick = pick[-limit:]
     out = Rows(rows[i] for i in pick) if len(pick) != len(rows) else Rows(rows)
     out.cells = [cells[i] for i in pick] if len(pick) != len(rows) else cells
-    return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
+    data = {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
+    if kind and decision is None and not limit:
+        key = [e["trials"], e["last_trial"]]
+        _write_text(store, gid, "txt", key, _table(data))
+        _write_text(store, gid, "tsv", key, tabular(data, "\t"))
+    return data
 
 
 def tabular(d: dict, sep: str) -> str:
     """``trial list --format tsv|csv``: one header and one line per trial (a results.tsv)."""
     from loopx.kernel.read import experiments
 
+    if getattr(d["trials"], "text", None) is not None and sep == "\t":
+        return d["trials"].text
     cols = experiments.TSV_COLUMNS
     lines = [cols]
     for r in d["trials"]:
@@ -171,16 +215,22 @@ def tabular(d: dict, sep: str) -> str:
     return buf.getvalue()
 
 
-def render_list(d: dict) -> str:
-    from loopx.kernel.read import experiments as ex
-
-    if not d["trials"]:
-        return f"no trials on {d['goal_id']} yet"
+def _table(d: dict) -> str:
+    """The table of ``trial list`` without its summary line."""
     cells = getattr(d["trials"], "cells", None) or [_cells(d["metric"], r) for r in d["trials"]]
     header = ["trial", "hypothesis", "agent", d["metric"], "delta", "decision", "commit", "duration"]
     widths = [max(len(header[i]), max(map(len, col))) for i, col in enumerate(zip(*cells))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
-    out = "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
+    return "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
+
+
+def render_list(d: dict) -> str:
+    from loopx.kernel.read import experiments as ex
+
+    t = d["trials"]
+    if not t and not getattr(t, "count", 0):
+        return f"no trials on {d['goal_id']} yet"
+    out = t.text if getattr(t, "text", None) is not None else _table(d)
     s = d["summary"]
     out += (f"\n{s['trials']} trials: {s['kept']} kept, {s['discarded']} discarded, {s['crashed']} crashed"
             + (f", {s['stale']} stale" if s["stale"] else "")
