@@ -184,6 +184,14 @@ def test_the_measure_timeout_kills_the_whole_process_group(repo, tmp_path):
         pass
     sr = run_loopx(["quota", "should-run", "--json"], cwd=repo).data
     assert sr["reason"] == "baseline_crashed"
+    # a human fixes the measure command and measures the baseline again; an agent may not
+    script.write_text("print('x: 1.5')\n")
+    git(repo, "commit", "-q", "-am", "fix the measure script")
+    assert run_loopx(["experiment", "baseline", "slow"], cwd=repo, env={"LOOPX_AGENT": "a"}).code == 4
+    b2 = run_loopx(["experiment", "baseline", "slow", "--json"], cwd=repo)
+    assert b2.code == 0 and b2.data["decision"] == "keep" and b2.data["value"] == 1.5
+    assert run_loopx(["experiment", "baseline", "slow"], cwd=repo).code == 4  # once there is a frontier
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "trial"
 
 
 def test_metric_readers():

@@ -78,9 +78,19 @@ def render_show(d: dict) -> str:
 
 
 def experiment_baseline(ctx, goal=None):
+    from loopx.errors import Conflict
     from loopx.kernel.policy import trialstep
+    from loopx.kernel.read import experiments
+    from loopx.kernel.write import humans
 
-    return trialstep.measure_baseline(ctx.store(), ctx.actor, _gid(ctx, goal))
+    human = humans.require_human(ctx, "experiment.baseline")
+    store = ctx.store()
+    gid = _gid(ctx, goal)
+    if (experiments.get(store.load(), gid) or {}).get("frontier"):
+        raise Conflict(f"experiment {gid} has a measured baseline and frontier already",
+                       "a new baseline would rewrite the results; start a new experiment goal instead",
+                       code="baseline_measured")
+    return trialstep.measure_baseline(store, human.actor, gid)
 
 
 def render_trial(d: dict) -> str:

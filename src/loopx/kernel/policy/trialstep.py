@@ -261,6 +261,10 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
     state = store.load()
     e = experiments.get(state, goal_id)
     path = os.path.join(store.project_dir, e["worktree"])
+    if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
+        head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
+        if head:
+            _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
     tid = ids.new_id("trial", state.get("trials") or {})
     _set_ref(store.project_dir, trial_ref(tid), commit)

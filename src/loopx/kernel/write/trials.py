@@ -21,8 +21,6 @@ from loopx.kernel.storage import ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import humans
 
-humans.HUMAN_ONLY.setdefault("experiment.continue", "answering an experiment's plateau")
-humans.HUMAN_ONLY.setdefault("experiment.promote", "asking to promote an experiment (it runs the holdout)")
 MAX_HYPOTHESIS = 500
 
 
