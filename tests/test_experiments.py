@@ -40,7 +40,9 @@ p = json.load(open(os.environ["LOOPX_PACKET_JSON"]))
 plan = json.loads(os.environ["PLAN"])
 h, v = plan[(p["experiment"]["trials"] - 1) % len(plan)]
 subprocess.run([sys.executable, "-m", "loopx", "trial", "hypothesis", h, "--claim", "val_acc=0.99"], check=True)
-open("param.txt", "w").write(v + "\\n")
+open("param.txt", "w").write(v.replace("EXIT", "0.9") + "\\n")
+if v == "EXIT":
+    sys.exit(3)  # an agent whose turn fails after it changed the code
 """
 
 
@@ -382,3 +384,15 @@ def test_three_parallel_agents_never_keep_against_a_stale_frontier(repo, tmp_pat
     show = run_loopx(["experiment", "show", "par", "--json"], cwd=repo).data
     assert show["frontier"]["value"] == max(measured) == frontier["value"]
     assert by_commit[show["frontier"]["commit"]]["id"] == show["frontier"]["trial"]
+
+
+def test_an_agent_that_fails_its_turn_leaves_a_crash_and_the_frontier_untouched(repo):
+    start(repo)
+    res = drive(repo, [["half done", "EXIT"]], 1)
+    assert res["stopped_because"] == "agent_failed"
+    t = trials(repo)[-1]
+    assert t["decision"] == "crash" and "the agent exited 3" in t["reason"] and t["value"] is None
+    assert (repo / ".loopx" / "worktrees" / "exp-knn" / "param.txt").read_text() == "0.5\n"
+    assert git(repo, "show", f"refs/loopx/trials/{t['id']}:param.txt") == "0.9\n"  # kept for a look
+    run = res["turns"][0]
+    assert run["result"] == "failed" and run["slots"] == 0

@@ -70,7 +70,7 @@ def render_finish(d: dict) -> str:
         line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"
     if d.get("todo_id"):
         line += f"\n  todo {d['todo_id']} is {d.get('todo_status')}"
-    if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat"):
+    if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat") and not d.get("trial"):
         line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
     return line
 

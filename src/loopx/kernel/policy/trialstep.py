@@ -67,7 +67,9 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None) -> d
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not hasattr(os, "killpg"):  # Windows: no process groups to signal
+            proc.kill()
+        for sig in (() if not hasattr(os, "killpg") else (signal.SIGTERM, signal.SIGKILL)):
             try:
                 os.killpg(proc.pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -78,7 +80,8 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None) -> d
             except subprocess.TimeoutExpired:
                 continue
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
+            if hasattr(os, "killpg"):
+                os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
         except (ProcessLookupError, PermissionError):
             pass
         try:
@@ -122,7 +125,7 @@ def rev(cwd: str, what: str) -> str | None:
 
 
 def worktree_name(goal_id: str) -> str:
-    return "exp-" + goal_id
+    return worktrees.EXPERIMENT_PREFIX + goal_id
 
 
 def worktree_path(store, goal_id: str) -> str:
