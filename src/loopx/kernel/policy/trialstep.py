@@ -439,7 +439,10 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     e = experiments.get(state, t["goal"])
     target = into or os.path.join(store.project_dir, e["worktree"])
     ref = trial_ref(t["id"])
-    if rev(store.project_dir, ref) is None:
+    if t.get("baseline"):
+        raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
+                         "pick a trial the agent made (`loopx trial list`)", code="baseline_trial")
+    if rev(store.project_dir, ref) is None or rev(store.project_dir, ref + "^") is None:
         raise UsageError(f"trial {t['id']} has no commit of its own (it changed nothing)", "pick another trial",
                          code="no_trial_commit")
     diff = git(store.project_dir, "diff", "--binary", f"{ref}^", ref).stdout
