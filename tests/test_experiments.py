@@ -396,3 +396,22 @@ def test_an_agent_that_fails_its_turn_leaves_a_crash_and_the_frontier_untouched(
     assert git(repo, "show", f"refs/loopx/trials/{t['id']}:param.txt") == "0.9\n"  # kept for a look
     run = res["turns"][0]
     assert run["result"] == "failed" and run["slots"] == 0
+
+
+def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
+    """An agent driven by its host's hooks (not `loopx run`): `loopx next`, edit, `loopx turn finish`."""
+    start(repo)
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    (wt / "param.txt").write_text("0.95\n")  # leftovers of an earlier turn that never finished
+    agent = {"LOOPX_AGENT": "hooked"}
+    n = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    assert n.code == 0, n.err
+    assert n.data["mode"] == "trial" and "TRIAL MODE" in n.data["packet_text"]
+    assert (wt / "param.txt").read_text() == "0.5\n"  # the trial starts on the frontier
+    assert run_loopx(["trial", "hypothesis", "0.8 is better"], cwd=repo, env=agent).code == 0
+    (wt / "param.txt").write_text("0.8\n")
+    f = run_loopx(["turn", "finish", "--run", n.data["run_id"], "--result", "no_progress", "--json"], cwd=repo, env=agent)
+    assert f.code == 0, f.err
+    assert f.data["trial"]["decision"] == "keep" and f.data["result"] == "progress" and f.data["spend"]["spent"]
+    assert any("--result no_progress was not used" in w for w in f.json["warnings"])
+    assert trials(repo)[-1]["hypothesis"] == "0.8 is better"

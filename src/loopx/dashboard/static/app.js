@@ -340,7 +340,7 @@ function gateCard(project, gate) {
         : gate.approval === "used" ? "used" : "standing", `approval-${gate.approval}`) : null,
       h("span", { class: "muted small" }, gate.id)),
     h("p", { class: "question" }, gate.question),
-    gate.context ? h("pre", { class: "context" }, gate.context) : null,
+    gate.context && gate.kind !== "promote" ? h("pre", { class: "context" }, gate.context) : null,
     h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
       gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
     gate.status === "pending" ? gateForm(project, gate)
