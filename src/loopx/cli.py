@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "disconnect": ("disconnect", "remove a project from the registry (its files stay)"),
     "forget": ("disconnect", "alias of disconnect"),
     "schedule": ("schedule", "print a cron or systemd recipe with the absolute path of this loopx filled in"),
+    "trial": ("trial", "research trials: state a hypothesis, list, show, apply (docs/experiments.md)"),
+    "experiment": ("experiment", "research experiments: show, baseline, continue after a plateau, promote"),
 }
 
 GLOBAL_HELP = """global options (before or after the command):
@@ -61,6 +63,11 @@ GLOBAL_HELP = """global options (before or after the command):
 
 exit codes: 0 ok, 1 a clean "no", 2 usage, 3 state, 4 conflict, 70 internal, 130 interrupted
 docs: docs/cli.md"""
+
+
+# commands with a table form: --format csv|tsv -> (module under loopx.commands, function(data, sep) -> str)
+TABULAR_FORMATS = {"csv": ",", "tsv": "\t"}
+TABULAR = {"trial list": ("trial", "tabular")}
 
 
 def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
@@ -95,9 +102,9 @@ def _split_globals(argv: list[str]) -> tuple[dict, list[str]]:
         else:
             rest.append(a)
         i += 1
-    if opts["fmt"] not in (None, "text", "json", "jsonl"):
+    if opts["fmt"] not in (None, "text", "json", "jsonl", *TABULAR_FORMATS):
         opts["error"] = opts["error"] or UsageError(f"unknown format {opts['fmt']!r}",
-                                                    "use --format text, json or jsonl")
+                                                    "use --format text, json or jsonl (csv, tsv: trial list)")
         opts["fmt"] = "json" if str(opts["fmt"]).startswith("json") else None
     return opts, rest
 
@@ -244,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
                       debug=opts["debug"], command=command)
+        if fmt in TABULAR_FORMATS and command not in TABULAR:
+            raise UsageError(f"--format {fmt} is for tables ({', '.join(TABULAR)})", "use --format text or json")
         reply = handler(ctx, **args)
         done = True
         if not isinstance(reply, output.Reply):
@@ -252,7 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         if migrated:  # said once: only the write that migrated the store sees this
             reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
                               f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
-        if fmt != "text":
+        if fmt in TABULAR_FORMATS:
+            import importlib
+
+            mod, fn = TABULAR[command]
+            output.print_text(getattr(importlib.import_module(f"loopx.commands.{mod}"), fn)(reply.data,
+                                                                                      TABULAR_FORMATS[fmt]).rstrip("\n"))
+        elif fmt != "text":
             output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
                                               warnings=reply.warnings))
         else:

@@ -35,6 +35,9 @@ def register(sub, name, help_text):
     p.add_argument("--approve", action="store_true",
                    help="approve the merge gate yourself when the demo reaches it (you are the human)")
     p.add_argument("--timeout", metavar="DUR", default="5m", help="per-turn agent timeout (default 5m)")
+    p.add_argument("--research", action="store_true",
+                   help="the research demo instead: a KNN classifier, trials kept or discarded, a promotion gate "
+                        "(docs/experiments.md)")
 
 
 def _python() -> str:
@@ -108,8 +111,13 @@ def default_dir() -> str:
     return os.path.join(data_home(), "demo")
 
 
-def demo(ctx, dir=None, approve=False, timeout="5m"):
+def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
     import sys
+
+    if research:
+        from loopx.commands import demo_research
+
+        return demo_research.run(ctx, dir=dir, approve=approve, timeout=timeout)
     from pathlib import Path
 
     from loopx import output
@@ -222,6 +230,11 @@ def _conclude(store, ctx, out, res):
 
 def render(d: dict) -> str:
     from loopx.output import safe
+
+    if d.get("goal_id") == "knn" and "summary" in d:
+        from loopx.commands import demo_research
+
+        return demo_research.render(d)
 
     n = len(d["turns"])
     lines = [f"demo project: {safe(d['dir'])}  ({n} turn{'' if n == 1 else 's'} this time)"]

@@ -114,7 +114,15 @@ def gate_show(ctx, gate) -> dict:
     from loopx.kernel.write import gates
 
     g = queries.resolve_gate(ctx.store().load(), gate)
-    return {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
+    out = {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
+    if g["kind"] == "promote":  # the holdout result of a research experiment: for a human's eyes only
+        from loopx.kernel.write import humans
+
+        if humans.channel_or_none(ctx) is not None:
+            from loopx.kernel.policy import trialstep
+
+            out["holdout"] = trialstep.read_holdout(ctx.store(), g["id"])
+    return out
 
 
 def render_show(d: dict) -> str:
@@ -123,6 +131,10 @@ def render_show(d: dict) -> str:
              f"  question:  {safe(g['question'])}"]
     if g.get("context"):
         lines.append(f"  context:   {safe(g['context'])}")
+    if "holdout" in d:
+        from loopx.commands.experiment import holdout_lines
+
+        lines += holdout_lines(d["holdout"])
     lines.append(f"  blocks:    {', '.join(g['blocks']) or 'the whole goal'}")
     lines.append(f"  asked by:  {safe(g['requested_by'])} at {g['created']}")
     if g["status"] == "pending":
@@ -192,6 +204,10 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
 
     out = shared.decide_gate(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
                        user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing, signature=signature)
+    if approve and g["kind"] == "promote":  # research experiments: approval merges the frontier (issue 20)
+        from loopx.kernel.policy import trialstep
+
+        out["promoted"] = trialstep.promote_approved(store, human.actor)
     if signature:
         out["signed_by"] = f"{signature['principal']} {signature['fingerprint']}"
     return out

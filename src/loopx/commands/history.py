@@ -108,8 +108,8 @@ def _event_line(e: dict) -> str:
 
     d = e.get("data") or {}
     bits = []
-    for k in ("todo_id", "run_id", "gate_id", "evidence_id", "title", "question", "result", "decision",
-              "reason", "summary", "kind", "holder", "watch_id", "outcome", "channel", "error"):
+    for k in ("todo_id", "run_id", "gate_id", "evidence_id", "trial_id", "title", "question", "result", "value",
+              "decision", "reason", "hypothesis", "summary", "kind", "holder", "watch_id", "outcome", "channel", "error"):
         if d.get(k) is not None:
             bits.append(f"{k}={d[k]}")
     if e["type"] == "node.registered":

@@ -49,7 +49,7 @@ def _project_items(path: str, info: dict) -> list[dict]:
             d = decide.for_client(store, state, g["id"], now=now)
         except LoopxError:
             continue
-        if reasons.needs_you(d) and d["reason"] != "gate_pending":  # the registry says who must act
+        if reasons.needs_you(d) and d["reason"] not in ("gate_pending", "promote"):  # the registry says who must act
             last = state["runs"].get(g.get("last_run") or "") or {}
             ts = max(g["updated"], last.get("finished") or "")
             items.append({"kind": "goal", "project": path, "goal": g["id"], "decision": d["decision"],

@@ -38,6 +38,10 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=N
         from loopx.kernel.policy import decide
 
         return output.Reply(res, decide.exit_code(d))
+    if res["started"] and res.get("mode") == "trial" and not res.get("resumed") and not dry_run:
+        from loopx.kernel.policy import trialstep  # a new trial starts on the frontier, never on leftovers
+
+        trialstep.prepare(ctx.store(), res["goal_id"], res["run_id"], parallel=False)
     return res
 
 

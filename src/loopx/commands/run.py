@@ -153,7 +153,7 @@ def render(d: dict) -> str:
     from loopx.usage.text import usage_line
 
     for t in turns:
-        lines.append(f"  {t['run_id']} {t['todo_id'] or 'planning'}: {t['result']}"
+        lines.append(f"  {t['run_id']} {t['todo_id'] or ('trial' if t.get('mode') == 'trial' else 'planning')}: {t['result']}"
                      f"{' (verified)' if t.get('verified') and t['result'] in ('progress', 'completion') else ''}"
                      f"{' - ' + safe(t['note']) if t.get('note') else ''}"
                      f" [{usage_line(t.get('usage'))}]")
@@ -194,7 +194,7 @@ def _render_parallel(d: dict) -> str:
         for t in r["turns"]:
             m = t.get("merge") or {}
             where = f" in {t['worktree']['branch']}" if t.get("worktree") else ""
-            lines.append(f"    {t['run_id']} {t['todo_id'] or 'planning'}{where}: {t['result']}"
+            lines.append(f"    {t['run_id']} {t['todo_id'] or ('trial' if t.get('mode') == 'trial' else 'planning')}{where}: {t['result']}"
                          f"{' (verified)' if t.get('verified') else ''}"
                          f"{' - ' + safe(m['message']) if m.get('message') else ''}")
         for m in r.get("merges") or []:

@@ -36,6 +36,27 @@ def register(sub, name, help_text):
     p.add_argument("--todo-verify", dest="todos", action=verify_action, metavar="CMD",
                    help="the verify command of the --todo just before it (exit 0 = that todo is done)")
     p.add_argument("--guided", action="store_true", help="ask for what is missing (on a terminal)")
+    _experiment_args(p)
+
+
+def _experiment_args(p) -> None:
+    """The flags of a research experiment goal (issue 20; docs/experiments.md)."""
+    x = p.add_argument_group("research experiment (--experiment; see docs/experiments.md)")
+    x.add_argument("--experiment", action="store_true",
+                   help="each turn is a trial that loopx measures, keeps or discards (needs --metric and --measure)")
+    x.add_argument("--metric", metavar="NAME", help="the metric that decides (e.g. val_acc)")
+    x.add_argument("--direction", choices=["max", "min"], default="max", help="higher (max, default) or lower is better")
+    x.add_argument("--measure", metavar="CMD", help="the command loopx runs after each trial; it prints NAME: value")
+    x.add_argument("--trial-timeout", metavar="DUR", help="time limit of one measure (default 10m)")
+    x.add_argument("--metric-pattern", metavar="REGEX", help="read the value with this regex (group 'value')")
+    x.add_argument("--min-delta", metavar="X", help="an improvement must beat the frontier by more than X (default 0)")
+    x.add_argument("--guard", dest="guard_cmd", metavar="CMD", help="a command that must pass for a keep (e.g. the tests)")
+    x.add_argument("--holdout", metavar="CMD", help="the holdout evaluation; run only at promotion, shown to the human only")
+    x.add_argument("--plateau", metavar="N", help="after N trials without a kept improvement, ask a human")
+    x.add_argument("--protect-path", action="append", metavar="PATH",
+                   help="a file the measuring reads; the agent may not change it (repeatable)")
+    x.add_argument("--holdout-path", action="append", metavar="PATH",
+                   help="holdout data; the agent may neither read nor change it (repeatable)")
 
 
 def _todo_actions():
@@ -86,9 +107,22 @@ def _ask(prompt: str, default: str | None = None) -> str | None:
 
 
 def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, allow=None, deny=None,
-               protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False):
+               protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False,
+               experiment=False, metric=None, direction="max", measure=None, trial_timeout=None, metric_pattern=None,
+               min_delta=None, guard_cmd=None, holdout=None, plateau=None, protect_path=None, holdout_path=None):
     from loopx.errors import UsageError
     from loopx.kernel.write import goals
+
+    exp_cfg = None
+    if experiment or metric or measure:
+        from loopx.kernel.write import trials
+
+        if not experiment:
+            raise UsageError("--metric and --measure belong to an experiment goal", "add --experiment",
+                             code="experiment_flag_missing")
+        exp_cfg = trials.config(metric=metric, direction=direction, measure=measure, trial_timeout=trial_timeout,
+                                metric_pattern=metric_pattern, min_delta=min_delta, guard=guard_cmd, holdout=holdout,
+                                plateau=plateau, protect=protect_path or (), holdout_paths=holdout_path or ())
 
     args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,
                 deny=deny, protect=protect, slots=slots, window=window, todos=todos)
@@ -110,10 +144,20 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
     if not objective:
         raise UsageError("--goal-text is required", 'pass --goal-text "..." or use --guided on a terminal')
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown)
+    if exp_cfg is not None:
+        from loopx.kernel.policy import trialstep
+
+        trialstep.check_repo(ctx.store())  # before the goal exists: an experiment needs git
     res = goals.start_goal(ctx.store(), ctx.actor, objective=objective, goal_id=goal_id, done_when=done_when,
                            verify=verify, priority=priority, allow=allow, deny=deny, protect=protect,
                            quota=policy, todos=todos)
     res["started"] = True
+    if exp_cfg is not None:
+        exp = trialstep.start(ctx.store(), ctx.actor, res["goal_id"], exp_cfg)
+        res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
+        res["baseline"] = _baseline_view(exp.get("baseline"))
+        res["next"] = "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
+        return res
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"
     checked = verify or any(isinstance(t, dict) and t.get("verify") for t in todos or [])
@@ -133,6 +177,12 @@ def _unverified_note(ctx, goal_id: str) -> str:
             f"({g['quota'].get('stall_after', 3)} unverified turns in a row on a todo) bound them (docs/loop.md)")
 
 
+def _baseline_view(t: dict | None) -> dict | None:
+    if not t:
+        return None
+    return {k: t.get(k) for k in ("trial_id", "decision", "value", "metrics", "reason", "commit", "tail")}
+
+
 def render_started(d: dict) -> str:
     if not d.get("started"):
         lines = [d["message"], "", "  " + d["command"]]
@@ -142,6 +192,14 @@ def render_started(d: dict) -> str:
     lines = [f"started goal {d['goal_id']}"]
     for tid in d["todo_ids"]:
         lines.append(f"  todo {tid}")
+    if d.get("experiment"):
+        x, b = d["experiment"], d.get("baseline") or {}
+        lines.append(f"  experiment worktree {x['worktree']} on branch {x['branch']}")
+        if b.get("decision") == "keep":
+            lines.append(f"  baseline {b['trial_id']}: {b['value']:.6g}")
+        else:
+            lines.append(f"  baseline {b.get('trial_id')} crashed: {b.get('reason')}")
+            lines += ["    " + x for x in (b.get("tail") or "").splitlines()[-5:]]
     lines.append(f"next: {d['next']}")
     return "\n".join(lines)
 

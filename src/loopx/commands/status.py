@@ -123,7 +123,17 @@ def render(d: dict) -> str:
         b = g["budget"]
         lines.append("")
         lines.append(f"goal {g['id']}  [{g['status']}]  {safe(g['objective'], limit=70)}")
-        lines.append(f"  todos:   {counts}")
+        x = g.get("experiment")
+        if x:
+            from loopx.kernel.read import experiments as ex
+
+            lines.append(f"  trials:  {x['trials']} ({x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed); "
+                         f"{x['metric']} {ex.fmt_value((x['baseline'] or {}).get('value'))} (baseline) -> "
+                         f"{ex.fmt_value((x['frontier'] or {}).get('value'))} (frontier); {x['since_improvement']} since "
+                         "the last improvement" + (f" of {x['plateau']}" if x["plateau"] else "")
+                         + (" PLATEAU" if x["plateaued"] else ""))
+        else:
+            lines.append(f"  todos:   {counts}")
         dec = g.get("decision")
         if dec:  # the one answer (should-run's); the lines below add detail, never another answer
             head = "NEEDS YOU" if dec["needs_you"] else "decision"

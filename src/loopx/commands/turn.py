@@ -34,7 +34,8 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     from loopx import output
     from loopx.kernel.policy import turn
 
-    res = turn.finish(ctx.store(), ctx.actor, run, result, evidence=evidence or (), verify=verify, note=note)
+    res = _trial_finish(ctx, run, result, note) or turn.finish(ctx.store(), ctx.actor, run, result,
+                                                               evidence=evidence or (), verify=verify, note=note)
     warnings = res.pop("warnings", [])
     v = res.get("verify")
     if v and v.get("setup_error") and not res.get("repeat"):
@@ -47,16 +48,35 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     return output.Reply(res, 0, warnings)
 
 
+def _trial_finish(ctx, run, result, note):
+    """A run on a research experiment goal is measured by loopx (issue 20); only a store with an
+    experiment worktree pays for the check."""
+    import os
+
+    store = ctx.store()
+    try:
+        if not any(n.startswith("exp-") for n in os.listdir(store.path("worktrees"))):
+            return None
+    except OSError:
+        return None
+    from loopx.kernel.policy import trialstep
+
+    return trialstep.finish_by_agent(store, ctx.actor, run, result, note)
+
+
 def render_finish(d: dict) -> str:
     again = " (already finished; nothing changed)" if d.get("repeat") else ""
     ver = f", verified {'yes' if d['verified'] else 'no'}" if d["result"] in ("progress", "completion") else ""
     line = f"finished {d['run_id']}: {d['result']}{ver}{again}"
+    if d.get("trial"):
+        t = d["trial"]
+        line += f"\n  trial {t['trial_id']}: {t['decision']} ({t.get('reason')})"
     v = d.get("verify")
     if v:
         line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"
     if d.get("todo_id"):
         line += f"\n  todo {d['todo_id']} is {d.get('todo_status')}"
-    if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat"):
+    if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat") and not d.get("trial"):
         line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
     return line
 

@@ -259,6 +259,7 @@ class Api:
             "board": board, "gates": [_gate(g, names) for g in gates[:50]], "machines": names,
             "runs": runs_timeline(state, goal_id, names=names), "chart": budget_chart(state, goal, now_iso),
             "evidence": [_evidence(e) for e in reversed(queries.recent_evidence(state, goal_id, 20))],
+            **_experiment(state, goal_id, p["path"]),
         }
 
     def review(self, key, goal_id) -> dict:
@@ -322,8 +323,13 @@ class Api:
             human = humans.dashboard_channel(user_agent)
             from loopx.kernel.policy import shared
 
-            return shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
+            out = shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
+            if decision == "approve" and out.get("kind") == "promote":  # research experiments: merge the frontier
+                from loopx.kernel.policy import trialstep
+
+                out["promoted"] = trialstep.promote_approved(store, human.actor)
+            return out
         except NotFound as exc:
             raise ApiError(404, exc.code, exc.message, exc.hint) from None
         except HumanRequired as exc:
@@ -425,6 +431,29 @@ def _gate(g: dict, names: dict | None = None) -> dict:
         out["approval"] = "standing" if g.get("standing") else ("used" if g.get("used") else "once")
     out["code"] = g["id"].split("-", 1)[-1] if g["status"] == "pending" else None
     return out
+
+
+EXP_POINTS = 2000  # trials drawn in the chart and listed in the table (the newest)
+
+
+def _experiment(state: dict, goal_id: str, project_dir: str) -> dict:
+    """``{"experiment": {summary, trials, promote}}`` for a research experiment goal, else ``{}``.
+    The holdout result of a pending or decided promote gate is included: the dashboard is the
+    human's view (the agent has no session), and a promotion is the human's decision."""
+    if not (state.get("experiments") or {}).get(goal_id):
+        return {}
+    from loopx.kernel.policy import trialstep
+    from loopx.kernel.read import experiments
+    from loopx.kernel.storage.store import DIRNAME, Store
+
+    rows = experiments.rows(state, goal_id)[-EXP_POINTS:]
+    trials = [{k: t.get(k) for k in ("id", "number", "hypothesis", "agent", "value", "delta", "decision", "commit",
+                                     "duration", "claims", "reason", "baseline")} for t in rows]
+    store = Store(os.path.join(project_dir, DIRNAME))
+    promote = [dict(_gate(g), holdout=trialstep.read_holdout(store, g["id"])) for g in state["gates"].values()
+               if g["goal"] == goal_id and g["kind"] == "promote"]
+    promote.sort(key=lambda g: g["created"])
+    return {"experiment": {"summary": experiments.summary(state, goal_id), "trials": trials, "promote": promote[-5:]}}
 
 
 def _evidence(e: dict) -> dict:

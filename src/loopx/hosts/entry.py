@@ -198,6 +198,15 @@ def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
         raise Uncheckable("the tool input is nested too deeply to read") from None
 
 
+def _read_paths(payload: dict, host: str) -> list[str]:
+    """The paths a read-only file tool (Read, Grep, Glob...) names: checked only against an
+    experiment's holdout data (loopx.kernel.policy.trialguard), never against scope."""
+    from loopx.hosts.adapters import base
+
+    ti = payload.get(getattr(adapter(host), "SHAPE", {}).get("input", "tool_input"))
+    return base.named_paths(ti) if isinstance(ti, dict) else []
+
+
 def deny(host: str, reason: str) -> tuple[dict | None, dict]:
     """The host's refusal: ``(stdout object, {"exit_code", "stderr"})``."""
     response, code, err = _answer(host, "deny", reason)
@@ -229,7 +238,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                 response, extra = deny(host, report)
                 return response, dict(extra, allow=False, reason="after_edit_report")
         commands, paths = tool_call(payload, host)
-        if not commands and not paths:
+        reads = _read_paths(payload, host) if not commands and not paths else []
+        if not commands and not paths and not reads:
             return _allow(host, {"allow": True, "reason": "not a shell command or file edit"})
         where = payload_dir(payload, project)
         store = open_store(where)
@@ -248,13 +258,14 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                                                 project_dir=store.project_dir if store else where)
         else:
             verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
-                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
+                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
+                                                           reads=reads),
                                  state)
             if not verdict.get("allow") and "closed" in state:
                 # The live view keeps only each goal's newest approval per kind; before denying, ask
                 # the full state (an older standing approval may still cover the action).
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
-                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
+                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, reads=reads)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
         response, extra = deny(host, _uncheckable_reason(str(exc)))
         return response, dict(extra, allow=False, reason="uncheckable_payload", error=str(exc))

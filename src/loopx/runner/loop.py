@@ -119,7 +119,13 @@ class Driver:
         before_todos = self.store.load()["todos"]
         self.todos_before = {k for k, t in before_todos.items() if t["goal"] == started["goal_id"]}
         cwd = self.store.project_dir
-        if self.isolate:
+        from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
+
+        where = trials.prepare(self, started)
+        if where is not None:
+            started["trial_where"] = where
+            cwd = where["cwd"]
+        elif self.isolate:
             from loopx.runner import worktree
 
             try:
@@ -193,6 +199,10 @@ class Driver:
                        report=report)
             raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
                               "run `loopx run` again to continue")
+        if started.get("trial_where"):
+            from loopx.runner import trial as trials
+
+            return trials.settle(self, started, res, meas, out, report)
         setup = meas.get("setup_error")
         if setup:
             why = f"{setup['reason'].replace('_', ' ')}: {setup['message']}"
@@ -411,7 +421,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
             number = first_turn + len(out["turns"])
-            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or 'planning'}")
+            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or ('a trial' if started.get('mode') == 'trial' else 'planning')}")
             try:
                 t = drv.turn(started)
             except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run

@@ -344,7 +344,7 @@ function gateCard(project, gate) {
         : gate.approval === "used" ? "used" : "standing", `approval-${gate.approval}`) : null,
       h("span", { class: "muted small" }, gate.id)),
     h("p", { class: "question" }, gate.question),
-    gate.context ? h("pre", { class: "context" }, gate.context) : null,
+    gate.context && gate.kind !== "promote" ? h("pre", { class: "context" }, gate.context) : null,
     h("p", { class: "meta" }, `asked by ${gate.requested_by || "?"} · ${when(gate.created)}`,
       gate.blocks && gate.blocks.length ? ` · blocks ${gate.blocks.join(", ")}` : " · blocks the whole goal"),
     gate.status === "pending" ? gateForm(project, gate)
@@ -447,6 +447,108 @@ function reviewSection(data) {
   return h("section", {}, h("h2", {}, "Review packet"), btn, out);
 }
 
+// ---------------------------------------------------------------- research experiments (issue 20)
+function fmtValue(v) {
+  return v === null || v === undefined ? "—" : Number(v.toPrecision(6)).toString();
+}
+
+function fmtDelta(v) {
+  return v === null || v === undefined ? "—" : (v >= 0 ? "+" : "") + Number(v.toPrecision(6)).toString();
+}
+
+function trialLabel(t, metric) {
+  return `${t.id} (#${t.number}) ${t.decision} · ${metric} ${fmtValue(t.value)} · ${t.hypothesis || ""}`;
+}
+
+function experimentChart(x) {
+  const W = 760, H = 300, L = 64, R = 16, T = 22, B = 44;
+  const trials = x.trials;
+  const metric = x.summary.metric;
+  const vals = trials.map((t) => t.value).filter((v) => v !== null && v !== undefined);
+  let lo = vals.length ? Math.min(...vals) : 0, hi = vals.length ? Math.max(...vals) : 1;
+  if (hi === lo) { lo -= 0.5; hi += 0.5; }
+  const span = hi - lo; lo -= span * 0.08; hi += span * 0.08;
+  const n = trials.length ? trials[trials.length - 1].number : 1;
+  const first = trials.length ? trials[0].number : 1;
+  const X = (num) => L + (n === first ? (W - L - R) / 2 : ((num - first) / (n - first)) * (W - L - R));
+  const Y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "exp-chart", role: "img",
+    "aria-label": `${metric} over ${trials.length} trials: kept, discarded and crashed trials, the frontier as a step line` });
+  for (let i = 0; i <= 4; i++) {
+    const v = lo + ((hi - lo) * i) / 4;
+    svg.append(s("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }),
+      s("text", { x: L - 6, y: Y(v) + 4, class: "axis-label", "text-anchor": "end" }, Number(v.toPrecision(3)).toString()));
+  }
+  svg.append(s("text", { x: L, y: H - 8, class: "axis-label" }, `trial ${first}`),
+    s("text", { x: W - R, y: H - 8, class: "axis-label", "text-anchor": "end" }, `trial ${n}`),
+    s("text", { x: L, y: T - 2, class: "axis-label" }, metric));
+  // the frontier: a step line through the kept trials, held until the last trial
+  const kept = trials.filter((t) => t.decision === "keep" && t.value !== null && t.value !== undefined);
+  if (kept.length) {
+    let d = `M ${X(kept[0].number)} ${Y(kept[0].value)}`;
+    for (const t of kept.slice(1)) d += ` H ${X(t.number)} V ${Y(t.value)}`;
+    d += ` H ${X(n)}`;
+    svg.append(s("path", { d, class: "frontier" }));
+  }
+  const caption = h("p", { class: "exp-caption small", "aria-live": "polite" }, "Hover or focus a point to see its hypothesis.");
+  const base = H - B + 10; // crashed and stale trials have no value: drawn on a row of their own
+  for (const t of trials) {
+    const has = t.value !== null && t.value !== undefined;
+    const cx = X(t.number), cy = has ? Y(t.value) : base;
+    const g = s("g", { class: `pt pt-${t.decision}`, tabindex: "0", "data-trial": t.id, "aria-label": trialLabel(t, metric) });
+    g.append(s("title", {}, trialLabel(t, metric)));
+    if (t.decision === "keep") g.append(s("circle", { cx, cy, r: 5.5 }));
+    else if (t.decision === "discard") g.append(s("circle", { cx, cy, r: 4.5 }));
+    else if (t.decision === "crash") g.append(s("path", { d: `M ${cx - 5} ${cy - 5} L ${cx + 5} ${cy + 5} M ${cx - 5} ${cy + 5} L ${cx + 5} ${cy - 5}` }));
+    else g.append(s("rect", { x: cx - 4, y: cy - 4, width: 8, height: 8 }));
+    const show = () => { caption.textContent = trialLabel(t, metric); };
+    g.addEventListener("mouseenter", show);
+    g.addEventListener("focus", show);
+    svg.append(g);
+  }
+  const legend = h("p", { class: "exp-legend small" },
+    h("span", { class: "key key-keep" }, "● kept"), " ", h("span", { class: "key key-discard" }, "○ discarded"), " ",
+    h("span", { class: "key key-crash" }, "✕ crashed"), " ", h("span", { class: "key key-stale" }, "□ stale"), " ",
+    h("span", { class: "key key-frontier" }, "— frontier"));
+  return h("figure", { class: "exp-figure" }, svg, legend, caption);
+}
+
+function experimentTable(x) {
+  const metric = x.summary.metric;
+  const rows = x.trials.slice().reverse().map((t) => h("tr", { class: `trial-${t.decision}` },
+    h("td", {}, String(t.number)), h("td", {}, h("code", {}, t.id)), h("td", {}, t.hypothesis || ""),
+    h("td", {}, t.agent || ""),
+    h("td", { class: "num" }, fmtValue(t.value), t.claims && Object.keys(t.claims).length
+      ? h("span", { class: "muted small" }, ` (claimed ${Object.values(t.claims).map(fmtValue).join(", ")})`) : null),
+    h("td", { class: "num" }, fmtDelta(t.delta)), h("td", {}, chip(t.decision, `d-${t.decision}`)),
+    h("td", {}, h("code", {}, (t.commit || "").slice(0, 10)))));
+  return h("div", { class: "table-wrap" }, h("table", { class: "trials" },
+    h("thead", {}, h("tr", {}, ["#", "trial", "hypothesis", "agent", metric, "delta", "decision", "commit"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows)));
+}
+
+function holdoutText(hd) {
+  if (!hd) return "holdout: none";
+  if (hd.timed_out || hd.exit_code !== 0) return `holdout: the command failed (exit ${hd.exit_code})`;
+  return "holdout (for you only): " + Object.entries(hd.metrics || {}).map(([k, v]) => `${k}=${fmtValue(v)}`).join(", ");
+}
+
+function experimentSection(data) {
+  const x = data.experiment;
+  const m = x.summary;
+  const b = m.baseline || {}, f = m.frontier || {};
+  const promote = x.promote.filter((g) => g.status === "pending");
+  return h("section", { class: "experiment" }, h("h2", {}, `Experiment: ${m.metric} (${m.direction === "max" ? "higher" : "lower"} is better)`),
+    h("p", {}, `baseline ${fmtValue(b.value)} → frontier ${fmtValue(f.value)} (${fmtDelta(m.total_improvement)}) · ${m.trials} trials: `,
+      `${m.kept} kept, ${m.discarded} discarded, ${m.crashed} crashed${m.stale ? `, ${m.stale} stale` : ""} · ${m.since_improvement} since the last improvement`,
+      m.plateau ? ` of ${m.plateau}` : "", m.plateaued ? " " : "", m.plateaued ? chip("plateau: a human decides", "warn") : null),
+    h("div", { class: "exp-grid" }, experimentChart(x), experimentTable(x)),
+    promote.length ? h("div", { class: "cards" }, promote.map((gate) => h("div", { class: "promote-card" },
+      h("p", { class: "holdout" }, holdoutText(gate.holdout)), gateCard(data.project, gate)))) : null,
+    x.promote.filter((g) => g.status !== "pending").map((g) => h("p", { class: "small muted" },
+      `promotion ${g.id}: ${g.status} by ${g.decided_by || "?"} · ${holdoutText(g.holdout)}`)));
+}
+
 function goalPage(data) {
   const g = data.goal;
   const sum = data.summary;
@@ -465,6 +567,7 @@ function goalPage(data) {
     h("section", { class: "needs" }, h("h2", {}, `Waiting for you (${pending.length})`),
       pending.length ? h("div", { class: "cards" }, pending.map((gate) => gateCard(data.project, gate)))
         : h("p", { class: "muted" }, "No gate waits for a decision.")),
+    data.experiment ? experimentSection(data) : null,
     h("section", {}, h("h2", {}, "Goal"), h("dl", { class: "facts" },
       h("dt", {}, "Done when"), h("dd", {}, g.done_when || "—"),
       h("dt", {}, "Verify"), h("dd", {}, g.verify ? h("code", {}, g.verify) : "—"),

@@ -348,7 +348,7 @@ class _Eval:
         return self._nothing_ready()
 
     def _wait_gate(self, gate, why):
-        return self.decide("gates", "wait_human", "gate_pending",
+        return self.decide("gates", "wait_human", "promote" if gate["kind"] == "promote" else "gate_pending",
                            f"{why}: gate {gate['id']} ({gate['kind']}) asks: {gate['question'][:200]}",
                            gate_id=gate["id"], question=gate["question"])
 
@@ -458,6 +458,15 @@ class _Eval:
         from loopx.kernel.read import stall
 
         g = self.goal
+        exp = (self.state.get("experiments") or {}).get(g["id"])
+        if exp is not None:  # research experiments: the plateau rule replaces stall and no-change (issue 20)
+            from loopx.kernel.read import experiments
+
+            hit = experiments.value_rule(exp)
+            if hit is not None:
+                return self.decide("value", hit[0], hit[1], hit[2], **hit[3])
+            self.passed("value", f"{exp['since_improvement']} trial(s) since the last kept improvement")
+            return None
         stall_after = g["quota"].get("stall_after", 3)
         streaks = stall.streaks(self.state, g)
         ready = getattr(self, "ready", [])
@@ -507,6 +516,9 @@ class _Eval:
 
     def go(self):
         ready = getattr(self, "ready", [])
+        if not ready and (self.state.get("experiments") or {}).get(self.goal["id"]) is not None:
+            return self.decide("run", "run", "trial", f"next trial of experiment {self.goal['id']}",
+                               mode="trial", next_check_at=self.now_iso)
         if not ready:
             note = getattr(self, "plan_note", None)
             return self.decide("run", "run", "goal_unverified" if note else "plan",

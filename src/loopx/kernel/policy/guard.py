@@ -465,7 +465,7 @@ def local_node(project_dir: str) -> str:
 
 
 def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str | None = None,
-             goal_id: str | None = None, branch_of=None, git=None, node: str | None = None) -> dict:
+             goal_id: str | None = None, branch_of=None, git=None, node: str | None = None, reads=()) -> dict:
     """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
 
     ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
@@ -507,6 +507,13 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                         uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
                                      "standing": bool(gate.get("standing"))})
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
+    if state.get("experiments"):  # research experiments: the measuring is governance (``reads``: file tools' reads)
+        from loopx.kernel.policy import trialguard
+
+        verdict = trialguard.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
+                                   matches=_matches)
+        if verdict:
+            return verdict
     for path, how in written:
         verdict = governance_path(path, cwd, project_dir)
         if verdict:

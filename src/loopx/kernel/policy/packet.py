@@ -118,6 +118,11 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
     p["commands"] = commands(p, actor)
+    exp = (state.get("experiments") or {}).get(goal_id)
+    if exp is not None:  # research experiments (issue 20): what to try, where, and what loopx measures
+        from loopx.kernel.read import experiments
+
+        p["experiment"] = experiments.packet_part(state, exp, run_id, actor, _cut, _n)
     return p
 
 
@@ -164,6 +169,10 @@ def render(p: dict) -> str:
         for k in ("detail", "acceptance", "verify"):
             if t.get(k):
                 L.append(f"  {k}: {t[k]}")
+    elif p.get("experiment"):
+        from loopx.kernel.read import experiments
+
+        L += experiments.packet_lines(p["experiment"])
     else:
         L += ["", "PLAN MODE: the goal has no todos yet. Add the first few (small, verifiable), then finish."]
     s = p["scope"]

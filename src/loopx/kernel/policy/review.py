@@ -70,7 +70,35 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
     }
     out["next_steps"] = _next_steps(out, d)
     _with_machines(out, state, runs)
+    if (state.get("experiments") or {}).get(gid):  # research experiments (issue 20): the same read model
+        from loopx.kernel.read import experiments
+
+        out["experiment"] = dict(experiments.summary(state, gid), trials_list=[
+            {k: t.get(k) for k in ("id", "number", "hypothesis", "agent", "value", "delta", "decision", "commit", "claims")}
+            for t in experiments.rows(state, gid)])
     return out
+
+
+def _experiment_md(x: dict) -> list[str]:
+    from loopx.kernel.read import experiments as ex
+
+    b, f = x.get("baseline") or {}, x.get("frontier") or {}
+    L = ["", "## Experiment", "",
+         f"{_t(x['metric'])} ({'higher' if x['direction'] == 'max' else 'lower'} is better): baseline "
+         f"{ex.fmt_value(b.get('value'))}, frontier {ex.fmt_value(f.get('value'))} ({ex.fmt_delta(x['total_improvement'])}); "
+         f"{x['trials']} trials, {x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed"
+         + (f", {x['stale']} stale" if x["stale"] else "") + ".", ""]
+    p = x.get("promoted")
+    if p:
+        h = p.get("holdout") or {}
+        L += [f"Promoted {p['trial']} into {_t(p.get('into') or '?')} (gate {p['gate']}); holdout "
+              + (ex.fmt_value(h.get("value")) if h else "none") + ".", ""]
+    L += ["| trial | hypothesis | value | delta | decision |", "|---|---|---|---|---|"]
+    for t in x["trials_list"][-50:]:
+        claim = (" (claimed " + ", ".join(f"{v:g}" for v in t["claims"].values()) + ")") if t.get("claims") else ""
+        L.append(f"| {t['id']} | {_t(t.get('hypothesis') or '', 120).replace('|', '/')} | {ex.fmt_value(t.get('value'))}"
+                 f"{claim} | {ex.fmt_delta(t.get('delta'))} | {t['decision']} |")
+    return L
 
 
 def _with_machines(out: dict, state: dict, runs: list[dict]) -> None:
@@ -260,5 +288,7 @@ def render_markdown(d: dict) -> str:
               "until a human looked:", ""]
         L += [f"- `{x['run_id']}` on {x['todo_id'] or 'planning'}: " + ", ".join(f"`{_t(p, 200)}`" for p in x["files"][:20])
               for x in pr["out_of_scope"]]
+    if d.get("experiment"):
+        L += _experiment_md(d["experiment"])
     L += ["", "## Next steps", ""] + [f"{i}. {_t(s, 600)}" for i, s in enumerate(d["next_steps"], 1)]
     return "\n".join(L) + "\n"

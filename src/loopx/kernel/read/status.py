@@ -63,6 +63,14 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if errs:
         e = errs[0]
         return f"fix {e['host'] or e['agent']}: {e['reason'].replace('_', ' ')} ({e['message'][:80]}); see docs/usage.md"
+    exp = (state.get("experiments") or {}).get(gid)
+    if exp is not None:  # research experiments: the plateau, else the next trial
+        from loopx.kernel.read import experiments
+
+        hit = experiments.value_rule(exp)
+        if hit is not None:
+            return f"{hit[1]}: " + hit[2].split("; ", 1)[-1]
+        return "loopx run --agent-cmd CMD   # each turn is a trial that loopx measures (docs/experiments.md)"
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready and goal.get("no_progress_streak"):
@@ -168,6 +176,7 @@ def goal_summary(state: dict, goal: dict, now_iso: str, book: dict | None = None
         "setup_error": setup,
         "watches": _watches(state, gid, now_iso, book),
         "decision": decision_row(decision),
+        "experiment": _experiment(state, gid),
         "next": _next_for(decision) if decision else next_step(state, goal, groups, gates, ready, money, setup, now_iso),
     }
 
@@ -176,6 +185,15 @@ def _next_for(d: dict) -> str:
     from loopx.kernel import reasons
 
     return reasons.next_command(d)
+
+
+def _experiment(state: dict, gid: str) -> dict | None:
+    """The experiment's summary (loopx.kernel.read.experiments), None for an ordinary goal."""
+    if not (state.get("experiments") or {}).get(gid):
+        return None
+    from loopx.kernel.read import experiments
+
+    return experiments.summary(state, gid)
 
 
 def _watches(state: dict, gid: str, now_iso: str, book: dict | None) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loopx.errors import UsageError
 
-GATE_KINDS = ("merge", "release", "production-write", "sensitive-data", "route-change", "spend", "custom")
+GATE_KINDS = ("merge", "release", "production-write", "sensitive-data", "route-change", "spend", "custom", "promote")
 EVIDENCE_KINDS = ("test", "command", "diff", "commit", "note", "link", "artifact")
 RESULTS = ("progress", "completion", "no_progress", "failed", "blocked")
 MAX_TEXT = 20_000

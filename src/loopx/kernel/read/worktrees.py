@@ -6,7 +6,8 @@
 - ``path(store_root, run_id) -> str``: the worktree folder of a run (it may not exist).
 - ``branch(run_id) -> str``: the run's branch, ``loopx/<run-id>``.
 - ``for_run(store_root, run_id) -> str | None``: the folder when it exists.
-- ``listing(store_root) -> [{"run_id", "path", "branch"}]``: the worktree folders present.
+- ``listing(store_root) -> [{"run_id", "path", "branch"}]``: the run worktree folders present
+  (an experiment's own ``exp-<goal>`` worktree is not a run's and is not listed).
 - ``prefix(project_dir) -> str``: the project's folder relative to the top of its git work tree
   (``""`` at the top, ``"services/api"`` in a monorepo).
 - ``project_in(store_root, run_id, project_dir) -> str | None``: where the project lies inside
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 
 DIRNAME = "worktrees"
+EXPERIMENT_PREFIX = "exp-"  # an experiment's own worktree (docs/experiments.md): kept for the experiment's life
 BRANCH_PREFIX = "loopx/"
 
 
@@ -46,7 +48,7 @@ def listing(store_root: str) -> list[dict]:
     except OSError:
         return []
     return [{"run_id": n, "path": path(store_root, n), "branch": branch(n)} for n in names
-            if os.path.isdir(path(store_root, n))]
+            if os.path.isdir(path(store_root, n)) and not n.startswith(EXPERIMENT_PREFIX)]
 
 
 def prefix(project_dir: str) -> str:

@@ -52,7 +52,7 @@ that refers to an unknown id is ignored (it is still counted).
 from __future__ import annotations
 
 from loopx.kernel import reasons
-from loopx.kernel.storage import actors
+from loopx.kernel.storage import actors, trialfold
 
 FOLD_VERSION = 11  # 11: the turn ledger (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
@@ -254,7 +254,8 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     else:
         spends, costs, turns = state["spends"], state.get("costs", {}), state.get("turns", {})
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, turns=turns, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, turns=turns, spends_cut=cut,
+                **trialfold.live_part(state))  # research experiments: the summary and the recent trials
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
@@ -296,7 +297,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "watch.checked": {"watch_id": _S, "outcome": _S}, "watch.fired": {"watch_id": _S, "outcome": _S},
     "notify.delivered": {"event_id": _S, "channel": _S}, "notify.failed": {"event_id": _S, "channel": _S},
 }
-_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel")
+_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel", "trial_id")
 
 
 _LIST_FIELDS = ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect")
@@ -811,4 +812,5 @@ REDUCERS = {
     "watch.fired": _watch_result(True),
     "notify.delivered": _notify_result("delivered"),
     "notify.failed": _notify_result("failed"),
+    **trialfold.REDUCERS,  # research experiments (issue 20)
 }

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
-PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-", "watch": "w-"}
+PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-", "watch": "w-", "trial": "tr-"}
 GOAL_ID = r"[a-z0-9][a-z0-9-]{0,63}\Z"        # patterns compiled on first use (start-up speed)
 AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
 

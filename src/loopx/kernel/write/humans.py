@@ -87,8 +87,14 @@ AGENT_DENIED: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
     (("start-goal",), "--permission-mode", "permission.mode"),
     (("usage", "set"), None, "usage.limit"),
     (("doctor",), "--fix", "doctor.fix"),
+    (("experiment", "continue"), None, "experiment.continue"),  # research experiments (issue 20)
+    (("experiment", "promote"), None, "experiment.promote"),
+    (("experiment", "baseline"), None, "experiment.baseline"),
 )
 HUMAN_ONLY.setdefault("doctor.fix", "repairing the store")
+HUMAN_ONLY.setdefault("experiment.continue", "answering an experiment's plateau")
+HUMAN_ONLY.setdefault("experiment.promote", "asking to promote an experiment (it runs the holdout)")
+HUMAN_ONLY.setdefault("experiment.baseline", "measuring an experiment's baseline again")
 
 _GLOBALS_WITH_VALUE = {"--project", "--format", "--agent"}
 _SEAL = object()

@@ -1,0 +1,214 @@
+"""``loopx demo --research``: a research experiment end to end, on real input (issue 20).
+
+Copies the bundled ``examples/research-project`` (a plain-Python KNN classifier, a data set made
+with a fixed seed, a dev split and a holdout split), makes it a git repository on ``main``,
+connects it and starts experiment goal ``knn`` (metric ``val_acc``, measure ``eval.py``, holdout
+``holdout.py`` on ``data/holdout.csv``, plateau 3). loopx measures the baseline, then drives the
+deterministic ``examples/agents/researcher.py`` through trials (some improve, some do not, one
+crashes) until the plateau, opens the ``promote`` gate with the holdout result for the human,
+and stops there. With ``--approve`` (you are the human) it approves, merges the frontier into
+``main``, writes the review packet (``review.md``) and a trace archive (``trace.tar.gz``) that
+``loopx trace verify`` accepts. The project goes to ``<data folder>/demo-research`` unless
+``--dir`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+GOAL = "knn"
+
+
+def _python() -> str:
+    from loopx.runner.presets import quote
+
+    return quote(sys.executable)
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    from loopx.errors import StateError
+
+    try:
+        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise StateError("git is not installed", "the research demo needs git: install it and run it again",
+                         code="git_missing") from None
+    if proc.returncode != 0:
+        raise StateError(f"git {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check your git installation")
+    return proc.stdout
+
+
+def _agent_session() -> bool:
+    from loopx.context import agent_markers
+
+    return bool(agent_markers())
+
+
+def default_dir() -> str:
+    from loopx.config import data_home
+
+    return os.path.join(data_home(), "demo-research")
+
+
+def setup(path, actor: str) -> dict:
+    import shutil
+
+    from loopx.errors import StateError
+    from loopx.kernel.policy import trialstep
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
+    from loopx.kernel.write import goals, trials
+    from loopx.resources import data_path
+
+    src = data_path("examples", "research-project")
+    if not src.is_dir():
+        raise StateError("the bundled research project is missing from this installation",
+                         "reinstall loopx (pip install --force-reinstall loopx from your checkout)")
+    shutil.copytree(src, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    _git(path, "init", "-q")
+    _git(path, "symbolic-ref", "HEAD", "refs/heads/main")
+    _git(path, "config", "user.name", "loopx demo")
+    _git(path, "config", "user.email", "demo@loopx.invalid")
+    with open(os.path.join(path, ".gitignore"), "w", encoding="utf-8") as fh:
+        fh.write("__pycache__/\n")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "knn: a k-nearest-neighbours classifier and its data")
+    store, _ = Store.create(str(path))
+    registry.add(str(path), store.format_info()["project_id"])
+    py = _python()
+    cfg = trials.config(metric="val_acc", direction="max", measure=f"{py} eval.py", trial_timeout="2m",
+                        min_delta="0.005", holdout=f"{py} holdout.py", plateau="3",
+                        protect=["knn.py", "data/train.csv", "data/dev.csv", "data/make_data.py"],
+                        holdout_paths=["data/holdout.csv"])
+    goals.start_goal(store, actor, goal_id=GOAL, objective="Raise the KNN classifier's dev accuracy (val_acc)",
+                     done_when="a human promotes the best configuration", quota=goals.quota_policy(slots=20, window="24h"))
+    exp = trialstep.start(store, actor, GOAL, cfg)
+    return {"dir": str(path), "goal_id": GOAL, "baseline": exp["baseline"]}
+
+
+def run(ctx, dir=None, approve=False, timeout="2m"):
+    from pathlib import Path
+
+    from loopx import output
+    from loopx.errors import HumanRequired, UsageError
+    from loopx.kernel.policy import trialstep
+    from loopx.kernel.read import experiments, queries
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.store import Store
+    from loopx.kernel.write import humans
+
+    path = Path(dir or default_dir()).resolve()
+    if approve and (ctx.agent or _agent_session()):
+        raise HumanRequired("--approve is for a human at a terminal, not an agent session",
+                            "run the demo without --approve and let a human approve the gate")
+    fresh = not (path / ".loopx").is_dir()
+    if fresh and path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"{path} exists and is not a loopx demo", "pass --dir with a new or empty directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log = (lambda m: output.print_text(output.safe(m), sys.stderr)) if not (ctx.json or ctx.quiet) else None
+    if fresh:
+        info = setup(path, ctx.actor)
+        if log:
+            b = info["baseline"]
+            log(f"set up the research demo in {path}; baseline val_acc {experiments.fmt_value(b.get('value'))}")
+    store = Store.open(str(path))
+    if not experiments.is_experiment(store.load(), GOAL):
+        raise UsageError(f"{path} is a loopx project without the research demo", "pass --dir with a new or empty directory")
+    res = _drive(store, clock.parse_duration(timeout), ctx, log)
+    out = {"dir": str(path), "goal_id": GOAL, "fresh": fresh, "turns": res["turns"], "stop": res.get("stop") or {},
+           "stage": "stopped"}
+    state = store.load()
+    stop = out["stop"]
+    pending = [g for g in queries.pending_gates(state, GOAL) if g["kind"] == "promote"]
+    human = humans.channel_or_none(ctx)
+    if not pending and stop.get("reason") == "plateau" and human is not None and not experiments.get(state, GOAL).get("promoted"):
+        p = trialstep.promote(store, human.actor, GOAL)
+        out["holdout"] = p["holdout"]
+        pending = [queries.resolve_gate(store.load(), p["gate_id"])]
+    elif pending and human is not None:
+        out["holdout"] = trialstep.read_holdout(store, pending[0]["id"])
+    if pending:
+        gate = pending[0]
+        out.update(stage="gate", gate_id=gate["id"], question=gate["question"],
+                   approve_command=f"loopx --project {path} gate approve {gate['id']} --confirm {gate['id']}",
+                   continue_command="loopx demo --research" + ("" if str(path) == str(Path(default_dir()).resolve())
+                                                               else f" --dir {path}"))
+        if approve:
+            from loopx.kernel.write import gates
+
+            human = humans.require_human(ctx, "gate.decide", via="confirm-flag")
+            gates.decide(store, human.actor, gate["id"], approve=True, channel="confirm-flag",
+                         note="approved with `loopx demo --research --approve`", human=human)
+            out["promoted"] = trialstep.promote_approved(store, human.actor)
+            if log:
+                log(f"approved gate {gate['id']} as {human.actor}: the frontier is merged into main")
+    state = store.load()
+    if experiments.get(state, GOAL).get("promoted"):
+        out.update(_finish(store, ctx, path))
+    out["summary"] = experiments.summary(state, GOAL)
+    return output.Reply(out, 1 if out["stage"] == "stopped" else 0)
+
+
+def _drive(store, secs, ctx, log):
+    from loopx.resources import data_path
+    from loopx.runner import loop
+    from loopx.runner.presets import quote
+
+    agent = data_path("examples", "agents", "researcher.py")
+    done_before = sum(1 for r in store.load()["runs"].values() if r["goal"] == GOAL)
+    return loop.drive(store, "researcher", goal_id=GOAL, agent_cmd=f"{_python()} {quote(str(agent))}", timeout=secs,
+                      echo=None if ctx.json or ctx.quiet else sys.stderr, log=log, first_turn=done_before + 1)
+
+
+def _finish(store, ctx, path) -> dict:
+    from loopx.kernel.policy import review
+    from loopx.kernel.write import goals, humans
+    from loopx.ops import trace
+
+    g = store.load()["goals"][GOAL]
+    if g["status"] != "done":
+        goals.set_status(store, ctx.actor, GOAL, "done", note="the best configuration was promoted",
+                         human=humans.channel_or_none(ctx))
+    d = review.build(store, GOAL)
+    md = review.render_markdown(d)
+    with open(os.path.join(path, "review.md"), "w", encoding="utf-8") as fh:
+        fh.write(md)
+    archive = os.path.join(path, "trace.tar.gz")
+    trace.export(store, GOAL, archive)
+    verdict = trace.verify(archive)
+    return {"stage": "done", "review": md, "review_file": os.path.join(path, "review.md"), "trace": archive,
+            "trace_ok": bool(verdict.get("ok")), "trace_verify": f"loopx trace verify {archive}"}
+
+
+def render(d: dict) -> str:
+    from loopx.commands.experiment import holdout_lines
+    from loopx.kernel.read import experiments as ex
+    from loopx.output import safe
+
+    n = len(d["turns"])
+    L = [f"research demo: {safe(d['dir'])}  ({n} trial{'' if n == 1 else 's'} this time)"]
+    for t in d["turns"]:
+        tr = t.get("trial") or {}
+        L.append(f"  trial {tr.get('number', '?')}: {tr.get('decision', t['result']):8} "
+                 f"val_acc {ex.fmt_value(tr.get('value')):7} {safe((tr.get('hypothesis') or '')[:70])}")
+    s = d.get("summary") or {}
+    if s:
+        L.append(f"baseline {ex.fmt_value((s.get('baseline') or {}).get('value'))} -> frontier "
+                 f"{ex.fmt_value((s.get('frontier') or {}).get('value'))}: {s['kept']} kept, {s['discarded']} discarded, "
+                 f"{s['crashed']} crashed")
+    if d["stage"] == "gate":
+        L += ["", "The loop stopped at the plateau; promotion is your decision:", f"  {d['gate_id']}: {safe(d['question'])}"]
+        if "holdout" in d:
+            L += holdout_lines(d["holdout"])
+        L += ["", "Approve it (you are the human):", f"  {d['approve_command']}", "then continue the demo:",
+              f"  {d['continue_command']}"]
+    elif d["stage"] == "done":
+        L += ["", f"Promoted into main. Review packet: {safe(d['review_file'])}; trace: {safe(d['trace'])} "
+                  f"({'verified' if d['trace_ok'] else 'DID NOT VERIFY'}: {d['trace_verify']})"]
+    else:
+        s = d.get("stop") or {}
+        L.append(f"stopped: {s.get('decision')} {s.get('reason')}: {safe(s.get('message') or '')}")
+    return "\n".join(L)

@@ -1,0 +1,288 @@
+"""``loopx trial hypothesis|list|show|apply``: the trials of a research experiment (docs/experiments.md)."""
+
+from __future__ import annotations
+
+from loopx.commands import actions, add, goal_opt
+from loopx.output import Reply, safe
+
+
+def register(sub, name, help_text):
+    p = add(sub, name, help_text, example="loopx trial list --format tsv > results.tsv")
+    acts = actions(p)
+    h = add(acts, "hypothesis", "state the hypothesis of your current trial (during the turn)", handler=trial_hypothesis,
+            render=lambda d: f"hypothesis of {d['run_id'] or 'the next trial'} recorded"
+            + (f" (claims: {', '.join(f'{k}={v:g}' for k, v in d['claims'].items())}; shown as claims only)"
+               if d["claims"] else ""),
+            command="trial hypothesis",
+            example="loopx trial hypothesis 'k=7 smooths the boundary' --claim val_acc=0.93")
+    h.add_argument("text", metavar="TEXT")
+    h.add_argument("--run", metavar="RUN", help="the run (default: your open run on an experiment goal)")
+    h.add_argument("--claim", action="append", metavar="NAME=VALUE",
+                   help="a number you measured yourself (shown as a claim; loopx's measurement decides)")
+    goal_opt(h)
+
+    lst = add(acts, "list", "the trials as a table (id, hypothesis, agent, metric, delta, decision, commit, duration)",
+              handler=trial_list, render=render_list, command="trial list",
+              example="loopx trial list --format csv")
+    goal_opt(lst)
+    lst.add_argument("--decision", choices=["keep", "discard", "crash", "stale"], help="only these")
+    lst.add_argument("--limit", type=int, metavar="N", help="only the last N")
+
+    s = add(acts, "show", "one trial: every metric, the guard, the claims, the crash output", handler=trial_show,
+            render=render_show, command="trial show", example="loopx trial show tr-3f9a1c --diff")
+    s.add_argument("trial")
+    s.add_argument("--diff", action="store_true", help="the trial's change against its parent")
+
+    a = add(acts, "apply", "bring a trial's change back as uncommitted changes in the experiment's worktree",
+            handler=trial_apply, render=lambda d: f"applied {d['trial_id']} in {safe(d['into'])}: "
+            + ", ".join(safe(f) for f in d["files"]), command="trial apply", example="loopx trial apply tr-3f9a1c")
+    a.add_argument("trial")
+    a.add_argument("--into", metavar="DIR", help="another checkout to apply it in (default: the experiment's worktree)")
+
+
+def trial_hypothesis(ctx, text, run=None, claim=None, goal_id=None):
+    from loopx.kernel.read import metrics
+    from loopx.kernel.write import trials
+
+    return trials.hypothesize(ctx.store(), ctx.actor, text, metrics.parse_claims(claim), goal_id=goal_id, run_id=run)
+
+
+def _goal(state, goal_id):
+    from loopx.errors import UsageError
+    from loopx.kernel.read import experiments, queries
+
+    if goal_id is None:
+        exps = list((state.get("experiments") or {}))
+        if len(exps) == 1:
+            return exps[0]
+        if not exps:
+            raise UsageError("no experiment goal here", "start one with `loopx start-goal --experiment ...`",
+                             code="not_an_experiment")
+    g = queries.resolve_goal(state, goal_id)
+    if not experiments.is_experiment(state, g["id"]):
+        raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal list`", code="not_an_experiment")
+    return g["id"]
+
+
+def _row(exp_metric, t):
+    return {"id": t["id"], "number": t.get("number"), "hypothesis": t.get("hypothesis"), "agent": t.get("agent"),
+            "metric": exp_metric, "value": t.get("value"), "delta": t.get("delta"), "decision": t["decision"],
+            "commit": t.get("commit"), "duration": t.get("duration"), "claims": t.get("claims") or {},
+            "remeasured": t.get("remeasured", False), "reason": t.get("reason"), "ts": t.get("ts")}
+
+
+class Rows(list):
+    """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
+    so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
+    ``count``) from the rendered cache; JSON-encodes as a plain list."""
+
+    cells: list | None = None
+    text: str | None = None
+    count: int = 0
+
+
+def _cells(metric: str, r: dict) -> list[str]:
+    from loopx.kernel.read import experiments as ex
+
+    return [r["id"], safe((r["hypothesis"] or "")[:48]), safe(r["agent"] or ""),
+            ex.fmt_value(r["value"]) + (" (claim " + ", ".join(f"{v:g}" for v in r["claims"].values()) + ")"
+                                         if r["claims"] else ""),
+            ex.fmt_delta(r["delta"]), r["decision"], (r["commit"] or "")[:10],
+            "-" if r["duration"] is None else f"{r['duration']:.1f}s"]
+
+
+CACHE_VERSION = 1
+
+
+def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
+    """(rows, cells, summary) of every trial of ``gid`` through ``cache/trials-<goal>.bin``: a
+    disposable projection keyed by the experiment's trial count and last trial (in the live view),
+    brought up to date from the live view's recent trials when only those are new, rebuilt from
+    the full state otherwise. Flat cost: a listing after each new trial folds no history."""
+    import marshal
+    import os
+
+    from loopx.kernel.read import experiments
+    from loopx.kernel.storage import fs
+
+    live = store.load(view="live")
+    e = experiments.get(live, gid)
+    key = [e["trials"], e["last_trial"]]
+    path = store.path("cache", f"trials-{gid}.bin")
+    try:
+        with open(path, "rb") as fh:
+            cache = marshal.loads(fh.read())
+        if cache.get("v") != CACHE_VERSION or cache.get("metric") != e["metric"]:
+            cache = None
+    except (OSError, ValueError, EOFError, TypeError, AttributeError):
+        cache = None
+    if cache and cache["key"] == key:
+        return cache["rows"], cache["cells"], experiments.summary(live, gid)
+    rows = cells = None
+    if cache and cache["key"][0] < key[0]:  # only new trials: the live view keeps the recent ones
+        have = cache["key"][0]
+        new = [t for t in experiments.rows(live, gid) if t.get("number", 0) > have]
+        prev = [t for t in experiments.rows(live, gid) if t.get("number", 0) == have]
+        if len(new) == key[0] - have and (have == 0 or (prev and prev[0]["id"] == cache["key"][1])):
+            add = [_row(e["metric"], t) for t in new]
+            rows, cells = cache["rows"] + add, cache["cells"] + [_cells(e["metric"], r) for r in add]
+    if rows is None:
+        full = store.load()
+        rows = [_row(e["metric"], t) for t in experiments.rows(full, gid)]
+        cells = [_cells(e["metric"], r) for r in rows]
+    try:
+        os.makedirs(store.path("cache"), exist_ok=True)
+        fs.atomic_write(path, marshal.dumps({"v": CACHE_VERSION, "key": key, "metric": e["metric"], "rows": rows,
+                                             "cells": cells}), sync=False)
+    except (OSError, ValueError):
+        pass  # a cache that cannot be written is rebuilt next time
+    return rows, cells, experiments.summary(live, gid)
+
+
+def _text_cache(store, gid: str, kind: str) -> str:
+    return store.path("cache", f"trials-{gid}.{kind}")
+
+
+def _read_text(store, gid: str, kind: str, key: list) -> str | None:
+    """The table (``txt``) or results.tsv (``tsv``) rendered for ``key``, or None."""
+    try:
+        with open(_text_cache(store, gid, kind), encoding="utf-8") as fh:
+            head = fh.readline()
+            if head.rstrip("\n") != f"{CACHE_VERSION} {key[0]} {key[1]}":
+                return None
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
+    from loopx.kernel.storage import fs
+
+    try:
+        fs.atomic_write(_text_cache(store, gid, kind), f"{CACHE_VERSION} {key[0]} {key[1]}\n" + text, sync=False)
+    except OSError:
+        pass
+
+
+def trial_list(ctx, goal_id=None, decision=None, limit=None):
+    from loopx.kernel.read import experiments
+
+    store = ctx.store()
+    live = store.load(view="live")
+    gid = store.read(lambda st: _goal(st, goal_id), live)
+    e = experiments.get(live, gid)
+    kind = {"text": "txt", "tsv": "tsv"}.get(ctx.fmt)
+    if kind and decision is None and not limit:  # the rendered listing, as it was last rendered for this key
+        key = [e["trials"], e["last_trial"]]
+        text = _read_text(store, gid, kind, key)
+        if text is not None:
+            out = Rows()
+            out.text, out.count = text, e["trials"]
+            return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out,
+                    "summary": experiments.summary(live, gid)}
+    rows, cells, summary = _cached_rows(store, gid)
+    pick = [i for i, r in enumerate(rows) if decision in (None, r["decision"])]
+    if limit:
+        pick = pick[-limit:]
+    out = Rows(rows[i] for i in pick) if len(pick) != len(rows) else Rows(rows)
+    out.cells = [cells[i] for i in pick] if len(pick) != len(rows) else cells
+    data = {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
+    if kind and decision is None and not limit:
+        key = [e["trials"], e["last_trial"]]
+        _write_text(store, gid, "txt", key, _table(data))
+        _write_text(store, gid, "tsv", key, tabular(data, "\t"))
+    return data
+
+
+def tabular(d: dict, sep: str) -> str:
+    """``trial list --format tsv|csv``: one header and one line per trial (a results.tsv)."""
+    from loopx.kernel.read import experiments
+
+    if getattr(d["trials"], "text", None) is not None and sep == "\t":
+        return d["trials"].text
+    cols = experiments.TSV_COLUMNS
+    lines = [cols]
+    for r in d["trials"]:
+        lines.append(experiments.row_cells(d["metric"], r))
+    if sep == "\t":
+        return "\n".join("\t".join(str(c).replace("\n", " ") for c in row) for row in lines) + "\n"
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerows(lines)
+    return buf.getvalue()
+
+
+def _table(d: dict) -> str:
+    """The table of ``trial list`` without its summary line."""
+    cells = getattr(d["trials"], "cells", None) or [_cells(d["metric"], r) for r in d["trials"]]
+    header = ["trial", "hypothesis", "agent", d["metric"], "delta", "decision", "commit", "duration"]
+    widths = [max(len(header[i]), max(map(len, col))) for i, col in enumerate(zip(*cells))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    return "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
+
+
+def render_list(d: dict) -> str:
+    from loopx.kernel.read import experiments as ex
+
+    t = d["trials"]
+    if not t and not getattr(t, "count", 0):
+        return f"no trials on {d['goal_id']} yet"
+    out = t.text if getattr(t, "text", None) is not None else _table(d)
+    s = d["summary"]
+    out += (f"\n{s['trials']} trials: {s['kept']} kept, {s['discarded']} discarded, {s['crashed']} crashed"
+            + (f", {s['stale']} stale" if s["stale"] else "")
+            + f"; frontier {ex.fmt_value((s['frontier'] or {}).get('value'))} ({ex.fmt_delta(s['total_improvement'])} "
+              "over the baseline)")
+    return out
+
+
+def trial_show(ctx, trial, diff=False):
+    from loopx.kernel.policy import trialstep
+    from loopx.kernel.read import experiments
+
+    store = ctx.store()
+    state = store.load()
+    t = trialstep.resolve_trial(state, trial)
+    e = experiments.get(state, t["goal"])
+    out = dict(t, metric=e["metric"], ref=trialstep.trial_ref(t["id"]))
+    if diff:
+        out["diff"] = trialstep.diff(store, t["id"])
+    return out
+
+
+def render_show(d: dict) -> str:
+    from loopx.kernel.read import experiments as ex
+
+    L = [f"trial {d['id']} (#{d.get('number')}) on {d['goal']}: {d['decision']}" + (" (re-measured on a newer frontier)"
+                                                                                    if d.get("remeasured") else ""),
+         f"  hypothesis: {safe(d.get('hypothesis') or '')}", f"  agent: {safe(d.get('agent') or '')}",
+         f"  commit: {d.get('commit')}  (ref {d['ref']})", f"  parent frontier: {d.get('parent')} "
+         f"({d['metric']} {ex.fmt_value(d.get('parent_value'))})",
+         f"  {d['metric']}: {ex.fmt_value(d.get('value'))}  delta {ex.fmt_delta(d.get('delta'))}",
+         f"  why: {safe(d.get('reason') or '')}"]
+    others = {k: v for k, v in (d.get("metrics") or {}).items() if k != d["metric"]}
+    if others:
+        L.append("  other metrics: " + ", ".join(f"{k}={v:g}" for k, v in others.items()))
+    if d.get("claims"):
+        L.append("  claimed by the agent (not measured by loopx; decides nothing): "
+                 + ", ".join(f"{k}={v:g}" for k, v in d["claims"].items()))
+    g = d.get("guard")
+    if g:
+        L.append(f"  guard: {'passed' if g['passed'] else 'failed'} (exit {g['exit_code']})")
+    if d.get("duration") is not None:
+        L.append(f"  duration {d['duration']:.1f}s" + (f", {d['tokens']} tokens" if d.get("tokens") else "")
+                 + (f", {d['cost_usd']:.4f} USD" if d.get("cost_usd") else ""))
+    if d.get("tail"):
+        L += ["  output (tail):"] + ["    " + safe(x) for x in d["tail"].splitlines()]
+    if d.get("diff") is not None:
+        L += ["", d["diff"] or "(no change)"]
+    return "\n".join(L)
+
+
+def trial_apply(ctx, trial, into=None):
+    from loopx.kernel.policy import trialstep
+
+    return Reply(trialstep.apply_trial(ctx.store(), ctx.actor, trial, into=into))

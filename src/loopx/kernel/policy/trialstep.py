@@ -1,0 +1,677 @@
+"""The trial step of research experiments (issue 20): git, the measure command and the decision.
+
+An experiment goal has its own git worktree, ``.loopx/worktrees/exp-<goal>`` on branch
+``loopx/exp/<goal>`` (the user's checkout is never reset or touched); the branch is the frontier.
+A trial is made in that worktree (or, with ``loopx run --parallel``, in a detached worktree of its
+run started at the frontier commit). When the turn ends, ``settle`` (loopx, not the agent):
+
+1. commits what the agent left (detached, so the branch does not move) and points
+   ``refs/loopx/trials/<trial-id>`` at the commit (every trial stays reachable, never a branch);
+2. when the frontier moved since the trial started, replays the change on top of the new frontier
+   (``git cherry-pick``) and measures that, or records the trial ``stale`` when it no longer applies;
+3. runs the measure command (and the guard command) through ``launch`` with the trial timeout, the
+   whole process group killed on timeout; reads the metric (loopx.kernel.read.metrics);
+4. decides ``keep`` (beats the frontier by more than ``min_delta`` and the guard passes: the branch
+   moves to the commit), ``discard`` (the worktree returns to the frontier) or ``crash`` (the
+   command failed, timed out or printed no metric: the tail of its output is kept), and records
+   ``trial.recorded`` only if the frontier is still the one it was measured against (else step 2 again).
+
+``launch`` is the one place that starts the measure, guard and holdout commands (so a sandbox can
+wrap it). The holdout runs only in ``promote`` (a human asked); its result is written to the
+user's data folder (``holdout_file``), never under ``.loopx/``, and enters the log only with the
+promotion (``experiment.promoted``). Git errors raise TrialGitError (Conflict, exit 4).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from loopx.errors import Conflict, StateError, UsageError
+from loopx.kernel.read import experiments, metrics, queries, worktrees
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.write import trials
+
+TAIL_LINES = 30
+TAIL_CHARS = 4000
+KEEP_OUTPUT = 1 << 20
+TRIAL_REF = "refs/loopx/trials/"
+BRANCH_PREFIX = "loopx/exp/"
+REPLAYS = 5
+
+
+class TrialGitError(Conflict):
+    code = "git_failed"
+
+
+# ------------------------------------------------------------------ processes
+def launch(command: str, cwd: str, timeout: float, env: dict | None = None) -> dict:
+    """Run ``command`` with ``sh`` in ``cwd`` in a process group of its own; stdout and stderr
+    together, the last ``KEEP_OUTPUT`` bytes kept. On timeout the whole group is killed (SIGKILL
+    after SIGTERM). Returns {exit_code (None when it could not start or timed out), timed_out,
+    output, tail, duration (s)}. Never raises for the command's own failure."""
+    import signal
+
+    started = time.monotonic()
+    full_env = dict(os.environ if env is None else env)
+    full_env["LOOPX_TRIAL"] = "1"
+    try:
+        proc = subprocess.Popen(command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
+    except OSError as exc:
+        text = f"could not start: {exc}"
+        return {"exit_code": None, "timed_out": False, "output": text, "tail": text, "duration": 0.0}
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        if not hasattr(os, "killpg"):  # Windows: no process groups to signal
+            proc.kill()
+        for sig in (() if not hasattr(os, "killpg") else (signal.SIGTERM, signal.SIGKILL)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                proc.wait(timeout=2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out = b""
+    text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
+    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
+            "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
+
+
+def tail(text: str) -> str:
+    lines = (text or "").rstrip("\n").splitlines()[-TAIL_LINES:]
+    return "\n".join(lines)[-TAIL_CHARS:]
+
+
+# ------------------------------------------------------------------ git
+def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TrialGitError(f"git {args[0]} could not run: {exc}", "check that git is installed") from None
+    if check and proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise TrialGitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else proc.returncode}",
+                            "see `git status` in the experiment's worktree (`loopx experiment show`)")
+    return proc
+
+
+def _identity(cwd: str) -> list[str]:
+    if git(cwd, "config", "user.email", check=False).stdout.strip():
+        return []
+    return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+
+
+def rev(cwd: str, what: str) -> str | None:
+    p = git(cwd, "rev-parse", "-q", "--verify", what + "^{commit}", check=False)
+    return p.stdout.strip() or None
+
+
+def worktree_name(goal_id: str) -> str:
+    return worktrees.EXPERIMENT_PREFIX + goal_id
+
+
+def worktree_path(store, goal_id: str) -> str:
+    return worktrees.path(store.root, worktree_name(goal_id))
+
+
+def project_cwd(store, wt_path: str) -> str:
+    """The project's copy inside a worktree (the worktree itself unless the project is a subfolder)."""
+    pre = worktrees.prefix(store.project_dir)
+    return os.path.join(wt_path, *pre.split("/")) if pre else wt_path
+
+
+def check_repo(store) -> None:
+    """UsageError unless the project is a git repository with a commit (what an experiment needs)."""
+    from loopx.kernel.storage.fs import git_dir
+
+    if git_dir(store.project_dir) is None:
+        raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
+                         "run `git init` and commit, then start the experiment", code="not_git")
+    if rev(store.project_dir, "HEAD") is None:
+        raise UsageError("the project has no commit yet; the baseline is measured on a commit",
+                         "make a first commit, then start the experiment", code="no_commit")
+
+
+def create_worktree(store, goal_id: str) -> dict:
+    """The experiment's worktree on ``loopx/exp/<goal>`` from the project's current commit.
+    Returns {worktree (relative to the project), branch, base_branch, base_commit}. Raises
+    UsageError when the project is not a git repository with a commit."""
+    from loopx.kernel.storage.fs import ensure_lines, git_dir
+
+    if git_dir(store.project_dir) is None:
+        raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
+                         "run `git init` and commit, then start the experiment", code="not_git")
+    base = git(store.project_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip() or None
+    head = rev(store.project_dir, "HEAD")
+    if head is None:
+        raise UsageError("the project has no commit yet; the baseline is measured on a commit",
+                         "make a first commit, then start the experiment", code="no_commit")
+    ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
+    path = worktree_path(store, goal_id)
+    branch = BRANCH_PREFIX + goal_id
+    if rev(store.project_dir, "refs/heads/" + branch):
+        raise UsageError(f"branch {branch} already exists", f"delete it (`git branch -D {branch}`) or pick another --goal-id",
+                         code="branch_exists")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, head)
+    return {"worktree": os.path.relpath(path, store.project_dir), "branch": branch, "base_branch": base,
+            "base_commit": head}
+
+
+def _commit_all(path: str, message: str) -> str | None:
+    """Commit whatever is in ``path`` onto its (detached) HEAD; the new commit, or None when nothing changed."""
+    git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
+    if git(path, "diff", "--cached", "--quiet", check=False).returncode == 0:
+        return None
+    git(path, *_identity(path), "commit", "-q", "--no-verify", "-m", message)
+    return rev(path, "HEAD")
+
+
+def _reset(path: str, commit: str, branch: str | None = None) -> None:
+    """Make ``path``'s work tree exactly ``commit`` (untracked files removed, ignored ones kept)."""
+    if branch:
+        git(path, "checkout", "-q", "-f", branch)
+        git(path, "reset", "-q", "--hard", commit)
+    else:
+        git(path, "checkout", "-q", "-f", "--detach", commit)
+    git(path, "clean", "-q", "-f", "-d")
+
+
+def _set_ref(cwd: str, ref: str, commit: str) -> None:
+    git(cwd, "update-ref", ref, commit)
+
+
+def trial_ref(trial_id: str) -> str:
+    return TRIAL_REF + trial_id
+
+
+# ------------------------------------------------------------------ measuring
+def measure(e: dict, cwd: str) -> dict:
+    """Run the measure (and, when it gave a metric, the guard) command in ``cwd``. Returns
+    {outcome: ok|crash, metrics, value, reason, tail, duration, guard {exit_code, passed, timed_out} | None}."""
+    timeout = float(e.get("trial_timeout") or 600)
+    m = launch(e["measure"], cwd, timeout)
+    got = metrics.read(m["output"], e["metric"], e.get("metric_pattern"))
+    out = {"metrics": got["metrics"], "value": got["value"], "duration": m["duration"], "tail": None, "guard": None,
+           "outcome": "ok", "reason": None}
+    if m["timed_out"]:
+        out.update(outcome="crash", reason=f"the measure command timed out after {clock.format_duration(timeout)}",
+                   tail=m["tail"])
+    elif m["exit_code"] != 0:
+        out.update(outcome="crash", reason=f"the measure command exited {m['exit_code']}", tail=m["tail"])
+    elif got["value"] is None:
+        out.update(outcome="crash", reason=f"the measure command printed no value for {e['metric']}", tail=m["tail"])
+    if out["outcome"] == "ok" and e.get("guard"):
+        g = launch(e["guard"], cwd, timeout)
+        out["guard"] = {"exit_code": g["exit_code"], "passed": g["exit_code"] == 0, "timed_out": g["timed_out"]}
+        out["duration"] = round(out["duration"] + g["duration"], 3)
+        if not out["guard"]["passed"]:
+            out["tail"] = g["tail"]
+    return out
+
+
+def judge(e: dict, value, frontier_value, guard: dict | None) -> tuple[str, str]:
+    """(keep|discard, why) for a measured trial against the frontier's value."""
+    gain = experiments.improvement(e, value, frontier_value)
+    need = e.get("min_delta") or 0.0
+    if guard is not None and not guard["passed"]:
+        return "discard", f"the guard command failed (exit {guard['exit_code']})"
+    if frontier_value is None:
+        return "keep", "no frontier yet"
+    if gain is not None and gain > need:
+        return "keep", f"{e['metric']} improved by {gain:.6g} (more than --min-delta {need:g})"
+    return "discard", (f"{e['metric']} {'did not improve' if (gain or 0) <= 0 else 'improved by only ' + format(gain, '.6g')}"
+                       f" (frontier {frontier_value:.6g}, --min-delta {need:g})")
+
+
+# ------------------------------------------------------------------ the experiment's life
+def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) -> dict:
+    """Create the worktree and branch, record ``experiment.started`` and measure the baseline.
+    Returns {goal_id, worktree, branch, baseline: trial dict | None}."""
+    wt = create_worktree(store, goal_id)
+    try:
+        trials.start(store, actor, goal_id, dict(cfg, **wt))
+    except Exception:
+        git(store.project_dir, "worktree", "remove", "--force", worktree_path(store, goal_id), check=False)
+        git(store.project_dir, "branch", "-D", wt["branch"], check=False)
+        raise
+    out = dict(wt, goal_id=goal_id, baseline=None)
+    if baseline:
+        out["baseline"] = measure_baseline(store, actor, goal_id)
+    return out
+
+
+def measure_baseline(store, actor: str, goal_id: str) -> dict:
+    """The first trial: the unchanged code at the branch's commit, measured; kept when it measured."""
+    state = store.load()
+    e = experiments.get(state, goal_id)
+    path = os.path.join(store.project_dir, e["worktree"])
+    if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
+        head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
+        if head:
+            _reset(path, head, e["branch"])
+    commit = rev(path, "HEAD")
+    tid = ids.new_id("trial", state.get("trials") or {})
+    _set_ref(store.project_dir, trial_ref(tid), commit)
+    m = measure(e, project_cwd(store, path))
+    decision = "keep" if m["outcome"] == "ok" else "crash"
+    reason = "baseline" if decision == "keep" else m["reason"]
+    if decision == "keep" and m["guard"] and not m["guard"]["passed"]:
+        decision, reason = "crash", f"the guard command fails on the unchanged code (exit {m['guard']['exit_code']})"
+    return trials.record(store, actor, goal_id, {
+        "trial_id": tid, "run": None, "hypothesis": "baseline (the unchanged code)", "agent": "loopx:baseline",
+        "commit": commit, "parent": None, "parent_value": None, "metrics": m["metrics"], "value": m["value"],
+        "delta": None, "decision": decision, "reason": reason, "guard": m["guard"], "duration": m["duration"],
+        "tail": m["tail"] if decision == "crash" else None, "baseline": True, "claims": {}})
+
+
+def for_goal(state: dict, goal_id: str | None) -> dict | None:
+    return experiments.get(state, goal_id)
+
+
+def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
+    """Where the turn's trial is made: {path, cwd, parallel, base (the frontier commit)}. In
+    parallel mode a detached worktree of the run at the frontier; else the experiment's own,
+    cleaned back to the frontier first (so a trial never starts on another one's leftovers)."""
+    state = store.load()
+    e = experiments.get(state, goal_id)
+    front = (e.get("frontier") or {}).get("commit")
+    if front is None:
+        raise StateError(f"experiment {goal_id} has no frontier (the baseline did not measure)",
+                         f"fix the measure command, then `loopx experiment baseline {goal_id}`", code="no_frontier")
+    if parallel:
+        path = worktrees.path(store.root, run_id)
+        git(store.project_dir, "worktree", "add", "-q", "--detach", path, front)
+    else:
+        path = os.path.join(store.project_dir, e["worktree"])
+        _reset(path, front, e["branch"])
+    return {"path": path, "cwd": project_cwd(store, path), "parallel": parallel, "base": front}
+
+
+def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: dict | None = None,
+           agent_failed: str | None = None) -> dict:
+    """The trial of run ``run_id`` (see the module docstring). ``where``: ``prepare``'s dict (default:
+    the experiment's own worktree, based on the frontier); ``usage``: the turn's tokens and cost;
+    ``agent_failed``: why the agent's turn failed (recorded as a crash without measuring).
+    Returns the recorded trial (trialfold's fields plus ``decision``, ``number``, ``replays``)."""
+    state = store.load()
+    run = queries.resolve_run(state, run_id)
+    gid = run["goal"]
+    e = experiments.get(state, gid)
+    if e is None:
+        raise UsageError(f"run {run_id} is not on an experiment goal", "see `loopx experiment show`")
+    if where is None:
+        path = os.path.join(store.project_dir, e["worktree"])
+        where = {"path": path, "cwd": project_cwd(store, path), "parallel": False,
+                 "base": (e.get("frontier") or {}).get("commit")}
+    path, base = where["path"], where["base"]
+    said = e["pending"].get(run_id) or {}
+    hypothesis = said.get("hypothesis") or "(no hypothesis stated)"
+    tid = ids.new_id("trial", state.get("trials") or {})
+    usage = usage or run.get("usage") or {}
+    common = {"trial_id": tid, "run": run_id, "hypothesis": hypothesis, "agent": run.get("agent"),
+              "claims": said.get("claims") or {}, "tokens": usage.get("total_tokens"),
+              "cost_usd": usage.get("cost_usd"), "baseline": False}
+    git(path, "checkout", "-q", "--detach")  # commit beside the branch: only a keep moves it
+    commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
+    if commit is not None:
+        _set_ref(store.project_dir, trial_ref(tid), commit)
+    replays = 0
+    rec = None
+    if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
+        while rec is None:
+            front = experiments.get(store.load(), gid).get("frontier") or {}
+            rec = _record(store, actor, gid, dict(
+                common, commit=commit or base, parent=front.get("commit"), parent_value=front.get("value"), metrics={},
+                value=None, delta=None, decision="crash" if agent_failed else "discard", guard=None, duration=0.0,
+                tail=None, reason=agent_failed or "the turn changed nothing"), front.get("commit"))
+    else:
+        measured, on = commit, base
+        for _ in range(REPLAYS + 1):
+            e = experiments.get(store.load(), gid)
+            front = e.get("frontier") or {}
+            fcommit, fvalue = front.get("commit"), front.get("value")
+            if fcommit != on:  # the frontier moved since this trial started: measure the change on top of it
+                replays += 1
+                replayed = _replay(path, commit, fcommit)
+                if replayed is None:
+                    rec = _record(store, actor, gid, dict(
+                        common, commit=commit, parent=fcommit, parent_value=fvalue, metrics={}, value=None,
+                        delta=None, decision="stale", guard=None, duration=0.0, tail=None, stale_of=base,
+                        reason=f"the change no longer applies on the frontier {fcommit[:12]}"), ...)
+                    break
+                measured, on = replayed, fcommit
+                _set_ref(store.project_dir, trial_ref(tid), measured)
+            m = measure(e, where["cwd"])
+            if m["outcome"] == "crash":
+                decision, reason = "crash", m["reason"]
+            else:
+                decision, reason = judge(e, m["value"], fvalue, m["guard"])
+            rec = _record(store, actor, gid, dict(
+                common, commit=measured, parent=fcommit, parent_value=fvalue, metrics=m["metrics"], value=m["value"],
+                delta=None if m["value"] is None or fvalue is None else round(m["value"] - fvalue, 12),
+                decision=decision, reason=reason, guard=m["guard"], duration=m["duration"],
+                tail=m["tail"] if decision == "crash" or (m["guard"] and not m["guard"]["passed"]) else None,
+                remeasured=replays > 0), fcommit)
+            if rec is not None:
+                break
+        if rec is None:
+            rec = _record(store, actor, gid, dict(
+                common, commit=commit, parent=base, parent_value=None, metrics={}, value=None, delta=None,
+                decision="stale", guard=None, duration=0.0, tail=None, stale_of=base,
+                reason=f"the frontier moved {REPLAYS} times while this trial was measured"), ...)
+    _after(store, e, rec, path, where)
+    rec["replays"] = replays
+    return rec
+
+
+def _lock_path(store, gid: str) -> str:
+    os.makedirs(store.path("cache"), exist_ok=True)
+    return store.path("cache", f"experiment-{gid}.lock")
+
+
+def _record(store, actor, gid, data, expect):
+    """Record the trial if the frontier is still ``expect`` (``...``: whatever it is); None when it
+    moved (measure again). A keep moves the branch under the same lock, so the branch and the log
+    advance in one order."""
+    from loopx.kernel.storage.fs import locked
+
+    with locked(_lock_path(store, gid), 600.0):
+        try:
+            rec = trials.record(store, actor, gid, data, expect_frontier=expect)
+        except Conflict as exc:
+            if getattr(exc, "code", "") == "frontier_moved":
+                return None
+            raise
+        if rec["decision"] == "keep":
+            e = experiments.get(store.load(), gid)
+            git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], rec["commit"])
+    return rec
+
+
+def _replay(path: str, commit: str, onto: str) -> str | None:
+    """``commit``'s change (against its parent) on top of ``onto`` in ``path``; None when it conflicts."""
+    git(path, "checkout", "-q", "-f", "--detach", onto)
+    p = git(path, *_identity(path), "cherry-pick", "--allow-empty", commit, check=False)
+    if p.returncode != 0:
+        git(path, "cherry-pick", "--abort", check=False)
+        _reset(path, onto)
+        return None
+    return rev(path, "HEAD")
+
+
+def _after(store, e: dict, rec: dict, path: str, where: dict) -> None:
+    """Leave the worktrees at the frontier: the experiment's own checks out its branch again."""
+    proj = store.project_dir
+    exp_path = os.path.join(proj, e["worktree"])
+    if where.get("parallel"):
+        git(proj, "worktree", "remove", "--force", path, check=False)
+        git(proj, "worktree", "prune", check=False)
+        return  # the experiment's own worktree is brought to the frontier by the next `prepare`
+    _reset(path, "refs/heads/" + e["branch"], e["branch"])
+
+
+# ------------------------------------------------------------------ replay, promotion
+def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) -> dict:
+    """Bring trial ``trial_id``'s change (against its parent) back into the experiment's worktree
+    (or the folder ``into``) as uncommitted changes. Returns {trial_id, into, files}. Raises
+    UsageError (unknown trial, no change) and TrialGitError when it does not apply."""
+    state = store.load()
+    t = resolve_trial(state, trial_id)
+    e = experiments.get(state, t["goal"])
+    target = into or os.path.join(store.project_dir, e["worktree"])
+    ref = trial_ref(t["id"])
+    if t.get("baseline"):
+        raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
+                         "pick a trial the agent made (`loopx trial list`)", code="baseline_trial")
+    if rev(store.project_dir, ref) is None or rev(store.project_dir, ref + "^") is None:
+        raise UsageError(f"trial {t['id']} has no commit of its own (it changed nothing)", "pick another trial",
+                         code="no_trial_commit")
+    diff = git(store.project_dir, "diff", "--binary", f"{ref}^", ref).stdout
+    if not diff.strip():
+        raise UsageError(f"trial {t['id']} changed nothing", "pick another trial", code="no_trial_change")
+    p = subprocess.run(["git", "apply", "--3way" if into is None else "--index", "-"], cwd=target, input=diff,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        p = subprocess.run(["git", "apply", "-"], cwd=target, input=diff, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {p.stderr.strip()[-200:]}",
+                            "apply it on its own parent: `git checkout " + (t.get("parent") or "")[:12] + "`")
+    files = git(store.project_dir, "diff", "--name-only", f"{ref}^", ref).stdout.split()
+    trials.applied(store, actor, t["goal"], t["id"], target)
+    return {"trial_id": t["id"], "into": target, "files": files}
+
+
+def resolve_trial(state: dict, given: str) -> dict:
+    coll = state.get("trials") or {}
+    return coll[ids.resolve("trial", given, coll)]
+
+
+def diff(store, trial_id: str) -> str:
+    state = store.load()
+    t = resolve_trial(state, trial_id)
+    ref = trial_ref(t["id"])
+    if rev(store.project_dir, ref) is None or t.get("baseline"):
+        return ""
+    return git(store.project_dir, "diff", f"{ref}^", ref).stdout
+
+
+def holdout_file(store, gate_id: str) -> str:
+    """Where the holdout result of a promotion waits for the human: the user's data folder
+    (outside the project, human-only for the guard), never ``.loopx/``."""
+    from loopx import config
+
+    pid = store.format_info().get("project_id") or "project"
+    return os.path.join(config.data_home(), "holdout", pid, gate_id + ".json")
+
+
+def run_holdout(store, e: dict, commit: str) -> dict:
+    """The holdout command on ``commit`` in a scratch worktree (removed after). Returns
+    {exit_code, timed_out, metrics, value, duration, tail}."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="loopx-holdout-")
+    wt = os.path.join(scratch, "wt")
+    git(store.project_dir, "worktree", "add", "-q", "--detach", wt, commit)
+    try:
+        m = launch(e["holdout"], project_cwd(store, wt), float(e.get("trial_timeout") or 600))
+        got = metrics.read(m["output"], e["metric"], e.get("metric_pattern"))
+        return {"exit_code": m["exit_code"], "timed_out": m["timed_out"], "metrics": got["metrics"],
+                "value": got["value"], "duration": m["duration"], "tail": m["tail"] if m["exit_code"] != 0 else None}
+    finally:
+        git(store.project_dir, "worktree", "remove", "--force", wt, check=False)
+        git(store.project_dir, "worktree", "prune", check=False)
+        try:
+            os.rmdir(scratch)
+        except OSError:
+            pass
+
+
+def read_holdout(store, gate_id: str) -> dict | None:
+    from loopx.kernel.storage import cjson
+
+    try:
+        with open(holdout_file(store, gate_id), encoding="utf-8") as fh:
+            return cjson.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
+def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = None) -> dict:
+    """Open the ``promote`` gate for the frontier: its question names the trial and the metric from
+    baseline to frontier; the holdout (when the experiment has one) runs now and its result goes
+    to ``holdout_file`` for the human (the gate says where to see it). Returns {gate_id, question,
+    trial_id, holdout (the numbers; callers show them to a human only), holdout_file, as_branch}."""
+    from loopx.kernel.storage import cjson, fs
+    from loopx.kernel.write import gates
+
+    state = store.load()
+    g = queries.resolve_goal(state, goal_id)
+    e = experiments.get(state, g["id"])
+    if e is None:
+        raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal show`", code="not_an_experiment")
+    s = experiments.summary(state, g["id"])
+    front = e.get("frontier")
+    if not front or not s["kept"]:
+        raise StateError(f"experiment {g['id']} has no kept improvement to promote",
+                         "run trials first (`loopx run`)", code="nothing_to_promote")
+    if as_branch:
+        git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    pending = [x for x in queries.pending_gates(state, g["id"]) if x["kind"] == "promote"]
+    if pending:
+        raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", f"decide it: loopx gate show {pending[0]['id']}",
+                       code="promote_pending")
+    holdout = run_holdout(store, e, front["commit"]) if e.get("holdout") else None
+    into = as_branch or e.get("base_branch") or "(the branch the experiment started from)"
+    base = (e.get("baseline") or {}).get("value")
+    question = (f"Promote trial {front['trial']} of experiment {g['id']} ({front['commit'][:12]}): {e['metric']} "
+                f"{experiments.fmt_value(base)} (baseline) -> {experiments.fmt_value(front['value'])} (frontier), "
+                f"{s['kept']} kept of {s['trials'] - 1} trials; into {'new branch ' if as_branch else ''}{into}? "
+                + ("The holdout result is shown to you only (`loopx gate show` on this gate, or the dashboard)."
+                   if holdout is not None else "(no holdout command)"))
+    res = gates.open_gate(store, actor, g["id"], kind="promote", question=question[:1900],
+                          context=cjson.dumps({"trial": front["trial"], "commit": front["commit"],
+                                               "as_branch": as_branch, "into": into}))
+    gid = res["gate_id"]
+    path = None
+    if holdout is not None:
+        path = holdout_file(store, gid)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fs.atomic_write(path, cjson.dumps(dict(holdout, trial=front["trial"], commit=front["commit"])), mode=0o600)
+    return {"gate_id": gid, "question": res.get("question", question), "trial_id": front["trial"], "holdout": holdout,
+            "holdout_file": path, "as_branch": as_branch, "into": into, "goal_id": g["id"]}
+
+
+def promote_approved(store, actor: str) -> list[dict]:
+    """Merge every approved ``promote`` gate not promoted yet: the frontier commit into the branch
+    the experiment started from (a fast-forward or a merge commit, never touching a checkout's
+    uncommitted work), or a new branch. Records ``experiment.promoted`` with the holdout result."""
+    from loopx.kernel.storage import cjson
+
+    state = store.load()
+    done = []
+    for gid, e in (state.get("experiments") or {}).items():
+        for gate in state["gates"].values():
+            if gate["goal"] != gid or gate["kind"] != "promote" or gate["status"] != "approved":
+                continue
+            if (e.get("promoted") or {}).get("gate") == gate["id"]:
+                continue
+            try:
+                ctx = cjson.loads(gate.get("context") or "{}")
+            except ValueError:
+                continue
+            done.append(_merge_promotion(store, actor, gid, e, gate, ctx))
+            break
+    return done
+
+
+def _merge_promotion(store, actor, gid, e, gate, ctx) -> dict:
+    proj = store.project_dir
+    commit = ctx["commit"]
+    if ctx.get("as_branch"):
+        git(proj, "branch", ctx["as_branch"], commit)
+        into, how = ctx["as_branch"], "branch"
+    else:
+        into = e.get("base_branch")
+        if not into:
+            raise StateError("the experiment started on a detached HEAD: nothing to merge into",
+                             "promote with --as-branch NAME", code="no_base_branch")
+        old = rev(proj, "refs/heads/" + into)
+        checked_out = git(proj, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip() == into
+        if git(proj, "merge-base", "--is-ancestor", old, commit, check=False).returncode == 0:
+            new, how = commit, "fast-forward"
+        else:
+            tree = git(proj, "merge-tree", "--write-tree", old, commit, check=False)
+            if tree.returncode != 0:
+                raise TrialGitError(f"the frontier conflicts with {into}", f"merge {e['branch']} by hand")
+            new = git(proj, *_identity(proj), "commit-tree", tree.stdout.split()[0], "-p", old, "-p", commit,
+                      "-m", f"Merge experiment {gid} (trial {ctx['trial']})").stdout.strip()
+            how = "merge"
+        if checked_out:
+            git(proj, "merge", "-q", "--ff-only", new)
+        else:
+            git(proj, "update-ref", "refs/heads/" + into, new, old)
+    holdout = read_holdout(store, gate["id"])
+    data = {"trial_id": ctx["trial"], "gate_id": gate["id"], "commit": commit, "into": into, "how": how,
+            "holdout": holdout}
+    trials.promoted(store, actor, gid, data)
+    return data
+
+
+# ------------------------------------------------------------------ the turn around a trial
+def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, report: dict | None = None,
+                note: str | None = None, result: str | None = None) -> dict:
+    """Close run ``run_id`` after its trial ``rec``: a keep is verified progress (evidence: the
+    measurement) and spends one slot; a discard or crash is ``no_progress`` and spends none (an
+    agent that failed: ``failed``). Returns turn.finish's dict plus ``trial`` and ``spend``."""
+    from loopx.kernel.policy import shared, turn
+    from loopx.kernel.write import evidence
+
+    if rec is None:
+        fin = turn.finish(store, actor, run_id, result or "failed", note=note, report=report)
+        return dict(fin, trial=None, spend=None)
+    keep = rec["decision"] == "keep"
+    e = experiments.get(store.load(view="live"), rec["goal_id"]) or {}
+    value = experiments.fmt_value(rec.get("value"))
+    summary = f"trial {rec['trial_id']}: {e.get('metric')} {value} -> {rec['decision']} ({rec.get('reason') or ''})"
+    ev = evidence.add(store, actor, rec["goal_id"], kind="test", summary=summary[:2000], run=run_id,
+                      command=e.get("measure"), exit_code=0 if keep else 1, commit=rec.get("commit"),
+                      output=(rec.get("tail") or "").encode())
+    check = {"passed": keep, "evidence_id": ev["evidence_id"], "exit_code": 0 if keep else 1}
+    res = result or ("progress" if keep else "no_progress")
+    fin = turn.finish(store, actor, run_id, res, note=note or summary[:2000], verified_by=check, report=report)
+    spend = None
+    if fin.get("verified") and keep:
+        spend = shared.spend_slot(store, actor, run_id)
+    return dict(fin, trial=rec, spend=spend)
+
+
+def reset_worktree(store, goal_id: str, where: dict | None) -> None:
+    """Put the trial's worktree back at the frontier without recording a trial (a host that could
+    not work, a turn that ended blocked at a gate)."""
+    e = experiments.get(store.load(view="live"), goal_id)
+    if e is None:
+        return
+    if where and where.get("parallel"):
+        git(store.project_dir, "worktree", "remove", "--force", where["path"], check=False)
+        git(store.project_dir, "worktree", "prune", check=False)
+        return
+    _reset(os.path.join(store.project_dir, e["worktree"]), "refs/heads/" + e["branch"], e["branch"])
+
+
+def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None) -> dict | None:
+    """``loopx turn finish`` on an experiment goal: the agent's ``--result`` does not decide; loopx
+    measures the trial and closes the run (``blocked``: no trial, the worktree back at the
+    frontier). None when the run is not an open run of an experiment goal."""
+    state = store.load()
+    run = queries.resolve_run(state, run_id)
+    if run["finished"] is not None or experiments.get(state, run["goal"]) is None:
+        return None
+    if result == "blocked":
+        reset_worktree(store, run["goal"], None)
+        return finish_turn(store, actor, run_id, None, note=note, result="blocked")
+    rec = settle(store, actor, run_id, None)
+    out = finish_turn(store, actor, run_id, rec, note=note)
+    if result != out["result"]:
+        out.setdefault("warnings", []).append(
+            f"--result {result} was not used: on an experiment goal loopx's own measurement decides "
+            f"(trial {rec['trial_id']}: {rec['decision']})")
+    return out

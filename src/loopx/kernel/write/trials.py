@@ -1,0 +1,150 @@
+"""The write operations of research experiments (issue 20); each is one transaction.
+
+- ``config(...) -> dict``: the validated experiment settings (UsageError, exit 2, on a bad one).
+- ``start(store, actor, goal_id, cfg) -> dict``: ``experiment.started``.
+- ``hypothesize(store, actor, text, claims, goal_id=None, run_id=None) -> dict``:
+  ``trial.hypothesized`` for the caller's open run on an experiment goal (the claims are what the
+  agent says it measured: shown as claims, never deciding anything).
+- ``record(store, actor, goal_id, trial, expect_frontier=...) -> dict``: ``trial.recorded``; with
+  ``expect_frontier`` the write refuses (Conflict ``frontier_moved``, exit 4) when the frontier is
+  no longer that commit, so no trial is ever decided against a frontier it did not see.
+- ``continue_after_plateau(store, actor, goal_id, note, human)``: ``experiment.continued``
+  (human-only).
+- ``promoted(store, actor, goal_id, data)``, ``applied(store, actor, goal_id, trial_id, onto)``.
+"""
+
+from __future__ import annotations
+
+from loopx.errors import Conflict, NotFound, UsageError
+from loopx.kernel.read import experiments, queries, validate
+from loopx.kernel.storage import ids
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import humans
+
+MAX_HYPOTHESIS = 500
+
+
+def config(*, metric, direction="max", measure, trial_timeout=None, metric_pattern=None, min_delta=None,
+           guard=None, holdout=None, plateau=None, protect=(), holdout_paths=()) -> dict:
+    from loopx.kernel.read import metrics
+    from loopx.kernel.storage import clock
+
+    if not metric:
+        raise UsageError("--experiment needs --metric NAME", "e.g. --metric val_acc --direction max", code="no_metric")
+    if not measure:
+        raise UsageError("--experiment needs --measure CMD", "e.g. --measure 'python eval.py'", code="no_measure")
+    metric = validate.text(metric, "--metric", limit=64)
+    validate.choice(direction or "max", ("max", "min"), "--direction")
+    timeout = 600.0 if trial_timeout in (None, "") else clock.parse_duration(str(trial_timeout))
+    if timeout <= 0:
+        raise UsageError("--trial-timeout must be positive", "e.g. --trial-timeout 300", code="bad_timeout")
+    try:
+        delta = float(min_delta) if min_delta not in (None, "") else 0.0
+    except ValueError:
+        raise UsageError(f"--min-delta {min_delta!r} is not a number", "e.g. --min-delta 0.002") from None
+    if delta < 0:
+        raise UsageError("--min-delta cannot be negative", "e.g. --min-delta 0.002")
+    n = validate.count(plateau, "--plateau", low=1, high=10000) if plateau not in (None, "") else 0
+    paths = []
+    for p in list(protect or ()) + list(holdout_paths or ()):
+        p = validate.text(p, "--protect-path", limit=500).strip()
+        if p.startswith("/") or ".." in p.replace("\\", "/").split("/"):
+            raise UsageError(f"{p!r} must be a path inside the project", "name it relative to the project root")
+        paths.append(p)
+    return {"metric": metric, "direction": direction or "max", "measure": validate.command(measure, "--measure"),
+            "guard": validate.command(guard, "--guard") if guard else None,
+            "holdout": validate.command(holdout, "--holdout") if holdout else None,
+            "metric_pattern": metrics.check_pattern(metric_pattern), "min_delta": delta, "plateau": n,
+            "trial_timeout": timeout, "protect": [p.rstrip("/") for p in protect or ()],
+            "holdout_paths": [p.rstrip("/") for p in holdout_paths or ()]}
+
+
+def start(store: Store, actor: str, goal_id: str, cfg: dict) -> dict:
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        if experiments.is_experiment(state, g["id"]):
+            raise Conflict(f"goal {g['id']} is already an experiment", f"see `loopx experiment show {g['id']}`")
+        return [Draft("experiment.started", g["id"], cfg)]
+
+    store.transact(plan, actor=actor)
+    return dict(cfg, goal_id=goal_id)
+
+
+def _open_run(state: dict, actor: str, goal_id: str | None, run_id: str | None) -> dict | None:
+    if run_id:
+        return queries.resolve_run(state, run_id)
+    mine = [r for r in queries.open_runs(state) if r["agent"] == actor
+            and (goal_id is None or r["goal"] == goal_id) and experiments.is_experiment(state, r["goal"])]
+    return max(mine, key=lambda r: r.get("seq", 0)) if mine else None
+
+
+def hypothesize(store: Store, actor: str, text: str, claims: dict | None = None, *, goal_id: str | None = None,
+                run_id: str | None = None) -> dict:
+    text = validate.text(text, "hypothesis", limit=MAX_HYPOTHESIS)
+    out: dict = {}
+
+    def plan(state, now):
+        run = _open_run(state, actor, goal_id, run_id)
+        if run is None and goal_id is None:
+            raise NotFound("no open turn of yours on an experiment goal",
+                           "start one with `loopx next` (or pass --goal-id for the next trial)", code="no_open_trial")
+        gid = run["goal"] if run else queries.resolve_goal(state, goal_id)["id"]
+        if not experiments.is_experiment(state, gid):
+            raise UsageError(f"goal {gid} is not an experiment", "start one with `loopx start-goal --experiment ...`",
+                             code="not_an_experiment")
+        if run is not None and run["finished"] is not None:
+            raise Conflict(f"run {run['id']} is finished", "state the hypothesis during the turn", code="run_finished")
+        rid = run["id"] if run else None
+        out.update(goal_id=gid, run_id=rid, hypothesis=text, claims=claims or {})
+        return [Draft("trial.hypothesized", gid, {"run_id": rid, "hypothesis": text, "claims": claims or {}})]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def record(store: Store, actor: str, goal_id: str, trial: dict, *, expect_frontier=...) -> dict:
+    """Append ``trial`` (the fields of trialfold's ``trial.recorded``) and return it with its id and number."""
+    out: dict = {}
+
+    def plan(state, now):
+        e = experiments.get(state, goal_id)
+        if e is None:
+            raise UsageError(f"goal {goal_id} is not an experiment", "see `loopx experiment show`")
+        if expect_frontier is not ...:
+            cur = (e.get("frontier") or {}).get("commit")
+            if cur != expect_frontier:
+                raise Conflict(f"the frontier of {goal_id} moved to {str(cur)[:12]} since this trial was measured",
+                               "measure it again on top of the new frontier", code="frontier_moved")
+        tid = trial.get("trial_id") or ids.new_id("trial", state.get("trials") or {})
+        data = dict(trial, trial_id=tid)
+        out.update(data, number=e["trials"] + 1, goal_id=goal_id)
+        return [Draft("trial.recorded", goal_id, data)]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def continue_after_plateau(store: Store, actor: str, goal_id: str | None, note: str | None, human) -> dict:
+    humans.check_channel(human, "experiment.continue")
+    note = validate.text(note, "--note", required=False, limit=500)
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        if not experiments.is_experiment(state, g["id"]):
+            raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal show`", code="not_an_experiment")
+        out.update(goal_id=g["id"], note=note)
+        return [Draft("experiment.continued", g["id"], {"note": note})]
+
+    store.transact(plan, actor=actor)
+    return out
+
+
+def promoted(store: Store, actor: str, goal_id: str, data: dict) -> dict:
+    store.transact(lambda state, now: [Draft("experiment.promoted", goal_id, data)], actor=actor)
+    return data
+
+
+def applied(store: Store, actor: str, goal_id: str, trial_id: str, onto: str | None) -> None:
+    store.transact(lambda state, now: [Draft("trial.applied", goal_id, {"trial_id": trial_id, "onto": onto})],
+                   actor=actor)

@@ -1,0 +1,417 @@
+"""Research experiments (issue 20) with real git repositories, real measure commands and real
+agent processes: keep, discard and crash; every trial's commit under refs/loopx/trials/<id>;
+`trial apply`; claims that decide nothing; the plateau; slots and turns; the promote gate; the
+holdout kept from the agent; the guard on the measuring files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx
+
+pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                                reason="experiments need git")
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+
+EVAL = """\
+import json, sys
+raw = open("param.txt").read().strip()
+v = float(raw)            # a bad value crashes the measure command
+print("loss: %.3f" % (1 - v))
+print("val_acc: %s" % v)
+"""
+HOLDOUT = """\
+v = float(open("param.txt").read())
+rows = open("data/holdout.csv").read().split()
+print("val_acc: %.4f" % (v * len(rows) / 10 + 0.0123))
+"""
+# the scripted agent: trial N (counted from the packet) tries PLAN[N-1] and claims 0.99 every time
+AGENT = """\
+import json, os, subprocess, sys
+p = json.load(open(os.environ["LOOPX_PACKET_JSON"]))
+plan = json.loads(os.environ["PLAN"])
+h, v = plan[(p["experiment"]["trials"] - 1) % len(plan)]
+subprocess.run([sys.executable, "-m", "loopx", "trial", "hypothesis", h, "--claim", "val_acc=0.99"], check=True)
+open("param.txt", "w").write(v.replace("EXIT", "0.9") + "\\n")
+if v == "EXIT":
+    sys.exit(3)  # an agent whose turn fails after it changed the code
+"""
+
+
+def git(cwd, *args) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    proj = tmp_path / "proj"
+    (proj / "data").mkdir(parents=True)
+    (proj / "eval.py").write_text(EVAL)
+    (proj / "holdout.py").write_text(HOLDOUT)
+    (proj / "param.txt").write_text("0.5\n")
+    (proj / "data" / "holdout.csv").write_text("\n".join(str(i) for i in range(10)) + "\n")
+    git(proj, "init", "-q", "-b", "main")
+    git(proj, "add", "-A")
+    git(proj, "commit", "-q", "-m", "init")
+    (tmp_path / "agent.py").write_text(AGENT)
+    assert run_loopx(["connect", "--quiet"], cwd=proj).code == 0
+    return proj
+
+
+def start(proj, *extra):
+    py = sys.executable
+    r = run_loopx(["start-goal", "--goal-text", "tune the parameter", "--goal-id", "knn", "--experiment",
+                   "--metric", "val_acc", "--measure", f"{py} eval.py", "--min-delta", "0.01",
+                   "--holdout", f"{py} holdout.py", "--holdout-path", "data/holdout.csv", *extra, "--json"], cwd=proj)
+    assert r.code == 0, r.err
+    return r.data
+
+
+def drive(proj, plan, turns, *extra):
+    env = {"PLAN": json.dumps(plan)}
+    cmd = f"{sys.executable} {proj.parent / 'agent.py'}"
+    r = run_loopx(["run", "--agent-cmd", cmd, "--max-turns", str(turns), *extra, "--json"], cwd=proj, env=env,
+                  timeout=180)
+    assert r.code in (0, 1), r.err
+    return r.data
+
+
+def trials(proj) -> list[dict]:
+    r = run_loopx(["trial", "list", "--json"], cwd=proj)
+    assert r.code == 0, r.err
+    return r.data["trials"]
+
+
+def test_keep_discard_crash_and_every_trial_replayable(repo):
+    d = start(repo)
+    assert d["baseline"]["decision"] == "keep" and d["baseline"]["value"] == 0.5
+    head = git(repo, "rev-parse", "HEAD")
+    drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6", "0.6"], ["write garbage", "oops"]], 3)
+    ts = trials(repo)
+    assert [t["decision"] for t in ts] == ["keep", "keep", "discard", "crash"]
+    base, kept, dropped, crashed = ts
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    # keep: the experiment branch (the frontier) is the kept commit
+    assert git(repo, "rev-parse", "loopx/exp/knn").strip() == kept["commit"]
+    # discard: the work tree equals the frontier again, and the trial's own ref holds the change
+    assert (wt / "param.txt").read_text() == "0.7\n"
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(repo, "show", f"refs/loopx/trials/{dropped['id']}:param.txt") == "0.6\n"
+    assert git(repo, "show", f"refs/loopx/trials/{crashed['id']}:param.txt") == "oops\n"
+    assert "refs/heads/loopx/trials" not in git(repo, "for-each-ref")  # refs, never branches
+    # crash: the tail of the command's output is the evidence
+    show = run_loopx(["trial", "show", crashed["id"], "--json"], cwd=repo).data
+    assert "ValueError" in show["tail"] and "exited 1" in show["reason"]
+    # the user's checkout was never touched
+    assert (repo / "param.txt").read_text() == "0.5\n" and git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    # `trial show --diff` and `trial apply` replay a discarded trial
+    diff = run_loopx(["trial", "show", dropped["id"], "--diff", "--json"], cwd=repo).data["diff"]
+    assert "-0.7" in diff and "+0.6" in diff  # against its parent, the frontier it was tried on
+    ap = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
+    assert ap.code == 0, ap.err
+    assert (wt / "param.txt").read_text() == "0.6\n"
+    # tsv and csv: one header and one row per trial
+    tsv = run_loopx(["trial", "list", "--format", "tsv"], cwd=repo).out.splitlines()
+    assert tsv[0].split("\t")[:6] == ["trial", "commit", "metric", "value", "delta", "decision"]
+    assert [r.split("\t")[5] for r in tsv[1:]] == ["keep", "keep", "discard", "crash"]
+    csv = run_loopx(["trial", "list", "--format", "csv"], cwd=repo).out.splitlines()
+    assert len(csv) == 5 and csv[2].startswith(kept["id"] + ",")
+    assert run_loopx(["status", "--format", "csv"], cwd=repo).code == 2
+
+
+def test_a_claimed_metric_decides_nothing_and_shows_as_a_claim(repo):
+    start(repo)
+    assert [t["decision"] for t in trials(repo)] == ["keep"]  # the listing's row cache now holds the baseline
+    drive(repo, [["claims 0.99 but is worse", "0.4"]], 1)
+    assert len(trials(repo)) == 2  # ... and is brought up to date, not served stale
+    t = trials(repo)[-1]
+    assert t["decision"] == "discard" and t["value"] == 0.4 and t["claims"] == {"val_acc": 0.99}
+    text = run_loopx(["trial", "show", t["id"]], cwd=repo).out
+    assert "claimed by the agent (not measured by loopx; decides nothing): val_acc=0.99" in text
+    assert "0.4 (claim 0.99)" in run_loopx(["trial", "list"], cwd=repo).out
+    show = run_loopx(["experiment", "show", "--json"], cwd=repo).data
+    assert show["frontier"]["value"] == 0.5 and show["kept"] == 0
+
+
+def test_plateau_waits_for_a_human_and_only_a_keep_spends_a_slot(repo):
+    start(repo, "--plateau", "2")
+    res = drive(repo, [["better", "0.8"], ["worse", "0.3"], ["crash", "x"], ["never run", "0.9"]], 10)
+    assert res["stop"]["reason"] == "plateau" and res["stop"]["decision"] == "wait_human"
+    assert [t["trial"]["decision"] for t in res["turns"]] == ["keep", "discard", "crash"]
+    assert [t["slots"] for t in res["turns"]] == [1, 0, 0]
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=repo)
+    assert sr.code == 1 and sr.data["reason"] == "plateau"
+    quota = run_loopx(["quota", "show", "--json"], cwd=repo).data
+    assert json.dumps(quota).count('"spent": 1') >= 1
+    goal = run_loopx(["goal", "show", "knn", "--json"], cwd=repo).data
+    assert goal["goal"]["runs"] == 3  # every trial was a turn
+    # a human answers the plateau; an agent may not
+    assert run_loopx(["experiment", "continue", "knn"], cwd=repo, env={"LOOPX_AGENT": "x"}).code == 4
+    assert run_loopx(["experiment", "continue", "knn"], cwd=repo).code == 0
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["decision"] == "run"
+
+
+def test_the_measure_timeout_kills_the_whole_process_group(repo, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    script = repo / "slow.py"
+    script.write_text("import subprocess, sys, time\n"
+                      f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                      f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+                      "time.sleep(600)\n")
+    git(repo, "add", "slow.py")
+    git(repo, "commit", "-q", "-m", "slow")
+    r = run_loopx(["start-goal", "--goal-text", "slow", "--goal-id", "slow", "--experiment", "--metric", "x",
+                   "--measure", f"{sys.executable} slow.py", "--trial-timeout", "1", "--json"], cwd=repo, timeout=120)
+    assert r.code == 0, r.err
+    b = r.data["baseline"]
+    assert b["decision"] == "crash" and "timed out" in b["reason"]
+    pid = int(pidfile.read_text())
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        assert state in ("Z", "X"), f"the measure command's child {pid} still runs"
+    except FileNotFoundError:
+        pass
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=repo).data
+    assert sr["reason"] == "baseline_crashed"
+    # a human fixes the measure command and measures the baseline again; an agent may not
+    script.write_text("print('x: 1.5')\n")
+    git(repo, "commit", "-q", "-am", "fix the measure script")
+    assert run_loopx(["experiment", "baseline", "slow"], cwd=repo, env={"LOOPX_AGENT": "a"}).code == 4
+    b2 = run_loopx(["experiment", "baseline", "slow", "--json"], cwd=repo)
+    assert b2.code == 0 and b2.data["decision"] == "keep" and b2.data["value"] == 1.5
+    assert run_loopx(["experiment", "baseline", "slow"], cwd=repo).code == 4  # once there is a frontier
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "trial"
+
+
+def test_metric_readers():
+    from loopx.kernel.read import metrics
+
+    assert metrics.read("epoch 3\nval_acc: 0.91\nloss=0.3\n", "val_acc") == {
+        "metrics": {"val_acc": 0.91, "loss": 0.3}, "value": 0.91, "source": "lines"}
+    assert metrics.read('noise\n{"val_acc": 0.8, "n": 3, "name": "x"}\n', "val_acc")["metrics"] == {"val_acc": 0.8, "n": 3}
+    assert metrics.read("acc=1\nacc=2\n", "acc")["value"] == 2
+    got = metrics.read("Accuracy 81.5%\nAccuracy 83.25%\n", "acc", r"Accuracy (?P<value>[0-9.]+)%")
+    assert got["value"] == 83.25 and got["source"] == "pattern"
+    assert metrics.read("val_acc: nan\n", "val_acc")["value"] is None
+    assert metrics.read("nothing here", "val_acc")["value"] is None
+    from loopx.errors import UsageError
+
+    with pytest.raises(UsageError):
+        metrics.check_pattern("(unclosed")
+
+
+# ------------------------------------------------------------------ the measuring is protected
+def _pre_tool(proj, tool, tool_input, cwd=None):
+    from loopx.hosts import entry
+
+    payload = {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input,
+               "cwd": str(cwd or proj)}
+    _, info = entry.pre_tool(payload, "claude-code", project=str(proj))
+    return info
+
+
+def test_the_hostile_agent_cannot_touch_the_measuring_nor_read_the_holdout(repo, monkeypatch):
+    start(repo, "--protect-path", "data/dev.csv")
+    monkeypatch.chdir(repo)
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    denied = [
+        ("Edit", {"file_path": str(wt / "eval.py"), "old_string": "v", "new_string": "1"}),
+        ("Write", {"file_path": str(repo / "eval.py"), "content": "print('val_acc: 1')"}),
+        ("Write", {"file_path": "holdout.py", "content": "x"}),
+        ("Edit", {"file_path": str(wt / "data" / "holdout.csv"), "old_string": "1", "new_string": "2"}),
+        ("Write", {"file_path": str(wt / "data" / "dev.csv"), "content": "x"}),
+        ("Bash", {"command": "echo 'print(\"val_acc: 1\")' > eval.py"}),
+        ("Bash", {"command": "cp /dev/null ./eval.py"}),
+        ("Bash", {"command": "sed -i s/v/1/ eval.py"}),
+        ("Bash", {"command": "tee data/holdout.csv < /dev/null"}),
+        ("Bash", {"command": "cat data/holdout.csv"}),
+        ("Bash", {"command": "python3 -c 'print(1)' && head -n3 ../exp-knn/data/holdout.csv"}),
+        ("Bash", {"command": "wc -l data/hold*.csv"}),
+        ("Bash", {"command": f"{sys.executable} holdout.py"}),
+        ("Read", {"file_path": str(wt / "data" / "holdout.csv")}),
+        ("Read", {"file_path": str(repo / "data" / "holdout.csv")}),
+        ("Grep", {"pattern": "1", "path": str(wt / "data")}),
+    ]
+    for tool, ti in denied:
+        info = _pre_tool(repo, tool, ti, cwd=wt)
+        assert info.get("allow") is False, f"allowed: {tool} {ti}"
+        assert info["reason"].startswith("loopx: ")
+    for tool, ti in [("Write", {"file_path": str(wt / "param.txt"), "content": "0.9"}),
+                     ("Bash", {"command": "echo 0.9 > param.txt"}),
+                     ("Read", {"file_path": str(wt / "eval.py")})]:
+        assert _pre_tool(repo, tool, ti, cwd=wt).get("allow") is True, (tool, ti)
+
+
+def test_promotion_is_a_human_decision_and_the_holdout_is_theirs_only(repo):
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    agent = {"LOOPX_AGENT": "sneaky"}
+    assert run_loopx(["experiment", "promote", "knn"], cwd=repo, env=agent).code == 4
+    r = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo, timeout=120)
+    assert r.code == 0, r.err
+    gate, holdout = r.data["gate_id"], r.data["holdout"]
+    assert holdout["value"] == pytest.approx(0.7123)
+    secret = "0.7123"
+    assert "tr-" in r.data["question"] and "0.5 (baseline) -> 0.7 (frontier)" in r.data["question"]
+    assert secret not in r.data["question"]
+    # nowhere an agent looks: the store's files, the packet, the agent's view of the gate and experiment
+    for f in (repo / ".loopx").rglob("*"):
+        if f.is_file() and "worktrees" not in f.parts:
+            assert secret.encode() not in f.read_bytes(), f
+    assert not os.path.exists(repo / ".loopx" / "holdout")
+    for args in (["gate", "show", gate, "--json"], ["experiment", "show", "--json"], ["trial", "list", "--json"],
+                 ["status", "--json"], ["history", "--json"], ["next", "--dry-run", "--json"],
+                 ["review-packet", "--goal-id", "knn"]):
+        out = run_loopx(args, cwd=repo, env=agent)
+        assert secret not in out.out + out.err, args
+    from loopx import config
+
+    results = os.path.join(config.data_home(), "holdout")
+    assert os.path.isdir(results)
+    for tool, ti in (("Read", {"file_path": r.data["holdout_file"]}), ("Bash", {"command": f"cat {results}/*/*.json"}),
+                     ("Grep", {"pattern": "val_acc", "path": results})):
+        assert _pre_tool(repo, tool, ti).get("allow") is False, (tool, ti)
+    human_view = run_loopx(["gate", "show", gate], cwd=repo).out
+    assert "holdout (for you only): val_acc=0.7123" in human_view
+    assert run_loopx(["quota", "should-run", "--json"], cwd=repo).data["reason"] == "promote"  # a human decides
+    # approval merges the frontier into the branch the experiment started from
+    ok = run_loopx(["gate", "approve", gate, "--confirm", gate, "--json"], cwd=repo)
+    assert ok.code == 0, ok.err
+    assert ok.data["promoted"][0]["into"] == "main"
+    assert (repo / "param.txt").read_text() == "0.7\n"
+    assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", "loopx/exp/knn").strip()
+    show = run_loopx(["experiment", "show", "--json"], cwd=repo).data
+    assert show["promoted"]["holdout"]["value"] == pytest.approx(0.7123) and show["promoted"]["gate"] == gate
+    hist = run_loopx(["history", "--json"], cwd=repo).out
+    assert "experiment.promoted" in hist
+
+
+def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(repo):
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    gate = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo).data["gate_id"]
+    main_before = git(repo, "rev-parse", "main")
+    assert run_loopx(["gate", "reject", gate, "--confirm", gate, "--note", "not yet"], cwd=repo).code == 0
+    assert git(repo, "rev-parse", "main") == main_before
+    r = run_loopx(["experiment", "promote", "knn", "--as-branch", "knn-best", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    g2 = r.data["gate_id"]
+    assert run_loopx(["gate", "approve", g2, "--confirm", g2], cwd=repo).code == 0
+    assert git(repo, "rev-parse", "main") == main_before
+    assert git(repo, "show", "knn-best:param.txt") == "0.7\n"
+
+
+def test_demo_research_approve_runs_end_to_end(tmp_path):
+    demo = tmp_path / "rd"
+    r = run_loopx(["demo", "--research", "--approve", "--dir", demo, "--json"], cwd=tmp_path, timeout=300)
+    assert r.code == 0, r.err
+    d = r.data
+    decisions = [t["trial"]["decision"] for t in d["turns"]]
+    assert {"keep", "discard", "crash"} <= set(decisions)
+    assert d["stop"]["reason"] == "plateau" and d["stage"] == "done" and d["trace_ok"] is True
+    s = d["summary"]
+    assert s["frontier"]["value"] > s["baseline"]["value"] and s["promoted"]["into"] == "main"
+    assert s["promoted"]["holdout"]["value"] is not None
+    # the frontier is on main; the review packet and the trace are there and the trace verifies
+    assert json.loads((demo / "config.json").read_text())["scaling"] == "standard"
+    assert "## Experiment" in (demo / "review.md").read_text()
+    v = run_loopx(["trace", "verify", demo / "trace.tar.gz"], cwd=tmp_path)
+    assert v.code == 0, v.out + v.err
+    text = run_loopx(["demo", "--research", "--dir", demo], cwd=tmp_path, timeout=120)
+    assert text.code == 0 and "Promoted into main" in text.out
+
+
+PARALLEL_AGENT = """\
+import os, subprocess, sys, time
+me, rid = os.environ["LOOPX_AGENT"], os.environ["LOOPX_RUN_ID"]
+slot = int(me.rsplit("-", 1)[1])
+val = {1: 3, 2: 5, 3: -2}[slot]
+subprocess.run([sys.executable, "-m", "loopx", "trial", "hypothesis", f"{me} adds {val}"], check=True,
+               stdout=subprocess.DEVNULL)
+open(f"v_{rid}.txt", "w").write(str(val))
+if slot != 3:
+    open("shared.txt", "w").write(me + "\\n")  # two agents on one file: a replay may no longer apply
+time.sleep(0.2)
+"""
+SCORE = "import glob\nprint('score:', sum(int(open(f).read()) for f in glob.glob('v*.txt')))\n"
+
+
+def test_three_parallel_agents_never_keep_against_a_stale_frontier(repo, tmp_path):
+    (repo / "score.py").write_text(SCORE)
+    git(repo, "add", "score.py")
+    git(repo, "commit", "-q", "-m", "score")
+    (tmp_path / "pagent.py").write_text(PARALLEL_AGENT)
+    r = run_loopx(["start-goal", "--goal-text", "sum", "--goal-id", "par", "--experiment", "--metric", "score",
+                   "--measure", f"{sys.executable} score.py", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    assert run_loopx(["goal", "update", "par", "--max-parallel", "3"], cwd=repo).code == 0
+    r = run_loopx(["run", "--parallel", "3", "--agent-cmd", f"{sys.executable} {tmp_path / 'pagent.py'}",
+                   "--max-turns", "3", "--json"], cwd=repo, timeout=300)
+    assert r.code == 0, r.err
+    ts = trials(repo)
+    assert len(ts) == 1 + 9 and {t["agent"] for t in ts[1:]} == {"agent:shell-1", "agent:shell-2", "agent:shell-3"}
+    by_commit = {t["commit"]: t for t in ts if t["decision"] == "keep"}
+    frontier = ts[0]
+    for t in ts[1:]:
+        assert t["decision"] in ("keep", "discard", "stale")
+        full = run_loopx(["trial", "show", t["id"], "--json"], cwd=repo).data
+        if t["decision"] == "stale":
+            assert t["value"] is None
+            continue
+        # decided against the frontier it was measured on, which was the frontier at that moment
+        assert full["parent"] == frontier["commit"] and full["parent_value"] == frontier["value"]
+        if t["decision"] == "keep":
+            assert t["value"] > frontier["value"]
+            assert git(repo, "rev-parse", t["commit"] + "^").strip() == frontier["commit"]
+            frontier = t
+        else:
+            assert t["value"] <= frontier["value"]
+    assert git(repo, "rev-parse", "loopx/exp/par").strip() == frontier["commit"]
+    measured = [t["value"] for t in ts if t["decision"] in ("keep", "discard")]
+    show = run_loopx(["experiment", "show", "par", "--json"], cwd=repo).data
+    assert show["frontier"]["value"] == max(measured) == frontier["value"]
+    assert by_commit[show["frontier"]["commit"]]["id"] == show["frontier"]["trial"]
+
+
+def test_an_agent_that_fails_its_turn_leaves_a_crash_and_the_frontier_untouched(repo):
+    start(repo)
+    res = drive(repo, [["half done", "EXIT"]], 1)
+    assert res["stopped_because"] == "agent_failed"
+    t = trials(repo)[-1]
+    assert t["decision"] == "crash" and "the agent exited 3" in t["reason"] and t["value"] is None
+    assert (repo / ".loopx" / "worktrees" / "exp-knn" / "param.txt").read_text() == "0.5\n"
+    assert git(repo, "show", f"refs/loopx/trials/{t['id']}:param.txt") == "0.9\n"  # kept for a look
+    run = res["turns"][0]
+    assert run["result"] == "failed" and run["slots"] == 0
+
+
+def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
+    """An agent driven by its host's hooks (not `loopx run`): `loopx next`, edit, `loopx turn finish`."""
+    start(repo)
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    (wt / "param.txt").write_text("0.95\n")  # leftovers of an earlier turn that never finished
+    agent = {"LOOPX_AGENT": "hooked"}
+    n = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    assert n.code == 0, n.err
+    assert n.data["mode"] == "trial" and "TRIAL MODE" in n.data["packet_text"]
+    assert (wt / "param.txt").read_text() == "0.5\n"  # the trial starts on the frontier
+    assert run_loopx(["trial", "hypothesis", "0.8 is better"], cwd=repo, env=agent).code == 0
+    (wt / "param.txt").write_text("0.8\n")
+    f = run_loopx(["turn", "finish", "--run", n.data["run_id"], "--result", "no_progress", "--json"], cwd=repo, env=agent)
+    assert f.code == 0, f.err
+    assert f.data["trial"]["decision"] == "keep" and f.data["result"] == "progress" and f.data["spend"]["spent"]
+    assert any("--result no_progress was not used" in w for w in f.json["warnings"])
+    assert trials(repo)[-1]["hypothesis"] == "0.8 is better"
