@@ -41,8 +41,8 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
 
     try:
         store = ctx.store()
-        state = store.load()
-        d = decide.evaluate(state, clock.now(), goal_id=goal_id, agent=ctx.agent)
+        state = store.load(view="live")
+        d = store.read(lambda st: decide.evaluate(st, clock.now(), goal_id=goal_id, agent=ctx.agent), state)
     except (LoopxError, OSError, ValueError):  # no project, unreadable store: the prompt alone is useful
         return None
     goal = state["goals"].get(d.get("goal_id") or "") or {}

@@ -250,9 +250,10 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
                                  state)
-            if not verdict.get("allow") and "closed" in state:
-                # The live view keeps only each goal's newest approval per kind; before denying, ask
-                # the full state (an older standing approval may still cover the action).
+            if not verdict.get("allow") and "closed" in state and not state.get("approvals"):
+                # A live view pruned by an older loopx kept only each goal's newest approval per kind;
+                # before denying on one, ask the full state (an older standing approval may still
+                # cover the action). A current view keeps every approval the guard may count.
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
                                          project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
@@ -325,8 +326,11 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         store = open_store(where)
         if store is None:
             return {}, {"reason": "not_connected"}
-        state = store.load()
-        verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
+        state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
+        if "closed" in state and not state.get("approvals"):
+            state = store.load()  # pruned by an older loopx: may lack an older standing approval
+        verdict = store.read(lambda st: guard.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
+                                                       goal_id=goal_id), state)
         if verdict.get("allow"):
             return {}, {"reason": "in scope", "allow": True}
         goals = guard.governing_goals(state, goal_id)

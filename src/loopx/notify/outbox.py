@@ -53,7 +53,7 @@ def flush(store, cfg: dict | None = None) -> dict:
             out["busy"] = True
             return out
         try:
-            state = store.load()
+            state = store.load(view="live")  # notices and deliveries are kept whole in the live view
             now_iso = clock.now_iso()
             project = os.path.basename(store.project_dir) or store.project_dir
             for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):

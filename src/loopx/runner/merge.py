@@ -155,6 +155,13 @@ def _merge(store, actor, run, branch, base, stat) -> dict:
 def merge_approved(store, actor: str) -> list[dict]:
     """Merge the branches of approved ``merge`` gates opened by parallel runs that are not merged
     yet (the human approved after the run ended). Returns one ``integrate``-shaped dict each."""
+    # Such a gate names a run's branch that still exists: without any (the usual case, and always
+    # outside parallel mode) there is nothing to merge, and no reason to fold the history per turn.
+    # (Outside a git repository every branch check below fails too.)
+    heads = wt.git(store.project_dir, "for-each-ref", "--count=1", "--format=%(refname)",
+                   "refs/heads/" + worktrees.BRANCH_PREFIX, check=False)
+    if heads.returncode != 0 or not heads.stdout.strip():
+        return []
     state = store.load()
     done: list[dict] = []
     if not any(g["kind"] == "merge" and g["status"] == "approved" and g.get("run") for g in state["gates"].values()):

@@ -157,10 +157,12 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     """The part of ``state`` that is still moving, from the full state or from an earlier live view
     (pruning again only moves more records out; the counts add up):
 
-    - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
-      created after the goal's stall horizon;
-    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
-      every gate opened after it (what the pre-tool guard's ``gate_state`` reads);
+    - todos not done or archived, recurring ones (``every``) whatever their status, closed ones
+      created after the goal's stall horizon, and the todo of each goal's last run;
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval, every
+      approval that may still authorise (standing, or unused), the newest used one, and every gate
+      opened after the oldest of these (what the pre-tool guard reads: its verdict on the view is
+      the full state's; ``approvals`` is 1 when the view and those it was pruned from kept them);
     - open runs, each goal's last run, the newest run on each todo it keeps (whose agent may still
       run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``);
     - the last ``keep_evidence`` evidence records per goal and each goal's newest goal-level check
@@ -178,10 +180,17 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     closed_fp = dict(state.get("closed_fp", {}))
     hidden = state.get("hidden", 0)
     horizon = _horizons(state)
+    # the todo of each goal's last run: settling and charging the run that just ended look its todo
+    # up (turn._load_run, the runner), also when the run itself closed it
+    pinned = set()
+    for g in state["goals"].values():
+        r = held(state["runs"], g.get("last_run") or "")  # a goal's last run is always in a view
+        if r is not None:
+            pinned.add(r.get("todo"))
     todos = {}
     for tid, t in state["todos"].items():
         if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
-                and t["created"] < horizon.get(t["goal"], ("~",))[0]):
+                and t["created"] < horizon.get(t["goal"], ("~",))[0] and tid not in pinned):
             c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
             c[t["status"]] = c.get(t["status"], 0) + 1
             closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
@@ -214,17 +223,30 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             runs[k] = r
         else:
             hidden += 1
-    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    # (goal, kind) -> the decided_seq from which on the view keeps every gate of that kind: the newest
+    # approval, every approval that may still authorise (standing, or single-use and unused: the
+    # guard's covering gate may be an older one of them) and the newest used single-use one (the
+    # guard's reason names it), so the guard's verdict on the view is the full state's, denials too
+    approved: dict[tuple, int] = {}
+    used: dict[tuple, int] = {}
     for g in state["gates"].values():
         if g["status"] == "approved":
+            key, d = (g["goal"], g["kind"]), g.get("decided_seq") or 0
+            approved[key] = max(approved.get(key, -1), d)
+            if g.get("used") and not g.get("standing"):
+                used[key] = max(used.get(key, -1), d)
+    for g in state["gates"].values():
+        if g["status"] == "approved" and (g.get("standing") or not g.get("used")):
             key = (g["goal"], g["kind"])
-            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
+            approved[key] = min(approved[key], g.get("decided_seq") or 0)
+    for key, d in used.items():
+        approved[key] = min(approved[key], d)
     gates = {}
     for k, g in state["gates"].items():
         cover = approved.get((g["goal"], g["kind"]))
         if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
                 or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
-                                                                       and (g.get("decided_seq") or 0) == cover)))):
+                                                                       and (g.get("decided_seq") or 0) >= cover)))):
             gates[k] = g
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
@@ -241,8 +263,11 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
     else:
         spends, costs = state["spends"], state.get("costs", {})
+    # "approvals": this view (and every view it was pruned from) kept the approvals above; one pruned
+    # by an older loopx may lack an older standing approval, so the guard asks the full state then
+    approvals = 1 if not is_live(state) or state.get("approvals") else 0
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut)
+                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, spends_cut=cut, approvals=approvals)
 
 
 _S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
