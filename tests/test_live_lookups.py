@@ -391,9 +391,10 @@ def test_no_code_bypasses_the_guard_of_the_live_views_collections():
 
 
 def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, monkeypatch):
-    """Issue 26: the guard no longer asks the full state before denying. An older standing approval
-    behind a newer single-use one that was used, both decided before the view's horizon: the view
-    keeps the standing one (it still authorises), and the newest used one (a denial names it)."""
+    """Issue 26: the guard asks the full state before denying only when the view left out a usable
+    approval of that kind. An older standing approval behind a newer single-use one that was used,
+    both decided before the view's horizon: the view keeps the standing one (it still authorises)
+    and the newest used one (a denial names it); of many unused ones the newest few, counting the rest."""
     from loopx.kernel.policy import guard
 
     t0 = clock.parse_ts("2026-05-01T10:00:00Z")
@@ -411,6 +412,11 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
         gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
         assert gates.use(store, "guard:test", g, "make release")
         used.append(g)
+    unused = []
+    for _ in range(fold.APPROVALS_KEPT + 2):  # more unused approvals than the view keeps: counted
+        g = gates.open_gate(store, H, "g1", kind="release", question="release later?")["gate_id"]
+        gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
+        unused.append(g)
     for i in range(3):  # later work moves the view's horizon past those decisions
         _at(monkeypatch, t0, 60 + i)
         tid = todos.add(store, H, "g1", f"later {i}")["todo_id"]
@@ -423,6 +429,9 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
     live, full = store.load(view="live"), store.load()
     assert fold.is_live(live) and live["approvals"] == 1
     assert not fold.holds(live["gates"], used[0])  # an approval that can no longer authorise is left out
+    assert fold.holds(live["gates"], used[1])  # the newest used one: a denial names it
+    assert [fold.holds(live["gates"], g) for g in unused] == [False] * 2 + [True] * fold.APPROVALS_KEPT
+    assert live["approvals_left"] == {"g1": {"release": 2}}  # so a denial of a release asks the full state
     for kind in ("merge", "release"):
         assert guard.gate_state(live, "g1", kind) == guard.gate_state(full, "g1", kind)
         assert gates.last_used(live, "g1", kind) == gates.last_used(full, "g1", kind)

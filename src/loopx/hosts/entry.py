@@ -250,10 +250,11 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
                                  state)
-            if not verdict.get("allow") and "closed" in state and not state.get("approvals"):
-                # A live view pruned by an older loopx kept only each goal's newest approval per kind;
-                # before denying on one, ask the full state (an older standing approval may still
-                # cover the action). A current view keeps every approval the guard may count.
+            if not verdict.get("allow") and _approvals_left_out(state, verdict):
+                # The view keeps the approvals the guard reads and counts the usable ones it left out
+                # (fold.live_view); only when it left out one of this kind (or was pruned by an older
+                # loopx, which did not count) may an older approval still cover the action: ask the
+                # full state before denying.
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
                                          project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
@@ -268,6 +269,16 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         return _allow(host, verdict)
     response, extra = deny(host, verdict["reason"])
     return response, dict(verdict, **extra)
+
+
+def _approvals_left_out(state: dict, verdict: dict) -> bool:
+    """Whether ``state`` is a live view that may have left out an approval covering the denied
+    ``verdict``'s kind (so the full state could allow it)."""
+    if "closed" not in state:
+        return False
+    if not state.get("approvals"):
+        return True
+    return bool((state.get("approvals_left") or {}).get(verdict.get("goal_id"), {}).get(verdict.get("kind")))
 
 
 # ------------------------------------------------------------------ after an edit (Cursor)
@@ -327,10 +338,11 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         if store is None:
             return {}, {"reason": "not_connected"}
         state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
-        if "closed" in state and not state.get("approvals"):
-            state = store.load()  # pruned by an older loopx: may lack an older standing approval
         verdict = store.read(lambda st: guard.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
                                                        goal_id=goal_id), state)
+        if not verdict.get("allow") and _approvals_left_out(state, verdict):
+            state = store.load()  # an approval the view left out may cover it
+            verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
         if verdict.get("allow"):
             return {}, {"reason": "in scope", "allow": True}
         goals = guard.governing_goals(state, goal_id)

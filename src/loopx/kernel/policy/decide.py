@@ -88,15 +88,16 @@ def exit_code(decision: dict, skip_exit: int = 1) -> int:
     return skip_exit
 
 
-def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None, now: datetime) -> str | None:
-    """The agent a recent handoff reserved ``todo_id`` for, when that is not ``me``."""
+def _reserved_for_others(state: dict, goal_id: str, me: str | None, now: datetime) -> dict[str, str]:
+    """``{todo_id: agent}`` for every todo of the goal whose newest handoff recently reserved it for
+    an agent that is not ``me``: one pass over the handoffs and one time formatted, whatever the
+    number of ready todos (it used to rescan them per todo)."""
     limit = clock.iso(now - timedelta(seconds=schedule.HANDOFF_HOLD))
-    for h in reversed(state.get("handoffs") or []):
-        if h.get("goal") == goal_id and h.get("todo") == todo_id:
-            if h["ts"] > limit and h.get("to") and h["to"] != me:
-                return h["to"]
-            return None
-    return None
+    newest: dict = {}
+    for h in state.get("handoffs") or ():
+        if h.get("goal") == goal_id:
+            newest[h.get("todo")] = h
+    return {tid: h["to"] for tid, h in newest.items() if h["ts"] > limit and h.get("to") and h["to"] != me}
 
 
 def _stall_streak(state: dict, goal: dict) -> int:
@@ -300,9 +301,10 @@ class _Eval:
             return self._wait_gate(gate, "pending gates block every ready todo")
         self.passed("gates", f"{len(pending)} pending gate(s); none blocks all ready work")
         if ready and self.me:
-            mine = [t for t in ready if not _reserved_for_other(s, gid, t["id"], self.me, self.now)]
+            others = _reserved_for_others(s, gid, self.me, self.now)
+            mine = [t for t in ready if t["id"] not in others]
             if not mine:
-                to = _reserved_for_other(s, gid, ready[0]["id"], self.me, self.now)
+                to = others[ready[0]["id"]]
                 return self.decide("work", "handoff", "handed_off",
                                    f"the ready work was handed off to {to}", todo_id=ready[0]["id"],
                                    handed_to=to)
