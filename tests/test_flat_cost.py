@@ -175,6 +175,24 @@ def load(self, *a, **kw):
     return state
 
 Store.load = load
+TX = [0]
+_transact = Store.transact
+
+def transact(self, *a, **kw):
+    TX[0] += 1
+    return _transact(self, *a, **kw)
+
+Store.transact = transact
+import subprocess
+GIT = [0]
+_init = subprocess.Popen.__init__
+
+def init(self, args, *a, **kw):
+    if isinstance(args, (list, tuple)) and args and args[0] == "git":
+        GIT[0] += 1
+    _init(self, args, *a, **kw)
+
+subprocess.Popen.__init__ = init
 try:
     if sys.argv[1] == "--api":
         from loopx.dashboard.api import Api
@@ -190,7 +208,7 @@ try:
         from loopx.cli import main
         code = main(sys.argv[1:])
 finally:
-    sys.stderr.write(f"\nFULL {FULL[0]} {code if 'code' in dir() else 'x'} {LOADS[0]}\n")
+    sys.stderr.write(f"\nFULL {FULL[0]} {code if 'code' in dir() else 'x'} {LOADS[0]} {TX[0]} {GIT[0]}\n")
 """
 
 
@@ -201,11 +219,15 @@ def _full_reads(proj: Path, *args: str, stdin: str | None = None, env: dict | No
                           input=stdin, timeout=600)
     line = [x for x in proc.stderr.splitlines() if x.startswith("FULL ")]
     assert line, proc.stderr[-2000:]
-    _, n, code, total = line[-1].split()
+    _, n, code, total, tx, git = line[-1].split()
     assert code in ("0", "1"), proc.stderr[-2000:]
     if loads is not None:
-        loads.append(int(total))
+        loads.extend((int(total), int(tx), int(git)))
+    LAST_OUT[:] = [proc.stdout]
     return int(n)
+
+
+LAST_OUT = [""]
 
 
 @pytest.fixture()
@@ -245,7 +267,7 @@ def test_the_dashboard_notices_read_the_live_view_once_for_concurrent_requests(s
     _full_reads(small, "connect")  # registers the project in this LOOPX_HOME
     loads: list = []
     assert _full_reads(small, "--api", "notices", loads=loads) == 0
-    assert loads == [1]  # eight concurrent requests, one read of the store
+    assert loads[0] == 1  # eight concurrent requests, one read of the store
 
 
 @pytest.mark.parametrize("args", [("todo", "list", "--ready"), ("todo", "list", "--status", "open"), ("agent", "list")])
@@ -258,3 +280,25 @@ def test_a_runner_turn_reads_the_live_view_only(small):
     # todos before, settling, charging the slot, looking for approved merges)
     n = _full_reads(small, "run", "--agent-cmd", "true", "--once", "--goal-id", "goal-0")
     assert n == 0, n
+
+
+def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
+    """`next` claiming a todo wrote the decision and the claim in two transactions and started four
+    git processes for the fingerprint (HEAD, refs, status, top); `turn finish` four too."""
+    import json
+
+    env = subprocess_env({})
+    for args in (["init", "-q"], ["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q",
+                                                      "-m", "tracked files"]):
+        subprocess.run(["git", *args], cwd=small, env=env, check=True, capture_output=True)
+    _full_reads(small, "todo", "add", "warm", "--goal-id", "goal-1", "--quiet")  # the day's anchor goes to git once
+    counts: list = []
+    agent = {"LOOPX_AGENT": "counted"}
+    assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
+    run = json.loads(LAST_OUT[0])["data"]
+    assert run["started"] and run["decision"]["decision"] == "run"
+    assert counts[1:] == [1, 1], counts  # one transaction, one git process (git status)
+    counts.clear()
+    _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
+                loads=counts)
+    assert counts[2] == 1, counts

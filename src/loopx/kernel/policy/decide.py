@@ -497,7 +497,7 @@ def _key(d: dict) -> tuple:
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
                explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
-               on_decided=None, host_usage: bool = True) -> dict:
+               on_decided=None, host_usage: bool = True, defer_run: bool = False) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -510,7 +510,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     fresh (not cached) evaluation (the CLI and the runner send queued notifications there,
     loopx.notify.outbox.after_decision); anything it raises is ignored.
     ``host_usage`` reads the hosts' usage windows (loopx.usage, itself cached by file size and
-    mtime) for the window rule; hooks and views pass False."""
+    mtime) for the window rule; hooks and views pass False.
+    ``defer_run``: a ``run`` decision that should be recorded is not written here but marked
+    ``record_deferred`` (``loopx next`` writes it with the claim, one transaction: ``decision_draft``)."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -562,7 +564,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
                      host_windows=windows if host_usage else None, caller_path=caller_path())
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
-    if record and changed:
+    if record and changed and defer_run and d["decision"] == "run":
+        d["record_deferred"] = True
+    elif record and changed:
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed and d.get("reason") != "verify_broken":  # that one hangs on the
         # environment (an installed program), which the cache cannot see
@@ -626,11 +630,9 @@ def _changed(state: dict, d: dict) -> bool:
 def record_decision(store, d: dict, actor: str) -> bool:
     """Append ``decision.recorded`` unless the last recorded decision for the goal is the same.
     Returns True when a line was written; a busy or read-only store returns False."""
-    data = {k: d.get(k) for k in ("decision", "reason", "todo_id", "gate_id", "next_check_at")}
-    data["message"] = (d.get("message") or "")[:300]
-
     def plan(state, now):
-        return [] if not _changed(state, d) else [_draft(d.get("goal_id"), data)]
+        draft = decision_draft(state, d)
+        return [draft] if draft else []
 
     import loopx.kernel.write  # noqa: F401 (registers the write layer's housekeeping for this write)
 
@@ -639,6 +641,16 @@ def record_decision(store, d: dict, actor: str) -> bool:
     except LoopxError:
         return False
     return bool(records)
+
+
+def decision_draft(state: dict, d: dict):
+    """The ``decision.recorded`` Draft of ``d``, or None when the last recorded decision for the goal
+    in ``state`` is the same."""
+    if not _changed(state, d):
+        return None
+    data = {k: d.get(k) for k in ("decision", "reason", "todo_id", "gate_id", "next_check_at")}
+    data["message"] = (d.get("message") or "")[:300]
+    return _draft(d.get("goal_id"), data)
 
 
 def _draft(goal_id, data):

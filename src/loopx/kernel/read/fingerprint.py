@@ -81,19 +81,27 @@ def in_git(project_dir: str | None) -> bool:
 
 def git_part(project_dir: str | None) -> str:
     """HEAD, the branch, tag and stash heads and the dirty-file list of the git repository holding
-    ``project_dir`` (three ``git`` calls); ``""`` when
+    ``project_dir``: one ``git status`` call, the refs read from their files (``gitrefs``; four
+    ``git`` calls where that reader defers to git); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
-    if not project_dir or _git_dir(project_dir) is None:
+    dot_git = _git_dir(project_dir) if project_dir else None
+    if dot_git is None:
         return ""
     import subprocess
 
+    from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
+    known = gitrefs.read(dot_git)
     try:
-        head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
-                              capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
-        refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags",
-                               "refs/stash"], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT).stdout
+        if known is not None:
+            head, refs, top = known
+        else:
+            head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
+                                  capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
+            refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
+                                   "refs/tags", "refs/stash"], cwd=project_dir, capture_output=True,
+                                  timeout=GIT_TIMEOUT).stdout
         refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)  # parallel runs' own
         st = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z",
                              "--untracked-files=normal"],
@@ -102,8 +110,9 @@ def git_part(project_dir: str | None) -> str:
         return ""
     if st.returncode != 0:
         return ""
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
-                         timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
+    if known is None:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
+                             timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
     items = []
     for entry in st.stdout.split(b"\0"):
         if len(entry) < 4:
