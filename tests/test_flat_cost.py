@@ -193,6 +193,16 @@ def init(self, args, *a, **kw):
     _init(self, args, *a, **kw)
 
 subprocess.Popen.__init__ = init
+import os
+_spawn = getattr(os, "posix_spawnp", None)
+
+def spawnp(path, argv, *a, **kw):
+    if path == "git":
+        GIT[0] += 1
+    return _spawn(path, argv, *a, **kw)
+
+if _spawn is not None:
+    os.posix_spawnp = spawnp
 try:
     if sys.argv[1] == "--api":
         from loopx.dashboard.api import Api

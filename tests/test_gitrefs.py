@@ -107,3 +107,21 @@ def test_the_fingerprint_is_the_one_four_git_calls_gave(repo, monkeypatch):
     fast = fingerprint.git_part(str(repo))
     monkeypatch.setattr(gitrefs, "read", lambda _dot_git: None)  # as before: every fact from git
     assert fingerprint.git_part(str(repo)) == fast != ""
+
+
+def test_the_one_git_process_is_started_without_subprocess(repo):
+    import sys
+
+    from loopx.kernel.storage import spawn
+
+    if not hasattr(os, "posix_spawnp"):
+        pytest.skip("no posix_spawnp here: subprocess is used")
+    code, out = spawn.output(["git", "-C", str(repo), "status", "--porcelain=v1", "-z"], 30)
+    assert code == 0 and out == b""
+    (repo / "new.txt").write_text("x")
+    assert spawn.output(["git", "-C", str(repo), "status", "--porcelain=v1", "-z"], 30) == (0, b"?? new.txt\0")
+    assert spawn.output(["git", "-C", str(repo / "nowhere"), "status"], 30)[0] != 0
+    with pytest.raises(FileNotFoundError):
+        spawn.output(["no-such-program-loopx"], 30)
+    with pytest.raises(TimeoutError):
+        spawn.output([sys.executable, "-c", "import time; time.sleep(30)"], 0.3)
