@@ -1,5 +1,5 @@
-"""Doctor's check of the live view on a large store (``store.snapshot`` past
-``storechecks.COMPARE_BYTES``): the cached live view (``cache/live.bin`` and the tail after it)
+"""Doctor's check of the live view on a store past one segment (``store.snapshot`` when
+``storechecks.too_large``): the cached live view (``cache/live.bin`` and the tail after it)
 against one rebuilt from the newest checkpoint (``events/NNNNNN.live.json``, written when that
 segment was closed) and the tail after that, without folding the history. Two live views of the
 same log can hold different records (each was pruned at other times), so they are compared on what
@@ -45,11 +45,11 @@ def check(store, snapshot_bytes: int) -> dict:
     size = f"{snapshot_bytes / (1 << 20):.0f} MB"
     cached, offsets = store._load_snapshot(LIVE_FILE)
     if not offsets:
-        return result(NAME, "ok", f"the full snapshot ({size}) is not compared at this size, and the live view is "
+        return result(NAME, "ok", f"the full snapshot ({size}) is not compared past one segment of history, and the live view is "
                                   "stale; the next reads rebuild it")
     base, base_offsets = store._load_checkpoint()
     if not base_offsets:
-        return result(NAME, "ok", f"the full snapshot ({size}) is not compared at this size; no checkpoint to "
+        return result(NAME, "ok", f"the full snapshot ({size}) is not compared past one segment of history; no checkpoint to "
                                   "check the live view against (`loopx doctor --fix` rebuilds the cache)")
     cached, fresh = _forward(store, cached, offsets), _forward(store, base, base_offsets)
     if any(m.get("unordered") for v in (cached, fresh) for m in v["meta"]["files"].values()):
@@ -58,11 +58,11 @@ def check(store, snapshot_bytes: int) -> dict:
     try:
         a, b = _answers(cached, now), _answers(fresh, now)
     except fold.NotInLiveView:
-        return result(NAME, "ok", f"the full snapshot ({size}) is not compared at this size; the live view "
+        return result(NAME, "ok", f"the full snapshot ({size}) is not compared past one segment of history; the live view "
                                   "defers to it for an old record, so it was not compared either")
     differ = sorted(g for g in set(a) | set(b) if a.get(g) != b.get(g))
     if differ:
         return result(NAME, "error", f"the cached live view disagrees with the log (goal {', '.join(differ[:5])})",
                       "loopx doctor --fix (rebuilds .loopx/cache/ from the log)", "rebuild_cache")
     return result(NAME, "ok", f"the live view matches the log (compared with the newest checkpoint and the "
-                              f"tail); the full snapshot ({size}) is not compared at this size")
+                              f"tail); the full snapshot ({size}) is not compared past one segment of history")
