@@ -436,3 +436,41 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
         assert guard.gate_state(live, "g1", kind) == guard.gate_state(full, "g1", kind)
         assert gates.last_used(live, "g1", kind) == gates.last_used(full, "g1", kind)
     assert guard.gate_state(live, "g1", "merge")[1]["id"] == standing
+
+
+def test_a_denial_asks_the_full_state_when_the_view_left_out_a_usable_approval(project, monkeypatch):
+    """More unused single-use approvals than the view keeps, then the kept ones used: the view holds no
+    usable approval any more, but it counted the ones it left out, so the pre-tool guard asks the
+    full state and lets the action through on an older approval (as the full state always did)."""
+    import io
+    import json
+
+    from loopx.hosts import entry
+
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="release often", goal_id="g1", protect=["release"], quota={"slots": 1000})
+    approvals = []
+    for _ in range(fold.APPROVALS_KEPT + 2):
+        g = gates.open_gate(store, H, "g1", kind="release", question="publish?")["gate_id"]
+        gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
+        approvals.append(g)
+    store.load(save_snapshot="refresh")
+    for g in approvals[2:]:  # the kept ones are used: the view now holds no usable approval
+        assert gates.use(store, "guard:test", g, "npm publish")
+    live = store.load(view="live")
+    assert live["approvals_left"] == {"g1": {"release": 2}}
+    assert not any(gates.usable(g) for g in live["gates"].values() if g["kind"] == "release")
+    payload = json.dumps({"session_id": "s", "cwd": str(project), "hook_event_name": "PreToolUse",
+                          "tool_name": "Bash", "tool_input": {"command": "npm publish"}})
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[1], info  # the newest left-out one
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[0], info
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is False and info["kind"] == "release", info  # all used now: denied
+    from loopx.kernel.policy import guard
+
+    full = guard.evaluate(store.load(), commands=["npm publish"], project_dir=str(project), cwd=str(project))
+    assert info["reason"] == full["reason"] and approvals[-1] in info["reason"]  # the newest used one, as on the full state
