@@ -312,3 +312,29 @@ def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
                 loads=counts)
     assert counts[2] == 1, counts
+
+
+def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores, monkeypatch):
+    """decision_cache.valid_until parses one stamp per ledger instead of one per entry (issue 26);
+    its answer must be the per-entry loop's, at times inside, at the edge of and past the window."""
+    from loopx.kernel.policy import decision_cache as dc
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
+    from loopx.kernel.storage.store import Store
+
+    state = Store.open(str(stores[1_000])).load()
+
+    def every_entry(stamps, seconds, now, now_iso):  # the loop it replaced: every end after now
+        ends = [clock.iso(clock.parse_ts(ts) + timedelta(seconds=seconds)) for ts in stamps]
+        return [e for e in ends if e > now_iso]
+
+    stamps = sorted(e[0] for entries in state["spends"].values() for e in entries)
+    assert len(stamps) > 50 and state["handoffs"]
+    window = state["goals"]["goal-0"]["quota"]["window"]
+    for ts in (stamps[0], stamps[len(stamps) // 2], stamps[-1], state["handoffs"][-1]["ts"]):
+        for shift in (-1, 0, 1, 1799, 1800, 1801, window - 1, window, window + 1):
+            now = clock.parse_ts(ts) + timedelta(seconds=shift)
+            got = dc.valid_until(state, now)
+            with monkeypatch.context() as m:
+                m.setattr(dc, "_first_ends", every_entry)
+                assert got == dc.valid_until(state, now), (ts, shift)
