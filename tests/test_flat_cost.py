@@ -338,3 +338,16 @@ def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores
             with monkeypatch.context() as m:
                 m.setattr(dc, "_first_ends", every_entry)
                 assert got == dc.valid_until(state, now), (ts, shift)
+
+
+def test_todo_done_reads_the_live_view_only(small):
+    """Agents close a todo every turn; it used to fold the full state to look the todo up."""
+    import json
+
+    _full_reads(small, "todo", "add", "closable", "--goal-id", "goal-0", "--format", "json")
+    tid = json.loads(LAST_OUT[0])["data"]["todo_id"]
+    _full_reads(small, "evidence", "add", "--goal-id", "goal-0", "--todo", tid, "--kind", "test", "--summary", "ok",
+                "--command", "true", "--exit-code", "0", "--format", "json")
+    ev = json.loads(LAST_OUT[0])["data"]["evidence_id"]
+    assert _full_reads(small, "todo", "done", tid, "--evidence", ev, "--format", "json") == 0
+    assert json.loads(LAST_OUT[0])["data"]["todo_id"] == tid
