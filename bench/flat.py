@@ -3,17 +3,23 @@
 events, as a ratio to the same interpreter's bare ``python -c pass`` and with its peak RSS.
 
 For each size it builds a realistic store (bench/storebuild.py: format 2, ends at the current
-time), then measures, each as a fresh process of what cron, systemd and the hooks run (the ``loopx``
+time) inside a git repository with 300 tracked files and the store committed (bench/gitrepo.py: the
+fingerprint's git facts cost what they cost users), then measures, each as a fresh process of what cron, systemd and the hooks run (the ``loopx``
 console script next to the interpreter when it runs this checkout, else ``python -m loopx``;
 bytecode caching on, no agent markers), paired with a bare ``python -c pass`` run right before it so
 load from other processes hits both alike:
 
 - ``cold``: the first command (``status``) on a store with no cache at all (a fresh clone);
 - ``status``; ``should-run warm`` (an unchanged store); ``should-run after write`` (a ``todo add``
-  just before each timed call, untimed); ``todo add``; ``next``; ``turn finish`` (``next`` before
-  it, untimed); ``evidence add``; ``gate open``;
-- the hooks ``pre-tool`` (an ``ls`` payload), ``stop``, ``session-start`` (Claude Code payloads);
-- ``history --limit 20``; ``doctor`` (three runs: it is not a hot path, but one run on a shared machine says little);
+  just before each timed call, untimed); ``todo add``; ``next`` on the claim path (the previous
+  run finished with ``turn finish`` before each timed call, untimed, so every call claims);
+  ``turn finish`` (``next`` before it, untimed); ``evidence add``; ``gate open``;
+- the hooks ``pre-tool`` (an ``ls`` payload), ``pre-tool denied`` (``npm publish``, a protected
+  action no human approved), ``stop``, ``session-start`` (Claude Code payloads);
+- ``history --limit 20``; ``connect (fresh clone)`` (``loopx connect`` in a ``git clone`` of the
+  project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
+  full read wrote ``cache/snapshot.bin``; three runs each: not a hot path, but one run on a shared
+  machine says little);
 - once, the floors (``--only floor``): a bare interpreter that imports only what a launcher adds
   (``python -m``, the console script of pip < 25) or what loopx keeps off its hot paths.
 
@@ -42,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from gitrepo import clone, make_repo  # noqa: E402
 from storebuild import build  # noqa: E402
 
 
@@ -80,7 +87,9 @@ def peak_rss(cmd: list[str], cwd: str, env: dict, stdin: bytes | None = None) ->
         return float("nan")
 
 
-def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: str, before=None) -> dict:
+def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: str, before=None,
+            after=None) -> dict:
+    """``after(stdout)``: called with each timed call's output (``next`` notes the run it started)."""
     times, base, cpu, cpu_base, rss = [], [], [], [], 0.0
     for _ in range(runs):
         if before is not None:
@@ -88,7 +97,9 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
         base.append(run_rss([py, "-c", "pass"], proj, env)[0])
         cpu_base.append(CPU[0])
         cmd, stdin = cmd_fn()
-        t, r, _ = run_rss(cmd, proj, env, stdin)
+        t, r, o = run_rss(cmd, proj, env, stdin)
+        if after is not None:
+            after(o)
         times.append(t)
         cpu.append(CPU[0])
     cmd, stdin = cmd_fn()
@@ -167,6 +178,10 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 build(root, size)
                 print(f"# built {size} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+            if not os.path.isdir(os.path.join(proj, ".git")):  # as users run it: a repository with tracked files
+                t = time.perf_counter()
+                make_repo(proj)
+                print(f"# committed the {size}-event project to git in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
             os.makedirs(os.path.join(proj, ".loopx", "cache"), exist_ok=True)
             out = []
@@ -210,16 +225,33 @@ def main(argv=None) -> int:
                 def fin():
                     return lx + ["turn", "finish", "--run", runs_open[-1], "--result", "progress", "--quiet"], None
 
+                claimed: list[str] = []
+
+                def nxt_claim():
+                    return lx + ["next", "--goal-id", "goal-0", "--format", "json"], None
+
+                def finish_last():
+                    # every timed `next` claims: the run of the one before is finished first (the claim
+                    # released), as an agent's turns go; a todo is added so the backlog never runs dry
+                    run_rss(lx + ["todo", "add", "b", "--goal-id", "goal-0", "--quiet"], proj, env)
+                    if not claimed:
+                        _, _, o = run_rss(nxt_claim()[0], proj, agent_env)
+                        claimed.append(json.loads(o)["data"]["run_id"])
+                    run_rss(lx + ["turn", "finish", "--run", claimed.pop(), "--result", "progress", "--quiet"], proj,
+                            agent_env)
+
                 if want("next"):
-                    out.append(measure("next", size, nxt, proj, agent_env, args.runs, py,
-                                       before=lambda: run_rss(lx + ["todo", "add", "b", "--goal-id", "goal-0", "--quiet"],
-                                                              proj, env)))
+                    out.append(measure("next", size, nxt_claim, proj, agent_env, args.runs, py, before=finish_last,
+                                       after=lambda o: claimed.append(json.loads(o)["data"]["run_id"])))
                 if want("turn finish"):
                     out.append(measure("turn finish", size, fin, proj, agent_env, args.runs, py, before=finish_prep))
             base = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": proj, "permission_mode": "default"}
             hooks = [
                 ("hook pre-tool", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
                                                    tool_input={"command": "ls"})),
+                # a protected action (release) no human approved: denied on the gate state
+                ("hook pre-tool denied", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
+                                                          tool_input={"command": "npm publish"})),
                 ("hook stop", "stop", dict(base, hook_event_name="Stop", stop_hook_active=False)),
                 ("hook session-start", "session-start", dict(base, hook_event_name="SessionStart", source="startup")),
             ]
@@ -235,9 +267,25 @@ def main(argv=None) -> int:
                 out.append(measure("gate open", size, lambda: (lx + ["gate", "open", "--goal-id", "goal-1", "--kind",
                                                                       "custom", "--question", "ok?", "--quiet"], None),
                                    proj, env, args.runs, py))
+            if want("connect (fresh clone)"):
+                # the documented first command of a fresh clone of a shared goal: the store without a cache
+                fresh = os.path.join(root, f"clone-{size}")
+                if not os.path.isdir(fresh):
+                    clone(proj, fresh)
+                wipe = lambda: shutil.rmtree(os.path.join(fresh, ".loopx", "cache"), ignore_errors=True)  # noqa: E731
+                out.append(measure("connect (fresh clone)", size, lambda: (lx + ["connect"], None), fresh, env,
+                                   max(3, args.runs // 2), py, before=wipe))
             if want("doctor"):
                 out.append(measure("doctor", size, lambda: (lx + ["doctor", "--project", proj], None), proj, env,
                                    3, py))
+            if want("doctor (with snapshot)"):
+                # a full read (`todo list` lists done todos too) writes cache/snapshot.bin once
+                if not os.path.exists(os.path.join(proj, ".loopx", "cache", "snapshot.bin")):
+                    t = time.perf_counter()
+                    run_rss(lx + ["todo", "list", "--format", "json"], proj, env)
+                    print(f"# wrote the full snapshot at {size} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+                out.append(measure("doctor (with snapshot)", size, lambda: (lx + ["doctor", "--project", proj], None),
+                                   proj, env, 3, py))
             for rec in out:
                 print(json.dumps(rec), flush=True)
     finally:

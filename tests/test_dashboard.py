@@ -266,6 +266,19 @@ def test_an_unchanged_overview_answers_304_to_its_etag(project, cli, client, mon
     stale, _ = client.call("GET", "/api/status", headers={"If-None-Match": '"something-else"'})
     assert stale.status == 200
 
+
+def test_unchanged_notices_answer_304_to_their_etag(project, cli, client, monkeypatch):
+    _goal(project, cli, "g1", "x")
+    resp, body = client.call("GET", "/api/notices")
+    tag = resp.getheader("ETag")
+    assert resp.status == 200 and tag and json.loads(body)["data"]["notices"] == []
+    again, body = client.call("GET", "/api/notices", headers={"If-None-Match": tag})
+    assert again.status == 304 and body == b""
+    assert cli("gate", "open", "--goal-id", "g1", "--kind", "custom", "--question", "ok?").code == 0
+    changed, body = client.call("GET", "/api/notices", headers={"If-None-Match": tag})
+    assert changed.status == 200 and changed.getheader("ETag") != tag
+    assert [n["type"] for n in json.loads(body)["data"]["notices"]] == ["gate.opened"]
+
 # ---------------------------------------------------------------------- static shell and PWA
 @pytest.mark.parametrize("path,ctype", [
     ("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css"),

@@ -152,3 +152,202 @@ def test_the_fast_path_falls_back_to_argparse_for_what_it_does_not_know(stores):
                             "goal-0"], cwd=proj, env=env, capture_output=True, text=True, timeout=60)
     assert twice.returncode == 2 and "t-x" in twice.stderr  # argparse parsed it; the kernel refused the id
     assert os.path.isdir(proj / ".loopx")
+
+
+# ---------------------------------------------------------------------- full-state reads (issue 26)
+# Counted, not timed: how many times a process folds the full state (``Store.load`` returning
+# something that is not the live view). The paths a user hits per tool call, per poll and per turn
+# must read only the live view once it exists; before issue 26 each of these folded the history.
+_FULL = r"""
+import sys
+from loopx.kernel.storage import fold
+from loopx.kernel.storage.store import Store
+
+FULL = [0]
+LOADS = [0]
+_load = Store.load
+
+def load(self, *a, **kw):
+    state = _load(self, *a, **kw)
+    LOADS[0] += 1
+    if not fold.is_live(state):
+        FULL[0] += 1
+    return state
+
+Store.load = load
+TX = [0]
+_transact = Store.transact
+
+def transact(self, *a, **kw):
+    TX[0] += 1
+    return _transact(self, *a, **kw)
+
+Store.transact = transact
+import subprocess
+GIT = [0]
+_init = subprocess.Popen.__init__
+
+def init(self, args, *a, **kw):
+    if isinstance(args, (list, tuple)) and args and args[0] == "git":
+        GIT[0] += 1
+    _init(self, args, *a, **kw)
+
+subprocess.Popen.__init__ = init
+import os
+_spawn = getattr(os, "posix_spawnp", None)
+
+def spawnp(path, argv, *a, **kw):
+    if path == "git":
+        GIT[0] += 1
+    return _spawn(path, argv, *a, **kw)
+
+if _spawn is not None:
+    os.posix_spawnp = spawnp
+try:
+    if sys.argv[1] == "--api":
+        from loopx.dashboard.api import Api
+        from loopx.kernel.storage import clock
+        import threading
+        api = Api()
+        if sys.argv[2] == "notices":
+            threads = [threading.Thread(target=api.notices, args=(clock.now_iso(),)) for _ in range(8)]
+            [t.start() for t in threads]
+            [t.join() for t in threads]
+        code = 0
+    else:
+        from loopx.cli import main
+        code = main(sys.argv[1:])
+finally:
+    sys.stderr.write(f"\nFULL {FULL[0]} {code if 'code' in dir() else 'x'} {LOADS[0]} {TX[0]} {GIT[0]}\n")
+"""
+
+
+def _full_reads(proj: Path, *args: str, stdin: str | None = None, env: dict | None = None, loads: list | None = None) -> int:
+    """How many full states a ``loopx args`` process folded (``loads``: gets the number of loads)."""
+    env = subprocess_env({"LOOPX_HOME": str(proj / "home"), **(env or {})})
+    proc = subprocess.run([sys.executable, "-c", _FULL, *args], cwd=proj, env=env, capture_output=True, text=True,
+                          input=stdin, timeout=600)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("FULL ")]
+    assert line, proc.stderr[-2000:]
+    _, n, code, total, tx, git = line[-1].split()
+    assert code in ("0", "1"), proc.stderr[-2000:]
+    if loads is not None:
+        loads.extend((int(total), int(tx), int(git)))
+    LAST_OUT[:] = [proc.stdout]
+    return int(n)
+
+
+LAST_OUT = [""]
+
+
+@pytest.fixture()
+def small(stores, tmp_path):
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stores[1_000], proj)
+    _full_reads(proj, "status")  # the live view exists from here on (as after any command)
+    return proj
+
+
+def _pre_tool(proj: Path, tool: str, tool_input: dict) -> str:
+    return _hook_payload("PreToolUse", proj, tool_name=tool, tool_input=tool_input)
+
+
+def test_a_denied_tool_call_reads_the_live_view_only(small):
+    # twice: the bench store's single-use merge approvals are used by the first push, so the
+    # second is denied by the gate state (the path that used to ask the full state before denying)
+    push = _pre_tool(small, "Bash", {"command": "git push origin main"})
+    _full_reads(small, "hook", "pre-tool", "--host", "claude-code", stdin=push)
+    for payload in (push, _pre_tool(small, "Bash", {"command": "rm -rf .loopx"}),
+                    _pre_tool(small, "Edit", {"file_path": str(small / "secrets" / "k"), "old_string": "a",
+                                              "new_string": "b"})):
+        out = subprocess.run([sys.executable, "-m", "loopx", "hook", "pre-tool", "--host", "claude-code"], cwd=small,
+                             env=subprocess_env({"LOOPX_HOME": str(small / "home")}), input=payload,
+                             capture_output=True, text=True, timeout=120)
+        assert '"deny"' in out.stdout, out.stdout  # the verdict is a denial
+        assert _full_reads(small, "hook", "pre-tool", "--host", "claude-code", stdin=payload) == 0
+
+
+def test_connect_on_an_existing_store_reads_the_live_view_only(small):
+    assert _full_reads(small, "connect") == 0
+
+
+def test_the_dashboard_notices_read_the_live_view_once_for_concurrent_requests(small):
+    _full_reads(small, "connect")  # registers the project in this LOOPX_HOME
+    loads: list = []
+    assert _full_reads(small, "--api", "notices", loads=loads) == 0
+    assert loads[0] == 1  # eight concurrent requests, one read of the store
+
+
+@pytest.mark.parametrize("args", [("todo", "list", "--ready"), ("todo", "list", "--status", "open"), ("agent", "list")])
+def test_open_work_listings_read_the_live_view_only(small, args):
+    assert _full_reads(small, *args) == 0
+
+
+def test_a_runner_turn_reads_the_live_view_only(small):
+    # `loopx run` used to fold the full state four or five times per turn (the permission mode, the
+    # todos before, settling, charging the slot, looking for approved merges)
+    n = _full_reads(small, "run", "--agent-cmd", "true", "--once", "--goal-id", "goal-0")
+    assert n == 0, n
+
+
+def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
+    """`next` claiming a todo wrote the decision and the claim in two transactions and started four
+    git processes for the fingerprint (HEAD, refs, status, top); `turn finish` four too."""
+    import json
+
+    env = subprocess_env({})
+    for args in (["init", "-q"], ["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q",
+                                                      "-m", "tracked files"]):
+        subprocess.run(["git", *args], cwd=small, env=env, check=True, capture_output=True)
+    _full_reads(small, "todo", "add", "warm", "--goal-id", "goal-1", "--quiet")  # the day's anchor goes to git once
+    counts: list = []
+    agent = {"LOOPX_AGENT": "counted"}
+    assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
+    run = json.loads(LAST_OUT[0])["data"]
+    assert run["started"] and run["decision"]["decision"] == "run"
+    assert counts[1:] == [1, 1], counts  # one transaction, one git process (git status)
+    counts.clear()
+    _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
+                loads=counts)
+    assert counts[2] == 1, counts
+
+
+def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores, monkeypatch):
+    """decision_cache.valid_until parses one stamp per ledger instead of one per entry (issue 26);
+    its answer must be the per-entry loop's, at times inside, at the edge of and past the window."""
+    from loopx.kernel.policy import decision_cache as dc
+    from loopx.kernel.storage import clock
+    from loopx.kernel.storage.clock import timedelta
+    from loopx.kernel.storage.store import Store
+
+    state = Store.open(str(stores[1_000])).load()
+
+    def every_entry(stamps, seconds, now, now_iso):  # the loop it replaced: every end after now
+        ends = [clock.iso(clock.parse_ts(ts) + timedelta(seconds=seconds)) for ts in stamps]
+        return [e for e in ends if e > now_iso]
+
+    stamps = sorted(e[0] for entries in state["spends"].values() for e in entries)
+    assert len(stamps) > 50 and state["handoffs"]
+    window = state["goals"]["goal-0"]["quota"]["window"]
+    for ts in (stamps[0], stamps[len(stamps) // 2], stamps[-1], state["handoffs"][-1]["ts"]):
+        for shift in (-1, 0, 1, 1799, 1800, 1801, window - 1, window, window + 1):
+            now = clock.parse_ts(ts) + timedelta(seconds=shift)
+            got = dc.valid_until(state, now)
+            with monkeypatch.context() as m:
+                m.setattr(dc, "_first_ends", every_entry)
+                assert got == dc.valid_until(state, now), (ts, shift)
+
+
+def test_todo_done_reads_the_live_view_only(small):
+    """Agents close a todo every turn; it used to fold the full state to look the todo up."""
+    import json
+
+    _full_reads(small, "todo", "add", "closable", "--goal-id", "goal-0", "--format", "json")
+    tid = json.loads(LAST_OUT[0])["data"]["todo_id"]
+    _full_reads(small, "evidence", "add", "--goal-id", "goal-0", "--todo", tid, "--kind", "test", "--summary", "ok",
+                "--command", "true", "--exit-code", "0", "--format", "json")
+    ev = json.loads(LAST_OUT[0])["data"]["evidence_id"]
+    assert _full_reads(small, "todo", "done", tid, "--evidence", ev, "--format", "json") == 0
+    assert json.loads(LAST_OUT[0])["data"]["todo_id"] == tid

@@ -74,6 +74,10 @@ def aged(project, monkeypatch):
     gates.decide(store, H, ids["superseded"], approve=True, channel="confirm-flag", human=human_channel())
     ids["newer"] = gates.open_gate(store, H, "g1", kind="release", question="release again?")["gate_id"]
     gates.decide(store, H, ids["newer"], approve=True, channel="confirm-flag", human=human_channel())
+    # both single-use approvals used: the view keeps every approval that may still authorise and the
+    # newest used one (the guard's verdict), so only the older used one is left out
+    assert gates.use(store, "guard:test", ids["superseded"], "release") and gates.use(store, "guard:test",
+                                                                                      ids["newer"], "release")
     # later work: blocked runs (they move the view's horizon without touching the stall count),
     # each todo then closed by a human, and more evidence than the view keeps per goal
     for i in range(3):
@@ -274,9 +278,9 @@ def test_a_finished_goal_and_an_expired_claim(aged, capsys, monkeypatch, project
 
 
 def test_should_run_on_a_setup_error_whose_todo_was_closed_and_left_out(project, capsys, monkeypatch, tmp_path):
-    """The last run's verify command could not run; a human then closed its todo, which the view
-    left out. The setup rule compares the command against that todo's own: the view alone cannot
-    answer, should-run asks the full state (before, the view answered without comparing)."""
+    """The last run's verify command could not run; a human then closed its todo. The setup rule
+    compares the command against that todo's own: the view keeps the todo of the goal's last run, so
+    both states give the same answer."""
     t0 = clock.parse_ts("2026-05-01T10:00:00Z")
     _at(monkeypatch, t0, 0)
     store = Store.open(str(project))
@@ -299,11 +303,12 @@ def test_should_run_on_a_setup_error_whose_todo_was_closed_and_left_out(project,
     todos.add(store, H, "g1", "still to do")
     store.load(save_snapshot="refresh")
     live = store.load(view="live")
-    assert not fold.holds(live["todos"], x)
-    with pytest.raises(fold.NotInLiveView):
-        decide.evaluate(live, clock.now(), goal_id="g1")
+    # the view keeps the todo of each goal's last run (issue 26: settling a turn reads the view), so
+    # here it answers alone, as the full state does
+    assert fold.holds(live["todos"], x)
     full = decide.evaluate(store.load(), clock.now(), goal_id="g1", caller_path=decide.caller_path())
     assert full["reason"] == "verify_broken"
+    assert decide.evaluate(live, clock.now(), goal_id="g1", caller_path=decide.caller_path())["reason"] == full["reason"]
     a, b = _both(capsys, monkeypatch, project, tmp_path, "quota", "should-run", "--goal-id", "g1")
     _same(a, b, "decision", "reason")
     assert a[1]["data"]["reason"] == "verify_broken"
@@ -383,3 +388,89 @@ def test_no_code_bypasses_the_guard_of_the_live_views_collections():
     found = [f"{p.relative_to(src)}:{i}: {line.strip()}" for p in sorted(src.rglob("*.py")) if p.name != "fold.py"
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bypass.search(line)]
     assert found == []
+
+
+def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, monkeypatch):
+    """Issue 26: the guard asks the full state before denying only when the view left out a usable
+    approval of that kind. An older standing approval behind a newer single-use one that was used,
+    both decided before the view's horizon: the view keeps the standing one (it still authorises)
+    and the newest used one (a denial names it); of many unused ones the newest few, counting the rest."""
+    from loopx.kernel.policy import guard
+
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="guarded", goal_id="g1", verify=VERIFY, quota={"slots": 1000})
+    standing = gates.open_gate(store, H, "g1", kind="merge", question="merge whenever?")["gate_id"]
+    gates.decide(store, H, standing, approve=True, channel="confirm-flag", human=human_channel(), standing=True)
+    once = gates.open_gate(store, H, "g1", kind="merge", question="merge now?")["gate_id"]
+    gates.decide(store, H, once, approve=True, channel="confirm-flag", human=human_channel())
+    assert gates.use(store, "guard:test", once, "git merge x")
+    used = []
+    for kind in ("release", "release"):  # a kind with only used approvals: the denial names the newest
+        g = gates.open_gate(store, H, "g1", kind=kind, question="release?")["gate_id"]
+        gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
+        assert gates.use(store, "guard:test", g, "make release")
+        used.append(g)
+    unused = []
+    for _ in range(fold.APPROVALS_KEPT + 2):  # more unused approvals than the view keeps: counted
+        g = gates.open_gate(store, H, "g1", kind="release", question="release later?")["gate_id"]
+        gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
+        unused.append(g)
+    for i in range(3):  # later work moves the view's horizon past those decisions
+        _at(monkeypatch, t0, 60 + i)
+        tid = todos.add(store, H, "g1", f"later {i}")["todo_id"]
+        r = turn.next_turn(store, A, goal_id="g1")
+        assert r["todo_id"] == tid, r["decision"]
+        turn.finish(store, A, r["run_id"], "blocked", note="waiting")
+        todos.done(store, H, tid, [evidence.add(store, H, "g1", kind="test", summary="ok", exit_code=0)["evidence_id"]])
+    _at(monkeypatch, t0, 120)
+    store.load(save_snapshot="refresh")
+    live, full = store.load(view="live"), store.load()
+    assert fold.is_live(live) and live["approvals"] == 1
+    assert not fold.holds(live["gates"], used[0])  # an approval that can no longer authorise is left out
+    assert fold.holds(live["gates"], used[1])  # the newest used one: a denial names it
+    assert [fold.holds(live["gates"], g) for g in unused] == [False] * 2 + [True] * fold.APPROVALS_KEPT
+    assert live["approvals_left"] == {"g1": {"release": 2}}  # so a denial of a release asks the full state
+    for kind in ("merge", "release"):
+        assert guard.gate_state(live, "g1", kind) == guard.gate_state(full, "g1", kind)
+        assert gates.last_used(live, "g1", kind) == gates.last_used(full, "g1", kind)
+    assert guard.gate_state(live, "g1", "merge")[1]["id"] == standing
+
+
+def test_a_denial_asks_the_full_state_when_the_view_left_out_a_usable_approval(project, monkeypatch):
+    """More unused single-use approvals than the view keeps, then the kept ones used: the view holds no
+    usable approval any more, but it counted the ones it left out, so the pre-tool guard asks the
+    full state and lets the action through on an older approval (as the full state always did)."""
+    import io
+    import json
+
+    from loopx.hosts import entry
+
+    t0 = clock.parse_ts("2026-05-01T10:00:00Z")
+    _at(monkeypatch, t0, 0)
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="release often", goal_id="g1", protect=["release"], quota={"slots": 1000})
+    approvals = []
+    for _ in range(fold.APPROVALS_KEPT + 2):
+        g = gates.open_gate(store, H, "g1", kind="release", question="publish?")["gate_id"]
+        gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
+        approvals.append(g)
+    store.load(save_snapshot="refresh")
+    for g in approvals[2:]:  # the kept ones are used: the view now holds no usable approval
+        assert gates.use(store, "guard:test", g, "npm publish")
+    live = store.load(view="live")
+    assert live["approvals_left"] == {"g1": {"release": 2}}
+    assert not any(gates.usable(g) for g in live["gates"].values() if g["kind"] == "release")
+    payload = json.dumps({"session_id": "s", "cwd": str(project), "hook_event_name": "PreToolUse",
+                          "tool_name": "Bash", "tool_input": {"command": "npm publish"}})
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[1], info  # the newest left-out one
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[0], info
+    response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
+    assert info["allow"] is False and info["kind"] == "release", info  # all used now: denied
+    from loopx.kernel.policy import guard
+
+    full = guard.evaluate(store.load(), commands=["npm publish"], project_dir=str(project), cwd=str(project))
+    assert info["reason"] == full["reason"] and approvals[-1] in info["reason"]  # the newest used one, as on the full state

@@ -234,5 +234,5 @@ def status(conn: Connection, goal_id: str | None = None) -> Status:
     from loopx.kernel.read import status as st
     from loopx.kernel.storage import clock
 
-    s = st.summary(conn.store.load(), clock.now_iso(), goal_id)
+    s = conn.store.read(lambda state: st.summary(state, clock.now_iso(), goal_id))
     return Status(tuple(s["goals"]), s["next"], s)

@@ -36,7 +36,7 @@ def agent_list(ctx) -> dict:
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
 
-    state = ctx.store().load()
+    state = ctx.store().load(view="live")  # agents and every claimed todo are in the live view
     now = clock.now_iso()
     held = queries.holdings(state, now)
     from loopx.kernel.write.agents import shown_kind

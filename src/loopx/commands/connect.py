@@ -33,7 +33,7 @@ def connect(ctx) -> dict:
         attrs = f"not written: {exc.strerror or exc}"
     info = store.format_info()
     registered = registry.add(project, info.get("project_id", ""))
-    state = store.load()
+    state = store.load(view="live")  # every goal is in the live view; a fresh clone starts from a checkpoint
     goals = [g for g in state["goals"].values() if g["status"] == "active"]
     if not state["goals"]:
         nxt = 'loopx start-goal --goal-text "What should be true when this is done?" --done-when "..." --verify "pytest -q"'

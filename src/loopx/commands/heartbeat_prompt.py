@@ -41,8 +41,8 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
 
     try:
         store = ctx.store()
-        state = store.load()
-        d = decide.for_client(store, state, goal_id, now=clock.now(), agent=ctx.agent)  # what should-run says
+        state = store.load(view="live")
+        d = store.read(lambda st: decide.for_client(store, st, goal_id, now=clock.now(), agent=ctx.agent), state)  # what should-run says
     except (LoopxError, OSError, ValueError):  # no project, unreadable store: the prompt alone is useful
         return None
     goal = state["goals"].get(d.get("goal_id") or "") or {}

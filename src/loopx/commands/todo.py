@@ -114,10 +114,19 @@ def _brief(t: dict, now_iso: str) -> dict:
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
+    store = ctx.store()
+    if ready or status in OPEN_STATUSES:  # only what is still open: all of it is in the live view
+        return store.read(lambda st: _list(st, goal_id, status, ready, all))
+    return _list(store.load(), goal_id, status, ready, all)  # done todos too: the whole history
+
+
+OPEN_STATUSES = ("open", "claimed", "expired", "blocked")
+
+
+def _list(state: dict, goal_id, status, ready, all) -> dict:
     from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
 
-    state = ctx.store().load()
     now = clock.now_iso()
     goals = [queries.resolve_goal(state, goal_id)] if goal_id or len(state["goals"]) == 1 else \
         sorted(state["goals"].values(), key=lambda g: g["created"])

@@ -65,6 +65,8 @@ class Api:
         self._cache: dict[tuple[str, str], tuple[tuple, dict]] = {}
         self._lock = threading.Lock()
         self._status: tuple[tuple, dict] | None = None
+        self._notices: tuple[tuple, dict] | None = None
+        self._computing = {"status": threading.Lock(), "notices": threading.Lock()}
         self._git: dict[str, tuple[float, str]] = {}
 
     # ------------------------------------------------------------------ projects and states
@@ -140,13 +142,24 @@ class Api:
 
         listed = self.projects()
         key = (now_iso[:19], tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
+        return self._shared("status", key, lambda: self._status_of(listed, now_iso))
+
+    def _shared(self, slot: str, key: tuple, compute):
+        """The answer cached in ``self._<slot>`` for ``key``, else ``compute()`` stored there. One
+        computation per slot at a time: concurrent requests for the same key wait for it and share
+        its answer instead of each reading the stores again."""
         with self._lock:
-            hit = self._status
+            hit = getattr(self, "_" + slot)
         if hit and hit[0] == key:
             return hit[1]
-        data = self._status_of(listed, now_iso)
-        with self._lock:
-            self._status = (key, data)
+        with self._computing[slot]:
+            with self._lock:
+                hit = getattr(self, "_" + slot)
+            if hit and hit[0] == key:
+                return hit[1]
+            data = compute()
+            with self._lock:
+                setattr(self, "_" + slot, (key, data))
         return data
 
     def _overview(self, state: dict, p: dict, now_iso: str) -> tuple[dict, list]:
@@ -198,15 +211,24 @@ class Api:
     def notices(self, now_iso: str, limit: int = 20) -> dict:
         """The newest notifiable events of the last day across projects (newest first):
         ``{"notices": [{id ("<project key>:<event id>"), project, goal, type, reason, title, body, ts}]}``.
-        The page shows each one once as a system notification (the Notifications API)."""
+        The page shows each one once as a system notification (the Notifications API). Read from
+        each project's live view (which keeps the notices as they are); the answer is reused within
+        the same clock second while no store file changed, computed once for concurrent requests."""
+        from loopx.kernel.storage.store import DIRNAME
+
+        listed = self.projects()
+        key = (now_iso[:19], limit, tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
+        return self._shared("notices", key, lambda: self._notices_of(listed, now_iso, limit))
+
+    def _notices_of(self, listed: list[dict], now_iso: str, limit: int) -> dict:
         from loopx.kernel.read import notices
         from loopx.kernel.storage import clock
 
         floor = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=notices.MAX_AGE))
         rows = []
-        for p in self.projects():
+        for p in listed:
             try:
-                state = self.state(p["path"])
+                state = self.state(p["path"], view="live")
             except (LoopxError, OSError, ValueError, TypeError, KeyError, AttributeError):
                 continue
             for n in state.get("notices") or ():

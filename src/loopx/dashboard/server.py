@@ -394,8 +394,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(500, error_body(500, "internal", f"{type(exc).__name__}: {exc}"[:300],
                                        "see the dashboard log; `loopx doctor` checks the store"))
             return
-        if path == "/api/status":  # polled every few seconds: an unchanged overview answers 304
-            tag = self._etag(data)
+        if path in ("/api/status", "/api/notices"):  # polled every few seconds: unchanged answers 304
+            tag = self._etag(data, path)
             if self.headers.get("If-None-Match") == tag:
                 self._send(304, b"", "application/json; charset=utf-8", extra=(("ETag", tag),), no_store=True)
                 return
@@ -418,18 +418,22 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._json(200, {"schema": SCHEMA, "ok": True, "data": data})
 
-    def _etag(self, data: dict) -> str:
-        """A strong tag of the overview without its ``generated_at`` (which changes every second),
-        computed once per distinct overview object (the API reuses it while nothing changed)."""
+    def _etag(self, data: dict, path: str = "/api/status") -> str:
+        """A strong tag of the overview (or the notices) without its ``generated_at`` (which changes
+        every second), computed once per distinct answer object (the API reuses it while nothing
+        changed; one memo per path)."""
         srv = self.server
-        memo = getattr(srv, "_etag_memo", None)
+        memos = getattr(srv, "_etag_memos", None)
+        if memos is None:
+            memos = srv._etag_memos = {}
+        memo = memos.get(path)
         if memo is not None and memo[0] is data:
             return memo[1]
         body = json.dumps({**data, "generated_at": None}, sort_keys=True, ensure_ascii=True, default=str).encode()
         from hashlib import sha256
 
         tag = '"' + sha256(body).hexdigest()[:24] + '"'
-        srv._etag_memo = (data, tag)
+        memos[path] = (data, tag)
         return tag
 
     # ------------------------------------------------------------------ POST

@@ -425,7 +425,8 @@ def flush_all() -> int:
             continue
         try:
             store = Store(root)
-            if notices.maybe_pending(store.load(save_snapshot=False), clock.now_iso()):
+            # notices and deliveries are kept whole in the live view: no history is folded per pass
+            if notices.maybe_pending(store.load(save_snapshot=False, view="live"), clock.now_iso()):
                 sent += len(outbox.flush(store, cfg)["sent"])
         except (LoopxError, OSError):
             continue

@@ -261,9 +261,11 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
                                                            reads=reads),
                                  state)
-            if not verdict.get("allow") and "closed" in state:
-                # The live view keeps only each goal's newest approval per kind; before denying, ask
-                # the full state (an older standing approval may still cover the action).
+            if not verdict.get("allow") and _approvals_left_out(state, verdict):
+                # The view keeps the approvals the guard reads and counts the usable ones it left out
+                # (fold.live_view); only when it left out one of this kind (or was pruned by an older
+                # loopx, which did not count) may an older approval still cover the action: ask the
+                # full state before denying.
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
                                          project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, reads=reads)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
@@ -278,6 +280,16 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         return _allow(host, verdict)
     response, extra = deny(host, verdict["reason"])
     return response, dict(verdict, **extra)
+
+
+def _approvals_left_out(state: dict, verdict: dict) -> bool:
+    """Whether ``state`` is a live view that may have left out an approval covering the denied
+    ``verdict``'s kind (so the full state could allow it)."""
+    if "closed" not in state:
+        return False
+    if not state.get("approvals"):
+        return True
+    return bool((state.get("approvals_left") or {}).get(verdict.get("goal_id"), {}).get(verdict.get("kind")))
 
 
 # ------------------------------------------------------------------ after an edit (Cursor)
@@ -336,8 +348,12 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         store = open_store(where)
         if store is None:
             return {}, {"reason": "not_connected"}
-        state = store.load()
-        verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
+        state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
+        verdict = store.read(lambda st: guard.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
+                                                       goal_id=goal_id), state)
+        if not verdict.get("allow") and _approvals_left_out(state, verdict):
+            state = store.load()  # an approval the view left out may cover it
+            verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
         if verdict.get("allow"):
             return {}, {"reason": "in scope", "allow": True}
         goals = guard.governing_goals(state, goal_id)

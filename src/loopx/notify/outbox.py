@@ -95,7 +95,7 @@ def flush(store, cfg: dict | None = None, limit: float | None = None) -> dict:
             out["busy"] = True
             return out
         try:
-            state = store.load()
+            state = store.load(view="live")  # notices and deliveries are kept whole in the live view
             now_iso = clock.now_iso()
             from loopx.notify import actions
 

@@ -96,7 +96,7 @@ class Driver:
         """The permission mode of a turn on ``goal_id``: ``--permission-mode``, else the goal's."""
         if self.permission_mode or not self.spec:
             return self.permission_mode
-        g = self.store.load()["goals"].get(goal_id) or {}
+        g = self.store.load(view="live")["goals"].get(goal_id) or {}  # every goal is in the live view
         return g.get("permission_mode")
 
     def turn(self, started: dict) -> dict:
@@ -116,8 +116,11 @@ class Driver:
             fh.write(started["packet_text"])
         with open(json_file, "w", encoding="utf-8") as fh:
             json.dump(started["packet"], fh)
-        before_todos = self.store.load()["todos"]
-        self.todos_before = {k for k, t in before_todos.items() if t["goal"] == started["goal_id"]}
+        # the goal's todos before the turn, from the live view: the ids it holds plus how many closed
+        # ones it left out (todos are never removed, so a planning turn's new todos are the rest)
+        live = self.store.load(view="live")
+        self.todos_before = {k for k, t in live["todos"].items() if t["goal"] == started["goal_id"]}
+        self.todos_left_out = sum((live.get("closed") or {}).get(started["goal_id"], {}).values())
         cwd = self.store.project_dir
         from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
 
@@ -218,8 +221,8 @@ class Driver:
         changed = None
         if started.get("worktree"):
             changed = self.commit_worktree(started, out)
-        state = self.store.load()
-        run = queries.resolve_run(state, rid)
+        # the live view when it holds the run and its todo (always, unless a human archived it meanwhile)
+        state, run = turn._load_run(self.store, rid)
         if run["finished"] is None:
             fin = self.finish_for_agent(state, run, out, report, changed)
         else:
@@ -246,7 +249,7 @@ class Driver:
         and mark the goal done when it passes. None when the goal has no verify command."""
         from loopx.kernel.write import goals
 
-        state = self.store.load()
+        state = self.store.load(view="live")  # goals, pending gates and open runs are all in the live view
         g = state["goals"].get(goal_id or "")
         if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
             return None
@@ -295,7 +298,7 @@ class Driver:
         res = None
         try:
             if out["verified"] and out["result"] in ("progress", "completion"):
-                run = queries.resolve_run(self.store.load(), rid)
+                run = self.store.read(lambda st: queries.resolve_run(st, rid))
                 res = merge.integrate(self.store, self.actor, run, self.base)
             ahead = worktree.ahead(info["path"], info["base_sha"]) > 0
             keep_branch = (res["action"] in ("gated", "deferred", "conflict")) if res else ahead
@@ -318,13 +321,17 @@ class Driver:
             out["note"] = f"waiting for gate {asked[0]['id']}"
             return turn.finish(self.store, self.actor, run["id"], "blocked", workdir=self.workdir, note=out["note"], report=report)
         if run.get("mode") == "plan":
+            # todos are never removed: what the goal has now (held, plus the closed ones a live view left
+            # out) less what it had before the turn is what the turn added
             known = getattr(self, "todos_before", set())
-            added = sum(1 for k, t in state["todos"].items() if t["goal"] == run["goal"] and k not in known)
+            todos = [t for t in state["todos"].values() if t["goal"] == run["goal"]]
+            left_out = sum((state.get("closed") or {}).get(run["goal"], {}).values())
+            added = len(todos) + left_out - len(known) - getattr(self, "todos_left_out", 0)
             result = "progress" if added else "no_progress"
             out["note"] = f"planned {added} todo(s)" if added else "the planning turn added no todo"
             g = state["goals"][run["goal"]]
-            todos = [t for t in state["todos"].values() if t["goal"] == run["goal"]]
-            if not added and todos and g.get("verify") and all(t["status"] in ("done", "archived") for t in todos):
+            if not added and (todos or left_out) and g.get("verify") and \
+                    all(t["status"] in ("done", "archived") for t in todos):
                 # every todo is done but the goal's command failed: a turn that fixed it directly is progress
                 check = turn.run_verify(self.store, self.actor, run, g["verify"], self.timeout)
                 out["verify"] = check
@@ -443,9 +450,9 @@ def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run:
     switch to one worktree per turn. Returns the goal to drive (fixed in parallel mode)."""
     from loopx.kernel.write import goals
 
-    state = store.load()
+    state = store.load(view="live")
     if goal_id is None:
-        d = decide.evaluate(state, clock.now())
+        d = store.read(lambda st: decide.evaluate(st, clock.now()), state)
         gid = d.get("goal_id")
     else:
         gid = queries.resolve_goal(state, goal_id)["id"]
@@ -473,7 +480,7 @@ def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
     UsageError (``permission_mode_required``) naming the goals without one."""
     from loopx.errors import UsageError
 
-    state = store.load()
+    state = store.load(view="live")  # every goal is in the live view
     goals = [queries.resolve_goal(state, goal_id)] if goal_id else \
         [g for g in state["goals"].values() if g["status"] == "active"]
     missing = [g["id"] for g in goals if not g.get("permission_mode")]

@@ -52,7 +52,7 @@ def integrate(store, actor: str, run: dict, base: str) -> dict:
         if _merged_already(store.project_dir, base, branch):
             return _out("nothing", branch, base, f"{branch} has nothing that {base} lacks")
         stat = wt.diff_stat(store.project_dir, base, branch)
-        goal = store.load()["goals"][run["goal"]]
+        goal = store.load(view="live")["goals"][run["goal"]]  # every goal is in the live view
         if protects_merges(goal):
             return _gate(store, actor, run, branch, base, stat, "goal protects merges")
         return _merge(store, actor, run, branch, base, stat)
@@ -67,7 +67,7 @@ def _gate(store, actor, run, branch, base, stat, why) -> dict:
 
     question = _QUESTION.format(branch=branch, base=base)
     kind = "gated" if why == "goal protects merges" else "deferred"
-    for g in store.load()["gates"].values():
+    for g in store.load(view="live")["gates"].values():  # every pending gate is in the live view
         if g["kind"] == "merge" and g["status"] == "pending" and g["question"] == question:
             return _out(kind, branch, base, f"merge gate {g['id']} already waits for a human: merge {branch} into {base}",
                         gate_id=g["id"], diff_stat=stat)
@@ -84,7 +84,7 @@ def _conflict_todo(store, actor, run, branch, base, files) -> str:
     from loopx.kernel.write import todos
 
     title = f"Resolve the merge conflict of {branch} into {base}"
-    state = store.load()
+    state = store.load(view="live")  # every todo that is not done or archived is in the live view
     for t in state["todos"].values():
         if t["goal"] == run["goal"] and t["title"] == title and t["status"] not in ("done", "archived"):
             return t["id"]
@@ -155,6 +155,13 @@ def _merge(store, actor, run, branch, base, stat) -> dict:
 def merge_approved(store, actor: str) -> list[dict]:
     """Merge the branches of approved ``merge`` gates opened by parallel runs that are not merged
     yet (the human approved after the run ended). Returns one ``integrate``-shaped dict each."""
+    # Such a gate names a run's branch that still exists: without any (the usual case, and always
+    # outside parallel mode) there is nothing to merge, and no reason to fold the history per turn.
+    # (Outside a git repository every branch check below fails too.)
+    heads = wt.git(store.project_dir, "for-each-ref", "--count=1", "--format=%(refname)",
+                   "refs/heads/" + worktrees.BRANCH_PREFIX, check=False)
+    if heads.returncode != 0 or not heads.stdout.strip():
+        return []
     state = store.load()
     done: list[dict] = []
     if not any(g["kind"] == "merge" and g["status"] == "approved" and g.get("run") for g in state["gates"].values()):

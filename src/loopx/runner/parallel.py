@@ -35,9 +35,9 @@ def check(store, goal_id: str | None, n: int, name: str = "shell") -> tuple[str,
     from loopx.kernel.write import goals
     from loopx.runner import worktree
 
-    state = store.load()
+    state = store.load(view="live")
     if goal_id is None:
-        gid = decide.evaluate(state, clock.now()).get("goal_id")
+        gid = store.read(lambda st: decide.evaluate(st, clock.now()), state).get("goal_id")
         if gid is None:
             raise UsageError("no active goal to run in parallel", "start one: `loopx start-goal --goal-text ...`",
                              code="no_active_goal")

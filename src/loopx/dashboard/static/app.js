@@ -737,14 +737,20 @@ async function pollNotices() {
 function schedule() {
   clearTimeout(view.timer);
   view.timer = setTimeout(async () => {
-    if (!document.hidden) await refresh(false);
-    await pollNotices();
+    // a hidden tab polls nothing (each poll costs the server a look at every store); on its return
+    // it refreshes and fetches the notices it missed at once
+    if (!document.hidden) {
+      await refresh(false);
+      await pollNotices();
+    }
     schedule();
   }, POLL_MS);
 }
 
 window.addEventListener("hashchange", () => { view.lastText = null; refresh(true); });
-document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(false); });
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) { refresh(false); pollNotices(); }
+});
 setInterval(tick, 1000);
 if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
 notifyButton();

@@ -109,15 +109,16 @@ def exit_code(decision: dict, skip_exit: int = 1) -> int:
     return skip_exit
 
 
-def _reserved_for_other(state: dict, goal_id: str, todo_id: str, me: str | None, now: datetime) -> str | None:
-    """The agent a recent handoff reserved ``todo_id`` for, when that is not ``me``."""
+def _reserved_for_others(state: dict, goal_id: str, me: str | None, now: datetime) -> dict[str, str]:
+    """``{todo_id: agent}`` for every todo of the goal whose newest handoff recently reserved it for
+    an agent that is not ``me``: one pass over the handoffs and one time formatted, whatever the
+    number of ready todos (it used to rescan them per todo)."""
     limit = clock.iso(now - timedelta(seconds=schedule.HANDOFF_HOLD))
-    for h in reversed(state.get("handoffs") or []):
-        if h.get("goal") == goal_id and h.get("todo") == todo_id:
-            if h["ts"] > limit and h.get("to") and h["to"] != me:
-                return h["to"]
-            return None
-    return None
+    newest: dict = {}
+    for h in state.get("handoffs") or ():
+        if h.get("goal") == goal_id:
+            newest[h.get("todo")] = h
+    return {tid: h["to"] for tid, h in newest.items() if h["ts"] > limit and h.get("to") and h["to"] != me}
 
 
 def _last_judged(state: dict, goal_id: str, keys: list) -> dict:
@@ -334,9 +335,10 @@ class _Eval:
             return self._wait_gate(gate, "pending gates block every ready todo")
         self.passed("gates", f"{len(pending)} pending gate(s); none blocks all ready work")
         if ready and self.me:
-            mine = [t for t in ready if not _reserved_for_other(s, gid, t["id"], self.me, self.now)]
+            others = _reserved_for_others(s, gid, self.me, self.now)
+            mine = [t for t in ready if t["id"] not in others]
             if not mine:
-                to = _reserved_for_other(s, gid, ready[0]["id"], self.me, self.now)
+                to = others[ready[0]["id"]]
                 return self.decide("work", "handoff", "handed_off",
                                    f"the ready work was handed off to {to}", todo_id=ready[0]["id"],
                                    handed_to=to)
@@ -594,7 +596,7 @@ def _key(d: dict) -> tuple:
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
                explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
-               on_decided=None, host_usage: bool = True) -> dict:
+               on_decided=None, host_usage: bool = True, defer_run: bool = False) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -607,7 +609,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     fresh (not cached) evaluation (the CLI and the runner send queued notifications there,
     loopx.notify.outbox.after_decision); anything it raises is ignored.
     ``host_usage`` reads the hosts' usage windows (loopx.usage, itself cached by file size and
-    mtime) for the window rule; hooks and views pass False."""
+    mtime) for the window rule; hooks and views pass False.
+    ``defer_run``: a ``run`` decision that should be recorded is not written here but marked
+    ``record_deferred`` (``loopx next`` writes it with the claim, one transaction: ``decision_draft``)."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -642,7 +646,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     seen, seen_hosts = got["seen"], got["hosts"]
     d["recorded"], d["cached"] = False, False
     changed = d["decision"] != "error" and _changed(state, d)
-    if record and changed:
+    if record and changed and defer_run and d["decision"] == "run":
+        d["record_deferred"] = True
+    elif record and changed:
         d["recorded"] = record_decision(store, d, actor or (actors.agent(agent) if agent else actors.LOOPX + "should-run"))
     elif files is not None and not changed and d.get("reason") != "verify_broken":  # that one hangs on the
         # environment (an installed program), which the cache cannot see
@@ -761,11 +767,9 @@ def _changed(state: dict, d: dict) -> bool:
 def record_decision(store, d: dict, actor: str) -> bool:
     """Append ``decision.recorded`` unless the last recorded decision for the goal is the same.
     Returns True when a line was written; a busy or read-only store returns False."""
-    data = {k: d.get(k) for k in ("decision", "reason", "todo_id", "gate_id", "next_check_at")}
-    data["message"] = (d.get("message") or "")[:300]
-
     def plan(state, now):
-        return [] if not _changed(state, d) else [_draft(d.get("goal_id"), data)]
+        draft = decision_draft(state, d)
+        return [draft] if draft else []
 
     import loopx.kernel.write  # noqa: F401 (registers the write layer's housekeeping for this write)
 
@@ -774,6 +778,16 @@ def record_decision(store, d: dict, actor: str) -> bool:
     except LoopxError:
         return False
     return bool(records)
+
+
+def decision_draft(state: dict, d: dict):
+    """The ``decision.recorded`` Draft of ``d``, or None when the last recorded decision for the goal
+    in ``state`` is the same."""
+    if not _changed(state, d):
+        return None
+    data = {k: d.get(k) for k in ("decision", "reason", "todo_id", "gate_id", "next_check_at")}
+    data["message"] = (d.get("message") or "")[:300]
+    return _draft(d.get("goal_id"), data)
 
 
 def _draft(goal_id, data):

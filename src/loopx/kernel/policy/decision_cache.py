@@ -132,6 +132,21 @@ def refresh(d: dict, now: datetime, prev_ts: str | None) -> dict:
     return d
 
 
+def _first_ends(stamps: list, seconds: float, now: datetime, now_iso: str) -> list[str]:
+    """``[the earliest stamp + seconds that is after now]`` (or []): what a loop over every stamp
+    would add to ``valid_until``'s candidates as its minimum, with one time parsed instead of one
+    per entry (a day's ledger holds hundreds). loopx writes every stamp in one ISO form, so their
+    string order is their time order; the stamps before ``now - seconds`` cannot end later."""
+    if not stamps:
+        return []
+    cut = clock.iso(now - timedelta(seconds=seconds))
+    for ts in sorted(t for t in stamps if t >= cut):
+        end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=seconds))
+        if end > now_iso:
+            return [end]
+    return []
+
+
 def valid_until(state: dict, now: datetime, inputs: tuple | None = None) -> str:
     """The earliest time after ``now`` at which elapsed time alone could change a decision that
     read the time-dependent ``inputs`` (loopx.kernel.reasons.CLOCK names; None: all of them)."""
@@ -157,19 +172,14 @@ def valid_until(state: dict, now: datetime, inputs: tuple | None = None) -> str:
 def _rest(state: dict, now: datetime, now_iso: str, use: set, cands: list) -> str:
     from loopx.kernel.read import schedule
 
-    for h in (state.get("handoffs") or []) if "handoffs" in use else ():
-        end = clock.iso(clock.parse_ts(h["ts"]) + timedelta(seconds=schedule.HANDOFF_HOLD))
-        if end > now_iso:
-            cands.append(end)
+    if "handoffs" in use:
+        cands += _first_ends([h["ts"] for h in state.get("handoffs") or []], schedule.HANDOFF_HOLD, now, now_iso)
     for gid, g in state["goals"].items():
         window = g["quota"]["window"]
-        ledgers = ((state["spends"].get(gid, []) if "spends" in use else [])
-                   + ((state.get("costs") or {}).get(gid, []) if "costs" in use else [])
-                   + ((state.get("turns") or {}).get(gid, []) if "turns" in use else []))
-        for ts, *_x in ledgers:
-            end = clock.iso(clock.parse_ts(ts) + timedelta(seconds=window))
-            if end > now_iso:
-                cands.append(end)
+        for name, ledger in (("spends", state["spends"]), ("costs", state.get("costs") or {}),
+                             ("turns", state.get("turns") or {})):
+            if name in use:
+                cands += _first_ends([e[0] for e in ledger.get(gid, [])], window, now, now_iso)
         last = state["runs"].get(g.get("last_run") or "")
         if "cooldown" in use and last and g["quota"].get("cooldown"):
             end = clock.iso(clock.parse_ts(last["finished"] or last["started"]) + timedelta(seconds=g["quota"]["cooldown"]))

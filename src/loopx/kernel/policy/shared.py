@@ -511,6 +511,6 @@ def _rebuild_packet(store, res: dict, actor: str, driven: bool) -> None:
     from loopx.kernel.policy import packet
     from loopx.kernel.storage import clock
 
-    p = packet.build(store.load(), res["goal_id"], res["todo_id"], res["run_id"], res["lease_until"], actor,
-                     clock.now(), res["mode"], fence=res.get("fence"), driven=driven)
+    p = store.read(lambda st: packet.build(st, res["goal_id"], res["todo_id"], res["run_id"], res["lease_until"],
+                                           actor, clock.now(), res["mode"], fence=res.get("fence"), driven=driven))
     res.update(packet=p, packet_text=packet.render(p))

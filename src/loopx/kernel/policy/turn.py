@@ -106,7 +106,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     resumed = None if dry_run else _resume(store, actor, goal_id, driven)
     if resumed is not None:
         return resumed
-    d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor)
+    # a `run` answer is recorded with the claim, in the claim's transaction (one lock, one write)
+    d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True)
+    deferred = d.pop("record_deferred", False)
     out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
            "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
     if d["decision"] != "run":
@@ -124,7 +126,15 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     def plan(state, now):
         drafts = runs.reap_drafts(state, now)
-        again = decide.evaluate(hide_claims(state, held) if held else state, now, goal_id=gid, agent=agent,
+        recorded = decide.decision_draft(state, d) if deferred else None
+        seen = state
+        if recorded is not None:
+            drafts.append(recorded)
+            # evaluate as if it were written already (as when it had a transaction of its own): the
+            # scheduler hint counts from the recorded decision
+            seen = dict(state, decisions={**state["decisions"],
+                                          recorded.goal or "*": dict(recorded.data, ts=clock.iso(now))})
+        again = decide.evaluate(hide_claims(seen, held) if held else seen, now, goal_id=gid, agent=agent,
                                 caller_path=decide.caller_path(),
                                 fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         if again["decision"] != "run":  # another writer got there first: report the new answer

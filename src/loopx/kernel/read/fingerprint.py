@@ -81,31 +81,57 @@ def in_git(project_dir: str | None) -> bool:
 
 def git_part(project_dir: str | None) -> str:
     """HEAD, the branch, tag and stash heads and the dirty-file list of the git repository holding
-    ``project_dir`` (three ``git`` calls); ``""`` when
+    ``project_dir``: one ``git status`` call, the refs read from their files (``gitrefs``; four
+    ``git`` calls where that reader defers to git); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
-    if not project_dir or _git_dir(project_dir) is None:
+    dot_git = _git_dir(project_dir) if project_dir else None
+    if dot_git is None:
         return ""
-    import subprocess
-
+    from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
+    known = gitrefs.read(dot_git)
+    if known is not None:  # the usual case: one `git status`, started without importing subprocess
+        from loopx.kernel.storage import spawn
+
+        try:
+            got = spawn.output(["git", "-C", project_dir, *STATUS], GIT_TIMEOUT)
+        except OSError:  # git not installed, or hung past the timeout
+            return ""
+        if got is not None:
+            if got[0] != 0:
+                return ""
+            return _hash(known[0], known[1], got[1], known[2], sha256)
+    import subprocess
+
     try:
-        head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
-                              capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
-        refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags",
-                               "refs/stash"], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT).stdout
-        refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)  # parallel runs' own
-        st = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z",
-                             "--untracked-files=normal"],
-                            cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
+        if known is not None:
+            head, refs, top = known
+        else:
+            head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
+                                  capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
+            refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
+                                   "refs/tags", "refs/stash"], cwd=project_dir, capture_output=True,
+                                  timeout=GIT_TIMEOUT).stdout
+        st = subprocess.run(["git", *STATUS], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
     except (OSError, subprocess.SubprocessError):
         return ""
     if st.returncode != 0:
         return ""
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
-                         timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
+    if known is None:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
+                             timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
+    return _hash(head, refs, st.stdout, top, sha256)
+
+
+STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")
+
+
+def _hash(head: bytes, refs: bytes, status: bytes, top: str, sha256) -> str:
+    """The git part's hash from HEAD, the refs listing, ``git status -z`` output and the work tree's top."""
+    refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)  # parallel runs' own
     items = []
-    for entry in st.stdout.split(b"\0"):
+    for entry in status.split(b"\0"):
         if len(entry) < 4:
             continue
         path = entry[3:].decode("utf-8", "replace")

@@ -56,6 +56,7 @@ from loopx.kernel.storage import actors, trialfold
 
 FOLD_VERSION = 11  # 11: the turn ledger (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
+APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 DECIDED = ("approved", "rejected")
 
 
@@ -168,10 +169,13 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     """The part of ``state`` that is still moving, from the full state or from an earlier live view
     (pruning again only moves more records out; the counts add up):
 
-    - todos not done or archived, recurring ones (``every``) whatever their status, and closed ones
-      created after the goal's stall horizon;
-    - pending gates, decided ones decided after it, and per goal and kind the newest approval and
-      every gate opened after it (what the pre-tool guard's ``gate_state`` reads);
+    - todos not done or archived, recurring ones (``every``) whatever their status, closed ones
+      created after the goal's stall horizon, and the todo of each goal's last run;
+    - pending gates, decided ones decided after it, and per goal and kind the newest approval, the
+      newest ``APPROVALS_KEPT`` approvals that may still authorise (standing, or unused), the newest
+      used one, and every other gate opened after the oldest of these (what the pre-tool guard
+      reads); ``approvals_left`` counts the usable approvals left out ({goal: {kind: n}}) and
+      ``approvals`` is 1 when the view and those it was pruned from kept and counted them;
     - open runs, each goal's last run, the newest run on each todo it keeps (whose agent may still
       run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``);
     - the last ``keep_evidence`` evidence records per goal and each goal's newest goal-level check
@@ -189,10 +193,17 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     closed_fp = dict(state.get("closed_fp", {}))
     hidden = state.get("hidden", 0)
     horizon = _horizons(state)
+    # the todo of each goal's last run: settling and charging the run that just ended look its todo
+    # up (turn._load_run, the runner), also when the run itself closed it
+    pinned = set()
+    for g in state["goals"].values():
+        r = held(state["runs"], g.get("last_run") or "")  # a goal's last run is always in a view
+        if r is not None:
+            pinned.add(r.get("todo"))
     todos = {}
     for tid, t in state["todos"].items():
         if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
-                and t["created"] < horizon.get(t["goal"], ("~",))[0]):
+                and t["created"] < horizon.get(t["goal"], ("~",))[0] and tid not in pinned):
             c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
             c[t["status"]] = c.get(t["status"], 0) + 1
             closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
@@ -225,17 +236,42 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             runs[k] = r
         else:
             hidden += 1
-    approved: dict[tuple, int] = {}  # (goal, kind) -> decided_seq of the newest approval (the guard's cover)
+    # Per goal and kind the approvals the pre-tool guard reads (gate_state, last_used): the newest
+    # approval, the newest APPROVALS_KEPT that may still authorise (standing, or single-use and
+    # unused: the guard covers with the newest of them) and the newest used single-use one (a
+    # denial names it), plus every other gate opened after the oldest of those. The usable approvals
+    # left out are counted in ``approvals_left`` ({goal: {kind: n}}): a denial on a view that left
+    # some out asks the full state (an older one may cover the action once the kept ones are used).
+    newest: dict[tuple, int] = {}
+    used: dict[tuple, int] = {}
+    usable: dict[tuple, list] = {}
     for g in state["gates"].values():
         if g["status"] == "approved":
-            key = (g["goal"], g["kind"])
-            approved[key] = max(approved.get(key, -1), g.get("decided_seq") or 0)
+            key, d = (g["goal"], g["kind"]), g.get("decided_seq") or 0
+            newest[key] = max(newest.get(key, -1), d)
+            if g.get("standing") or not g.get("used"):
+                usable.setdefault(key, []).append(d)
+            else:
+                used[key] = max(used.get(key, -1), d)
+    keep_approved = {key: {d} for key, d in newest.items()}
+    for key, d in used.items():
+        keep_approved[key].add(d)
+    left = {gid: dict(n) for gid, n in (state.get("approvals_left") or {}).items()}
+    for key, ds in usable.items():
+        ds.sort()
+        keep_approved[key].update(ds[-APPROVALS_KEPT:])
+        out = sum(1 for d in ds[:-APPROVALS_KEPT] if d not in keep_approved[key])
+        if out:
+            per = left.setdefault(key[0], {})
+            per[key[1]] = per.get(key[1], 0) + out
+    cover = {key: min(ds) for key, ds in keep_approved.items()}
     gates = {}
     for k, g in state["gates"].items():
-        cover = approved.get((g["goal"], g["kind"]))
+        key = (g["goal"], g["kind"])
+        c = cover.get(key)
         if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
-                or (cover is not None and (g.get("seq", 0) > cover or (g["status"] == "approved"
-                                                                       and (g.get("decided_seq") or 0) == cover)))):
+                or (c is not None and ((g["status"] == "approved" and (g.get("decided_seq") or 0) in keep_approved[key])
+                                       or (g["status"] != "approved" and g.get("seq", 0) > c)))):
             gates[k] = g
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
@@ -253,8 +289,12 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
             turns[gid] = [e for e in state.get("turns", {}).get(gid, []) if e[0] > cut[gid]]
     else:
         spends, costs, turns = state["spends"], state.get("costs", {}), state.get("turns", {})
+    # "approvals": this view (and every view it was pruned from) kept the approvals above and counted
+    # the rest; one pruned by an older loopx may lack an older standing approval uncounted
+    approvals = 1 if not is_live(state) or state.get("approvals") else 0
     return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
                 closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, turns=turns, spends_cut=cut,
+                approvals=approvals, approvals_left=left,
                 **trialfold.live_part(state))  # research experiments: the summary and the recent trials
 
 

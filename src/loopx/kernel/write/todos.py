@@ -330,17 +330,22 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
                             "make its verify pass, or ask a human to run `loopx todo done ... --force-unverified`")
     evidence = list(evidence or [])
     ran = None
-    state = store.load()
-    t0 = queries.resolve_todo(state, todo_ref)
-    if not force:  # checks before work: a closed todo, another agent's claim or a stale fence is refused
-        _writable(t0)  # before the verify command runs or any evidence is recorded (issue 21)
-        _holder_check(state, t0, actor, clock.iso(clock.now()), fence)
-    if t0.get("verify") and not force and t0["status"] not in ("done", "archived"):
+
+    def look(state):  # read only, so on the live view first (Store.read: the full state for a left-out record)
+        t = queries.resolve_todo(state, todo_ref)
+        if not force:  # checks before work: a closed todo, another agent's claim or a stale fence is refused
+            _writable(t)  # before the verify command runs or any evidence is recorded (issue 21)
+            _holder_check(state, t, actor, clock.iso(clock.now()), fence)
+        if not (t.get("verify") and not force and t["status"] not in ("done", "archived")):
+            return t, None, None, None
         from loopx.kernel.read import proof
 
         cited = [queries.resolve_evidence(state, ref)["id"] for ref in evidence]
-        run = _current_run(state, t0, actor)
-        proven = proof.passing_verify(state, t0, cited, run["id"] if run else None)
+        run = _current_run(state, t, actor)
+        return t, cited, run, proof.passing_verify(state, t, cited, run["id"] if run else None)
+
+    t0, cited, run, proven = store.read(look)
+    if cited is not None:
         evidence += [e for e in proven if e not in cited]  # cite the current run's passing check
         if not proven:
             from loopx.kernel.write import checks

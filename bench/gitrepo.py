@@ -1,0 +1,45 @@
+"""Make a benchmark project a real git repository with tracked files, as users run loopx (issue 26):
+a few hundred source and test files committed, the ``.loopx/`` store tracked too (as when a goal
+is shared through the repository; its cache and lock stay ignored by ``.loopx/.gitignore``).
+
+    from gitrepo import make_repo, clone
+    make_repo(proj)                    # git init + tracked files + one commit (idempotent)
+    fresh = clone(proj, dest)          # a fresh clone: the store without any cache
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "bench",
+       "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+
+
+def git(cwd: str, *args: str) -> str:
+    env = dict(os.environ, **ENV)
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(proj: str, files: int = 300) -> str:
+    """``proj`` as a git repository with ``files`` tracked source/test files and the store; returns it."""
+    if os.path.isdir(os.path.join(proj, ".git")):
+        return proj
+    for i in range(files):
+        folder = os.path.join(proj, "src" if i % 4 else "tests", f"pkg{i % 10}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"mod{i}.py"), "w") as fh:
+            fh.write(f'"""Module {i}."""\n\n' + "".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(30)))
+    with open(os.path.join(proj, "README.md"), "w") as fh:
+        fh.write("# bench project\n")
+    git(proj, "init", "-q", "-b", "main")
+    git(proj, "add", "-A", ".")
+    git(proj, "commit", "-q", "-m", "bench project with its loopx store")
+    return proj
+
+
+def clone(proj: str, dest: str) -> str:
+    """A fresh local clone of ``proj`` at ``dest`` (its store without a cache); returns ``dest``."""
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", proj, dest], check=True, capture_output=True,
+                   env=dict(os.environ, **ENV))
+    return dest

@@ -1,0 +1,119 @@
+"""A git repository's HEAD and its branch, tag and stash heads, read from the files git keeps them
+in (``HEAD``, loose refs, ``packed-refs``) instead of starting ``git rev-parse`` and
+``git for-each-ref``: the fingerprint of every ``next`` and ``turn finish`` needs them, and each
+git process costs about as much as the rest of the command.
+
+``read(dot_git)`` returns exactly what those two commands print (``fingerprint.git_part`` hashes
+it), or None for anything this reader does not model (a reftable repository, a symbolic ref among
+the heads, ``GIT_DIR``-style overrides, a ``core.worktree`` setting, an unreadable file): the caller
+then asks git itself, as before. ``tests/test_gitrefs.py`` compares both on real repositories.
+"""
+
+from __future__ import annotations
+
+import os
+
+PATTERNS = ("refs/heads/", "refs/tags/")
+STASH = "refs/stash"
+_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM")  # they change which repository or refs git would read
+
+
+class _Unsure(Exception):
+    """Something only git itself should interpret."""
+
+
+def _text(path: str) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(1 << 16).decode("utf-8")
+
+
+def _dirs(dot_git: str) -> tuple[str, str, str]:
+    """(the gitdir holding HEAD, the common dir holding the refs, the work tree's top)."""
+    top = os.path.dirname(os.path.abspath(dot_git))
+    gitdir = dot_git
+    if os.path.isfile(dot_git):  # a worktree's or submodule's ".git" file: "gitdir: <path>"
+        line = _text(dot_git).strip()
+        if not line.startswith("gitdir:"):
+            raise _Unsure
+        where = line[len("gitdir:"):].strip()
+        gitdir = where if os.path.isabs(where) else os.path.join(top, where)
+    common = gitdir
+    if os.path.exists(os.path.join(gitdir, "commondir")):
+        rel = _text(os.path.join(gitdir, "commondir")).strip()
+        common = rel if os.path.isabs(rel) else os.path.join(gitdir, rel)
+    if os.path.exists(os.path.join(common, "reftable")):
+        raise _Unsure
+    try:
+        config = _text(os.path.join(common, "config")).lower()
+    except FileNotFoundError:
+        config = ""
+    if "worktree" in config or "refstorage" in config or "bare = true" in config:
+        raise _Unsure
+    return gitdir, common, top
+
+
+def _loose(common: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for prefix in PATTERNS:
+        base = os.path.join(common, *prefix.rstrip("/").split("/"))
+        for folder, subdirs, files in os.walk(base):
+            subdirs.sort()
+            rel = os.path.relpath(folder, common).replace(os.sep, "/")
+            for name in files:
+                if name.endswith(".lock") or name.startswith("."):
+                    raise _Unsure
+                out[f"{rel}/{name}"] = _sha(_text(os.path.join(folder, name)))
+    stash = os.path.join(common, "refs", "stash")
+    if os.path.isfile(stash):
+        out[STASH] = _sha(_text(stash))
+    return out
+
+
+def _sha(content: str) -> str:
+    value = content.strip()
+    if len(value) not in (40, 64) or any(c not in "0123456789abcdef" for c in value):
+        raise _Unsure  # a symbolic ref, or something git would warn about
+    return value
+
+
+def _packed(common: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = _text(os.path.join(common, "packed-refs"))
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        if not line or line[0] in "#^":
+            continue
+        sha, _, name = line.partition(" ")
+        out[name.strip()] = _sha(sha)
+    return out
+
+
+def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
+    """``(head, refs, top)``: what ``git rev-parse -q --verify HEAD`` prints (stripped; b"" on an
+    unborn branch), what ``git for-each-ref --format='%(objectname) %(refname)' refs/heads
+    refs/tags refs/stash`` prints, and the work tree's top folder; None when git must answer."""
+    if any(os.environ.get(k) for k in _ENV):
+        return None
+    try:
+        gitdir, common, top = _dirs(dot_git)
+        refs = _packed(common)
+        refs.update(_loose(common))
+        head = _text(os.path.join(gitdir, "HEAD")).strip()
+        if head.startswith("ref:"):
+            target = head[4:].strip()
+            if target.startswith(("refs/heads/", "refs/tags/")) or target == STASH:
+                sha = refs.get(target, "")
+            else:
+                loose = os.path.join(common, *target.split("/"))
+                sha = _sha(_text(loose)) if os.path.isfile(loose) else _packed(common).get(target, "")
+        else:
+            sha = _sha(head)
+    except (OSError, UnicodeDecodeError, _Unsure):
+        return None
+    shown = sorted((name, sha_) for name, sha_ in refs.items()
+                   if name == STASH or name.startswith(PATTERNS))
+    listing = "".join(f"{sha_} {name}\n" for name, sha_ in shown)
+    return sha.encode("ascii"), listing.encode("utf-8"), top

@@ -1,0 +1,127 @@
+"""The fingerprint's git facts read from the repository's files (``kernel/read/gitrefs.py``, issue 26)
+must be exactly what ``git rev-parse -q --verify HEAD`` and ``git for-each-ref`` print, so a
+fingerprint does not change with how it was gathered. Real repositories, real git."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from loopx.kernel.read import fingerprint, gitrefs
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+       "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}
+
+
+def git(cwd, *args) -> bytes:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(["git", *args], cwd=cwd, env={**env, **ENV}, capture_output=True, check=True).stdout
+
+
+def from_git(cwd) -> tuple[bytes, bytes, str]:
+    head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=cwd, capture_output=True).stdout.strip()
+    refs = git(cwd, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash")
+    top = git(cwd, "rev-parse", "--show-toplevel").decode().strip()
+    return head, refs, top
+
+
+def same(cwd):
+    got = gitrefs.read(fingerprint._git_dir(str(cwd)))
+    assert got is not None
+    assert got == from_git(cwd)
+
+
+@pytest.fixture()
+def repo(tmp_path, monkeypatch):
+    for k in list(os.environ):
+        if k.startswith("GIT_"):
+            monkeypatch.delenv(k)
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    return r
+
+
+def test_unborn_branch(repo):
+    assert gitrefs.read(str(repo / ".git"))[:2] == (b"", b"")
+    same(repo)
+
+
+def test_branches_tags_stash_packed_and_loose(repo):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "branch", "feature/x")
+    git(repo, "tag", "light")
+    git(repo, "tag", "-a", "annotated", "-m", "an annotated tag")  # its own object, peeled in packed-refs
+    same(repo)
+    git(repo, "pack-refs", "--all")
+    same(repo)
+    (repo / "a.txt").write_text("b")
+    git(repo, "commit", "-q", "-am", "two")  # main loose again, newer than its packed line
+    (repo / "a.txt").write_text("c")
+    git(repo, "stash", "-q")
+    git(repo, "branch", "loopx/run-1")
+    same(repo)
+    git(repo, "checkout", "-q", "--detach", "HEAD~1")
+    same(repo)
+    (repo / "sub").mkdir()
+    head, _, top = gitrefs.read(fingerprint._git_dir(str(repo / "sub")))
+    assert top == str(repo) and head == from_git(repo)[0]
+
+
+def test_a_worktree_reads_its_own_head_and_the_shared_refs(repo, tmp_path):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "wt"))
+    (tmp_path / "wt" / "a.txt").write_text("w")
+    git(tmp_path / "wt", "commit", "-q", "-am", "in the worktree")
+    same(tmp_path / "wt")
+    same(repo)
+
+
+def test_what_it_does_not_model_is_left_to_git(repo, monkeypatch):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
+    assert gitrefs.read(str(repo / ".git")) is None  # for-each-ref resolves a symbolic ref: git answers
+    os.remove(repo / ".git" / "refs" / "heads" / "alias")
+    assert gitrefs.read(str(repo / ".git")) is not None
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    assert gitrefs.read(str(repo / ".git")) is None
+
+
+def test_the_fingerprint_is_the_one_four_git_calls_gave(repo, monkeypatch):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "tag", "v1")
+    (repo / "b.txt").write_text("untracked")
+    fast = fingerprint.git_part(str(repo))
+    monkeypatch.setattr(gitrefs, "read", lambda _dot_git: None)  # as before: every fact from git
+    assert fingerprint.git_part(str(repo)) == fast != ""
+
+
+def test_the_one_git_process_is_started_without_subprocess(repo):
+    import sys
+
+    from loopx.kernel.storage import spawn
+
+    if not hasattr(os, "posix_spawnp"):
+        pytest.skip("no posix_spawnp here: subprocess is used")
+    code, out = spawn.output(["git", "-C", str(repo), "status", "--porcelain=v1", "-z"], 30)
+    assert code == 0 and out == b""
+    (repo / "new.txt").write_text("x")
+    assert spawn.output(["git", "-C", str(repo), "status", "--porcelain=v1", "-z"], 30) == (0, b"?? new.txt\0")
+    assert spawn.output(["git", "-C", str(repo / "nowhere"), "status"], 30)[0] != 0
+    with pytest.raises(FileNotFoundError):
+        spawn.output(["no-such-program-loopx"], 30)
+    with pytest.raises(TimeoutError):
+        spawn.output([sys.executable, "-c", "import time; time.sleep(30)"], 0.3)
