@@ -307,11 +307,14 @@ def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
     run = json.loads(LAST_OUT[0])["data"]
     assert run["started"] and run["decision"]["decision"] == "run"
-    assert counts[1:] == [1, 1], counts  # one transaction, one git process (git status)
+    # one transaction; two git processes: the fingerprint's `git status`, and the one that notes what
+    # was already changed outside the goal's scope when the run opened (this goal has a scope;
+    # kernel/read/turnscope.py); HEAD, refs and the top are read from git's files
+    assert counts[1:] == [1, 2], counts
     counts.clear()
     _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
                 loads=counts)
-    assert counts[2] == 1, counts
+    assert counts[2] == 2, counts  # the fingerprint's status and the scope check's (HEAD did not move: no diff)
 
 
 def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores, monkeypatch):

@@ -596,7 +596,7 @@ def _key(d: dict) -> tuple:
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
                explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
-               on_decided=None, host_usage: bool = True, defer_run: bool = False) -> dict:
+               on_decided=None, host_usage: bool = True, defer_run: bool = False, git=None) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -611,7 +611,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     ``host_usage`` reads the hosts' usage windows (loopx.usage, itself cached by file size and
     mtime) for the window rule; hooks and views pass False.
     ``defer_run``: a ``run`` decision that should be recorded is not written here but marked
-    ``record_deferred`` (``loopx next`` writes it with the claim, one transaction: ``decision_draft``)."""
+    ``record_deferred`` (``loopx next`` writes it with the claim, one transaction: ``decision_draft``).``git`` (a callable returning ``fingerprint.git_part``) lets a caller that needs the git part
+    too share the one ``git status`` (``turn.next_turn``).
+    """
     from loopx.kernel.policy import decision_cache as dc
 
     now = clock.now()
@@ -636,7 +638,8 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     if book is not None and book.pop("_wrote", False):
         state = store.load(view="live")
     box = {"state": state}
-    got = inputs(store, box, now, book=... if book is None else book, host_usage=host_usage, caller=caller_path())
+    got = inputs(store, box, now, book=... if book is None else book, host_usage=host_usage, caller=caller_path(),
+                 git=git)
     book = got["kwargs"]["book"]
     try:
         d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])

@@ -107,13 +107,21 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     if resumed is not None:
         return resumed
     # a `run` answer is recorded with the claim, in the claim's transaction (one lock, one write)
-    d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True)
+    git_memo: list = []
+
+    def git_once() -> str:  # the decision and the run's fingerprint share one `git status`
+        if not git_memo:
+            git_memo.append(fingerprint.git_part(store.project_dir))
+        return git_memo[0]
+
+    d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True,
+                          git=git_once)
     deferred = d.pop("record_deferred", False)
     out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
            "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
     if d["decision"] != "run":
         return out
-    git = fingerprint.git_part(store.project_dir)
+    git = git_once()
     gid = d["goal_id"]
     if dry_run:
         now = clock.now()
@@ -123,6 +131,8 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         out.update(todo_id=d.get("todo_id"), run_id="run-dry-run", lease_until=until, packet=p,
                    packet_text=packet.render(p))
         return out
+
+    scope_memo: dict = {}
 
     def plan(state, now):
         drafts = runs.reap_drafts(state, now)
@@ -177,7 +187,10 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         fp = fingerprint.combine(fingerprint.state_part(state, gid), git)
         data = {"run_id": rid, "todo_id": tid, "agent": actor, "lease_until": until, "fingerprint": fp,
                 "mode": again.get("mode") or "work"}
-        begun = turnscope.start(store.project_dir, state["goals"][gid].get("scope"))  # scope after every turn
+        scope = state["goals"][gid].get("scope")
+        if scope_memo.get("scope", False) != scope:  # a plan run again (on the full state) asks git once
+            scope_memo.update(scope=scope, begun=turnscope.start(store.project_dir, scope))  # scope after every turn
+        begun = scope_memo["begun"]
         if begun is not None:
             data["scope_start"] = begun
         drafts.append(Draft("run.started", gid, data))

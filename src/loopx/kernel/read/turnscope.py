@@ -24,14 +24,42 @@ GIT_TIMEOUT = 30
 
 
 def _git(cwd: str, *args: str) -> str | None:
-    import subprocess
+    """What ``git --no-optional-locks ARGS`` prints in ``cwd``, or None when it fails. Started with
+    ``os.posix_spawnp`` where there is one (``next`` opens a run on the hot path: no ``subprocess``
+    import), else through ``subprocess``."""
+    from loopx.kernel.storage import spawn
 
+    argv = ["git", "-C", cwd, "--no-optional-locks", *args]
     try:
-        p = subprocess.run(["git", "--no-optional-locks", *args], cwd=cwd, capture_output=True,
-                           timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+        got = spawn.output(argv, GIT_TIMEOUT)
+    except OSError:
         return None
-    return p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None
+    if got is None:
+        import subprocess
+
+        try:
+            p = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        got = (p.returncode, p.stdout)
+    return got[1].decode("utf-8", "replace") if got[0] == 0 else None
+
+
+def _head_and_top(project_dir: str) -> tuple[str | None, str] | None:
+    """(HEAD's sha or None on an unborn branch, the work tree's top) from git's files
+    (``gitrefs``), or from git itself where that reader defers."""
+    from loopx.kernel.read import fingerprint, gitrefs
+
+    dot_git = fingerprint._git_dir(project_dir)
+    if dot_git is None:
+        return None
+    known = gitrefs.read(dot_git)
+    if known is not None:
+        return (known[0].decode("ascii") or None), known[2]
+    top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()
+    if not top:
+        return None
+    return ((_git(project_dir, "rev-parse", "-q", "--verify", "HEAD") or "").strip() or None), top
 
 
 def checked(scope: dict | None) -> bool:
@@ -41,11 +69,12 @@ def checked(scope: dict | None) -> bool:
 
 def _changed(project_dir: str, head: str | None) -> tuple[str, list[str]] | None:
     """(repository top, top-relative paths changed since ``head``: committed, modified, untracked)."""
-    top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()
-    if not top:
+    known = _head_and_top(project_dir)
+    if known is None:
         return None
+    top = known[1]
     paths: set[str] = set()
-    if head:
+    if head and head != known[0]:  # committed since the run opened (an unmoved HEAD needs no diff)
         out = _git(project_dir, "diff", "--name-only", "-z", head, "--", ":/")
         if out is None:
             return None
@@ -93,11 +122,10 @@ def start(project_dir: str | None, scope: dict | None) -> dict | None:
     """What the run starts from (module docstring); None when nothing is checked."""
     if not project_dir or not checked(scope):
         return None
-    from loopx.kernel.read import fingerprint
-
-    if not fingerprint.in_git(project_dir):
+    known = _head_and_top(project_dir)  # None: not a git work tree
+    if known is None:
         return None
-    head = (_git(project_dir, "rev-parse", "-q", "--verify", "HEAD") or "").strip() or None
+    head = known[0]
     dirty = _outside_paths(project_dir, scope or {}, None) or []
     return {"head": head, "dirty": dict(dirty[:200])}
 
