@@ -23,9 +23,12 @@ def run_verify(store, actor: str, run: dict, command: str, timeout: float, cwd: 
     timed_out = False
     cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
+    from loopx.sandbox.verify import confine  # the agent's code runs in the turn's sandbox, when there is one
+
+    argv, shell, run_env = confine(command, env)
     try:
-        proc = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, timeout=timeout,
-                              env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, shell=shell, cwd=cwd, capture_output=True, timeout=timeout,
+                              env=run_env, stdin=subprocess.DEVNULL)
         code, body = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, body, timed_out = 124, (exc.stdout or b"") + (exc.stderr or b""), True

@@ -1,0 +1,207 @@
+"""What the sandbox allows, derived from what loopx knows about the turn.
+
+``build(store, cwd, *, host=None, worktree=None, tmpdir, extra_read=(), extra_write=()) -> dict``
+is the policy ``loopx.sandbox.exec`` applies (``loopx.sandbox.landlock.apply``)::
+
+    {"read": [dir], "read_files": [file], "write": [dir], "write_files": [file],
+     "connect": [port] | None, "tmpdir": str, "protected": [path], "denied": [path]}
+
+- writable: ``cwd`` (the project, or the run's worktree) minus every protected path, the private
+  ``tmpdir``, the host's own state folders minus the files loopx installed in them, a linked
+  worktree's own git folder with the object store and the ``refs/heads/loopx/`` namespace (so the
+  agent commits on its run's branch), and ``LOOPX_SANDBOX_WRITE`` (a human's ``os.pathsep`` list);
+- protected (outside every write grant): ``.loopx/``, the project's git folder (config, hooks,
+  refs; all of it for the main checkout), loopx's installed package, every file loopx installs for
+  a host (``loopx.sandbox.hostfiles``) and loopx's data and config folders;
+- readable: system and language folders, ``PATH``, Python's own paths, the project, ``cwd``, the
+  host's state, the user's git configuration files, ``LOOPX_SANDBOX_READ``; never a folder that
+  holds a denied path (``~/.ssh``, git credential stores, loopx's data and config folders with the
+  dashboard secret, signing keys, allowed signers and anchors), so those are unreadable;
+- network (Landlock ABI 4+): TCP connect only to port 443 (model endpoints) and
+  ``LOOPX_SANDBOX_PORTS``; the dashboard's port, ssh and every local service are not reachable.
+  ``LOOPX_SANDBOX_NET=open`` leaves TCP unfiltered.
+
+Landlock grants only, per tree, so a folder that holds a protected path is granted child by child:
+new files cannot be created directly in it (the project root of a main checkout, ``.claude/``);
+editing existing files there still works. Symbolic links are never followed into a grant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
+               "/dev", "/run/systemd/resolve", "/run/resolvconf", "/snap", "/nix/store", "/var/lib/dpkg")
+DEV_WRITE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
+DEV_WRITE = ("/dev/pts", "/dev/shm")
+GIT_USER_FILES = (".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes")
+SECRET_HOME = (".ssh", ".git-credentials", ".config/git/credentials", ".gnupg", ".netrc", ".npmrc", ".pypirc",
+               ".config/gh", ".docker", ".aws", ".kube", ".cargo/credentials", ".cargo/credentials.toml")
+
+
+def _real(p: str) -> str:
+    return os.path.realpath(os.path.abspath(os.path.expanduser(p)))
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def carve(root: str, protected: list[str]) -> tuple[list[str], list[str]]:
+    """``(dirs, files)`` that grant all of ``root`` except the ``protected`` paths (real, absolute)."""
+    root = _real(root)
+    if any(_under(root, p) for p in protected):
+        return [], []
+    if not any(_under(p, root) for p in protected):
+        return ([root], []) if os.path.isdir(root) else ([], [root] if os.path.isfile(root) else [])
+    dirs: list[str] = []
+    files: list[str] = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return [], []
+    for n in names:
+        child = os.path.join(root, n)
+        if os.path.islink(child):
+            continue  # never grant through a link: its target keeps whatever grant it has
+        d, f = carve(child, protected)
+        dirs += d
+        files += f
+    return dirs, files
+
+
+def _git_dirs(cwd: str) -> tuple[str | None, str | None]:
+    """``(git_dir, common_dir)`` of the checkout at ``cwd`` (read from files: no git call)."""
+    from loopx.kernel.storage.fs import git_dir
+
+    g = git_dir(cwd)
+    if g is None:
+        return None, None
+    if os.path.isfile(g):
+        try:
+            with open(g, encoding="utf-8") as fh:
+                line = fh.read().strip()
+        except OSError:
+            return None, None
+        if not line.startswith("gitdir:"):
+            return None, None
+        gd = line[7:].strip()
+        gd = gd if os.path.isabs(gd) else os.path.join(os.path.dirname(g), gd)
+        try:
+            with open(os.path.join(gd, "commondir"), encoding="utf-8") as fh:
+                cd = fh.read().strip()
+            cd = cd if os.path.isabs(cd) else os.path.join(gd, cd)
+        except OSError:
+            cd = gd
+        return _real(gd), _real(cd)
+    return _real(g), _real(g)
+
+
+def loopx_package() -> str:
+    import loopx
+
+    return _real(os.path.dirname(loopx.__file__))
+
+
+def denied_paths(home: str) -> list[str]:
+    from loopx import config
+
+    out = [_real(os.path.join(home, p)) for p in SECRET_HOME]
+    out += [_real(config.data_home()), _real(os.path.dirname(config.config_path()))]
+    return out
+
+
+def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
+          worktree_branch: str | None = None) -> dict:
+    from loopx.sandbox import hostfiles
+
+    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
+    project = _real(store.project_dir) if store is not None else _real(cwd)
+    cwd = _real(cwd)
+    denied = denied_paths(home)
+    protected = list(denied)
+    if store is not None:
+        protected.append(_real(store.root))
+    main_git, _ = _git_dirs(project)
+    wt_git, common = _git_dirs(cwd)
+    for g in (main_git, common):
+        if g:
+            protected.append(g)
+    protected.append(loopx_package())
+    protected += [_real(p) for p in hostfiles.owned(project, home)]
+    protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
+
+    write: list[str] = []
+    write_files: list[str] = []
+    for root in [cwd, tmpdir, *hostfiles.state_dirs(host, home),
+                 *[p for p in os.environ.get("LOOPX_SANDBOX_WRITE", "").split(os.pathsep) if p], *extra_write]:
+        if root and os.path.exists(root):
+            # a grant never reaches above its root, so a protected folder that holds the root (the
+            # run's worktree under .loopx/worktrees/) does not take it away
+            d, f = carve(root, [p for p in protected if not _under(_real(root), p)])
+            write += d
+            write_files += f
+    if wt_git and common and wt_git != common and worktree_branch:
+        # a linked worktree commits through its own git folder, the object store and its branch's ref
+        heads = os.path.join(common, "refs", "heads", *worktree_branch.split("/")[:-1])
+        logs = os.path.join(common, "logs", "refs", "heads", *worktree_branch.split("/")[:-1])
+        for d in (heads, logs):
+            os.makedirs(d, exist_ok=True)
+        write += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
+
+    read: list[str] = []
+    read_files: list[str] = []
+    cands = list(SYSTEM_READ) + [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package())]
+    cands += [p for p in sys.path if p]
+    cands += [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    cands += [project, cwd, *hostfiles.state_dirs(host, home)]
+    cands += [p for p in os.environ.get("LOOPX_SANDBOX_READ", "").split(os.pathsep) if p] + list(extra_read)
+    for c in cands:
+        r = _real(c)
+        if not os.path.isdir(r) or r == "/" or r == home or any(_under(x, r) for x in denied):
+            continue  # a folder that would make a secret readable is never granted
+        if r not in read:
+            read.append(r)
+    for f in GIT_USER_FILES:
+        p = _real(os.path.join(home, f))
+        if os.path.isfile(p):
+            read_files.append(p)
+    for f in DEV_WRITE_FILES:
+        if os.path.exists(f):
+            write_files.append(f)
+    write += [d for d in DEV_WRITE if os.path.isdir(d)]
+
+    net_mode = os.environ.get("LOOPX_SANDBOX_NET", "").strip().lower()
+    ports = [443] + [int(p) for p in os.environ.get("LOOPX_SANDBOX_PORTS", "").replace(",", " ").split()
+                     if p.isdigit()]
+    return {"read": read, "read_files": read_files, "write": write, "write_files": write_files,
+            "connect": None if net_mode == "open" else sorted(set(ports)), "tmpdir": tmpdir,
+            "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
+
+
+# variables an agent never sees: forge, registry and cloud credentials, and agent-side ways to
+# reach the user's ssh agent or credential helpers. Model API keys stay: the host needs them.
+SCRUB = ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GITLAB_TOKEN",
+         "GL_TOKEN", "CI_JOB_TOKEN", "BITBUCKET_TOKEN", "GITEA_TOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN",
+         "NPM_CONFIG__AUTH", "PYPI_TOKEN", "PYPI_API_TOKEN", "TWINE_PASSWORD", "TWINE_USERNAME",
+         "CARGO_REGISTRY_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "SSH_AUTH_SOCK", "SSH_ASKPASS",
+         "GIT_ASKPASS", "GIT_CREDENTIAL_HELPER", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+         "GOOGLE_APPLICATION_CREDENTIALS", "DOCKER_AUTH_CONFIG", "LOOPX_SIGNING_KEY", "LOOPX_DASHBOARD_TOKEN")
+
+
+def scrub_env(env: dict) -> dict:
+    """``env`` without credential variables (``SCRUB`` and names of forge, registry and git
+    credentials: ``*_TOKEN`` of GH, GITHUB, GITLAB, NPM, PYPI...)."""
+    out = {}
+    for k, v in env.items():
+        u = k.upper()
+        if u in SCRUB:
+            continue
+        if u.startswith(("GH_", "GITHUB_", "GITLAB_", "NPM_", "PYPI_", "TWINE_", "CARGO_REGISTR")) and \
+                any(w in u for w in ("TOKEN", "PASSWORD", "SECRET", "AUTH", "KEY")):
+            continue
+        if u.startswith("GIT_CONFIG") or u in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+            continue  # the caller's git overrides are not the agent's to inherit
+        out[k] = v
+    return out
