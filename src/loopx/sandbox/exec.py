@@ -27,8 +27,15 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"loopx sandbox: unreadable policy: {exc}\n")
         return 126
-    from loopx.sandbox import landlock
+    from loopx.sandbox import landlock, mounts
 
+    m = policy.get("mount") or {}
+    if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", [])):
+        policy.update(policy.get("fallback") or {"write": policy.get("write", []), "write_files": []})
+    else:
+        left = mounts.own_pids()  # the mount namespace is ours: give the command its own /proc too
+        if left is not None and left >= 0:
+            return left  # the parent: the command ran (or was refused) in the child
     try:
         landlock.apply(policy)
     except OSError as exc:

@@ -21,9 +21,12 @@ is the policy ``loopx.sandbox.exec`` applies (``loopx.sandbox.landlock.apply``):
   ``LOOPX_SANDBOX_PORTS``; the dashboard's port, ssh and every local service are not reachable.
   ``LOOPX_SANDBOX_NET=open`` leaves TCP unfiltered.
 
-Landlock grants only, per tree, so a folder that holds a protected path is granted child by child:
-new files cannot be created directly in it (the project root of a main checkout, ``.claude/``);
-editing existing files there still works. Symbolic links are never followed into a grant.
+Landlock grants only, per tree: the launcher makes each protected path inside a writable tree a
+read-only view first (``loopx.sandbox.mounts``), so the whole tree can be granted. Where a mount
+namespace is not allowed, ``fallback`` grants the tree child by child instead: new files cannot
+then be created directly in a folder that holds a protected path (the project root of a main
+checkout, ``.claude/``); editing existing files there still works. Symbolic links are never
+followed into a grant.
 """
 
 from __future__ import annotations
@@ -132,23 +135,34 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     protected += [_real(p) for p in hostfiles.owned(project, home)]
     protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
 
-    write: list[str] = []
-    write_files: list[str] = []
+    write: list[str] = []        # Landlock grants when protected paths are read-only views (mounts)
+    carved: list[str] = []       # ... and when they cannot be: each tree granted child by child
+    carved_files: list[str] = []
+    roots: list[str] = []
     for root in [cwd, tmpdir, *hostfiles.state_dirs(host, home),
                  *[p for p in os.environ.get("LOOPX_SANDBOX_WRITE", "").split(os.pathsep) if p], *extra_write]:
-        if root and os.path.exists(root):
+        if root and os.path.exists(root) and not os.path.islink(root):
+            root = _real(root)
             # a grant never reaches above its root, so a protected folder that holds the root (the
             # run's worktree under .loopx/worktrees/) does not take it away
-            d, f = carve(root, [p for p in protected if not _under(_real(root), p)])
-            write += d
-            write_files += f
+            above = [p for p in protected if not _under(root, p)]
+            if any(_under(root, p) for p in protected if p in denied):
+                continue
+            d, f = carve(root, above)
+            carved += d
+            carved_files += f
+            roots.append(root)
+    reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
     if wt_git and common and wt_git != common and worktree_branch:
         # a linked worktree commits through its own git folder, the object store and its branch's ref
         heads = os.path.join(common, "refs", "heads", *worktree_branch.split("/")[:-1])
         logs = os.path.join(common, "logs", "refs", "heads", *worktree_branch.split("/")[:-1])
         for d in (heads, logs):
             os.makedirs(d, exist_ok=True)
-        write += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
+        reopen += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
+    write = roots + reopen
+    carved += reopen
+    write_files: list[str] = []
 
     read: list[str] = []
     read_files: list[str] = []
@@ -170,12 +184,18 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     for f in DEV_WRITE_FILES:
         if os.path.exists(f):
             write_files.append(f)
-    write += [d for d in DEV_WRITE if os.path.isdir(d)]
+    devs = [d for d in DEV_WRITE if os.path.isdir(d)]
+    write += devs
+    carved += devs
 
     net_mode = os.environ.get("LOOPX_SANDBOX_NET", "").strip().lower()
     ports = [443] + [int(p) for p in os.environ.get("LOOPX_SANDBOX_PORTS", "").replace(",", " ").split()
                      if p.isdigit()]
-    return {"read": read, "read_files": read_files, "write": write, "write_files": write_files,
+    ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots)]
+    secret_inside = any(p in denied for p in ro)  # a read-only view would still show it: carve instead
+    return {"read": read, "read_files": read_files, "write": [] if secret_inside else write,
+            "write_files": write_files, "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside},
+            "fallback": {"write": carved, "write_files": write_files + carved_files},
             "connect": None if net_mode == "open" else sorted(set(ports)), "tmpdir": tmpdir,
             "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
 
