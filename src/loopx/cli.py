@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "next": ("next", "claim the next todo, open a run and print the turn packet"),
     "turn": ("turn", "finish a turn (run) with its result"),
     "run": ("run", "drive an agent command through governed turns"),
+    "action": ("action", "protected actions loopx performs after a human approved them (push)"),
     "sandbox": ("sandbox", "run a host session or command inside loopx's sandbox and broker"),
     "sync": ("sync", "exchange the store with the git remote through refs/loopx/* (never a branch)"),
     "usage": ("usage", "what your Claude Code and Codex subscriptions have left (from local files)"),

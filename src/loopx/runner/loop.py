@@ -386,6 +386,11 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 for m in merge.merge_approved(store, drv.actor):
                     out.setdefault("merges", []).append(m)
                     drv.log(f"approved merge: {m['message']}")
+                from loopx.sandbox.actions import perform_approved  # approved pushes: loopx makes them, once
+
+                for a in perform_approved(store, drv.actor):
+                    out.setdefault("actions", []).append(a)
+                    drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
