@@ -40,7 +40,7 @@ def action_perform(ctx, gate=None):
     from loopx.output import Reply
     from loopx.sandbox import actions as act
 
-    human = require_human(ctx, "performing an approved protected action")
+    human = require_human(ctx, "action.perform")
     res = act.perform(ctx.store(), human.actor, gate)
     return Reply(res, exit_code=0 if res["performed"] else 1)
 

@@ -90,6 +90,9 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
     from loopx.errors import UsageError
     from loopx.kernel.write import goals
 
+    from loopx.commands.humanonly import require_human
+
+    require_human(ctx, "goal.start")
     args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,
                 deny=deny, protect=protect, slots=slots, window=window, todos=todos)
     if guided:

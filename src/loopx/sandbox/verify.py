@@ -10,14 +10,14 @@ from __future__ import annotations
 
 
 def confine(command: str, env: dict):
-    from loopx import sandbox
+    from loopx.sandbox import core as sandbox
 
     pol = sandbox.verify_policy()
     if pol is None:
         return command, True, env
-    from loopx.sandbox import profile
+    from loopx.sandbox.envscrub import scrub_env
 
-    run_env = profile.scrub_env(env)
+    run_env = scrub_env(env)
     run_env.pop(sandbox.VERIFY_ENV, None)
     if pol.get("tmpdir"):
         run_env["TMPDIR"] = pol["tmpdir"]
