@@ -222,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         _silence_streams(keep=True)
     output.setup_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if os.environ.get("LOOPX_BROKER"):  # inside a sandbox: the store is reached only through the broker
+    if env("LOOPX_BROKER"):  # inside a sandbox: the store is reached only through the broker
         from loopx.sandbox.broker import forward
 
-        return forward(os.environ["LOOPX_BROKER"], argv)
+        return forward(env("LOOPX_BROKER"), argv)
     opts, rest = _split_globals(argv)
     fmt = opts["fmt"] or "text"
     debug = opts["debug"]

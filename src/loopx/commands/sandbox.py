@@ -22,6 +22,8 @@ def register(sub, name, help_text):
 
 def sandbox_run(ctx, command=None, as_agent=None) -> dict:
     import os
+
+    from loopx.config import env as config_env
     import subprocess
 
     from loopx import sandbox
@@ -43,7 +45,7 @@ def sandbox_run(ctx, command=None, as_agent=None) -> dict:
     host = hostfiles.host_of(argv[0])
     agent = as_agent or ctx.agent or host or "sandbox"
     ids.check_agent_name(agent)
-    sess = Session(store, lambda: (agent, os.environ.get("LOOPX_RUN_ID") or None), host=host)
+    sess = Session(store, lambda: (agent, config_env("LOOPX_RUN_ID")), host=host)
     try:
         wrapped, _, env = sess.confine(argv, False, dict(os.environ, LOOPX_AGENT=agent), store.project_dir)
         try:

@@ -128,6 +128,8 @@ class Broker:
                 reply = self.perform(req)
             except (OSError, ValueError) as exc:
                 reply = {"exit_code": 2, "stdout": "", "stderr": f"loopx broker: bad request ({exc})\n"}
+            except Exception as exc:  # noqa: BLE001 - the agent gets an answer, never a hung socket
+                reply = {"exit_code": 70, "stdout": "", "stderr": f"loopx broker: internal error ({exc})\n"}
             try:
                 conn.sendall(json.dumps(reply).encode("utf-8") + b"\n")
             except OSError:

@@ -16,7 +16,9 @@ _active: dict | None = None       # the policy verify commands run under in this
 
 
 def mode() -> str:
-    v = os.environ.get("LOOPX_SANDBOX", "").strip().lower()
+    from loopx.config import env
+
+    v = (env("LOOPX_SANDBOX") or "").strip().lower()
     if v in ("off", "0", "no", "false", "none"):
         return "off"
     if sys.platform.startswith("linux"):

@@ -32,6 +32,9 @@ def main(argv: list[str]) -> int:
     m = policy.get("mount") or {}
     if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", [])):
         policy.update(policy.get("fallback") or {"write": policy.get("write", []), "write_files": []})
+        if not m.get("off"):
+            sys.stderr.write("loopx sandbox: no private mount namespace here; protected paths are left out of the "
+                             "grants instead (no new file directly beside them), other processes stay visible\n")
     else:
         left = mounts.own_pids()  # the mount namespace is ours: give the command its own /proc too
         if left is not None and left >= 0:

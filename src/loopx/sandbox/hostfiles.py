@@ -15,7 +15,8 @@ import os
 # host -> folders (relative to HOME) the host keeps its own state in; facts from
 # /work/shared/reference/agent-hosts.md and the adapters' config paths
 STATE = {
-    "claude-code": (".claude", ".claude.json", ".cache/claude", ".config/claude"),
+    "claude-code": (".claude", ".claude.json", ".cache/claude", ".config/claude", ".local/share/claude",
+                    ".local/state/claude"),
     "codex": (".codex",),
     "cursor": (".cursor", ".config/cursor", ".local/share/cursor-agent"),
     "gemini": (".gemini",),

@@ -34,6 +34,8 @@ from __future__ import annotations
 import os
 import sys
 
+from loopx.config import env
+
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
                "/dev", "/run/systemd/resolve", "/run/resolvconf", "/snap", "/nix/store", "/var/lib/dpkg")
 DEV_WRITE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
@@ -115,8 +117,45 @@ def denied_paths(home: str) -> list[str]:
     return out
 
 
+def first_word(cmd, shell: bool, cwd: str) -> str | None:
+    """The program a command line starts (``~`` expanded, resolved on PATH or against ``cwd``)."""
+    import shlex
+    import shutil
+
+    try:
+        word = (shlex.split(cmd) if shell else list(cmd))[0]
+    except (ValueError, IndexError):
+        return None
+    word = os.path.expanduser(word)
+    if os.sep in word:
+        p = word if os.path.isabs(word) else os.path.join(cwd, word)
+        return p if os.path.isfile(p) else None
+    return shutil.which(word)
+
+
+def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
+    """``(files, dirs)`` to read so ``exe`` can run: the file itself, and for a program installed
+    under a folder (a host's own install, a node package) the folder its real file lives in."""
+    if not exe:
+        return [], []
+    real = _real(exe)
+    files = [p for p in {_real(os.path.abspath(exe)), real} if os.path.isfile(p)]
+    parts = real.split(os.sep)
+    dirs = []
+    if "node_modules" in parts:
+        i = parts.index("node_modules") + 1
+        i += 1 if i < len(parts) and parts[i].startswith("@") else 0
+        dirs.append(os.sep.join(parts[:i + 1]))
+    elif os.path.dirname(real) not in ("/usr/bin", "/bin", "/usr/local/bin"):
+        home = _real(os.path.expanduser("~"))
+        d = os.path.dirname(real)
+        if d != home and not d.endswith(os.sep + "bin"):
+            dirs.append(d)  # a versioned install folder (e.g. ~/.local/share/<host>/versions/x)
+    return files, dirs
+
+
 def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None) -> dict:
+          worktree_branch: str | None = None, extra_read_files=()) -> dict:
     from loopx.sandbox import hostfiles
 
     home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
@@ -140,7 +179,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     carved_files: list[str] = []
     roots: list[str] = []
     for root in [cwd, tmpdir, *hostfiles.state_dirs(host, home),
-                 *[p for p in os.environ.get("LOOPX_SANDBOX_WRITE", "").split(os.pathsep) if p], *extra_write]:
+                 *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
         if root and os.path.exists(root) and not os.path.islink(root):
             root = _real(root)
             # a grant never reaches above its root, so a protected folder that holds the root (the
@@ -168,9 +207,17 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     read_files: list[str] = []
     cands = list(SYSTEM_READ) + [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package())]
     cands += [p for p in sys.path if p]
-    cands += [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    cands += path_dirs
+    # a tool installed in the home folder keeps its programs beside its bin/ or shims/ folder
+    # (~/.pyenv, ~/.nvm, ~/.local); never a folder holding a secret (checked below)
+    for p in path_dirs:
+        up = os.path.dirname(_real(p))
+        if os.path.basename(_real(p)) in ("bin", "shims") and up not in ("/", "/usr", "/usr/local", "/opt", home) \
+                and not any(os.path.lexists(os.path.join(up, x)) for x in SECRET_HOME):
+            cands.append(up)  # not a home folder: none of the secrets a home folder holds is in it
     cands += [project, cwd, *hostfiles.state_dirs(host, home)]
-    cands += [p for p in os.environ.get("LOOPX_SANDBOX_READ", "").split(os.pathsep) if p] + list(extra_read)
+    cands += [p for p in (env("LOOPX_SANDBOX_READ") or "").split(os.pathsep) if p] + list(extra_read)
     for c in cands:
         r = _real(c)
         if not os.path.isdir(r) or r == "/" or r == home or any(_under(x, r) for x in denied):
@@ -181,6 +228,9 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         p = _real(os.path.join(home, f))
         if os.path.isfile(p):
             read_files.append(p)
+    for p in extra_read_files:
+        if os.path.isfile(p) and not any(_under(p, x) for x in denied):
+            read_files.append(_real(p))
     for f in DEV_WRITE_FILES:
         if os.path.exists(f):
             write_files.append(f)
@@ -188,8 +238,8 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     write += devs
     carved += devs
 
-    net_mode = os.environ.get("LOOPX_SANDBOX_NET", "").strip().lower()
-    ports = [443] + [int(p) for p in os.environ.get("LOOPX_SANDBOX_PORTS", "").replace(",", " ").split()
+    net_mode = (env("LOOPX_SANDBOX_NET") or "").strip().lower()
+    ports = [443] + [int(p) for p in (env("LOOPX_SANDBOX_PORTS") or "").replace(",", " ").split()
                      if p.isdigit()]
     ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots)]
     secret_inside = any(p in denied for p in ro)  # a read-only view would still show it: carve instead

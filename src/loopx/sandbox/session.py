@@ -35,11 +35,12 @@ class Session:
             self.broker = Broker(store, identity, self.root, self.verify_file).start()
         self._policies: dict = {}
 
-    def policy_for(self, cwd: str, branch: str | None = None) -> dict:
-        key = (os.path.realpath(cwd), branch)
+    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None) -> dict:
+        key = (os.path.realpath(cwd), branch, exe)
         if key not in self._policies:
+            files, dirs = profile.program_reads(exe)
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
-                                                worktree_branch=branch)
+                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
             json.dump(pol, fh)
@@ -59,7 +60,8 @@ class Session:
         if not self.on:
             return cmd, shell, env
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
-        return sandbox.wrap(argv, self.policy_for(cwd, branch)), False, self.env(env)
+        return sandbox.wrap(argv, self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd))), False, \
+            self.env(env)
 
     def refused(self) -> list[dict]:
         return list(self.broker.refused) if self.broker is not None else []

@@ -202,7 +202,9 @@ def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     server itself was started from an agent session (a marker here or in a parent process)."""
     from loopx.kernel.storage import actors
 
-    who = os.environ.get("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
+    from loopx.config import env
+
+    who = env("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
     if who:
         raise HumanRequired(f"this dashboard was started from {who}, so it cannot record a human's decision",
                             "start `loopx dashboard` from your own terminal", code="human_required")
