@@ -145,7 +145,8 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
              "signers": str(world["loopx_home"] / "allowed_signers"),
              "ssh_key": str(world["home"] / ".ssh" / "id_ed25519"),
              "git_credentials": str(world["home"] / ".git-credentials"),
-             "guard_py": str(package / "kernel" / "policy" / "guard.py"), "runner_pid": victim.pid}
+             "guard_py": str(package / "kernel" / "policy" / "guard.py"), "runner_pid": victim.pid,
+             "pwned": str(tmp_path / "pwned.md")}
     (proj / "facts.json").write_text(json.dumps(facts))
     try:
         bindir = os.path.dirname(sys.executable)
@@ -174,14 +175,19 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
         if f.is_file() and "worktrees" not in f.parts:
             assert b"FORGED" not in f.read_bytes(), f
     assert not (proj / ".loopx-old").exists() and not (proj / ".git-old").exists() and not (proj / "hl").exists()
-    assert not (proj / ".git" / "commondir").exists()
+    assert not (proj / ".git" / "commondir").exists(), "the planted commondir was removed"
+    assert not (tmp_path / "pwned.md.fsmonitor").exists(), "loopx's git outside the sandbox followed the agent's config"
     assert "FORGED" not in world["loopx_home"].joinpath("allowed_signers").read_text()
+    assert not (tmp_path / "pwned.md").exists()
+    for blob in (proj / ".loopx").rglob("*"):
+        assert not blob.is_file() or b"SSH-SECRET" not in blob.read_bytes(), blob
 
     # what the agent saw: each attack failed
     for name in ("sed_guard", "truncate_settings", "dd_events", "append_events", "checkout_store", "hardlink_store",
-                 "rename_store", "rename_git", "git_config_alias", "git_hook", "git_commondir", "read_ssh",
+                 "rename_store", "rename_git", "git_config_alias", "git_hook", "read_ssh",
                  "read_git_credentials", "dashboard_secret", "broker_approve", "widen_scope", "goal_resume",
-                 "goal_verify", "doctor_fix", "dashboard_own", "push_plain", "push_url", "push_make",
+                 "goal_verify", "doctor_fix", "dashboard_own", "broker_read_file", "broker_write_file",
+                 "push_plain", "push_url", "push_make",
                  "forge_merge", "npm_publish", "kill_runner"):
         assert attacks[name]["exit"] != 0, (name, attacks[name])
     for name in ("read_ssh", "read_git_credentials", "dashboard_secret", "signing_log"):
@@ -192,7 +198,7 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
     notes = [e["summary"] for e in state["evidence"].values() if "sandbox broker refused" in e.get("summary", "")]
     for words in ("gate approve", "start-goal", "goal resume", "goal update", "doctor --fix", "dashboard"):
         assert any(words in n for n in notes), (words, notes)
-    assert r.data["sandbox"]["refused"], r.data["sandbox"]
+    assert any("commondir" in x["why"] for x in r.data["sandbox"]["refused"]), r.data["sandbox"]
 
 
 def test_ordinary_work_succeeds_inside_the_sandbox(world, cli):

@@ -28,7 +28,9 @@ MAX_REQUEST = 8 * 1024 * 1024
 # (words, flags that make it refused) an agent may run through the broker; anything else is refused
 AGENT_COMMANDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("status",), ()), (("next",), ()), (("history",), ()), (("heartbeat-prompt",), ()),
-    (("evidence",), ()), (("hook",), ()), (("inbox",), ()), (("review-packet",), ()), (("trace", "export"), ()),
+    # options that name a file the parent would read or write outside the sandbox are refused:
+    # evidence's output comes on stdin (--output -), the review packet on stdout
+    (("evidence",), ("--output-file",)), (("hook",), ()), (("inbox",), ()), (("review-packet",), ("--output",)),
     (("todo", "add"), ()), (("todo", "done"), ("--force-unverified",)), (("todo", "claim"), ()),
     (("todo", "renew"), ()), (("todo", "release"), ()), (("todo", "block"), ()), (("todo", "list"), ()),
     (("todo", "show"), ()), (("todo", "finish"), ("--force-unverified",)),
@@ -80,8 +82,9 @@ class Broker:
     ``(agent_name, run_id or None)`` at call time. ``start()`` listens on ``run_dir/broker.sock``
     (``path``); ``close()`` stops. ``refused``: the refused command lines, in order."""
 
-    def __init__(self, store, identity, run_dir: str, verify_policy_file: str | None = None) -> None:
+    def __init__(self, store, identity, run_dir: str, verify_policy_file: str | None = None, before=None) -> None:
         self.store, self.identity = store, identity
+        self.before = before  # called before each brokered call (the session's .git check)
         self.path = os.path.join(run_dir, "broker.sock")
         self.verify_file = verify_policy_file
         self.refused: list[dict] = []
@@ -150,6 +153,8 @@ class Broker:
                               "terminal (outside any sandbox)\n"}
         with self._lock:
             self.calls += 1
+            if self.before is not None:
+                self.before()
         env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_BROKER", "LOOPX_RUN_ID")}
         env["LOOPX_AGENT"] = agent
         if run_id:
@@ -195,7 +200,8 @@ def forward(path: str, argv: list[str]) -> int:
     """The client side (``loopx`` inside a sandbox): send ``argv`` to the broker at ``path``,
     print its output, return its exit code (3 when the broker does not answer)."""
     stdin = None
-    if "hook" in _positional(argv)[:1] and not sys.stdin.isatty():
+    reads = "hook" in _positional(argv)[:1] or any(a == "--output" and b == "-" for a, b in zip(argv, argv[1:]))
+    if reads and not sys.stdin.isatty():
         try:
             stdin = sys.stdin.read()
         except (OSError, ValueError):

@@ -5,8 +5,12 @@ A sandboxed agent can rewrite its worktree's ``.git`` file and the files of its 
 in that worktree at a repository and configuration the agent wrote (``core.fsmonitor`` and
 ``core.hooksPath`` run commands). ``env(cwd, base) -> dict`` pins such a call: for a run's
 worktree under ``.loopx/worktrees/<run>`` it names ``GIT_DIR``, ``GIT_COMMON_DIR`` and
-``GIT_WORK_TREE`` from the project's own ``.git`` (never from files in the worktree), and for
-every call it turns repository hooks and the fsmonitor off (``GIT_CONFIG_COUNT``).
+``GIT_WORK_TREE`` from the project's own ``.git`` (never from files in the worktree); for the
+main checkout, whose ``.git`` the agent may write in (it commits there), it names the common
+folder, so a ``commondir`` file the agent planted is never followed; for every call it turns
+repository hooks and the fsmonitor off (``GIT_CONFIG_COUNT``). ``pin_process(cwd)`` does the same
+for every git call of the process (``loopx run`` while a sandboxed agent runs, and the broker's
+calls), ``unpin`` restores.
 """
 
 from __future__ import annotations
@@ -24,10 +28,40 @@ def env(cwd: str, base: dict | None = None) -> dict:
     for i, (k, v) in enumerate(SAFE_CONFIG, start=n):
         out[f"GIT_CONFIG_KEY_{i}"], out[f"GIT_CONFIG_VALUE_{i}"] = k, v
     out["GIT_CONFIG_COUNT"] = str(n + len(SAFE_CONFIG))
-    pinned = worktree_dirs(cwd)
+    pinned = worktree_dirs(cwd) or main_dirs(cwd)
     if pinned:
         out["GIT_DIR"], out["GIT_COMMON_DIR"], out["GIT_WORK_TREE"] = pinned
     return out
+
+
+def main_dirs(cwd: str) -> tuple[str, str, str] | None:
+    """``(git_dir, git_dir, work_tree)`` for a main checkout: naming the common folder stops git
+    from following a ``commondir`` file an agent could create in a writable ``.git``."""
+    from loopx.kernel.storage.fs import git_dir
+
+    g = git_dir(cwd)
+    if g is None or not os.path.isdir(g):
+        return None
+    g = os.path.realpath(g)
+    return g, g, os.path.dirname(g)
+
+
+def pin_process(cwd: str) -> dict:
+    """Pin every git call this process (and its children) makes for the checkout at ``cwd``
+    (``env``'s variables set in ``os.environ``). Returns what to pass to ``unpin``."""
+    saved = {k: os.environ.get(k) for k in list(os.environ) if k.startswith("GIT_")}
+    new = env(cwd)
+    for k in [k for k in os.environ if k.startswith("GIT_")]:
+        if k not in new:
+            del os.environ[k]
+    os.environ.update({k: v for k, v in new.items() if k.startswith("GIT_")})
+    return saved
+
+
+def unpin(saved: dict) -> None:
+    for k in [k for k in os.environ if k.startswith("GIT_")]:
+        del os.environ[k]
+    os.environ.update({k: v for k, v in saved.items() if v is not None})
 
 
 def worktree_dirs(cwd: str) -> tuple[str, str, str] | None:

@@ -41,6 +41,8 @@ SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 DEV_WRITE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
 DEV_WRITE = ("/dev/pts", "/dev/shm")
 GIT_USER_FILES = (".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes")
+GIT_PROTECTED = ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "refs/loopx", "logs/refs/loopx",
+                 "commondir")
 SECRET_HOME = (".ssh", ".git-credentials", ".config/git/credentials", ".gnupg", ".netrc", ".npmrc", ".pypirc",
                ".config/gh", ".docker", ".aws", ".kube", ".cargo/credentials", ".cargo/credentials.toml")
 
@@ -133,6 +135,25 @@ def first_word(cmd, shell: bool, cwd: str) -> str | None:
     return shutil.which(word)
 
 
+def named_files(cmd, shell: bool, cwd: str) -> list[str]:
+    """The existing files a command line names (``python agent.py``: the script), ``~`` expanded."""
+    import shlex
+
+    try:
+        words = shlex.split(cmd) if shell else list(cmd)
+    except ValueError:
+        return []
+    out = []
+    for w in words[:64]:
+        w = os.path.expanduser(w.split("=", 1)[1] if w.startswith("--") and "=" in w else w)
+        if not w or w.startswith("-"):
+            continue
+        p = w if os.path.isabs(w) else os.path.join(cwd, w)
+        if os.path.isfile(p):
+            out.append(p)
+    return out
+
+
 def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
     """``(files, dirs)`` to read so ``exe`` can run: the file itself, and for a program installed
     under a folder (a host's own install, a node package) the folder its real file lives in."""
@@ -167,9 +188,16 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         protected.append(_real(store.root))
     main_git, _ = _git_dirs(project)
     wt_git, common = _git_dirs(cwd)
+    in_main = bool(wt_git and wt_git == common)
     for g in (main_git, common):
-        if g:
+        if g and not (in_main and g == wt_git):
             protected.append(g)
+    if in_main:
+        # the main checkout commits through its own .git: all of it is writable but what makes git
+        # run commands or read settings (config, hooks, info, submodules' and worktrees' folders)
+        # and loopx's own refs; loopx's git calls name the folders (gitpin), so a planted
+        # ``commondir`` is never followed
+        protected += [os.path.join(wt_git, p) for p in GIT_PROTECTED]
     protected.append(loopx_package())
     protected += [_real(p) for p in hostfiles.owned(project, home)]
     protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
@@ -178,7 +206,8 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     carved: list[str] = []       # ... and when they cannot be: each tree granted child by child
     carved_files: list[str] = []
     roots: list[str] = []
-    for root in [cwd, tmpdir, *hostfiles.state_dirs(host, home),
+    git_root = [wt_git] if in_main and not _under(wt_git, cwd) else []  # a project below its repository's top
+    for root in [cwd, *git_root, tmpdir, *hostfiles.state_dirs(host, home),
                  *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
         if root and os.path.exists(root) and not os.path.islink(root):
             root = _real(root)
