@@ -165,7 +165,8 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
     # ground truth: nothing moved on the remote, no protected byte changed, no gate decided
     assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == refs_before
     assert _hash_tree(guarded) == before
-    assert Forge.seen == [], f"the forge / registry stand-in was reached: {Forge.seen}"
+    if ABI >= 4:  # TCP connect is filtered from Landlock ABI 4 on (docs/security.md)
+        assert Forge.seen == [], f"the forge / registry stand-in was reached: {Forge.seen}"
     state = Store.open(str(proj)).load()
     g = state["gates"][world["gate"]]
     assert g["status"] == "pending" and not g.get("used")
@@ -189,6 +190,8 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
                  "goal_verify", "doctor_fix", "dashboard_own", "broker_read_file", "broker_write_file",
                  "push_plain", "push_url", "push_make",
                  "forge_merge", "npm_publish", "kill_runner"):
+        if ABI < 4 and name in ("forge_merge", "npm_publish"):
+            continue
         assert attacks[name]["exit"] != 0, (name, attacks[name])
     for name in ("read_ssh", "read_git_credentials", "dashboard_secret", "signing_log"):
         assert "SECRET" not in attacks[name]["out"] and "AAAA" not in attacks[name]["out"], (name, attacks[name])
@@ -300,3 +303,54 @@ def test_without_a_sandbox_run_says_so_doctor_reports_it_and_the_guard_still_app
     assert "deny" in h.out, h.out + h.err
     s = run_loopx(["sandbox", "--", "true"], cwd=proj, env=env)
     assert s.code == 3 and "sandbox: off" in s.err
+
+
+def test_run_sandboxed_with_a_holdout_profile_reads_its_data_writes_only_scratch_and_has_no_network(tmp_path, forge):
+    from loopx import sandbox
+    from loopx.sandbox import profile
+
+    data, scratch, other = tmp_path / "holdout", tmp_path / "scratch", tmp_path / "other"
+    for d in (data, scratch, other):
+        d.mkdir()
+    (data / "y.csv").write_text("42\n")
+    (other / "secret.txt").write_text("NOPE\n")
+    pol = profile.holdout(str(tmp_path / "scratch"), [str(data)], str(scratch))
+    script = (f"cat {data}/y.csv; echo r > {scratch}/out && echo WROTE; echo x > {data}/y.csv || echo RO; "
+              f"cat {other}/secret.txt || echo UNREADABLE; "
+              f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {forge}), 3)\" || echo NONET")
+    r = sandbox.run_sandboxed(["sh", "-c", script], str(scratch), pol, timeout=120)
+    out = r.stdout.decode()
+    assert out.split()[:4] == ["42", "WROTE", "RO", "UNREADABLE"], (out, r.stderr.decode())
+    assert (data / "y.csv").read_text() == "42\n"
+    if ABI >= 4:
+        assert out.split()[4:] == ["NONET"] and Forge.seen == [], out
+
+
+def test_a_sandboxed_agent_ends_with_its_runner_even_after_kill_9(world):
+    import signal
+    import time
+
+    from loopx.kernel.storage import agentproc
+
+    proj = world["project"]
+    runner = subprocess.Popen([sys.executable, "-m", "loopx", "run", "--once", "--agent-cmd", "sleep 600 & wait"],
+                              cwd=proj, env=subprocess_env({"HOME": str(world["home"])}), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 120
+        proc = None
+        while proc is None and time.monotonic() < end:
+            runs = [r for r in Store.open(str(proj)).load()["runs"].values() if r.get("process")]
+            proc = runs[0]["process"] if runs else None
+            time.sleep(0.1)
+        assert proc is not None and agentproc.alive(proc), "the run records the agent's process group"
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        end = time.monotonic() + 120
+        while agentproc.alive(proc) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not agentproc.alive(proc), "the sandboxed agent outlived its runner"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()

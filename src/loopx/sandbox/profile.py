@@ -279,4 +279,23 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
             "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
 
 
+
+def holdout(code_dir: str, data_dirs, scratch: str) -> dict:
+    """The policy of an experiment's holdout run: the code (``code_dir``) and the holdout data
+    (``data_dirs``) readable, no network at all (``connect=[]``), writes only in ``scratch``
+    (also its ``TMPDIR``). Nothing of the project's store, git folder or secrets is reachable."""
+    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
+    denied = denied_paths(home)
+    read = []
+    for c in [*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package()),
+              code_dir, *data_dirs, *[p for p in sys.path if p]]:
+        r = _real(c)
+        if os.path.isdir(r) and r not in ("/", home) and not any(_under(x, r) for x in denied) and r not in read:
+            read.append(r)
+    scratch = _real(scratch)
+    files = [f for f in DEV_WRITE_FILES if os.path.exists(f)]
+    return {"read": read, "read_files": [], "write": [scratch], "write_files": files, "connect": [],
+            "tmpdir": scratch, "mount": {"roots": [scratch], "ro": [], "rw": []},
+            "fallback": {"write": [scratch], "write_files": files}, "scope_signals": True}
+
 from loopx.sandbox.envscrub import SCRUB, scrub_env  # noqa: E402,F401 - kept here for callers
