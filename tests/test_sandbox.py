@@ -215,7 +215,11 @@ def test_ordinary_work_succeeds_inside_the_sandbox(world, cli):
         "echo 'NOTE = 1' > src/new_module.py\n"
         "git add -A src && git commit -q -m 'fix add'\n"
         "loopx evidence add --kind note --summary 'fixed add in the sandbox' --todo \"$LOOPX_TODO_ID\"\n"
-        "loopx todo done \"$LOOPX_TODO_ID\"\n")
+        "loopx todo done \"$LOOPX_TODO_ID\"\n"
+        # the host's pre-tool hook, brokered like every loopx call: the guard still answers inside
+        "printf '{\"hook_event_name\": \"PreToolUse\", \"tool_name\": \"Bash\", \"tool_input\": "
+        "{\"command\": \"git push origin main\"}, \"cwd\": \"%s\"}' \"$PWD\" | "
+        "loopx hook pre-tool --host claude-code > hook.out\n")
     git(proj, "add", "agent.sh")
     git(proj, "commit", "-q", "-m", "agent script")
     bindir = os.path.dirname(sys.executable)
@@ -233,6 +237,7 @@ def test_ordinary_work_succeeds_inside_the_sandbox(world, cli):
     branch = t["worktree"]["branch"]
     assert "fix add" in git(proj, "log", "--format=%s", branch)
     assert "a + b" in git(proj, "show", f"{branch}:src/calc.py")
+    assert '"deny"' in git(proj, "show", f"{branch}:hook.out"), "the brokered pre-tool hook denied the push"
 
 
 def test_protected_push_requested_in_the_sandbox_is_performed_once_per_approval(world, cli):
