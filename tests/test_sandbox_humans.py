@@ -10,15 +10,13 @@ shell, a cron-like script and the test's own set-up still act as a human.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_loopx, subprocess_env
+from conftest import run_loopx, subprocess_env
 from loopx.kernel.policy import guard
 from loopx.kernel.storage.store import Store
 

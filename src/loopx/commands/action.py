@@ -27,10 +27,8 @@ def register(sub, name, help_text):
 
 
 def action_push(ctx, goal_id=None, remote=None, branch=None, sha=None, run=None) -> dict:
-    import os
 
     from loopx.config import env
-
     from loopx.sandbox import actions as act
 
     return act.request_push(ctx.store(), ctx.actor, goal_id, remote, branch, sha,

@@ -22,11 +22,10 @@ def register(sub, name, help_text):
 
 def sandbox_run(ctx, command=None, as_agent=None) -> dict:
     import os
-
-    from loopx.config import env as config_env
     import subprocess
 
     from loopx import sandbox
+    from loopx.config import env as config_env
     from loopx.errors import StateError, UsageError
     from loopx.kernel.storage import ids
     from loopx.sandbox import hostfiles

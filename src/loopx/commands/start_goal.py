@@ -87,10 +87,9 @@ def _ask(prompt: str, default: str | None = None) -> str | None:
 
 def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, allow=None, deny=None,
                protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False):
+    from loopx.commands.humanonly import require_human
     from loopx.errors import UsageError
     from loopx.kernel.write import goals
-
-    from loopx.commands.humanonly import require_human
 
     require_human(ctx, "goal.start")
     args = dict(objective=objective, goal_id=goal_id, done_when=done_when, verify=verify, allow=allow,

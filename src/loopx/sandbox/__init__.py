@@ -22,8 +22,18 @@ from __future__ import annotations
 
 import os
 
-from loopx.sandbox.core import (BROKER_ENV, INSIDE_ENV, VERIFY_ENV, activate, enforced, mode, shell_argv,  # noqa: F401
-                                status, verify_policy, wrap)
+from loopx.sandbox.core import (  # noqa: F401
+    BROKER_ENV,
+    INSIDE_ENV,
+    VERIFY_ENV,
+    activate,
+    enforced,
+    mode,
+    shell_argv,
+    status,
+    verify_policy,
+    wrap,
+)
 
 
 def run_sandboxed(argv, cwd: str, profile: dict | None = None, *, store=None, timeout: float | None = None,

@@ -93,7 +93,7 @@ class Broker:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self) -> "Broker":
+    def start(self) -> Broker:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.bind(self.path)
         os.chmod(self.path, 0o600)
@@ -200,7 +200,7 @@ def forward(path: str, argv: list[str]) -> int:
     """The client side (``loopx`` inside a sandbox): send ``argv`` to the broker at ``path``,
     print its output, return its exit code (3 when the broker does not answer)."""
     stdin = None
-    reads = "hook" in _positional(argv)[:1] or any(a == "--output" and b == "-" for a, b in zip(argv, argv[1:]))
+    reads = "hook" in _positional(argv)[:1] or any(a == "--output" and b == "-" for a, b in zip(argv, argv[1:], strict=False))
     if reads and not sys.stdin.isatty():
         try:
             stdin = sys.stdin.read()

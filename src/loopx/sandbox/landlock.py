@@ -138,9 +138,9 @@ def apply(policy: dict) -> dict:
             finally:
                 os.close(pfd)
         if attr.handled_access_net:
-            for port in net:
-                rule = _NetPort(NET_CONNECT_TCP, int(port))
-                if libc.syscall(add, ctypes.c_int(fd), ctypes.c_int(RULE_NET_PORT), ctypes.byref(rule),
+            for port in net or ():
+                net_rule = _NetPort(NET_CONNECT_TCP, int(port))
+                if libc.syscall(add, ctypes.c_int(fd), ctypes.c_int(RULE_NET_PORT), ctypes.byref(net_rule),
                                 ctypes.c_uint32(0)) != 0:
                     raise _err(f"add_rule port {port}")
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -189,6 +189,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     main_git, _ = _git_dirs(project)
     wt_git, common = _git_dirs(cwd)
     in_main = bool(wt_git and wt_git == common)
+    wt_git_dir = wt_git or ""
     for g in (main_git, common):
         if g and not (in_main and g == wt_git):
             protected.append(g)
@@ -197,7 +198,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         # run commands or read settings (config, hooks, info, submodules' and worktrees' folders)
         # and loopx's own refs; loopx's git calls name the folders (gitpin), so a planted
         # ``commondir`` is never followed
-        protected += [os.path.join(wt_git, p) for p in GIT_PROTECTED]
+        protected += [os.path.join(wt_git_dir, p) for p in GIT_PROTECTED]
     protected.append(loopx_package())
     protected += [_real(p) for p in hostfiles.owned(project, home)]
     protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
@@ -206,7 +207,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     carved: list[str] = []       # ... and when they cannot be: each tree granted child by child
     carved_files: list[str] = []
     roots: list[str] = []
-    git_root = [wt_git] if in_main and not _under(wt_git, cwd) else []  # a project below its repository's top
+    git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
     for root in [cwd, *git_root, tmpdir, *hostfiles.state_dirs(host, home),
                  *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
         if root and os.path.exists(root) and not os.path.islink(root):
@@ -216,17 +217,17 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
             above = [p for p in protected if not _under(root, p)]
             if any(_under(root, p) for p in protected if p in denied):
                 continue
-            d, f = carve(root, above)
-            carved += d
-            carved_files += f
+            got_dirs, got_files = carve(root, above)
+            carved += got_dirs
+            carved_files += got_files
             roots.append(root)
     reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
     if wt_git and common and wt_git != common and worktree_branch:
         # a linked worktree commits through its own git folder, the object store and its branch's ref
         heads = os.path.join(common, "refs", "heads", *worktree_branch.split("/")[:-1])
         logs = os.path.join(common, "logs", "refs", "heads", *worktree_branch.split("/")[:-1])
-        for d in (heads, logs):
-            os.makedirs(d, exist_ok=True)
+        for folder in (heads, logs):
+            os.makedirs(folder, exist_ok=True)
         reopen += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
     write = roots + reopen
     carved += reopen
@@ -253,17 +254,15 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
             continue  # a folder that would make a secret readable is never granted
         if r not in read:
             read.append(r)
-    for f in GIT_USER_FILES:
-        p = _real(os.path.join(home, f))
-        if os.path.isfile(p):
-            read_files.append(p)
-    for p in extra_read_files:
-        if os.path.isfile(p) and not any(_under(p, x) for x in denied):
-            read_files.append(_real(p))
-    for f in DEV_WRITE_FILES:
-        if os.path.exists(f):
-            write_files.append(f)
-    devs = [d for d in DEV_WRITE if os.path.isdir(d)]
+    for name in GIT_USER_FILES:
+        user_file = _real(os.path.join(home, name))
+        if os.path.isfile(user_file):
+            read_files.append(user_file)
+    for named in extra_read_files:
+        if os.path.isfile(named) and not any(_under(named, x) for x in denied):
+            read_files.append(_real(named))
+    write_files += [dev for dev in DEV_WRITE_FILES if os.path.exists(dev)]
+    devs = [dev for dev in DEV_WRITE if os.path.isdir(dev)]
     write += devs
     carved += devs
 

@@ -200,9 +200,8 @@ def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     """The channel for the dashboard's decision handler (the server runs as the human, and the
     request carried the CSRF token and the gate's typed code). Raises HumanRequired when the
     server itself was started from an agent session (a marker here or in a parent process)."""
-    from loopx.kernel.storage import actors
-
     from loopx.config import env
+    from loopx.kernel.storage import actors
 
     who = env("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
     if who:
