@@ -108,6 +108,9 @@ class Session:
         text = text.replace(self.project, FAKE_PROJECT).replace(self.home, FAKE_HOME)
         text = text.replace(os.path.realpath(self.project), FAKE_PROJECT)
         text = text.replace(sys.executable, "python")
+        import re
+
+        text = re.sub(r"(?m)^sandbox: Landlock ABI \d+ ", "sandbox: Landlock ABI N ", text)  # the kernel's version
         try:  # decisions name the OS account (never $USER): show it as the docs' alice
             import pwd
 

@@ -40,7 +40,8 @@ def _host(bindir: Path, name: str, stdout: str, code: int = 0, touch: bool = Tru
 
 
 def _run(project, bindir, preset, *extra, timeout="5m"):
-    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    # the fake hosts write what they saw beside the project: a folder the sandbox must let them write
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "LOOPX_SANDBOX_WRITE": str(project.parent)}
     r = run_loopx(["--agent", preset, "run", "--once", "--timeout", timeout, "--json", *extra], cwd=project, env=env,
                   timeout=120)
     assert r.err == "" or "Traceback" not in r.err, r.err

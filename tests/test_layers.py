@@ -22,6 +22,11 @@ LAYERS: dict[str, int] = {
     "loopx.ops": 6,
     "loopx.output": 7, "loopx.parsing": 7, "loopx.context": 7, "loopx.commands": 7, "loopx.cli": 7,
     "loopx.__main__": 7,
+    # the sandbox (issue 22): its core is used by the kernel's verify runner and by loopx's own git
+    # calls; the parts that know the store, the hosts and the broker are clients like the runner
+    "loopx.sandbox": 5, "loopx.sandbox.core": 1, "loopx.sandbox.landlock": 1, "loopx.sandbox.mounts": 1,
+    "loopx.sandbox.exec": 1, "loopx.sandbox.gitpin": 1, "loopx.sandbox.verify": 1, "loopx.sandbox.envscrub": 1,
+    "loopx.sandbox.seatbelt": 1,
 }
 # Clients of the kernel in layer 5 stay independent of one another.
 SIBLINGS_APART = ("loopx.hosts", "loopx.runner", "loopx.dashboard", "loopx.api")

@@ -65,8 +65,11 @@ def test_kill_9_of_the_runner_ends_the_agent_and_its_children(project, cli, tmp_
     pidfile = tmp_path / "agent.pid"
     (tmp_path / "agent.py").write_text(AGENT)
     cmd = f"{sys.executable} {tmp_path / 'agent.py'} {pidfile}"
+    # unsandboxed: the agent writes its pid outside the project and the pid must be one out here
+    # (test_sandbox.py checks that a sandboxed agent's group ends with its runner too)
     runner = subprocess.Popen([sys.executable, "-m", "loopx", "--agent", "bot", "run", "--once", "--agent-cmd", cmd],
-                              cwd=project, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=project, env=subprocess_env({"LOOPX_SANDBOX": "off"}), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
         _wait_for(pidfile.exists, "the agent to start")
         agent_pid, child_pid = map(int, pidfile.read_text().split())

@@ -16,13 +16,26 @@ from loopx.kernel.storage.store import Store
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="shell agents and git worktrees are POSIX here")
 
 # the scripted agent: writes a file named after its todo, in its own working directory (the worktree)
-AGENT = 'printf "%s\\n" "$LOOPX_TODO_ID" > "work-$LOOPX_TODO_ID.txt"; pwd > "$LOOPX_PROJECT_DIR/.loopx/cache/cwd-$LOOPX_RUN_ID"'
+AGENT = 'printf "%s\\n" "$LOOPX_TODO_ID" > "work-$LOOPX_TODO_ID.txt"; pwd > "$CWD_LOG/cwd-$LOOPX_RUN_ID"'
 
 
 def git(cwd, *args) -> str:
     env = subprocess_env({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
                           "GIT_COMMITTER_EMAIL": "t@t"})
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout
+
+
+CWD_LOG = Path()  # where the agent records its working folder; set for each test by _cwd_log
+
+
+@pytest.fixture(autouse=True)
+def _cwd_log(tmp_path, monkeypatch):
+    """The agent records its folder outside ``.loopx/``: a sandboxed agent cannot write the store."""
+    global CWD_LOG
+    CWD_LOG = tmp_path / "cwd-log"
+    CWD_LOG.mkdir()
+    monkeypatch.setenv("CWD_LOG", str(CWD_LOG))
+    monkeypatch.setenv("LOOPX_SANDBOX_WRITE", str(CWD_LOG))
 
 
 @pytest.fixture
@@ -68,7 +81,7 @@ def test_parallel_3_three_worktrees_three_verified_runs_three_clean_merges(repo,
     assert all(t["verified"] and t["result"] == "completion" for t in turns)
     assert sorted(t["todo_id"] for t in turns) == sorted(_state(repo)["todos"])
     # each run worked in its own worktree on its own branch, and the agents were bot-1..bot-3
-    cwds = {(repo / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip() for t in turns}
+    cwds = {(CWD_LOG / f"cwd-{t['run_id']}").read_text().strip() for t in turns}
     assert len(cwds) == 3 and all(f"/.loopx/worktrees/{t['run_id']}" in " ".join(cwds) for t in turns)
     agents = {rr["agent"] for rr in d["runners"]}
     assert agents <= {"agent:bot-1", "agent:bot-2", "agent:bot-3"} and len(agents) == 3
@@ -120,7 +133,9 @@ def test_conflicting_merge_becomes_a_todo_and_main_stays_clean(repo, cli):
     agent = (AGENT + '; echo agent > README; git -C "$LOOPX_PROJECT_DIR" -c user.name=h -c user.email=h@h commit -q '
              '--allow-empty -m noop; printf "human\\n" > "$LOOPX_PROJECT_DIR/README"; '
              'git -C "$LOOPX_PROJECT_DIR" -c user.name=h -c user.email=h@h commit -qam human')
-    r = run_loopx(["run", "--parallel", "1", "--agent-cmd", agent, "--once", "--json"], cwd=repo, timeout=120)
+    # the "human" commit comes from the agent's shell: outside the sandbox, which forbids it (test_sandbox.py)
+    r = run_loopx(["run", "--parallel", "1", "--agent-cmd", agent, "--once", "--json"], cwd=repo, timeout=120,
+                  env={"LOOPX_SANDBOX": "off"})
     assert r.code == 0, r.out + r.err
     t = r.data["turns"][0]
     assert t["verified"] and t["merge"]["action"] == "conflict"
@@ -150,11 +165,11 @@ def test_failed_run_keeps_its_worktree_and_doctor_lists_it(repo, cli):
 
 def test_status_shows_which_run_is_in_which_worktree(repo, cli):
     _goal(cli, todos=("one",), max_parallel=2)
-    agent = 'touch "$LOOPX_PROJECT_DIR/.loopx/cache/go"; while [ ! -f "$LOOPX_PROJECT_DIR/.loopx/cache/stop" ]; do sleep 0.1; done'
+    agent = 'touch "$CWD_LOG/go"; while [ ! -f "$CWD_LOG/stop" ]; do sleep 0.1; done'
     p = subprocess.Popen([os.sys.executable, "-m", "loopx", "run", "--parallel", "1", "--agent-cmd", agent, "--json"],
                          cwd=repo, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        go = repo / ".loopx" / "cache" / "go"
+        go = CWD_LOG / "go"
         for _ in range(600):
             if go.exists() or p.poll() is not None:
                 break
@@ -166,7 +181,7 @@ def test_status_shows_which_run_is_in_which_worktree(repo, cli):
         assert runs[0]["worktree"]["path"].endswith(f".loopx/worktrees/{runs[0]['id']}")
         assert f"loopx/{runs[0]['id']}" in run_loopx(["status"], cwd=repo).out
     finally:
-        (repo / ".loopx" / "cache" / "stop").touch()
+        (CWD_LOG / "stop").touch()
         p.communicate(timeout=120)
 
 
@@ -209,12 +224,12 @@ def test_bad_max_parallel_and_parallel(project, cli, bad):
 
 def test_two_separate_runners_take_two_slots_and_names(repo, cli):
     _goal(cli, todos=("one", "two"), max_parallel=2)
-    agent = ('touch "$LOOPX_PROJECT_DIR/.loopx/cache/in-$LOOPX_AGENT"; '
-             'while [ ! -f "$LOOPX_PROJECT_DIR/.loopx/cache/stop" ]; do sleep 0.1; done; ' + AGENT)
+    agent = ('touch "$CWD_LOG/in-$LOOPX_AGENT"; '
+             'while [ ! -f "$CWD_LOG/stop" ]; do sleep 0.1; done; ' + AGENT)
     cmd = [os.sys.executable, "-m", "loopx", "run", "--agent-cmd", agent, "--as", "w", "--once", "--json"]
     ps = [subprocess.Popen(cmd, cwd=repo, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
           for _ in range(2)]
-    cache = repo / ".loopx" / "cache"
+    cache = CWD_LOG
     try:
         for _ in range(900):
             if (cache / "in-w-1").exists() and (cache / "in-w-2").exists():
@@ -247,11 +262,11 @@ def test_ctrl_c_stops_every_runner_and_closes_their_runs(repo, cli):
     import signal
 
     _goal(cli, todos=("one", "two"), max_parallel=2)
-    agent = 'touch "$LOOPX_PROJECT_DIR/.loopx/cache/in-$LOOPX_AGENT"; sleep 120 & wait'
+    agent = 'touch "$CWD_LOG/in-$LOOPX_AGENT"; sleep 120 & wait'
     p = subprocess.Popen([os.sys.executable, "-m", "loopx", "run", "--parallel", "2", "--agent-cmd", agent, "--as", "w",
                           "--json"], cwd=repo, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True)
-    cache = repo / ".loopx" / "cache"
+    cache = CWD_LOG
     try:
         for _ in range(900):
             if ((cache / "in-w-1").exists() and (cache / "in-w-2").exists()) or p.poll() is not None:
@@ -308,7 +323,7 @@ def test_a_single_runner_works_in_the_checkout_as_before(repo, cli):
     assert r.code == 0, r.err
     t = r.data["turns"][0]
     assert "worktree" not in t and r.data["agent"] == "agent:shell"
-    assert (repo / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip() == str(repo)
+    assert (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip() == str(repo)
     assert not (repo / ".loopx" / "worktrees").exists() and _branches(repo) == []
 
 
@@ -353,7 +368,7 @@ def test_a_project_in_a_subfolder_of_its_repository(tmp_path, cli, monkeypatch):
     assert len(turns) == 2 and all(t["merge"]["action"] == "merged" for t in turns)
     for t in turns:
         assert (proj / f"work-{t['todo_id']}.txt").exists()
-        cwd = (proj / ".loopx" / "cache" / f"cwd-{t['run_id']}").read_text().strip()
+        cwd = (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip()
         assert cwd.endswith(f"/.loopx/worktrees/{t['run_id']}/services/api")
     assert git(top, "ls-files").split() == sorted(
         ["services/api/README"] + [f"services/api/work-{t['todo_id']}.txt" for t in turns])

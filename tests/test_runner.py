@@ -244,8 +244,10 @@ def test_sigterm_and_sighup_close_the_run_and_stop_the_agent(project, cli, signa
     _goal(cli)
     marker = project / "agent-alive"
     agent = f"sh -c 'echo $$ > {marker}; exec sleep 120'"
+    # unsandboxed: inside the sandbox the agent has its own PID namespace, so its $$ is not a pid out here
     first = subprocess.Popen([sys.executable, "-m", "loopx", "run", "--agent-cmd", agent, "--goal-id", "g1", "--once"],
-                             cwd=project, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             cwd=project, env=subprocess_env({"LOOPX_SANDBOX": "off"}), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     try:
         run_id = _wait_for_open_run(project)
         end = time.monotonic() + 30

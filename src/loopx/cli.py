@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "next": ("next", "claim the next todo, open a run and print the turn packet"),
     "turn": ("turn", "finish a turn (run) with its result"),
     "run": ("run", "drive an agent command through governed turns"),
+    "action": ("action", "protected actions loopx performs after a human approved them (push)"),
+    "sandbox": ("sandbox", "run a host session or command inside loopx's sandbox and broker"),
     "sync": ("sync", "exchange the store with the git remote through refs/loopx/* (never a branch)"),
     "usage": ("usage", "what your Claude Code and Codex subscriptions have left (from local files)"),
     "history": ("history", "the event log, filtered"),
@@ -227,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         _silence_streams(keep=True)
     output.setup_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if env("LOOPX_BROKER"):  # inside a sandbox: the store is reached only through the broker
+        from loopx.sandbox.broker import forward
+
+        return forward(env("LOOPX_BROKER"), argv)
     opts, rest = _split_globals(argv)
     fmt = opts["fmt"] or "text"
     debug = opts["debug"]

@@ -22,7 +22,9 @@ import sys
 # name -> (default or None, meaning). Keep sorted by name.
 VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_AGENT": (None, "act as this agent (same as --agent); unset means a human"),
+    "LOOPX_BROKER": (None, "set by `loopx run` and `loopx sandbox` inside the sandbox: the broker socket loopx commands go through"),
     "LOOPX_DASHBOARD_PORT": (None, "port of the dashboard server (default: a stable per-user port)"),
+    "LOOPX_DASHBOARD_STARTED_BY": (None, "set by loopx for a dashboard spawned from an agent session: it records no decision"),
     "LOOPX_DEBUG": (None, "set to 1 to show tracebacks of internal errors (same as --debug)"),
     "LOOPX_DEMO_DEBUG": (None, "set to 1 to keep the demo's scratch folder and print its agent's output"),
     "LOOPX_FENCE": (None, "set by `loopx run` for the agent: the fence of the run's claim"),
@@ -42,11 +44,18 @@ VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_PROJECT_DIR": (None, "set by `loopx run` for the agent: the project root"),
     "LOOPX_PROMPT_FILE": (None, "set by `loopx run` for the agent: path of the turn packet as text"),
     "LOOPX_RUN_ID": (None, "set by `loopx run` for the agent: the open run; loopx commands default to it"),
+    "LOOPX_SANDBOX": (None, "off: run agents without the kernel sandbox (docs/security.md); unset: the sandbox where the system has one"),
+    "LOOPX_SANDBOXED": (None, "set inside every sandbox loopx starts (an agent marker)"),
+    "LOOPX_SANDBOX_NET": (None, "open: do not filter the sandbox's TCP connections (default: port 443 and LOOPX_SANDBOX_PORTS only)"),
+    "LOOPX_SANDBOX_PORTS": (None, "more TCP ports a sandboxed agent may connect to (comma or space separated)"),
+    "LOOPX_SANDBOX_READ": (None, "more folders a sandboxed agent may read (os.pathsep separated)"),
+    "LOOPX_SANDBOX_WRITE": (None, "more folders a sandboxed agent may write (os.pathsep separated)"),
     "LOOPX_STOP_HOOK_CAP": ("8", "continuations the Stop hook grants per session before letting the agent stop"),
-    "LOOPX_SYNC_REMOTE": (None, "the git remote `loopx sync` uses when --remote is not given (default origin)"),
     "LOOPX_SYNC_EVERY": ("60", "seconds between the automatic syncs should-run and run do for shared goals"),
+    "LOOPX_SYNC_REMOTE": (None, "the git remote `loopx sync` uses when --remote is not given (default origin)"),
     "LOOPX_SYNC_TIMEOUT": ("30", "seconds each git call of `loopx sync` may take before it reports the remote unreachable"),
     "LOOPX_TODO_ID": (None, "set by `loopx run` for the agent: the todo of the turn"),
+    "LOOPX_VERIFY_POLICY": (None, "set by the broker: the sandbox policy file verify commands of a brokered call run under"),
 }
 
 

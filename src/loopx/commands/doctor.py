@@ -22,6 +22,10 @@ def register(sub, name, help_text):
 def doctor(ctx, fix: bool = False) -> Reply:
     from loopx.ops import doctor as ops
 
+    if fix:  # listed as human-only (humans.AGENT_DENIED): repairs may drop records, e.g. a gate's use
+        from loopx.commands.humanonly import require_human
+
+        require_human(ctx, "doctor.fix")
     report = ops.run(ctx.project)
     report["fixed"] = []
     if fix and report["fixable"]:

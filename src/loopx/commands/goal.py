@@ -114,6 +114,8 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
 
     if permission_mode is not None:
         require_human(ctx, "setting a goal's permission mode")
+    if verify is not None:  # a verify command decides what "verified" means: governance
+        require_human(ctx, "goal.verify")
     if shared is not None:
         require_human(ctx, "sharing a goal across machines" if shared else "unsharing a goal")
     store = ctx.store()
@@ -154,6 +156,13 @@ def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
     from loopx.kernel.write import goals, humans
 
     human = humans.channel_or_none(ctx) if status in ("done", "stopped") else None
+    if status == "active":  # resuming what a human stopped is the human's call too
+        from loopx.kernel.read import queries
+
+        store = ctx.store()
+        g = queries.resolve_goal(store.load(), goal_id)
+        if g["status"] == "stopped":
+            human = humans.require_human(ctx, "goal.resume")
     return goals.set_status(ctx.store(), ctx.actor, goal_id, status, note, human=human)
 
 

@@ -46,7 +46,17 @@ def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
 
 
 def _hook(ctx, event, host, goal_id, cap):
+    from loopx.context import agent_markers
     from loopx.hosts import entry
+
+    markers = agent_markers()
+    if markers:  # remember the agent's session: a command it re-parents later is still the agent's
+        from loopx.kernel.storage import agentseen
+
+        try:
+            agentseen.note(markers)
+        except Exception:  # noqa: BLE001 - the hook's answer matters more than the record
+            pass
 
     response, info = entry.dispatch(event, host, sys.stdin, project=ctx.project, agent=ctx.agent,
                                     goal_id=goal_id, cap=entry.parse_cap(cap))

@@ -307,6 +307,13 @@ def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
     if unsafe_host:
         args += ["--unsafe-host", unsafe_host]
     env = dict(os.environ)
+    from loopx.kernel.write.humans import agent_evidence
+
+    who = agent_evidence(None)  # judged here: the detached server no longer has the agent among its parents
+    if who:
+        env["LOOPX_DASHBOARD_STARTED_BY"] = who
+    else:
+        env.pop("LOOPX_DASHBOARD_STARTED_BY", None)
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(loopx.__file__)))
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     kw: dict = {"start_new_session": True} if sys.platform != "win32" else \

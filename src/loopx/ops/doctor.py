@@ -169,6 +169,18 @@ def check_dashboard(t: Target) -> dict:
     return result("dashboard", "ok", f"running at {where} (loopx {ver or __version__})")
 
 
+def check_sandbox(t: Target) -> dict:
+    """Whether ``loopx run`` and ``loopx sandbox`` can confine agents here (loopx.sandbox)."""
+    from loopx import sandbox
+
+    st = sandbox.status()
+    if sandbox.enforced():
+        return result("sandbox", "ok", st["line"].removeprefix("sandbox: "))
+    hint = ("unset LOOPX_SANDBOX" if st["mode"] == "off" else
+            "Linux 5.13+ with Landlock enabled (lsm=landlock), or macOS sandbox-exec; see docs/security.md")
+    return result("sandbox", "warning", st["line"].removeprefix("sandbox: "), hint)
+
+
 def check_clock(t: Target) -> dict:
     from loopx.kernel.storage import clock
     from loopx.kernel.storage.clock import UTC, datetime
@@ -371,7 +383,7 @@ def check_signing(t: Target) -> list[dict]:
     return out
 
 
-INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_config,
+INSTALL_CHECKS = (check_python, check_path, check_install, check_package, check_dashboard, check_sandbox, check_config,
                   check_signing)
 PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location, check_setup)
 

@@ -17,7 +17,10 @@ import subprocess
 
 def _git(cwd: str, *args: str) -> str | None:
     try:
-        p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        from loopx.sandbox.gitpin import env  # an agent's worktree never picks loopx's git dir
+
+        p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
+                           env=env(cwd))
     except (OSError, subprocess.SubprocessError):
         return None
     return p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None

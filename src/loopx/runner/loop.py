@@ -61,6 +61,8 @@ class Driver:
         self.isolate = False      # parallel mode: one git worktree per turn
         self.workdir: str | None = None  # the turn's working directory (its worktree in parallel mode)
         self.base: str | None = None
+        self.sandbox = None       # loopx.sandbox.session.Session, made at the first turn
+        self.run_id: str | None = None
 
     def rename(self, agent: str) -> None:
         self.agent, self.actor = agent, actors.agent(agent)
@@ -72,6 +74,9 @@ class Driver:
             self.locks[goal_id] = lk
 
     def release(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
         for lk in self.locks.values():
             lk.release()
         self.locks.clear()
@@ -91,6 +96,16 @@ class Driver:
                    LOOPX_PACKET_JSON=json_file, LOOPX_PROJECT_DIR=self.store.project_dir,
                    LOOPX_FENCE=str(started.get("fence") or ""))
         return env
+
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, started: dict):
+        """The agent's command and environment inside the sandbox (loopx.sandbox.session)."""
+        if self.sandbox is None:
+            from loopx.sandbox.session import Session
+
+            self.sandbox = Session(self.store, lambda: (self.agent, self.run_id),
+                                   host=self.spec["kind"] if self.spec else None)
+        self.run_id = started["run_id"]
+        return self.sandbox.confine(cmd, shell, env, cwd, (started.get("worktree") or {}).get("branch"))
 
     def mode_for(self, goal_id: str) -> str | None:
         """The permission mode of a turn on ``goal_id``: ``--permission-mode``, else the goal's."""
@@ -158,8 +173,8 @@ class Driver:
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
-            res = process.run_agent(cmd, shell=shell, stdin_text=stdin,
-                                    env=self.env(started, prompt_file, json_file), cwd=cwd,
+            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file), cwd, started)
+            res = process.run_agent(cmd, shell=shell, stdin_text=stdin, env=env, cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
                                     keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
@@ -385,6 +400,11 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
            "dry_run_packet": None}
     limit = 1 if once else max_turns
     checked_goal = False
+    if not dry_run:
+        from loopx.sandbox import status as sandbox_status
+
+        out["sandbox"] = sandbox_status()
+        drv.log(out["sandbox"]["line"])
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
@@ -394,6 +414,11 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 for m in merge.merge_approved(store, drv.actor):
                     out.setdefault("merges", []).append(m)
                     drv.log(f"approved merge: {m['message']}")
+                from loopx.sandbox.actions import perform_approved  # approved pushes: loopx makes them, once
+
+                for a in perform_approved(store, drv.actor):
+                    out.setdefault("actions", []).append(a)
+                    drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
@@ -441,6 +466,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
                 out.update(stopped_because="agent_failed", exit_code=1)
                 break
     finally:
+        if drv.sandbox is not None and "sandbox" in out:
+            out["sandbox"]["refused"] = drv.sandbox.refused()
         drv.release()
     return out
 

@@ -32,7 +32,9 @@ class GitError(Conflict):
 
 def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
     """Run ``git args`` in ``cwd``; text output. Raises GitError on a non-zero exit when ``check``."""
-    env = dict(os.environ)
+    from loopx.sandbox.gitpin import env as pinned  # an agent's worktree never picks loopx's git dir
+
+    env = pinned(cwd)
     env["GIT_TERMINAL_PROMPT"] = "0"
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",

@@ -447,6 +447,13 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str, node: str = 
             "gate_status": status, "reason": reason, "rule": rule}
 
 
+def _another_approval(state: dict, goal_id: str, kind: str, node: str, taken: set) -> dict | None:
+    """A usable approval of ``kind`` for the goal other than the ``taken`` ones, or None."""
+    hits = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind and g["id"] not in taken
+            and gates.usable(g, state, node or None) and verify_gate(g)]
+    return min(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
+
+
 def _unreserved(state: dict, goal_id: str, kind: str, node: str) -> dict | None:
     """The newest single-use approval of ``kind`` that is approved and unused but not reserved for
     an open run of this clone (so the guard does not count it), or None."""
@@ -503,6 +510,15 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                     verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"], node)
                     if verdict:
                         return verdict
+                    if gate["id"] in [u["gate_id"] for u in uses] and not gate.get("standing"):
+                        # one approval authorises one action: the same call doing it again needs another
+                        gate = _another_approval(state, goal["id"], hit["kind"], node, {u["gate_id"] for u in uses})
+                        if gate is None:
+                            return {"allow": False, "kind": hit["kind"], "goal_id": goal["id"], "gate_id": None,
+                                    "gate_status": "used", "rule": hit["rule"],
+                                    "reason": (f"loopx: this call runs the protected action ({hit['kind']}) "
+                                               f"`{hit['command']}` more than once; one approval authorises one "
+                                               "action. Run it once per call, or open a gate for each and stop.")}
                     if gate["id"] not in [u["gate_id"] for u in uses]:
                         uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
                                      "standing": bool(gate.get("standing"))})

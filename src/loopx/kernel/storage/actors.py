@@ -13,7 +13,9 @@ AGENT, HUMAN, LOOPX = "agent:", "human:", "loopx:"
 # Environment markers that agent hosts set inside their sessions and tool calls.
 AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
                      "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CURSOR_AGENT",
-                     "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE")
+                     "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE",
+                     # set by loopx's sandbox and its broker: a process holding them runs for an agent
+                     "LOOPX_BROKER", "LOOPX_SANDBOXED")
 
 
 def agent(name: str) -> str:

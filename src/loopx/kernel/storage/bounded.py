@@ -41,9 +41,10 @@ def _tail(fh, cap: int) -> bytes:
     return fh.read()
 
 
-def run(command: str, *, cwd: str, timeout: float, env: dict | None = None, merge: bool = False,
-        cap: int = OUTPUT_CAP) -> dict:
-    """Run ``command`` through the shell in ``cwd`` (stdin closed) for at most ``timeout`` seconds.
+def run(command: str | list[str], *, cwd: str, timeout: float, env: dict | None = None, merge: bool = False,
+        cap: int = OUTPUT_CAP, shell: bool = True) -> dict:
+    """Run ``command`` through the shell (``shell`` False: ``command`` is an argv, e.g. a sandbox
+    launcher's) in ``cwd`` (stdin closed) for at most ``timeout`` seconds.
     Returns ``{"code": int | None (None when killed at the limit), "timed_out": bool, "stdout": bytes,
     "stderr": bytes}`` (with ``merge`` both streams go to ``stdout`` in the order written; each is
     the last ``cap`` bytes). Raises OSError when the shell cannot be started."""
@@ -51,7 +52,7 @@ def run(command: str, *, cwd: str, timeout: float, env: dict | None = None, merg
     import tempfile
 
     with tempfile.TemporaryFile() as out, (tempfile.TemporaryFile() if not merge else _Same(out)) as err:
-        proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen(command, shell=shell, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT if merge else err,
                                 start_new_session=(os.name == "posix"))
         timed_out = False

@@ -23,9 +23,11 @@ def run_verify(store, actor: str, run: dict, command: str, timeout: float, cwd: 
     cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
     from loopx.kernel.storage import bounded
+    from loopx.sandbox.verify import confine  # the agent's code runs in the turn's sandbox, when there is one
 
+    argv, shell, run_env = confine(command, env)
     try:  # the limit covers the command's process group; a background child cannot hold the turn
-        res = bounded.run(command, cwd=cwd, timeout=timeout, env=env)
+        res = bounded.run(argv, cwd=cwd, timeout=timeout, env=run_env, shell=shell)
         body = res["stdout"] + res["stderr"]
         code, timed_out = (124, True) if res["timed_out"] else (res["code"], False)
     except OSError as exc:

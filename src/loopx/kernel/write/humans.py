@@ -90,7 +90,15 @@ AGENT_DENIED: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
     (("experiment", "continue"), None, "experiment.continue"),  # research experiments (issue 20)
     (("experiment", "promote"), None, "experiment.promote"),
     (("experiment", "baseline"), None, "experiment.baseline"),
+    (("start-goal",), None, "goal.start"),
+    (("goal", "update"), "--verify", "goal.verify"),
+    (("action", "perform"), None, "action.perform"),
 )
+HUMAN_ONLY.setdefault("goal.start", "starting a goal (its scope and verify command)")
+HUMAN_ONLY.setdefault("goal.verify", "changing a goal's verify command")
+HUMAN_ONLY.setdefault("goal.resume", "resuming a stopped goal")
+HUMAN_ONLY.setdefault("action.perform", "performing an approved protected action")
+
 HUMAN_ONLY.setdefault("doctor.fix", "repairing the store")
 HUMAN_ONLY.setdefault("experiment.continue", "answering an experiment's plateau")
 HUMAN_ONLY.setdefault("experiment.promote", "asking to promote an experiment (it runs the holdout)")
@@ -156,6 +164,14 @@ def agent_evidence(ctx=None) -> str | None:
     up = ancestor_markers()
     if up:
         return "a process started from an agent session (" + ", ".join(up) + " set in a parent process)"
+    from loopx.kernel.storage import agentseen  # re-parented (setsid, double fork): the hooks saw the session
+
+    seen = agentseen.live()
+    if seen and agentseen.in_agent_session(seen):
+        return "a process in the session of a running agent (recorded by its hooks)"
+    if seen and agentseen.detached():
+        return ("a process detached from every terminal (setsid or a double fork) while an agent session runs; "
+                "run it from a terminal")
     return None
 
 
@@ -190,9 +206,10 @@ def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     """The channel for the dashboard's decision handler (the server runs as the human, and the
     request carried the CSRF token and the gate's typed code). Raises HumanRequired when the
     server itself was started from an agent session (a marker here or in a parent process)."""
+    from loopx.config import env
     from loopx.kernel.storage import actors
 
-    who = agent_evidence(None)
+    who = env("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
     if who:
         raise HumanRequired(f"this dashboard was started from {who}, so it cannot record a human's decision",
                             "start `loopx dashboard` from your own terminal", code="human_required")

@@ -1,0 +1,129 @@
+"""Agent sessions seen by loopx's hooks, so a process that left the agent's process tree is
+still known to be the agent's (issue 22, item 5).
+
+``setsid -f env -u CLAUDECODE loopx gate approve ...`` from an agent's shell re-parents the
+command to pid 1: walking its parents finds no agent marker. So each hook call made with an
+agent marker records, once per session, ``{"sid", "host", "start", "markers"}`` (the hook's
+session id, the host process: the topmost parent still carrying a marker, and its start time)
+in ``<data folder>/agent-sessions.json``. Then, while such a host process lives:
+
+- ``in_agent_session()``: this process's session id is a recorded agent session's (a double
+  fork that kept the session);
+- ``detached()``: this process and its parents have no controlling terminal and one of them is a
+  session leader that is a shell, ``env``, ``setsid``, ``nohup`` or an interpreter (what
+  ``setsid`` or a daemonising double fork leaves; a person's shell has a terminal). A cron job,
+  a systemd service or ``ssh host cmd`` without ``-t`` looks the same, so they are refused too,
+  but only while an agent session recorded in the same data folder is running.
+
+Linux only (``/proc``); elsewhere nothing is recorded and both are False. Outside a sandbox the
+file is as writable by the agent as anything of the user's: this closes the measured holes, it is
+not a boundary (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+NAME = "agent-sessions.json"
+_LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohup", "timeout", "perl", "node",
+              "ruby", "loopx", "daemon", "daemonize", "start-stop-daemon")
+
+
+def _path() -> str:
+    from loopx.config import data_home
+
+    return os.path.join(data_home(), NAME)
+
+
+def _stat(pid: int) -> dict | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    comm = raw[raw.index(b"(") + 1:raw.rindex(b")")].decode("utf-8", "replace")
+    f = raw[raw.rindex(b")") + 2:].split()
+    return {"pid": pid, "comm": comm, "ppid": int(f[1]), "sid": int(f[3]), "tty": int(f[4]), "start": f[19].decode()}
+
+
+def _has_marker(pid: int, markers) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = b"\0" + fh.read()
+    except OSError:
+        return False
+    return any(b"\0" + m.encode() + b"=" in env for m in markers)
+
+
+def _load() -> dict:
+    try:
+        with open(_path(), encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(e: dict) -> bool:
+    st = _stat(int(e.get("host") or 0)) if str(e.get("host", "")).isdigit() else None
+    return st is not None and st["start"] == e.get("start")
+
+
+def note(markers: list[str]) -> None:
+    """Record this process's agent session (called by the hooks; cheap when already recorded)."""
+    if not markers or not os.path.isdir("/proc/self"):
+        return
+    sid = os.getsid(0)
+    data = _load()
+    if str(sid) in data and _alive(data[str(sid)]):
+        return
+    from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
+
+    host = os.getpid()
+    pid = os.getppid()
+    for _ in range(40):  # the topmost parent still carrying a marker: the host, not its short-lived shell
+        if pid <= 1 or not _has_marker(pid, AGENT_ENV_MARKERS):
+            break
+        host = pid
+        st = _stat(pid)
+        if st is None:
+            break
+        pid = st["ppid"]
+    st = _stat(host)
+    if st is None:
+        return
+    data = {k: v for k, v in data.items() if isinstance(v, dict) and _alive(v)}
+    data[str(sid)] = {"sid": sid, "host": host, "start": st["start"], "markers": list(markers)}
+    try:
+        from loopx.kernel.storage.fs import atomic_write
+
+        os.makedirs(os.path.dirname(_path()), exist_ok=True)
+        atomic_write(_path(), json.dumps(data, sort_keys=True), sync=False)
+    except (OSError, ImportError):
+        pass
+
+
+def live() -> list[dict]:
+    if not os.path.isdir("/proc/self"):
+        return []
+    return [e for e in _load().values() if isinstance(e, dict) and _alive(e)]
+
+
+def in_agent_session(seen: list[dict]) -> bool:
+    return os.getsid(0) in {e.get("sid") for e in seen}
+
+
+def detached() -> bool:
+    pid = os.getpid()
+    for _ in range(64):
+        st = _stat(pid)
+        if st is None or st["tty"] != 0:
+            return False  # a terminal up the tree: a person's shell
+        name = st["comm"].split("/")[-1]
+        if st["sid"] == st["pid"] and (name in _LAUNCHERS or name.startswith(("python", "pypy"))):
+            return True  # a session leader with no terminal: setsid, or a daemonising double fork
+        if st["ppid"] <= 1:
+            return False
+        pid = st["ppid"]
+    return False

@@ -1,0 +1,300 @@
+"""What the sandbox allows, derived from what loopx knows about the turn.
+
+``build(store, cwd, *, host=None, worktree=None, tmpdir, extra_read=(), extra_write=()) -> dict``
+is the policy ``loopx.sandbox.exec`` applies (``loopx.sandbox.landlock.apply``)::
+
+    {"read": [dir], "read_files": [file], "write": [dir], "write_files": [file],
+     "connect": [port] | None, "tmpdir": str, "protected": [path], "denied": [path]}
+
+- writable: ``cwd`` (the project, or the run's worktree) minus every protected path, the private
+  ``tmpdir``, the host's own state folders minus the files loopx installed in them, a linked
+  worktree's own git folder with the object store and the ``refs/heads/loopx/`` namespace (so the
+  agent commits on its run's branch), and ``LOOPX_SANDBOX_WRITE`` (a human's ``os.pathsep`` list);
+- protected (outside every write grant): ``.loopx/``, the project's git folder (config, hooks,
+  refs; all of it for the main checkout), loopx's installed package, every file loopx installs for
+  a host (``loopx.sandbox.hostfiles``) and loopx's data and config folders;
+- readable: system and language folders, ``PATH``, Python's own paths, the project, ``cwd``, the
+  host's state, the user's git configuration files, ``LOOPX_SANDBOX_READ``; never a folder that
+  holds a denied path (``~/.ssh``, git credential stores, loopx's data and config folders with the
+  dashboard secret, signing keys, allowed signers and anchors), so those are unreadable;
+- network (Landlock ABI 4+): TCP connect only to port 443 (model endpoints) and
+  ``LOOPX_SANDBOX_PORTS``; the dashboard's port, ssh and every local service are not reachable.
+  ``LOOPX_SANDBOX_NET=open`` leaves TCP unfiltered.
+
+Landlock grants only, per tree: the launcher makes each protected path inside a writable tree a
+read-only view first (``loopx.sandbox.mounts``), so the whole tree can be granted. Where a mount
+namespace is not allowed, ``fallback`` grants the tree child by child instead: new files cannot
+then be created directly in a folder that holds a protected path (the project root of a main
+checkout, ``.claude/``); editing existing files there still works. Symbolic links are never
+followed into a grant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from loopx.config import env
+
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
+               "/dev", "/run/systemd/resolve", "/run/resolvconf", "/snap", "/nix/store", "/var/lib/dpkg")
+DEV_WRITE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
+DEV_WRITE = ("/dev/pts", "/dev/shm")
+GIT_USER_FILES = (".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes")
+GIT_PROTECTED = ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "refs/loopx", "logs/refs/loopx",
+                 "commondir")
+SECRET_HOME = (".ssh", ".git-credentials", ".config/git/credentials", ".gnupg", ".netrc", ".npmrc", ".pypirc",
+               ".config/gh", ".docker", ".aws", ".kube", ".cargo/credentials", ".cargo/credentials.toml")
+
+
+def _real(p: str) -> str:
+    return os.path.realpath(os.path.abspath(os.path.expanduser(p)))
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def carve(root: str, protected: list[str]) -> tuple[list[str], list[str]]:
+    """``(dirs, files)`` that grant all of ``root`` except the ``protected`` paths (real, absolute)."""
+    root = _real(root)
+    if any(_under(root, p) for p in protected):
+        return [], []
+    if not any(_under(p, root) for p in protected):
+        return ([root], []) if os.path.isdir(root) else ([], [root] if os.path.isfile(root) else [])
+    dirs: list[str] = []
+    files: list[str] = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return [], []
+    for n in names:
+        child = os.path.join(root, n)
+        if os.path.islink(child):
+            continue  # never grant through a link: its target keeps whatever grant it has
+        d, f = carve(child, protected)
+        dirs += d
+        files += f
+    return dirs, files
+
+
+def _git_dirs(cwd: str) -> tuple[str | None, str | None]:
+    """``(git_dir, common_dir)`` of the checkout at ``cwd`` (read from files: no git call)."""
+    from loopx.kernel.storage.fs import git_dir
+
+    g = git_dir(cwd)
+    if g is None:
+        return None, None
+    if os.path.isfile(g):
+        try:
+            with open(g, encoding="utf-8") as fh:
+                line = fh.read().strip()
+        except OSError:
+            return None, None
+        if not line.startswith("gitdir:"):
+            return None, None
+        gd = line[7:].strip()
+        gd = gd if os.path.isabs(gd) else os.path.join(os.path.dirname(g), gd)
+        try:
+            with open(os.path.join(gd, "commondir"), encoding="utf-8") as fh:
+                cd = fh.read().strip()
+            cd = cd if os.path.isabs(cd) else os.path.join(gd, cd)
+        except OSError:
+            cd = gd
+        return _real(gd), _real(cd)
+    return _real(g), _real(g)
+
+
+def loopx_package() -> str:
+    import loopx
+
+    return _real(os.path.dirname(loopx.__file__))
+
+
+def denied_paths(home: str) -> list[str]:
+    from loopx import config
+
+    out = [_real(os.path.join(home, p)) for p in SECRET_HOME]
+    out += [_real(config.data_home()), _real(os.path.dirname(config.config_path()))]
+    return out
+
+
+def first_word(cmd, shell: bool, cwd: str) -> str | None:
+    """The program a command line starts (``~`` expanded, resolved on PATH or against ``cwd``)."""
+    import shlex
+    import shutil
+
+    try:
+        word = (shlex.split(cmd) if shell else list(cmd))[0]
+    except (ValueError, IndexError):
+        return None
+    word = os.path.expanduser(word)
+    if os.sep in word:
+        p = word if os.path.isabs(word) else os.path.join(cwd, word)
+        return p if os.path.isfile(p) else None
+    return shutil.which(word)
+
+
+def named_files(cmd, shell: bool, cwd: str) -> list[str]:
+    """The existing files a command line names (``python agent.py``: the script), ``~`` expanded."""
+    import shlex
+
+    try:
+        words = shlex.split(cmd) if shell else list(cmd)
+    except ValueError:
+        return []
+    out = []
+    for w in words[:64]:
+        w = os.path.expanduser(w.split("=", 1)[1] if w.startswith("--") and "=" in w else w)
+        if not w or w.startswith("-"):
+            continue
+        p = w if os.path.isabs(w) else os.path.join(cwd, w)
+        if os.path.isfile(p):
+            out.append(p)
+    return out
+
+
+def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
+    """``(files, dirs)`` to read so ``exe`` can run: the file itself, and for a program installed
+    under a folder (a host's own install, a node package) the folder its real file lives in."""
+    if not exe:
+        return [], []
+    real = _real(exe)
+    files = [p for p in {_real(os.path.abspath(exe)), real} if os.path.isfile(p)]
+    parts = real.split(os.sep)
+    dirs = []
+    if "node_modules" in parts:
+        i = parts.index("node_modules") + 1
+        i += 1 if i < len(parts) and parts[i].startswith("@") else 0
+        dirs.append(os.sep.join(parts[:i + 1]))
+    elif os.path.dirname(real) not in ("/usr/bin", "/bin", "/usr/local/bin"):
+        home = _real(os.path.expanduser("~"))
+        d = os.path.dirname(real)
+        if d != home and not d.endswith(os.sep + "bin"):
+            dirs.append(d)  # a versioned install folder (e.g. ~/.local/share/<host>/versions/x)
+    return files, dirs
+
+
+def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
+          worktree_branch: str | None = None, extra_read_files=()) -> dict:
+    from loopx.sandbox import hostfiles
+
+    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
+    project = _real(store.project_dir) if store is not None else _real(cwd)
+    cwd = _real(cwd)
+    denied = denied_paths(home)
+    protected = list(denied)
+    if store is not None:
+        protected.append(_real(store.root))
+    main_git, _ = _git_dirs(project)
+    wt_git, common = _git_dirs(cwd)
+    in_main = bool(wt_git and wt_git == common)
+    wt_git_dir = wt_git or ""
+    for g in (main_git, common):
+        if g and not (in_main and g == wt_git):
+            protected.append(g)
+    if in_main:
+        # the main checkout commits through its own .git: all of it is writable but what makes git
+        # run commands or read settings (config, hooks, info, submodules' and worktrees' folders)
+        # and loopx's own refs; loopx's git calls name the folders (gitpin), so a planted
+        # ``commondir`` is never followed
+        protected += [os.path.join(wt_git_dir, p) for p in GIT_PROTECTED]
+    protected.append(loopx_package())
+    protected += [_real(p) for p in hostfiles.owned(project, home)]
+    protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
+
+    write: list[str] = []        # Landlock grants when protected paths are read-only views (mounts)
+    carved: list[str] = []       # ... and when they cannot be: each tree granted child by child
+    carved_files: list[str] = []
+    roots: list[str] = []
+    git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
+    for root in [cwd, *git_root, tmpdir, *hostfiles.state_dirs(host, home),
+                 *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
+        if root and os.path.exists(root) and not os.path.islink(root):
+            root = _real(root)
+            # a grant never reaches above its root, so a protected folder that holds the root (the
+            # run's worktree under .loopx/worktrees/) does not take it away
+            above = [p for p in protected if not _under(root, p)]
+            if any(_under(root, p) for p in protected if p in denied):
+                continue
+            got_dirs, got_files = carve(root, above)
+            carved += got_dirs
+            carved_files += got_files
+            roots.append(root)
+    reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
+    if wt_git and common and wt_git != common and worktree_branch:
+        # a linked worktree commits through its own git folder, the object store and its branch's ref
+        heads = os.path.join(common, "refs", "heads", *worktree_branch.split("/")[:-1])
+        logs = os.path.join(common, "logs", "refs", "heads", *worktree_branch.split("/")[:-1])
+        for folder in (heads, logs):
+            os.makedirs(folder, exist_ok=True)
+        reopen += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
+    write = roots + reopen
+    carved += reopen
+    write_files: list[str] = []
+
+    read: list[str] = []
+    read_files: list[str] = []
+    cands = list(SYSTEM_READ) + [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package())]
+    cands += [p for p in sys.path if p]
+    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    cands += path_dirs
+    # a tool installed in the home folder keeps its programs beside its bin/ or shims/ folder
+    # (~/.pyenv, ~/.nvm, ~/.local); never a folder holding a secret (checked below)
+    for p in path_dirs:
+        up = os.path.dirname(_real(p))
+        if os.path.basename(_real(p)) in ("bin", "shims") and up not in ("/", "/usr", "/usr/local", "/opt", home) \
+                and not any(os.path.lexists(os.path.join(up, x)) for x in SECRET_HOME):
+            cands.append(up)  # not a home folder: none of the secrets a home folder holds is in it
+    cands += [project, cwd, *hostfiles.state_dirs(host, home)]
+    cands += [p for p in (env("LOOPX_SANDBOX_READ") or "").split(os.pathsep) if p] + list(extra_read)
+    for c in cands:
+        r = _real(c)
+        if not os.path.isdir(r) or r == "/" or r == home or any(_under(x, r) for x in denied):
+            continue  # a folder that would make a secret readable is never granted
+        if r not in read:
+            read.append(r)
+    for name in GIT_USER_FILES:
+        user_file = _real(os.path.join(home, name))
+        if os.path.isfile(user_file):
+            read_files.append(user_file)
+    for named in extra_read_files:
+        if os.path.isfile(named) and not any(_under(named, x) for x in denied):
+            read_files.append(_real(named))
+    write_files += [dev for dev in DEV_WRITE_FILES if os.path.exists(dev)]
+    devs = [dev for dev in DEV_WRITE if os.path.isdir(dev)]
+    write += devs
+    carved += devs
+
+    net_mode = (env("LOOPX_SANDBOX_NET") or "").strip().lower()
+    ports = [443] + [int(p) for p in (env("LOOPX_SANDBOX_PORTS") or "").replace(",", " ").split()
+                     if p.isdigit()]
+    ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots)]
+    secret_inside = any(p in denied for p in ro)  # a read-only view would still show it: carve instead
+    return {"read": read, "read_files": read_files, "write": [] if secret_inside else write,
+            "write_files": write_files, "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside},
+            "fallback": {"write": carved, "write_files": write_files + carved_files},
+            "connect": None if net_mode == "open" else sorted(set(ports)), "tmpdir": tmpdir,
+            "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
+
+
+
+def holdout(code_dir: str, data_dirs, scratch: str) -> dict:
+    """The policy of an experiment's holdout run: the code (``code_dir``) and the holdout data
+    (``data_dirs``) readable, no network at all (``connect=[]``), writes only in ``scratch``
+    (also its ``TMPDIR``). Nothing of the project's store, git folder or secrets is reachable."""
+    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
+    denied = denied_paths(home)
+    read = []
+    for c in [*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package()),
+              code_dir, *data_dirs, *[p for p in sys.path if p]]:
+        r = _real(c)
+        if os.path.isdir(r) and r not in ("/", home) and not any(_under(x, r) for x in denied) and r not in read:
+            read.append(r)
+    scratch = _real(scratch)
+    files = [f for f in DEV_WRITE_FILES if os.path.exists(f)]
+    return {"read": read, "read_files": [], "write": [scratch], "write_files": files, "connect": [],
+            "tmpdir": scratch, "mount": {"roots": [scratch], "ro": [], "rw": []},
+            "fallback": {"write": [scratch], "write_files": files}, "scope_signals": True}
+
+from loopx.sandbox.envscrub import SCRUB, scrub_env  # noqa: E402,F401 - kept here for callers

@@ -1,0 +1,105 @@
+"""One sandbox session of a ``loopx run`` (or ``loopx sandbox``): a private folder outside the
+project (``TMPDIR`` and the broker's socket), the broker, and the policy for each working folder.
+
+``Session(store, identity, host=None)``; ``confine(cmd, shell, env, cwd, branch=None) ->
+(argv, env)``: the agent's command line wrapped in the sandbox and its environment (credentials
+removed, ``TMPDIR`` private, ``LOOPX_BROKER`` set). ``policy_for(cwd, branch)`` builds (and
+caches) the policy; verify commands this process runs use the last one (``loopx.sandbox.activate``).
+``close()`` stops the broker and removes the private folder. Without an enforcing sandbox
+(``loopx.sandbox.enforced()`` false) ``confine`` returns the command unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+from loopx import sandbox
+from loopx.sandbox import profile
+
+
+class Session:
+    def __init__(self, store, identity, host: str | None = None) -> None:
+        self.store, self.host = store, host
+        self.on = sandbox.enforced()
+        self.root = tempfile.mkdtemp(prefix="loopx-sbx-")
+        self.tmp = os.path.join(self.root, "tmp")
+        os.mkdir(self.tmp, 0o700)
+        self.verify_file = os.path.join(self.root, "verify-policy.json")
+        self.broker = None
+        self._git_saved = None
+        if self.on and store is not None:
+            from loopx.sandbox import gitpin
+
+            self._git_saved = gitpin.pin_process(store.project_dir)
+            from loopx.sandbox.broker import Broker
+
+            self.broker = Broker(store, identity, self.root, self.verify_file, before=self.clean_git).start()
+        self._policies: dict = {}
+
+    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=()) -> dict:
+        key = (os.path.realpath(cwd), branch, exe, tuple(named))
+        if key not in self._policies:
+            files, dirs = profile.program_reads(exe)
+            for f in named:  # a script the command line names, and the folder it imports from
+                more_files, more_dirs = profile.program_reads(f)
+                files, dirs = files + more_files, dirs + more_dirs
+            self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
+                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files)
+        pol = self._policies[key]
+        with open(self.verify_file, "w", encoding="utf-8") as fh:
+            json.dump(pol, fh)
+        sandbox.activate(pol)
+        return pol
+
+    def env(self, env: dict) -> dict:
+        out = profile.scrub_env(env)
+        if self.on:
+            out["TMPDIR"] = self.tmp
+            out[sandbox.INSIDE_ENV] = "1"
+            if self.broker is not None:
+                out[sandbox.BROKER_ENV] = self.broker.path
+        return out
+
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None):
+        if not self.on:
+            return cmd, shell, env
+        self.clean_git()
+        argv = sandbox.shell_argv(cmd) if shell else list(cmd)
+        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd))
+        return sandbox.wrap(argv, pol), False, self.env(env)
+
+    def clean_git(self) -> None:
+        """Remove what an agent could plant in the main checkout's writable ``.git`` to steer git
+        calls made outside the sandbox: a ``commondir`` file (a main repository never has one).
+        loopx's own calls are pinned anyway (``gitpin``); this protects the user's own git."""
+        from loopx.sandbox.gitpin import main_dirs
+
+        if self.store is None:
+            return
+        dirs = main_dirs(self.store.project_dir)
+        planted = os.path.join(dirs[0], "commondir") if dirs else None
+        if planted and os.path.lexists(planted):
+            try:
+                os.remove(planted)
+            except OSError:
+                return
+            if self.broker is not None:
+                self.broker.refused.append({"argv": ["(file)", planted], "why": "a planted .git/commondir was removed"})
+
+    def refused(self) -> list[dict]:
+        return list(self.broker.refused) if self.broker is not None else []
+
+    def close(self) -> None:
+        self.clean_git()
+        if self.broker is not None:
+            self.broker.close()
+        if self._git_saved is not None:
+            from loopx.sandbox import gitpin
+
+            gitpin.unpin(self._git_saved)
+            self._git_saved = None
+        sandbox.activate(None)
+        shutil.rmtree(self.root, ignore_errors=True)
