@@ -39,6 +39,9 @@ AGENT_COMMANDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("goal", "list"), ()), (("goal", "show"), ()), (("scope", "show"), ()), (("scope", "check"), ()),
     (("agent", "list"), ()), (("agent", "register"), ()), (("handoff",), ()), (("usage",), ("set",)),
     (("action", "push"), ()), (("action", "list"), ()), (("doctor",), ("--fix",)),
+    # research experiments: the agent states its hypothesis and reads the trials (apply, baseline,
+    # continue and promote stay a human's)
+    (("trial", "hypothesis"), ()), (("trial", "list"), ()), (("trial", "show"), ()), (("experiment", "show"), ()),
 )
 _VALUE_GLOBALS = ("--format",)
 

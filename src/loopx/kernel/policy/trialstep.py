@@ -100,7 +100,9 @@ def tail(text: str) -> str:
 
 # ------------------------------------------------------------------ git
 def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    from loopx.sandbox.gitpin import env as pinned  # the folder's own git dirs, never an agent-planted one
+
+    env = dict(pinned(cwd), GIT_TERMINAL_PROMPT="0")
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
                               errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
