@@ -128,8 +128,11 @@ def _lines(project: Path) -> tuple[int, int]:
                  for f in ("events.jsonl", "evidence.jsonl"))
 
 
-def test_a_protected_goal_with_nothing_left_waits_for_a_human_stably(project, cli, tmp_path):
+def test_a_protected_goal_with_nothing_left_waits_for_a_human_stably(project, cli, tmp_path, monkeypatch):
     count = tmp_path / "verify-runs"
+    # the goal's verify runs in the turn's sandbox (issue 22), which grants writes in the project
+    # only: the counting file outside it is granted explicitly
+    monkeypatch.setenv("LOOPX_SANDBOX_WRITE", str(tmp_path))
     assert cli("start-goal", "--goal-text", "Ship", "--goal-id", "g1", "--protect", "merge",
                "--verify", f"echo ran >> {count}", "--todo", "only", "--todo-verify", "test -f done.txt").code == 0
     r, d = _run(project, "--agent-cmd", "touch done.txt")

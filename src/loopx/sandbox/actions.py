@@ -134,7 +134,9 @@ def perform_approved(store, actor: str) -> list[dict]:
     from loopx.kernel.write import gates
 
     done = []
-    for g in list(store.load()["gates"].values()):
+    # between every two turns: the live view, which keeps the usable approvals of each kind
+    # (fold.APPROVALS_KEPT per goal and kind, the rest counted in approvals_left)
+    for g in list(store.load(view="live")["gates"].values()):
         if pending_action(g) and gates.usable(g) and not g.get("standing"):
             try:
                 done.append(perform(store, actor, g["id"]))

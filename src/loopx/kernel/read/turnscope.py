@@ -28,17 +28,20 @@ def _git(cwd: str, *args: str) -> str | None:
     ``os.posix_spawnp`` where there is one (``next`` opens a run on the hot path: no ``subprocess``
     import), else through ``subprocess``."""
     from loopx.kernel.storage import spawn
+    from loopx.sandbox.gitpin import env as pinned  # the folder's own git dirs (a run's worktree: its own),
 
+    # whatever GIT_DIR a sandboxed run pinned for the process
+    env = pinned(cwd)
     argv = ["git", "-C", cwd, "--no-optional-locks", *args]
     try:
-        got = spawn.output(argv, GIT_TIMEOUT)
+        got = spawn.output(argv, GIT_TIMEOUT, env)
     except OSError:
         return None
     if got is None:
         import subprocess
 
         try:
-            p = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+            p = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL, env=env)
         except (OSError, subprocess.SubprocessError):
             return None
         got = (p.returncode, p.stdout)
@@ -53,7 +56,7 @@ def _head_and_top(project_dir: str) -> tuple[str | None, str] | None:
     dot_git = fingerprint._git_dir(project_dir)
     if dot_git is None:
         return None
-    known = gitrefs.read(dot_git)
+    known = None if os.environ.get("GIT_DIR") else gitrefs.read(dot_git)  # pinned: ask git (with _git's env)
     if known is not None:
         return (known[0].decode("ascii") or None), known[2]
     top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()

@@ -14,9 +14,10 @@ import os
 KILL = 9  # SIGKILL on every platform that has posix_spawn
 
 
-def output(argv: list[str], timeout: float) -> tuple[int, bytes] | None:
+def output(argv: list[str], timeout: float, env: dict | None = None) -> tuple[int, bytes] | None:
     """``(exit code, stdout)`` of ``argv`` (found on PATH; stdin and stderr are ``/dev/null``), or
-    None where ``os.posix_spawnp`` is not available. Raises OSError when the program cannot be
+    None where ``os.posix_spawnp`` is not available. ``env``: the program's environment (default
+    this process's). Raises OSError when the program cannot be
     started (FileNotFoundError: not installed) and TimeoutError (an OSError) after ``timeout``
     seconds, the program then killed."""
     spawn = getattr(os, "posix_spawnp", None)
@@ -30,7 +31,7 @@ def output(argv: list[str], timeout: float) -> tuple[int, bytes] | None:
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, wr, 1),
                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_CLOSE, rd),
                    (os.POSIX_SPAWN_CLOSE, wr)]
-        pid = spawn(argv[0], argv, os.environ, file_actions=actions)
+        pid = spawn(argv[0], argv, os.environ if env is None else env, file_actions=actions)
     except BaseException:
         os.close(rd)
         os.close(wr)
