@@ -106,6 +106,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.csrf = secrets.token_urlsafe(32)
         self.instance = secrets.token_hex(8)
         self._redeemed: dict[str, int] = {}
+        self._etag_memo: tuple | None = None  # (the data last tagged, its ETag): Handler's cache
         self.build = build_id()
         self.started = time.time()
         self.log = log
@@ -128,7 +129,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        host = self.server_address[0]
+        host = str(self.server_address[0])  # an IPv4 or IPv6 address string (typeshed allows bytes)
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
 
     @property
@@ -422,7 +423,7 @@ class Handler(BaseHTTPRequestHandler):
         """A strong tag of the overview without its ``generated_at`` (which changes every second),
         computed once per distinct overview object (the API reuses it while nothing changed)."""
         srv = self.server
-        memo = getattr(srv, "_etag_memo", None)
+        memo = srv._etag_memo
         if memo is not None and memo[0] is data:
             return memo[1]
         body = json.dumps({**data, "generated_at": None}, sort_keys=True, ensure_ascii=True, default=str).encode()

@@ -310,7 +310,7 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
     names = {r[len(FETCHED):] for r in others}
     got = synclog.new_lines(store, cache.get("push"))
     full = got is None
-    lines, pos = synclog.all_lines(store) if full else got
+    lines, pos = synclog.all_lines(store) if got is None else got
     mine = NODES + node
     remote_head = refs.get(FETCHED + node)
     skip: set = set()

@@ -103,7 +103,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     if resumed is not None:
         return resumed
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor)
-    out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
+    out: dict = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
            "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
     if d["decision"] != "run":
         return out
@@ -280,7 +280,7 @@ def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, st
     if not t or t["status"] in ("done", "archived"):
         return {}, t["status"] if t else None
     c = t.get("claim")
-    mine = bool(c) and c["holder"] == run["agent"]
+    mine = c is not None and bool(c) and c["holder"] == run["agent"]
     if result == "completion" and backed:
         drafts.append(Draft("todo.completed", t["goal"], {"todo_id": t["id"], "evidence": evs,
                                                           "note": f"completed by run {run['id']}"}))

@@ -34,9 +34,9 @@ def _holder_check(todo: dict, actor: str, now_iso: str, fence: int | None) -> No
     if fence is not None:
         if not claim or claim["fence"] != fence:
             cur = f"current holder {claim['holder']} (fence {claim['fence']})" if claim else "no current claim"
-            mine = bool(claim) and claim["holder"] == actor
+            mine = claim is not None and bool(claim) and claim["holder"] == actor
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
-                           f"your current claim has fence {claim['fence']}; pass that" if mine
+                           f"your current claim has fence {claim['fence']}; pass that" if mine and claim
                            else "your lease was taken over; run `loopx next` for new work", code="stale_fence")
         if claim["holder"] != actor:
             raise Conflict(f"fence {fence} belongs to {claim['holder']}, not {actor}", None, code="stale_fence")
