@@ -1,10 +1,12 @@
 """What the suite holds to under ``CI=true`` (a pytest plugin, loaded by conftest.py).
 
-- A test that skips because a tool .ci/run installs is missing (Chromium and playwright, OpenSSH's
-  ``ssh-keygen``, ``flock``, Node, hatchling, git, loopx's own console script) fails instead: a
-  green CI with the browser or the signing tests skipped would say they passed when they never
-  ran. A skip for the platform (``os.name``, ``/proc``) stays a skip, and so does one for the real
-  host CLIs (gemini, pi, opencode), which CI does not install.
+- On Linux (where .ci/run and the workflow's Linux leg install the tools), a test that skips
+  because a tool is missing (Chromium and playwright, OpenSSH's ``ssh-keygen``, ``flock``, Node,
+  hatchling, git, loopx's own console script) fails instead: a green CI with the browser or the
+  signing tests skipped would say they passed when they never ran. A skip for the platform
+  (``os.name``, ``/proc``) stays a skip, and so does one for the real host CLIs (gemini, pi,
+  opencode), which CI does not install, and every skip on the macOS and Windows legs, which have
+  no Chromium or flock.
 - The random order's seed (pytest-randomly) is printed at the end of every run, quiet or not, so a
   failure that depends on the order can be run again: ``pytest -p randomly --randomly-seed=N``.
 """
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -21,7 +24,8 @@ REQUIRED_IN_CI = ("playwright", "Chromium", "ssh-keygen", "flock", "Node >= 23",
 
 
 def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+    """CI=true on Linux: the machines whose CI installs every tool the suite needs."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes") and sys.platform.startswith("linux")
 
 
 def required_tool(reason: str) -> str | None:
