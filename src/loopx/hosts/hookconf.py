@@ -211,9 +211,9 @@ def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
     else:
         if not hooks:
             del data["hooks"]
-        original = _original(path) if want is None else None
-        if original is not None and _same_json(original, data):
-            files.write_text(path, original)  # the user's own bytes, formatting and all
+        users_own = _original(path) if want is None else None
+        if users_own is not None and _same_json(users_own, data):
+            files.write_text(path, users_own)  # the user's own bytes, formatting and all
         else:
             files.write_text(path, json.dumps(data, indent=2) + "\n")
     _remember(path, created, want is not None, original if before == "missing" and not created else None)
