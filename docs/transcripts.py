@@ -8,7 +8,9 @@ of any other language whose first comment line names a file (``# prices.py``, or
 the transcripts after it run, so the files a document shows are the files its commands see. All transcripts of one file run in order in
 one scratch git repository (``/home/alice/shop`` in the text) with a fixed clock (``LOOPX_NOW``),
 deterministic ids (``LOOPX_ID_SEED``), an isolated ``LOOPX_HOME``, no agent markers and no colour,
-so their output is stable and is compared line for line.
+so their output is stable and is compared line for line. What no fixed clock can hold, a duration
+the machine measured (a turn's ``-> ... in 2s,``, unittest's ``Ran 1 test in 0.003s``), is masked
+before the comparison (``MEASURED``): a loaded machine takes longer, and that is not a wrong doc.
 
     python docs/transcripts.py          # rerun every transcript and rewrite the outputs in place
     python docs/transcripts.py --check  # exit 1 naming the first difference (tests/test_docs.py)
@@ -31,12 +33,24 @@ FAKE_PROJECT, FAKE_HOME = "/home/alice/shop", "/home/alice"
 BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
 ANY_BLOCK = re.compile(r"^```([a-z]*)\n(.*?)^```\n", re.M | re.S)
 FILE_LINE = re.compile(r"^# (~?[\w./-]+\.(?:py|sh|txt|toml|json|md))(?::.*)?$")
+# Durations measured on the wall clock (a turn's run time, unittest's own timing): masked in --check,
+# and kept as the doc has them when only they differ.
+MEASURED = (re.compile(r"^(  -> .*? in )(-?\d+[smhd][\dmh]*)(, )", re.M),
+            re.compile(r"^(Ran \d+ tests? in )(\d+\.\d+s)$", re.M))
 MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED",
            "CODEX_THREAD_ID", "CURSOR_AGENT", "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE", "LOOPX_RUN_ID")
 
 
 def files() -> list[Path]:
     return [REPO / "README.md", *sorted(HERE.glob("*.md"))]
+
+
+def masked(text: str) -> str:
+    """``text`` with every measured duration (``MEASURED``) replaced by ``<duration>``."""
+    for pattern in MEASURED:
+        text = pattern.sub(lambda m: m.group(1) + "<duration>" + m.group(3) if m.lastindex == 3
+                           else m.group(1) + "<duration>", text)
+    return text
 
 
 def parse(block: str) -> list[tuple[str, list[str]]]:
@@ -151,11 +165,11 @@ def main(argv: list[str]) -> int:
     status = 0
     for path in chosen:
         old, new = process(path)
-        if old == new:
+        if masked(old) == masked(new):
             continue
         if check:
             rel = os.path.relpath(path, REPO)
-            for n, (a, b) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False), 1):
+            for n, (a, b) in enumerate(zip(masked(old).splitlines(), masked(new).splitlines(), strict=False), 1):
                 if a != b:
                     print(f"{rel}:{n}: the transcript says\n    {a}\nbut loopx now prints\n    {b}")
                     break

@@ -16,6 +16,9 @@ from loopx.cli import main
 from loopx.context import AGENT_ENV_MARKERS
 from loopx.kernel.storage.actors import human_name
 
+# CI=true: a skip for a missing tool is a failure; the random order's seed is printed (tests/ci_rules.py)
+pytest_plugins = ["ci_rules"]
+
 REPO = Path(__file__).resolve().parents[1]
 HUMAN = f"human:{human_name()}"  # the actor of a human's command: the OS account, never $USER
 

@@ -136,6 +136,41 @@ def test_each_node_has_one_chain_across_both_streams_of_the_merged_log(merged):
     assert chain.verify(store)["broken"] is None
 
 
+def _chains(clone: Path) -> dict[str, list[tuple]]:
+    """Each node's records of both streams, ordered by clock: (hlc, prev, hash of its line)."""
+    store = Store(str(clone / ".loopx"))
+    per_node: dict[str, list] = {}
+    for stream in ("events", "evidence"):
+        for body in store.iter_lines(stream):
+            rec = decode(body)
+            per_node.setdefault(rec["node"], []).append((rec["hlc"], rec["prev"], chain.line_hash(body)))
+    return {node: sorted(recs) for node, recs in per_node.items()}
+
+
+def test_a_node_writing_after_it_holds_another_nodes_records_links_to_its_own(merged, capsys):
+    """Each record's prev is the newest record of the node that writes it, never the newest of the
+    log: a and b keep writing, alternately, once each holds the other's records."""
+    a, b, na, nb = merged
+    for rnd in range(3):
+        for clone in (a, b):
+            lx(clone, "todo", "add", f"{clone.name} after merge {rnd}", "--goal-id", "g1")
+            lx(clone, "evidence", "add", "--goal-id", "g1", "--kind", "note", "--summary", f"{clone.name} {rnd}")
+            git(clone, "commit", "-qam", f"{clone.name} round {rnd}")
+            assert git(clone, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False).returncode == 0
+            git(clone, "push", "-q", "origin", "main")
+    assert git(a, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main", check=False).returncode == 0
+    for clone in (a, b):
+        chains = _chains(clone)
+        assert set(chains) == {na, nb}
+        for node, recs in chains.items():
+            assert len(recs) >= 5 + 5 + 6, node  # the fixture's and this test's writes of the node
+            assert recs[0][1] is None, node  # the node's first record starts its chain
+            for n, (p, r) in enumerate(zip(recs, recs[1:], strict=False), 1):
+                assert r[1] == p[2], f"record {n} of node {node} does not link to the node's record before it"
+        assert chain.verify(Store(str(clone / ".loopx")))["broken"] is None
+        assert chain_check(clone, capsys)["status"] == "ok"
+
+
 @pytest.mark.parametrize("damage", ["dropped", "edited", "forged", "reordered"])
 def test_damage_to_one_nodes_records_in_a_merged_log_is_reported_with_node_and_seq(merged, capsys, damage):
     a, _b, na, nb = merged

@@ -200,6 +200,35 @@ def test_budget_fourth_verified_run_is_refused(store, clk, cli):
     assert cli("quota", "spend-slot", "--run", t4["run_id"], json=True).code == 0
 
 
+def test_a_spent_slot_budget_holds_back_every_way_to_start_work(store, clk, cli):
+    """slots=2: with one slot spent should-run still says run; with both spent, todos still open,
+    should-run (for the goal and for all goals) says wait budget_exhausted with exit 1 and next
+    starts nothing, until the first spend leaves the window."""
+    start(store, clk, todos_=("a", "b", "c", "d"), slots=2, window="6h")
+    t1, _ = work_turn(store, clk, "progress", verify=True, spend=True)
+    first = store.load()["spends"]["g1"][0][0]
+    code, doc = should(cli, "--goal-id", "g1")
+    assert (code, doc["data"]["decision"], doc["data"]["budget"]["left"]) == (0, "run", 1)
+    work_turn(store, clk, "progress", verify=True, spend=True)
+    assert queries_open(store) >= 2  # work is left
+    for args in (("--goal-id", "g1"), ()):
+        code, doc = should(cli, *args)
+        d = doc["data"]
+        assert (code, d["decision"], d["reason"], d["todo_id"]) == (1, "wait", "budget_exhausted", None), args
+        assert d["budget"]["spent"] == 2 and d["budget"]["left"] == 0
+        assert d["next_check_at"] == clock.iso(clock.parse_ts(first) + timedelta(hours=6))
+    r = cli("--agent", "bot", "next", "--goal-id", "g1", json=True)
+    assert r.code == 1 and r.data["started"] is False and r.data["decision"]["reason"] == "budget_exhausted"
+    assert not [x for x in store.load()["runs"].values() if x["finished"] is None]  # no run was opened
+    clk.set(clock.parse_ts(first) + timedelta(hours=6))
+    code, doc = should(cli, "--goal-id", "g1")
+    assert (code, doc["data"]["decision"], doc["data"]["budget"]["left"]) == (0, "run", 1)
+
+
+def queries_open(store) -> int:
+    return sum(t["status"] == "open" for t in store.load()["todos"].values())
+
+
 def test_spend_needs_verification_and_charges_once(store, clk, cli):
     start(store, clk)
     t, fin = work_turn(store, clk, "progress")

@@ -43,6 +43,22 @@ def test_the_transcript_checker_catches_a_wrong_output(tmp_path):
     assert proc.returncode == 1 and "loopx now prints" in proc.stdout
 
 
+def test_the_transcript_checker_masks_only_measured_durations(tmp_path):
+    """A loaded machine takes longer: a turn's measured run time and unittest's timing may differ
+    from the doc's, anything else on those lines may not."""
+    doc = tmp_path / "x.md"
+    run = "$ printf '  -> completion, verified, 1 slot spent in 7s, usage unknown\\nRan 2 tests in 1.250s\\n'\n"
+    doc.write_text("```console\n" + run + "  -> completion, verified, 1 slot spent in 0s, usage unknown\n"
+                   "Ran 2 tests in 0.000s\n[exit 0]\n```\n", encoding="utf-8")
+    check = [sys.executable, str(REPO / "docs" / "transcripts.py"), "--check", str(doc)]
+    proc = subprocess.run(check, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc.write_text("```console\n" + run + "  -> completion, not verified, 1 slot spent in 0s, usage unknown\n"
+                   "Ran 2 tests in 0.000s\n[exit 0]\n```\n", encoding="utf-8")
+    proc = subprocess.run(check, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "not verified" in proc.stdout
+
+
 def test_links_into_architecture_md_name_sections_that_exist():
     import re
 

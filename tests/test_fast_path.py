@@ -101,4 +101,42 @@ def test_full_exit_zero_means_off(monkeypatch):
     monkeypatch.setattr("sys.getprofile", lambda: None)
     monkeypatch.setattr("atexit._ncallbacks", lambda: 0)
     monkeypatch.setitem(__import__("sys").modules, "threading", None)
+    monkeypatch.setattr("sys.monitoring", None, raising=False)
     assert cli._nothing_at_exit() is True
+
+
+def test_a_tool_registered_through_sys_monitoring_takes_the_normal_way_out(monkeypatch):
+    """From 3.12 cProfile (and coverage's sysmon core) register a sys.monitoring tool instead of
+    sys.setprofile; the quick exit must see it there too, whichever of the six tool ids it took."""
+    import sys
+
+    monkeypatch.setenv("LOOPX_FULL_EXIT", "0")
+    monkeypatch.setattr("sys.gettrace", lambda: None)
+    monkeypatch.setattr("sys.getprofile", lambda: None)
+    monkeypatch.setattr("atexit._ncallbacks", lambda: 0)
+    monkeypatch.setitem(sys.modules, "threading", None)
+
+    class Monitoring:
+        def __init__(self, taken):
+            self.taken = taken
+
+        def get_tool(self, tool_id):
+            return "a profiler" if tool_id == self.taken else None
+
+    for taken in range(6):
+        monkeypatch.setattr("sys.monitoring", Monitoring(taken), raising=False)
+        assert cli._nothing_at_exit() is False, taken
+    monkeypatch.setattr("sys.monitoring", Monitoring(None), raising=False)
+    assert cli._nothing_at_exit() is True
+    if sys.version_info >= (3, 12):  # the real API, as cProfile uses it
+        monkeypatch.undo()
+        monkeypatch.setenv("LOOPX_FULL_EXIT", "0")
+        monkeypatch.setattr("atexit._ncallbacks", lambda: 0)
+        monkeypatch.setitem(sys.modules, "threading", None)
+        mon = sys.monitoring
+        free = next(i for i in (mon.PROFILER_ID, mon.DEBUGGER_ID, 3, 4) if mon.get_tool(i) is None)
+        mon.use_tool_id(free, "test profiler")
+        try:
+            assert cli._nothing_at_exit() is False
+        finally:
+            mon.free_tool_id(free)

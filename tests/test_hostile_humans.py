@@ -93,6 +93,25 @@ def test_importing_the_kernel_cannot_record_a_human_decision(gate_id, project):
     assert gate_status(project, gate_id) == "pending"
 
 
+def test_the_kernel_refuses_an_agent_actor_even_with_a_human_channel(gate_id, project):
+    """Defence in depth: were a client fooled into minting a channel for an agent's call, the
+    kernel's own check of the actor still refuses (kernel/write/gates.py), before anything is read
+    or written."""
+    store = Store(str(project / ".loopx"))
+    log = project / ".loopx" / "events.jsonl"
+    before = log.read_bytes()
+    for actor in ("agent:bot", "agent:codex", "codex", "system:runner"):
+        with pytest.raises(HumanRequired, match="only a human"):
+            gates.decide(store, actor, gate_id, approve=True, channel="terminal", human=human_channel("terminal"))
+        with pytest.raises(HumanRequired, match="only a human"):
+            gates.decide(store, actor, gate_id, approve=False, note="no", channel="terminal",
+                         human=human_channel("terminal"))
+        with pytest.raises(HumanRequired, match="only a human"):
+            gates.precheck(store.load(), actor, gate_id, approve=True, human=human_channel("terminal"))
+    assert log.read_bytes() == before
+    assert gate_status(project, gate_id) == "pending"
+
+
 def test_the_python_api_cannot_approve_either(gate_id, project):
     code = ("from loopx import api; from loopx.kernel.write import gates; c = api.connect('.', create=False); "
             f"gates.decide(c.store, c.actor, {gate_id!r}, approve=True, channel='dashboard')")

@@ -28,8 +28,11 @@ LAYERS: dict[str, int] = {
     "loopx.sandbox.exec": 1, "loopx.sandbox.gitpin": 1, "loopx.sandbox.verify": 1, "loopx.sandbox.envscrub": 1,
     "loopx.sandbox.seatbelt": 1,
 }
-# Clients of the kernel in layer 5 stay independent of one another.
-SIBLINGS_APART = ("loopx.hosts", "loopx.runner", "loopx.dashboard", "loopx.api")
+# Clients of the kernel in layer 5 stay independent of one another, with one exception: notify is a
+# service the runner, the dashboard and the commands use (they send the outbox), and it imports no
+# other client.
+SIBLINGS_APART = ("loopx.hosts", "loopx.runner", "loopx.dashboard", "loopx.api", "loopx.notify")
+SERVICES = ("loopx.notify",)
 
 
 def _modules() -> dict[str, Path]:
@@ -99,9 +102,34 @@ def test_kernel_clients_do_not_import_one_another():
             continue
         for d in deps:
             other = next((s for s in SIBLINGS_APART if d == s or d.startswith(s + ".")), None)
-            if other and other != home:
+            if other and other != home and not (other in SERVICES and home not in SERVICES):
                 bad.append(f"{mod} imports {d}")
     assert not bad, "\n".join(sorted(bad))
+
+
+def test_every_package_and_top_level_module_has_a_layer_of_its_own():
+    """No package falls through to the base layer by the prefix rule: a new package (or module of
+    the loopx package) must be placed in LAYERS, and so be checked."""
+    root = SRC / "loopx"
+    named = {"loopx." + ".".join(p.parent.relative_to(root).parts) for p in root.rglob("__init__.py")} - {"loopx."}
+    named |= {f"loopx.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
+    inherit = {"loopx.hosts.adapters"}  # a part of hosts/, which it belongs to
+    missing = sorted(m for m in named - inherit if m not in LAYERS)
+    assert not missing, f"packages without a layer: {missing}"
+    assert all(s in LAYERS for s in SIBLINGS_APART + SERVICES)
+
+
+def test_only_the_clients_and_the_commands_use_notify():
+    """notify talks to the network: the kernel never imports it (it is handed
+    ``outbox.after_decision``), and notify imports no client."""
+    users = set()
+    for mod, deps in _graph().items():
+        if not mod.startswith("loopx.notify") and any(d == "loopx.notify" or d.startswith("loopx.notify.") for d in deps):
+            users.add(mod.split(".")[1])
+    assert users and users <= {"runner", "dashboard", "commands", "ops", "cli"}, users
+    for mod, deps in _graph().items():
+        if mod.startswith("loopx.notify"):
+            assert not [d for d in deps if _layer(d)[1] >= 5 and not d.startswith("loopx.notify")], mod
 
 
 def test_no_import_circle():

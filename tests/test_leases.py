@@ -60,6 +60,26 @@ def test_live_lease_blocks_others_until_it_expires(project, claimed):
     assert took.data["fence"] > fence and took.data["lease_until"] == at(40)
 
 
+def test_a_lease_is_live_to_its_last_second_and_over_at_lease_until(project, claimed):
+    """The boundary, through every reader an agent relies on: at lease_until - 1 s the todo is
+    the holder's (listed as claimed and among the holder's holdings, withheld by should-run and
+    next, refused to a claim); at lease_until it is free for anyone."""
+    todo, _fence = claimed
+    last = 30 - 1 / 60
+    for minute, live in ((last, True), (30, False)):
+        listed = lx(project, minute, "todo", "list").data["todos"]
+        assert [t["status"] for t in listed if t["id"] == todo] == (["claimed"] if live else ["expired"]), minute
+        should = lx(project, minute, "quota", "should-run", "--goal-id", "g", "--no-record", agent="bob").data
+        assert (should["decision"], should["todo_id"]) == (("wait", None) if live else ("run", todo)), minute
+        nxt = lx(project, minute, "next", "--goal-id", "g", "--dry-run", agent="bob").data["decision"]
+        assert nxt["todo_id"] == (None if live else todo), minute
+        holds = {a["name"]: a["holds"] for a in lx(project, minute, "agent", "list").data["agents"]}
+        assert holds["alice"] == ([todo] if live else []), minute
+    refused = lx(project, last, "todo", "claim", todo, agent="bob")
+    assert refused.code == 4 and refused.json["error"]["code"] == "claimed_by_other"
+    assert lx(project, 30, "todo", "claim", todo, agent="bob").code == 0
+
+
 def test_renewal_moves_the_expiry(project, claimed):
     todo, fence = claimed
     r = lx(project, 20, "todo", "renew", todo, "--lease", "30m", "--fence", str(fence), agent="alice")

@@ -26,14 +26,25 @@ def indexes(tmp_path_factory):
             wheelkit.make_index(root / "only-bad", [bad]))
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory, indexes):
-    """A fresh venv with loopx OLD installed by pip from the good index."""
-    path = tmp_path_factory.mktemp("venv") / "v"
+def _venv_with_old(path, indexes):
     py = wheelkit.make_venv(path)
     proc = wheelkit.run([py, "-m", "pip", "install", "--index-url", indexes[0], f"loopx=={OLD}"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return path
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory, indexes):
+    """A fresh venv with loopx OLD installed by pip from the good index, shared by the tests that
+    leave it as it is (they assert OLD is installed, so none of them may upgrade it)."""
+    return _venv_with_old(tmp_path_factory.mktemp("venv") / "v", indexes)
+
+
+@pytest.fixture
+def own_venv(tmp_path, indexes):
+    """A venv with loopx OLD for one test that upgrades it (the shared one must stay at OLD,
+    whatever order the tests run in)."""
+    return _venv_with_old(tmp_path / "own-venv", indexes)
 
 
 def loopx(venv, *args, cwd=None, env=None):
@@ -85,7 +96,8 @@ def test_update_errors_are_one_line_with_a_hint(venv, indexes, tmp_path):
     assert "loopx 9.0.0" in loopx(venv, "--version").stdout  # nothing changed
 
 
-def test_apply_upgrades_then_a_broken_target_is_rolled_back(venv, indexes, tmp_path):
+def test_apply_upgrades_then_a_broken_target_is_rolled_back(own_venv, indexes, tmp_path):
+    venv = own_venv
     up = loopx(venv, "update", "apply", "--yes", "--index-url", indexes[0], cwd=tmp_path)
     assert up.returncode == 0, up.stdout + up.stderr
     assert f"{OLD} -> {NEW}" in up.stdout

@@ -179,6 +179,40 @@ def test_change_watch_fires_once_while_its_todo_is_open(project, cli, clk):
     assert cli("watch", "show", "c", json=True).data["watch"]["fired"] == 1
 
 
+def test_change_watch_never_fires_on_unchanged_output(project, cli, clk):
+    """``change`` compares with the output seen last: the same output (checked every minute, with
+    the bookkeeping cache lost on the way, and across a pass/fail flip that prints the same) opens
+    no todo; one change fires once; the new output repeated fires no more."""
+    assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
+    (project / "v.txt").write_text("version 1\n")
+    (project / "c.py").write_text("import sys\nprint(open('v.txt').read().strip())\n"
+                                  "sys.exit(1 if __import__('os').path.exists('red') else 0)\n")
+    assert cli("watch", "add", "--every", "1m", "--check", f"{PY} c.py", "--name", "c").code == 0
+
+    def checks(n):
+        for i in range(n):
+            clk.advance(60)
+            d = cli("quota", "should-run", json=True).data
+            assert (d["decision"], d["reason"]) != ("run", "ready"), i
+            if i == 1:
+                (project / ".loopx" / "cache" / "watches.json").unlink()  # the disposable cache lost
+            if i == 2:
+                (project / "red").write_text("")  # exit 1 now, the same output
+        w = cli("watch", "show", "c", json=True).data["watch"]
+        return w["fired"], len(cli("todo", "list", json=True).data["todos"])
+
+    assert checks(5) == (0, 0)
+    (project / "v.txt").write_text("version 2\n")
+    clk.advance(60)
+    d = cli("quota", "should-run", json=True).data
+    assert d["decision"] == "run" and d["todo_id"]
+    todo = d["todo_id"]
+    ev = cli("evidence", "add", "--goal-id", "g", "--todo", todo, "--kind", "test", "--summary", "seen",
+             "--exit-code", "0", json=True).data["evidence_id"]
+    assert cli("todo", "done", todo, "--evidence", ev).code == 0
+    assert checks(4) == (1, 1)  # version 2 again and again: the one todo, done, and nothing new
+
+
 def test_watch_commands_and_bad_input(project, cli, clk, monkeypatch):
     assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
     bad = [

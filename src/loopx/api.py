@@ -192,7 +192,7 @@ def add_evidence(conn: Connection, run_id: str | None, *, kind: str, summary: st
         goal_id, todo = run["goal"], todo or run.get("todo")
     e = evidence.add(conn.store, conn.actor, goal_id, kind=kind, summary=summary, todo=todo, run=run_id,
                      command=command, exit_code=exit_code, output=output, commit=commit)
-    return Evidence(e["evidence_id"], e.get("goal_id", goal_id), e.get("sha256"), e)
+    return Evidence(e["evidence_id"], e["goal_id"], e.get("sha256"), e)  # add() resolves the goal
 
 
 def finish_turn(conn: Connection, run_id: str, result: str, *, evidence=(), verify: bool = False,

@@ -391,7 +391,8 @@ def entry() -> None:
 def _nothing_at_exit() -> bool:
     """True when skipping the interpreter's shutdown loses nothing: no ``atexit`` callback
     (multiprocessing, tempfile's finalizers and concurrent.futures register one), no live thread
-    besides the main one, no profiler or tracer (``cProfile``, coverage), and ``LOOPX_FULL_EXIT``
+    besides the main one, no profiler or tracer (``cProfile``, coverage: through ``sys.setprofile``
+    or ``sys.settrace``, or from 3.12 as a ``sys.monitoring`` tool, ids 0-5), and ``LOOPX_FULL_EXIT``
     unset or ``0``."""
     import atexit
 
@@ -404,5 +405,8 @@ def _nothing_at_exit() -> bool:
     if threading is not None and threading.active_count() > 1:
         return False
     if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler or coverage reports at exit
+        return False
+    monitoring = getattr(sys, "monitoring", None)  # 3.12+: cProfile and coverage may register here instead
+    if monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6)):
         return False
     return env("LOOPX_FULL_EXIT") in (None, "0")

@@ -31,7 +31,7 @@ class LoopxError(Exception):
         self.details = details or {}
 
     def as_dict(self) -> dict:
-        out = {"code": self.code, "message": self.message, "hint": self.hint}
+        out: dict = {"code": self.code, "message": self.message, "hint": self.hint}
         if self.details:
             out["details"] = self.details
         return out

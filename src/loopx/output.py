@@ -51,9 +51,11 @@ def safe(text, *, one_line: bool = True, limit: int | None = None) -> str:
 def setup_streams() -> None:
     """Never fail on an encoding: escape what the console cannot show."""
     for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; a replaced stream may lack it
         try:
-            stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError):
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")
+        except ValueError:
             pass
 
 

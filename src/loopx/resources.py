@@ -46,8 +46,8 @@ def loopx_executable() -> str:
     if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
         from subprocess import list2cmdline
 
-        def quote(arg: str) -> str:
-            return list2cmdline([arg])
+        def quote(s: str) -> str:
+            return list2cmdline([s])
     else:
         from shlex import quote
 

@@ -150,7 +150,7 @@ def render(d: dict) -> str:
     if mode in ("foreground", "trace"):
         return "dashboard stopped"
     verb = {"reused": "already running", "started": "started", "upgraded": "upgraded and restarted",
-            "restarted": "restarted (cleaned up a stale server)"}.get(d.get("action"), d.get("action"))
+            "restarted": "restarted (cleaned up a stale server)"}.get(str(d.get("action")), d.get("action"))
     lines = [f"dashboard {verb} at {d['url']}  (loopx {d['version']}, pid {d['pid']})"]
     lines.append(("opened in your browser; link: " if d.get("opened") else "open this link in your browser: ")
                  + d["launch_url"])

@@ -37,7 +37,7 @@ def register(sub, name, help_text):
 
 def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=None, goal_id=None,
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
-              try_command=None, force=False) -> Reply:
+              try_command=None, force=False) -> Reply | dict:
     from loopx import hosts
     from loopx.commands import scope_root
     from loopx.hosts import entry, hookconf

@@ -37,7 +37,9 @@ def register(sub, name, help_text):
 def _public(cfg: dict) -> dict:
     from loopx.notify import channels
 
-    hook = cfg.get("webhook") if isinstance(cfg.get("webhook"), dict) else {}
+    hook = cfg.get("webhook")
+    if not isinstance(hook, dict):
+        hook = {}
     return {"channels": channels.configured(cfg), "desktop": cfg.get("desktop") is True,
             "webhook": {"url": hook.get("url"), "preset": hook.get("preset") or "json",
                         "template": hook.get("template")} if hook.get("url") else None,

@@ -72,7 +72,7 @@ def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force
     items = plan.items(chosen, scope, root)
     manifest = files.load_manifest()
     stamp = clock.now_iso().replace(":", "").replace("-", "")
-    rows = []
+    rows: list[dict] = []
     if mode == "remove":
         items += _leftovers(items, manifest, chosen, root)
     for item in items:

@@ -48,7 +48,7 @@ def project_key(path: str) -> str:
 
 
 def _sig(root: str) -> tuple:
-    out = []
+    out: list[tuple[int, int] | None] = []
     for name in ("events.jsonl", "evidence.jsonl", "format.json"):
         try:
             st = os.stat(os.path.join(root, name))

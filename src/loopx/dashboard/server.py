@@ -106,6 +106,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.csrf = secrets.token_urlsafe(32)
         self.instance = secrets.token_hex(8)
         self._redeemed: dict[str, int] = {}
+        self._etag_memo: tuple | None = None  # (the data last tagged, its ETag): Handler's cache
         self.build = build_id()
         self.started = time.time()
         self.log = log
@@ -128,7 +129,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        host = self.server_address[0]
+        host = str(self.server_address[0])  # an IPv4 or IPv6 address string (typeshed allows bytes)
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
 
     @property

@@ -217,7 +217,7 @@ def status() -> dict:
     ``build`` and ``current`` (same version and build as this loopx: `loopx dashboard` would reuse it)."""
     info = read_state()
     health = _live(info)
-    if health:
+    if health and info is not None:  # a live server implies its state file
         return dict(_public(info, health), stale=False, build=health.get("build"), current=current(health))
     out = {"running": False, "state_file": state_path(), "log": log_path(), "stale": info is not None}
     if info and not info.get("corrupt"):
@@ -229,7 +229,7 @@ def stop() -> dict:
     """Stop the running server (verified through its health check) and remove the state file."""
     info = read_state()
     health = _live(info)
-    if health:
+    if health and info is not None:
         terminate(info["pid"], info["port"], host=info.get("host"))
         remove_state()
         return {"stopped": True, "was_running": True, "pid": info["pid"], "port": info["port"],
@@ -255,12 +255,12 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
         warnings: list[str] = []
         action = "started"
         health = _live(info)
-        if current(health):
+        if info is not None and current(health):
             if port not in (None, 0) and port != info["port"]:
                 warnings.append(f"the dashboard already runs on port {info['port']}; "
                                 f"stop it with `loopx dashboard --stop` to move it to {port}")
             return dict(_public(info, health), action="reused", launch_url=_launch(info), warnings=warnings)
-        if health:
+        if health and info is not None:
             terminate(info["pid"], info["port"], host=info.get("host"))
             remove_state()
             action = "upgraded"
@@ -286,7 +286,8 @@ def _build() -> str:
 
 def current(health: dict | None) -> bool:
     """True when ``health`` is from a server of this loopx version and dashboard build."""
-    return bool(health) and health.get("version") == __version__ and health.get("build") == _build()
+    return health is not None and bool(health) and health.get("version") == __version__ \
+        and health.get("build") == _build()
 
 
 def _launch(info: dict) -> str:
@@ -362,7 +363,7 @@ def bind(port: int, *, fallback: bool, unsafe_host: str | None = None):
     from loopx.dashboard.server import make_server
 
     host = unsafe_host or "127.0.0.1"
-    extra = ()
+    extra: tuple[str, ...] = ()
     if unsafe_host and unsafe_host in ("0.0.0.0", "::"):
         import socket
 
@@ -386,10 +387,10 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
     with nullcontext() if child else _lock():
         info = read_state()
         health = _live(info)
-        if current(health):
+        if info is not None and current(health):
             raise Conflict(f"a dashboard already runs (pid {info['pid']}, port {info['port']})",
                            "open it with `loopx dashboard`, or stop it with `loopx dashboard --stop`")
-        if health:
+        if health and info is not None:
             terminate(info["pid"], info["port"], host=info.get("host"))
         server = bind(port, fallback=fallback, unsafe_host=unsafe_host)
         write_state({"pid": os.getpid(), "port": server.port, "host": unsafe_host or "127.0.0.1",

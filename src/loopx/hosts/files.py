@@ -126,7 +126,7 @@ def status(item: Item, manifest: dict) -> str:
         if marker is None or sha(inner)[:12] != marker:
             return "modified"
         want = item.content if item.content.endswith("\n") else item.content + "\n"
-        same_version = cur.startswith(f"<!-- loopx:begin version={__version__} ", start)
+        same_version = cur is not None and cur.startswith(f"<!-- loopx:begin version={__version__} ", start)
         return "current" if inner == want and same_version else "stale"
     if cur is None:
         return "missing"
@@ -153,7 +153,7 @@ def backup(path: str, now_stamp: str) -> str:
 def install(item: Item, manifest: dict, *, force: bool, dry_run: bool, stamp: str) -> dict:
     """Install one item. Returns a report row {path, host, what, status, action, backup}."""
     st = status(item, manifest)
-    row = {"path": item.path, "host": item.host, "what": item.what, "status": st, "action": "unchanged",
+    row: dict = {"path": item.path, "host": item.host, "what": item.what, "status": st, "action": "unchanged",
            "backup": None}
     if st == "current":
         return row
@@ -200,7 +200,7 @@ def upsert_block(text: str, content: str) -> str:
 def remove(item: Item, manifest: dict, *, force: bool, dry_run: bool, stamp: str) -> dict:
     """Remove what loopx installed for one item; user text around a block stays."""
     st = status(item, manifest)
-    row = {"path": item.path, "host": item.host, "what": item.what, "status": st, "action": "nothing to remove",
+    row: dict = {"path": item.path, "host": item.host, "what": item.what, "status": st, "action": "nothing to remove",
            "backup": None}
     if st == "missing":
         manifest["files"].pop(item.path, None)
@@ -219,7 +219,9 @@ def remove(item: Item, manifest: dict, *, force: bool, dry_run: bool, stamp: str
         os.remove(item.path)
     else:
         text = read_text(item.path) or ""
-        start, stop, _, _ = find_block(text)
+        found = find_block(text)
+        assert found is not None, "status() found the block a moment ago"
+        start, stop, _, _ = found
         before, after = text[:start], text[stop:]
         if not after and before.endswith("\n\n"):
             before = before[:-1]  # the blank line loopx put before its block

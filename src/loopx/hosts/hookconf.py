@@ -183,7 +183,7 @@ def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
     original = files.read_text(path)
     data = load(path)
     before = status(host, path, want or {})
-    row = {"host": host, "path": path, "status": before, "events": sorted(want or {}), "action": "unchanged"}
+    row: dict = {"host": host, "path": path, "status": before, "events": sorted(want or {}), "action": "unchanged"}
     if want is not None and before == "current":
         return row
     if want is None and before == "missing":
@@ -211,9 +211,9 @@ def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
     else:
         if not hooks:
             del data["hooks"]
-        kept = _original(path) if want is None else None
-        if kept is not None and _same_json(kept, data):
-            files.write_text(path, kept)  # the user's own bytes, formatting and all
+        users_own = _original(path) if want is None else None
+        if users_own is not None and _same_json(users_own, data):
+            files.write_text(path, users_own)  # the user's own bytes, formatting and all
         else:
             files.write_text(path, json.dumps(data, indent=2) + "\n")
     _remember(path, created, want is not None, original if before == "missing" and not created else None)

@@ -83,7 +83,7 @@ def _doctor_store(t: Target):
     class _DoctorStore(Store):
         _live = None
 
-        def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
+        def load(self, *, save_snapshot: bool | str = True, view: str = "full") -> dict:
             if view != "live":
                 return super().load(save_snapshot=False, view=view)
             if self._live is None:
@@ -92,6 +92,7 @@ def _doctor_store(t: Target):
                 self._live = live if live is not None else t.light_state()
             return self._live
 
+    assert t.root is not None, "doctor reads a store only where a project was found"
     return _DoctorStore(t.root)
 
 

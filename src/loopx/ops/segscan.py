@@ -35,6 +35,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # typing is not imported at run time (this module runs in forked scanners too)
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 UNIT_BYTES = 2 << 20          # at most this much of one file per unit (a closed segment, 8 MiB, is
                               # four): a unit of one stream then spans the time of few of the other's,
                               # so the chain ends the merge holds waiting for the other stream stay few
@@ -176,8 +180,9 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         from hashlib import sha256 as sha  # in the forked process
     else:  # the main process: the built-in implementation, no OpenSSL
         chain.sha256()
+        assert chain._SHA256 is not None  # set by the call above
         sha = chain._SHA256
-    scan_once = json.decoder.JSONDecoder().scan_once
+    scan_once = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
     check_shape = fold.check_shape
     check_fields = chain.check_fields
     canonical = chain.canonical
@@ -288,8 +293,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                 gate_lines.append(body)  # the main process decodes them again when it folds them
             elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
                 key = order_key(rec)
-                last = last_runs.get(rec["goal"])
-                if last is None or key > last[0]:
+                seen = last_runs.get(rec["goal"])
+                if seen is None or key > seen[0]:
                     last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
             elif (rtype == "run.finished" or rtype == "run.reported") \
                     and isinstance(rec["data"].get("setup_error"), dict):
@@ -538,7 +543,7 @@ class Merge:
         self.units: dict = {}  # stream -> [(unit, smallest seq, largest seq)] in file order
         self.last_seq: dict = {}
         self.gates: dict = {}   # stream -> [(the order units were added in, compressed gate lines)]
-        self._ids = None         # a temporary file holding every unit's sorted id digests
+        self._ids: BinaryIO | None = None  # a temporary file holding every unit's sorted id digests
         self._ids_end = 0
         self._added = 0
         self.last_runs: dict = {}
@@ -687,7 +692,8 @@ class Merge:
                     top = b
             s["dup_seqs"] = acc["count"] - distinct
             ok = self.explained.get(f"{name}.jsonl", set())
-            missing, sample = 0, []
+            missing = 0
+            sample: list[int] = []
             for a, b in gaps:
                 missing += b - a + 1 - (sum(1 for q in ok if a <= q <= b) if ok else 0)
                 q = a
@@ -696,7 +702,7 @@ class Merge:
                         sample.append(q)
                     q += 1
             s["missing_seqs"], s["missing_sample"] = missing, sample
-            if acc["ids"]:
+            if acc["ids"] and self._ids is not None:  # the file exists once a unit had ids
                 self._ids.flush()
                 fd = self._ids.fileno()
                 # each unit's digests are sorted: merge them lazily from the file, a small buffer each

@@ -87,6 +87,7 @@ class Driver:
             vals = {"prompt_file": prompt_file, "packet_json": json_file, "run_id": started["run_id"],
                     "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
             return presets.fill(self.agent_cmd, vals), True
+        assert self.preset is not None  # a Driver runs a preset or an agent command
         return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode), False
 
     def env(self, started: dict, prompt_file: str, json_file: str) -> dict:
@@ -147,6 +148,7 @@ class Driver:
             from loopx.runner import worktree
 
             try:
+                assert self.base is not None  # isolate is switched on together with the base branch
                 started["worktree"] = worktree.create(self.store, rid, self.base)
             except LoopxError as exc:
                 turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
@@ -363,17 +365,17 @@ class Driver:
             changed = (not fingerprint.in_git(self.store.project_dir)  # without git, file changes are invisible
                        or fingerprint.compute(state, run["goal"], self.store.project_dir) != run.get("fp_before"))
         cmd = turn.verify_command(state, run)
-        check = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
-        out["verify"] = check
+        verdict = turn.run_verify(self.store, self.actor, run, cmd, self.timeout) if cmd else None
+        out["verify"] = verdict
         t = state["todos"].get(run.get("todo") or "")
-        if check is not None and check.get("setup_error"):  # the setup's fault, not the agent's
-            result, note = "blocked", "setup error: " + check["setup_error"]["message"]
-        elif check is not None and not check["passed"]:
-            result, note = "no_progress", f"verify failed (exit {check['exit_code']})"
+        if verdict is not None and verdict.get("setup_error"):  # the setup's fault, not the agent's
+            result, note = "blocked", "setup error: " + verdict["setup_error"]["message"]
+        elif verdict is not None and not verdict["passed"]:
+            result, note = "no_progress", f"verify failed (exit {verdict['exit_code']})"
         elif not changed:
-            result, note = "no_progress", ("nothing changed (the verify command passes)" if check
+            result, note = "no_progress", ("nothing changed (the verify command passes)" if verdict
                                            else "nothing changed")
-        elif check is None:
+        elif verdict is None:
             result, note = "progress", "changed, but the goal has no verify command"
         elif t and t["status"] not in ("done", "archived"):
             result, note = "completion", "verify passed"
@@ -396,7 +398,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             _require_goal_modes(store, goal_id, preset)
     drv = Driver(store, agent, preset=preset, agent_cmd=agent_cmd, timeout=timeout, lease=lease, echo=echo, log=log,
                  permission_mode=permission_mode)
-    out = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
+    out: dict = {"agent": drv.actor, "turns": [], "stop": None, "stopped_because": None, "exit_code": 0,
            "dry_run_packet": None}
     limit = 1 if once else max_turns
     checked_goal = False
@@ -492,9 +494,9 @@ def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run:
 
     base = worktree.base_branch(store.project_dir)  # UsageError before any slot or claim is taken
     check_agent_name(f"{drv.agent}-{n}")  # the longest runner name must be a valid agent name
-    lk = RunnerLock(store, gid, n)
+    lk = RunnerLock(store, goal["id"], n)  # n > 1: the goal exists
     slot = lk.acquire()
-    drv.locks[gid] = lk
+    drv.locks[goal["id"]] = lk
     drv.rename(f"{drv.agent}-{slot}")
     drv.isolate = not dry_run
     drv.base = base

@@ -35,7 +35,7 @@ _QUESTION_RE = re.compile(r"^Merge (loopx/[A-Za-z0-9._-]+) into (\S+)\?$")
 
 
 def _out(action: str, branch: str, base: str, message: str, **kw) -> dict:
-    out = {"action": action, "branch": branch, "base": base, "commit": None, "gate_id": None, "todo_id": None,
+    out: dict = {"action": action, "branch": branch, "base": base, "commit": None, "gate_id": None, "todo_id": None,
            "files": [], "diff_stat": "", "message": message}
     out.update(kw)
     return out

@@ -66,7 +66,8 @@ def spawn(argv: list[str], n: int, env: dict, cwd: str) -> dict:
             except KeyboardInterrupt:  # the children got the same signal: let them close their runs
                 interrupted = True
         outs.append((p, stdout))
-    runners, turns = [], []
+    runners: list[dict] = []
+    turns: list[dict] = []
     for p, stdout in outs:
         doc = _parse(stdout)
         data = doc.get("data") or {}
@@ -76,7 +77,7 @@ def spawn(argv: list[str], n: int, env: dict, cwd: str) -> dict:
                         "stop": data.get("stop"), "merges": data.get("merges") or [],
                         "error": {k: err.get(k) for k in ("code", "message", "hint")} if isinstance(err, dict) else None})
         turns.extend(data.get("turns") or [])
-    codes = [r["exit_code"] for r in runners]
+    codes: list[int] = [r["exit_code"] for r in runners]
     code = 130 if (interrupted or 130 in codes) else max(codes or [0])
     return {"parallel": n, "runners": runners, "turns": turns, "exit_code": code, "interrupted": interrupted}
 

@@ -68,6 +68,11 @@ def _json_objects(text: str) -> list[dict]:
     return out
 
 
+def _dict(value) -> dict:
+    """``value`` when it is a JSON object, else an empty one (a host's report is untrusted)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _last_object(text: str) -> dict | None:
     """The last JSON object in ``text``: the whole text, else the last line, else the last ``{``
     at the start of a line through the end (pretty-printed output after log lines)."""
@@ -94,7 +99,7 @@ def claude_json(text: str) -> dict:
     obj = _last_object(text)
     if obj is None or obj.get("type") not in ("result", None) or "is_error" not in obj and "result" not in obj:
         return _result(malformed=True)
-    u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+    u = _dict(obj.get("usage"))
     model = None
     mu = obj.get("modelUsage")
     if isinstance(mu, dict) and mu:
@@ -132,7 +137,7 @@ def codex_jsonl(text: str) -> dict:
             session = _str(o.get("thread_id")) or session
         elif t == "turn.completed":
             completed = True
-            u = o.get("usage") if isinstance(o.get("usage"), dict) else {}
+            u = _dict(o.get("usage"))
             for name, val in (("in", u.get("input_tokens")), ("out", u.get("output_tokens")),
                               ("cached", u.get("cached_input_tokens"))):
                 v = _int(val)
@@ -202,15 +207,15 @@ def opencode_jsonl(text: str) -> dict:
     session = error = None
     for o in objs:
         session = _str(o.get("sessionID")) or session
-        part = o.get("part") if isinstance(o.get("part"), dict) else {}
+        part = _dict(o.get("part"))
         if o.get("type") == "error":
             e = o.get("error")
             error = _str((e.get("data") or {}).get("message") if isinstance(e, dict) and isinstance(e.get("data"), dict)
                          else (e.get("message") if isinstance(e, dict) else e)) or "error"
         if o.get("type") != "step_finish" and part.get("type") != "step-finish":
             continue
-        tok = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        cache = tok.get("cache") if isinstance(tok.get("cache"), dict) else {}
+        tok = _dict(part.get("tokens"))
+        cache = _dict(tok.get("cache"))
         for key, v in (("input_tokens", tok.get("input")), ("output_tokens", tok.get("output")),
                        ("cache_read_tokens", cache.get("read")), ("cache_write_tokens", cache.get("write")),
                        ("cost_usd", part.get("cost"))):

@@ -23,7 +23,7 @@ from __future__ import annotations
 HOSTS = ("claude-code", "codex")
 
 
-def unknown(kind: str, note: str) -> dict:
+def unknown(kind: str, note: str | None) -> dict:
     return {"host": kind, "known": False, "source": None, "as_of": None, "age_seconds": None, "windows": [],
             "bytes_read": 0, "files": 0, "skipped_lines": 0, "note": note}
 

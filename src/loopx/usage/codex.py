@@ -87,7 +87,9 @@ def _figure(line: bytes) -> dict | None:
         return None
     if not isinstance(obj, dict):
         return None
-    payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else obj
+    payload = obj.get("payload")
+    if not isinstance(payload, dict):
+        payload = obj
     rl = payload.get("rate_limits")
     if not isinstance(rl, dict):
         return None

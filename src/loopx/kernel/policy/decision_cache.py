@@ -235,7 +235,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         data.pop(next(iter(data)))
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
-        body = marshal.dumps(data)
-        atomic_write(store.path("cache", FILE), marshal.dumps({"crc": zlib.crc32(body), "body": body}), sync=False)
+        packed = marshal.dumps(data)
+        atomic_write(store.path("cache", FILE), marshal.dumps({"crc": zlib.crc32(packed), "body": packed}), sync=False)
     except (OSError, ValueError):
         pass

@@ -308,9 +308,9 @@ def _governance(command: str, cwd: str | None) -> dict:
 
     for s in shell.commands(command, cwd=cwd):
         words = s.words
-        if shell.is_unknown(words[0]) and humans.agent_command_violation(["loopx", *words[1:]], ()):
-            why = humans.agent_command_violation(["loopx", *words[1:]], ())
-            return {"allow": False, "kind": "governance", "command": s.text, "reason": why.replace(
+        as_loopx = humans.agent_command_violation(["loopx", *words[1:]], ()) if shell.is_unknown(words[0]) else None
+        if as_loopx:
+            return {"allow": False, "kind": "governance", "command": s.text, "reason": as_loopx.replace(
                 "loopx: ", "loopx: the program name cannot be known and as loopx ", 1)}
         why = humans.agent_command_violation(words, s.stripped)
         if why is None and "loopx" in command.lower():
@@ -434,7 +434,7 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str, node: str = 
         reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}. Gate {used['id']} approved it once "
                   f"and that approval was used at {(used.get('used') or {}).get('ts')}. Ask again: open a new gate "
                   f"(loopx gate open --goal-id {gid} --kind {kind} --question \"...\") and stop; never approve it yourself.")
-    elif status == "pending":
+    elif status == "pending" and gate is not None:
         reason = (f"loopx: `{what}` is a protected action ({kind}) of goal {gid}; gate {gate['id']} is waiting for a "
                   f"human. Do not retry it in another form: finish the turn with `loopx turn finish --result blocked` "
                   f"and stop until a human approves {gate['id']}.")

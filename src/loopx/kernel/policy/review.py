@@ -58,7 +58,7 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
     d = decide.for_client(store, state, gid, now=now)  # the one input builder: what should-run says
     runs = sorted((r for r in state["runs"].values() if r["goal"] == gid and r["started"] > since_iso),
                   key=lambda r: r["started"])
-    out = {
+    out: dict = {
         "goal": {k: g.get(k) for k in ("id", "objective", "done_when", "status", "verify", "created")},
         "period": {"since": since_iso or None, "until": clock.iso(now)},
         "progress": _progress(queries.by_status(state, gid, clock.iso(now)), since_iso),
@@ -137,7 +137,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
         by_result[r["result"]] = by_result.get(r["result"], 0) + 1
     good = by_result.get("progress", 0) + by_result.get("completion", 0)
     spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
-    costed = [r.get("usage") for r in finished if r.get("usage")]
+    costed = [r["usage"] for r in finished if r.get("usage")]
     usd = [u["cost_usd"] for u in costed if u.get("cost_usd") is not None]
     tok = [u["total_tokens"] for u in costed if u.get("total_tokens") is not None]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,

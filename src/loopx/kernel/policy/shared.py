@@ -70,8 +70,12 @@ def read_pending(store) -> dict:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    spends = data.get("spends") if isinstance(data.get("spends"), list) else []
-    renewals = data.get("renewals") if isinstance(data.get("renewals"), dict) else {}
+    spends = data.get("spends")
+    if not isinstance(spends, list):
+        spends = []
+    renewals = data.get("renewals")
+    if not isinstance(renewals, dict):
+        renewals = {}
     return {"spends": [s for s in spends if isinstance(s, dict)], "renewals": renewals}
 
 

@@ -343,7 +343,7 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
     names = {r[len(git.fetched):] for r in others}
     got = synclog.new_lines(store, view.get("push"))
     full = got is None
-    lines, pos = synclog.all_lines(store) if full else got
+    lines, pos = synclog.all_lines(store) if got is None else got
     mine = NODES + node
     remote_head = refs.get(git.fetched + node)
     skip: set = set()

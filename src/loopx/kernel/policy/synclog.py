@@ -132,14 +132,14 @@ def all_lines(store) -> tuple[dict[str, list[bytes]], dict]:
     return out, after
 
 
-def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[str, list[tuple[str, str, bytes]]]:
+def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[str, list[tuple]]:
     """The good lines whose ``node`` is not one of ``others`` (the nodes that carry their own
     records) and whose id is not in ``skip_ids``: {stream: [(id, node, line)]}, each id once."""
     from json import loads
 
     from loopx.kernel.storage.store import decode
 
-    out = {}
+    out: dict[str, list[tuple]] = {}
     seen = set()
     for stream, group in lines.items():
         keep = []

@@ -133,7 +133,7 @@ def _fires(w: dict, prev: dict | None, res: dict) -> bool:
         return False
     on = w["on"]
     if on == "change":
-        return bool(prev and prev.get("hash")) and prev.get("hash") != res["hash"]
+        return prev is not None and bool(prev.get("hash")) and prev.get("hash") != res["hash"]
     if on == "fail":
         return res["outcome"] == "fail" and (prev or {}).get("outcome") != "fail"
     if on == "pass":

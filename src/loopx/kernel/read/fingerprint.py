@@ -76,7 +76,7 @@ def _git_dir(project_dir: str) -> str | None:
 
 def in_git(project_dir: str | None) -> bool:
     """True when ``project_dir`` lies inside a git work tree (file changes are then visible)."""
-    return bool(project_dir) and _git_dir(project_dir) is not None
+    return project_dir is not None and bool(project_dir) and _git_dir(project_dir) is not None
 
 
 def git_part(project_dir: str | None) -> str:

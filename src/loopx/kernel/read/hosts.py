@@ -35,7 +35,7 @@ def retry_at(err: dict) -> str:
     else the error's time plus ``RETRY``. Raises KeyError/LoopxError for a record without ``ts``."""
     if err.get("reason") == "host_rate_limited" and err.get("reset_at"):
         return err["reset_at"]
-    wait = RETRY.get(err.get("reason"), 1800)
+    wait = RETRY.get(str(err.get("reason")), 1800)
     return clock.iso(clock.parse_ts(err["ts"]) + timedelta(seconds=wait))
 
 

@@ -58,7 +58,7 @@ def resolve_evidence(state: dict, given: str) -> dict:
 
 def claim_live(todo: dict, now_iso: str) -> bool:
     c = todo.get("claim")
-    return bool(c) and c["lease_until"] > now_iso
+    return c is not None and bool(c) and c["lease_until"] > now_iso
 
 
 def goal_todos(state: dict, goal_id: str) -> list[dict]:

@@ -102,7 +102,7 @@ def _counts(state: dict, gid: str, groups: dict) -> dict:
 
 
 def _open_run(run: dict, store_root: str | None) -> dict:
-    out = _run_brief(run)
+    out = _run_brief(run) or {}  # never empty: ``run`` is an open run
     if store_root is not None:
         path = worktrees.for_run(store_root, run["id"])
         out["worktree"] = {"path": path, "branch": worktrees.branch(run["id"])} if path else None

@@ -31,8 +31,9 @@ def load(path: str) -> dict:
         with tarfile.open(path, "r:gz") as tar:
             files = {}
             for m in tar.getmembers():
-                if m.isfile() and m.size < MAX_MEMBER:
-                    files[m.name] = tar.extractfile(m).read()
+                member = tar.extractfile(m) if m.isfile() and m.size < MAX_MEMBER else None
+                if member is not None:  # a regular file (extractfile gives None for anything else)
+                    files[m.name] = member.read()
         manifest = json.loads(files["manifest.json"])
         if not isinstance(manifest, dict):
             raise ValueError("manifest.json is not an object")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from loopx.errors import UsageError
 
+TYPE_CHECKING = False  # typing is not imported at run time (hot commands validate their input)
+if TYPE_CHECKING:
+    from typing import Literal, overload
+
 GATE_KINDS = ("merge", "release", "production-write", "sensitive-data", "route-change", "spend", "custom", "promote")
 EVIDENCE_KINDS = ("test", "command", "diff", "commit", "note", "link", "artifact")
 RESULTS = ("progress", "completion", "no_progress", "failed", "blocked")
@@ -11,7 +15,16 @@ MAX_TEXT = 20_000
 MAX_TITLE = 500
 
 
+if TYPE_CHECKING:  # what ``text`` returns: a str when required
+    @overload
+    def text(value, what: str, *, required: Literal[True] = ..., limit: int = ...) -> str: ...
+    @overload
+    def text(value, what: str, *, required: bool, limit: int = ...) -> str | None: ...
+
+
 def text(value, what: str, *, required: bool = True, limit: int = MAX_TEXT) -> str | None:
+    """``value`` stripped, as a string; None when it is missing or empty and not ``required``.
+    Raises UsageError (exit 2) when it is required and missing or empty, or longer than ``limit``."""
     if value is None:
         if required:
             raise UsageError(f"{what} is required", f"pass {what}")

@@ -269,8 +269,8 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
     if facts is not None:
         last_seq, newest, repaired = facts.last_seq, facts.newest, facts.repaired
         wanted.update(facts.hashes(set(wanted)))
-    for stream in (("events", "evidence") if facts is None else ()):
-        for _key, s, seq, rec, line in chain._records(store, stream):
+    for log_name in (("events", "evidence") if facts is None else ()):
+        for _key, s, seq, rec, line in chain._records(store, log_name):
             if b'"store.repaired"' in line:
                 try:
                     data = store.decode(line.rstrip(b"\n")).get("data") or {}

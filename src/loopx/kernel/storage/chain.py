@@ -257,10 +257,10 @@ def _walk(store, dedupe: bool) -> dict:
             if (node, prev) in by_start:
                 other = by_start[(node, prev)]
                 what = "the node's first record" if prev is None else "the same predecessor"
-                fault(node, max(hlc, other[2][0]), *(
-                    (stream, seq) if hlc >= other[2][0] else other[2][1:]),
-                    f"two records of node {node} claim {what} ({other[2][1]} seq {other[2][2]} and {stream} seq "
-                    f"{seq}): a line was forged or inserted here")
+                at_stream, at_seq = (stream, seq) if hlc >= other[2][0] else other[2][1:]
+                fault(node, max(hlc, other[2][0]), at_stream, at_seq,
+                      f"two records of node {node} claim {what} ({other[2][1]} seq {other[2][2]} and {stream} seq "
+                      f"{seq}): a line was forged or inserted here")
                 continue
             by_start[(node, prev)] = piece
         follow = by_start.get((node, h))

@@ -23,7 +23,7 @@ from __future__ import annotations
 try:
     import _json
 except ImportError:  # pragma: no cover - CPython always has it
-    _json = None
+    _json = None  # type: ignore[assignment]  # loads() then falls back to the json package
 
 _WS = " \t\n\r"
 _CONSTANTS = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}
@@ -82,7 +82,7 @@ def loads(text: str | bytes):
     if text.startswith("\ufeff"):
         raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
     if _scanner is None:
-        _scanner = _json.make_scanner(_Context())
+        _scanner = _json.make_scanner(_Context())  # type: ignore[arg-type]  # a decoder's attributes suffice
     n = len(text)
     i = 0
     while i < n and text[i] in _WS:

@@ -23,6 +23,7 @@ A process killed between creating and renaming the temporary file leaves it behi
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 DIRNAME = ".loopx"
@@ -254,7 +255,7 @@ class locked:
 
 
 # The lock modules are imported on first use: a command that only reads never loads them.
-if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
+if sys.platform == "win32":  # pragma: no cover - exercised on the Windows CI leg (mypy reads sys.platform)
     def try_lock(fd: int) -> bool:
         import msvcrt
 

@@ -197,8 +197,8 @@ def run(store) -> dict | None:
             fh.close()
     for stream in ("events", "evidence"):  # read the new files back: same records, same order
         check, n = sha256(), 0
-        with open(store.path(f"{stream}.jsonl.format2"), "rb") as fh:
-            for line in fh:
+        with open(store.path(f"{stream}.jsonl.format2"), "rb") as back:
+            for line in back:
                 try:
                     rec = decode(line.rstrip(b"\n"))
                 except ValueError:

@@ -168,7 +168,7 @@ class Redactor:
         self.counts[rule] += 1
         return table[value]
 
-    def _names_re(self) -> re.Pattern[str] | None:
+    def _names_re(self) -> re.Pattern[str]:
         if self._words is None:
             names = sorted(self.users | self.hosts, key=len, reverse=True)
             self._words = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w-]|\.[A-Za-z0-9])",

@@ -122,6 +122,9 @@ class Draft:
         self.type, self.goal, self.data, self.stream = type, goal, data, stream
 
 
+_Draft = Draft  # for annotations inside Store, whose attribute ``Draft`` shadows the name
+
+
 class Store:
     """One project's ``.loopx/`` directory. ``root`` is the path of ``.loopx`` itself."""
 
@@ -149,10 +152,11 @@ class Store:
                 raise NotConnected(f"{os.path.abspath(project)} is not connected to loopx",
                                    f"run `loopx connect --project {project}`")
         else:
-            root = find_root(os.getcwd())
-            if root is None:
+            found = find_root(os.getcwd())
+            if found is None:
                 raise NotConnected("no .loopx/ here or in any parent directory",
                                    "run `loopx connect` in the project's root")
+            root = found
         return cls(root)
 
     @classmethod
@@ -282,7 +286,7 @@ class Store:
         return None
 
     # ----------------------------------------------------------------- reading
-    def load(self, *, save_snapshot: bool = True, view: str = "full") -> dict:
+    def load(self, *, save_snapshot: bool | str = True, view: str = "full") -> dict:
         """The folded state (a plain dict, see loopx.kernel.storage.fold). Lock-free.
         ``state["meta"]`` reports bad lines, torn tails, unknown types and the read-only reason.
 
@@ -376,8 +380,9 @@ class Store:
         count = 0
         apply = fold.apply
         ordered = collect is not None
-        if ordered:
-            apply = lambda _state, rec: collect.append(rec)  # noqa: E731 - sorted and folded by _fold_merged
+        if collect is not None:
+            sink = collect
+            apply = lambda state, rec: sink.append(rec)  # noqa: E731 - sorted and folded by _fold_merged
         heads: dict = {}
         top = None
         last_hlc = meta.get("hlc_top")
@@ -418,7 +423,7 @@ class Store:
                 if top is None or hlc > top:
                     top = hlc
             apply(state, rec)
-        if heads:
+        if heads and top is not None:  # top is set with the first head
             _note_heads(state["meta"], name, heads, top)
             meta["hlc_top"] = last_hlc
         meta["offset"] = pos
@@ -679,7 +684,7 @@ class Store:
                 self._write_checkpoint(state, k)
         return done
 
-    def _append(self, state: dict, drafts: list[Draft], now, actor: str) -> list[dict]:
+    def _append(self, state: dict, drafts: list[_Draft], now, actor: str) -> list[dict]:
         from loopx.kernel.storage.chain import next_hlc, sha256, wall_ms
         from loopx.kernel.storage.redact import redact
 
@@ -727,7 +732,7 @@ class Store:
             meta["tail"] = (bytes.fromhex(meta.get("tail", "")) + blob)[-32:].hex()
         return records
 
-    def _repair_torn_tails(self) -> list[Draft]:
+    def _repair_torn_tails(self) -> list[_Draft]:
         """Under the lock: move an unterminated last line to quarantine/ and truncate."""
         drafts = []
         for name in STREAMS:

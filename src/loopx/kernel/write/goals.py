@@ -80,7 +80,7 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
              "protect": sorted(set(protect))}
     policy = dict(DEFAULT_QUOTA, **(quota or {}))
-    titles = []
+    titles: list[str | tuple[str, str | None]] = []
     for t in todos or []:  # a title, or {"title", "verify"} for a todo with its own verify command
         if isinstance(t, dict):
             v = validate.command(t.get("verify"), "--todo-verify")

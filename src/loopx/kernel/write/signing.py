@@ -58,7 +58,8 @@ def settings() -> dict:
     if not isinstance(s, dict):
         s = {}
     enabled = bool(s.get("enabled"))
-    if not enabled and _last_log_entry() and _last_log_entry().get("enabled"):
+    last = None if enabled else _last_log_entry()
+    if last is not None and last.get("enabled"):
         enabled = True  # the config says off but no signed entry turned it off: still on
     return {"enabled": enabled, "key": s.get("key"), "principal": s.get("principal")}
 
@@ -253,9 +254,10 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     entry = {"seq": len(log) + 1, "enabled": enable, "allowed_signers": signers, "principal": principal,
              "prev": hashlib.sha256(_entry_text(prev)).hexdigest() if prev else None}
     data = _entry_text(entry)
-    entry["sig"] = sign(data, key)
+    sig = sign(data, key)
+    entry["sig"] = sig
     check_signers = prev["allowed_signers"] if prev else signers
-    entry["fingerprint"] = verify(data, entry["sig"], principal, check_signers)
+    entry["fingerprint"] = verify(data, sig, principal, check_signers)
     if entry["fingerprint"] is None:
         raise SigningError("this key is not among the allowed signers, so it cannot change signing",
                            "sign with a key that is already allowed (or restore the allowed_signers file)")

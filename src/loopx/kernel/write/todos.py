@@ -37,7 +37,7 @@ def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int 
         if not claim or claim["fence"] != fence:
             cur = f"current holder {holder} (fence {claim['fence']})" if claim else "no current claim"
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
-                           f"your current claim has fence {claim['fence']}; pass that" if mine
+                           f"your current claim has fence {claim['fence']}; pass that" if mine and claim
                            else "your lease was taken over; run `loopx next` for new work", code="stale_fence")
         if not mine:
             raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence")

@@ -60,7 +60,7 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
     dict. Raises UsageError for bad input, Conflict for a taken name or a closed goal."""
     every_s = _duration(every, "--every", MIN_EVERY, MAX_EVERY)
     timeout_s = _duration(timeout, "--timeout", 1, MAX_TIMEOUT, DEFAULT_TIMEOUT)
-    check = validate.command(check, "--check")
+    check = validate.command(check, "--check") or ""
     if not check:
         raise UsageError("--check needs a command", 'e.g. --check "gh pr checks 12"')
     on = validate.choice(on or "change", TRIGGERS, "--on")
