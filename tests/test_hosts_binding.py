@@ -349,7 +349,7 @@ def test_loopx_run_agent_pi_runs_a_governed_turn(goal, project, tmp_path):
     d = json.loads(r.out)["data"]
     turn = d["turns"][0]
     assert turn["run_id"] and turn["verified"] and turn["result"] in ("progress", "completion")
-    assert (project / "pi-args.txt").read_text().split() == ["-p"]
+    assert (project / "pi-args.txt").read_text().split() == ["--mode", "json", "-p"]  # JSON events: usage per message
     assert turn["run_id"] in (project / "pi-stdin.txt").read_text()
     run = Store.open(str(project)).load()["runs"][turn["run_id"]]
     assert run["agent"] == "agent:pi" and run["finished"]

@@ -23,6 +23,7 @@ def home(tmp_path, monkeypatch) -> Path:
     h.mkdir()
     monkeypatch.setenv("HOME", str(h))
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)  # Claude Code reads ~/.claude then
     return h
 
 

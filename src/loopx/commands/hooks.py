@@ -17,7 +17,9 @@ def register(sub, name, help_text):
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove loopx's hooks, keep everything else")
     mode.add_argument("--rules", dest="mode", action="store_const", const="rules",
                       help="show or change the goal's command -> gate-kind rules for the pre-tool guard")
-    p.add_argument("--host", default="all", help="claude-code, codex, cursor, gemini, opencode, pi or all (default all)")
+    from loopx import hostfacts
+
+    p.add_argument("--host", default="all", help=f"{', '.join(hostfacts.hook_hosts())} or all (default all)")
     p.add_argument("--scope", default="project", help="project (default) or user")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     p.add_argument("--force", action="store_true", help="replace or remove a plugin file you edited (a backup is kept)")
@@ -46,7 +48,9 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     mode = mode or "check"
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
-    chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    from loopx import hostfacts
+
+    chosen = hosts.expand_hosts(host, hostfacts.hook_hosts())
     if mode == "remove" and not dry_run:
         from loopx.kernel.write import humans
 

@@ -30,6 +30,13 @@ MAX_PAYLOAD = 8 << 20
 REPORT_FILE = "after-edit-report.json"
 
 
+def _protocol(host: str) -> str | None:
+    """The host's hook protocol (the host table's ``hooks.protocol``: claude, cursor, gemini, ...)."""
+    from loopx import hostfacts
+
+    return ((hostfacts.HOSTS.get(host) or {}).get("hooks") or {}).get("protocol")
+
+
 def adapter(host: str):
     """The host's adapter module (``loopx.hosts.adapters``); the generic one for unknown names."""
     from loopx.hosts import adapters
@@ -146,7 +153,7 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
             return let_stop(host, {"reason": "not_connected"})
         session = str(payload.get("session_id") or payload.get("conversation_id") or "default")
         counter = _counter_path(store, host, session)
-        if host == "cursor":
+        if _protocol(host) == "cursor":
             if payload.get("status", "completed") != "completed":
                 return let_stop(host, {"reason": f"cursor_status_{payload.get('status')}"})
             count = int(payload.get("loop_count") or 0)
@@ -155,7 +162,7 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
         if count >= cap:
             _write_count(counter, 0)
             return let_stop(host, {"reason": "continuation_cap", "count": count, "cap": cap})
-        report = take_report(store) if host == "cursor" else None
+        report = take_report(store) if _protocol(host) == "cursor" else None
         if report:
             return _answer(host, "cont", report), {"reason": "after_edit_report", "action": "continue"}
         return _continue_if_run(store, host, agent or host, goal_id, count, cap, counter)
@@ -198,6 +205,44 @@ def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
         raise Uncheckable("the tool input is nested too deeply to read") from None
 
 
+def _tool_input(payload: dict, host: str) -> dict:
+    mod = adapter(host)
+    ti = payload.get(getattr(mod, "SHAPE", {}).get("input", "tool_input"))
+    if isinstance(ti, str):
+        try:
+            ti = cjson.loads(ti)
+        except ValueError:
+            return {}
+    return ti if isinstance(ti, dict) else {}
+
+
+def tool_dir(payload: dict, host: str, cwd: str | None) -> str | None:
+    """The folder the tool call runs in when the host's tool takes a working-directory argument
+    (the host table's ``tools.dirs``: Gemini CLI ``dir_path``, OpenCode ``workdir``, Codex
+    ``workdir``), resolved against ``cwd``; None when the call names none. Raises RecursionError
+    on absurd nesting (read_payload's caller maps it to Uncheckable)."""
+    from loopx import hostfacts
+
+    keys = hostfacts.dir_args(host)
+    if not keys:
+        return None
+    ti = _tool_input(payload, host)
+    for k in keys:
+        v = ti.get(k)
+        if isinstance(v, str) and v.strip():
+            return os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(v)))
+    return None
+
+
+def edit_texts(payload: dict, host: str) -> dict | None:
+    """What the call's edit tool removes and writes (``adapters.base.edit_texts``), or None."""
+    from loopx.hosts.adapters import base
+
+    mod = adapter(host)
+    shape = getattr(mod, "SHAPE", None)
+    return base.edit_texts(payload, shape) if shape else None
+
+
 def deny(host: str, reason: str) -> tuple[dict | None, dict]:
     """The host's refusal: ``(stdout object, {"exit_code", "stderr"})``."""
     response, code, err = _answer(host, "deny", reason)
@@ -223,7 +268,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
     store = None
     commands: list[str] = []
     try:
-        if host == "cursor" and payload.get("hook_event_name") in adapter("cursor").REPORT_EVENTS:
+        if _protocol(host) == "cursor" and payload.get("hook_event_name") in adapter(host).REPORT_EVENTS:
             report = take_report(open_store(payload_dir(payload, project)))
             if report:
                 response, extra = deny(host, report)
@@ -234,6 +279,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         where = payload_dir(payload, project)
         store = open_store(where)
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
+        cwd = tool_dir(payload, host, cwd) or cwd  # the host's own working-directory argument (workdir, dir_path)
+        texts = edit_texts(payload, host) if paths else None
         from loopx.kernel.storage import registry
 
         vanished = registry.store_problem(where, store)
@@ -245,16 +292,17 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
-                                                project_dir=store.project_dir if store else where)
+                                                project_dir=store.project_dir if store else where, texts=texts)
         else:
             verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
-                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id),
+                                                           project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
+                                                           texts=texts),
                                  state)
             if not verdict.get("allow") and "closed" in state:
                 # The live view keeps only each goal's newest approval per kind; before denying, ask
                 # the full state (an older standing approval may still cover the action).
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
-                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id)
+                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, texts=texts)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
         response, extra = deny(host, _uncheckable_reason(str(exc)))
         return response, dict(extra, allow=False, reason="uncheckable_payload", error=str(exc))
@@ -409,8 +457,8 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
     """SessionStart: add the state summary as context where the host supports it. Never raises."""
     store = None
     try:
-        if host == "cursor":
-            return {}, {"reason": "cursor: no session context support in loopx's hooks"}
+        if _protocol(host) == "cursor":
+            return {}, {"reason": f"{host}: no session context support in loopx's hooks"}
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}

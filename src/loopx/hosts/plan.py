@@ -25,11 +25,11 @@ from pathlib import Path
 
 from loopx.hosts.files import Item
 
-SKILL_DIR = {"claude-code": ".claude/skills", "codex": ".agents/skills", "opencode": ".agents/skills",
-             "gemini": ".agents/skills", "cursor": ".cursor/skills", "pi": ".agents/skills",
-             "generic": ".agents/skills"}
-PROJECT_DOC = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md",
-               "gemini": "GEMINI.md", "cursor": "AGENTS.md", "pi": "AGENTS.md", "generic": "AGENTS.md"}
+from loopx import hostfacts
+
+# where each host's files go is its row of the host table (loopx.hostfacts: skills, doc, extra)
+SKILL_DIR = {h: r["skills"]["project"] for h, r in hostfacts.HOSTS.items()}
+PROJECT_DOC = {h: r["doc"]["project"] for h, r in hostfacts.HOSTS.items()}
 
 BLOCK = """## loopx
 
@@ -65,6 +65,10 @@ Follow the loopx skill for one governed turn in this project.
 '''
 
 
+# the texts of the host table's ``extra`` files, by name: (text, label)
+EXTRA = {"cursor-rule": (CURSOR_RULE, "rule"), "gemini-command": (GEMINI_COMMAND, "/loopx command")}
+
+
 def skills_root() -> Path:
     """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
     from loopx.resources import data_path
@@ -90,30 +94,16 @@ def skill_files() -> list[tuple[str, str]]:
 
 
 def user_doc(host: str, home: str) -> str | None:
-    if host == "claude-code":
-        return os.path.join(home, ".claude", "CLAUDE.md")
-    if host == "codex":
-        return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(home, ".codex"), "AGENTS.md")
-    if host == "opencode":
-        return os.path.join(home, ".config", "opencode", "AGENTS.md")
-    if host == "gemini":
-        return os.path.join(home, ".gemini", "GEMINI.md")
-    if host == "pi":
-        return os.path.join(pi_agent_dir(home), "AGENTS.md")
-    return None
+    return hostfacts.doc_file(host, "user", home)
 
 
 def pi_agent_dir(home: str) -> str:
-    from loopx.hosts.adapters import pi
-
-    return pi.agent_dir(home)
+    return hostfacts.host_home("pi", home)
 
 
 def skill_base(host: str, scope: str, root: str) -> str:
-    """The skills folder of ``host`` in ``scope`` (Pi's user skills live in its agent folder)."""
-    if host == "pi" and scope == "user":
-        return os.path.join(pi_agent_dir(root), "skills")
-    return os.path.join(root, *SKILL_DIR[host].split("/"))
+    """The skills folder of ``host`` in ``scope`` (the host table's ``skills``)."""
+    return hostfacts.skills_dir(host, scope, root)
 
 
 def items(hosts: list[str], scope: str, root: str) -> list[Item]:
@@ -129,15 +119,10 @@ def items(hosts: list[str], scope: str, root: str) -> list[Item]:
         base = skill_base(host, scope, root)
         for rel, text in files:
             put(Item(os.path.join(base, *rel.split("/")), "file", text, host, f"skill {rel.split('/')[0]}"))
-        if scope == "project":
-            put(Item(os.path.join(root, PROJECT_DOC[host]), "block", BLOCK, host, "instructions block"))
-            if host == "cursor":
-                put(Item(os.path.join(root, ".cursor", "rules", "loopx.mdc"), "file", CURSOR_RULE, host, "rule"))
-        else:
-            doc = user_doc(host, root)
-            if doc:
-                put(Item(doc, "block", BLOCK, host, "instructions block"))
-        if host == "gemini":
-            put(Item(os.path.join(root, ".gemini", "commands", "loopx.toml"), "file", GEMINI_COMMAND, host,
-                     "/loopx command"))
+        doc = hostfacts.doc_file(host, scope, root)
+        if doc:
+            put(Item(doc, "block", BLOCK, host, "instructions block"))
+        for name, path in hostfacts.extra_files(host, scope, root):
+            if name in EXTRA:
+                put(Item(path, "file", EXTRA[name][0], host, EXTRA[name][1]))
     return list(out.values())

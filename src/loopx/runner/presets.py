@@ -24,34 +24,16 @@ from loopx.errors import UsageError
 
 MODES = ("read-only", "edit", "full")
 
-PRESETS: dict[str, dict | list] = {
-    "claude-code": {"argv": ["claude", "-p", "{packet}", "--output-format", "json"], "report": "claude-json",
-                    "kind": "claude-code",
-                    "modes": {"read-only": ["--permission-mode", "plan"],
-                              "edit": ["--permission-mode", "acceptEdits"],
-                              "full": ["--permission-mode", "bypassPermissions"]}},
-    "codex": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "kind": "codex",
-              "modes": {"read-only": ["--sandbox", "read-only"],
-                        "edit": ["--sandbox", "workspace-write"],
-                        "full": ["--sandbox", "danger-full-access"]}},
-    "cursor": {"argv": ["cursor-agent", "-p", "{packet}", "--output-format", "json"], "report": "cursor-json",
-               "kind": "cursor",
-               # cursor-agent has no read-only switch; in print mode it may edit files, --force also
-               # runs shell commands without asking
-               "modes": {"read-only": None, "edit": [], "full": ["--force"]}},
-    "opencode": {"argv": ["opencode", "run", "--format", "json", "{packet}"], "report": "opencode-jsonl",
-                 "kind": "opencode",
-                 # opencode's permissions live in its own config file (opencode.json "permission"),
-                 # not on the command line: every mode runs with that configuration
-                 "modes": {"read-only": None, "edit": [], "full": []}},
-    "gemini": {"argv": ["gemini", "-p", "{packet}", "--output-format", "json"], "report": "gemini-json",
-               "kind": "gemini",
-               "modes": {"read-only": ["--approval-mode", "plan"],
-                         "edit": ["--approval-mode", "auto_edit"],
-                         "full": ["--approval-mode", "yolo"]}},
-    # a plain argv (no usage report, no permission flags): print mode, the packet on piped stdin
-    "pi": ["pi", "-p"],
-}
+def _from_table() -> dict[str, dict | list]:
+    from loopx import hostfacts
+
+    return {h: {"argv": list(r["preset"]["argv"]), "report": r["preset"]["report"], "kind": h,
+                "modes": {m: (list(f) if f is not None else None) for m, f in r["preset"]["modes"].items()}}
+            for h, r in hostfacts.HOSTS.items() if r.get("preset")}
+
+
+# the presets are the host table's ``preset`` rows (loopx.hostfacts): one place for each host's facts
+PRESETS: dict[str, dict | list] = _from_table()
 
 
 def names() -> list[str]:
@@ -60,6 +42,8 @@ def names() -> list[str]:
 
 def spec(preset: str) -> dict:
     """The preset as a dict (plain argv lists are normalised). Raises UsageError when unknown."""
+    if preset not in PRESETS:
+        PRESETS.update({k: v for k, v in _from_table().items() if k not in PRESETS})  # a row added since
     if preset not in PRESETS:
         raise UsageError(f"unknown agent preset {preset!r}",
                          f"use one of {', '.join(names())}, or --agent-cmd 'your command'")

@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import os
 
+from loopx.hosts.adapters import base
 from loopx.hosts.adapters.claude_code import allow, cont, context, deny, let_stop  # noqa: F401 (Codex speaks Claude Code's hook protocol: the same answers)
 
 NAME = "codex"
-KIND = "settings"
+KIND = base.kind("codex")
 WINDOWS_SHELL = "pwsh"  # generic: not verified against Codex's Windows build
 VERIFIED = "developers.openai.com/codex/hooks, openai/codex PR #20756 (apply_patch); Windows shell not verified"
-SHAPE = {"tool": "tool_name", "input": "tool_input",
-         "shell": {"Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "unified_exec", "Shell"},
-         "edit": {"apply_patch", "write_file", "edit"},
-         "builtin": {"read_file", "list_dir", "grep_files", "view_image", "update_plan", "web_search", "write_stdin"},
-         "paths": ("file_path", "path")}
+SHAPE = base.shape("codex")  # the row of loopx.hostfacts
 
 
 def config_path(scope: str, root: str) -> str:
-    base_dir = os.path.join(root, ".codex") if scope == "project" else (
-        os.environ.get("CODEX_HOME") or os.path.join(root, ".codex"))
-    return os.path.join(base_dir, "hooks.json")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:

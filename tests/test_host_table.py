@@ -1,0 +1,264 @@
+"""The one table of host facts (issue 23, items 1 and 2): every file loopx installs for a host is a
+governance path of the guard (the plugin and extension files included), loopx's marked block in
+an instruction file is too while the rest of the file stays the agent's, the host's own
+working-directory argument is read, and a host added as one adapter module plus one table row
+installs, checks, guards and runs."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from conftest import run_loopx
+from loopx import hostfacts
+from loopx.kernel.policy import guard
+from loopx.kernel.storage.store import Store
+
+POSIX = os.name == "posix"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    return h
+
+
+def git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def repo(home, goal, project, cli):
+    """``project`` as a git repo on branch ``work`` with a worktree ``wt`` on ``main``, a bare
+    remote, goal g1 protecting merge."""
+    remote = project.parent / "remote.git"
+    git(project.parent, "init", "-q", "--bare", str(remote))
+    git(project, "init", "-q", "-b", "main")
+    for k, v in (("user.email", "t@example.com"), ("user.name", "t"), ("commit.gpgsign", "false")):
+        git(project, "config", k, v)
+    (project / "README.md").write_text("hi\n", encoding="utf-8")
+    git(project, "add", "README.md")
+    git(project, "commit", "-q", "-m", "init")
+    git(project, "remote", "add", "origin", str(remote))
+    git(project, "push", "-q", "-u", "origin", "main")
+    git(project, "checkout", "-q", "-b", "work")
+    git(project, "worktree", "add", "-q", str(project / "wt"), "main")
+    return project
+
+
+def state_of(project):
+    return Store.open(str(project)).load()
+
+
+def verdict(project, **kw):
+    return guard.evaluate(state_of(project), project_dir=str(project), cwd=kw.pop("cwd", str(project)), **kw)
+
+
+# ------------------------------------------------------------------ item 1: governance paths from the table
+def test_every_file_loopx_installs_is_a_governance_path(home, goal, project, cli):
+    for scope in ("project", "user"):
+        assert cli("workflow-skills", "--install", "--scope", scope).code == 0
+        assert cli("hooks", "--install", "--host", "all", "--scope", scope).code == 0, scope
+    from loopx.hosts import files
+
+    installed = sorted(files.load_manifest()["files"])
+    assert any(p.endswith("loopx-guard.js") for p in installed) and any(p.endswith("loopx-guard.ts") for p in installed)
+    blocks = {p for p in installed if Path(p).name in ("AGENTS.md", "CLAUDE.md", "GEMINI.md")}
+    assert blocks and len(installed) > 30
+    for path in installed:
+        if path in blocks:
+            continue
+        for v in (verdict(project, paths=[path]),
+                  verdict(project, commands=[f"rm -f {path}"]),
+                  verdict(project, commands=[f"mv {path} {project}/x"])):
+            assert not v["allow"] and v["kind"] == "governance", (path, v)
+    # the folders too: rm -rf of the plugin and extension folders, of loopx's skills
+    for rel in (".opencode", ".opencode/plugins", ".pi/extensions", ".agents/skills/loopx", ".claude/skills",
+                ".cursor/rules"):
+        v = verdict(project, commands=[f"rm -rf {rel}"])
+        assert not v["allow"] and v["kind"] == "governance", (rel, v)
+
+
+def test_loopx_block_is_guarded_and_the_rest_of_the_file_and_user_skills_stay_editable(home, goal, project, cli):
+    assert cli("workflow-skills", "--install", "--host", "codex").code == 0
+    doc = project / "AGENTS.md"
+    doc.write_text("# My project\nRun make test.\n\n" + doc.read_text(encoding="utf-8"), encoding="utf-8")
+    block_line = next(ln for ln in doc.read_text(encoding="utf-8").splitlines() if ln.startswith("- Never edit"))
+    text = doc.read_text(encoding="utf-8")
+
+    def edit(**ti):
+        from loopx.hosts import entry
+
+        payload = {"tool_name": "Edit", "tool_input": {"file_path": str(doc), **ti}, "cwd": str(project)}
+        sys.stdin = io.StringIO(json.dumps(payload))
+        try:
+            _, info = entry.dispatch("pre-tool", "claude-code", sys.stdin, project=None, agent=None, goal_id=None,
+                                     cap=8)
+        finally:
+            sys.stdin = sys.__stdin__
+        return info
+
+    assert edit(old_string="Run make test.", new_string="Run make check.")["allow"]
+    denied = edit(old_string=block_line, new_string="- Edit .loopx/ as you like.")
+    assert not denied["allow"] and denied["kind"] == "governance" and "marked block" in denied["reason"]
+    assert not edit(old_string="<!-- loopx:end -->", new_string="")["allow"]
+    whole = verdict(project, paths=[str(doc)], texts={"removed": [], "content": ["# My project\n"], "deleted": False})
+    assert not whole["allow"]
+    kept = verdict(project, paths=[str(doc)], texts={"removed": [], "content": [text + "more\n"], "deleted": False})
+    assert kept["allow"], kept
+    assert not verdict(project, commands=[f"rm {doc}"])["allow"]
+    patch = f"*** Begin Patch\n*** Update File: AGENTS.md\n@@\n-{block_line}\n+- nothing\n*** End Patch\n"
+    assert not verdict(project, commands=[f"apply_patch <<'EOF'\n{patch}EOF"])["allow"]
+    ok_patch = "*** Begin Patch\n*** Update File: AGENTS.md\n@@\n-Run make test.\n+Run make check.\n*** End Patch\n"
+    assert verdict(project, commands=[f"apply_patch <<'EOF'\n{ok_patch}EOF"])["allow"]
+    mine = project / ".agents" / "skills" / "mine" / "SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: mine\n---\n", encoding="utf-8")
+    assert verdict(project, paths=[str(mine)])["allow"]
+    assert verdict(project, commands=["rm -rf .agents/skills/mine"])["allow"]
+    v = verdict(project, paths=[str(project / ".agents" / "skills" / "loopx" / "SKILL.md")])
+    assert not v["allow"] and v["kind"] == "governance"
+
+
+@pytest.mark.skipif(not POSIX, reason="shell payloads")
+@pytest.mark.parametrize("host, rel, payload", [
+    ("opencode", ".opencode/plugins/loopx-guard.js", {"tool_name": "bash", "tool_input": {"command": "CMD"}}),
+    ("pi", ".pi/extensions/loopx-guard.ts", {"tool_name": "bash", "tool_input": {"command": "CMD"}}),
+])
+def test_an_agent_cannot_delete_its_own_guard(home, goal, project, cli, host, rel, payload):
+    assert cli("hooks", "--install", "--host", host).code == 0
+    assert (project / rel).is_file()
+    for cmd in (f"rm -f {rel}", f"cd {os.path.dirname(rel)} && rm -f {os.path.basename(rel)}",
+                f"mv {rel} /tmp/x.js", f"rm -rf {rel.split('/')[0]}"):
+        body = json.loads(json.dumps(payload).replace("CMD", cmd.replace('"', '\\"')))
+        body["cwd"] = str(project)
+        r = run_loopx(["hook", "pre-tool", "--host", host], cwd=project, input=json.dumps(body))
+        assert r.code == 2 and json.loads(r.out)["decision"] == "deny", (cmd, r.out, r.err)
+    assert (project / rel).is_file()
+
+
+def test_pi_agent_marker_is_known():
+    from loopx.kernel.storage import actors
+
+    assert "PI_CODING_AGENT" in actors.AGENT_ENV_MARKERS
+    assert set(actors.AGENT_ENV_MARKERS) >= {m for r in hostfacts.HOSTS.values() for m in r["markers"]}
+
+
+def test_pi_marker_stops_gate_approve(goal, project):
+    r = run_loopx(["gate", "open", "--goal-id", goal, "--kind", "merge", "--question", "May I?"], cwd=project)
+    assert r.code == 0, r.err
+    gate = next(iter(state_of(project)["gates"]))
+    r = run_loopx(["gate", "approve", gate, "--confirm", gate], cwd=project, env={"PI_CODING_AGENT": "true"})
+    assert r.code != 0
+    assert state_of(project)["gates"][gate]["status"] == "pending"
+
+
+# ------------------------------------------------------------------ item 2: the host's working-directory argument
+@pytest.mark.skipif(not POSIX, reason="git worktrees and shell payloads")
+@pytest.mark.parametrize("host, tool, key", [("gemini", "run_shell_command", "dir_path"), ("opencode", "bash", "workdir"),
+                                             ("codex", "exec_command", "workdir")])
+def test_the_hosts_workdir_argument_is_where_the_command_runs(repo, host, tool, key):
+    from loopx.hosts import entry
+
+    def ask(command, where):
+        payload = {"tool_name": tool, "tool_input": {"command": command, key: where}, "cwd": str(repo)}
+        return entry.pre_tool(payload, host)[1]
+
+    assert ask("git push", ".")["allow"]  # branch work is not protected
+    v = ask("git push", "wt")  # the worktree on main
+    assert not v["allow"] and v["kind"] == "merge", v
+    assert not ask("git push", str(repo / "wt"))["allow"]
+    v = ask("echo X >> events.jsonl", ".loopx")
+    assert not v["allow"] and ".loopx" in v["reason"], v
+    assert ask("echo X >> notes.txt", "wt")["allow"]
+
+
+# ------------------------------------------------------------------ a new host: one module, one row
+ACME_ROW = {
+    "aliases": ("acme-cli",), "markers": ("ACME_AGENT",), "home_var": "ACME_HOME", "home": "~/.acme",
+    "project_dir_var": "ACME_PROJECT",
+    "hooks": {"install": "settings", "protocol": "claude", "project": ".acme/hooks.json", "user": "{home}/hooks.json"},
+    "hook_trust": None,
+    "skills": {"project": ".acme/skills", "user": "{home}/skills"},
+    "doc": {"project": "ACME.md", "user": "{home}/ACME.md"},
+    "extra": [], "config": {"project": (".acme/hooks.json",), "user": ("{home}/hooks.json",)}, "state": ("{home}",),
+    "tools": {"tool": "tool", "input": "args", "shell": ("sh",), "edit": ("put",), "builtin": ("look",),
+              "paths": ("file",), "dirs": ("wd",)},
+    "preset": {"argv": ["acme", "--quiet"], "report": None, "modes": {"read-only": None, "edit": [], "full": []}},
+    "usage_windows": False,
+}
+
+
+def acme_module():
+    from loopx.hosts.adapters import base
+
+    mod = types.ModuleType("loopx.hosts.adapters.acme")
+    mod.NAME, mod.KIND, mod.WINDOWS_SHELL, mod.VERIFIED = "acme", base.kind("acme"), "posix", "a test host"
+    mod.SHAPE = base.shape("acme")
+    mod.deny = base.decision_deny
+    mod.allow = lambda: ({"decision": "allow"}, 0, "")
+    mod.cont = lambda text: {"decision": "continue", "reason": text}
+    mod.let_stop = lambda: {}
+    mod.context = lambda text: {"additionalContext": text}
+    mod.config_path = lambda scope, root: base.hook_file("acme", scope, root)
+
+    def wanted(cmd, cap_arg, cap=8):
+        return {"PreTool": [{"hooks": [{"type": "command", "command": cmd("pre-tool")}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": cmd("stop", cap_arg)}]}]}
+
+    mod.wanted = wanted
+    return mod
+
+
+@pytest.mark.skipif(not POSIX, reason="a fake host executable")
+def test_a_host_added_as_one_module_and_one_row_installs_checks_guards_and_runs(repo, cli, monkeypatch, tmp_path):
+    monkeypatch.setitem(hostfacts.HOSTS, "acme", ACME_ROW)
+    monkeypatch.setitem(sys.modules, "loopx.hosts.adapters.acme", acme_module())
+    # installs and checks
+    r = cli("hooks", "--install", "--host", "acme", json=True)
+    assert r.code == 0, r.err
+    assert (repo / ".acme" / "hooks.json").is_file()
+    r = cli("hooks", "--check", "--host", "acme-cli", json=True)  # the alias from the row
+    assert r.code == 0 and r.data["hooks"][0]["status"] == "current", r.out
+    r = cli("workflow-skills", "--install", "--host", "acme", json=True)
+    assert r.code == 0, r.err
+    assert (repo / ".acme" / "skills" / "loopx" / "SKILL.md").is_file() and "loopx:begin" in (repo / "ACME.md").read_text()
+    r = cli("doctor", "--json")
+    assert next(c for c in r.data["checks"] if c["id"] == "hooks.project.acme")["status"] == "ok"
+    # guards: a push to main, through its own working-directory argument, and its own files
+    from loopx.hosts import entry
+
+    def ask(args, tool="sh"):
+        return entry.pre_tool({"tool": tool, "args": args, "cwd": str(repo)}, "acme")[1]
+
+    assert not ask({"cmd": "git push origin main"})["allow"]
+    assert not ask({"cmd": "git push", "wd": "wt"})["allow"]
+    assert ask({"cmd": "git push"})["allow"]
+    for target in (".acme/hooks.json", ".acme/skills/loopx/SKILL.md"):
+        v = ask({"cmd": f"rm -f {target}"})
+        assert not v["allow"] and v["kind"] == "governance", (target, v)
+        v = ask({"file": target}, tool="put")
+        assert not v["allow"] and v["kind"] == "governance", (target, v)
+    # runs: loopx run --agent acme starts the row's preset
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "acme"
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > acme-args.txt\ncat > /dev/null\necho did it\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    r = cli("--agent", "acme", "run", "--once", "--permission-mode", "edit", json=True)
+    assert r.code == 0, r.err + r.out
+    turn = r.data["turns"][0]
+    assert turn["run_id"] and (repo / "acme-args.txt").read_text().split() == ["--quiet"]
+    assert state_of(repo)["runs"][turn["run_id"]]["agent"] == "agent:acme"
