@@ -173,15 +173,24 @@ def test_stop_lets_the_agent_stop_when_should_run_says_anything_else(goal, proje
     assert r.json["data"]["info"]["decision"] == "wait_human"
 
 
-def test_stop_caps_consecutive_continuations(goal, project):
+def _finish_open_run(project, cli):
+    runs = cli("status", json=True).data["goals"][0]["open_runs"]
+    for r in runs:  # the agent does the continued turn and finishes it, as the packet says
+        assert cli("--agent", "claude-code", "turn", "finish", "--run", r["id"], "--result", "progress").code == 0
+
+
+def test_stop_caps_consecutive_continuations(goal, project, cli):
     first = payload("claude-code", "stop", project)
     again = payload("claude-code", "stop", project, stop_hook_active=True)
     assert json.loads(hook(project, "stop", "claude-code", first, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     assert json.loads(hook(project, "stop", "claude-code", again, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     r = hook(project, "stop", "claude-code", again, "--max-continuations", "2")
     assert (r.code, r.out) == (0, "")
     # a fresh stop (stop_hook_active false: the user spoke) starts counting again
     assert json.loads(hook(project, "stop", "claude-code", first, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     r = hook(project, "stop", "claude-code", again, env={"LOOPX_STOP_HOOK_CAP": "0"})
     assert (r.code, r.out) == (0, "")
 

@@ -69,7 +69,10 @@ def verdict(project, **kw):
 def test_every_file_loopx_installs_is_a_governance_path(home, goal, project, cli):
     for scope in ("project", "user"):
         assert cli("workflow-skills", "--install", "--scope", scope).code == 0
-        assert cli("hooks", "--install", "--host", "all", "--scope", scope).code == 0, scope
+    assert cli("hooks", "--install", "--host", "all").code == 0
+    os.chdir(home)  # outside the project: user-scope hooks for another project's sessions
+    assert cli("hooks", "--install", "--host", "all", "--scope", "user").code == 0
+    os.chdir(project)
     from loopx.hosts import files
 
     installed = sorted(files.load_manifest()["files"])
@@ -262,3 +265,70 @@ def test_a_host_added_as_one_module_and_one_row_installs_checks_guards_and_runs(
     turn = r.data["turns"][0]
     assert turn["run_id"] and (repo / "acme-args.txt").read_text().split() == ["--quiet"]
     assert state_of(repo)["runs"][turn["run_id"]]["agent"] == "agent:acme"
+
+
+# ------------------------------------------------------------------ item 4: hooks and runner agree
+def _stop(project, env=None, **changes):
+    body = {"session_id": "s1", "transcript_path": "/t.jsonl", "cwd": str(project), "hook_event_name": "Stop",
+            "stop_hook_active": False, **changes}
+    return run_loopx(["hook", "stop", "--host", "claude-code", "--json"], cwd=project, input=json.dumps(body), env=env)
+
+
+def open_runs(project):
+    return [r for r in state_of(project)["runs"].values() if r["finished"] is None]
+
+
+def test_under_loopx_run_the_stop_hook_does_not_resume_the_runners_run(goal, project, cli):
+    r = cli("--agent", "claude-code", "next", json=True)  # the runner's run, as `loopx run` starts it
+    assert r.code == 0 and r.data["run_id"], r.out
+    rid = r.data["run_id"]
+    res = _stop(project, env={"LOOPX_RUN_ID": rid, "LOOPX_AGENT": "claude-code"})
+    info = json.loads(res.out)["data"]["info"]
+    assert info["action"] == "stop" and info["reason"] == "runner_owns_run", info
+    assert [x["id"] for x in open_runs(project)] == [rid]  # left for the runner to verify and finish
+
+
+def test_outside_loopx_run_a_continuation_the_agent_ignores_is_closed_not_resent(goal, project):
+    first = json.loads(_stop(project).out)["data"]["info"]
+    assert first["action"] == "continue" and len(open_runs(project)) == 1
+    # the agent stops again without finishing the turn: the hook closes it and lets the agent stop
+    again = json.loads(_stop(project, stop_hook_active=True).out)["data"]["info"]
+    assert again["action"] == "stop" and again["reason"] == "continuation_not_finished", again
+    assert open_runs(project) == []
+    closed = state_of(project)["runs"][first["run_id"]]
+    assert closed["result"] == "no_progress"
+
+
+def test_hooks_in_a_second_scope_are_refused(home, goal, project, cli):
+    assert cli("hooks", "--install", "--host", "codex").code == 0
+    r = cli("hooks", "--install", "--host", "codex", "--scope", "user", json=True)
+    assert r.code == 4 and "both" in r.err + r.out, (r.out, r.err)
+    assert not (home / ".codex" / "hooks.json").exists()
+    assert cli("hooks", "--install", "--host", "claude-code", "--scope", "user").code == 0  # another host is fine
+
+
+@pytest.mark.skipif(not POSIX, reason="runs the printed command through sh")
+def test_every_write_back_line_works_as_printed_for_a_goal_without_verify(project, cli):
+    r = cli("start-goal", "--goal-text", "Write notes", "--goal-id", "g2", "--done-when", "notes exist", "--todo", "one",
+            json=True)
+    assert r.code == 0, r.err
+    r = cli("--agent", "codex", "next", "--goal-id", "g2", json=True)
+    finish = r.data["packet"]["commands"]["finish"]
+    exe = finish.split()[0]
+    assert os.path.isabs(exe) and "--verify" not in finish, finish
+    line = finish.replace("progress|completion|no_progress|failed|blocked", "progress")
+    # a login shell with a PATH that lacks loopx, as Codex's `bash -lc` gives it
+    proc = subprocess.run(["sh", "-c", line], cwd=project, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"],
+                               "LOOPX_HOME": os.environ["LOOPX_HOME"]})
+    assert proc.returncode == 0, (line, proc.stderr)
+    assert state_of(project)["runs"][r.data["run_id"]]["finished"] is not None
+
+
+def test_installed_skills_name_the_absolute_loopx(home, project, cli):
+    from loopx.exe import loopx_command
+
+    assert cli("workflow-skills", "--install", "--host", "codex").code == 0
+    text = (project / ".agents" / "skills" / "loopx" / "SKILL.md").read_text(encoding="utf-8")
+    exe = loopx_command()
+    assert os.path.isabs(exe) and f"This loopx is `{exe}`" in text and text.startswith("---\nname: loopx\n")

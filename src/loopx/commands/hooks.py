@@ -61,6 +61,8 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
     stamp = clock.now_iso().replace(":", "").replace("-", "")
+    if mode == "install":
+        _refuse_second_scope(ctx, chosen, scope)
     rows = []
     for h in chosen:
         if mode == "check":
@@ -89,6 +91,34 @@ def render_hooks(d: dict) -> str:
     rows = [[r["host"], r["status"], r["action"] or "", safe(r["path"])] for r in d["hooks"]]
     head = f"hooks {d['mode']}" + (" (dry run: nothing changed)" if d["dry_run"] else "") + f", {d['scope']} scope"
     return head + "\n" + table(rows, ["HOST", "STATUS", "ACTION", "CONFIG"])
+
+
+def _refuse_second_scope(ctx, chosen: list[str], scope: str) -> None:
+    """Raise Conflict (exit 4) when a chosen host already has loopx's hooks in the other scope:
+    hosts run the hooks of both scopes (Codex runs them concurrently), so every tool call would be
+    checked twice and two stop hooks would race on one continuation counter."""
+    from loopx.commands import scope_root
+    from loopx.errors import Conflict, LoopxError
+    from loopx.hosts import hookconf
+
+    other = "user" if scope == "project" else "project"
+    try:
+        other_root = scope_root(ctx, other)
+    except LoopxError:  # no project here: nothing installed in its project scope to collide with
+        return
+    both = []
+    for h in chosen:
+        try:
+            row = hookconf.check(h, other, other_root)
+        except LoopxError:
+            continue
+        if row["status"] != "missing":
+            both.append(f"{h} ({row['path']})")
+    if both:
+        raise Conflict(f"loopx's hooks are already installed in {other} scope for {', '.join(both)}; hooks in both "
+                       "scopes run twice and their stop hooks race", f"keep one scope: loopx hooks --remove --host HOST "
+                       f"--scope {other}, then install again (or install for the other hosts only with --host)",
+                       code="hooks_in_both_scopes")
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:

@@ -121,22 +121,48 @@ def _counter_path(store, host: str, session: str) -> str:
     return store.path("cache", "hooks", f"stop-{host}-{key}.json")
 
 
-def _read_count(path: str) -> int:
+def _read_counter(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
-            return int(cjson.loads(fh.read()).get("count", 0))
+            data = cjson.loads(fh.read())
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _read_count(path: str) -> int:
+    try:
+        return int(_read_counter(path).get("count", 0))
+    except (ValueError, TypeError):
         return 0
 
 
-def _write_count(path: str, n: int) -> None:
+def _write_count(path: str, n: int, run: str | None = None) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         from loopx.kernel.storage.fs import atomic_write
 
-        atomic_write(path, cjson.dumps({"count": n}), sync=False)
+        atomic_write(path, cjson.dumps({"count": n, "run": run} if run else {"count": n}), sync=False)
     except OSError:
         pass
+
+
+def _left_open(store, counter: str, agent: str) -> str | None:
+    """Close the run the previous continuation started when the agent stopped without finishing
+    it (a hook must never leave an open run behind); its id, or None when there was none or it
+    was finished."""
+    rid = _read_counter(counter).get("run")
+    if not isinstance(rid, str) or not rid:
+        return None
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
+
+    run = (store.load().get("runs") or {}).get(rid)
+    if not run or run.get("finished") is not None:
+        return None
+    turn.close(store, actors.agent(agent), rid, "no_progress",
+               "the agent stopped without finishing the turn loopx's stop hook started; closed by the hook")
+    return rid
 
 
 def let_stop(host: str, info: dict) -> tuple[dict | None, dict]:
@@ -151,8 +177,20 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
         store = open_store(payload_dir(payload, project))
         if store is None:
             return let_stop(host, {"reason": "not_connected"})
+        from loopx import config
+
+        owned_run = config.env("LOOPX_RUN_ID")
+        if owned_run:
+            # under `loopx run` the runner owns the turn: it verifies and finishes it, so the
+            # host's own stop hook must not resume it (each resumption costs model requests)
+            return let_stop(host, {"reason": "runner_owns_run", "run_id": owned_run})
         session = str(payload.get("session_id") or payload.get("conversation_id") or "default")
         counter = _counter_path(store, host, session)
+        abandoned = _left_open(store, counter, agent or host)
+        if abandoned:
+            # the agent ignored the continuation: sending another would only loop
+            _write_count(counter, 0)
+            return let_stop(host, {"reason": "continuation_not_finished", "run_id": abandoned})
         if _protocol(host) == "cursor":
             if payload.get("status", "completed") != "completed":
                 return let_stop(host, {"reason": f"cursor_status_{payload.get('status')}"})
@@ -180,7 +218,7 @@ def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)
         return let_stop(host, {"reason": d.get("reason"), "decision": d.get("decision"), "message": d.get("message")})
-    _write_count(counter, count + 1)
+    _write_count(counter, count + 1, t["run_id"])
     text = (f"loopx: should-run says run, so continue with the next governed turn ({count + 1} of at most {cap} "
             f"in a row). Follow the loopx skill: do this one turn, record evidence, finish it with "
             f"`loopx turn finish --run {t['run_id']}`, then stop.\n\n{t['packet_text']}")

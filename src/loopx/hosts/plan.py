@@ -69,6 +69,22 @@ Follow the loopx skill for one governed turn in this project.
 EXTRA = {"cursor-rule": (CURSOR_RULE, "rule"), "gemini-command": (GEMINI_COMMAND, "/loopx command")}
 
 
+def with_loopx_path(text: str, exe: str | None = None) -> str:
+    """``text`` (a SKILL.md) with a line after its front matter naming the absolute loopx that
+    installed it (``exe``, default this one), so a host whose shell resets PATH (Codex runs
+    ``bash -lc``) can still run every ``loopx`` line of the skill. A moved loopx makes the skill
+    ``stale`` (like the hooks) until ``workflow-skills --install`` writes it again."""
+    from loopx.exe import loopx_command
+
+    exe = exe or loopx_command()
+    note = (f"\n> This loopx is `{exe}`. If `loopx` is not found in your shell (a login shell may reset PATH), "
+            f"run `{exe}` wherever a line below says `loopx`.\n")
+    if text.startswith("---\n") and "\n---\n" in text[4:]:
+        end = text.index("\n---\n", 4) + 5
+        return text[:end] + note + text[end:]
+    return note.lstrip("\n") + text
+
+
 def skills_root() -> Path:
     """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
     from loopx.resources import data_path
@@ -118,6 +134,8 @@ def items(hosts: list[str], scope: str, root: str) -> list[Item]:
     for host in hosts:
         base = skill_base(host, scope, root)
         for rel, text in files:
+            if rel.endswith("/SKILL.md"):
+                text = with_loopx_path(text)
             put(Item(os.path.join(base, *rel.split("/")), "file", text, host, f"skill {rel.split('/')[0]}"))
         doc = hostfacts.doc_file(host, scope, root)
         if doc:
