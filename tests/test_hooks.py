@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_loopx
+from conftest import run_loopx, trust_codex_hooks
 from loopx.kernel.policy import guard
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
@@ -248,6 +248,8 @@ def test_hooks_install_check_remove_keep_user_settings(project, cli):
     before = settings.read_bytes()
     r = cli("hooks", "--install", "--host", "all", json=True)
     assert all(row["action"] == "unchanged" for row in r.data["hooks"]) and settings.read_bytes() == before
+    assert cli("hooks", "--check").code == 1  # installed, but Codex runs none until they are trusted (issue 23)
+    trust_codex_hooks(project)
     assert cli("hooks", "--check").code == 0
     assert cli("hooks", "--remove", "--host", "all").code == 0
     assert json.loads(settings.read_text()) == user
@@ -349,6 +351,7 @@ def test_user_scope_hooks_follow_codex_home(project, cli, tmp_path, monkeypatch)
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
     assert cli("hooks", "--install", "--host", "codex", "--scope", "user").code == 0
     assert (tmp_path / "codex-home" / "hooks.json").exists() and not (project / ".codex").exists()
+    trust_codex_hooks(project)
     assert cli("hooks", "--check", "--host", "codex", "--scope", "user").code == 0
     assert cli("hooks", "--remove", "--host", "codex", "--scope", "user").code == 0
     assert not (tmp_path / "codex-home" / "hooks.json").exists()

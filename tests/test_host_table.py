@@ -332,3 +332,60 @@ def test_installed_skills_name_the_absolute_loopx(home, project, cli):
     text = (project / ".agents" / "skills" / "loopx" / "SKILL.md").read_text(encoding="utf-8")
     exe = loopx_command()
     assert os.path.isabs(exe) and f"This loopx is `{exe}`" in text and text.startswith("---\nname: loopx\n")
+
+
+# ------------------------------------------------------------------ item 5: installed means active (Codex trust)
+def test_untrusted_codex_hooks_are_an_error_and_loopx_run_refuses_them(home, goal, project, cli, monkeypatch):
+    from conftest import trust_codex_hooks
+
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no codex CLI to ask: loopx reads Codex's config.toml
+    r = cli("hooks", "--install", "--host", "codex")
+    assert r.code == 0 and "/hooks" in r.err, r.err  # says what the user must do
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    assert r.code == 1 and r.data["hooks"][0]["trust"]["state"] == "untrusted", r.out
+    check = next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.codex")
+    assert check["status"] == "error" and "guard is off" in check["finding"], check
+    r = cli("--agent", "codex", "run", "--once", json=True)
+    assert r.code == 3 and "host_unguarded" in r.out + r.err and "--allow-unguarded" in r.out + r.err, (r.out, r.err)
+    assert open_runs(project) == []
+    r = cli("--agent", "codex", "run", "--once", "--allow-unguarded", json=True)
+    assert r.code == 2 and "not on PATH" in r.out + r.err  # past the trust check: the missing CLI is next
+    trust_codex_hooks(project)
+    assert cli("hooks", "--check", "--host", "codex").code == 0
+    check = next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.codex")
+    assert check["status"] == "ok", check
+
+
+@pytest.mark.skipif(not POSIX, reason="a fake codex app-server")
+def test_codex_trust_is_asked_of_codex_app_server_when_it_is_there(home, goal, project, cli, monkeypatch, tmp_path):
+    """A stand-in for ``codex app-server`` (JSON-RPC on stdio): loopx believes its trustStatus."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    status = tmp_path / "status.txt"
+    status.write_text("untrusted", encoding="utf-8")
+    fake = bindir / "codex"
+    fake.write_text(f"""#!{sys.executable}
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") == 1:
+        print(json.dumps({{"id": 1, "result": {{}}}}), flush=True)
+    elif msg.get("method") == "hooks/list":
+        cwd = msg["params"]["cwds"][0]
+        path = cwd + "/.codex/hooks.json"
+        conf = json.load(open(path))
+        hooks = [{{"key": path + ":x:0:0", "command": h["command"], "sourcePath": path,
+                   "trustStatus": open({str(status)!r}).read().strip(), "enabled": True}}
+                 for groups in conf["hooks"].values() for g in groups for h in g["hooks"]]
+        print(json.dumps({{"id": 2, "result": {{"data": [{{"cwd": cwd, "hooks": hooks}}]}}}}), flush=True)
+""", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}/usr/bin:/bin")
+    assert cli("hooks", "--install", "--host", "codex").code == 0
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    trust = r.data["hooks"][0]["trust"]
+    assert r.code == 1 and trust["state"] == "untrusted" and trust["how"] == "asked codex app-server", trust
+    status.write_text("trusted", encoding="utf-8")
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    assert r.code == 0 and r.data["hooks"][0]["trust"]["state"] == "trusted", r.out

@@ -66,16 +66,34 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     rows = []
     for h in chosen:
         if mode == "check":
-            rows.append(hookconf.check(h, scope, root, entry.parse_cap(cap)))
+            row = hookconf.check(h, scope, root, entry.parse_cap(cap))
+            if row["status"] != "missing":
+                from loopx.ops import hosttrust
+
+                trust = hosttrust.trust_of(h, scope, root)
+                if trust:
+                    row["trust"] = trust  # installed but not trusted: the host runs none of it
+            rows.append(row)
         elif mode == "install":
             rows.append(hookconf.install(h, scope, root, entry.parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
             rows.append(hookconf.remove(h, scope, root, dry_run=dry_run, force=force, stamp=stamp))
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
-            "all_current": all(r["status"] == "current" for r in rows)}
+            "all_current": all(r["status"] == "current" and (r.get("trust") or {}).get("state") != "untrusted"
+                               for r in rows)}
     warnings = []
-    if mode == "install" and not dry_run and "codex" in chosen:
-        warnings.append("codex runs new or changed hooks only after you review and trust them in /hooks")
+    for r in rows:
+        if (r.get("trust") or {}).get("state") == "untrusted":
+            from loopx.ops import hosttrust
+
+            warnings.append(f"error: {r['host']} will not run loopx's hooks, so the guard is off: {r['trust']['why']}; "
+                            + hosttrust.fix(r["host"]))
+    if mode == "install" and not dry_run:
+        from loopx.ops import hosttrust
+
+        for h in chosen:
+            if hostfacts.HOSTS.get(h, {}).get("hook_trust"):
+                warnings.append(f"{h} runs none of these hooks until you trust them: {hosttrust.fix(h)}")
     if mode == "install" and not dry_run and "gemini" in chosen:
         warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
     kept = [r["path"] for r in rows if (r.get("action") or "").startswith("kept")]

@@ -117,7 +117,17 @@ def hooks(scope: str, root: str) -> list[dict]:
             out.append(result(cid, "warning", f"loopx's plugin {path} was edited; it is never overwritten",
                               fix + " --force (keeps a backup)"))
         else:
-            out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"))
+            from loopx.ops import hosttrust
+
+            trust = hosttrust.trust_of(host, scope, root)
+            if trust and trust["state"] == "untrusted":
+                out.append(result(cid, "error", f"loopx's {host} hooks in {path} are installed but {host} will not run "
+                                                f"them, so the guard is off: {trust['why']} ({trust['how']})",
+                                  hosttrust.fix(host)))
+                continue
+            note = f"; {trust['why']} ({trust['how']})" if trust else ""
+            out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"
+                                         + note))
     return out
 
 

@@ -21,6 +21,7 @@ import os
 BEGIN = "<!-- loopx:begin"
 END = "<!-- loopx:end -->"
 _cache: dict = {}
+_names_cache: dict = {}
 
 
 def _roots(project_dir: str) -> tuple[str, str]:
@@ -34,7 +35,7 @@ def targets(project_dir: str) -> dict:
 
     proj, home = _roots(project_dir)
     key = (proj, home, *(os.environ.get(v) or "" for v in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR",
-                                                            "XDG_CONFIG_HOME")), len(hostfacts.HOSTS))
+                                                            "XDG_CONFIG_HOME")), tuple(hostfacts.HOSTS))
     hit = _cache.get(key)
     if hit is not None:
         return hit
@@ -131,10 +132,12 @@ def names() -> frozenset:
     """Every path component of the files and folders above (project-relative table paths and the
     instruction files' names): a shell word with one of them may name an owned path, so the
     guard resolves it."""
-    hit = _cache.get("names")
+    from loopx import hostfacts
+
+    key = ("names", tuple(hostfacts.HOSTS))
+    hit = _names_cache.get(key)
     if hit is not None:
         return hit
-    from loopx import hostfacts
 
     out = {"loopx", hostfacts.SKILL_PREFIX}
     for r in hostfacts.HOSTS.values():
@@ -144,7 +147,8 @@ def names() -> frozenset:
             if t:
                 out.update(c for c in t.split("/") if c and not c.startswith("{") and c != "~")
     res = frozenset(out)
-    _cache["names"] = res
+    _names_cache.clear()
+    _names_cache[key] = res
     return res
 
 
