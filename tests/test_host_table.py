@@ -367,7 +367,10 @@ def test_codex_trust_is_asked_of_codex_app_server_when_it_is_there(home, goal, p
     fake = bindir / "codex"
     fake.write_text(f"""#!{sys.executable}
 import json, sys
-for line in sys.stdin:
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
     msg = json.loads(line)
     if msg.get("id") == 1:
         print(json.dumps({{"id": 1, "result": {{}}}}), flush=True)
@@ -389,3 +392,64 @@ for line in sys.stdin:
     status.write_text("trusted", encoding="utf-8")
     r = cli("hooks", "--check", "--host", "codex", json=True)
     assert r.code == 0 and r.data["hooks"][0]["trust"]["state"] == "trusted", r.out
+
+
+# ------------------------------------------------------------------ item 3: guarded wherever the host runs
+@pytest.mark.skipif(not POSIX, reason="git worktrees")
+def test_a_parallel_runs_worktree_carries_the_hook_files_and_guards_them(repo, cli):
+    from loopx.runner import hostenv, worktree
+
+    assert cli("hooks", "--install", "--host", "opencode").code == 0
+    assert cli("hooks", "--install", "--host", "pi").code == 0
+    store = Store.open(str(repo))
+    wt = worktree.create(store, "run-abc123", "work")
+    assert not (Path(wt["cwd"]) / ".opencode" / "plugins" / "loopx-guard.js").exists()  # untracked: git leaves it out
+    copied = hostenv.copy_hooks(str(repo), wt["cwd"], "opencode")
+    assert ".opencode/plugins/loopx-guard.js" in copied
+    assert (Path(wt["cwd"]) / ".opencode" / "plugins" / "loopx-guard.js").is_file()
+    hostenv.copy_hooks(str(repo), wt["cwd"])
+    assert (Path(wt["cwd"]) / ".pi" / "extensions" / "loopx-guard.ts").is_file()
+    v = verdict(repo, commands=["rm -f .opencode/plugins/loopx-guard.js"], cwd=wt["cwd"])
+    assert not v["allow"] and v["kind"] == "governance", v
+    assert verdict(repo, commands=["echo x > notes.txt"], cwd=wt["cwd"])["allow"]
+
+
+def fake_host(tmp_path, name, body):
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    f = bindir / name
+    f.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    f.chmod(0o755)
+    return bindir
+
+
+@pytest.mark.skipif(not POSIX, reason="a fake host executable")
+def test_loopx_run_sets_pwd_and_records_how_often_the_guard_was_called(goal, project, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    payload = json.dumps({"tool_name": "bash", "tool_input": {"command": "ls"}, "cwd": str(project)})
+    # a Pi whose extension loaded: it calls the guard once per tool call (here: once). Python, not
+    # sh: a shell recomputes $PWD itself, Node (OpenCode, Pi) believes the variable it was given
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "pi").write_text(f"""#!{sys.executable}
+import os, subprocess, sys
+sys.stdin.read()
+open(os.path.join(os.environ["LOOPX_PROJECT_DIR"], "pwd.txt"), "w").write(os.environ.get("PWD", ""))
+subprocess.run([sys.executable, "-m", "loopx", "hook", "pre-tool", "--host", "pi"], input={payload!r}, text=True,
+               capture_output=True)
+print("did it")
+""", encoding="utf-8")
+    (bindir / "pi").chmod(0o755)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = run_loopx(["--project", str(project), "--agent", "pi", "run", "--once", "--permission-mode", "edit", "--json"], cwd=elsewhere, env=env)
+    assert r.code == 0, r.out + r.err
+    rid = json.loads(r.out)["data"]["turns"][0]["run_id"]
+    assert (project / "pwd.txt").read_text().strip() == str(project)  # OpenCode and Pi work in $PWD
+    assert state_of(project)["runs"][rid]["guard"] == {"calls": 1, "unguarded": False}
+    # a host whose hook never loaded: the turn is recorded as unguarded
+    fake_host(tmp_path, "pi", "cat > /dev/null\necho did it\n")
+    r = run_loopx(["--project", str(project), "--agent", "pi", "run", "--once", "--permission-mode", "edit", "--json"], cwd=elsewhere, env=env)
+    assert r.code == 0, r.err
+    rid = json.loads(r.out)["data"]["turns"][0]["run_id"]
+    assert state_of(project)["runs"][rid]["guard"] == {"calls": 0, "unguarded": True}

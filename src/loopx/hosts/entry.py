@@ -243,6 +243,19 @@ def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
         raise Uncheckable("the tool input is nested too deeply to read") from None
 
 
+def _count_guard_call(project_dir: str | None, run_id: str) -> None:
+    # runner/hostenv.py reads the count; the file format is one byte per call
+    if not project_dir or "/" in run_id or "\\" in run_id:
+        return
+    path = os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(b".")
+    except OSError:
+        pass
+
+
 def _tool_input(payload: dict, host: str) -> dict:
     mod = adapter(host)
     ti = payload.get(getattr(mod, "SHAPE", {}).get("input", "tool_input"))
@@ -305,6 +318,11 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
 
     store = None
     commands: list[str] = []
+    from loopx import config
+
+    run_id = config.env("LOOPX_RUN_ID")
+    if run_id:  # under `loopx run`: the turn's record shows the guard was called (issue 23)
+        _count_guard_call(config.env("LOOPX_PROJECT_DIR"), run_id)
     try:
         if _protocol(host) == "cursor" and payload.get("hook_event_name") in adapter(host).REPORT_EVENTS:
             report = take_report(open_store(payload_dir(payload, project)))

@@ -563,6 +563,11 @@ def governance_path(path: str, cwd: str | None, project_dir: str, how: str = "ed
     full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
     t = owned.targets(project_dir)
     what = owned.owned(full, t)
+    rel = scope.project_relative(project_dir, full, project_dir)
+    if what is None and rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):
+        # a parallel run's worktree carries copies of the hook files: they guard that run
+        inside = worktrees.strip(rel, worktrees.prefix(project_dir))
+        what = owned.owned(os.path.realpath(os.path.join(project_dir, inside)), t)
     if what is None:
         dirs = {os.path.realpath(config.data_home()), os.path.realpath(os.path.dirname(config.config_path()))}
         if any(full == d or full.startswith(d + os.sep) for d in dirs):

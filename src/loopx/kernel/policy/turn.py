@@ -417,7 +417,7 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str, report:
                   run_id, result, note=note, report=report)
 
 
-REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
 
 
 def report_data(report: dict | None) -> dict:

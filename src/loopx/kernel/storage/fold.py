@@ -580,7 +580,7 @@ def _run_finished(s, r, d):
         s.setdefault("host_errors", {}).pop(agent, None)
 
 
-_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
 
 
 def _run_report(s, r, run, d):
