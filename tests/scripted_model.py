@@ -1,0 +1,162 @@
+"""A scripted model server on 127.0.0.1 for contract tests against the real host CLIs (issue 23).
+
+It speaks the model APIs the hosts use and answers each model request with the next step of a
+script: ``{"tool": name, "args": {...}}`` (the model asks for a tool call) or ``{"text": str}``
+(a final answer; after the script the model always says ``done.``). Every request is recorded
+(``requests``: parsed JSON bodies with ``path``), and ``tool_results()`` gives what the host sent
+back for each tool call, in order, so a test can check that a deny reason reached the model word
+for word.
+
+APIs: OpenAI-compatible chat completions (``POST /v1/chat/completions``, streaming or not: Pi,
+OpenCode), Gemini ``:streamGenerateContent``/``:generateContent`` (Gemini CLI). ``mode``:
+``"ok"``, ``"429"`` (every request answered 429 with ``retry-after``), ``"500"``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class ScriptedModel:
+    def __init__(self, steps, mode: str = "ok") -> None:
+        self.steps = list(steps)
+        self.mode = mode
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.served = 0  # model requests answered with a script step or the final text
+        self.srv: ThreadingHTTPServer | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> int:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                model._send(self, 200, "application/json", b'{"data": [], "models": []}')
+
+            def do_POST(self):
+                model._post(self)
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.srv.daemon_threads = True
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        return self.srv.server_address[1]
+
+    def stop(self) -> None:
+        if self.srv:
+            self.srv.shutdown()
+            self.srv.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.srv.server_address[1]}"
+
+    # ------------------------------------------------------------------ reading what the host sent
+    def model_requests(self) -> list[dict]:
+        return [r for r in self.requests if r.get("_kind") in ("chat", "gemini")]
+
+    def tool_results(self) -> list[str]:
+        """The text of every tool result the host sent back, in the order of the tool calls."""
+        seen: dict[str, str] = {}
+        for r in self.requests:
+            for m in r.get("messages") or []:  # OpenAI chat
+                if m.get("role") == "tool":
+                    c = m.get("content")
+                    text = c if isinstance(c, str) else json.dumps(c)
+                    seen.setdefault(str(m.get("tool_call_id")), text)
+            for c in r.get("contents") or []:  # Gemini
+                for p in c.get("parts") or []:
+                    fr = p.get("functionResponse")
+                    if fr:
+                        seen.setdefault(str(fr.get("id") or fr.get("name")) + str(len(seen)) if not fr.get("id")
+                                        else str(fr.get("id")), json.dumps(fr.get("response")))
+        return list(seen.values())
+
+    # ------------------------------------------------------------------ answering
+    def _send(self, h, code: int, ctype: str, body: bytes, headers: dict | None = None) -> None:
+        h.send_response(code)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(body)
+
+    def _next(self) -> dict:
+        with self.lock:
+            i = self.served
+            self.served += 1
+        return self.steps[i] if i < len(self.steps) else {"text": "done."}
+
+    def _post(self, h) -> None:
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {"_raw": raw}
+        path = h.path
+        kind = "chat" if "chat/completions" in path else "gemini" if "generateContent" in path.lower() else "other"
+        body = dict(body, path=path, _kind=kind)
+        with self.lock:
+            self.requests.append(body)
+        if kind == "other":
+            if "countTokens" in path:
+                return self._send(h, 200, "application/json", b'{"totalTokens": 10}')
+            return self._send(h, 404, "application/json", b'{"error": {"message": "not scripted"}}')
+        if self.mode == "429":
+            err = {"error": {"message": "Rate limit reached; try again in 20s", "type": "rate_limit_exceeded",
+                             "code": 429, "status": "RESOURCE_EXHAUSTED"}}
+            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "20"})
+        if self.mode == "500":
+            return self._send(h, 500, "application/json", b'{"error": {"message": "internal"}}')
+        step = self._next()
+        if kind == "chat":
+            return self._chat(h, body, step)
+        return self._gemini(h, body, step, stream="stream" in path.lower())
+
+    def _chat(self, h, req: dict, step: dict) -> None:
+        n = self.served
+        if "tool" in step:
+            delta = {"role": "assistant", "content": None, "tool_calls": [{
+                "index": 0, "id": f"call_{n}", "type": "function",
+                "function": {"name": step["tool"], "arguments": json.dumps(step["args"])}}]}
+            finish = "tool_calls"
+        else:
+            delta = {"role": "assistant", "content": step["text"]}
+            finish = "stop"
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        base = {"id": f"c{n}", "created": 0, "model": req.get("model") or "m1"}
+        if not req.get("stream"):
+            msg = {k: v for k, v in delta.items() if k != "index"}
+            if "tool_calls" in msg:
+                msg["tool_calls"] = [{k: v for k, v in tc.items() if k != "index"} for tc in msg["tool_calls"]]
+            doc = {**base, "object": "chat.completion",
+                   "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}
+            return self._send(h, 200, "application/json", json.dumps(doc).encode())
+        chunks = [{**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
+                                                                          "finish_reason": None}]},
+                  {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {},
+                                                                          "finish_reason": finish}]},
+                  {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
+        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self._send(h, 200, "text/event-stream", data)
+
+    def _gemini(self, h, req: dict, step: dict, stream: bool) -> None:
+        if "tool" in step:
+            part = {"functionCall": {"name": step["tool"], "args": step["args"]}}
+        else:
+            part = {"text": step["text"]}
+        doc = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+               "modelVersion": "gemini-2.5-pro"}
+        data = json.dumps(doc).encode()
+        if stream:
+            return self._send(h, 200, "text/event-stream", b"data: " + data + b"\r\n\r\n")
+        self._send(h, 200, "application/json", data)
