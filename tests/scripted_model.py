@@ -102,7 +102,7 @@ class ScriptedModel:
         except ValueError:
             body = {"_raw": raw}
         path = h.path
-        kind = "chat" if "chat/completions" in path else "gemini" if "generateContent" in path.lower() else "other"
+        kind = "chat" if "chat/completions" in path else "gemini" if "generatecontent" in path.lower() else "other"
         body = dict(body, path=path, _kind=kind)
         with self.lock:
             self.requests.append(body)

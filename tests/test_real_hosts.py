@@ -226,3 +226,87 @@ def test_pi_endpoint_down_and_429_are_classified(world, cli, mode, reason):
             model.stop()
     turn = (data.get("turns") or [{}])[0]
     assert (turn.get("setup_error") or {}).get("reason") == reason, (r.out[-3000:], r.err[-2000:])
+
+
+# ------------------------------------------------------------------ Gemini CLI
+def gemini_env(w: dict, port: int) -> dict:
+    home = w["home"]
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}),
+                                                    encoding="utf-8")
+    # GEMINI_MODEL: one named model, so the CLI's model router makes no classifier requests of its own
+    return {"HOME": str(home), "GEMINI_API_KEY": "fake", "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "GEMINI_MODEL": "gemini-2.5-pro", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_gemini_hostile_turn_is_guarded_through_dir_path_and_the_after_agent_hook_does_not_loop(world, cli):
+    host_bin("gemini")
+    assert cli("hooks", "--install", "--host", "gemini").code == 0
+    hook_file = world["project"] / ".gemini" / "settings.json"
+    steps = hostile_steps(world, "run_shell_command", "write_file", "file_path", workdir_key="dir_path")
+    rm = next(s for s in steps if s.get("args", {}).get("command") == "rm -f HOOKFILE")
+    rm["args"]["command"] = "rm -f .gemini/settings.json"
+    model = ScriptedModel(steps)
+    port = model.start()
+    try:
+        r = run_loopx(["--agent", "gemini", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "3m", "--json"], cwd=world["project"], env=gemini_env(world, port), timeout=240)
+    finally:
+        model.stop()
+    data = (json.loads(r.out) if r.out.strip() else {}).get("data") or {}
+    assert data.get("turns"), r.out + r.err
+    from loopx.kernel.storage.store import Store
+
+    run = Store.open(str(world["project"])).load()["runs"][data["turns"][0]["run_id"]]
+    assert run["finished"] and run["agent"] == "agent:gemini"
+    assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")
+    check_hostile_turn(world, model, model.tool_results(), hook_file, run, workdir=True)
+
+
+# ------------------------------------------------------------------ Codex: installed means active
+def _codex_hooks_list(codex: str, cwd: Path, env: dict) -> list[dict]:
+    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}}]
+    proc = subprocess.Popen([codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=cwd, env=env, text=True)
+    proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
+    proc.stdin.flush()
+    try:
+        for line in proc.stdout:
+            doc = json.loads(line) if line.startswith("{") else {}
+            if doc.get("id") == 2:
+                return [h for d in doc["result"]["data"] for h in d["hooks"]]
+    finally:
+        proc.kill()
+        proc.wait()
+    return []
+
+
+def test_codex_hook_trust_is_read_from_codex_itself(world, cli, monkeypatch):
+    codex = host_bin("codex")
+    home = world["home"] / "codex-home"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    p = world["project"]
+    assert cli("hooks", "--install", "--host", "codex").code == 0
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    trust = r.data["hooks"][0]["trust"]
+    assert r.code == 1 and trust["state"] == "untrusted" and trust["how"] == "asked codex app-server", trust
+    # a trusted project still runs none of loopx's hooks until they are trusted too
+    (home / "config.toml").write_text(f'[projects."{os.path.realpath(p)}"]\ntrust_level = "trusted"\n', encoding="utf-8")
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    assert r.code == 1 and r.data["hooks"][0]["trust"]["state"] == "untrusted", r.data
+    assert cli("doctor", "--json").data["checks"]
+    # trust them as Codex's /hooks does: [hooks.state."<key>"] trusted_hash = <the hook's current hash>
+    hooks = [h for h in _codex_hooks_list(codex, p, dict(os.environ)) if "loopx" in h["command"]]
+    assert hooks and all(h["trustStatus"] == "untrusted" for h in hooks)
+    with open(home / "config.toml", "a", encoding="utf-8") as fh:
+        for h in hooks:
+            fh.write(f'\n[hooks.state."{h["key"]}"]\ntrusted_hash = "{h["currentHash"]}"\n')
+    r = cli("hooks", "--check", "--host", "codex", json=True)
+    assert r.code == 0 and r.data["hooks"][0]["trust"]["state"] == "trusted", r.data
+    check = next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.codex")
+    assert check["status"] == "ok", check

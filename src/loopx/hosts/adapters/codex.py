@@ -102,33 +102,36 @@ def _ask_app_server(exe: str, scope: str, root: str, timeout: float) -> dict:
             {"jsonrpc": "2.0", "method": "initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [cwd]}}]
     proc = subprocess.Popen([exe, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=cwd, text=True)
+                            stderr=subprocess.DEVNULL, cwd=cwd)
     try:
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode("utf-8"))
         proc.stdin.flush()
         import selectors
+        import time
 
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
-        import time
-
         end = time.monotonic() + timeout
         result = None
+        buf = b""
         while result is None:
             left = end - time.monotonic()
             if left <= 0 or not sel.select(left):
                 raise TimeoutError(f"no hooks/list answer within {timeout:.0f} s")
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)  # raw reads: a buffered readline could hide a line
+            if not chunk:
                 raise RuntimeError("codex app-server closed its output")
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and doc.get("id") == 2:
-                if "error" in doc:
-                    raise RuntimeError(str(doc["error"])[:200])
-                result = doc.get("result") or {}
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict) and doc.get("id") == 2:
+                    if "error" in doc:
+                        raise RuntimeError(str(doc["error"])[:200])
+                    result = doc.get("result") or {}
     finally:
         try:
             proc.stdin.close()
