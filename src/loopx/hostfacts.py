@@ -57,9 +57,17 @@ HOSTS: dict[str, dict] = {
                               "ListMcpResourcesTool", "ReadMcpResourceTool"),
                   "paths": ("file_path", "notebook_path", "path"), "dirs": ()},
         "preset": {"argv": ["claude", "-p", "{packet}", "--output-format", "json"], "report": "claude-json",
+                   # acceptEdits refuses every shell command headless: allow loopx's write-back
+                   # commands and the goal's verify command ({loopx}, {verify}: filled in per turn;
+                   # a pair whose value is empty is left out)
                    "modes": {"read-only": ["--permission-mode", "plan"],
-                             "edit": ["--permission-mode", "acceptEdits"],
-                             "full": ["--permission-mode", "bypassPermissions"]}},
+                             "edit": ["--permission-mode", "acceptEdits", "--allowedTools", "Bash({loopx}:*)",
+                                      "--allowedTools", "Bash({verify})"],
+                             "full": ["--permission-mode", "bypassPermissions"]},
+                   # bypassPermissions exits at once as root unless the host is told it is sandboxed
+                   "root": {"full": "Claude Code refuses --permission-mode bypassPermissions as root: run loopx "
+                                    "as a normal user, or, inside a container or VM that is the sandbox, set "
+                                    "IS_SANDBOX=1", "env": "IS_SANDBOX"}},
         "usage_windows": True,
     },
     "codex": {

@@ -78,7 +78,8 @@ class Driver:
             vals = {"prompt_file": prompt_file, "packet_json": json_file, "run_id": started["run_id"],
                     "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
             return presets.fill(self.agent_cmd, vals), True
-        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode), False
+        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode,
+                                verify=(started.get("packet") or {}).get("verify")), False
 
     def env(self, started: dict, prompt_file: str, json_file: str, cwd: str | None = None) -> dict:
         env = dict(os.environ)
