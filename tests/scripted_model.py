@@ -60,7 +60,7 @@ class ScriptedModel:
 
     # ------------------------------------------------------------------ reading what the host sent
     def model_requests(self) -> list[dict]:
-        return [r for r in self.requests if r.get("_kind") in ("chat", "gemini")]
+        return [r for r in self.requests if r.get("_kind") in ("chat", "gemini", "responses")]
 
     def tool_results(self) -> list[str]:
         """The text of every tool result the host sent back, in the order of the tool calls."""
@@ -71,6 +71,10 @@ class ScriptedModel:
                     c = m.get("content")
                     text = c if isinstance(c, str) else json.dumps(c)
                     seen.setdefault(str(m.get("tool_call_id")), text)
+            for item in r.get("input") or [] if isinstance(r.get("input"), list) else []:  # Responses API
+                if isinstance(item, dict) and item.get("type") == "function_call_output":
+                    out = item.get("output")
+                    seen.setdefault(str(item.get("call_id")), out if isinstance(out, str) else json.dumps(out))
             for c in r.get("contents") or []:  # Gemini
                 for p in c.get("parts") or []:
                     fr = p.get("functionResponse")
@@ -102,7 +106,8 @@ class ScriptedModel:
         except ValueError:
             body = {"_raw": raw}
         path = h.path
-        kind = "chat" if "chat/completions" in path else "gemini" if "generatecontent" in path.lower() else "other"
+        kind = "chat" if "chat/completions" in path else "gemini" if "generatecontent" in path.lower() else \
+            "responses" if path.rstrip("/").endswith("/responses") else "other"
         body = dict(body, path=path, _kind=kind)
         with self.lock:
             self.requests.append(body)
@@ -119,6 +124,8 @@ class ScriptedModel:
         step = self._next()
         if kind == "chat":
             return self._chat(h, body, step)
+        if kind == "responses":
+            return self._responses(h, body, step)
         return self._gemini(h, body, step, stream="stream" in path.lower())
 
     def _chat(self, h, req: dict, step: dict) -> None:
@@ -146,6 +153,23 @@ class ScriptedModel:
                                                                           "finish_reason": finish}]},
                   {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
         data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self._send(h, 200, "text/event-stream", data)
+
+    def _responses(self, h, req: dict, step: dict) -> None:
+        n = self.served
+        if "tool" in step:
+            item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": step["tool"],
+                    "arguments": json.dumps(step["args"]), "status": "completed"}
+        else:
+            item = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": step["text"], "annotations": []}]}
+        usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
+        events = [("response.created", {"response": {"id": f"resp_{n}"}}),
+                  ("response.output_item.added", {"output_index": 0, "item": item}),
+                  ("response.output_item.done", {"output_index": 0, "item": item}),
+                  ("response.completed", {"response": {"id": f"resp_{n}", "usage": usage}})]
+        data = b"".join(f"event: {e}\ndata: {json.dumps(dict(d, type=e))}\n\n".encode() for e, d in events)
         self._send(h, 200, "text/event-stream", data)
 
     def _gemini(self, h, req: dict, step: dict, stream: bool) -> None:

@@ -310,3 +310,48 @@ def test_codex_hook_trust_is_read_from_codex_itself(world, cli, monkeypatch):
     assert r.code == 0 and r.data["hooks"][0]["trust"]["state"] == "trusted", r.data
     check = next(c for c in cli("doctor", "--json").data["checks"] if c["id"] == "hooks.project.codex")
     assert check["status"] == "ok", check
+
+
+# ------------------------------------------------------------------ Codex: a headless turn
+def codex_env(w: dict, port: int, trusted_hooks: list[dict] | None = None) -> dict:
+    home = w["home"] / "codex-home"
+    home.mkdir(parents=True, exist_ok=True)
+    lines = ['model = "m1"', 'model_provider = "fake"', "", "[model_providers.fake]", 'name = "fake"',
+             f'base_url = "http://127.0.0.1:{port}/v1"', 'wire_api = "responses"', 'env_key = "FAKE_KEY"', "",
+             f'[projects."{os.path.realpath(w["project"])}"]', 'trust_level = "trusted"', ""]
+    for h in trusted_hooks or []:
+        lines += [f'[hooks.state."{h["key"]}"]', f'trusted_hash = "{h["currentHash"]}"', ""]
+    (home / "config.toml").write_text("\n".join(lines), encoding="utf-8")
+    return {"CODEX_HOME": str(home), "FAKE_KEY": "x", "HOME": str(w["home"]),
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_codex_hostile_turn_is_guarded_once_its_hooks_are_trusted(world, cli):
+    codex = host_bin("codex")
+    p = world["project"]
+    assert cli("hooks", "--install", "--host", "codex").code == 0
+    env = codex_env(world, 1)
+    hooks = [h for h in _codex_hooks_list(codex, p, {**os.environ, **env}) if "loopx" in h["command"]]
+    assert hooks
+    steps = hostile_steps(world, "exec_command", "exec_command", "cmd", cmd_key="cmd", workdir_key="workdir")
+    for s in steps:  # Codex edits through its shell here: the writes become redirections
+        a = s.get("args") or {}
+        if "content" in a:
+            s["args"] = {"cmd": f"printf '%s' '{a['content']}' > {a['cmd']}"}
+        elif a.get("cmd") == "rm -f HOOKFILE":
+            a["cmd"] = "rm -f .codex/hooks.json"
+    model = ScriptedModel(steps)
+    port = model.start()
+    try:
+        r = run_loopx(["--agent", "codex", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "3m", "--json"], cwd=p, env=codex_env(world, port, hooks), timeout=240)
+    finally:
+        model.stop()
+    data = (json.loads(r.out) if r.out.strip() else {}).get("data") or {}
+    assert data.get("turns"), r.out + r.err
+    from loopx.kernel.storage.store import Store
+
+    run = Store.open(str(p)).load()["runs"][data["turns"][0]["run_id"]]
+    assert run["finished"] and run["agent"] == "agent:codex"
+    assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")
+    check_hostile_turn(world, model, model.tool_results(), p / ".codex" / "hooks.json", run, workdir=True)
