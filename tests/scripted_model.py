@@ -60,7 +60,7 @@ class ScriptedModel:
 
     # ------------------------------------------------------------------ reading what the host sent
     def model_requests(self) -> list[dict]:
-        return [r for r in self.requests if r.get("_kind") in ("chat", "gemini", "responses")]
+        return [r for r in self.requests if r.get("_kind") in ("chat", "gemini", "responses", "anthropic")]
 
     def tool_results(self) -> list[str]:
         """The text of every tool result the host sent back, in the order of the tool calls."""
@@ -75,6 +75,13 @@ class ScriptedModel:
                 if isinstance(item, dict) and item.get("type") == "function_call_output":
                     out = item.get("output")
                     seen.setdefault(str(item.get("call_id")), out if isinstance(out, str) else json.dumps(out))
+            for m in r.get("messages") or [] if r.get("_kind") == "anthropic" else []:  # Anthropic Messages
+                for b in m.get("content") or [] if isinstance(m.get("content"), list) else []:
+                    if isinstance(b, dict) and b.get("type") == "tool_result":
+                        c = b.get("content")
+                        text = c if isinstance(c, str) else " ".join(x.get("text", "") for x in c or []
+                                                                     if isinstance(x, dict))
+                        seen.setdefault(str(b.get("tool_use_id")), text)
             for c in r.get("contents") or []:  # Gemini
                 for p in c.get("parts") or []:
                     fr = p.get("functionResponse")
@@ -107,11 +114,18 @@ class ScriptedModel:
             body = {"_raw": raw}
         path = h.path
         kind = "chat" if "chat/completions" in path else "gemini" if "generatecontent" in path.lower() else \
-            "responses" if path.rstrip("/").endswith("/responses") else "other"
+            "responses" if path.split("?")[0].rstrip("/").endswith("/responses") else \
+            "anthropic" if path.split("?")[0].rstrip("/").endswith("/v1/messages") else "other"
+        if kind == "anthropic" and not body.get("tools"):
+            kind = "utility"  # Claude Code's side requests (titles, summaries): answered, never a script step
         body = dict(body, path=path, _kind=kind)
         with self.lock:
             self.requests.append(body)
+        if kind == "utility":
+            return self._anthropic(h, body, {"text": "ok"}, counted=False)
         if kind == "other":
+            if "count_tokens" in path:
+                return self._send(h, 200, "application/json", b'{"input_tokens": 10}')
             if "countTokens" in path:
                 return self._send(h, 200, "application/json", b'{"totalTokens": 10}')
             return self._send(h, 404, "application/json", b'{"error": {"message": "not scripted"}}')
@@ -126,6 +140,8 @@ class ScriptedModel:
             return self._chat(h, body, step)
         if kind == "responses":
             return self._responses(h, body, step)
+        if kind == "anthropic":
+            return self._anthropic(h, body, step)
         return self._gemini(h, body, step, stream="stream" in path.lower())
 
     def _chat(self, h, req: dict, step: dict) -> None:
@@ -153,6 +169,33 @@ class ScriptedModel:
                                                                           "finish_reason": finish}]},
                   {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
         data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self._send(h, 200, "text/event-stream", data)
+
+    def _anthropic(self, h, req: dict, step: dict, counted: bool = True) -> None:
+        n = self.served
+        if "tool" in step:
+            block = {"type": "tool_use", "id": f"toolu_{n}", "name": step["tool"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(step["args"])}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": step["text"]}
+            stop = "end_turn"
+        msg = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": req.get("model") or "claude",
+               "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": 100, "output_tokens": 1, "cache_read_input_tokens": 0,
+                         "cache_creation_input_tokens": 0}}
+        if not req.get("stream"):
+            full = dict(msg, content=[dict(block, input=step["args"]) if "tool" in step else dict(block, text=step["text"])],
+                        stop_reason=stop, usage=dict(msg["usage"], output_tokens=10))
+            return self._send(h, 200, "application/json", json.dumps(full).encode())
+        events = [("message_start", {"message": msg}),
+                  ("content_block_start", {"index": 0, "content_block": block}),
+                  ("content_block_delta", {"index": 0, "delta": delta}),
+                  ("content_block_stop", {"index": 0}),
+                  ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
+                  ("message_stop", {})]
+        data = b"".join(f"event: {e}\ndata: {json.dumps(dict(d, type=e))}\n\n".encode() for e, d in events)
         self._send(h, 200, "text/event-stream", data)
 
     def _responses(self, h, req: dict, step: dict) -> None:

@@ -355,3 +355,41 @@ def test_codex_hostile_turn_is_guarded_once_its_hooks_are_trusted(world, cli):
     assert run["finished"] and run["agent"] == "agent:codex"
     assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")
     check_hostile_turn(world, model, model.tool_results(), p / ".codex" / "hooks.json", run, workdir=True)
+
+
+# ------------------------------------------------------------------ Claude Code
+def claude_env(w: dict, port: int) -> dict:
+    return {"HOME": str(w["home"]), "CLAUDE_CONFIG_DIR": str(w["home"] / ".claude"),
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "x",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",  # full mode as root: the test run is the sandbox
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_claude_code_hostile_turn_is_guarded_and_the_stop_hook_does_not_loop(world, cli):
+    host_bin("claude")
+    p = world["project"]
+    (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
+    assert cli("hooks", "--install", "--host", "claude-code").code == 0
+    steps = hostile_steps(world, "Bash", "Write", "file_path")
+    for s in steps:
+        a = s.get("args") or {}
+        if "file_path" in a:
+            a["file_path"] = str(p / a["file_path"])  # Claude Code's Write takes an absolute path
+        elif a.get("command") == "rm -f HOOKFILE":
+            a["command"] = "rm -f .claude/settings.local.json"
+    model = ScriptedModel(steps)
+    port = model.start()
+    try:
+        r = run_loopx(["--agent", "claude-code", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "3m", "--json"], cwd=p, env=claude_env(world, port), timeout=240)
+    finally:
+        model.stop()
+    data = (json.loads(r.out) if r.out.strip() else {}).get("data") or {}
+    assert data.get("turns"), r.out + r.err
+    from loopx.kernel.storage.store import Store
+
+    run = Store.open(str(p)).load()["runs"][data["turns"][0]["run_id"]]
+    assert run["finished"] and run["agent"] == "agent:claude-code"
+    assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")
+    check_hostile_turn(world, model, model.tool_results(), p / ".claude" / "settings.local.json", run)
