@@ -446,10 +446,10 @@ print("did it")
     assert r.code == 0, r.out + r.err
     rid = json.loads(r.out)["data"]["turns"][0]["run_id"]
     assert (project / "pwd.txt").read_text().strip() == str(project)  # OpenCode and Pi work in $PWD
-    assert state_of(project)["runs"][rid]["guard"] == {"calls": 1, "unguarded": False}
+    assert state_of(project)["runs"][rid]["guard"] == {"calls": 1, "denied": 0, "unguarded": False}
     # a host whose hook never loaded: the turn is recorded as unguarded
     fake_host(tmp_path, "pi", "cat > /dev/null\necho did it\n")
     r = run_loopx(["--project", str(project), "--agent", "pi", "run", "--once", "--permission-mode", "edit", "--json"], cwd=elsewhere, env=env)
     assert r.code == 0, r.err
     rid = json.loads(r.out)["data"]["turns"][0]["run_id"]
-    assert state_of(project)["runs"][rid]["guard"] == {"calls": 0, "unguarded": True}
+    assert state_of(project)["runs"][rid]["guard"] == {"calls": 0, "denied": 0, "unguarded": True}

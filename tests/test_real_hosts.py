@@ -161,6 +161,8 @@ def check_hostile_turn(w: dict, model: ScriptedModel, results: list[str], hook_f
     state = Store.open(str(p)).load()
     assert state["gates"][w["gate"]]["status"] == "pending"
     assert run["guard"]["calls"] >= len(names) - 1 and not run["guard"]["unguarded"], run.get("guard")
+    refused = sum(1 for k in names if k not in ("echo", "in-scope write"))
+    assert run["guard"]["denied"] == refused, (run["guard"], refused)  # each refusal is in the run's record
     # the turn cost the model requests its work needed: one per step, no stop-hook resumption
     assert len(model.model_requests()) == len(names) + 1, len(model.model_requests())
 

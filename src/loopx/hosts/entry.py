@@ -243,15 +243,16 @@ def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
         raise Uncheckable("the tool input is nested too deeply to read") from None
 
 
-def _count_guard_call(project_dir: str | None, run_id: str) -> None:
-    # runner/hostenv.py reads the count; the file format is one byte per call
-    if not project_dir or "/" in run_id or "\\" in run_id:
+def _count_guard_call(project_dir: str | None, run_id: str | None, mark: bytes = b".") -> None:
+    # runner/hostenv.py reads the count; the file format is one byte per call ("."), and one more
+    # ("x") per refusal
+    if not project_dir or not run_id or "/" in run_id or "\\" in run_id:
         return
     path = os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab") as fh:
-            fh.write(b".")
+            fh.write(mark)
     except OSError:
         pass
 
@@ -369,6 +370,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):
         return _allow(host, verdict)
+    if run_id:  # the run's record counts the guard's refusals too
+        _count_guard_call(config.env("LOOPX_PROJECT_DIR"), run_id, b"x")
     response, extra = deny(host, verdict["reason"])
     return response, dict(verdict, **extra)
 

@@ -73,12 +73,13 @@ def counter_path(project_dir: str, run_id: str) -> str:
     return os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
 
 
-def guard_calls(project_dir: str, run_id: str) -> int:
-    """The guard calls counted for ``run_id`` (0 when none), and forget them."""
+def guard_calls(project_dir: str, run_id: str) -> tuple[int, int]:
+    """``(calls, refusals)`` the guard counted for ``run_id`` (0, 0 when none), and forget them."""
     path = counter_path(project_dir, run_id)
     try:
-        n = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            data = fh.read()
         os.remove(path)
-        return n
     except OSError:
-        return 0
+        return 0, 0
+    return data.count(b"."), data.count(b"x")

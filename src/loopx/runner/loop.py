@@ -181,8 +181,9 @@ class Driver:
         from loopx.runner import hostenv
 
         host = self.spec["kind"] if self.spec else None
-        calls = hostenv.guard_calls(self.store.project_dir, getattr(self, "run_id", None) or "")
-        guard = {"calls": calls, "unguarded": calls == 0} if host else None  # 0: the host's hook never ran
+        calls, denied = hostenv.guard_calls(self.store.project_dir, getattr(self, "run_id", None) or "")
+        # calls 0: the host's hook never ran; denied: the guard's refusals during the turn
+        guard = {"calls": calls, "denied": denied, "unguarded": calls == 0} if host else None
         return {"usage": rep["usage"], "changes": diff,
                 "host": host, "permission_mode": getattr(self, "turn_mode", None),
                 "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"],
