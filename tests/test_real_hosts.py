@@ -395,3 +395,26 @@ def test_claude_code_hostile_turn_is_guarded_and_the_stop_hook_does_not_loop(wor
     assert run["finished"] and run["agent"] == "agent:claude-code"
     assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")
     check_hostile_turn(world, model, model.tool_results(), p / ".claude" / "settings.local.json", run)
+
+
+def test_claude_code_edit_mode_runs_loopx_write_back_and_nothing_else_in_the_shell(world, cli):
+    host_bin("claude")
+    p = world["project"]
+    (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
+    steps = [{"tool": "Bash", "args": {"command": f"{loopx_exe()} status", "description": "loopx status"}},
+             {"tool": "Bash", "args": {"command": "python3 -c \"open('made-by-shell', 'w')\"", "description": "other"}},
+             {"text": "done."}]
+    model = ScriptedModel(steps)
+    port = model.start()
+    env = claude_env(world, port)
+    del env["IS_SANDBOX"]
+    try:
+        r = run_loopx(["--agent", "claude-code", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
+                       "--timeout", "3m", "--json"], cwd=p, env=env, timeout=240)
+    finally:
+        model.stop()
+    assert json.loads(r.out)["data"]["turns"], r.out + r.err
+    results = model.tool_results()
+    assert len(results) == 2, results
+    assert "g1" in results[0], results[0]  # loopx's own command ran (the allow-list)
+    assert not (p / "made-by-shell").exists(), results[1]  # any other shell write stays refused in edit mode
