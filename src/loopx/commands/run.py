@@ -57,7 +57,7 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         raise UsageError("no agent to run", f"pass --agent ({', '.join(presets.names())}) or --agent-cmd 'CMD'")
     preset = None
     if not agent_cmd:
-        if ctx.agent not in presets.PRESETS:
+        if not presets.known(ctx.agent):
             raise UsageError(f"--agent {ctx.agent!r} is not a preset and no --agent-cmd was given",
                              f"use one of {', '.join(presets.names())}, or add --agent-cmd 'CMD'")
         preset = ctx.agent

@@ -41,6 +41,13 @@ def names() -> list[str]:
     return sorted(PRESETS)
 
 
+def known(preset: str | None) -> bool:
+    """True when ``preset`` is a preset (a host table row added since import counts)."""
+    if preset not in PRESETS:
+        PRESETS.update({k: v for k, v in _from_table().items() if k not in PRESETS})
+    return preset in PRESETS
+
+
 def spec(preset: str) -> dict:
     """The preset as a dict (plain argv lists are normalised). Raises UsageError when unknown."""
     if preset not in PRESETS:
