@@ -27,6 +27,7 @@ class ScriptedModel:
         self.lock = threading.Lock()
         self.served = 0  # model requests answered with a script step or the final text
         self.srv: ThreadingHTTPServer | None = None
+        self.limit_message = "Rate limit reached; try again in 20s"  # what a 429 says
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> int:
@@ -130,7 +131,7 @@ class ScriptedModel:
                 return self._send(h, 200, "application/json", b'{"totalTokens": 10}')
             return self._send(h, 404, "application/json", b'{"error": {"message": "not scripted"}}')
         if self.mode == "429":
-            err = {"error": {"message": "Rate limit reached; try again in 20s", "type": "rate_limit_exceeded",
+            err = {"error": {"message": self.limit_message, "type": "rate_limit_exceeded",
                              "code": 429, "status": "RESOURCE_EXHAUSTED"}}
             return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "20"})
         if self.mode == "500":

@@ -453,3 +453,18 @@ print("did it")
     assert r.code == 0, r.err
     rid = json.loads(r.out)["data"]["turns"][0]["run_id"]
     assert state_of(project)["runs"][rid]["guard"] == {"calls": 0, "denied": 0, "unguarded": True}
+
+
+@pytest.mark.skipif(not POSIX, reason="a fake host executable")
+def test_a_host_that_only_waits_for_the_network_is_stopped_and_classified_offline(goal, project, tmp_path):
+    """Codex with no network prints "Reconnecting... waiting for network" and waits for ever: the
+    runner stops it when its output says so, not at the turn's timeout (10 minutes here)."""
+    bindir = fake_host(tmp_path, "codex", "cat > /dev/null\n"
+                       "echo '{\"type\":\"thread.started\",\"thread_id\":\"t1\"}'\n"
+                       "echo '{\"type\":\"error\",\"message\":\"Reconnecting... waiting for network (Connection failed)\"}'\n"
+                       "exec sleep 3600\n")
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = run_loopx(["--agent", "codex", "run", "--once", "--permission-mode", "edit", "--timeout", "10m", "--json"],
+                  cwd=project, env=env, timeout=300)
+    turn = json.loads(r.out)["data"]["turns"][0]
+    assert not turn["timed_out"] and turn["setup_error"]["reason"] == "host_offline", turn

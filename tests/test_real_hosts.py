@@ -315,11 +315,12 @@ def test_codex_hook_trust_is_read_from_codex_itself(world, cli, monkeypatch):
 
 
 # ------------------------------------------------------------------ Codex: a headless turn
-def codex_env(w: dict, port: int, trusted_hooks: list[dict] | None = None) -> dict:
+def codex_env(w: dict, port: int, trusted_hooks: list[dict] | None = None, retries: bool = True) -> dict:
     home = w["home"] / "codex-home"
     home.mkdir(parents=True, exist_ok=True)
     lines = ['model = "m1"', 'model_provider = "fake"', "", "[model_providers.fake]", 'name = "fake"',
-             f'base_url = "http://127.0.0.1:{port}/v1"', 'wire_api = "responses"', 'env_key = "FAKE_KEY"', "",
+             f'base_url = "http://127.0.0.1:{port}/v1"', 'wire_api = "responses"', 'env_key = "FAKE_KEY"',
+             *([] if retries else ["request_max_retries = 0", "stream_max_retries = 1"]), "",
              f'[projects."{os.path.realpath(w["project"])}"]', 'trust_level = "trusted"', ""]
     for h in trusted_hooks or []:
         lines += [f'[hooks.state."{h["key"]}"]', f'trusted_hash = "{h["currentHash"]}"', ""]
@@ -418,3 +419,22 @@ def test_claude_code_edit_mode_runs_loopx_write_back_and_nothing_else_in_the_she
     assert len(results) == 2, results
     assert "g1" in results[0], results[0]  # loopx's own command ran (the allow-list)
     assert not (p / "made-by-shell").exists(), results[1]  # any other shell write stays refused in edit mode
+
+
+@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
+def test_codex_endpoint_down_and_429_are_classified_without_waiting_for_the_timeout(world, cli, mode, reason):
+    host_bin("codex")
+    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
+    port = model.start()
+    if mode == "down":
+        model.stop()  # nothing listens: codex prints "Reconnecting... waiting for network" and waits
+    try:
+        r = run_loopx(["--agent", "codex", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "10m", "--json"], cwd=world["project"],
+                      env=codex_env(world, port, retries=False), timeout=300)  # fewer retries: a quicker stage
+    finally:
+        if mode != "down":
+            model.stop()
+    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    assert not turn.get("timed_out") and (turn.get("setup_error") or {}).get("reason") == reason, \
+        (r.out[-3000:], r.err[-1000:])

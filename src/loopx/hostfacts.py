@@ -90,7 +90,8 @@ HOSTS: dict[str, dict] = {
                   "builtin": ("read_file", "list_dir", "grep_files", "view_image", "update_plan", "web_search",
                               "write_stdin"),
                   "paths": ("file_path", "path"), "dirs": ("workdir", "cwd")},
-        "preset": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl",
+        # with no network codex exec prints "Reconnecting... waiting for network" and waits for ever
+        "preset": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "stuck": ("waiting for network",),
                    "modes": {"read-only": ["--sandbox", "read-only"],
                              "edit": ["--sandbox", "workspace-write"],
                              "full": ["--sandbox", "danger-full-access"]}},

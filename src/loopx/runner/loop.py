@@ -158,7 +158,8 @@ class Driver:
                                     env=self.env(started, prompt_file, json_file, cwd), cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
-                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
+                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2,
+                                    stuck=presets.stuck(self.preset) if self.spec else ())
         finally:
             for p in (prompt_file, json_file):
                 try:

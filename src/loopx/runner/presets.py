@@ -41,6 +41,15 @@ def names() -> list[str]:
     return sorted(PRESETS)
 
 
+def stuck(preset: str | None) -> tuple:
+    """Phrases (lowercase) ``preset``'s host prints when it only waits and retries (the host table's
+    ``preset.stuck``): the runner stops it then instead of at the turn's timeout."""
+    from loopx import hostfacts
+
+    row = (hostfacts.HOSTS.get(preset or "") or {}).get("preset") or {}
+    return tuple(row.get("stuck") or ())
+
+
 def known(preset: str | None) -> bool:
     """True when ``preset`` is a preset (a host table row added since import counts)."""
     if preset not in PRESETS:
