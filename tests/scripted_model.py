@@ -133,7 +133,7 @@ class ScriptedModel:
         if self.mode == "429":
             err = {"error": {"message": self.limit_message, "type": "rate_limit_exceeded",
                              "code": 429, "status": "RESOURCE_EXHAUSTED"}}
-            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "20"})
+            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "1"})
         if self.mode == "500":
             return self._send(h, 500, "application/json", b'{"error": {"message": "internal"}}')
         step = self._next()

@@ -438,3 +438,25 @@ def test_codex_endpoint_down_and_429_are_classified_without_waiting_for_the_time
     turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
     assert not turn.get("timed_out") and (turn.get("setup_error") or {}).get("reason") == reason, \
         (r.out[-3000:], r.err[-1000:])
+
+
+@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
+def test_claude_code_endpoint_down_and_429_are_classified(world, cli, mode, reason):
+    host_bin("claude")
+    (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
+    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
+    port = model.start()
+    if mode == "down":
+        model.stop()
+    env = dict(claude_env(world, port), CLAUDE_CODE_MAX_RETRIES="1")  # one retry: a quicker stage
+    try:
+        r = run_loopx(["--agent", "claude-code", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "10m", "--json"], cwd=world["project"], env=env, timeout=300)
+    finally:
+        if mode != "down":
+            model.stop()
+    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    err = turn.get("setup_error") or {}
+    assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-1000:])
+    if mode == "429":
+        assert err.get("reset_at"), err  # "try again in 20s" read as the window's reset
