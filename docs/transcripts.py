@@ -121,6 +121,8 @@ class Session:
     def normalise(self, text: str) -> str:
         text = text.replace(self.project, FAKE_PROJECT).replace(self.home, FAKE_HOME)
         text = text.replace(os.path.realpath(self.project), FAKE_PROJECT)
+        # the packet's write-back lines name the absolute loopx (issue 23): the docs say loopx
+        text = text.replace(os.path.join(os.path.dirname(sys.executable), "loopx") + " ", "loopx ")
         text = text.replace(sys.executable, "python")
         import re
 

@@ -103,6 +103,20 @@ def subprocess_env(extra: dict | None = None) -> dict:
     return env
 
 
+def trust_codex_hooks(project) -> None:
+    """Trust ``project`` and loopx's installed Codex hooks (both scopes) in $CODEX_HOME/config.toml,
+    as Codex's /hooks does (issue 23: untrusted hooks are an error in doctor and hooks --check)."""
+    from loopx.hosts.adapters import codex
+
+    home = Path(os.environ["CODEX_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    keys = codex.hook_keys("project", str(project)) + codex.hook_keys("user", os.path.expanduser("~"))
+    lines = [f'[projects."{os.path.realpath(project)}"]', 'trust_level = "trusted"', ""]
+    for k in keys:
+        lines += [f'[hooks.state."{k}"]', 'trusted_hash = "sha256:test"', ""]
+    (home / "config.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
 def run_loopx(args, cwd, env: dict | None = None, timeout: float = 60, input: str | None = None) -> Result:
     """Run ``python -m loopx ARGS`` as a real process."""
     proc = subprocess.run([sys.executable, "-m", "loopx", *map(str, args)], cwd=cwd, env=subprocess_env(env),

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_loopx
-from test_dashboard_browser import ARTIFACTS, browser  # noqa: F401 - the fixture
-
 from loopx.dashboard import server as server_mod
+from test_dashboard_browser import ARTIFACTS, browser  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_loopx
+from conftest import run_loopx, trust_codex_hooks
 from loopx.kernel.policy import guard
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
@@ -173,15 +173,24 @@ def test_stop_lets_the_agent_stop_when_should_run_says_anything_else(goal, proje
     assert r.json["data"]["info"]["decision"] == "wait_human"
 
 
-def test_stop_caps_consecutive_continuations(goal, project):
+def _finish_open_run(project, cli):
+    runs = cli("status", json=True).data["goals"][0]["open_runs"]
+    for r in runs:  # the agent does the continued turn and finishes it, as the packet says
+        assert cli("--agent", "claude-code", "turn", "finish", "--run", r["id"], "--result", "progress").code == 0
+
+
+def test_stop_caps_consecutive_continuations(goal, project, cli):
     first = payload("claude-code", "stop", project)
     again = payload("claude-code", "stop", project, stop_hook_active=True)
     assert json.loads(hook(project, "stop", "claude-code", first, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     assert json.loads(hook(project, "stop", "claude-code", again, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     r = hook(project, "stop", "claude-code", again, "--max-continuations", "2")
     assert (r.code, r.out) == (0, "")
     # a fresh stop (stop_hook_active false: the user spoke) starts counting again
     assert json.loads(hook(project, "stop", "claude-code", first, "--max-continuations", "2").out)["decision"] == "block"
+    _finish_open_run(project, cli)
     r = hook(project, "stop", "claude-code", again, env={"LOOPX_STOP_HOOK_CAP": "0"})
     assert (r.code, r.out) == (0, "")
 
@@ -239,6 +248,8 @@ def test_hooks_install_check_remove_keep_user_settings(project, cli):
     before = settings.read_bytes()
     r = cli("hooks", "--install", "--host", "all", json=True)
     assert all(row["action"] == "unchanged" for row in r.data["hooks"]) and settings.read_bytes() == before
+    assert cli("hooks", "--check").code == 1  # installed, but Codex runs none until they are trusted (issue 23)
+    trust_codex_hooks(project)
     assert cli("hooks", "--check").code == 0
     assert cli("hooks", "--remove", "--host", "all").code == 0
     assert json.loads(settings.read_text()) == user
@@ -340,6 +351,7 @@ def test_user_scope_hooks_follow_codex_home(project, cli, tmp_path, monkeypatch)
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
     assert cli("hooks", "--install", "--host", "codex", "--scope", "user").code == 0
     assert (tmp_path / "codex-home" / "hooks.json").exists() and not (project / ".codex").exists()
+    trust_codex_hooks(project)
     assert cli("hooks", "--check", "--host", "codex", "--scope", "user").code == 0
     assert cli("hooks", "--remove", "--host", "codex", "--scope", "user").code == 0
     assert not (tmp_path / "codex-home" / "hooks.json").exists()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_loopx, subprocess_env
+from conftest import run_loopx, subprocess_env, trust_codex_hooks
 from loopx.kernel.storage.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
@@ -298,6 +298,7 @@ def test_install_all_edit_one_reinstall_keeps_it_remove_leaves_user_content(proj
     assert cli("workflow-skills", "--install", "--host", "all").code == 0
     assert cli("hooks", "--install", "--host", "all").code == 0
     assert cli("workflow-skills", "--check", "--host", "all").code == 0
+    trust_codex_hooks(project)
     assert cli("hooks", "--check", "--host", "all").code == 0
     ext = project / ".pi" / "extensions" / "loopx-guard.ts"
     ext.write_text(ext.read_text(encoding="utf-8") + "// my tweak\n", encoding="utf-8")
@@ -329,6 +330,7 @@ def test_hooks_follow_a_moved_loopx_and_doctor_reports_one_that_cannot_start(gov
     assert check["status"] == "error" and "cannot start" in check["finding"] and "/opt/old-venv" in check["finding"]
     assert cli("workflow-skills", "--install", "--host", "codex").code == 0  # re-writes installed hooks too
     assert "/opt/old-venv" not in conf.read_text(encoding="utf-8")
+    trust_codex_hooks(governed)
     r = cli("doctor", "--json")
     assert next(c for c in r.data["checks"] if c["id"] == "hooks.project.codex")["status"] == "ok"
 
@@ -349,7 +351,7 @@ def test_loopx_run_agent_pi_runs_a_governed_turn(goal, project, tmp_path):
     d = json.loads(r.out)["data"]
     turn = d["turns"][0]
     assert turn["run_id"] and turn["verified"] and turn["result"] in ("progress", "completion")
-    assert (project / "pi-args.txt").read_text().split() == ["-p"]
+    assert (project / "pi-args.txt").read_text().split() == ["--mode", "json", "-p"]  # JSON events: usage per message
     assert turn["run_id"] in (project / "pi-stdin.txt").read_text()
     run = Store.open(str(project)).load()["runs"][turn["run_id"]]
     assert run["agent"] == "agent:pi" and run["finished"]

@@ -4,6 +4,7 @@ bare remote on disk; time from LOOPX_NOW. docs/multi-agent.md, "One agent name o
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -120,7 +121,7 @@ def _iso(dt) -> str:
 
 
 def test_a_clone_ten_minutes_ahead_cannot_steal_a_five_minute_lease_and_doctor_names_it(tmp_path, monkeypatch, capsys):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     remote, (a, b, c) = make_clones(tmp_path, monkeypatch, 3, 1)  # one todo: nothing else to take
     monkeypatch.delenv("LOOPX_NOW", raising=False)
@@ -128,7 +129,7 @@ def test_a_clone_ten_minutes_ahead_cannot_steal_a_five_minute_lease_and_doctor_n
                   monkeypatch=monkeypatch)
     assert got["exit_code"] == 0
     tid = got["data"]["todo_id"]
-    ahead = _iso(datetime.now(timezone.utc) + timedelta(minutes=10))
+    ahead = _iso(datetime.now(UTC) + timedelta(minutes=10))
     monkeypatch.setenv("LOOPX_NOW", ahead)  # host-1's clock runs ten minutes ahead
     stolen = lx_json(b, "next", "--sync", "--lease", "5m", capsys=capsys, agent="claude-code", host="host-1",
                      monkeypatch=monkeypatch)
@@ -544,9 +545,8 @@ def test_a_webhook_that_never_answers_costs_should_run_one_bounded_attempt(tmp_p
 
 # ------------------------------------------------------------------ 6. notifications you can act on
 def test_a_gate_notification_carries_project_goal_question_link_and_command(tmp_path, monkeypatch, capsys):
-    from test_notify import Hook
-
     from loopx.dashboard.api import project_key
+    from test_notify import Hook
 
     project = tmp_path / "billing-service"
     project.mkdir()

@@ -177,9 +177,20 @@ def test_presets_build_documented_command_lines(tmp_path, monkeypatch):
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert presets.argv_for("claude-code", "PKT", "/f", "edit") == \
-        ["claude", "-p", "PKT", "--output-format", "json", "--permission-mode", "acceptEdits"]
+    from loopx.exe import loopx_command
+
+    # edit: acceptEdits refuses shell commands headless, so loopx's write-back and the verify command are allowed
+    assert presets.argv_for("claude-code", "PKT", "/f", "edit", verify="pytest -q") == \
+        ["claude", "-p", "PKT", "--output-format", "json", "--permission-mode", "acceptEdits",
+         "--allowedTools", f"Bash({loopx_command()}:*)", "--allowedTools", "Bash(pytest -q)"]
+    assert presets.argv_for("claude-code", "PKT", "/f", "edit")[-2:] == ["--allowedTools", f"Bash({loopx_command()}:*)"]
     assert presets.argv_for("claude-code", "PKT", "/f", "read-only")[-1] == "plan"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # Claude Code exits at once in bypassPermissions as root
+        monkeypatch.delenv("IS_SANDBOX", raising=False)
+        with pytest.raises(UsageError, match="as root") as exc:
+            presets.argv_for("claude-code", "PKT", "/f", "full")
+        assert "IS_SANDBOX=1" in exc.value.hint
+        monkeypatch.setenv("IS_SANDBOX", "1")
     assert presets.argv_for("claude-code", "PKT", "/f", "full")[-1] == "bypassPermissions"
     assert presets.argv_for("codex", "PKT", "/f", "edit") == \
         ["codex", "exec", "--json", "-", "--sandbox", "workspace-write"]

@@ -23,6 +23,7 @@ def home(tmp_path, monkeypatch) -> Path:
     h.mkdir()
     monkeypatch.setenv("HOME", str(h))
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)  # Claude Code reads ~/.claude then
     return h
 
 
@@ -104,7 +105,11 @@ def test_an_edited_file_is_reported_modified_and_survives_reinstall(project, hom
     assert r.code == 0 and "--force" in r.err
     assert skill.read_text(encoding="utf-8") == edited
     assert cli("workflow-skills", "--install", "--host", "claude-code", "--force").code == 0
-    assert skill.read_text(encoding="utf-8") == (REPO / "skills" / "loopx" / "SKILL.md").read_text(encoding="utf-8")
+    from loopx.hosts.plan import with_loopx_path
+
+    # the bundled text, with the line that names this loopx by its absolute path (issue 23)
+    assert skill.read_text(encoding="utf-8") == with_loopx_path((REPO / "skills" / "loopx" / "SKILL.md").read_text(
+        encoding="utf-8"))
     backups = list(skill.parent.glob("SKILL.md.loopx-backup-*"))
     assert len(backups) == 1 and backups[0].read_text(encoding="utf-8") == edited
 
@@ -193,7 +198,9 @@ def test_the_wheel_ships_the_skills(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for name in SKILLS:
         got = (proj / ".claude" / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
-        assert got == (REPO / "skills" / name / "SKILL.md").read_text(encoding="utf-8")
+        from loopx.hosts.plan import with_loopx_path
+
+        assert got == with_loopx_path((REPO / "skills" / name / "SKILL.md").read_text(encoding="utf-8"), str(loopx))
     where = wheelkit.run([py, "-c", "import loopx.hosts.plan as p; print(p.skills_root())"], env=env)
     assert str(tmp_path / "venv") in where.stdout and str(REPO) not in where.stdout
 

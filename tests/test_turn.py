@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import timedelta
 
@@ -42,7 +43,8 @@ def test_next_claims_opens_a_run_and_prints_the_packet(store, clk, cli):
     cmds = p["commands"]
     assert f"turn finish --run {d['run_id']}" in cmds["finish"]
     assert f"todo done {d['todo_id']} --evidence EV" in cmds["done"]
-    assert f"--run {d['run_id']}" in cmds["evidence"] and cmds["evidence"].startswith("loopx --agent bot ")
+    assert f"--run {d['run_id']}" in cmds["evidence"] and os.path.basename(cmds["evidence"].split()[0]) == "loopx" \
+        and cmds["evidence"].split(" ", 1)[1].startswith("--agent bot ")  # the absolute loopx (issue 23)
     text = cli("--agent", "bot2", "next")
     assert text.code == 0 and "YOUR TODO:" in text.out and "WRITE BACK" in text.out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add
-from loopx.output import Reply, safe, table
+from loopx.output import safe, table
 
 
 def register(sub, name, help_text):

@@ -36,7 +36,9 @@ def hook_entry(ctx, event, host="claude-code", goal_id=None, cap=None) -> Reply:
     try:
         return _hook(ctx, event, host, goal_id, cap)
     except Exception:  # a hook must never fail the host's tool call or stop with a traceback
-        if host in ("cursor", "gemini"):
+        from loopx import hostfacts
+
+        if (hostfacts.HOSTS.get(host) or {}).get("hooks", {}).get("protocol") in ("cursor", "gemini"):
             try:
                 sys.stdout.write("{}\n")  # Cursor's neutral answer
                 sys.stdout.flush()

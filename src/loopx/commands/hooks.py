@@ -17,7 +17,9 @@ def register(sub, name, help_text):
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove loopx's hooks, keep everything else")
     mode.add_argument("--rules", dest="mode", action="store_const", const="rules",
                       help="show or change the goal's command -> gate-kind rules for the pre-tool guard")
-    p.add_argument("--host", default="all", help="claude-code, codex, cursor, gemini, opencode, pi or all (default all)")
+    from loopx import hostfacts
+
+    p.add_argument("--host", default="all", help=f"{', '.join(hostfacts.hook_hosts())} or all (default all)")
     p.add_argument("--scope", default="project", help="project (default) or user")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     p.add_argument("--force", action="store_true", help="replace or remove a plugin file you edited (a backup is kept)")
@@ -46,7 +48,9 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     mode = mode or "check"
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
-    chosen = hosts.expand_hosts(host, hosts.HOOK_HOSTS)
+    from loopx import hostfacts
+
+    chosen = hosts.expand_hosts(host, hostfacts.hook_hosts())
     if mode == "remove" and not dry_run:
         from loopx.kernel.write import humans
 
@@ -57,19 +61,39 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
     stamp = clock.now_iso().replace(":", "").replace("-", "")
+    if mode == "install":
+        _refuse_second_scope(ctx, chosen, scope)
     rows = []
     for h in chosen:
         if mode == "check":
-            rows.append(hookconf.check(h, scope, root, entry.parse_cap(cap)))
+            row = hookconf.check(h, scope, root, entry.parse_cap(cap))
+            if row["status"] != "missing":
+                from loopx.ops import hosttrust
+
+                trust = hosttrust.trust_of(h, scope, root)
+                if trust:
+                    row["trust"] = trust  # installed but not trusted: the host runs none of it
+            rows.append(row)
         elif mode == "install":
             rows.append(hookconf.install(h, scope, root, entry.parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
             rows.append(hookconf.remove(h, scope, root, dry_run=dry_run, force=force, stamp=stamp))
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
-            "all_current": all(r["status"] == "current" for r in rows)}
+            "all_current": all(r["status"] == "current" and (r.get("trust") or {}).get("state") != "untrusted"
+                               for r in rows)}
     warnings = []
-    if mode == "install" and not dry_run and "codex" in chosen:
-        warnings.append("codex runs new or changed hooks only after you review and trust them in /hooks")
+    for r in rows:
+        if (r.get("trust") or {}).get("state") == "untrusted":
+            from loopx.ops import hosttrust
+
+            warnings.append(f"error: {r['host']} will not run loopx's hooks, so the guard is off: {r['trust']['why']}; "
+                            + hosttrust.fix(r["host"]))
+    if mode == "install" and not dry_run:
+        from loopx.ops import hosttrust
+
+        for h in chosen:
+            if hostfacts.HOSTS.get(h, {}).get("hook_trust"):
+                warnings.append(f"{h} runs none of these hooks until you trust them: {hosttrust.fix(h)}")
     if mode == "install" and not dry_run and "gemini" in chosen:
         warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
     kept = [r["path"] for r in rows if (r.get("action") or "").startswith("kept")]
@@ -85,6 +109,34 @@ def render_hooks(d: dict) -> str:
     rows = [[r["host"], r["status"], r["action"] or "", safe(r["path"])] for r in d["hooks"]]
     head = f"hooks {d['mode']}" + (" (dry run: nothing changed)" if d["dry_run"] else "") + f", {d['scope']} scope"
     return head + "\n" + table(rows, ["HOST", "STATUS", "ACTION", "CONFIG"])
+
+
+def _refuse_second_scope(ctx, chosen: list[str], scope: str) -> None:
+    """Raise Conflict (exit 4) when a chosen host already has loopx's hooks in the other scope:
+    hosts run the hooks of both scopes (Codex runs them concurrently), so every tool call would be
+    checked twice and two stop hooks would race on one continuation counter."""
+    from loopx.commands import scope_root
+    from loopx.errors import Conflict, LoopxError
+    from loopx.hosts import hookconf
+
+    other = "user" if scope == "project" else "project"
+    try:
+        other_root = scope_root(ctx, other)
+    except LoopxError:  # no project here: nothing installed in its project scope to collide with
+        return
+    both = []
+    for h in chosen:
+        try:
+            row = hookconf.check(h, other, other_root)
+        except LoopxError:
+            continue
+        if row["status"] != "missing":
+            both.append(f"{h} ({row['path']})")
+    if both:
+        raise Conflict(f"loopx's hooks are already installed in {other} scope for {', '.join(both)}; hooks in both "
+                       "scopes run twice and their stop hooks race", f"keep one scope: loopx hooks --remove --host HOST "
+                       f"--scope {other}, then install again (or install for the other hosts only with --host)",
+                       code="hooks_in_both_scopes")
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:

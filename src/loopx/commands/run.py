@@ -29,6 +29,8 @@ def register(sub, name, help_text):
                    help="what a preset host may do: read-only, edit or full (default: the goal's; human-only)")
     p.add_argument("--lease", metavar="DUR", help="lease on the todo and run, renewed while the agent works (default 30m)")
     p.add_argument("--dry-run", action="store_true", help="print the packet of the next turn; claim and spend nothing")
+    p.add_argument("--allow-unguarded", action="store_true",
+                   help="start a host whose installed loopx hooks it will not run (Codex: hooks not trusted yet)")
     p.add_argument("--parallel", metavar="N", help="run N runners at once on the goal, each turn in its own git worktree "
                                                    "(needs the goal's max_parallel >= N)")
     p.add_argument("--echo", action="store_true",
@@ -41,7 +43,7 @@ DEFAULT_TIMEOUT = 1800.0
 
 
 def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=None, lease=None, dry_run=False,
-        permission_mode=None, parallel=None, as_name=None, echo=False):
+        permission_mode=None, parallel=None, as_name=None, echo=False, allow_unguarded=False):
     import sys
 
     from loopx import output
@@ -55,10 +57,14 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         raise UsageError("no agent to run", f"pass --agent ({', '.join(presets.names())}) or --agent-cmd 'CMD'")
     preset = None
     if not agent_cmd:
-        if ctx.agent not in presets.PRESETS:
+        if not presets.known(ctx.agent):
             raise UsageError(f"--agent {ctx.agent!r} is not a preset and no --agent-cmd was given",
                              f"use one of {', '.join(presets.names())}, or add --agent-cmd 'CMD'")
         preset = ctx.agent
+    if preset and not dry_run and not allow_unguarded:
+        from loopx.ops import hosttrust
+
+        hosttrust.require_guard(ctx, preset)
     n = validate.count(max_turns, "--max-turns", low=1, high=100_000) if max_turns is not None else None
     secs = clock.parse_duration(timeout) if timeout is not None else DEFAULT_TIMEOUT
     if secs <= 0:

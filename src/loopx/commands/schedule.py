@@ -77,7 +77,7 @@ def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m"
     agent = ctx.agent or ("shell" if agent_cmd else "claude-code")
     agent_cli = None
     if not agent_cmd:
-        if agent not in presets.PRESETS:
+        if not presets.known(agent):
             raise UsageError(f"--agent {agent!r} is not a preset", f"use one of {', '.join(presets.names())}, "
                              "or pass --agent-cmd 'CMD'")
         agent_cli = presets.spec(agent)["argv"][0]

@@ -52,7 +52,7 @@ def _goal(state, goal_id):
     from loopx.kernel.read import experiments, queries
 
     if goal_id is None:
-        exps = list((state.get("experiments") or {}))
+        exps = list(state.get("experiments") or {})
         if len(exps) == 1:
             return exps[0]
         if not exps:

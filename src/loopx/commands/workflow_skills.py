@@ -17,8 +17,10 @@ def register(sub, name, help_text):
     mode.add_argument("--check", dest="mode", action="store_const", const="check",
                       help="report missing, stale, modified and current files (default); exit 1 unless all current")
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
+    from loopx import hostfacts
+
     p.add_argument("--host", default="all", metavar="HOST",
-                   help="claude-code, codex, cursor, opencode, gemini, pi, generic or all (default all)")
+                   help=f"{', '.join(hostfacts.names())} or all (default all)")
     p.add_argument("--scope", default=None, metavar="SCOPE",
                    help="project or user (your home folder); default: project inside a loopx project "
                         "(a .loopx/ here or above), user anywhere else")

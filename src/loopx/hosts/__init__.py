@@ -12,17 +12,23 @@ hook entry points the hosts call.
 See docs/hosts.md for what gets written where and the sources for each host's conventions.
 """
 
-HOSTS = ("claude-code", "codex", "cursor", "opencode", "gemini", "pi", "generic")
-HOOK_HOSTS = ("claude-code", "codex", "cursor", "gemini", "opencode", "pi")
-SCOPES = ("project", "user")
+from loopx import hostfacts
+
+HOSTS = tuple(hostfacts.names())  # the rows of the host table (loopx.hostfacts), generic last
+HOOK_HOSTS = tuple(hostfacts.hook_hosts())
+SCOPES = hostfacts.SCOPES
 
 
-def expand_hosts(host: str | None, allowed=HOSTS) -> list[str]:
-    """``all``/None -> every host; otherwise the one named. Raises UsageError for an unknown host."""
+def expand_hosts(host: str | None, allowed=None) -> list[str]:
+    """``all``/None -> every host of ``allowed`` (default: every host of the table, read now so a
+    row added later counts); otherwise the one named (an alias resolved). Raises UsageError for
+    an unknown host."""
     from loopx.errors import UsageError
 
+    allowed = list(allowed if allowed is not None else hostfacts.names())
     if host in (None, "", "all"):
         return list(allowed)
+    host = hostfacts.canonical(host) or host
     if host not in allowed:
         raise UsageError(f"unknown host {host!r}", f"use one of: {', '.join(allowed)}, all")
     return [host]

@@ -30,6 +30,13 @@ MAX_PAYLOAD = 8 << 20
 REPORT_FILE = "after-edit-report.json"
 
 
+def _protocol(host: str) -> str | None:
+    """The host's hook protocol (the host table's ``hooks.protocol``: claude, cursor, gemini, ...)."""
+    from loopx import hostfacts
+
+    return ((hostfacts.HOSTS.get(host) or {}).get("hooks") or {}).get("protocol")
+
+
 def adapter(host: str):
     """The host's adapter module (``loopx.hosts.adapters``); the generic one for unknown names."""
     from loopx.hosts import adapters
@@ -114,22 +121,48 @@ def _counter_path(store, host: str, session: str) -> str:
     return store.path("cache", "hooks", f"stop-{host}-{key}.json")
 
 
-def _read_count(path: str) -> int:
+def _read_counter(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
-            return int(cjson.loads(fh.read()).get("count", 0))
+            data = cjson.loads(fh.read())
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _read_count(path: str) -> int:
+    try:
+        return int(_read_counter(path).get("count", 0))
+    except (ValueError, TypeError):
         return 0
 
 
-def _write_count(path: str, n: int) -> None:
+def _write_count(path: str, n: int, run: str | None = None) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         from loopx.kernel.storage.fs import atomic_write
 
-        atomic_write(path, cjson.dumps({"count": n}), sync=False)
+        atomic_write(path, cjson.dumps({"count": n, "run": run} if run else {"count": n}), sync=False)
     except OSError:
         pass
+
+
+def _left_open(store, counter: str, agent: str) -> str | None:
+    """Close the run the previous continuation started when the agent stopped without finishing
+    it (a hook must never leave an open run behind); its id, or None when there was none or it
+    was finished."""
+    rid = _read_counter(counter).get("run")
+    if not isinstance(rid, str) or not rid:
+        return None
+    from loopx.kernel.policy import turn
+    from loopx.kernel.storage import actors
+
+    run = (store.load().get("runs") or {}).get(rid)
+    if not run or run.get("finished") is not None:
+        return None
+    turn.close(store, actors.agent(agent), rid, "no_progress",
+               "the agent stopped without finishing the turn loopx's stop hook started; closed by the hook")
+    return rid
 
 
 def let_stop(host: str, info: dict) -> tuple[dict | None, dict]:
@@ -144,9 +177,21 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
         store = open_store(payload_dir(payload, project))
         if store is None:
             return let_stop(host, {"reason": "not_connected"})
+        from loopx import config
+
+        owned_run = config.env("LOOPX_RUN_ID")
+        if owned_run:
+            # under `loopx run` the runner owns the turn: it verifies and finishes it, so the
+            # host's own stop hook must not resume it (each resumption costs model requests)
+            return let_stop(host, {"reason": "runner_owns_run", "run_id": owned_run})
         session = str(payload.get("session_id") or payload.get("conversation_id") or "default")
         counter = _counter_path(store, host, session)
-        if host == "cursor":
+        abandoned = _left_open(store, counter, agent or host)
+        if abandoned:
+            # the agent ignored the continuation: sending another would only loop
+            _write_count(counter, 0)
+            return let_stop(host, {"reason": "continuation_not_finished", "run_id": abandoned})
+        if _protocol(host) == "cursor":
             if payload.get("status", "completed") != "completed":
                 return let_stop(host, {"reason": f"cursor_status_{payload.get('status')}"})
             count = int(payload.get("loop_count") or 0)
@@ -155,7 +200,7 @@ def stop(payload: dict, host: str, *, project: str | None = None, agent: str | N
         if count >= cap:
             _write_count(counter, 0)
             return let_stop(host, {"reason": "continuation_cap", "count": count, "cap": cap})
-        report = take_report(store) if host == "cursor" else None
+        report = take_report(store) if _protocol(host) == "cursor" else None
         if report:
             return _answer(host, "cont", report), {"reason": "after_edit_report", "action": "continue"}
         return _continue_if_run(store, host, agent or host, goal_id, count, cap, counter)
@@ -173,7 +218,7 @@ def _continue_if_run(store, host, agent, goal_id, count, cap, counter):
     if not t.get("started") or not t.get("packet_text"):
         _write_count(counter, 0)
         return let_stop(host, {"reason": d.get("reason"), "decision": d.get("decision"), "message": d.get("message")})
-    _write_count(counter, count + 1)
+    _write_count(counter, count + 1, t["run_id"])
     text = (f"loopx: should-run says run, so continue with the next governed turn ({count + 1} of at most {cap} "
             f"in a row). Follow the loopx skill: do this one turn, record evidence, finish it with "
             f"`loopx turn finish --run {t['run_id']}`, then stop.\n\n{t['packet_text']}")
@@ -207,6 +252,58 @@ def _read_paths(payload: dict, host: str) -> list[str]:
     return base.named_paths(ti) if isinstance(ti, dict) else []
 
 
+def _count_guard_call(project_dir: str | None, run_id: str | None, mark: bytes = b".") -> None:
+    # runner/hostenv.py reads the count; the file format is one byte per call ("."), and one more
+    # ("x") per refusal
+    if not project_dir or not run_id or "/" in run_id or "\\" in run_id:
+        return
+    path = os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(mark)
+    except OSError:
+        pass
+
+
+def _tool_input(payload: dict, host: str) -> dict:
+    mod = adapter(host)
+    ti = payload.get(getattr(mod, "SHAPE", {}).get("input", "tool_input"))
+    if isinstance(ti, str):
+        try:
+            ti = cjson.loads(ti)
+        except ValueError:
+            return {}
+    return ti if isinstance(ti, dict) else {}
+
+
+def tool_dir(payload: dict, host: str, cwd: str | None) -> str | None:
+    """The folder the tool call runs in when the host's tool takes a working-directory argument
+    (the host table's ``tools.dirs``: Gemini CLI ``dir_path``, OpenCode ``workdir``, Codex
+    ``workdir``), resolved against ``cwd``; None when the call names none. Raises RecursionError
+    on absurd nesting (read_payload's caller maps it to Uncheckable)."""
+    from loopx import hostfacts
+
+    keys = hostfacts.dir_args(host)
+    if not keys:
+        return None
+    ti = _tool_input(payload, host)
+    for k in keys:
+        v = ti.get(k)
+        if isinstance(v, str) and v.strip():
+            return os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(v)))
+    return None
+
+
+def edit_texts(payload: dict, host: str) -> dict | None:
+    """What the call's edit tool removes and writes (``adapters.base.edit_texts``), or None."""
+    from loopx.hosts.adapters import base
+
+    mod = adapter(host)
+    shape = getattr(mod, "SHAPE", None)
+    return base.edit_texts(payload, shape) if shape else None
+
+
 def deny(host: str, reason: str) -> tuple[dict | None, dict]:
     """The host's refusal: ``(stdout object, {"exit_code", "stderr"})``."""
     response, code, err = _answer(host, "deny", reason)
@@ -231,8 +328,13 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
 
     store = None
     commands: list[str] = []
+    from loopx import config
+
+    run_id = config.env("LOOPX_RUN_ID")
+    if run_id:  # under `loopx run`: the turn's record shows the guard was called (issue 23)
+        _count_guard_call(config.env("LOOPX_PROJECT_DIR"), run_id)
     try:
-        if host == "cursor" and payload.get("hook_event_name") in adapter("cursor").REPORT_EVENTS:
+        if _protocol(host) == "cursor" and payload.get("hook_event_name") in adapter(host).REPORT_EVENTS:
             report = take_report(open_store(payload_dir(payload, project)))
             if report:
                 response, extra = deny(host, report)
@@ -244,6 +346,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         where = payload_dir(payload, project)
         store = open_store(where)
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else where
+        cwd = tool_dir(payload, host, cwd) or cwd  # the host's own working-directory argument (workdir, dir_path)
+        texts = edit_texts(payload, host) if paths else None
         from loopx.kernel.storage import registry
 
         vanished = registry.store_problem(where, store)
@@ -255,11 +359,11 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
             verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
-                                                project_dir=store.project_dir if store else where)
+                                                project_dir=store.project_dir if store else where, texts=texts)
         else:
             verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
-                                                           reads=reads),
+                                                           reads=reads, texts=texts),
                                  state)
             if not verdict.get("allow") and _approvals_left_out(state, verdict):
                 # The view keeps the approvals the guard reads and counts the usable ones it left out
@@ -267,7 +371,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                 # loopx, which did not count) may an older approval still cover the action: ask the
                 # full state before denying.
                 verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
-                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, reads=reads)
+                                         project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, reads=reads,
+                                         texts=texts)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
         response, extra = deny(host, _uncheckable_reason(str(exc)))
         return response, dict(extra, allow=False, reason="uncheckable_payload", error=str(exc))
@@ -278,6 +383,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
         verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):
         return _allow(host, verdict)
+    if run_id:  # the run's record counts the guard's refusals too
+        _count_guard_call(config.env("LOOPX_PROJECT_DIR"), run_id, b"x")
     response, extra = deny(host, verdict["reason"])
     return response, dict(verdict, **extra)
 
@@ -436,8 +543,8 @@ def session_start(payload: dict, host: str, *, project: str | None = None,
     """SessionStart: add the state summary as context where the host supports it. Never raises."""
     store = None
     try:
-        if host == "cursor":
-            return {}, {"reason": "cursor: no session context support in loopx's hooks"}
+        if _protocol(host) == "cursor":
+            return {}, {"reason": f"{host}: no session context support in loopx's hooks"}
         store = open_store(payload_dir(payload, project))
         if store is None:
             return None, {"reason": "not_connected"}

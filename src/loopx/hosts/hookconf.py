@@ -154,10 +154,10 @@ def refresh_installed(scope: str, root: str) -> list[dict]:
     """Re-write loopx's hooks for every host where they are installed but not current (after an
     upgrade or a move of loopx). Hosts without loopx hooks stay untouched (hooks are opt-in);
     edited plugin files are kept. Used by ``loopx workflow-skills --install``."""
-    from loopx.hosts import HOOK_HOSTS
+    from loopx import hostfacts
 
     rows = []
-    for host in HOOK_HOSTS:
+    for host in hostfacts.hook_hosts():
         try:
             cur = check(host, scope, root)
         except StateError:
@@ -190,7 +190,7 @@ def apply(host: str, path: str, want: dict | None, *, dry_run: bool) -> dict:
         row["action"] = "nothing to remove"
         return row
     created = data is None
-    data = data if data is not None else ({"version": 1} if host == "cursor" else {})
+    data = data if data is not None else dict(getattr(_adapter(host), "NEW_CONFIG", {}))
     hooks = data.setdefault("hooks", {})
     for ev in list(hooks):
         kept = [e for e in (hooks[ev] or []) if not ours(e)]

@@ -23,13 +23,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from loopx import hostfacts
 from loopx.hosts.files import Item
 
-SKILL_DIR = {"claude-code": ".claude/skills", "codex": ".agents/skills", "opencode": ".agents/skills",
-             "gemini": ".agents/skills", "cursor": ".cursor/skills", "pi": ".agents/skills",
-             "generic": ".agents/skills"}
-PROJECT_DOC = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md",
-               "gemini": "GEMINI.md", "cursor": "AGENTS.md", "pi": "AGENTS.md", "generic": "AGENTS.md"}
+# where each host's files go is its row of the host table (loopx.hostfacts: skills, doc, extra)
+SKILL_DIR = {h: r["skills"]["project"] for h, r in hostfacts.HOSTS.items()}
+PROJECT_DOC = {h: r["doc"]["project"] for h, r in hostfacts.HOSTS.items()}
 
 BLOCK = """## loopx
 
@@ -65,6 +64,26 @@ Follow the loopx skill for one governed turn in this project.
 '''
 
 
+# the texts of the host table's ``extra`` files, by name: (text, label)
+EXTRA = {"cursor-rule": (CURSOR_RULE, "rule"), "gemini-command": (GEMINI_COMMAND, "/loopx command")}
+
+
+def with_loopx_path(text: str, exe: str | None = None) -> str:
+    """``text`` (a SKILL.md) with a line after its front matter naming the absolute loopx that
+    installed it (``exe``, default this one), so a host whose shell resets PATH (Codex runs
+    ``bash -lc``) can still run every ``loopx`` line of the skill. A moved loopx makes the skill
+    ``stale`` (like the hooks) until ``workflow-skills --install`` writes it again."""
+    from loopx.exe import loopx_command
+
+    exe = exe or loopx_command()
+    note = (f"\n> This loopx is `{exe}`. If `loopx` is not found in your shell (a login shell may reset PATH), "
+            f"run `{exe}` wherever a line below says `loopx`.\n")
+    if text.startswith("---\n") and "\n---\n" in text[4:]:
+        end = text.index("\n---\n", 4) + 5
+        return text[:end] + note + text[end:]
+    return note.lstrip("\n") + text
+
+
 def skills_root() -> Path:
     """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
     from loopx.resources import data_path
@@ -90,30 +109,16 @@ def skill_files() -> list[tuple[str, str]]:
 
 
 def user_doc(host: str, home: str) -> str | None:
-    if host == "claude-code":
-        return os.path.join(home, ".claude", "CLAUDE.md")
-    if host == "codex":
-        return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(home, ".codex"), "AGENTS.md")
-    if host == "opencode":
-        return os.path.join(home, ".config", "opencode", "AGENTS.md")
-    if host == "gemini":
-        return os.path.join(home, ".gemini", "GEMINI.md")
-    if host == "pi":
-        return os.path.join(pi_agent_dir(home), "AGENTS.md")
-    return None
+    return hostfacts.doc_file(host, "user", home)
 
 
 def pi_agent_dir(home: str) -> str:
-    from loopx.hosts.adapters import pi
-
-    return pi.agent_dir(home)
+    return hostfacts.host_home("pi", home)
 
 
 def skill_base(host: str, scope: str, root: str) -> str:
-    """The skills folder of ``host`` in ``scope`` (Pi's user skills live in its agent folder)."""
-    if host == "pi" and scope == "user":
-        return os.path.join(pi_agent_dir(root), "skills")
-    return os.path.join(root, *SKILL_DIR[host].split("/"))
+    """The skills folder of ``host`` in ``scope`` (the host table's ``skills``)."""
+    return hostfacts.skills_dir(host, scope, root)
 
 
 def items(hosts: list[str], scope: str, root: str) -> list[Item]:
@@ -128,16 +133,13 @@ def items(hosts: list[str], scope: str, root: str) -> list[Item]:
     for host in hosts:
         base = skill_base(host, scope, root)
         for rel, text in files:
+            if rel.endswith("/SKILL.md"):
+                text = with_loopx_path(text)
             put(Item(os.path.join(base, *rel.split("/")), "file", text, host, f"skill {rel.split('/')[0]}"))
-        if scope == "project":
-            put(Item(os.path.join(root, PROJECT_DOC[host]), "block", BLOCK, host, "instructions block"))
-            if host == "cursor":
-                put(Item(os.path.join(root, ".cursor", "rules", "loopx.mdc"), "file", CURSOR_RULE, host, "rule"))
-        else:
-            doc = user_doc(host, root)
-            if doc:
-                put(Item(doc, "block", BLOCK, host, "instructions block"))
-        if host == "gemini":
-            put(Item(os.path.join(root, ".gemini", "commands", "loopx.toml"), "file", GEMINI_COMMAND, host,
-                     "/loopx command"))
+        doc = hostfacts.doc_file(host, scope, root)
+        if doc:
+            put(Item(doc, "block", BLOCK, host, "instructions block"))
+        for name, path in hostfacts.extra_files(host, scope, root):
+            if name in EXTRA:
+                put(Item(path, "file", EXTRA[name][0], host, EXTRA[name][1]))
     return list(out.values())

@@ -16,10 +16,11 @@ from loopx.ops.check import result
 
 def _installer():
     try:
-        from loopx.hosts import HOSTS, files, plan
+        from loopx import hostfacts
+        from loopx.hosts import files, plan
     except ImportError:
         return None
-    return HOSTS, files, plan
+    return tuple(hostfacts.names()), files, plan
 
 
 def scan_scope(scope: str, root: str) -> list[tuple]:
@@ -76,11 +77,12 @@ def hooks(scope: str, root: str) -> list[dict]:
     error when an installed hook cannot start (the host would run nothing and treat that as
     "allow"), a warning when the entries are stale (another loopx path, an older loopx)."""
     try:
-        from loopx.hosts import HOOK_HOSTS, hookconf
+        from loopx import hostfacts
+        from loopx.hosts import hookconf
     except ImportError:
         return [result(f"hooks.{scope}", "skipped", "this loopx has no hook installer to ask")]
     out = []
-    for host in HOOK_HOSTS:
+    for host in hostfacts.hook_hosts():
         cid = f"hooks.{scope}.{host}"
         fix = f"loopx hooks --install --host {host} --scope {scope}"
         try:
@@ -115,7 +117,17 @@ def hooks(scope: str, root: str) -> list[dict]:
             out.append(result(cid, "warning", f"loopx's plugin {path} was edited; it is never overwritten",
                               fix + " --force (keeps a backup)"))
         else:
-            out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"))
+            from loopx.ops import hosttrust
+
+            trust = hosttrust.trust_of(host, scope, root)
+            if trust and trust["state"] == "untrusted":
+                out.append(result(cid, "error", f"loopx's {host} hooks in {path} are installed but {host} will not run "
+                                                f"them, so the guard is off: {trust['why']} ({trust['how']})",
+                                  hosttrust.fix(host)))
+                continue
+            note = f"; {trust['why']} ({trust['how']})" if trust else ""
+            out.append(result(cid, "ok", f"hooks current in {path}; they start {starts[0]['where'] if starts else 'loopx'}"
+                                         + note))
     return out
 
 

@@ -88,10 +88,15 @@ class Driver:
                     "goal_id": started["goal_id"], "todo_id": started["todo_id"] or ""}
             return presets.fill(self.agent_cmd, vals), True
         assert self.preset is not None  # a Driver runs a preset or an agent command
-        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode), False
+        return presets.argv_for(self.preset, started["packet_text"], prompt_file, self.turn_mode,
+                                verify=(started.get("packet") or {}).get("verify")), False
 
-    def env(self, started: dict, prompt_file: str, json_file: str) -> dict:
+    def env(self, started: dict, prompt_file: str, json_file: str, cwd: str | None = None) -> dict:
         env = dict(os.environ)
+        if cwd:  # the host works where the turn runs: PWD and its own project variable (issue 23)
+            from loopx.runner import hostenv
+
+            env.update(hostenv.env_for(self.spec["kind"] if self.spec else None, cwd))
         env.update(LOOPX_AGENT=self.agent, LOOPX_RUN_ID=started["run_id"], LOOPX_GOAL_ID=started["goal_id"],
                    LOOPX_TODO_ID=started["todo_id"] or "", LOOPX_PROMPT_FILE=prompt_file,
                    LOOPX_PACKET_JSON=json_file, LOOPX_PROJECT_DIR=self.store.project_dir,
@@ -117,6 +122,7 @@ class Driver:
 
     def turn(self, started: dict) -> dict:
         rid = started["run_id"]
+        self.run_id = rid
         mode = self.mode_for(started["goal_id"])
         if mode and started.get("packet"):
             from loopx.kernel.policy import packet
@@ -154,6 +160,10 @@ class Driver:
                 turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
                 raise
             cwd = started["worktree"]["cwd"]
+            from loopx.runner import hostenv
+
+            # installed hook files are untracked: without them the host would run unguarded there
+            hostenv.copy_hooks(self.store.project_dir, cwd, self.spec["kind"] if self.spec else None)
         self.workdir = cwd  # where the scope of the turn's changes is checked (turn.finish)
         from loopx.runner import changes
 
@@ -175,11 +185,13 @@ class Driver:
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
-            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file), cwd, started)
+            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file, cwd), cwd,
+                                         started)
             res = process.run_agent(cmd, shell=shell, stdin_text=stdin, env=env, cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
-                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2)
+                                    keep=KEEP_OUTPUT if self.spec else process.TAIL * 2,
+                                    stuck=presets.stuck(self.preset) if self.spec else ())
         finally:
             for p in (prompt_file, json_file):
                 try:
@@ -199,14 +211,21 @@ class Driver:
         setup = None if res["interrupted"] else outcome.classify(
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
             preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+        from loopx.runner import hostenv
+
+        host = self.spec["kind"] if self.spec else None
+        calls, denied = hostenv.guard_calls(self.store.project_dir, getattr(self, "run_id", None) or "")
+        # calls 0: the host's hook never ran; denied: the guard's refusals during the turn
+        guard = {"calls": calls, "denied": denied, "unguarded": calls == 0} if host else None
         return {"usage": rep["usage"], "changes": diff,
-                "host": self.spec["kind"] if self.spec else None, "permission_mode": getattr(self, "turn_mode", None),
-                "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"]}
+                "host": host, "permission_mode": getattr(self, "turn_mode", None),
+                "wall_time": res["duration"], "setup_error": setup, "report_malformed": rep["malformed"],
+                "guard": guard}
 
     def settle(self, started: dict, res: dict, meas: dict | None = None) -> dict:
         rid = started["run_id"]
         meas = meas or {}
-        report = {k: meas.get(k) for k in ("usage", "changes", "host", "permission_mode", "wall_time")}
+        report = {k: meas.get(k) for k in ("usage", "changes", "host", "permission_mode", "wall_time", "guard")}
         out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
                "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
                "verify": None, "spend": None, "note": None, "setup_error": meas.get("setup_error"), **report}

@@ -28,7 +28,8 @@ NOT_LOGGED_IN = ("not logged in", "please run /login", "please log in", "run `co
 OFFLINE = ("waiting for network", "reconnecting", "failed to lookup address", "name does not resolve",
            "getaddrinfo", "enotfound", "econnrefused", "econnreset", "etimedout", "network is unreachable",
            "could not resolve host", "connection refused", "fetch failed", "unable to connect",
-           "stream disconnected", "error sending request", "no internet")
+           "stream disconnected", "error sending request", "no internet", "connection error",
+           "connect error", "socket hang up")
 RATE_LIMITED = ("rate limit", "rate_limit", "usage limit", "too many requests", "quota exceeded",
                 "resource_exhausted", "resource exhausted", "limit reached", "hit your limit", "out of credits",
                 "exceeded your current quota", "429", "overloaded")
@@ -91,6 +92,14 @@ def reset_time(text: str, now: datetime) -> str | None:
                                             else m.group(1) + "Z"))
         except Exception:  # noqa: BLE001 - an odd date is no reset time
             pass
+    m = _rx("clock", r"(?:try again|resets?|retry)\s+at\s+(\d{1,2}):(\d\d)\s*([ap])\.?m\b").search(text)
+    if m:  # Codex: "try again at 10:49 PM" (local time): the next such moment
+        h, mi = int(m.group(1)) % 12 + (12 if m.group(3).lower() == "p" else 0), int(m.group(2))
+        local = now.astimezone()
+        at = local.replace(hour=h, minute=mi, second=0, microsecond=0)
+        if at <= local:
+            at += timedelta(days=1)
+        return clock.iso(at)
     m = _rx("rel", r"(?:in|after)\s+((?:\d+\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[\s,and]*)+)").search(text)
     if m:
         secs = 0
@@ -124,6 +133,12 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
             return out("host_not_logged_in", line)
         if failed and preset == "gemini" and exit_code == 41:
             return out("host_not_logged_in", report.get("error") or _message_of(text))
+        err = report.get("error") or ""
+        if failed and err:  # the host's own error words first: its output also echoes the prompt (Pi's JSON events)
+            if _host_line(err, RATE_LIMITED):
+                return out("host_rate_limited", err, reset_at=reset_time(err, now))
+            if _host_line(err, OFFLINE):
+                return out("host_offline", err)
         line = _host_line(said, RATE_LIMITED) if failed else None
         if line:
             return out("host_rate_limited", line, reset_at=reset_time(said, now))

@@ -24,42 +24,43 @@ from loopx.errors import UsageError
 
 MODES = ("read-only", "edit", "full")
 
-PRESETS: dict[str, dict | list] = {
-    "claude-code": {"argv": ["claude", "-p", "{packet}", "--output-format", "json"], "report": "claude-json",
-                    "kind": "claude-code",
-                    "modes": {"read-only": ["--permission-mode", "plan"],
-                              "edit": ["--permission-mode", "acceptEdits"],
-                              "full": ["--permission-mode", "bypassPermissions"]}},
-    "codex": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "kind": "codex",
-              "modes": {"read-only": ["--sandbox", "read-only"],
-                        "edit": ["--sandbox", "workspace-write"],
-                        "full": ["--sandbox", "danger-full-access"]}},
-    "cursor": {"argv": ["cursor-agent", "-p", "{packet}", "--output-format", "json"], "report": "cursor-json",
-               "kind": "cursor",
-               # cursor-agent has no read-only switch; in print mode it may edit files, --force also
-               # runs shell commands without asking
-               "modes": {"read-only": None, "edit": [], "full": ["--force"]}},
-    "opencode": {"argv": ["opencode", "run", "--format", "json", "{packet}"], "report": "opencode-jsonl",
-                 "kind": "opencode",
-                 # opencode's permissions live in its own config file (opencode.json "permission"),
-                 # not on the command line: every mode runs with that configuration
-                 "modes": {"read-only": None, "edit": [], "full": []}},
-    "gemini": {"argv": ["gemini", "-p", "{packet}", "--output-format", "json"], "report": "gemini-json",
-               "kind": "gemini",
-               "modes": {"read-only": ["--approval-mode", "plan"],
-                         "edit": ["--approval-mode", "auto_edit"],
-                         "full": ["--approval-mode", "yolo"]}},
-    # a plain argv (no usage report, no permission flags): print mode, the packet on piped stdin
-    "pi": ["pi", "-p"],
-}
+def _from_table() -> dict[str, dict | list]:
+    from loopx import hostfacts
+
+    return {h: {"argv": list(r["preset"]["argv"]), "report": r["preset"]["report"], "kind": h,
+                "modes": {m: (list(f) if f is not None else None) for m, f in r["preset"]["modes"].items()},
+                **({"root": r["preset"]["root"]} if r["preset"].get("root") else {})}
+            for h, r in hostfacts.HOSTS.items() if r.get("preset")}
+
+
+# the presets are the host table's ``preset`` rows (loopx.hostfacts): one place for each host's facts
+PRESETS: dict[str, dict | list] = _from_table()
 
 
 def names() -> list[str]:
     return sorted(PRESETS)
 
 
+def stuck(preset: str | None) -> tuple:
+    """Phrases (lowercase) ``preset``'s host prints when it only waits and retries (the host table's
+    ``preset.stuck``): the runner stops it then instead of at the turn's timeout."""
+    from loopx import hostfacts
+
+    row = (hostfacts.HOSTS.get(preset or "") or {}).get("preset") or {}
+    return tuple(row.get("stuck") or ())
+
+
+def known(preset: str | None) -> bool:
+    """True when ``preset`` is a preset (a host table row added since import counts)."""
+    if preset not in PRESETS:
+        PRESETS.update({k: v for k, v in _from_table().items() if k not in PRESETS})
+    return preset in PRESETS
+
+
 def spec(preset: str) -> dict:
     """The preset as a dict (plain argv lists are normalised). Raises UsageError when unknown."""
+    if preset not in PRESETS:
+        PRESETS.update({k: v for k, v in _from_table().items() if k not in PRESETS})  # a row added since
     if preset not in PRESETS:
         raise UsageError(f"unknown agent preset {preset!r}",
                          f"use one of {', '.join(names())}, or --agent-cmd 'your command'")
@@ -85,15 +86,46 @@ def mode_flags(preset: str, mode: str | None) -> list[str]:
     return list(flags)
 
 
-def argv_for(preset: str, packet_text: str, prompt_file: str, mode: str | None = None) -> list[str]:
-    """The argv of ``preset`` with the packet filled in and ``mode``'s flags added. Raises
-    UsageError for an unknown preset or mode, or a binary that is not on PATH."""
+def argv_for(preset: str, packet_text: str, prompt_file: str, mode: str | None = None,
+             verify: str | None = None) -> list[str]:
+    """The argv of ``preset`` with the packet filled in and ``mode``'s flags added (``{loopx}``:
+    this loopx's absolute command, ``{verify}``: the goal's verify command; a flag pair whose value
+    is empty is dropped). Raises UsageError for an unknown preset or mode, a binary that is not on
+    PATH, or a mode the host refuses to run in as root."""
     template = spec(preset)["argv"]
     if shutil.which(template[0]) is None:
         raise UsageError(f"{template[0]} (the {preset} command) is not on PATH",
                          f"install {preset}'s CLI, or pass --agent-cmd 'your command'", code="agent_not_found")
+    _check_root(preset, mode)
     argv = [a.replace("{packet}", packet_text).replace("{prompt_file}", prompt_file) for a in template]
-    return argv + mode_flags(preset, mode)
+    return argv + fill_flags(mode_flags(preset, mode), verify)
+
+
+def fill_flags(flags: list[str], verify: str | None) -> list[str]:
+    """``flags`` with ``{loopx}`` and ``{verify}`` filled in; a pair whose value would be empty is left out."""
+    from loopx.exe import loopx_command
+
+    out: list[str] = []
+    i = 0
+    while i < len(flags):
+        f = flags[i]
+        if "{verify}" in f and not verify:
+            if out and out[-1].startswith("-"):
+                out.pop()  # the option the empty value belonged to
+            i += 1
+            continue
+        out.append(f.replace("{loopx}", loopx_command()).replace("{verify}", verify or ""))
+        i += 1
+    return out
+
+
+def _check_root(preset: str, mode: str | None) -> None:
+    import os
+
+    note = (spec(preset).get("root") or {})
+    if mode and note.get(mode) and hasattr(os, "geteuid") and os.geteuid() == 0 and not os.environ.get(note.get("env") or ""):
+        raise UsageError(f"{preset} will not start in permission mode {mode} as root", note[mode],
+                         code="permission_mode_root")
 
 
 def packet_on_stdin(preset: str | None) -> bool:

@@ -64,9 +64,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, timeout: float | None,
-              tick=None, tick_every: float = 60.0, echo=None, on_start=None, keep: int = TAIL * 2) -> dict:
+              tick=None, tick_every: float = 60.0, echo=None, on_start=None, keep: int = TAIL * 2,
+              stuck: tuple = ()) -> dict:
     """Run ``command`` (argv list, or a string when ``shell``) and wait for it. ``on_start(pid)``
-    (optional) is called once the process group leader runs; its errors are ignored."""
+    (optional) is called once the process group leader runs; its errors are ignored. ``stuck``:
+    lowercase phrases a host prints when it only waits and retries (Codex: "waiting for network"):
+    the host is stopped as soon as its output shows one (``gave_up`` True) instead of at the
+    timeout."""
     with tempfile.TemporaryFile() as fin:
         fin.write(stdin_text.encode("utf-8"))
         fin.seek(0)
@@ -88,7 +92,7 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
         sink: list[bytes] = []
         reader = threading.Thread(target=_reader, args=(proc.stdout, sink, echo, max(keep, TAIL * 2)), daemon=True)
         reader.start()
-        timed_out = interrupted = False
+        timed_out = interrupted = gave_up = False
         next_tick = start + tick_every
         try:
             while True:
@@ -103,6 +107,10 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
                     break
                 except subprocess.TimeoutExpired:
                     pass
+                if stuck and sink and any(s.encode() in b"".join(sink[-8:]).lower() for s in stuck):
+                    gave_up = True
+                    _stop(proc)
+                    break
                 if tick is not None and time.monotonic() >= next_tick:
                     next_tick = time.monotonic() + tick_every
                     tick()
@@ -117,7 +125,7 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
         reader.join(GRACE)  # a grandchild still holding the pipe keeps the (daemon) reader alive
     code = 124 if timed_out else (130 if interrupted else proc.returncode)
     whole = b"".join(sink)
-    return {"exit_code": code, "timed_out": timed_out, "interrupted": interrupted,
+    return {"exit_code": code, "timed_out": timed_out, "interrupted": interrupted, "gave_up": gave_up,
             "duration": round(time.monotonic() - start, 3), "output_tail": whole[-TAIL:].decode("utf-8", "replace"),
             "output": whole[-keep:].decode("utf-8", "replace")}
 

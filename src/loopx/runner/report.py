@@ -240,10 +240,15 @@ def pi_jsonl(text: str) -> dict:
         return _result(malformed=True)
     vals: dict = {}
     model = None
+    error = None  # the host's own words when its last model call failed (issue 23: classified from them)
     for o in objs:
         msg = o.get("message") if isinstance(o.get("message"), dict) else None
+        if o.get("type") == "auto_retry_end" and o.get("success") is False:
+            error = _str(o.get("finalError")) or error
         if o.get("type") != "message_end" or not msg or not isinstance(msg.get("usage"), dict):
             continue
+        if msg.get("role") == "assistant":
+            error = _str(msg.get("errorMessage")) if msg.get("stopReason") == "error" else None
         u = msg["usage"]
         cost = u.get("cost").get("total") if isinstance(u.get("cost"), dict) else None
         for key, v in (("input_tokens", u.get("input")), ("output_tokens", u.get("output")),
@@ -256,7 +261,11 @@ def pi_jsonl(text: str) -> dict:
     for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
         if k in vals:
             vals[k] = int(vals[k])
-    return _result(_usage("pi-jsonl", model=model, **vals))
+    if vals.get("cost_usd") == 0 and (vals.get("input_tokens") or vals.get("output_tokens")):
+        del vals["cost_usd"]  # pi prices a model it has no price for at 0: that is unknown, not free
+    if not any(vals.get(k) for k in ("input_tokens", "output_tokens")):
+        vals = {}
+    return _result(_usage("pi-jsonl", model=model, **vals), error is not None, error)
 
 
 PARSERS = {"claude-json": claude_json, "codex-jsonl": codex_jsonl, "cursor-json": cursor_json,

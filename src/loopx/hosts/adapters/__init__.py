@@ -1,6 +1,7 @@
 """One adapter module per agent host: what its hook payloads look like and how it wants answers.
 
-``TABLE`` is the one payload table: host name -> adapter module. Each adapter module defines
+The facts of each host (names, files, tool names, presets) are its row of ``loopx.hostfacts``;
+the adapter ``loopx.hosts.adapters.<name with - as _>`` keeps behaviour only. Each adapter module defines
 
 - ``NAME``, ``KIND`` (``settings``: loopx merges entries into the host's JSON hook config;
   ``plugin``: loopx installs a whole plugin/extension file; ``none``: nothing to install),
@@ -14,30 +15,35 @@
 - for ``settings`` hosts ``config_path(scope, root)`` and ``wanted(cmd, cap)``; for ``plugin``
   hosts ``plugin_path(scope, root)`` and ``plugin_text(argv)``.
 
-A new host is one module here plus one row in ``TABLE`` and in docs/hosts.md.
+A new host is one module here plus one row in ``loopx.hostfacts.HOSTS`` (and in docs/hosts.md).
 """
 
 from __future__ import annotations
 
 import sys
 
-TABLE = {
-    "claude-code": "claude_code",
-    "codex": "codex",
-    "cursor": "cursor",
-    "gemini": "gemini",
-    "opencode": "opencode",
-    "pi": "pi",
-    "generic": "generic",
-}
+TABLE = {h: h.replace("-", "_") for h in __import__("loopx.hostfacts", fromlist=["HOSTS"]).HOSTS}  # host -> module (kept for callers)
+
+
+def module_name(host: str) -> str:
+    """The adapter module of ``host``: its table name with ``-`` as ``_`` (``claude-code`` ->
+    ``claude_code``)."""
+    return host.replace("-", "_")
 
 
 def get(host: str):
-    """The adapter module for ``host``. Raises KeyError for an unknown host."""
-    name = f"loopx.hosts.adapters.{TABLE[host]}"
-    __import__(name)  # not importlib.import_module: the importlib package costs hooks start-up time
+    """The adapter module for ``host``. Raises KeyError for a host not in ``loopx.hostfacts``."""
+    from loopx import hostfacts
+
+    if host not in hostfacts.HOSTS:
+        raise KeyError(host)
+    name = f"loopx.hosts.adapters.{module_name(host)}"
+    if name not in sys.modules:
+        __import__(name)  # not importlib.import_module: the importlib package costs hooks start-up time
     return sys.modules[name]
 
 
 def known(host: str) -> bool:
-    return host in TABLE
+    from loopx import hostfacts
+
+    return host in hostfacts.HOSTS

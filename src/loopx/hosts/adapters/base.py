@@ -8,6 +8,33 @@ from loopx.kernel.storage import cjson
 PATH_KEYS = ("file_path", "filePath", "path", "filename", "fileName", "file", "notebook_path", "target_file",
              "targetFile", "destination", "dest", "target", "new_path", "old_path", "source_path")
 LIST_KEYS = ("paths", "files", "file_paths", "filePaths")
+
+
+
+def shape(host: str) -> dict:
+    """The payload table row of ``host`` (``loopx.hostfacts``): ``{"tool", "input", "shell",
+    "edit", "builtin", "paths", "dirs"}`` with sets of tool names; ``paths`` defaults to
+    ``PATH_KEYS``. Raises KeyError for a host not in the table."""
+    from loopx import hostfacts
+
+    t = hostfacts.HOSTS[host]["tools"]
+    return {"tool": t["tool"], "input": t["input"], "shell": set(t["shell"]), "edit": set(t["edit"]),
+            "builtin": set(t["builtin"]), "paths": tuple(t["paths"]) or PATH_KEYS, "dirs": tuple(t["dirs"])}
+
+
+def kind(host: str) -> str:
+    """``settings``, ``plugin`` or ``none``: how loopx installs ``host``'s hooks (the table's row)."""
+    from loopx import hostfacts
+
+    return hostfacts.HOSTS[host]["hooks"]["install"] or "none"
+
+
+def hook_file(host: str, scope: str, root: str) -> str:
+    from loopx import hostfacts
+
+    return hostfacts.hook_file(host, scope, root)
+
+
 _PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"  # compiled on use
 
 
@@ -80,6 +107,36 @@ def tool_call(payload: dict, shape: dict) -> tuple[list[str], list[str]]:
             commands.append(cmd)
         return commands, named_paths(ti)
     return commands, []
+
+
+_OLD_KEYS = ("old_string", "oldString", "oldText", "old_text", "old_str", "old")
+_CONTENT_KEYS = ("content", "contents", "file_text", "new_content", "text")
+
+
+def edit_texts(payload: dict, shape: dict) -> dict:
+    """What an edit tool call removes and writes: ``{"removed": [old strings], "content": [whole
+    new file texts], "deleted": bool}`` (a patch body: its ``-`` lines), for the guard's check of
+    loopx's marked block in an instruction file (``policy.owned.block_change``)."""
+    ti = payload.get(shape["input"])
+    if isinstance(ti, str):
+        try:
+            ti = cjson.loads(ti)
+        except ValueError:
+            ti = {}
+    ti = ti if isinstance(ti, dict) else {}
+    for k in ("patch", "patchText", "input", "command"):
+        v = ti.get(k)
+        if isinstance(v, str) and "*** " in v:
+            from loopx.kernel.policy import owned
+
+            return owned.patch_texts(v)
+    removed: list[str] = []
+    content: list[str] = []
+    items = [ti] + [e for k in ("edits", "files") if isinstance(ti.get(k), list) for e in ti[k] if isinstance(e, dict)]
+    for item in items:
+        removed.extend(item[k] for k in _OLD_KEYS if isinstance(item.get(k), str))
+        content.extend(item[k] for k in _CONTENT_KEYS if isinstance(item.get(k), str))
+    return {"removed": removed, "content": content, "deleted": False}
 
 
 # ------------------------------------------------------------------ answer shapes

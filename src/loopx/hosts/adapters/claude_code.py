@@ -5,20 +5,13 @@ personal) or ``~/.claude/settings.json`` (user)."""
 
 from __future__ import annotations
 
-import os
-
 from loopx.hosts.adapters import base
 
 NAME = "claude-code"
-KIND = "settings"
+KIND = base.kind("claude-code")
 WINDOWS_SHELL = "posix"  # Claude Code runs hook commands through Git Bash on Windows (generic: not re-checked)
 VERIFIED = "code.claude.com/docs/en/hooks (payload, answers, matcher); Windows shell not verified"
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"Bash"},
-         "edit": {"Write", "Edit", "MultiEdit", "NotebookEdit"},
-         "builtin": {"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "Task", "Agent",
-                     "ExitPlanMode", "BashOutput", "KillShell", "KillBash", "Skill", "SlashCommand", "ListMcpResourcesTool",
-                     "ReadMcpResourceTool"},
-         "paths": ("file_path", "notebook_path", "path")}
+SHAPE = base.shape("claude-code")  # the row of loopx.hostfacts
 # Every tool except the read-only built-ins: shell, edits, MCP (mcp__server__tool) and plugin tools.
 MATCHER = "^(?!(?:" + "|".join(sorted(SHAPE["builtin"])) + ")$).*"
 
@@ -44,7 +37,7 @@ def context(text: str):
 
 
 def config_path(scope: str, root: str) -> str:
-    return os.path.join(root, ".claude", "settings.local.json" if scope == "project" else "settings.json")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:

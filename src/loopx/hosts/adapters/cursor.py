@@ -13,17 +13,15 @@ agent (see ``loopx.hosts.entry.after_edit``)."""
 
 from __future__ import annotations
 
-import os
-
 from loopx.hosts.adapters import base
 
 NAME = "cursor"
-KIND = "settings"
+KIND = base.kind("cursor")
 WINDOWS_SHELL = "pwsh"  # generic: not verified against Cursor's Windows build
 VERIFIED = ("cursor.com/docs/hooks as summarised in shared/reference/agent-hosts.md (events, answers); "
             "afterFileEdit/beforeMCPExecution payload fields from community adapters, not Cursor's own docs")
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": set(), "edit": set(), "builtin": set(),
-         "paths": base.PATH_KEYS}
+SHAPE = base.shape("cursor")  # the row of loopx.hostfacts
+NEW_CONFIG = {"version": 1}  # what a hooks.json loopx creates starts with
 REPORT_EVENTS = ("beforeShellExecution", "beforeMCPExecution", "beforeReadFile")
 
 
@@ -58,7 +56,7 @@ def context(text: str):
 
 
 def config_path(scope: str, root: str) -> str:
-    return os.path.join(root, ".cursor", "hooks.json")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:

@@ -15,17 +15,10 @@ import os
 from loopx.hosts.adapters import base
 
 NAME = "gemini"
-KIND = "settings"
+KIND = base.kind("gemini")
 WINDOWS_SHELL = "pwsh"  # generic: not verified
 VERIFIED = "@google/gemini-cli 0.61.0 bundled docs (hooks reference, tools reference); Windows shell not verified"
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"run_shell_command"},
-         "edit": {"write_file", "replace"},
-         "builtin": {"read_file", "read_many_files", "glob", "grep_search", "search_file_content", "list_directory",
-                     "google_web_search", "web_fetch", "write_todos", "ask_user", "activate_skill", "get_internal_docs",
-                     "enter_plan_mode", "exit_plan_mode", "save_memory", "list_mcp_resources", "read_mcp_resource",
-                     "update_topic", "complete_task", "tracker_create_task", "tracker_update_task",
-                     "tracker_get_task", "tracker_list_tasks", "tracker_add_dependency", "tracker_visualize"},
-         "paths": ("file_path", "path")}
+SHAPE = base.shape("gemini")  # the row of loopx.hostfacts
 MATCHER = "^(?!(?:" + "|".join(sorted(SHAPE["builtin"])) + ")$).*"
 
 
@@ -50,7 +43,7 @@ def context(text: str):
 
 
 def config_path(scope: str, root: str) -> str:
-    return os.path.join(root, ".gemini", "settings.json")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def wanted(cmd, cap_arg: str, cap: int = 8) -> dict:

@@ -11,12 +11,10 @@ from __future__ import annotations
 from loopx.hosts.adapters import base
 
 NAME = "generic"
-KIND = "none"
+KIND = base.kind("generic")
 WINDOWS_SHELL = None
 VERIFIED = "loopx's own contract"
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"Bash", "bash", "shell", "run_shell_command"},
-         "edit": {"Write", "Edit", "MultiEdit", "write", "edit", "write_file", "replace"}, "builtin": {"Read", "read"},
-         "paths": base.PATH_KEYS}
+SHAPE = base.shape("generic")  # the row of loopx.hostfacts
 
 
 def tool_call(payload: dict) -> tuple[list[str], list[str]]:

@@ -7,18 +7,13 @@ before each tool and refuses it by throwing an Error. Built-in tools: ``bash`` (
 
 from __future__ import annotations
 
-import os
-
 from loopx.hosts.adapters import base, plugin_js
 
 NAME = "opencode"
-KIND = "plugin"
+KIND = base.kind("opencode")
 WINDOWS_SHELL = None  # the plugin starts loopx without a shell
 VERIFIED = "opencode.ai/docs/plugins and packages/plugin/src/index.ts (via the search tool); tool argument names from packages/opencode/src/tool"
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"bash"}, "edit": {"edit", "write", "multiedit", "patch"},
-         "builtin": {"read", "glob", "grep", "list", "webfetch", "websearch", "todowrite", "todoread", "task", "skill",
-                     "question", "codesearch", "lsp"},
-         "paths": ("filePath", "file_path", "path")}
+SHAPE = base.shape("opencode")  # the row of loopx.hostfacts
 
 
 def deny(reason: str):
@@ -30,9 +25,7 @@ def allow():
 
 
 def plugin_path(scope: str, root: str) -> str:
-    base_dir = os.path.join(root, ".opencode") if scope == "project" else os.path.join(
-        os.environ.get("XDG_CONFIG_HOME") or os.path.join(root, ".config"), "opencode")
-    return os.path.join(base_dir, "plugins", "loopx-guard.js")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def plugin_text(argv: list[str]) -> str:

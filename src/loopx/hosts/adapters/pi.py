@@ -16,11 +16,10 @@ import os
 from loopx.hosts.adapters import base, plugin_js
 
 NAME = "pi"
-KIND = "plugin"
+KIND = base.kind("pi")
 WINDOWS_SHELL = None
 VERIFIED = "@mariozechner/pi-coding-agent 0.73.1 bundled docs and dist/main.js (stdin handling)"
-SHAPE = {"tool": "tool_name", "input": "tool_input", "shell": {"bash"}, "edit": {"write", "edit"},
-         "builtin": {"read", "grep", "find", "ls"}, "paths": ("path", "file_path")}
+SHAPE = base.shape("pi")  # the row of loopx.hostfacts
 
 
 def deny(reason: str):
@@ -36,8 +35,7 @@ def agent_dir(root: str) -> str:
 
 
 def plugin_path(scope: str, root: str) -> str:
-    base_dir = os.path.join(root, ".pi") if scope == "project" else agent_dir(root)
-    return os.path.join(base_dir, "extensions", "loopx-guard.ts")
+    return base.hook_file(NAME, scope, root)  # the path is a fact of loopx.hostfacts
 
 
 def plugin_text(argv: list[str]) -> str:

@@ -349,7 +349,7 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
                 for a in _matches(word, base):
                     if _names_store(a):
                         out.append((os.path.join(base or ".", a), prog))
-                    elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or "loopx" in a.split("/"):
+                    elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or _may_name_owned(a):
                         out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
         if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
                                                                (a.startswith("-") and not a.startswith("--") and "l" in a)
@@ -359,6 +359,12 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
                 if not shell.is_unknown(src):
                     out.append((os.path.join(base or ".", src), f"{prog} (link source)"))
     return out
+
+
+def _may_name_owned(word: str) -> bool:
+    from loopx.kernel.policy import owned
+
+    return owned.may_name(word)
 
 
 def _matches(word: str, base: str | None) -> list[str]:
@@ -472,7 +478,8 @@ def local_node(project_dir: str) -> str:
 
 
 def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str | None = None,
-             goal_id: str | None = None, branch_of=None, git=None, node: str | None = None, reads=()) -> dict:
+             goal_id: str | None = None, branch_of=None, git=None, node: str | None = None,
+             texts: dict | None = None, reads=()) -> dict:
     """The verdict for one tool call: ``{"allow": bool, "reason", "kind", "goal_id", "gate_id", ...}``.
 
     ``commands``: shell command strings; ``paths``: files the call writes (absolute or relative to
@@ -481,7 +488,8 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     ``governance``, whatever the goal); a command or path mapping to a kind the goal protects
     without an approved gate (a mapping that cannot be resolved is denied too: fail closed); an
     edit inside ``.loopx/``, in a denied path, outside every allowed glob, or of a file with more
-    than one hard link. ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
+    than one hard link, or a change of a file loopx installed for a host (``governance_path``;
+    ``texts``: what an edit tool removes and writes, ``owned.block_change``). ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
     goal only approvals reserved for an open run of this clone count."""
     from loopx.kernel.policy import gitpush
 
@@ -531,7 +539,13 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
         if verdict:
             return verdict
     for path, how in written:
-        verdict = governance_path(path, cwd, project_dir)
+        if how == "apply_patch":  # a patch sent through the shell tool says what it removes
+            from loopx.kernel.policy import owned
+
+            verdict = governance_path(path, cwd, project_dir, "edit",
+                                      owned.patch_texts("\n".join(c for c in commands if "*** " in c)))
+        else:
+            verdict = governance_path(path, cwd, project_dir, how, texts)
         if verdict:
             return verdict
         if how == "governance-only":
@@ -560,30 +574,32 @@ def verify_gate(gate: dict) -> bool:
     return signing.approval_counts(gate)
 
 
-# files whose change removes or loosens governance: the hosts' hook configs and loopx's own user files
-_HOOK_FILES = (".claude/settings.json", ".claude/settings.local.json", ".codex/hooks.json", ".codex/config.toml",
-               ".cursor/hooks.json", ".gemini/settings.json")
-
-
-def governance_path(path: str, cwd: str | None, project_dir: str) -> dict:
-    """A deny verdict when writing ``path`` would change the hooks that call the guard (a host's
-    hook config in the project or the home folder) or loopx's user config and data folder
+def governance_path(path: str, cwd: str | None, project_dir: str, how: str = "edit", texts: dict | None = None) -> dict:
+    """A deny verdict when writing ``path`` would change the hooks that call the guard: a file loopx
+    owns outright for any host in either scope (hook settings, plugins, extensions, loopx's skills:
+    the host table, ``loopx.hostfacts``, via ``policy.owned``), loopx's marked block in an instruction
+    file (``how``/``texts``: see ``owned.block_change``), or loopx's user config and data folder
     (registry, signing, allowed signers); else {}."""
     from loopx import config
+    from loopx.kernel.policy import owned
 
     full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
-    homes = {os.path.realpath(project_dir), os.path.realpath(os.path.expanduser("~"))}
-    codex_home = os.environ.get("CODEX_HOME")
-    targets = {os.path.join(h, f) for h in homes for f in _HOOK_FILES}
-    if codex_home:
-        targets |= {os.path.join(os.path.realpath(codex_home), n) for n in ("hooks.json", "config.toml")}
-    dirs = {os.path.realpath(config.data_home()), os.path.realpath(os.path.dirname(config.config_path()))}
-    what = None
-    if full in targets or any(t.startswith(full + os.sep) for t in targets):
-        what = "an agent host's hook configuration (removing or changing loopx's hooks is human-only)"
-    elif any(full == d or full.startswith(d + os.sep) for d in dirs):
-        what = "loopx's user configuration or data folder (signing, registry, settings are human-only)"
+    t = owned.targets(project_dir)
+    what = owned.owned(full, t)
+    rel = scope.project_relative(project_dir, full, project_dir)
+    if what is None and rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):
+        # a parallel run's worktree carries copies of the hook files: they guard that run
+        inside = worktrees.strip(rel, worktrees.prefix(project_dir))
+        what = owned.owned(os.path.realpath(os.path.join(project_dir, inside)), t)
     if what is None:
+        dirs = {os.path.realpath(config.data_home()), os.path.realpath(os.path.dirname(config.config_path()))}
+        if any(full == d or full.startswith(d + os.sep) for d in dirs):
+            what = "loopx's user configuration or data folder (signing, registry, settings are human-only)"
+    if what is None:
+        why = owned.block_change(full, t, how, texts)
+        if why:
+            return {"allow": False, "kind": "governance", "path": full, "reason": (
+                f"loopx: {why}. The block between the loopx markers is human-only; the rest of the file is yours.")}
         return {}
     return {"allow": False, "kind": "governance", "path": full, "reason": (
         f"loopx: writing {full} changes {what}. Do not edit it; if the hooks or settings need a change, say "
@@ -647,7 +663,7 @@ def _scope_deny(goal: dict, rel: str, why: str) -> dict:
 
 
 def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, branch_of=None, paths=(),
-                        project_dir: str | None = None) -> dict:
+                        project_dir: str | None = None, texts: dict | None = None) -> dict:
     """Verdict when the store cannot be read (or is gone, moved or replaced): human-only loopx
     commands and protected-looking commands (default mapping, every kind assumed protected, an
     unresolvable one included) are denied, and so are edits of the store; everything else is
@@ -658,8 +674,8 @@ def evaluate_unreadable(commands=(), *, cwd: str | None = None, problem: str, br
         if verdict:
             return verdict
     if project_dir:
-        for path, _how in [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]:
-            verdict = governance_path(path, cwd, project_dir)
+        for path, how in [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]:
+            verdict = governance_path(path, cwd, project_dir, how, texts)
             if verdict:
                 return verdict
             rel = scope.project_relative(project_dir, path, cwd or project_dir)

@@ -129,8 +129,12 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
 def commands(p: dict, actor: str) -> dict:
     """The exact write-back commands with the ids filled in (``SUMMARY``/``CMD``/``N``/``EV`` are
     placeholders the agent replaces)."""
-    who = f"loopx --agent {actors.agent_name(actor)}" if actors.is_agent(actor) else "loopx"
+    from loopx.exe import loopx_command
+
+    exe = loopx_command()  # absolute: a login shell's PATH (Codex's bash -lc) cannot lose it
+    who = f"{exe} --agent {actors.agent_name(actor)}" if actors.is_agent(actor) else exe
     run, gid = p["run_id"], p["goal_id"]
+    verify = " --verify" if p.get("verify") else ""  # --verify exits 2 on a goal without a verify command
     t = p["todo"]
     todo_flag = f" --todo {t['id']}" if t else ""
     out = {
@@ -138,7 +142,7 @@ def commands(p: dict, actor: str) -> dict:
                     "--summary 'SUMMARY' --command 'CMD' --exit-code N",
         "gate": f"{who} gate open --goal-id {gid} --kind KIND --question 'QUESTION'"
                 + (f" --blocks {t['id']}" if t else ""),
-        "finish": f"{who} turn finish --run {run} --result progress|completion|no_progress|failed|blocked --verify",
+        "finish": f"{who} turn finish --run {run} --result progress|completion|no_progress|failed|blocked{verify}",
         "spend": f"{who} quota spend-slot --run {run}",
     }
     if p.get("driven"):

@@ -23,7 +23,10 @@ machines look ahead of this one, this machine is the one behind. ``doctor`` repo
 
 from __future__ import annotations
 
-from loopx.kernel.storage.machines import MAX_SKEW  # seconds: beyond this a lease is over whatever the clocks say
+from loopx.kernel.storage.machines import (
+    MAX_SKEW,  # seconds: beyond this a lease is over whatever the clocks say
+)
+
 SLACK = 60.0  # seconds of disagreement that are not reported (sync latency, NTP steps)
 SEEN_FILE = "claims-seen.json"
 SCAN_RECORDS = 20000  # the newest records doctor reads to find each node's newest stamp

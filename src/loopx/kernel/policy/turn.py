@@ -476,7 +476,7 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str, report:
                   run_id, result, note=note, report=report)
 
 
-REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
 
 
 def report_data(report: dict | None) -> dict:
@@ -484,7 +484,9 @@ def report_data(report: dict | None) -> dict:
     ``usage`` {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
     cost_usd, model, session_id, num_turns, source} (absent: usage unknown), ``changes``
     {commits, commit_count, files, added, removed, untracked, committed}, ``host``,
-    ``permission_mode``, ``wall_time`` (s), ``setup_error`` {reason, message, exit_code, reset_at}."""
+    ``permission_mode``, ``wall_time`` (s), ``setup_error`` {reason, message, exit_code, reset_at},
+    ``guard`` {calls, denied, unguarded} (the host's pre-tool hook calls during the run and the
+    guard's refusals among them; 0 calls: the hook never loaded)."""
     return {k: report[k] for k in REPORT_KEYS if report and report.get(k) is not None}
 
 

@@ -6,11 +6,12 @@ exit_code, reset_at, run, goal, host, ts}, folded from ``run.finished`` data ``s
 
 from __future__ import annotations
 
+from loopx import hostfacts
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import timedelta
 
-HOST_KINDS = ("claude-code", "codex", "cursor", "opencode", "gemini", "pi")
-WINDOW_HOSTS = ("claude-code", "codex")   # hosts whose usage windows loopx can read
+HOST_KINDS = tuple(hostfacts.agent_hosts())     # the host table's rows (loopx.hostfacts)
+WINDOW_HOSTS = tuple(hostfacts.window_hosts())  # hosts whose usage windows loopx can read
 DEFAULT_RESERVE = 10
 # seconds after a host setup error before the agent is tried again (the host's state can have changed)
 RETRY = {"host_not_logged_in": 6 * 3600, "host_offline": 600, "host_rate_limited": 3600,
@@ -44,9 +45,10 @@ def kinds(state: dict, goal: dict, agent: str | None) -> list[str]:
     a host's name), else the goal's default host, else every host whose windows loopx reads."""
     if agent:
         a = (state.get("agents") or {}).get(agent) or {}
-        if a.get("kind") in HOST_KINDS:
+        hosts = hostfacts.agent_hosts()
+        if a.get("kind") in hosts:
             return [a["kind"]]
-        if agent in HOST_KINDS:
+        if agent in hosts:
             return [agent]
     if goal.get("host"):
         return [goal["host"]]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 
+from loopx import hostfacts
+
 AGENT, HUMAN, LOOPX = "agent:", "human:", "loopx:"
-# Environment markers that agent hosts set inside their sessions and tool calls.
-AGENT_ENV_MARKERS = ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
-                     "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_THREAD_ID", "CURSOR_AGENT",
-                     "CURSOR_TRACE_ID", "GEMINI_CLI", "OPENCODE",
+# Environment markers that agent hosts set inside their sessions and tool calls: the host table's
+# ``markers`` (Pi's PI_CODING_AGENT included), LOOPX_AGENT first.
+AGENT_ENV_MARKERS = (*hostfacts.markers(),
                      # set by loopx's sandbox and its broker: a process holding them runs for an agent
                      "LOOPX_BROKER", "LOOPX_SANDBOXED")
 

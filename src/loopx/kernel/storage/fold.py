@@ -660,7 +660,7 @@ def _stall_step(s, run):
         per[key] = (per.get(key) or [])[-(STALL_KEEP - 1):] + [[run["started"], run.get("seq", 0)]]
 
 
-_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error")
+_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
 
 
 def _run_report(s, r, run, d):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from loopx import hostfacts
 from loopx.errors import UsageError
 from loopx.kernel.read import queries, validate
 from loopx.kernel.storage import actors, ids, machines
 from loopx.kernel.storage.store import Draft, Store
 
 # the agent hosts loopx knows (presets, skills, hooks); any other lowercase word is accepted too
-KNOWN_KINDS = ("claude-code", "codex", "cursor", "opencode", "gemini", "copilot", "shell", "custom", "human")
+KNOWN_KINDS = (*hostfacts.agent_hosts(), "copilot", "shell", "custom", "human")  # hosts: the table's rows
 AGENT_KINDS = KNOWN_KINDS  # kept for callers of the old name
 _KIND = r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*"
-_ALIASES = {"claude": "claude-code", "gemini-cli": "gemini", "cursor-agent": "cursor", "sh": "shell", "bash": "shell"}
+_ALIASES = {**hostfacts.aliases(), "sh": "shell", "bash": "shell"}
 
 
 def check_kind(kind) -> str:

@@ -135,9 +135,9 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     if fields.get("priority") is not None:
         changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
     if fields.get("host") is not None:
-        from loopx.kernel.read.hosts import HOST_KINDS
+        from loopx import hostfacts
 
-        changes["host"] = validate.choice(fields["host"], HOST_KINDS, "--host")
+        changes["host"] = validate.choice(fields["host"], tuple(hostfacts.agent_hosts()), "--host")
     if fields.get("permission_mode") is not None:
         if actors.is_agent(actor):
             from loopx.errors import HumanRequired
