@@ -588,7 +588,6 @@ def test_sync_to_a_second_remote_pushes_what_it_lacks_and_git_errors_reach_the_u
     for c in (a, b):
         git(c, "remote", "add", "backup", str(backup))
     before = Store.open(str(a)).load()
-    records = sum(m["lines"] for m in before["meta"]["files"].values())
     got = lx_json(a, "sync", "--remote", "backup", capsys=capsys, host="host-0", monkeypatch=monkeypatch)
     assert got["exit_code"] == 0, got
     assert got["data"]["remote"] == "backup"

@@ -141,7 +141,7 @@ def check_hostile_turn(w: dict, model: ScriptedModel, results: list[str], hook_f
         [".loopx write"] + ([".loopx via workdir"] if workdir else []) + \
         ["rm hook file", "in-scope write", "out-of-scope write", "gate approve"]
     assert len(results) == len(names), (len(results), results)
-    got = dict(zip(names, results))
+    got = dict(zip(names, results, strict=True))
     assert "hello-from-the-host" in got["echo"]
     for k in ("push", "sh -c push", "cd wt push") + (("workdir push",) if workdir else ()):
         assert "loopx:" in got[k] and "protected action (merge)" in got[k], (k, got[k])

@@ -219,7 +219,7 @@ def _table(d: dict) -> str:
     """The table of ``trial list`` without its summary line."""
     cells = getattr(d["trials"], "cells", None) or [_cells(d["metric"], r) for r in d["trials"]]
     header = ["trial", "hypothesis", "agent", d["metric"], "delta", "decision", "commit", "duration"]
-    widths = [max(len(header[i]), max(map(len, col))) for i, col in enumerate(zip(*cells))]
+    widths = [max(len(header[i]), max(map(len, col))) for i, col in enumerate(zip(*cells, strict=True))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     return "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
 

@@ -423,7 +423,6 @@ def _replay(path: str, commit: str, onto: str) -> str | None:
 def _after(store, e: dict, rec: dict, path: str, where: dict) -> None:
     """Leave the worktrees at the frontier: the experiment's own checks out its branch again."""
     proj = store.project_dir
-    exp_path = os.path.join(proj, e["worktree"])
     if where.get("parallel"):
         git(proj, "worktree", "remove", "--force", path, check=False)
         git(proj, "worktree", "prune", check=False)
