@@ -401,7 +401,7 @@ class Driver:
         else:
             result, note = ("completion" if t else "progress"), "verify passed"
         out["note"] = note
-        return turn.finish(self.store, self.actor, run["id"], result, workdir=self.workdir, note=note, verified_by=check, report=report)
+        return turn.finish(self.store, self.actor, run["id"], result, workdir=self.workdir, note=note, verified_by=verdict, report=report)
 
 
 def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None = None, agent_cmd: str | None = None,
