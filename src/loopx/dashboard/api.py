@@ -11,7 +11,6 @@ read shows up with an ``error`` field instead of failing the whole overview.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
@@ -21,6 +20,7 @@ from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
 from loopx.kernel.storage import actors
 from loopx.kernel.storage.clock import timedelta
+from loopx.kernel.storage.registry import project_key
 
 GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")
@@ -41,10 +41,6 @@ class ApiError(Exception):
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message, "hint": self.hint}
-
-
-def project_key(path: str) -> str:
-    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _sig(root: str) -> tuple:

@@ -49,7 +49,7 @@ def gate_link(project_dir: str, goal_id: str | None, gate_id: str | None, base: 
     """The dashboard page of ``gate_id``'s goal (no token: signing in is the human's own session)."""
     from urllib.parse import quote
 
-    from loopx.dashboard.api import project_key
+    from loopx.kernel.storage.registry import project_key
 
     base = base or dashboard_base()
     tail = f"/{quote(gate_id, safe='')}" if gate_id else ""

@@ -13,6 +13,14 @@ import os
 from loopx.kernel.storage import cjson, clock
 
 
+def project_key(path: str) -> str:
+    """The stable short key of a project folder (16 hex digits of the SHA-256 of its absolute
+    path): the dashboard's URLs and the notifications' links name a project by it."""
+    from loopx.kernel.storage.chain import sha256
+
+    return sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def home() -> str:
     """The user-level data folder (created on demand by writers); see ``loopx.config.data_home``."""
     from loopx.config import data_home
