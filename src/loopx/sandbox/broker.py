@@ -162,6 +162,8 @@ class Broker:
         env["LOOPX_AGENT"] = agent
         if run_id:
             env["LOOPX_RUN_ID"] = run_id
+            # the variables loopx gives the agent of a turn: the guard counts its calls per run (issue 23)
+            env["LOOPX_PROJECT_DIR"] = self.store.project_dir
         if self.verify_file:
             env["LOOPX_VERIFY_POLICY"] = self.verify_file
         cmd = [sys.executable, "-m", "loopx", "--project", self.store.project_dir, "--agent", agent, *argv]
