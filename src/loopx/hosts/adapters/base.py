@@ -29,7 +29,8 @@ def kind(host: str) -> str:
     return hostfacts.HOSTS[host]["hooks"]["install"] or "none"
 
 
-def hook_file(host: str, scope: str, root: str) -> str:
+def hook_file(host: str, scope: str, root: str) -> str | None:
+    """``host``'s hook file in ``scope`` (``loopx.hostfacts.hook_file``); None for a host without hooks."""
     from loopx import hostfacts
 
     return hostfacts.hook_file(host, scope, root)
