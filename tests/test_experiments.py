@@ -314,6 +314,18 @@ def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(rep
     assert git(repo, "show", "knn-best:param.txt") == "0.7\n"
 
 
+def test_approving_a_promotion_into_a_deleted_branch_is_a_clean_state_error(repo):
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    gate = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo).data["gate_id"]
+    git(repo, "checkout", "-q", "-b", "elsewhere")
+    git(repo, "branch", "-q", "-D", "main")  # the branch the experiment started from is gone
+    r = run_loopx(["gate", "approve", gate, "--confirm", gate, "--json"], cwd=repo)
+    assert r.code == 3, r.out + r.err
+    err = json.loads(r.out)["error"]
+    assert err["code"] == "no_base_branch" and "main" in err["message"] and "--as-branch" in err["hint"]
+
+
 def test_demo_research_approve_runs_end_to_end(tmp_path):
     demo = tmp_path / "rd"
     r = run_loopx(["demo", "--research", "--approve", "--dir", demo, "--json"], cwd=tmp_path, timeout=300)

@@ -229,10 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         _silence_streams(keep=True)
     output.setup_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if env("LOOPX_BROKER"):  # inside a sandbox: the store is reached only through the broker
+    broker = env("LOOPX_BROKER")
+    if broker:  # inside a sandbox: the store is reached only through the broker
         from loopx.sandbox.broker import forward
 
-        return forward(env("LOOPX_BROKER"), argv)
+        return forward(broker, argv)
     opts, rest = _split_globals(argv)
     fmt = opts["fmt"] or "text"
     debug = opts["debug"]

@@ -33,6 +33,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # typing is not imported at run time (every hook call reads this module)
+if TYPE_CHECKING:
+    from typing import overload
+
 SCOPES = ("project", "user")
 SKILL_PREFIX = "loopx"  # loopx's bundled skills are named loopx, loopx-start, loopx-review, ...
 
@@ -272,6 +276,15 @@ def _expand(template: str, root: str, user_home: str, home: str | None) -> str:
     if template == "~" or template.startswith("~/"):
         return os.path.join(user_home, template[2:])
     return os.path.join(root, template)
+
+
+if TYPE_CHECKING:  # what ``resolve`` returns: a str for a str template, None for None
+    @overload
+    def resolve(host: str, template: str, scope: str, root: str, default: bool = ...) -> str: ...
+    @overload
+    def resolve(host: str, template: None, scope: str, root: str, default: bool = ...) -> None: ...
+    @overload
+    def resolve(host: str, template: str | None, scope: str, root: str, default: bool = ...) -> str | None: ...
 
 
 def resolve(host: str, template: str | None, scope: str, root: str, default: bool = False) -> str | None:

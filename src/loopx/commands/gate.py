@@ -114,7 +114,7 @@ def gate_show(ctx, gate) -> dict:
     from loopx.kernel.write import gates
 
     g = queries.resolve_gate(ctx.store().load(), gate)
-    out = {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
+    out: dict = {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
     if g["kind"] == "promote":  # the holdout result of a research experiment: for a human's eyes only
         from loopx.kernel.write import humans
 

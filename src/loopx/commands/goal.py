@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add
-from loopx.output import safe, table
+from loopx.output import Reply, safe, table
 
 
 def register(sub, name, help_text):
@@ -108,7 +108,7 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
-                permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict:
+                permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict | Reply:
     from loopx.commands.human import require_human
     from loopx.kernel.write import goals
 

@@ -12,6 +12,10 @@ import argparse
 
 from loopx.commands import add
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopx.output import Reply
+
 
 def register(sub, name, help_text):
     p = add(sub, name, help_text, handler=sandbox_run, render=render,
@@ -20,7 +24,7 @@ def register(sub, name, help_text):
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]", help="what to run inside")
 
 
-def sandbox_run(ctx, command=None, as_agent=None) -> dict:
+def sandbox_run(ctx, command=None, as_agent=None) -> Reply:
     import os
     import subprocess
 

@@ -74,11 +74,11 @@ def _row(exp_metric, t):
 class Rows(list):
     """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
     so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
-    ``count``) from the rendered cache; JSON-encodes as a plain list."""
+    ``total``: the number of trials in it) from the rendered cache; JSON-encodes as a plain list."""
 
     cells: list | None = None
     text: str | None = None
-    count: int = 0
+    total: int = 0  # not ``count``: that is list.count
 
 
 def _cells(metric: str, r: dict) -> list[str]:
@@ -94,7 +94,7 @@ def _cells(metric: str, r: dict) -> list[str]:
 CACHE_VERSION = 1
 
 
-def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
+def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     """(rows, cells, summary) of every trial of ``gid`` through ``cache/trials-<goal>.bin``: a
     disposable projection keyed by the experiment's trial count and last trial (in the live view),
     brought up to date from the live view's recent trials when only those are new, rebuilt from
@@ -107,6 +107,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
 
     live = store.load(view="live")
     e = experiments.get(live, gid)
+    assert e is not None  # trial_list resolved gid to an experiment goal (_goal)
     key = [e["trials"], e["last_trial"]]
     path = store.path("cache", f"trials-{gid}.bin")
     try:
@@ -130,6 +131,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict]:
         full = store.load()
         rows = [_row(e["metric"], t) for t in experiments.rows(full, gid)]
         cells = [_cells(e["metric"], r) for r in rows]
+    assert cells is not None  # set together with rows
     try:
         os.makedirs(store.path("cache"), exist_ok=True)
         fs.atomic_write(path, marshal.dumps({"v": CACHE_VERSION, "key": key, "metric": e["metric"], "rows": rows,
@@ -177,7 +179,7 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
         text = _read_text(store, gid, kind, key)
         if text is not None:
             out = Rows()
-            out.text, out.count = text, e["trials"]
+            out.text, out.total = text, e["trials"]
             return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out,
                     "summary": experiments.summary(live, gid)}
     rows, cells, summary = _cached_rows(store, gid)
@@ -201,7 +203,7 @@ def tabular(d: dict, sep: str) -> str:
     if getattr(d["trials"], "text", None) is not None and sep == "\t":
         return d["trials"].text
     cols = experiments.TSV_COLUMNS
-    lines = [cols]
+    lines: list[tuple[str, ...] | list[str]] = [cols]
     for r in d["trials"]:
         lines.append(experiments.row_cells(d["metric"], r))
     if sep == "\t":
@@ -228,7 +230,7 @@ def render_list(d: dict) -> str:
     from loopx.kernel.read import experiments as ex
 
     t = d["trials"]
-    if not t and not getattr(t, "count", 0):
+    if not t and not getattr(t, "total", 0):
         return f"no trials on {d['goal_id']} yet"
     out = t.text if getattr(t, "text", None) is not None else _table(d)
     s = d["summary"]

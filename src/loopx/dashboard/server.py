@@ -106,7 +106,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.csrf = secrets.token_urlsafe(32)
         self.instance = secrets.token_hex(8)
         self._redeemed: dict[str, int] = {}
-        self._etag_memo: tuple | None = None  # (the data last tagged, its ETag): Handler's cache
+        self._etag_memos: dict[str, tuple] = {}  # path -> (the data last tagged, its ETag): Handler's cache
         self.build = build_id()
         self.started = time.time()
         self.log = log

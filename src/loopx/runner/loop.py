@@ -45,6 +45,10 @@ from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 from loopx.usage.text import usage_line
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopx.sandbox.session import Session
+
 KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
 
 
@@ -61,7 +65,7 @@ class Driver:
         self.isolate = False      # parallel mode: one git worktree per turn
         self.workdir: str | None = None  # the turn's working directory (its worktree in parallel mode)
         self.base: str | None = None
-        self.sandbox = None       # loopx.sandbox.session.Session, made at the first turn
+        self.sandbox: Session | None = None  # made at the first turn
         self.run_id: str | None = None
 
     def rename(self, agent: str) -> None:
@@ -335,6 +339,7 @@ class Driver:
         try:
             if out["verified"] and out["result"] in ("progress", "completion"):
                 run = self.store.read(lambda st: queries.resolve_run(st, rid))
+                assert self.base is not None  # a run has a worktree only in parallel mode, which has a base
                 res = merge.integrate(self.store, self.actor, run, self.base)
             ahead = worktree.ahead(info["path"], info["base_sha"]) > 0
             keep_branch = (res["action"] in ("gated", "deferred", "conflict")) if res else ahead
@@ -359,7 +364,7 @@ class Driver:
         if run.get("mode") == "plan":
             # todos are never removed: what the goal has now (held, plus the closed ones a live view left
             # out) less what it had before the turn is what the turn added
-            known = getattr(self, "todos_before", set())
+            known: set[str] = getattr(self, "todos_before", set())
             todos = [t for t in state["todos"].values() if t["goal"] == run["goal"]]
             left_out = sum((state.get("closed") or {}).get(run["goal"], {}).values())
             added = len(todos) + left_out - len(known) - getattr(self, "todos_left_out", 0)

@@ -30,9 +30,12 @@ def kind(host: str) -> str:
 
 
 def hook_file(host: str, scope: str, root: str) -> str:
+    """``host``'s hook file in ``scope`` (``loopx.hostfacts.hook_file``), for an adapter's host."""
     from loopx import hostfacts
 
-    return hostfacts.hook_file(host, scope, root)
+    path = hostfacts.hook_file(host, scope, root)
+    assert path is not None  # every host with an adapter has a hook file at both scopes (its row)
+    return path
 
 
 _PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"  # compiled on use

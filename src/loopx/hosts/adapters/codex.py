@@ -103,14 +103,16 @@ def _ask_app_server(exe: str, scope: str, root: str, timeout: float) -> dict:
             {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [cwd]}}]
     proc = subprocess.Popen([exe, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, cwd=cwd)
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None and stdout is not None  # both are PIPEs
     try:
-        proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode("utf-8"))
-        proc.stdin.flush()
+        stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode("utf-8"))
+        stdin.flush()
         import selectors
         import time
 
         sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(stdout, selectors.EVENT_READ)
         end = time.monotonic() + timeout
         result = None
         buf = b""
@@ -118,7 +120,7 @@ def _ask_app_server(exe: str, scope: str, root: str, timeout: float) -> dict:
             left = end - time.monotonic()
             if left <= 0 or not sel.select(left):
                 raise TimeoutError(f"no hooks/list answer within {timeout:.0f} s")
-            chunk = os.read(proc.stdout.fileno(), 1 << 16)  # raw reads: a buffered readline could hide a line
+            chunk = os.read(stdout.fileno(), 1 << 16)  # raw reads: a buffered readline could hide a line
             if not chunk:
                 raise RuntimeError("codex app-server closed its output")
             buf += chunk
@@ -134,7 +136,7 @@ def _ask_app_server(exe: str, scope: str, root: str, timeout: float) -> dict:
                     result = doc.get("result") or {}
     finally:
         try:
-            proc.stdin.close()
+            stdin.close()
         except OSError:
             pass
         proc.kill()

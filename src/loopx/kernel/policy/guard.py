@@ -518,6 +518,7 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                     verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"], node)
                     if verdict:
                         return verdict
+                    assert gate is not None  # _deny allowed it: gate_state said approved, with the gate
                     if gate["id"] in [u["gate_id"] for u in uses] and not gate.get("standing"):
                         # one approval authorises one action: the same call doing it again needs another
                         gate = _another_approval(state, goal["id"], hit["kind"], node, {u["gate_id"] for u in uses})

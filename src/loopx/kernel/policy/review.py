@@ -73,7 +73,9 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
     if (state.get("experiments") or {}).get(gid):  # research experiments (issue 20): the same read model
         from loopx.kernel.read import experiments
 
-        out["experiment"] = dict(experiments.summary(state, gid), trials_list=[
+        summary = experiments.summary(state, gid)
+        assert summary is not None  # the goal has an experiment (the test above)
+        out["experiment"] = dict(summary, trials_list=[
             {k: t.get(k) for k in ("id", "number", "hypothesis", "agent", "value", "delta", "decision", "commit", "claims")}
             for t in experiments.rows(state, gid)])
     return out

@@ -72,7 +72,7 @@ class ClaimClock:
             if until <= floor:
                 continue
             try:
-                lease = (clock.parse_ts(until) - clock.parse_ts(e.get("at"))).total_seconds()
+                lease = (clock.parse_ts(until) - clock.parse_ts(e["at"])).total_seconds()
                 if (now - clock.parse_ts(first)).total_seconds() < lease:
                     out[tid] = e  # this clock says it ended; the lease has not run its length since we saw it
             except Exception:  # noqa: BLE001 - a malformed entry: judged by `until` alone

@@ -264,13 +264,14 @@ def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) 
 def measure_baseline(store, actor: str, goal_id: str) -> dict:
     """The first trial: the unchanged code at the branch's commit, measured; kept when it measured."""
     state = store.load()
-    e = experiments.get(state, goal_id)
+    e = _known(state, goal_id)  # started by ``start`` or checked by ``experiment baseline``
     path = os.path.join(store.project_dir, e["worktree"])
     if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
         head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
         if head:
             _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
+    assert commit is not None  # the worktree was made at a commit (create_worktree) and is reset to one
     tid = ids.new_id("trial", state.get("trials") or {})
     _set_ref(store.project_dir, trial_ref(tid), commit)
     m = measure(e, project_cwd(store, path))
@@ -289,12 +290,20 @@ def for_goal(state: dict, goal_id: str | None) -> dict | None:
     return experiments.get(state, goal_id)
 
 
+def _known(state: dict, goal_id: str) -> dict:
+    """The experiment of ``goal_id`` where the caller knows there is one (it checked, or the goal
+    has trials or runs of one): an experiment, once started, is never removed from the state."""
+    e = experiments.get(state, goal_id)
+    assert e is not None
+    return e
+
+
 def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
     """Where the turn's trial is made: {path, cwd, parallel, base (the frontier commit)}. In
     parallel mode a detached worktree of the run at the frontier; else the experiment's own,
     cleaned back to the frontier first (so a trial never starts on another one's leftovers)."""
     state = store.load()
-    e = experiments.get(state, goal_id)
+    e = _known(state, goal_id)  # the callers prepare a trial turn of an experiment goal
     front = (e.get("frontier") or {}).get("commit")
     if front is None:
         raise StateError(f"experiment {goal_id} has no frontier (the baseline did not measure)",
@@ -340,7 +349,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
         while rec is None:
-            front = experiments.get(store.load(), gid).get("frontier") or {}
+            front = _known(store.load(), gid).get("frontier") or {}
             rec = _record(store, actor, gid, dict(
                 common, commit=commit or base, parent=front.get("commit"), parent_value=front.get("value"), metrics={},
                 value=None, delta=None, decision="crash" if agent_failed else "discard", guard=None, duration=0.0,
@@ -348,10 +357,11 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     else:
         measured, on = commit, base
         for _ in range(REPLAYS + 1):
-            e = experiments.get(store.load(), gid)
+            e = _known(store.load(), gid)
             front = e.get("frontier") or {}
             fcommit, fvalue = front.get("commit"), front.get("value")
             if fcommit != on:  # the frontier moved since this trial started: measure the change on top of it
+                assert fcommit is not None  # a frontier, once set, only moves (a keep replaces it)
                 replays += 1
                 replayed = _replay(path, commit, fcommit)
                 if replayed is None:
@@ -437,7 +447,7 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     UsageError (unknown trial, no change) and TrialGitError when it does not apply."""
     state = store.load()
     t = resolve_trial(state, trial_id)
-    e = experiments.get(state, t["goal"])
+    e = _known(state, t["goal"])  # a trial is recorded only on an experiment goal
     target = into or os.path.join(store.project_dir, e["worktree"])
     ref = trial_ref(t["id"])
     if t.get("baseline"):
@@ -530,6 +540,7 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     if e is None:
         raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal show`", code="not_an_experiment")
     s = experiments.summary(state, g["id"])
+    assert s is not None  # e, the experiment it summarises, is there (above)
     front = e.get("frontier")
     if not front or not s["kept"]:
         raise StateError(f"experiment {g['id']} has no kept improvement to promote",
@@ -596,6 +607,9 @@ def _merge_promotion(store, actor, gid, e, gate, ctx) -> dict:
             raise StateError("the experiment started on a detached HEAD: nothing to merge into",
                              "promote with --as-branch NAME", code="no_base_branch")
         old = rev(proj, "refs/heads/" + into)
+        if old is None:  # deleted since the experiment started (git would be called with no commit)
+            raise StateError(f"the branch {into} the experiment started from is gone: nothing to merge into",
+                             "promote with --as-branch NAME", code="no_base_branch")
         checked_out = git(proj, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip() == into
         if git(proj, "merge-base", "--is-ancestor", old, commit, check=False).returncode == 0:
             new, how = commit, "fast-forward"

@@ -117,8 +117,8 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True,
                           git=git_once)
     deferred = d.pop("record_deferred", False)
-    out = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
-           "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
+    out: dict = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
+                 "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
     if d["decision"] != "run":
         return out
     git = git_once()

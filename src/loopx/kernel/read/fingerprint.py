@@ -84,7 +84,9 @@ def git_part(project_dir: str | None) -> str:
     ``project_dir``: one ``git status`` call, the refs read from their files (``gitrefs``; four
     ``git`` calls where that reader defers to git); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
-    dot_git = _git_dir(project_dir) if project_dir else None
+    if not project_dir:
+        return ""
+    dot_git = _git_dir(project_dir)
     if dot_git is None:
         return ""
     from loopx.kernel.read import gitrefs

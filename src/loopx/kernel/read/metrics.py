@@ -57,7 +57,7 @@ def read(output: str, metric: str, pattern: str | None = None) -> dict:
             m = found[-1]
             raw = m.groupdict().get("value") if "value" in m.re.groupindex else (m.group(1) if m.re.groups else m.group(0))
             try:
-                v = _num(float(raw))
+                v = _num(float(raw)) if raw is not None else None  # a group that did not take part
             except (TypeError, ValueError):
                 v = None
             if v is not None:

@@ -242,18 +242,18 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     # denial names it), plus every other gate opened after the oldest of those. The usable approvals
     # left out are counted in ``approvals_left`` ({goal: {kind: n}}): a denial on a view that left
     # some out asks the full state (an older one may cover the action once the kept ones are used).
-    newest: dict[tuple, int] = {}
+    newest_seq: dict[tuple, int] = {}
     used: dict[tuple, int] = {}
     usable: dict[tuple, list] = {}
     for g in state["gates"].values():
         if g["status"] == "approved":
             key, d = (g["goal"], g["kind"]), g.get("decided_seq") or 0
-            newest[key] = max(newest.get(key, -1), d)
+            newest_seq[key] = max(newest_seq.get(key, -1), d)
             if g.get("standing") or not g.get("used"):
                 usable.setdefault(key, []).append(d)
             else:
                 used[key] = max(used.get(key, -1), d)
-    keep_approved = {key: {d} for key, d in newest.items()}
+    keep_approved = {key: {d} for key, d in newest_seq.items()}
     for key, d in used.items():
         keep_approved[key].add(d)
     left = {gid: dict(n) for gid, n in (state.get("approvals_left") or {}).items()}
@@ -268,10 +268,10 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     gates = {}
     for k, g in state["gates"].items():
         key = (g["goal"], g["kind"])
-        c = cover.get(key)
+        floor = cover.get(key)
         if (g["status"] == "pending" or (g.get("decided") or "") >= horizon.get(g["goal"], ("~",))[0]
-                or (c is not None and ((g["status"] == "approved" and (g.get("decided_seq") or 0) in keep_approved[key])
-                                       or (g["status"] != "approved" and g.get("seq", 0) > c)))):
+                or (floor is not None and ((g["status"] == "approved" and (g.get("decided_seq") or 0) in keep_approved[key])
+                                           or (g["status"] != "approved" and g.get("seq", 0) > floor)))):
             gates[k] = g
         else:
             closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])

@@ -123,8 +123,8 @@ def local(state: dict, node: str | None) -> bool:
 
 def holds(state: dict, claim: dict | None, actor: str) -> bool:
     """True when ``claim`` (a todo's ``claim``) is ``actor``'s on this machine."""
-    return bool(claim) and claim.get("holder") == actor and not claim.get("remote") \
-        and local(state, claim.get("node"))
+    return bool(claim and claim.get("holder") == actor and not claim.get("remote")
+                and local(state, claim.get("node")))
 
 
 def runs_here(state: dict, run: dict, actor: str) -> bool:
