@@ -117,12 +117,14 @@ class ScriptedModel:
         kind = "chat" if "chat/completions" in path else "gemini" if "generatecontent" in path.lower() else \
             "responses" if path.split("?")[0].rstrip("/").endswith("/responses") else \
             "anthropic" if path.split("?")[0].rstrip("/").endswith("/v1/messages") else "other"
-        if kind == "anthropic" and not body.get("tools"):
-            kind = "utility"  # Claude Code's side requests (titles, summaries): answered, never a script step
+        if kind in ("anthropic", "chat") and not body.get("tools"):
+            kind = "utility"  # side requests (Claude Code's and OpenCode's titles, summaries): never a script step
         body = dict(body, path=path, _kind=kind)
         with self.lock:
             self.requests.append(body)
         if kind == "utility":
+            if "chat/completions" in path:
+                return self._chat(h, body, {"text": "a title"})
             return self._anthropic(h, body, {"text": "ok"}, counted=False)
         if kind == "other":
             if "count_tokens" in path:

@@ -468,3 +468,24 @@ def test_a_host_that_only_waits_for_the_network_is_stopped_and_classified_offlin
                   cwd=project, env=env, timeout=300)
     turn = json.loads(r.out)["data"]["turns"][0]
     assert not turn["timed_out"] and turn["setup_error"]["reason"] == "host_offline", turn
+
+
+def test_codex_usage_limit_reset_at_a_clock_time_is_read_as_the_window():
+    """Codex words its usage-limit reset as a local clock time ("try again at 10:49 PM"): the next
+    such moment in this machine's time zone."""
+    from datetime import timedelta
+
+    from loopx.kernel.storage import clock
+    from loopx.runner import outcome
+
+    now = clock.parse_ts("2026-12-01T22:00:00Z")
+
+    def expected(h, m):
+        local = now.astimezone()
+        at = local.replace(hour=h, minute=m, second=0, microsecond=0)
+        return clock.iso(at if at > local else at + timedelta(days=1))
+
+    err = outcome.classify(1, False, "You've hit your usage limit. Try again at 10:49 PM.", {}, preset="codex", now=now)
+    assert err["reason"] == "host_rate_limited" and err["reset_at"] == expected(22, 49), err
+    assert outcome.reset_time("try again at 9:05 am", now) == expected(9, 5)
+    assert outcome.reset_time("try again at 12:30 AM", now) == expected(0, 30)

@@ -85,7 +85,7 @@ def world(goal, project, cli, tmp_path):
     for k, v in (("user.email", "t@example.com"), ("user.name", "t"), ("commit.gpgsign", "false")):
         git(project, "config", k, v)
     (project / "README.md").write_text("hi\n", encoding="utf-8")
-    (project / ".gitignore").write_text(".loopx/\n.pi/\n.gemini/\n.agents/\nwt/\n", encoding="utf-8")
+    (project / ".gitignore").write_text(".loopx/\n.pi/\n.gemini/\n.agents/\nwt/\n.opencode/\nopencode.json\n", encoding="utf-8")
     git(project, "add", "README.md", ".gitignore")
     git(project, "commit", "-q", "-m", "init")
     git(project, "remote", "add", "origin", str(remote))
@@ -460,3 +460,43 @@ def test_claude_code_endpoint_down_and_429_are_classified(world, cli, mode, reas
     assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-1000:])
     if mode == "429":
         assert err.get("reset_at"), err  # "try again in 20s" read as the window's reset
+
+
+# ------------------------------------------------------------------ OpenCode
+def test_opencode_hostile_turn_is_guarded_through_workdir(world, cli):
+    host_bin("opencode")
+    p = world["project"]
+    assert cli("hooks", "--install", "--host", "opencode").code == 0
+    steps = hostile_steps(world, "bash", "write", "filePath", workdir_key="workdir")
+    for s in steps:
+        a = s.get("args") or {}
+        a.setdefault("description", "step") if "command" in a else None
+        if "workdir" in a:
+            a["workdir"] = str(p / a["workdir"])
+        if "filePath" in a:
+            a["filePath"] = str(p / a["filePath"])
+        if a.get("command") == "rm -f HOOKFILE":
+            a["command"] = "rm -f .opencode/plugins/loopx-guard.js"
+    model = ScriptedModel(steps)
+    port = model.start()
+    (p / "opencode.json").write_text(json.dumps({
+        "$schema": "https://opencode.ai/config.json", "model": "fake/m1",
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake", "models": {"m1": {"name": "m1"}},
+                              "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "x"}}}}), encoding="utf-8")
+    home = world["home"]
+    home.mkdir(parents=True, exist_ok=True)
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    try:
+        # it tries to install its plugin package from npm at start: without a registry that takes a minute
+        r = run_loopx(["--agent", "opencode", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
+                       "--timeout", "5m", "--json"], cwd=p, env=env, timeout=400)
+    finally:
+        model.stop()
+    data = (json.loads(r.out) if r.out.strip() else {}).get("data") or {}
+    assert data.get("turns"), r.out + r.err
+    from loopx.kernel.storage.store import Store
+
+    run = Store.open(str(p)).load()["runs"][data["turns"][0]["run_id"]]
+    assert run["finished"] and run["agent"] == "agent:opencode"
+    check_hostile_turn(world, model, model.tool_results(), p / ".opencode" / "plugins" / "loopx-guard.js", run,
+                       workdir=True)
