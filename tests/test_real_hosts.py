@@ -167,6 +167,13 @@ def check_hostile_turn(w: dict, model: ScriptedModel, results: list[str], hook_f
     assert len(model.model_requests()) == len(names) + 1, len(model.model_requests())
 
 
+def sandbox_port(port: int) -> dict:
+    """`loopx run` starts the host in the agent sandbox, which lets TCP out to port 443 only (model
+    endpoints); the scripted model listens on another port of 127.0.0.1: allow that one too, as a
+    user with a local model endpoint would (docs/security.md)."""
+    return {"LOOPX_SANDBOX_PORTS": str(port)}
+
+
 # ------------------------------------------------------------------ Pi
 def pi_env(w: dict, port: int) -> dict:
     agent = w["home"] / "pi-agent"
@@ -178,7 +185,7 @@ def pi_env(w: dict, port: int) -> dict:
     # one retry without waiting, none inside the SDK: the failure tests classify pi's final words quickly
     (agent / "settings.json").write_text(json.dumps({"defaultProvider": "fake", "defaultModel": "m1", "retry": {
         "maxRetries": 1, "baseDelayMs": 50, "provider": {"maxRetries": 0}}}), encoding="utf-8")
-    return {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(w["home"]), "PI_OFFLINE": "1",
+    return {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(w["home"]), "PI_OFFLINE": "1", **sandbox_port(port),
             "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
 
@@ -209,7 +216,7 @@ def test_pi_hostile_turn_is_guarded_and_recorded(world, cli):
     run = Store.open(str(world["project"])).load()["runs"][turn["run_id"]]
     assert run["finished"] and run["agent"] == "agent:pi"
     usage = run.get("usage") or {}
-    assert usage.get("input_tokens") and usage.get("output_tokens"), usage  # pi --mode json reports usage
+    assert usage.get("input_tokens") and usage.get("output_tokens"), (usage, json.dumps(turn)[:3000])  # pi --mode json reports usage
     assert usage.get("cost_usd") is None, usage  # an unpriced model: unknown cost, not 0.00
     check_hostile_turn(world, model, model.tool_results(), hook_file, run)
 
@@ -237,7 +244,7 @@ def gemini_env(w: dict, port: int) -> dict:
     (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}),
                                                     encoding="utf-8")
     # GEMINI_MODEL: one named model, so the CLI's model router makes no classifier requests of its own
-    return {"HOME": str(home), "GEMINI_API_KEY": "fake", "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    return {"HOME": str(home), "GEMINI_API_KEY": "fake", "GEMINI_CLI_TRUST_WORKSPACE": "true", **sandbox_port(port),
             "GEMINI_MODEL": "gemini-2.5-pro", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",
             "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
@@ -325,7 +332,7 @@ def codex_env(w: dict, port: int, trusted_hooks: list[dict] | None = None, retri
     for h in trusted_hooks or []:
         lines += [f'[hooks.state."{h["key"]}"]', f'trusted_hash = "{h["currentHash"]}"', ""]
     (home / "config.toml").write_text("\n".join(lines), encoding="utf-8")
-    return {"CODEX_HOME": str(home), "FAKE_KEY": "x", "HOME": str(w["home"]),
+    return {"CODEX_HOME": str(home), "FAKE_KEY": "x", "HOME": str(w["home"]), **sandbox_port(port),
             "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
 
@@ -362,7 +369,7 @@ def test_codex_hostile_turn_is_guarded_once_its_hooks_are_trusted(world, cli):
 
 # ------------------------------------------------------------------ Claude Code
 def claude_env(w: dict, port: int) -> dict:
-    return {"HOME": str(w["home"]), "CLAUDE_CONFIG_DIR": str(w["home"] / ".claude"),
+    return {"HOME": str(w["home"]), "CLAUDE_CONFIG_DIR": str(w["home"] / ".claude"), **sandbox_port(port),
             "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "x",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1", "IS_SANDBOX": "1",  # full mode as root: the test run is the sandbox
@@ -485,7 +492,8 @@ def test_opencode_hostile_turn_is_guarded_through_workdir(world, cli):
                               "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "x"}}}}), encoding="utf-8")
     home = world["home"]
     home.mkdir(parents=True, exist_ok=True)
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+           **sandbox_port(port)}
     try:
         # it tries to install its plugin package from npm at start: without a registry that takes a minute
         r = run_loopx(["--agent", "opencode", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",

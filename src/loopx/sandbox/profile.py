@@ -164,9 +164,9 @@ def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
     parts = real.split(os.sep)
     dirs = []
     if "node_modules" in parts:
-        i = parts.index("node_modules") + 1
-        i += 1 if i < len(parts) and parts[i].startswith("@") else 0
-        dirs.append(os.sep.join(parts[:i + 1]))
+        # the whole node_modules folder the package sits in: npm hoists a package's dependencies
+        # beside it (Pi's `undici` lies in the same node_modules, not inside the package)
+        dirs.append(os.sep.join(parts[:parts.index("node_modules") + 1]))
     elif os.path.dirname(real) not in ("/usr/bin", "/bin", "/usr/local/bin"):
         home = _real(os.path.expanduser("~"))
         d = os.path.dirname(real)
@@ -208,7 +208,14 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     carved_files: list[str] = []
     roots: list[str] = []
     git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
-    for root in [cwd, *git_root, tmpdir, *hostfiles.state_dirs(host, home),
+    states = hostfiles.state_dirs(host, home)
+    for d in states:  # a host creates its state folders on first use: they must exist to be granted
+        if not os.path.splitext(d)[1] and not os.path.lexists(d):  # a folder, not a file such as ~/.claude.json
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError:
+                pass
+    for root in [cwd, *git_root, tmpdir, *states,
                  *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
         if root and os.path.exists(root) and not os.path.islink(root):
             root = _real(root)
@@ -246,7 +253,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         if os.path.basename(_real(p)) in ("bin", "shims") and up not in ("/", "/usr", "/usr/local", "/opt", home) \
                 and not any(os.path.lexists(os.path.join(up, x)) for x in SECRET_HOME):
             cands.append(up)  # not a home folder: none of the secrets a home folder holds is in it
-    cands += [project, cwd, *hostfiles.state_dirs(host, home)]
+    cands += [project, cwd, *states]
     cands += [p for p in (env("LOOPX_SANDBOX_READ") or "").split(os.pathsep) if p] + list(extra_read)
     for c in cands:
         r = _real(c)
