@@ -427,3 +427,74 @@ def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
     assert f.data["trial"]["decision"] == "keep" and f.data["result"] == "progress" and f.data["spend"]["spent"]
     assert any("--result no_progress was not used" in w for w in f.json["warnings"])
     assert trials(repo)[-1]["hypothesis"] == "0.8 is better"
+
+
+
+
+# the model code the measure and holdout commands import (the agent may change it; not the scripts)
+MODEL = "def score():\n    return float(open('param.txt').read())\n"
+EVAL_MODEL = "import model\nprint('val_acc: %s' % model.score())\n"
+HOLDOUT_MODEL = "import model\nmodel.score()\nprint('val_acc: 0.7700')\n"
+# the model code trial 1 writes: it tries to forge a store line, to write outside its folder and to
+# leave a copy of what it sees where the agent could read it, then scores 0.7
+HOSTILE_MODEL = """
+for path in {paths!r}:
+    try:
+        with open(path, "a") as fh:
+            fh.write("FORGED by the agent's model code\\n")
+    except OSError:
+        pass
+def score():
+    return 0.7
+"""
+# trial 1: the hostile model code; trial 2: rewrites the measure script itself to claim 0.99 (an
+# agent without hooks: nothing denies the edit)
+ESCAPING_AGENT = """
+import json, os
+p = json.load(open(os.environ["LOOPX_PACKET_JSON"]))
+if p["experiment"]["trials"] == 1:
+    open("model.py", "w").write(os.environ["HOSTILE_MODEL"])
+else:
+    open("eval.py", "w").write("print('val_acc: 0.99')\\n")
+"""
+
+
+def _sandboxed():
+    from loopx.sandbox import core as sandbox
+
+    if not sandbox.enforced():
+        pytest.skip(f"no kernel sandbox here ({sandbox.mode()})")  # CI=true on Linux: a failure (tests/ci_rules.py)
+
+
+def test_the_agents_code_is_measured_inside_a_sandbox_and_the_measuring_cannot_be_changed(repo, tmp_path):
+    """Issue 20's acceptance 2 by the sandbox: the agent's code runs inside the measure command in
+    the agent's sandbox (no forged store line, no write outside the trial's worktree) and inside
+    the holdout in its own (no write outside its scratch folder); a trial that changed the measure
+    script is a crash, whatever it printed."""
+    _sandboxed()
+    py = sys.executable
+    (repo / "model.py").write_text(MODEL)
+    (repo / "eval.py").write_text(EVAL_MODEL)
+    (repo / "holdout.py").write_text(HOLDOUT_MODEL)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the measuring imports the model")
+    r = run_loopx(["start-goal", "--goal-text", "tune", "--goal-id", "knn", "--experiment", "--metric", "val_acc",
+                   "--measure", f"{py} eval.py", "--min-delta", "0.01", "--holdout", f"{py} holdout.py",
+                   "--holdout-path", "data/holdout.csv", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    (tmp_path / "escaping.py").write_text(ESCAPING_AGENT)
+    targets = [str(repo / ".loopx" / "events.jsonl"), str(repo / "escaped.txt"), str(repo / "leak.txt")]
+    d = run_loopx(["run", "--agent-cmd", f"{py} {tmp_path / 'escaping.py'}", "--max-turns", "2", "--json"], cwd=repo,
+                  env={"HOSTILE_MODEL": HOSTILE_MODEL.format(paths=targets)}, timeout=180)
+    assert d.code in (0, 1), d.err
+    ts = trials(repo)
+    assert [t["decision"] for t in ts] == ["keep", "keep", "crash"], ts
+    assert ts[1]["value"] == 0.7  # the agent's model code was measured ...
+    assert b"FORGED" not in (repo / ".loopx" / "events.jsonl").read_bytes()  # ... and could not forge a record
+    assert not (repo / "escaped.txt").exists() and not (repo / "leak.txt").exists()
+    assert ts[2]["value"] is None and "changed what measures it" in ts[2]["reason"] and "eval.py" in ts[2]["reason"]
+    p = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo)
+    assert p.code == 0, p.err
+    assert p.data["holdout"]["value"] == 0.77  # the holdout ran the agent's model code, confined
+    assert not (repo / "leak.txt").exists() and not (repo / "escaped.txt").exists()
+    assert b"FORGED" not in (repo / ".loopx" / "events.jsonl").read_bytes()

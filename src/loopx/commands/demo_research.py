@@ -125,7 +125,9 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
     pending = [g for g in queries.pending_gates(state, GOAL) if g["kind"] == "promote"]
     human = humans.channel_or_none(ctx)
     if not pending and stop.get("reason") == "plateau" and human is not None and not experiments.get(state, GOAL).get("promoted"):
-        p = trialstep.promote(store, human.actor, GOAL)
+        from loopx.sandbox import holdout_policy
+
+        p = trialstep.promote(store, human.actor, GOAL, confine=holdout_policy)
         out["holdout"] = p["holdout"]
         pending = [queries.resolve_gate(store.load(), p["gate_id"])]
     elif pending and human is not None:

@@ -114,7 +114,9 @@ def experiment_promote(ctx, goal=None, as_branch=None):
     from loopx.kernel.write import humans
 
     human = humans.require_human(ctx, "experiment.promote")
-    res = trialstep.promote(ctx.store(), human.actor, _gid(ctx, goal), as_branch=as_branch)
+    from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
+
+    res = trialstep.promote(ctx.store(), human.actor, _gid(ctx, goal), as_branch=as_branch, confine=holdout_policy)
     res["approve_command"] = f"loopx gate approve {res['gate_id']} --confirm {res['gate_id']}"
     return Reply(res)
 

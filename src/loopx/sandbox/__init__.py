@@ -52,3 +52,14 @@ def run_sandboxed(argv, cwd: str, profile: dict | None = None, *, store=None, ti
         env.update(TMPDIR=pol.get("tmpdir") or tmp, **{INSIDE_ENV: "1"})
         return subprocess.run(wrap(list(argv), pol), cwd=cwd, env=env, capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
+
+
+def holdout_policy(code_dir: str, data_dirs, scratch: str) -> dict | None:
+    """The policy an experiment's holdout runs under (``profile.holdout``: its code and data
+    readable, no network, writes in ``scratch`` only) where the kernel enforces a sandbox, else
+    None. ``loopx experiment promote`` passes it to ``trialstep.promote``."""
+    if not enforced():
+        return None
+    from loopx.sandbox import profile as prof
+
+    return prof.holdout(code_dir, data_dirs, scratch)

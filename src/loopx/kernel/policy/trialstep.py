@@ -46,19 +46,37 @@ class TrialGitError(Conflict):
 
 
 # ------------------------------------------------------------------ processes
-def launch(command: str, cwd: str, timeout: float, env: dict | None = None) -> dict:
+def launch(command: str, cwd: str, timeout: float, env: dict | None = None, policy: dict | None = None,
+           confined: bool = False) -> dict:
     """Run ``command`` with ``sh`` in ``cwd`` in a process group of its own; stdout and stderr
     together, the last ``KEEP_OUTPUT`` bytes kept. On timeout the whole group is killed (SIGKILL
-    after SIGTERM). Returns {exit_code (None when it could not start or timed out), timed_out,
-    output, tail, duration (s)}. Never raises for the command's own failure."""
+    after SIGTERM). Where it runs: inside ``policy`` (a ``loopx.sandbox.profile`` policy) when one
+    is given; with ``confined``, inside the sandbox of the turn this process serves when there is
+    one (``loopx.sandbox.verify.confine``: ``loopx run``'s agent sandbox, or the policy a broker
+    named), as the goal's verify commands do. Returns {exit_code (None when it could not start or
+    timed out), timed_out, output, tail, duration (s)}. Never raises for the command's own failure."""
     import signal
 
     started = time.monotonic()
     full_env = dict(os.environ if env is None else env)
     full_env["LOOPX_TRIAL"] = "1"
+    argv: str | list[str] = command
+    shell = True
+    if policy is not None:  # the holdout's own profile
+        from loopx.sandbox import core as sandbox
+        from loopx.sandbox.envscrub import scrub_env
+
+        full_env = scrub_env(full_env)
+        full_env.update(TMPDIR=policy.get("tmpdir") or full_env.get("TMPDIR", "/tmp"), **{sandbox.INSIDE_ENV: "1"})
+        argv, shell = sandbox.wrap(sandbox.shell_argv(command), policy), False
+    elif confined:  # the measuring runs code the agent wrote: in the agent's sandbox
+        from loopx.sandbox.verify import confine
+
+        argv, shell, full_env = confine(command, full_env)
     try:
-        proc = subprocess.Popen(command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
+        proc = subprocess.Popen(argv, shell=shell, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
+                                start_new_session=True)
     except OSError as exc:
         text = f"could not start: {exc}"
         return {"exit_code": None, "timed_out": False, "output": text, "tail": text, "duration": 0.0}
@@ -207,10 +225,11 @@ def trial_ref(trial_id: str) -> str:
 
 # ------------------------------------------------------------------ measuring
 def measure(e: dict, cwd: str) -> dict:
-    """Run the measure (and, when it gave a metric, the guard) command in ``cwd``. Returns
-    {outcome: ok|crash, metrics, value, reason, tail, duration, guard {exit_code, passed, timed_out} | None}."""
+    """Run the measure (and, when it gave a metric, the guard) command in ``cwd``, inside the
+    sandbox of the turn when there is one (``launch``'s ``confined``). Returns {outcome: ok|crash,
+    metrics, value, reason, tail, duration, guard {exit_code, passed, timed_out} | None}."""
     timeout = float(e.get("trial_timeout") or 600)
-    m = launch(e["measure"], cwd, timeout)
+    m = launch(e["measure"], cwd, timeout, confined=True)
     got = metrics.read(m["output"], e["metric"], e.get("metric_pattern"))
     out = {"metrics": got["metrics"], "value": got["value"], "duration": m["duration"], "tail": None, "guard": None,
            "outcome": "ok", "reason": None}
@@ -222,7 +241,7 @@ def measure(e: dict, cwd: str) -> dict:
     elif got["value"] is None:
         out.update(outcome="crash", reason=f"the measure command printed no value for {e['metric']}", tail=m["tail"])
     if out["outcome"] == "ok" and e.get("guard"):
-        g = launch(e["guard"], cwd, timeout)
+        g = launch(e["guard"], cwd, timeout, confined=True)
         out["guard"] = {"exit_code": g["exit_code"], "passed": g["exit_code"] == 0, "timed_out": g["timed_out"]}
         out["duration"] = round(out["duration"] + g["duration"], 3)
         if not out["guard"]["passed"]:
@@ -372,6 +391,15 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
                     break
                 measured, on = replayed, fcommit
                 _set_ref(store.project_dir, trial_ref(tid), measured)
+            touched = touched_measuring(store, where["cwd"], on, measured)
+            if touched:  # a trial that changed the measuring measures nothing: only a human changes it
+                rec = _record(store, actor, gid, dict(
+                    common, commit=measured, parent=fcommit, parent_value=fvalue, metrics={}, value=None,
+                    delta=None, decision="crash", guard=None, duration=0.0, tail=None, remeasured=replays > 0,
+                    reason="the trial changed what measures it (protected): " + ", ".join(touched[:5])), fcommit)
+                if rec is not None:
+                    break
+                continue
             m = measure(e, where["cwd"])
             if m["outcome"] == "crash":
                 decision, reason = "crash", m["reason"]
@@ -393,6 +421,25 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     _after(store, e, rec, path, where)
     rec["replays"] = replays
     return rec
+
+
+def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
+    """The protected files of the measuring (``trialguard.protected``: the measure, guard and
+    holdout scripts, ``--protect-path`` files, the holdout data) that differ between the commits
+    ``before`` and ``after``, as paths relative to the project. The guard denies such edits where
+    it sees them; this catches every other way (an agent without hooks, an interpreter, a commit
+    the agent made itself), so a trial is never measured by a measure command the agent changed."""
+    from loopx.kernel.policy import trialguard
+
+    table = trialguard.protected(store.load(view="live"), store.project_dir)
+    if not table:
+        return []
+    names = git(cwd, "diff", "--name-only", "--relative", "--no-renames", before, after, check=False).stdout.split("\n")
+    out = []
+    for n in (x.strip() for x in names):
+        if n and any(n == p.rstrip("/") or n.startswith(p.rstrip("/") + "/") for p in table):
+            out.append(n)
+    return out
 
 
 def _lock_path(store, gid: str) -> str:
@@ -494,8 +541,10 @@ def holdout_file(store, gate_id: str) -> str:
     return os.path.join(config.data_home(), "holdout", pid, gate_id + ".json")
 
 
-def run_holdout(store, e: dict, commit: str) -> dict:
-    """The holdout command on ``commit`` in a scratch worktree (removed after). Returns
+def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
+    """The holdout command on ``commit`` in a scratch worktree (removed after), inside the policy
+    ``confine(code_dir, data_dirs, scratch)`` returns (``loopx.sandbox.holdout_policy``: the code and
+    its data readable, no network, writes in the scratch folder only; None: unconfined). Returns
     {exit_code, timed_out, metrics, value, duration, tail}."""
     import tempfile
 
@@ -503,7 +552,10 @@ def run_holdout(store, e: dict, commit: str) -> dict:
     wt = os.path.join(scratch, "wt")
     git(store.project_dir, "worktree", "add", "-q", "--detach", wt, commit)
     try:
-        m = launch(e["holdout"], project_cwd(store, wt), float(e.get("trial_timeout") or 600))
+        run_dir = project_cwd(store, wt)
+        data = [os.path.join(run_dir, p) for p in e.get("holdout_paths") or ()]
+        m = launch(e["holdout"], run_dir, float(e.get("trial_timeout") or 600),
+                   policy=confine(wt, [os.path.dirname(p) or p for p in data], scratch) if confine else None)
         got = metrics.read(m["output"], e["metric"], e.get("metric_pattern"))
         return {"exit_code": m["exit_code"], "timed_out": m["timed_out"], "metrics": got["metrics"],
                 "value": got["value"], "duration": m["duration"], "tail": m["tail"] if m["exit_code"] != 0 else None}
@@ -526,7 +578,7 @@ def read_holdout(store, gate_id: str) -> dict | None:
         return None
 
 
-def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = None) -> dict:
+def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = None, confine=None) -> dict:
     """Open the ``promote`` gate for the frontier: its question names the trial and the metric from
     baseline to frontier; the holdout (when the experiment has one) runs now and its result goes
     to ``holdout_file`` for the human (the gate says where to see it). Returns {gate_id, question,
@@ -551,7 +603,7 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     if pending:
         raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", f"decide it: loopx gate show {pending[0]['id']}",
                        code="promote_pending")
-    holdout = run_holdout(store, e, front["commit"]) if e.get("holdout") else None
+    holdout = run_holdout(store, e, front["commit"], confine) if e.get("holdout") else None
     into = as_branch or e.get("base_branch") or "(the branch the experiment started from)"
     base = (e.get("baseline") or {}).get("value")
     question = (f"Promote trial {front['trial']} of experiment {g['id']} ({front['commit'][:12]}): {e['metric']} "
