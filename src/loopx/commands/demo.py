@@ -15,6 +15,9 @@ leaves the checkout clean; ``--dir`` picks another place. The output says where 
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.commands.demokit import agent_session as _agent_session  # shared with demo --research
+from loopx.commands.demokit import git as _git
+from loopx.commands.demokit import python_command as _python
 from loopx.config import env
 
 GOAL = "demo"
@@ -38,29 +41,6 @@ def register(sub, name, help_text):
     p.add_argument("--research", action="store_true",
                    help="the research demo instead: a KNN classifier, trials kept or discarded, a promotion gate "
                         "(docs/experiments.md)")
-
-
-def _python() -> str:
-    import sys
-
-    from loopx.runner.presets import quote
-
-    return quote(sys.executable)
-
-
-def _git(cwd, *args):
-    import subprocess
-
-    from loopx.errors import StateError
-
-    try:
-        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise StateError("git is not installed", "the demo needs git: install it and run `loopx demo` again",
-                         code="git_missing") from None
-    if proc.returncode != 0:
-        raise StateError(f"git {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check your git installation")
-    return proc.stdout
 
 
 def setup(path, actor: str) -> dict:
@@ -174,12 +154,6 @@ def _suite(path) -> str:
     proc = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=path, capture_output=True, text=True)
     lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip()]
     return lines[-1].strip() if lines else f"exit {proc.returncode}"
-
-
-def _agent_session() -> bool:
-    from loopx.context import agent_markers
-
-    return bool(agent_markers())
 
 
 def _drive(store, secs, ctx, log, first_turn: int = 1):

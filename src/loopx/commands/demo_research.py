@@ -17,34 +17,16 @@ from __future__ import annotations
 import os
 import sys
 
+from loopx.commands.demokit import agent_session as _agent_session  # the two demos share these
+from loopx.commands.demokit import python_command as _python
+
 GOAL = "knn"
 
 
-def _python() -> str:
-    from loopx.runner.presets import quote
-
-    return quote(sys.executable)
-
-
 def _git(cwd, *args):
-    import subprocess
+    from loopx.commands.demokit import git
 
-    from loopx.errors import StateError
-
-    try:
-        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise StateError("git is not installed", "the research demo needs git: install it and run it again",
-                         code="git_missing") from None
-    if proc.returncode != 0:
-        raise StateError(f"git {' '.join(args)} failed: {proc.stderr.strip()[:200]}", "check your git installation")
-    return proc.stdout
-
-
-def _agent_session() -> bool:
-    from loopx.context import agent_markers
-
-    return bool(agent_markers())
+    return git(cwd, *args, again="loopx demo --research")
 
 
 def default_dir() -> str:
