@@ -17,6 +17,7 @@ from __future__ import annotations
 from loopx.commands import add
 from loopx.commands.demokit import agent_session as _agent_session  # shared with demo --research
 from loopx.commands.demokit import git as _git
+from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
 from loopx.config import env
 
@@ -46,28 +47,10 @@ def register(sub, name, help_text):
 def setup(path, actor: str) -> dict:
     """Copy the example project to ``path`` (a new or empty directory), git-init it, connect it
     and start goal ``demo``. Returns {dir, goal_id, todo_ids}."""
-    import shutil
-
-    from loopx.errors import StateError
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.store import Store
     from loopx.kernel.write import goals, todos
-    from loopx.resources import data_path
 
-    src = data_path("examples", "demo-project")
-    if not src.is_dir():
-        raise StateError("the bundled demo project is missing from this installation",
-                         "reinstall loopx (pip install --force-reinstall loopx from your checkout)")
-    shutil.copytree(src, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    _git(path, "init", "-q")
-    _git(path, "symbolic-ref", "HEAD", "refs/heads/main")
-    _git(path, "config", "user.name", "loopx demo")
-    _git(path, "config", "user.email", "demo@loopx.invalid")
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "shopcart: initial import (tests fail)")
+    store = new_project(path, "demo-project", "shopcart: initial import (tests fail)", again="loopx demo")
     _git(path, "checkout", "-q", "-b", "loopx/fixes")
-    store, _ = Store.create(str(path))
-    registry.add(str(path), store.format_info()["project_id"])
     py = _python()
     goals.start_goal(store, actor, goal_id=GOAL, objective="Make shopcart's test suite pass and merge the fixes into main",
                      done_when="`python -m unittest` passes on main", verify=f"{py} -m unittest -q",

@@ -18,15 +18,10 @@ import os
 import sys
 
 from loopx.commands.demokit import agent_session as _agent_session  # the two demos share these
+from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
 
 GOAL = "knn"
-
-
-def _git(cwd, *args):
-    from loopx.commands.demokit import git
-
-    return git(cwd, *args, again="loopx demo --research")
 
 
 def default_dir() -> str:
@@ -36,30 +31,13 @@ def default_dir() -> str:
 
 
 def setup(path, actor: str) -> dict:
-    import shutil
-
-    from loopx.errors import StateError
+    """Copy the research project to ``path``, make it a git repository, connect it, start
+    experiment goal ``knn`` and measure its baseline. Returns {dir, goal_id, baseline}."""
     from loopx.kernel.policy import trialstep
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.store import Store
     from loopx.kernel.write import goals, trials
-    from loopx.resources import data_path
 
-    src = data_path("examples", "research-project")
-    if not src.is_dir():
-        raise StateError("the bundled research project is missing from this installation",
-                         "reinstall loopx (pip install --force-reinstall loopx from your checkout)")
-    shutil.copytree(src, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    _git(path, "init", "-q")
-    _git(path, "symbolic-ref", "HEAD", "refs/heads/main")
-    _git(path, "config", "user.name", "loopx demo")
-    _git(path, "config", "user.email", "demo@loopx.invalid")
-    with open(os.path.join(path, ".gitignore"), "w", encoding="utf-8") as fh:
-        fh.write("__pycache__/\n")
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "knn: a k-nearest-neighbours classifier and its data")
-    store, _ = Store.create(str(path))
-    registry.add(str(path), store.format_info()["project_id"])
+    store = new_project(path, "research-project", "knn: a k-nearest-neighbours classifier and its data",
+                        again="loopx demo --research", ignore="__pycache__/\n")
     py = _python()
     cfg = trials.config(metric="val_acc", direction="max", measure=f"{py} eval.py", trial_timeout="2m",
                         min_delta="0.005", holdout=f"{py} holdout.py", plateau="3",

@@ -1,5 +1,6 @@
 """What the two demos (``loopx demo`` and ``loopx demo --research``) share: the interpreter
-command their example agents run with, git in the demo project, and whether an agent asks."""
+command their example agents run with, git in the demo project, making that project from the
+bundled example, and whether an agent asks."""
 
 from __future__ import annotations
 
@@ -34,3 +35,34 @@ def agent_session() -> bool:
     from loopx.context import agent_markers
 
     return bool(agent_markers())
+
+
+def new_project(path, example: str, message: str, *, again: str, ignore: str | None = None):
+    """Copy the bundled ``examples/<example>`` to ``path`` (new or empty), make it a git repository
+    on ``main`` with one commit (``message``; ``ignore``: a .gitignore written first), create its
+    store and register it. Returns the Store. Raises StateError when the example is missing from
+    this installation or git fails (``again``: the command to run once git is installed)."""
+    import os
+    import shutil
+
+    from loopx.errors import StateError
+    from loopx.kernel.storage import registry
+    from loopx.kernel.storage.store import Store
+    from loopx.resources import data_path
+
+    src = data_path("examples", example)
+    if not src.is_dir():
+        raise StateError(f"the bundled {example} is missing from this installation",
+                         "reinstall loopx (pip install --force-reinstall loopx from your checkout)")
+    shutil.copytree(src, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for args in (("init", "-q"), ("symbolic-ref", "HEAD", "refs/heads/main"), ("config", "user.name", "loopx demo"),
+                 ("config", "user.email", "demo@loopx.invalid")):
+        git(path, *args, again=again)
+    if ignore is not None:
+        with open(os.path.join(path, ".gitignore"), "w", encoding="utf-8") as fh:
+            fh.write(ignore)
+    git(path, "add", "-A", again=again)
+    git(path, "commit", "-q", "-m", message, again=again)
+    store, _ = Store.create(str(path))
+    registry.add(str(path), store.format_info()["project_id"])
+    return store

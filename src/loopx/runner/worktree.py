@@ -20,40 +20,18 @@ from __future__ import annotations
 import os
 import subprocess
 
-from loopx.errors import Conflict, UsageError
+from loopx.errors import UsageError
 from loopx.kernel.read import worktrees
+from loopx.sandbox import gitpin
+from loopx.sandbox.gitpin import GitError, identity  # noqa: F401 - the runner's callers name them here
 
 GIT_TIMEOUT = 120.0
 
 
-class GitError(Conflict):
-    code = "git_failed"
-
-
 def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
     """Run ``git args`` in ``cwd``; text output. Raises GitError on a non-zero exit when ``check``."""
-    from loopx.sandbox.gitpin import env as pinned  # an agent's worktree never picks loopx's git dir
-
-    env = pinned(cwd)
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
-                              errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitError(f"git {args[0]} could not run: {exc}", "check that git is installed and on PATH") from None
-    if check and proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise GitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}",
-                       "see `git status` in the project; `loopx doctor` lists kept worktrees")
-    return proc
-
-
-def identity(cwd: str) -> list[str]:
-    """``-c user.name=... -c user.email=...`` for commits loopx makes, only when the user has no
-    git identity configured (theirs is always used when it exists)."""
-    if git(cwd, "config", "user.email", check=False).stdout.strip():
-        return []
-    return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+    return gitpin.git(cwd, *args, check=check, timeout=timeout,
+                      hint="see `git status` in the project; `loopx doctor` lists kept worktrees")
 
 
 def base_branch(project_dir: str) -> str:

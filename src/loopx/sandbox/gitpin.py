@@ -11,11 +11,19 @@ folder, so a ``commondir`` file the agent planted is never followed; for every c
 repository hooks and the fsmonitor off (``GIT_CONFIG_COUNT``). ``pin_process(cwd)`` does the same
 for every git call of the process (``loopx run`` while a sandboxed agent runs, and the broker's
 calls), ``unpin`` restores.
+
+``git(cwd, *args, check, timeout, hint)`` is loopx's own git call in such a folder (the runner's
+worktrees, an experiment's trials): pinned, no prompt, text output; a failure raises ``GitError``
+(a Conflict, exit 4, code ``git_failed``) with git's last line and ``hint``. ``identity(cwd)``
+gives the ``-c user.*`` options for a commit loopx makes where the user has no git identity.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+
+from loopx.errors import Conflict
 
 SAFE_CONFIG = (("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false"))
 
@@ -84,3 +92,32 @@ def worktree_dirs(cwd: str) -> tuple[str, str, str] | None:
                 return None
             return wt_git, common, os.sep.join(parts[:i + 3])
     return None
+
+
+class GitError(Conflict):
+    code = "git_failed"
+
+
+def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0,
+        hint: str = "see `git status` in the project") -> subprocess.CompletedProcess:
+    """``git args`` in ``cwd`` with ``env(cwd)`` (module docstring); raises GitError when git
+    cannot run, or exits non-zero and ``check``."""
+    e = env(cwd)
+    e["GIT_TERMINAL_PROMPT"] = "0"
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=timeout, env=e, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"git {args[0]} could not run: {exc}", "check that git is installed and on PATH") from None
+    if check and proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}", hint)
+    return proc
+
+
+def identity(cwd: str) -> list[str]:
+    """``-c user.name=... -c user.email=...`` for commits loopx makes, only when the user has no
+    git identity configured (theirs is always used when it exists)."""
+    if git(cwd, "config", "user.email", check=False).stdout.strip():
+        return []
+    return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]

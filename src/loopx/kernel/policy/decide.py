@@ -62,18 +62,21 @@ NO_PROGRESS = ("no_progress", "failed", "blocked")
 _RANK = {"wait_human": 0, "wait": 1, "skip": 2, "handoff": 3, "pause": 4, "stop": 5}
 
 
-def goal_verify_failed(state: dict, goal: dict) -> dict | None:
-    """The newest goal-level run of the goal's verify command (evidence without todo and run)
-    when it failed and no turn since made progress (runs after its ``after_run``)."""
+def _newest_goal_check(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command (evidence without todo and run)."""
     cmd = goal.get("verify")
     if not cmd:
         return None
     hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
             and not e.get("todo") and not e.get("run")]
-    if not hits:
-        return None
-    e = max(hits, key=lambda x: x.get("seq", 0))
-    if e.get("exit_code") in (0, None):
+    return max(hits, key=lambda x: x.get("seq", 0)) if hits else None
+
+
+def goal_verify_failed(state: dict, goal: dict) -> dict | None:
+    """The newest goal-level run of the goal's verify command when it failed and no turn since
+    made progress (runs after its ``after_run``)."""
+    e = _newest_goal_check(state, goal)
+    if e is None or e.get("exit_code") in (0, None):
         return None
     # a live view keeps this check (fold.live_view keeps each goal's newest goal-level check per
     # command); the run it followed may be one the view left out: NotInLiveView, the full state decides
@@ -87,15 +90,8 @@ def goal_verify_failed(state: dict, goal: dict) -> dict | None:
 def goal_verify_passed(state: dict, goal: dict) -> dict | None:
     """The newest goal-level run of the goal's verify command when it passed and no run of the
     goal started since (its ``after_run`` is still the goal's last run), else None."""
-    cmd = goal.get("verify")
-    if not cmd:
-        return None
-    hits = [e for e in state["evidence"].values() if e["goal"] == goal["id"] and e.get("command") == cmd
-            and not e.get("todo") and not e.get("run")]
-    if not hits:
-        return None
-    e = max(hits, key=lambda x: x.get("seq", 0))
-    if e.get("exit_code") != 0 or (e.get("after_run") or None) != (goal.get("last_run") or None):
+    e = _newest_goal_check(state, goal)
+    if e is None or e.get("exit_code") != 0 or (e.get("after_run") or None) != (goal.get("last_run") or None):
         return None
     return e
 

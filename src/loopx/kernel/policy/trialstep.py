@@ -32,6 +32,7 @@ from loopx.errors import Conflict, StateError, UsageError
 from loopx.kernel.read import experiments, metrics, queries, worktrees
 from loopx.kernel.storage import clock, ids
 from loopx.kernel.write import trials
+from loopx.sandbox.gitpin import GitError as TrialGitError  # one git error for loopx's own git calls
 
 TAIL_LINES = 30
 TAIL_CHARS = 4000
@@ -39,10 +40,6 @@ KEEP_OUTPUT = 1 << 20
 TRIAL_REF = "refs/loopx/trials/"
 BRANCH_PREFIX = "loopx/exp/"
 REPLAYS = 5
-
-
-class TrialGitError(Conflict):
-    code = "git_failed"
 
 
 # ------------------------------------------------------------------ processes
@@ -118,25 +115,16 @@ def tail(text: str) -> str:
 
 # ------------------------------------------------------------------ git
 def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    from loopx.sandbox.gitpin import env as pinned  # the folder's own git dirs, never an agent-planted one
+    from loopx.sandbox import gitpin  # the folder's own git dirs, never an agent-planted one
 
-    env = dict(pinned(cwd), GIT_TERMINAL_PROMPT="0")
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, encoding="utf-8",
-                              errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise TrialGitError(f"git {args[0]} could not run: {exc}", "check that git is installed") from None
-    if check and proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise TrialGitError(f"git {' '.join(args[:2])} failed: {msg[-1] if msg else proc.returncode}",
-                            "see `git status` in the experiment's worktree (`loopx experiment show`)")
-    return proc
+    return gitpin.git(cwd, *args, check=check, timeout=timeout,
+                      hint="see `git status` in the experiment's worktree (`loopx experiment show`)")
 
 
 def _identity(cwd: str) -> list[str]:
-    if git(cwd, "config", "user.email", check=False).stdout.strip():
-        return []
-    return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+    from loopx.sandbox.gitpin import identity
+
+    return identity(cwd)
 
 
 def rev(cwd: str, what: str) -> str | None:
