@@ -291,6 +291,14 @@ def test_loopx_sandbox_enforces_the_same_rules_on_an_interactive_command(world):
     assert Store.open(str(proj)).load()["gates"][world["gate"]]["status"] == "pending"
 
 
+def test_loopx_sandbox_of_a_missing_command_is_a_one_line_error(world):
+    r = run_loopx(["sandbox", "--", "no-such-command-here", "arg"], cwd=world["project"])
+    assert r.code == 2 and r.err.startswith("loopx: error: cannot run no-such-command-here: not found"), r.err
+    assert "hint: check the command and PATH" in r.err and "Traceback" not in r.err
+    j = run_loopx(["--format", "json", "sandbox", "--", "no-such-command-here"], cwd=world["project"])
+    assert j.code == 2 and json.loads(j.out)["error"]["code"] == "command_not_found"
+
+
 def test_without_a_sandbox_run_says_so_doctor_reports_it_and_the_guard_still_applies(world, cli):
     proj = world["project"]
     env = {"LOOPX_SANDBOX": "off"}

@@ -44,6 +44,11 @@ def sandbox_run(ctx, command=None, as_agent=None) -> Reply:
     if not sandbox.enforced():
         raise StateError(st["line"], "nothing was run; on Linux 5.13+ Landlock must be enabled "
                          "(see `loopx doctor`), or run the command without loopx sandbox", code="sandbox_unavailable")
+    import shutil
+
+    if shutil.which(argv[0]) is None:  # the launcher would exec it inside the sandbox: say so here, in one line
+        raise UsageError(f"cannot run {argv[0]}: not found (or not executable)", "check the command and PATH",
+                         code="command_not_found")
     store = ctx.store()
     host = hostfiles.host_of(argv[0])
     agent = as_agent or ctx.agent or host or "sandbox"
