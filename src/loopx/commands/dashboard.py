@@ -55,17 +55,7 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
     if stop:
         return dict(service.stop(), mode="stop")
     port_n = service.check_port(port) if port is not None else None
-    warnings = []
-    if unsafe_host is not None:
-        unsafe_host = unsafe_host.strip()
-        if not unsafe_host or any(c.isspace() or c in "/?#@" for c in unsafe_host):
-            raise UsageError(f"--unsafe-host {unsafe_host!r} is not an address", "use e.g. --unsafe-host 0.0.0.0")
-        if unsafe_host in ("127.0.0.1", "localhost"):
-            unsafe_host = None
-        else:
-            warnings.append(UNSAFE_WARNING.format(host=unsafe_host))
-            if foreground:  # serving blocks: say it now, not when the server stops
-                sys.stderr.write(f"loopx: warning: {safe(warnings[-1])}\n")
+    unsafe_host, warnings = _listen_address(unsafe_host, foreground)
     if foreground:
         def announce(server):
             if not child:
@@ -90,6 +80,24 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
         except Exception:  # a missing or broken browser is not an error: the link is printed
             d["opened"] = False
     return Reply(d, warnings=warnings + d.pop("warnings", []))
+
+
+def _listen_address(unsafe_host: str | None, foreground: bool) -> tuple[str | None, list[str]]:
+    """(address to listen on, None for 127.0.0.1; warnings) for ``--unsafe-host``. Raises
+    UsageError (exit 2) for something that is not an address."""
+    from loopx.errors import UsageError
+
+    if unsafe_host is None:
+        return None, []
+    unsafe_host = unsafe_host.strip()
+    if not unsafe_host or any(c.isspace() or c in "/?#@" for c in unsafe_host):
+        raise UsageError(f"--unsafe-host {unsafe_host!r} is not an address", "use e.g. --unsafe-host 0.0.0.0")
+    if unsafe_host in ("127.0.0.1", "localhost"):
+        return None, []
+    warning = UNSAFE_WARNING.format(host=unsafe_host)
+    if foreground:  # serving blocks: say it now, not when the server stops
+        sys.stderr.write(f"loopx: warning: {safe(warning)}\n")
+    return unsafe_host, [warning]
 
 
 def browse_trace(ctx, path: str, *, port, no_open: bool, no_verify: bool) -> Reply:

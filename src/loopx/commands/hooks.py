@@ -66,14 +66,7 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     rows = []
     for h in chosen:
         if mode == "check":
-            row = hookconf.check(h, scope, root, entry.parse_cap(cap))
-            if row["status"] != "missing":
-                from loopx.ops import hosttrust
-
-                trust = hosttrust.trust_of(h, scope, root)
-                if trust:
-                    row["trust"] = trust  # installed but not trusted: the host runs none of it
-            rows.append(row)
+            rows.append(_check_row(h, scope, root, entry.parse_cap(cap)))
         elif mode == "install":
             rows.append(hookconf.install(h, scope, root, entry.parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
@@ -81,26 +74,45 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
             "all_current": all(r["status"] == "current" and (r.get("trust") or {}).get("state") != "untrusted"
                                for r in rows)}
+    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0,
+                 _warnings(rows, chosen, installed=mode == "install" and not dry_run))
+
+
+def _check_row(host: str, scope: str, root: str, cap) -> dict:
+    """``hookconf.check``'s row for one host, with ``trust`` when the host has not trusted the
+    installed hooks (it then runs none of them)."""
+    from loopx.hosts import hookconf
+    from loopx.ops import hosttrust
+
+    row = hookconf.check(host, scope, root, cap)
+    if row["status"] != "missing":
+        trust = hosttrust.trust_of(host, scope, root)
+        if trust:
+            row["trust"] = trust
+    return row
+
+
+def _warnings(rows: list[dict], chosen: list[str], installed: bool) -> list[str]:
+    """What the user must do besides: trust hooks a host will not run, files left alone."""
+    from loopx import hostfacts
+    from loopx.ops import hosttrust
+
     warnings = []
     for r in rows:
         if (r.get("trust") or {}).get("state") == "untrusted":
-            from loopx.ops import hosttrust
-
             warnings.append(f"error: {r['host']} will not run loopx's hooks, so the guard is off: {r['trust']['why']}; "
                             + hosttrust.fix(r["host"]))
-    if mode == "install" and not dry_run:
-        from loopx.ops import hosttrust
-
+    if installed:
         for h in chosen:
             if hostfacts.HOSTS.get(h, {}).get("hook_trust"):
                 warnings.append(f"{h} runs none of these hooks until you trust them: {hosttrust.fix(h)}")
-    if mode == "install" and not dry_run and "gemini" in chosen:
-        warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
+        if "gemini" in chosen:
+            warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
     kept = [r["path"] for r in rows if (r.get("action") or "").startswith("kept")]
     if kept:
         warnings.append(f"{len(kept)} plugin file(s) you edited were left alone; --force replaces or removes them "
                         "(a backup is kept)")
-    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0, warnings)
+    return warnings
 
 
 def render_hooks(d: dict) -> str:

@@ -104,39 +104,47 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     if not remotes:
         return out
     for remote in _remotes(cwd):
-        cid = f"store.anchors.remote.{remote}"
-        try:
-            rtip = fetch_remote(cwd, remote)
-        except Exception as exc:  # noqa: BLE001 - an unreachable remote is a warning, not a failure
-            out.append(result(cid, "warning", f"the anchors on remote {remote} cannot be read: "
-                                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                              None))
-            continue
-        fix = "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on as tampered"
-        if rtip is not None:
-            _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
-            judge(cid, f"{anchors.REF} on remote {remote}", rfound, fix)
-            writer = rfound[-1].get("node") if rfound else None
-            mine = writer == here if writer else not _several(store)  # another machine's anchors are not ours
-            if mine:
-                _rewound(out, cwd, remote, rtip, tip)
-        try:
-            nodes = fetch_node_refs(cwd, remote)
-        except Exception as exc:  # noqa: BLE001
-            out.append(result(f"store.anchors.nodes.{remote}", "warning", f"the per-node anchors on remote {remote} "
-                              f"cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", None))
-            continue
-        if not nodes:
-            continue
-        found_all: list[dict] = []
-        ours = set(store.load(view="live")["meta"].get("chain") or {})
-        for node in sorted(nodes):
-            found_all += _node_anchors(cwd, f"{REMOTE_NODE_REFS}{remote}/{node}", ours)
-        judge(f"store.anchors.nodes.{remote}", f"{anchors.NODE_REFS}* ({len(nodes)} node(s)) on remote {remote}",
-              sorted(found_all, key=lambda a: a.get("at") or ""), fix)
-        if here in nodes:
-            _rewound(out, cwd, remote, nodes[here], tip)
+        _check_remote(store, judge, out, cwd, remote, tip, pid, here)
     return out
+
+
+def _check_remote(store, judge, out: list[dict], cwd: str, remote: str, tip: str | None, pid: str, here: str) -> None:
+    """check_anchors' results for one remote: its anchor ref (and whether the local one was rewound)
+    and the per-node anchors of the machines that push there."""
+    from loopx.kernel.storage import anchors
+
+    cid = f"store.anchors.remote.{remote}"
+    try:
+        rtip = fetch_remote(cwd, remote)
+    except Exception as exc:  # noqa: BLE001 - an unreachable remote is a warning, not a failure
+        out.append(result(cid, "warning", f"the anchors on remote {remote} cannot be read: "
+                                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                          None))
+        return
+    fix = "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on as tampered"
+    if rtip is not None:
+        _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
+        judge(cid, f"{anchors.REF} on remote {remote}", rfound, fix)
+        writer = rfound[-1].get("node") if rfound else None
+        mine = writer == here if writer else not _several(store)  # another machine's anchors are not ours
+        if mine:
+            _rewound(out, cwd, remote, rtip, tip)
+    try:
+        nodes = fetch_node_refs(cwd, remote)
+    except Exception as exc:  # noqa: BLE001
+        out.append(result(f"store.anchors.nodes.{remote}", "warning", f"the per-node anchors on remote {remote} "
+                          f"cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", None))
+        return
+    if not nodes:
+        return
+    found_all: list[dict] = []
+    ours = set(store.load(view="live")["meta"].get("chain") or {})
+    for node in sorted(nodes):
+        found_all += _node_anchors(cwd, f"{REMOTE_NODE_REFS}{remote}/{node}", ours)
+    judge(f"store.anchors.nodes.{remote}", f"{anchors.NODE_REFS}* ({len(nodes)} node(s)) on remote {remote}",
+          sorted(found_all, key=lambda a: a.get("at") or ""), fix)
+    if here in nodes:
+        _rewound(out, cwd, remote, nodes[here], tip)
 
 
 def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:

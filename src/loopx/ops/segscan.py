@@ -167,7 +167,7 @@ def _read_lines(fh, start: int, end: int, last: bool, res: dict):
         res["torn"] = len(tail)
 
 
-def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:
+def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
     import json
     import struct
     import zlib
@@ -568,27 +568,7 @@ class Merge:
 
     def add(self, name: str, unit: tuple, r: dict) -> None:
         s, acc = self.streams[name], self._seq[name]
-        path, fname, closed, _start, _end, last = unit
-        if r["unreadable"]:
-            s["unreadable"] = r["unreadable"]
-        base = acc["file_lines"].get(fname, 0)
-        for b in r["bad"]:
-            if len(s["bad"]) < BAD_SAMPLES:
-                s["bad"].append(dict(b, line=b["line"] + base))
-        acc["file_lines"][fname] = base + r["lines"]
-        for k in ("lines", "good", "bad_count", "crlf"):
-            s[k] += r[k]
-        s["conflict"] = s["conflict"] or r["conflict"]
-        s["bom"] = s["bom"] or r["bom"]
-        if last and r["torn"]:
-            if closed:
-                s.setdefault("segment_torn", []).append(os.path.basename(path))
-            else:
-                s["torn_bytes"] = r["torn"]
-        for k, v in r["unknown_types"].items():
-            s["unknown_types"][k] = s["unknown_types"].get(k, 0) + v
-        if r["newest_ts"] and (s["newest_ts"] is None or r["newest_ts"] > s["newest_ts"]):
-            s["newest_ts"] = r["newest_ts"]
+        self._add_counts(s, acc, unit, r)
         acc["runs"].extend(r["seq_runs"])
         acc["count"] += r["seq_count"]
         s["last_seq"] = max(s["last_seq"], r["last_seq"])
@@ -615,6 +595,32 @@ class Merge:
                 self.last_runs[goal] = last
         self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
         self._add_chain(name, r)
+
+    @staticmethod
+    def _add_counts(s: dict, acc: dict, unit: tuple, r: dict) -> None:
+        """Add one unit's line counts, bad-line samples (numbered within their file), torn tail and
+        record types to its stream's summary ``s``."""
+        path, fname, closed, _start, _end, last = unit
+        if r["unreadable"]:
+            s["unreadable"] = r["unreadable"]
+        base = acc["file_lines"].get(fname, 0)
+        for b in r["bad"]:
+            if len(s["bad"]) < BAD_SAMPLES:
+                s["bad"].append(dict(b, line=b["line"] + base))
+        acc["file_lines"][fname] = base + r["lines"]
+        for k in ("lines", "good", "bad_count", "crlf"):
+            s[k] += r[k]
+        s["conflict"] = s["conflict"] or r["conflict"]
+        s["bom"] = s["bom"] or r["bom"]
+        if last and r["torn"]:
+            if closed:
+                s.setdefault("segment_torn", []).append(os.path.basename(path))
+            else:
+                s["torn_bytes"] = r["torn"]
+        for k, v in r["unknown_types"].items():
+            s["unknown_types"][k] = s["unknown_types"].get(k, 0) + v
+        if r["newest_ts"] and (s["newest_ts"] is None or r["newest_ts"] > s["newest_ts"]):
+            s["newest_ts"] = r["newest_ts"]
 
     def close(self) -> None:
         """Remove the temporary file of id digests (also when the scan stops half way)."""
@@ -648,15 +654,7 @@ class Merge:
                 if not has_prev:
                     roots[node] = roots.get(node, 0) + 1
                 else:
-                    key = (node, e_prev)
-                    x = exits.pop(key, None)
-                    if x is not None:
-                        if not x < e_hlc:
-                            self._fail(f"{name} seq {e_seq}: its prev names a later record")
-                    elif key in waiting:
-                        self._fail(f"{name} seq {e_seq}: two records name the same prev")
-                    else:
-                        waiting[key] = e_hlc
+                    self._link_entry(name, node, e_prev, e_hlc, e_seq)
                 key = (node, x_hash)
                 e = waiting.pop(key, None)
                 if e is not None:
@@ -672,6 +670,18 @@ class Merge:
                 last_hlc[(name, node)] = x_hlc
             out["chained"] += count
             out["nodes"][node] = out["nodes"].get(node, 0) + count
+
+    def _link_entry(self, name: str, node: str, e_prev, e_hlc: tuple, e_seq: int) -> None:
+        """Match a run's first record to the exit its prev names (seen before, or waited for)."""
+        key = (node, e_prev)
+        x = self._exits.pop(key, None)
+        if x is not None:
+            if not x < e_hlc:
+                self._fail(f"{name} seq {e_seq}: its prev names a later record")
+        elif key in self._waiting:
+            self._fail(f"{name} seq {e_seq}: two records name the same prev")
+        else:
+            self._waiting[key] = e_hlc
 
     def finish(self) -> dict:
         import heapq

@@ -434,30 +434,12 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
-            if not dry_run:  # approved merge gates of earlier parallel runs (also after max_parallel went down)
-                from loopx.runner import merge
-
-                for m in merge.merge_approved(store, drv.actor):
-                    out.setdefault("merges", []).append(m)
-                    drv.log(f"approved merge: {m['message']}")
-                from loopx.sandbox.actions import perform_approved  # approved pushes: loopx makes them, once
-
-                for a in perform_approved(store, drv.actor):
-                    out.setdefault("actions", []).append(a)
-                    drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
+            if not dry_run:
+                _approved_work(store, drv, out)
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick)
-                from loopx.kernel.policy import shared
-
-                note = shared.shared_tick(store, goal_id)
-                if note:
-                    drv.log(note)
-            d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
-                                  tick=not dry_run, on_decided=None if dry_run else _notify)
-            if d["decision"] == "error":
-                raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+            d = _decide(store, drv, goal_id, dry_run)
             if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run
                     and not checked_goal):  # parallel runners too: merges waiting at a gate hold it back
                 checked_goal = True
@@ -478,14 +460,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
-            number = first_turn + len(out["turns"])
-            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or ('a trial' if started.get('mode') == 'trial' else 'planning')}")
-            try:
-                t = drv.turn(started)
-            except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run
-                turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
-                raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
-            t["number"] = number
+            t = _take_turn(store, drv, started, first_turn + len(out["turns"]))
             out["turns"].append(t)
             drv.log(_turn_line(t))
             if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0 or t.get("setup_error")):
@@ -496,6 +471,49 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             out["sandbox"]["refused"] = drv.sandbox.refused()
         drv.release()
     return out
+
+
+def _approved_work(store, drv: Driver, out: dict) -> None:
+    """What humans approved since: merge gates of earlier parallel runs (also after max_parallel
+    went down) and pushes, which loopx makes itself, once. Appends to out's merges and actions."""
+    from loopx.runner import merge
+    from loopx.sandbox.actions import perform_approved
+
+    for m in merge.merge_approved(store, drv.actor):
+        out.setdefault("merges", []).append(m)
+        drv.log(f"approved merge: {m['message']}")
+    for a in perform_approved(store, drv.actor):
+        out.setdefault("actions", []).append(a)
+        drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
+
+
+def _decide(store, drv: Driver, goal_id: str | None, dry_run: bool) -> dict:
+    """should-run's decision for the next turn; a shared goal syncs first (bounded, see
+    loopx.kernel.policy.shared.shared_tick). Raises StateError (exit 4) when the store cannot answer."""
+    if not dry_run:
+        from loopx.kernel.policy import shared
+
+        note = shared.shared_tick(store, goal_id)
+        if note:
+            drv.log(note)
+    d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
+                          tick=not dry_run, on_decided=None if dry_run else _notify)
+    if d["decision"] == "error":
+        raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+    return d
+
+
+def _take_turn(store, drv: Driver, started: dict, number: int) -> dict:
+    """Run the started turn ``number``; its turn dict. Raises Interrupted on Ctrl-C outside the
+    agent wait (verify, finish), after closing the run as failed."""
+    drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or ('a trial' if started.get('mode') == 'trial' else 'planning')}")
+    try:
+        t = drv.turn(started)
+    except KeyboardInterrupt:
+        turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
+        raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
+    t["number"] = number
+    return t
 
 
 def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run: bool) -> str | None:

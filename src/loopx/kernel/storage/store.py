@@ -600,16 +600,7 @@ class Store:
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
-            repairs = self._repair_torn_tails()
-            if self.format_number() < FORMAT and not self.read_only_reason():
-                from loopx.kernel.storage import migrate
-
-                done = migrate.run(self)
-                if done:
-                    self.migrated = done
-                    repairs = list(repairs) + [Draft("store.migrated", None, {
-                        "from": 1, "to": FORMAT, "records": done["records"], "legacy_node": done["node"],
-                        "backup": os.path.relpath(done["backup"], self.root)})]
+            repairs = self._repair_torn_tails() + self._migrate()
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
             state = self._load_live() if self.format_number() >= FORMAT else None
@@ -662,6 +653,21 @@ class Store:
 
             anchors.maybe_daily(self)
         return records, state
+
+    def _migrate(self) -> list[_Draft]:
+        """Under the lock: migrate a format-1 store in place (unless it is read-only); the
+        ``store.migrated`` draft that records it, or []."""
+        if self.format_number() >= FORMAT or self.read_only_reason():
+            return []
+        from loopx.kernel.storage import migrate
+
+        done = migrate.run(self)
+        if not done:
+            return []
+        self.migrated = done
+        return [Draft("store.migrated", None, {
+            "from": 1, "to": FORMAT, "records": done["records"], "legacy_node": done["node"],
+            "backup": os.path.relpath(done["backup"], self.root)})]
 
     def _rotate(self, state: dict) -> bool:
         """Under the lock: close each open file grown past SEGMENT_BYTES into ``<stream>/NNNNNN.jsonl``
