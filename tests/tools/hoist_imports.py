@@ -189,6 +189,21 @@ def _only_imports_left(block: list[ast.stmt], gone: set[int]) -> bool:
     return all(id(s) in gone for s in block)
 
 
+def _separators(lines: list[str], drop: set[int]) -> set[int]:
+    """The blank lines that only separated dropped imports from a function's code."""
+    out = set()
+    for i in sorted(drop):
+        j = i + 1
+        if j < len(lines) and j not in drop and not lines[j].strip():
+            k = i - 1
+            while k >= 0 and k in drop:
+                k -= 1
+            prev = lines[k].rstrip() if k >= 0 else ""
+            if prev.endswith((":", '"""')) or not prev:
+                out.add(j)
+    return out
+
+
 def rewrite(path: Path, moves: list[Found]) -> None:
     """Delete the moved imports from their functions and add each once at the top."""
     text = path.read_text(encoding="utf-8")
@@ -205,16 +220,7 @@ def rewrite(path: Path, moves: list[Found]) -> None:
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt) and _only_imports_left(block, gone):
                 first = block[0]
                 need_pass[first.lineno - 1] = " " * first.col_offset + "pass\n"
-    # a blank line that only separated the imports from the function's code goes too
-    for i in sorted(drop):
-        j = i + 1
-        if j < len(lines) and j not in drop and not lines[j].strip():
-            k = i - 1
-            while k >= 0 and k in drop:
-                k -= 1
-            prev = lines[k].rstrip() if k >= 0 else ""
-            if prev.endswith(":") or prev.endswith('"""') or k < 0 or not prev:
-                drop.add(j)
+    drop |= _separators(lines, drop)
     existing = {ast.unparse(st) for st in tree.body if isinstance(st, IMPORTS)}
     new: list[str] = []
     for f in moves:
