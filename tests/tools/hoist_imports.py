@@ -8,6 +8,7 @@ new import block.
 
     python tests/tools/hoist_imports.py            # rewrite src/loopx, print what it left alone
     python tests/tools/hoist_imports.py --check    # only list what it would move (exit 1 if any)
+    python tests/tools/hoist_imports.py --hot      # measure the hot modules (for test_imports.HOT_MODULES)
 
 An import stays where it is, and is printed with the reason, when moving it could change what the
 code does: a platform-only module (fcntl, msvcrt, ...), an import under ``try`` that handles
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_imports import KEPT, PLATFORM_ONLY, is_hot, module_name, platform_test  # noqa: E402
+from test_imports import KEPT, PLATFORM_ONLY, is_hot, measure_hot, module_name, platform_test  # noqa: E402
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 IMPORTS = (ast.Import, ast.ImportFrom)
@@ -247,8 +248,16 @@ def rewrite(path: Path, moves: list[Found]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="list what would move; change nothing")
+    ap.add_argument("--hot", action="store_true", help="print the hot modules as the hot commands import them")
     ap.add_argument("paths", nargs="*", type=Path, help="files (default: every cold module under src/loopx)")
     opts = ap.parse_args(argv)
+    if opts.hot:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for mod in sorted(measure_hot(Path(tmp))):
+                print(f'    "{mod}",')
+        return 0
     files = opts.paths or sorted((SRC / "loopx").rglob("*.py"))
     moved = kept = 0
     changed: list[Path] = []
