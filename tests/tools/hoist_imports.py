@@ -147,6 +147,10 @@ def plan(path: Path) -> tuple[list[Found], list[Found]]:
     found: list[Found] = []
     _walk(tree.body, None, "", found, mod)
     top = _module_binds(tree, mod)
+    # a loop variable anywhere in the module would shadow a hoisted import (ruff's F402); other
+    # locals of other functions only shadow it inside their function, as they did before
+    local = {x.id for n in ast.walk(tree) if isinstance(n, ast.For | ast.AsyncFor)
+             for x in ast.walk(n.target) if isinstance(x, ast.Name)}
     by_name: dict[str, set[str]] = {}
     for f in found:
         for name, what in f.binds.items():
@@ -168,6 +172,8 @@ def plan(path: Path) -> tuple[list[Found], list[Found]]:
                 f.guarded = f"functions import different things as {name!r}"
             elif _assigned_in(f.func, name, f.node):
                 f.guarded = f"{f.func.name}() also assigns {name!r}"
+            elif name in local:
+                f.guarded = f"a loop of the module binds {name!r} (it would shadow the import)"
     return [f for f in found if not f.guarded], [f for f in found if f.guarded]
 
 
