@@ -64,7 +64,10 @@ PLATFORM_ONLY = frozenset({"fcntl", "msvcrt", "winreg", "_winapi", "ctypes", "te
 
 # (module, what it imports) -> why the import stays in its function (at the top it would close an
 # import circle, or cost every process what one path needs).
-KEPT: dict[tuple[str, str], str] = {}
+KEPT: dict[tuple[str, str], str] = {
+    ("loopx.ops.segscan", "hashlib"): "only the forked scan processes hash with OpenSSL (faster); the main "
+                                      "process must not load it (~4 MB of RSS, docs/performance.md)",
+}
 
 
 def module_name(path: Path) -> str:

@@ -285,14 +285,11 @@ class Api:
         p = self.project(key)
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
             raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
-        try:
-            from loopx.kernel.policy import review
-            from loopx.kernel.storage.store import DIRNAME, Store
+        from loopx.kernel.policy import review
+        from loopx.kernel.storage.store import DIRNAME, Store
 
-            d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
-            return {"available": True, "markdown": review.render_markdown(d)}
-        except (ImportError, AttributeError):
-            return {"available": False, "markdown": "", "message": "this loopx has no review packet yet"}
+        d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
+        return {"available": True, "markdown": review.render_markdown(d)}
 
     # ------------------------------------------------------------------ agents
     def agents(self, now_iso: str) -> dict:

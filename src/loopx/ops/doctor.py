@@ -135,10 +135,8 @@ def check_package(t: Target) -> dict:
     """The files the code needs beside it: bundled skills, examples, the dashboard's static shell."""
     from pathlib import Path
 
-    try:
-        from loopx.resources import data_path
-    except ImportError:
-        return result("package", "skipped", "this loopx has no bundled-data lookup")
+    from loopx.resources import data_path
+
     wanted = {"skills": data_path("skills", "loopx", "SKILL.md"),
               "examples": data_path("examples", "demo-project"),
               "dashboard shell": Path(__file__).resolve().parent.parent / "dashboard" / "static" / "index.html"}
@@ -150,13 +148,10 @@ def check_package(t: Target) -> dict:
 
 
 def check_dashboard(t: Target) -> dict:
+    from loopx.dashboard import service
+
     try:
-        from loopx.dashboard import service  # built by the dashboard issue
-        status_fn = service.status
-    except (ImportError, AttributeError):
-        return result("dashboard", "skipped", "this loopx has no dashboard service to ask")
-    try:
-        st = status_fn()
+        st = service.status()
     except Exception as exc:
         return result("dashboard", "warning", f"could not read the dashboard's status: {exc}",
                       "loopx dashboard --stop, then loopx dashboard")

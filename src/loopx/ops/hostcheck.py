@@ -15,11 +15,9 @@ from loopx.ops.check import result
 
 
 def _installer():
-    try:
-        from loopx import hostfacts
-        from loopx.hosts import files, plan
-    except ImportError:
-        return None
+    from loopx import hostfacts
+    from loopx.hosts import files, plan
+
     return tuple(hostfacts.names()), files, plan
 
 
@@ -76,11 +74,9 @@ def hooks(scope: str, root: str) -> list[dict]:
     """One result per hook host whose configuration holds loopx entries (hooks are opt-in): an
     error when an installed hook cannot start (the host would run nothing and treat that as
     "allow"), a warning when the entries are stale (another loopx path, an older loopx)."""
-    try:
-        from loopx import hostfacts
-        from loopx.hosts import hookconf
-    except ImportError:
-        return [result(f"hooks.{scope}", "skipped", "this loopx has no hook installer to ask")]
+    from loopx import hostfacts
+    from loopx.hosts import hookconf
+
     out = []
     for host in hostfacts.hook_hosts():
         cid = f"hooks.{scope}.{host}"
@@ -154,8 +150,6 @@ def rewrite_hooks(project_dir: str | None) -> str:
 
 
 def check(project_dir: str | None) -> list[dict]:
-    if _installer() is None:
-        return [result("hosts", "skipped", "this loopx has no host installer to ask about skills and hooks")]
     out = []
     for scope, root in _scopes(project_dir):
         try:

@@ -443,9 +443,9 @@ def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
 
 def host_name() -> str:
     """This machine's name (``loopx.kernel.storage.machines.host_name``: the one definition)."""
-    from loopx.kernel.storage.machines import host_name as name
+    from loopx.kernel.storage import machines
 
-    return name()
+    return machines.host_name()
 
 
 def cas(git: Git, ref: str, step, message: str) -> dict:

@@ -95,12 +95,12 @@ def note(markers: list[str]) -> None:
         return
     data = {k: v for k, v in data.items() if isinstance(v, dict) and _alive(v)}
     data[str(sid)] = {"sid": sid, "host": host, "start": st["start"], "markers": list(markers)}
-    try:
-        from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.fs import atomic_write
 
+    try:
         os.makedirs(os.path.dirname(_path()), exist_ok=True)
         atomic_write(_path(), json.dumps(data, sort_keys=True), sync=False)
-    except (OSError, ImportError):
+    except OSError:
         pass
 
 

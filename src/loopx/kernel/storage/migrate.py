@@ -28,15 +28,14 @@ JOURNAL = "migrating.json"
 
 
 def legacy_node(project_id: str) -> str:
-    from hashlib import sha256
+    from loopx.kernel.storage.chain import sha256
 
     return "n-" + sha256(f"{project_id}:format-1".encode()).hexdigest()[:16]
 
 
 def _copy_verified(src: str, dest: str) -> str:
-    from hashlib import sha256
-
     from loopx.errors import StateError
+    from loopx.kernel.storage.chain import sha256
 
     h = sha256()
     with open(src, "rb") as fi, open(dest, "wb") as fo:
