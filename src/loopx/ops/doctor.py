@@ -135,10 +135,10 @@ def check_package(t: Target) -> dict:
     """The files the code needs beside it: bundled skills, examples, the dashboard's static shell."""
     from pathlib import Path
 
-    from loopx.resources import data_path
+    from loopx import resources
 
-    wanted = {"skills": data_path("skills", "loopx", "SKILL.md"),
-              "examples": data_path("examples", "demo-project"),
+    wanted = {"skills": resources.data_path("skills", "loopx", "SKILL.md"),
+              "examples": resources.data_path("examples", "demo-project"),
               "dashboard shell": Path(__file__).resolve().parent.parent / "dashboard" / "static" / "index.html"}
     missing = [name for name, p in wanted.items() if not p.exists()]
     if missing:
