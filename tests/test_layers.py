@@ -20,6 +20,8 @@ LAYERS: dict[str, int] = {
     "loopx.usage": 2,  # the hosts' own usage files, read-only (issue 14); should-run's window rule reads it
     "loopx.kernel.write": 3,
     "loopx.kernel.policy": 4,
+    "loopx.guard": 4,  # the pre-tool guard (issue 25): reads the kernel, used by policy's trial step
+    "loopx.sync": 4,  # sync through git (issue 25)
     "loopx.hosts": 5, "loopx.runner": 5, "loopx.dashboard": 5, "loopx.api": 5, "loopx.notify": 5,
     "loopx.ops": 6,
     "loopx.output": 7, "loopx.parsing": 7, "loopx.context": 7, "loopx.commands": 7, "loopx.cli": 7,

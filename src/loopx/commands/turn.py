@@ -97,6 +97,6 @@ def render_handover(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
-    from loopx.kernel.policy import shared
+    from loopx.sync import shared
 
     return shared.renew(ctx.store(), ctx.actor, run, lease=lease)

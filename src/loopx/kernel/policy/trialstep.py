@@ -412,14 +412,14 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
 
 
 def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
-    """The protected files of the measuring (``trialguard.protected``: the measure, guard and
+    """The protected files of the measuring (``measuring.protected``: the measure, guard and
     holdout scripts, ``--protect-path`` files, the holdout data) that differ between the commits
     ``before`` and ``after``, as paths relative to the project. The guard denies such edits where
     it sees them; this catches every other way (an agent without hooks, an interpreter, a commit
     the agent made itself), so a trial is never measured by a measure command the agent changed."""
-    from loopx.kernel.policy import trialguard
+    from loopx.guard import measuring
 
-    table = trialguard.protected(store.load(view="live"), store.project_dir)
+    table = measuring.protected(store.load(view="live"), store.project_dir)
     if not table:
         return []
     names = git(cwd, "diff", "--name-only", "--relative", "--no-renames", before, after, check=False).stdout.split("\n")
@@ -677,8 +677,9 @@ def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, report: dic
     """Close run ``run_id`` after its trial ``rec``: a keep is verified progress (evidence: the
     measurement) and spends one slot; a discard or crash is ``no_progress`` and spends none (an
     agent that failed: ``failed``). Returns turn.finish's dict plus ``trial`` and ``spend``."""
-    from loopx.kernel.policy import shared, turn
+    from loopx.kernel.policy import turn
     from loopx.kernel.write import evidence
+    from loopx.sync import shared
 
     if rec is None:
         fin = turn.finish(store, actor, run_id, result or "failed", note=note, report=report)

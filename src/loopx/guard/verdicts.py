@@ -1,6 +1,6 @@
 """The pre-tool guard: which shell commands and file edits are protected actions of a goal.
 
-A command is read into simple commands by ``policy/shell.py`` (a POSIX shell reader: compound
+A command is read into simple commands by ``guard/shell.py`` (a POSIX shell reader: compound
 commands, substitutions, variables, here-documents, script files, wrappers such as ``sudo``,
 ``env``, ``setsid``, ``flock``, ``script``, ``watch``, ``strace``, ``python -m``); each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
 own rules first, then by the defaults below. A goal's rules live in its ``guard`` config
@@ -11,7 +11,7 @@ where ``command`` is an fnmatch pattern over the normalised command (``git push 
 Defaults (``DEFAULT_BRANCHES`` are the protected branches):
 
 - merge: ``git push``/``send-pack``/``subtree push``/a git alias to a protected branch, resolved by
-  ``policy/gitpush.py`` as git would; ``gh pr merge``, ``gh api`` writes to ``.../merge``
+  ``guard/gitpush.py`` as git would; ``gh pr merge``, ``gh api`` writes to ``.../merge``
 - release: ``npm|pnpm|yarn|bun publish``, ``twine upload``, ``cargo publish``, ``poetry|uv|flit|hatch
   publish``, ``gem push``, ``docker push``, ``mvn deploy``, ``gh release create``, pushing tags
 - production-write: ``kubectl apply|create|delete|replace|patch|edit|scale|rollout|set``, ``helm
@@ -111,15 +111,15 @@ def verbs(prog: str, args: list[str]) -> list[str]:
 # ------------------------------------------------------------------ parsing commands
 def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
     """``command`` as a list of simple commands (word lists: program base name first), read by
-    ``loopx.kernel.policy.shell`` (wrappers stripped, ``sh -c``/``eval``/substitutions read too)."""
-    from loopx.kernel.policy import shell
+    ``loopx.guard.shell`` (wrappers stripped, ``sh -c``/``eval``/substitutions read too)."""
+    from loopx.guard import shell
 
     return [s.words for s in shell.commands(command)]
 
 
 def current_branch(cwd: str | None) -> str | None:
     """The checked-out branch in ``cwd``, or None."""
-    from loopx.kernel.policy.gitpush import Git
+    from loopx.guard.gitpush import Git
 
     return Git().branch((cwd, None))
 
@@ -136,7 +136,7 @@ def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None
     """``(kind, unresolved)`` for one simple command under the default mapping: ``kind`` a gate
     kind or None; ``unresolved`` says what could not be known when the command may be protected
     (the caller then fails closed for a protected kind, ``kind`` being the kind it may be)."""
-    from loopx.kernel.policy import gitpush, shell
+    from loopx.guard import gitpush, shell
 
     if git is None:
         git = gitpush.Git(branch_of)
@@ -187,7 +187,7 @@ def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None
 
 def _alias_judge(branches, git):
     def run(script: str, cwd):
-        from loopx.kernel.policy import shell
+        from loopx.guard import shell
 
         worst: tuple[str | None, str | None] = (None, None)
         for s in shell.commands(script, cwd=cwd):
@@ -267,7 +267,7 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
     """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
     maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
     kind, for a script loopx cannot read)."""
-    from loopx.kernel.policy import gitpush, shell
+    from loopx.guard import gitpush, shell
 
     git = git or gitpush.Git(branch_of)
     hits = []
@@ -303,7 +303,7 @@ def _fnmatchcase(name: str, pattern: str) -> bool:
 
 def _governance(command: str, cwd: str | None) -> dict:
     """Deny an agent command that runs a human-only loopx command or strips agent markers."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
     from loopx.kernel.write import humans
 
     for s in shell.commands(command, cwd=cwd):
@@ -326,7 +326,7 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
     """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
     in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
     sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
 
     out: list[tuple[str, str]] = []
     if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
@@ -362,7 +362,7 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
 
 
 def _may_name_owned(word: str) -> bool:
-    from loopx.kernel.policy import owned
+    from loopx.guard import owned
 
     return owned.may_name(word)
 
@@ -371,7 +371,7 @@ def _matches(word: str, base: str | None) -> list[str]:
     """The paths a word of a shell command may name: nothing for a value loopx cannot see
     (``$X``); else, when its text is a pattern sh expands (``.lo?px/*.jsonl``, also as a
     redirection target), the files it matches in ``base`` now (at most 100), then the text itself."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
 
     if shell.is_unknown(word) and not shell.is_pattern(word):
         return []
@@ -491,7 +491,7 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     than one hard link, or a change of a file loopx installed for a host (``governance_path``;
     ``texts``: what an edit tool removes and writes, ``owned.block_change``). ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
     goal only approvals reserved for an open run of this clone count."""
-    from loopx.kernel.policy import gitpush
+    from loopx.guard import gitpush
 
     if node is None and any(g.get("shared") for g in state["goals"].values()):
         node = local_node(project_dir)
@@ -533,15 +533,15 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                                      "standing": bool(gate.get("standing"))})
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
     if state.get("experiments"):  # research experiments: the measuring is governance (``reads``: file tools' reads)
-        from loopx.kernel.policy import trialguard
+        from loopx.guard import measuring
 
-        verdict = trialguard.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
+        verdict = measuring.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
                                    matches=_matches)
         if verdict:
             return verdict
     for path, how in written:
         if how == "apply_patch":  # a patch sent through the shell tool says what it removes
-            from loopx.kernel.policy import owned
+            from loopx.guard import owned
 
             verdict = governance_path(path, cwd, project_dir, "edit",
                                       owned.patch_texts("\n".join(c for c in commands if "*** " in c)))
@@ -578,11 +578,11 @@ def verify_gate(gate: dict) -> bool:
 def governance_path(path: str, cwd: str | None, project_dir: str, how: str = "edit", texts: dict | None = None) -> dict:
     """A deny verdict when writing ``path`` would change the hooks that call the guard: a file loopx
     owns outright for any host in either scope (hook settings, plugins, extensions, loopx's skills:
-    the host table, ``loopx.hostfacts``, via ``policy.owned``), loopx's marked block in an instruction
+    the host table, ``loopx.hostfacts``, via ``guard.owned``), loopx's marked block in an instruction
     file (``how``/``texts``: see ``owned.block_change``), or loopx's user config and data folder
     (registry, signing, allowed signers); else {}."""
     from loopx import config
-    from loopx.kernel.policy import owned
+    from loopx.guard import owned
 
     full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
     t = owned.targets(project_dir)

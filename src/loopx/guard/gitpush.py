@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.policy.shell import UNKNOWN, is_unknown
+from loopx.guard.shell import UNKNOWN, is_unknown
 
 
 def _fnmatchcase(name: str, pattern: str) -> bool:
@@ -172,10 +172,10 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
     if alias.startswith("!"):
         if run_alias is None:
             return None, f"git alias `{verb}` runs a shell command"
-        from loopx.kernel.policy.shell import _quote
+        from loopx.guard.shell import _quote
 
         return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc_cwd)
-    from loopx.kernel.policy.shell import _split_words
+    from loopx.guard.shell import _split_words
 
     expanded = _split_words(alias) + rest
     head = [a for a in args[:i]]
