@@ -176,7 +176,7 @@ class Driver:
             cmd, shell = self.command(started, prompt_file, json_file)
 
             def tick():
-                from loopx.kernel.policy import shared
+                from loopx.sync import shared
 
                 try:
                     shared.renew(self.store, self.actor, rid, lease=self.lease)
@@ -275,7 +275,7 @@ class Driver:
             out["note"] = ((out.get("note") or "") + f"; changed outside the scope: {', '.join(fin['out_of_scope'][:5])}"
                            ).lstrip("; ")
         if fin["verified"] and fin["result"] in ("progress", "completion"):
-            from loopx.kernel.policy import shared
+            from loopx.sync import shared
 
             receipt = shared.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
@@ -489,9 +489,9 @@ def _approved_work(store, drv: Driver, out: dict) -> None:
 
 def _decide(store, drv: Driver, goal_id: str | None, dry_run: bool) -> dict:
     """should-run's decision for the next turn; a shared goal syncs first (bounded, see
-    loopx.kernel.policy.shared.shared_tick). Raises StateError (exit 4) when the store cannot answer."""
+    loopx.sync.shared.shared_tick). Raises StateError (exit 3) when the store cannot answer."""
     if not dry_run:
-        from loopx.kernel.policy import shared
+        from loopx.sync import shared
 
         note = shared.shared_tick(store, goal_id)
         if note:
@@ -584,9 +584,9 @@ def _notify(store, state, d) -> None:
 
 def _start_turn(store, drv, goal_id: str, lease) -> dict:
     """``turn.next_turn``, or for a shared goal the claim through the git remote
-    (``loopx.kernel.policy.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
-    from loopx.kernel.policy import shared
-    from loopx.kernel.policy import sync as gs
+    (``loopx.sync.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    from loopx.sync import shared
+    from loopx.sync import transport as gs
 
     if not gs.shared_goals(store.load(view="live"), goal_id):
         return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)
