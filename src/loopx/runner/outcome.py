@@ -143,23 +143,9 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
             return out("host_not_logged_in", line)
         if failed and preset == "gemini" and exit_code == 41:
             return out("host_not_logged_in", report.get("error") or _message_of(text))
-        err = report.get("error") or ""
-        if failed and err:  # the host's own error words first: its output also echoes the prompt (Pi's JSON events)
-            if _host_line(err, OVERLOADED):
-                return out("host_overloaded", err, reset_at=reset_time(err, now))
-            if _host_line(err, RATE_LIMITED):
-                return out("host_rate_limited", err, reset_at=reset_time(err, now))
-            if _host_line(err, OFFLINE):
-                return out("host_offline", err)
-        line = _host_line(said, OVERLOADED) if failed else None
-        if line:
-            return out("host_overloaded", line, reset_at=reset_time(line, now))
-        line = _host_line(said, RATE_LIMITED) if failed else None
-        if line:
-            return out("host_rate_limited", line, reset_at=reset_time(said, now))
-        line = _host_line(said, OFFLINE) if failed else None
-        if line:
-            return out("host_offline", _last_match(said, OFFLINE) or line)
+        known = _failure_words(report.get("error") or "", said, now, out) if failed else None
+        if known:
+            return known
     if timed_out:
         return out("host_timed_out", _message_of(text) or "the host printed nothing before the time limit")
     if preset is None:
@@ -168,6 +154,28 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
         return out("host_crashed", report.get("error") or _message_of(text) or f"exit {exit_code}")
     if not text.strip():
         return out("host_idle", "the host exited 0 without any output")
+    return None
+
+
+def _failure_words(err: str, said: str, now: datetime, out) -> dict | None:
+    """A failed host's known words: its own error field first (its output also echoes the prompt,
+    Pi's JSON events), then its whole output; overloaded before rate limited before offline."""
+    if err:
+        if _host_line(err, OVERLOADED):
+            return out("host_overloaded", err, reset_at=reset_time(err, now))
+        if _host_line(err, RATE_LIMITED):
+            return out("host_rate_limited", err, reset_at=reset_time(err, now))
+        if _host_line(err, OFFLINE):
+            return out("host_offline", err)
+    line = _host_line(said, OVERLOADED)
+    if line:
+        return out("host_overloaded", line, reset_at=reset_time(line, now))
+    line = _host_line(said, RATE_LIMITED)
+    if line:
+        return out("host_rate_limited", line, reset_at=reset_time(said, now))
+    line = _host_line(said, OFFLINE)
+    if line:
+        return out("host_offline", _last_match(said, OFFLINE) or line)
     return None
 
 
