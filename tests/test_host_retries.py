@@ -174,9 +174,12 @@ def test_an_unpriced_opencode_model_costs_unknown_everywhere_never_zero(project,
     r, turn = _run(project, bindir, "opencode")
     run = Store.open(str(project)).load()["runs"][turn["run_id"]]
     assert run["usage"]["input_tokens"] == 100 and run["usage"]["cost_usd"] is None, run["usage"]  # the run record
-    assert "cost unknown" in cli("history").out or "?" in cli("history").out
+    row = next(ln for ln in cli("history", "--rounds").out.splitlines() if " 110 " in ln)  # its TOKENS cell
+    assert " ? " in row and "0.00" not in row, row  # and its USD cell: unknown
     st = cli("status").out
     assert "0.00 USD" not in st and "cost unknown" in st, st  # the goal's budget line
     q = cli("quota", "show").out
     assert "0.00 USD" not in q and "cost in the window: unknown" in q, q
     assert cli("quota", "show", json=True).data["quotas"][0]["unpriced_runs"] == 1
+    md = cli("review-packet").out
+    assert "Reported cost of the period: unknown, 110 tokens." in md, md
