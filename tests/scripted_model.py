@@ -32,6 +32,7 @@ class ScriptedModel:
         self.served = 0  # model requests answered with a script step or the final text
         self.srv: ThreadingHTTPServer | None = None
         self.limit_message = "Rate limit reached; try again in 20s"  # what a 429 says
+        self.retry_after = "1"  # the 429's retry-after header (seconds)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> int:
@@ -141,7 +142,7 @@ class ScriptedModel:
         if self.mode == "429":
             err = {"error": {"message": self.limit_message, "type": "rate_limit_exceeded",
                              "code": 429, "status": "RESOURCE_EXHAUSTED"}}
-            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "1"})
+            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": self.retry_after})
         if self.mode == "529":  # Anthropic's "Overloaded": the provider, not the account, is out of capacity
             err = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             return self._send(h, 529, "application/json", json.dumps(err).encode())
