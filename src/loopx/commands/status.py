@@ -205,8 +205,7 @@ def _budget_line(b: dict) -> str:
     """Slots spent in the window, and money and tokens when runs report them or a cap is set."""
     from loopx.kernel.storage.clock import format_duration
 
-    money = "".join([f", {b['spent_usd']:.2f}" + (f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else "")
-                     + " USD" if b.get("costed_runs") or b.get("max_usd") is not None else "",
+    money = "".join([_usd(b),
                      f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
                      + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
     return f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last {format_duration(b['window'])}"
@@ -227,3 +226,14 @@ def _run_lines(g: dict) -> list[str]:
         where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
         lines.append(f"  running: {r['id']} by {safe(_at(r['agent'], r.get('machine')))} on {r['todo'] or 'planning'}{where}")
     return lines
+
+
+def _usd(b: dict) -> str:
+    """The money part of a goal's budget line: what the priced runs cost, and how many runs' cost
+    is unknown (a host that reports tokens without a price: never shown as 0.00 USD)."""
+    unpriced = b.get("unpriced_runs") or 0
+    priced = (b.get("costed_runs") or 0) - unpriced
+    cap = f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else ""
+    if not priced and not cap:
+        return f", cost unknown ({unpriced} run(s))" if unpriced else ""
+    return f", {b['spent_usd']:.2f}{cap} USD" + (f" (+{unpriced} run(s) of unknown cost)" if unpriced else "")
