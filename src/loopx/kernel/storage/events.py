@@ -29,19 +29,19 @@ REQ, COPY, STRS = 1, 2, 4
 EVIDENCE_STREAM = ("evidence.added",)  # written to evidence.jsonl; every other type to events.jsonl
 NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")  # what a person may hear about
 
-_NOTE = (("note", ANY, 0, "why (a human's words)"),)
+_NOTE = (("note", ANY, 0, "why, in a human's words"),)
 _TODO = ("todo_id", S, REQ, "")
 _GATE = ("gate_id", S, REQ, "")
 _RUN = ("run_id", S, REQ, "")
 _WATCH = ("watch_id", S, REQ, "")
 _TODO_CLOSE = (_TODO, ("note", ANY, 0, ""), ("reason", ANY, 0, "used when note is absent"),
-               ("gate_id", ANY, 0, "the rejected gate (`todo.blocked` written by a gate rejection)"),
+               ("gate_id", ANY, 0, "the rejected gate, when a gate rejection blocked it"),
                ("gate_note", ANY, 0, ""), ("gate_kind", ANY, 0, ""))
 _WATCH_RESULT = (_WATCH, ("outcome", S, COPY, "`pass`/`fail`/`error`"), ("matched", ANY, COPY, ""),
                  ("hash", ANY, COPY, ""), ("exit_code", ANY, COPY, ""), ("excerpt", ANY, COPY, ""),
                  ("failing", ANY, 0, ""), ("error", ANY, 0, "when the check could not run"))
 _REPORT = (("usage", D + OPT, COPY, "tokens, cost_usd, …"), ("changes", D + OPT, COPY, "files the turn changed"),
-           ("host", ANY, COPY, ""), ("permission_mode", ANY, COPY, ""), ("wall_time", ANY, COPY, "(s)"),
+           ("host", ANY, COPY, ""), ("permission_mode", ANY, COPY, ""), ("wall_time", ANY, COPY, "seconds"),
            ("setup_error", D + OPT, COPY, "{reason, message, …}: a host that could not work (docs/usage.md) or "
             "`verify_broken` {command, exit_code, timed_out, path, resolved, interpreter, cwd}"),
            ("guard", ANY, COPY, "what the pre-tool guard refused"))
@@ -51,7 +51,7 @@ EVENTS: dict[str, tuple[str, tuple]] = {
     "goal.started": ("", (
         ("objective", S, 0, ""), ("done_when", ANY, 0, ""), ("verify", ANY, 0, "the goal's check command"),
         ("priority", N + OPT, 0, ""), ("scope", D + OPT, 0, "{allow, deny, protect}"),
-        ("quota", D + OPT, 0, "{slots, window (s), cooldown (s), stall_after}"))),
+        ("quota", D + OPT, 0, "{slots, window, cooldown (seconds), stall_after}"))),
     "goal.updated": ("any of its fields", (
         ("objective", S, COPY, ""), ("done_when", ANY, COPY, ""), ("verify", ANY, COPY, ""),
         ("priority", N + OPT, COPY, ""), ("host", ANY, COPY, ""), ("permission_mode", ANY, COPY, ""),
@@ -64,7 +64,7 @@ EVENTS: dict[str, tuple[str, tuple]] = {
     "scope.set": ("any of the three lists", (
         ("allow", L, COPY | STRS, ""), ("deny", L, COPY | STRS, ""), ("protect", L, COPY | STRS, ""))),
     "quota.set": ("any of its fields", (
-        ("slots", N, COPY, ""), ("window", N, COPY, "(s)"), ("cooldown", N, COPY, "(s)"),
+        ("slots", N, COPY, ""), ("window", N, COPY, "seconds"), ("cooldown", N, COPY, "seconds"),
         ("stall_after", N, COPY, ""), ("max_usd", ANY, COPY, ""), ("max_tokens", ANY, COPY, ""),
         ("host_reserve", ANY, COPY, ""), ("use_leftover", ANY, COPY, ""),
         ("turns", ANY, COPY, "turns per window; null: twice the slots"))),
@@ -75,7 +75,7 @@ EVENTS: dict[str, tuple[str, tuple]] = {
         _TODO, ("title", S, 0, ""), ("priority", N + OPT, 0, ""), ("detail", ANY, 0, ""),
         ("depends_on", L + OPT, STRS, "todo ids"),
         ("depends_on_goals", L + OPT, STRS, "goal ids that must be done first"),
-        ("acceptance", ANY, 0, ""), ("verify", ANY, 0, ""), ("every", N + OPT, 0, "(s): recurring"),
+        ("acceptance", ANY, 0, ""), ("verify", ANY, 0, ""), ("every", N + OPT, 0, "seconds: recurring"),
         ("watch", S + OPT, 0, "the watch that opened it"))),
     "todo.updated": ("the changed fields", (
         _TODO, ("title", S, COPY, ""), ("detail", ANY, COPY, ""), ("priority", N + OPT, COPY, ""),
@@ -107,14 +107,14 @@ EVENTS: dict[str, tuple[str, tuple]] = {
                   "covering)", (_GATE, ("command", ANY, 0, ""), ("standing", ANY, 0, ""))),
     # ------------------------------------------------------------------ evidence, agents, machines
     "evidence.added": ("", (
-        ("evidence_id", S, REQ, ""), ("kind", S + OPT, 0, ""), ("summary", S + OPT, 0, "(first 300 characters kept)"),
+        ("evidence_id", S, REQ, ""), ("kind", S + OPT, 0, ""), ("summary", S + OPT, 0, "the first 300 characters are kept"),
         ("todo", ANY, 0, ""), ("run", ANY, 0, ""), ("command", ANY, 0, ""), ("exit_code", ANY, 0, ""),
         ("excerpt", ANY, 0, ""), ("sha256", ANY, 0, ""), ("bytes", ANY, 0, ""), ("blob", ANY, 0, ""),
         ("commit", ANY, 0, ""), ("files", ANY, 0, ""),
         ("after_run", ANY, 0, "a goal-level verify: the goal's last run then"))),
     "agent.registered": ("", (("name", S, REQ, ""), ("kind", S, 0, ""))),
     "node.registered": ("see \"Machine names\" below", (
-        ("host", S, 0, "the machine name of the node that wrote it (`LOOPX_HOST`, else the host name)"),)),
+        ("host", S, 0, "the machine name of the node that wrote it: `LOOPX_HOST`, else the host name"),)),
     "handoff.recorded": ("", (("from", S + OPT, 0, ""), ("to", S + OPT, 0, ""), ("todo", ANY, 0, ""),
                               ("note", ANY, 0, ""))),
     # ------------------------------------------------------------------ runs and quota (docs/loop.md)
@@ -145,9 +145,9 @@ EVENTS: dict[str, tuple[str, tuple]] = {
     "project.noted": ("a note on the project; changes no state", ()),
     # ------------------------------------------------------------------ watches
     "watch.added": ("", (
-        _WATCH, ("name", S, REQ, ""), ("every", N, 0, "(s)"), ("check", S, 0, ""),
+        _WATCH, ("name", S, REQ, ""), ("every", N, 0, "seconds"), ("check", S, 0, ""),
         ("on", S, 0, "`change`/`fail`/`pass`/`match`"), ("match", S + OPT, 0, ""), ("todo", S + OPT, 0, ""),
-        ("timeout", N + OPT, 0, "(s)"))),
+        ("timeout", N + OPT, 0, "seconds"))),
     "watch.paused": ("", (_WATCH,)),
     "watch.resumed": ("", (_WATCH,)),
     "watch.removed": ("", (_WATCH,)),
@@ -165,7 +165,7 @@ EVENTS: dict[str, tuple[str, tuple]] = {
     "experiment.started": ("", (
         ("metric", S, 0, ""), ("direction", S, 0, "`max`/`min`"), ("measure", S, 0, ""), ("guard", ANY, 0, ""),
         ("holdout", ANY, 0, ""), ("metric_pattern", ANY, 0, ""), ("min_delta", ANY, 0, ""), ("plateau", ANY, 0, ""),
-        ("trial_timeout", ANY, 0, "(s)"), ("protect", ANY, 0, "[paths]"), ("holdout_paths", ANY, 0, "[paths]"),
+        ("trial_timeout", ANY, 0, "seconds"), ("protect", ANY, 0, "[paths]"), ("holdout_paths", ANY, 0, "[paths]"),
         ("worktree", S, 0, ""), ("branch", S, 0, "`loopx/exp/<goal>`"), ("base_branch", ANY, 0, ""),
         ("base_commit", ANY, 0, ""))),
     "trial.hypothesized": ("what the agent says; decides nothing", (
@@ -176,7 +176,7 @@ EVENTS: dict[str, tuple[str, tuple]] = {
         ("parent", ANY, COPY, "the frontier commit it was decided against"), ("parent_value", ANY, COPY, ""),
         ("metrics", D + OPT, 0, "{name: number}"), ("value", ANY, COPY, ""), ("delta", ANY, COPY, ""),
         ("decision", S, 0, "`keep`/`discard`/`crash`/`stale`"), ("reason", ANY, COPY, ""),
-        ("guard", ANY, COPY, "{exit_code, passed, timed_out}"), ("duration", ANY, COPY, "(s)"),
+        ("guard", ANY, COPY, "{exit_code, passed, timed_out}"), ("duration", ANY, COPY, "seconds"),
         ("tokens", ANY, COPY, ""), ("cost_usd", ANY, COPY, ""), ("claims", ANY, 0, ""),
         ("tail", ANY, COPY, "the output's last lines of a crash"), ("stale_of", ANY, COPY, ""),
         ("baseline", ANY, 0, ""), ("remeasured", ANY, 0, "replayed on a newer frontier"))),
@@ -232,17 +232,18 @@ def _kind(types: tuple) -> str:
 
 
 def markdown(table: dict | None = None) -> str:
-    """The event table of docs/file-format.md (one row per type: its fields, then its note)."""
+    """The event table of docs/file-format.md: per type, its fields (`` `name` type, required — note``)
+    and then the type's note."""
     rows = ["| type | data |", "|---|---|"]
     for etype, (note, fields) in (EVENTS if table is None else table).items():
         cells = []
         for name, types, flags, fnote in fields:
-            bits = [b for b in (_kind(types), "required" if flags & REQ else "",
-                                "of strings" if flags & STRS and types else "", fnote) if b]
-            cells.append(f"{name} ({'; '.join(bits)})" if bits else name)
+            kind = ", ".join(b for b in (_kind(types) + (" (strings)" if flags & STRS else "") if types else "",
+                                         "required" if flags & REQ else "") if b)
+            cells.append(" ".join(b for b in (f"`{name}`", kind, f"— {fnote}" if fnote else "") if b))
         where = " (evidence.jsonl)" if etype in EVIDENCE_STREAM else ""
-        text = ", ".join(cells) or "—"
+        text = "; ".join(cells)
         if note:
-            text = f"{text}: {note}" if cells else note
-        rows.append(f"| `{etype}`{where} | {text} |")
+            text = f"{text}. {note[0].upper()}{note[1:]}" if cells else note[0].upper() + note[1:]
+        rows.append(f"| `{etype}`{where} | {text or '—'} |")
     return "\n".join(rows)
