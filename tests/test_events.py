@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -104,10 +105,10 @@ def test_a_line_that_breaks_its_row_is_a_bad_line_and_never_written(project, ety
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="o", goal_id="g1")
     path = store.path("events.jsonl")
-    before = open(path, "rb").read()
+    before = Path(path).read_bytes()
     with pytest.raises(ValueError, match=why):
         store.transact(lambda s, now: [Draft(etype, "g1", data)], actor=H)
-    assert open(path, "rb").read() == before  # refused before a byte was written
+    assert Path(path).read_bytes() == before  # refused before a byte was written
     assert store.load()["goals"]["g1"]["objective"] == "o"
 
 
