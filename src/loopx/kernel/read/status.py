@@ -87,8 +87,8 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if not open_like and (any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values())
                           or any(t.get("every") for t in groups["done"])):
         return "watching: `loopx quota should-run` runs due checks and reopens recurring todos (`loopx watch list`)"
-    if not open_like and groups["done"]:
-        return f"goal looks complete: loopx goal done {gid}"
+    if not open_like and (groups["done"] or state.get("closed", {}).get(gid, {}).get("done")):  # a live view counts
+        return f"goal looks complete: loopx goal done {gid}"                                    # the done it left out
     if groups["blocked"] and not groups["open"]:
         return f"unblock a todo: loopx todo update {groups['blocked'][0]['id']} --reopen"
     return f'loopx todo add "first step" --goal-id {gid}'

@@ -61,6 +61,7 @@ from loopx.kernel.storage import actors, events, trialfold
 REVISION = 12
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
+EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
 DECIDED = ("approved", "rejected")
 
 
@@ -169,7 +170,7 @@ def _horizons(state: dict) -> dict:
     return out
 
 
-def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
+def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = EVIDENCE_KEPT) -> dict:
     """The part of ``state`` that is still moving, from the full state or from an earlier live view
     (pruning again only moves more records out; the counts add up):
 
@@ -246,12 +247,18 @@ def _live_evidence(state: dict, keep_evidence: int, out: dict) -> dict:
             key = (e["goal"], e["command"])
             if key not in checks or e.get("seq", 0) >= checks[key].get("seq", 0):
                 checks[key] = e
-    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
-    for e in checks.values():
-        evidence[e["id"]] = e
+    # the newest by seq, as queries.recent_evidence reads them (a view's insertion order is not the
+    # log's: the checks it kept come after the records kept with them)
+    keep = {e["id"] for evs in per_goal.values() for e in sorted(evs, key=_seq)[-keep_evidence:]}
+    keep.update(e["id"] for e in checks.values())
+    evidence = {k: e for k, e in state["evidence"].items() if k in keep}
     out["hidden"] += len(state["evidence"]) - len(evidence)
     out["evidence"] = evidence
     return checks
+
+
+def _seq(rec: dict) -> int:
+    return rec.get("seq", 0)
 
 
 def _live_runs(state: dict, horizon: dict, todos: dict, checks: dict, out: dict) -> dict:
@@ -862,7 +869,7 @@ def version(table: dict | None = None) -> str:
     """The fold's version: ``REVISION``, the digest of the event table (default ``events.EVENTS``)
     and the numbers of what the folded state and the live view keep. A cached snapshot, live view
     or checkpoint made under another version is stale and rebuilt from the log."""
-    keeps = (HANDOFF_KEEP, APPROVALS_KEPT, STALL_KEEP, NOTICE_KEEP, trialfold.LIVE_TRIALS, sorted(NOTICE_REASONS))
+    keeps = (HANDOFF_KEEP, APPROVALS_KEPT, EVIDENCE_KEPT, STALL_KEEP, NOTICE_KEEP, trialfold.LIVE_TRIALS, sorted(NOTICE_REASONS))
     return f"{REVISION}.{events.digest(table)}.{events.crc(repr(keeps))}"
 
 
