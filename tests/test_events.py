@@ -40,7 +40,7 @@ def test_every_event_type_has_one_row_and_one_reducer():
     for etype, (_, fields) in events.EVENTS.items():
         names = [f[0] for f in fields]
         assert len(names) == len(set(names)), etype
-        assert all(t in (str, int, float, list, dict, bool, type(None)) for f in fields for t in f[1]), etype
+        assert all(f[1] in ("", "s", "n", "l", "d", "b") or (len(f[1]) == 2 and f[1][1] == "?") for f in fields), etype
     assert events.EVIDENCE_STREAM == ("evidence.added",)
 
 
@@ -57,9 +57,6 @@ def test_a_new_field_is_one_row_and_the_docs_check_and_fold_version_follow(monke
 
     assert fold.version(table) != fold.FOLD_VERSION == fold.version()
     assert events.digest(table) != events.digest()
-    # a reworded note alone rebuilds nothing
-    reworded = {**events.EVENTS, "goal.paused": ("paused by a human", events.EVENTS["goal.paused"][1])}
-    assert fold.version(reworded) == fold.FOLD_VERSION
 
     gen = _gen_events()
     doc = (REPO / "docs" / "file-format.md").read_text(encoding="utf-8")
@@ -69,8 +66,8 @@ def test_a_new_field_is_one_row_and_the_docs_check_and_fold_version_follow(monke
 
     # the reducer and the line check follow the table
     monkeypatch.setattr(events, "EVENTS", table)
-    monkeypatch.setattr(fold, "COPIED", {t: events.copied(t) for t in table})
-    monkeypatch.setattr(fold, "_PLANS", events.plans())
+    monkeypatch.setattr(events, "_COPIED", {})
+    monkeypatch.setattr(fold, "_PLANS", None)
     state = fold.empty()
     rec = {"type": "goal.started", "goal": "g1", "ts": "2026-01-01T00:00:00Z", "seq": 1, "data": {"objective": "x"}}
     fold.apply(state, rec)

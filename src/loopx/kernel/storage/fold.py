@@ -349,8 +349,9 @@ def _live_ledgers(state: dict, now_iso: str | None, out: dict) -> None:
 
 
 # The field types and required ids of each event (loopx.kernel.storage.events), as
-# (key, types, required, list of strings) per type, built once: check_shape runs on every line read
-_PLANS = events.plans()
+# (key, types, required, list of strings) per type, built on the first check (check_shape runs on
+# every line read; a read that folds no line never builds it)
+_PLANS: dict | None = None
 _ABSENT = object()
 
 
@@ -369,6 +370,9 @@ def check_data(event_type: str, data: dict) -> None:
     """Raise ValueError when ``data`` breaks the fields ``events.EVENTS`` declares for
     ``event_type`` (a required id missing, a value of the wrong type, a list of non-strings).
     A type the table does not declare passes (folding counts it as unknown)."""
+    global _PLANS
+    if _PLANS is None:
+        _PLANS = events.plans()
     plan = _PLANS.get(event_type)
     if plan:
         for key, types, required, strs in plan:
@@ -382,13 +386,9 @@ def check_data(event_type: str, data: dict) -> None:
                 raise ValueError(f"{event_type}: {key!r} must list strings")
 
 
-# per event type, the fields its reducer copies as they are (events.COPY), in table order
-COPIED = {t: events.copied(t) for t in events.EVENTS}
-
-
 def _copy(target: dict, r: dict, d: dict) -> None:
     """Copy into ``target`` the fields of ``d`` that ``r``'s type declares ``COPY`` and ``d`` has."""
-    for k in COPIED[r["type"]]:
+    for k in events.copied(r["type"]):
         if k in d:
             target[k] = d[k]
 
@@ -460,7 +460,7 @@ def _goal_status(status):
 
 def _scope_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in COPIED["scope.set"]:
+    for k in events.copied("scope.set"):
         if k in d:
             g["scope"][k] = list(d[k])
     g["updated"] = r["ts"]
@@ -710,7 +710,7 @@ def _run_handed_over(s, r, d):
 
 
 def _run_attached(s, r, d):
-    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in COPIED[r["type"]]}
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in events.copied(r["type"])}
 
 
 def _quota_spent(s, r, d):
@@ -765,7 +765,7 @@ def _watch_status(status):
 def _watch_result(fired):
     def reducer(s, r, d):
         w = s["watches"][d["watch_id"]]
-        w["last"] = {k: d.get(k) for k in COPIED[r["type"]]}
+        w["last"] = {k: d.get(k) for k in events.copied(r["type"])}
         w["last"]["ts"] = r["ts"]
         w["failing"] = bool(d.get("failing"))
         if fired:
@@ -870,7 +870,7 @@ def version(table: dict | None = None) -> str:
     and the numbers of what the folded state and the live view keep. A cached snapshot, live view
     or checkpoint made under another version is stale and rebuilt from the log."""
     keeps = (HANDOFF_KEEP, APPROVALS_KEPT, EVIDENCE_KEPT, STALL_KEEP, NOTICE_KEEP, trialfold.LIVE_TRIALS, sorted(NOTICE_REASONS))
-    return f"{REVISION}.{events.digest(table)}.{events.crc(repr(keeps))}"
+    return f"{REVISION}.{events.digest(table)}.{events.crc(repr(keeps).encode())}"
 
 
 # what every cache of folded state is stamped with (store: snapshots and checkpoints)

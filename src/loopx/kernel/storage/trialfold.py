@@ -31,9 +31,6 @@ from loopx.kernel.storage import events
 LIVE_TRIALS = 40
 DECISIONS = ("keep", "discard", "crash", "stale")
 
-_RECORDED_COPY = events.copied("trial.recorded")  # the plain fields of a trial (events.COPY)
-
-
 def _exp(s, gid):
     return s["experiments"][gid]
 
@@ -74,7 +71,7 @@ def _recorded(s, r, d):
     e = _exp(s, gid)
     tid = d["trial_id"]
     decision = d["decision"]
-    t = {k: d.get(k) for k in _RECORDED_COPY}
+    t = {k: d.get(k) for k in events.copied("trial.recorded")}  # the plain fields of a trial (events.COPY)
     t.update(id=tid, goal=gid, decision=decision, metrics=dict(d.get("metrics") or {}),
              claims=dict(d.get("claims") or {}), baseline=bool(d.get("baseline")),
              remeasured=bool(d.get("remeasured")), ts=r["ts"], seq=r["seq"])
