@@ -23,7 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 
 from conftest import human_channel
 from loopx.errors import LoopxError
-from loopx.kernel.policy import decide, guard, packet, turn
+from loopx.guard import verdicts as guard
+from loopx.kernel.policy import decide, packet, turn
 from loopx.kernel.read import budget, fingerprint, notices, queries, stall, status
 from loopx.kernel.storage import actors, clock, fold
 from loopx.kernel.storage.store import Store
