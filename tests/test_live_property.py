@@ -280,6 +280,6 @@ def test_every_reader_gives_the_same_answer_on_the_live_view_and_the_full_state(
     monkeypatch.setattr(fold, "APPROVALS_KEPT", 1)  # so a few gates are enough to leave approvals out
     monkeypatch.delenv("LOOPX_NOW", raising=False)
     run_state_machine_as_test(LiveViewMachine, settings=settings(
-        max_examples=10, stateful_step_count=30, deadline=None, derandomize=True, database=None,
+        max_examples=25, stateful_step_count=40, deadline=None, derandomize=True, database=None,
         suppress_health_check=list(HealthCheck)))
 
