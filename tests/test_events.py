@@ -142,3 +142,15 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
     with open(store.path("cache", SNAPSHOT_FILE), "rb") as fh:
         assert marshal.loads(fh.read())["fold"] == newer
     assert os.path.exists(store.path("cache", LIVE_FILE))
+
+
+def test_every_field_a_reducer_reads_is_declared():
+    """A reducer that reads ``d["x"]`` or ``d.get("x")`` of a field no row declares fails here: the
+    field's type, the docs and FOLD_VERSION would not know it."""
+    import re
+
+    declared = {f[0] for _, fields in events.EVENTS.values() for f in fields}
+    src = "".join((REPO / "src" / "loopx" / "kernel" / "storage" / name).read_text()
+                  for name in ("fold.py", "trialfold.py"))
+    read = set(re.findall(r'\bd(?:\.get)?[\[(]"(\w+)"', src))
+    assert read and read <= declared, sorted(read - declared)

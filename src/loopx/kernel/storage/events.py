@@ -138,7 +138,9 @@ EVENTS: dict[str, tuple[str, tuple]] = {
         ("reaped", "", 0, "closed by the reaper: its lease ended"), *_REPORT)),
     "run.reported": ("what a run cost and changed, reported after it finished", (_RUN, *_REPORT)),
     "quota.spent": ("", (("run_id", "s?", REQ, "null: not a run's"), ("slots", "n", 0, ""))),
-    "decision.recorded": ("the should-run decision, written only when it changes", ()),
+    "decision.recorded": ("the should-run decision with all its fields, written only when it changes", (
+        ("decision", "", 0, "run, wait, stop, …"), ("reason", "", 0, "docs/loop.md's reason table"),
+        ("message", "", 0, ""))),
     # ------------------------------------------------------------------ the store
     "store.repaired": ("", (("file", "", 0, ""), ("bytes", "", 0, ""), ("offset", "", 0, ""),
                             ("quarantine", "", 0, ""))),
