@@ -46,7 +46,10 @@ import at start-up):
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
 Reducers never raise on well-formed records: validation happens before a write, and a record
-that refers to an unknown id is ignored (it is still counted).
+that refers to an unknown id is ignored (it is still counted). What a well-formed record of each
+type carries is declared once, in loopx.kernel.storage.events: ``check_shape`` (every line read),
+the store's writer (every line written), the reducers' plain field copies (``_copy``) and
+``FOLD_VERSION`` all come from that table.
 """
 
 from __future__ import annotations
