@@ -249,8 +249,7 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
     ``facts`` (doctor's one pass over the log, ``ops.segscan.AnchorFacts``) answers the log's side
     instead of reading the whole log again: ``last_seq`` {(node, stream): seq}, ``newest`` {node:
     hlc}, ``repaired`` {(stream, seq)} and ``hashes(keys)`` {(node, stream, seq): hex}."""
-    from loopx.kernel.storage import chain
-
+    several = False
     if not strict:
         from loopx.kernel.storage import machines
 
@@ -263,30 +262,11 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
                 wanted[(node, h.get("stream"), h["seq"])] = ""
     if not wanted:
         return None
-    last_seq: dict[tuple, int] = {}
-    newest: dict[str, list] = {}  # node -> its newest clock in this log
-    repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
     if facts is not None:
-        last_seq, newest, repaired = facts.last_seq, facts.newest, facts.repaired
+        log = _LogFacts(facts.last_seq, facts.newest, facts.repaired)
         wanted.update(facts.hashes(set(wanted)))
-    for log_name in (("events", "evidence") if facts is None else ()):
-        for _key, s, seq, rec, line in chain._records(store, log_name):
-            if b'"store.repaired"' in line:
-                try:
-                    data = store.decode(line.rstrip(b"\n")).get("data") or {}
-                    name = str(data.get("file") or "").split(".")[0]
-                    repaired.update((name, q) for q in data.get("seqs") or [] if isinstance(q, int))
-                except ValueError:
-                    pass
-            node = rec.get("node")
-            if node is None:
-                continue
-            last_seq[(node, s)] = max(seq, last_seq.get((node, s), 0))
-            hlc = rec.get("hlc")
-            if isinstance(hlc, list) and (node not in newest or hlc > newest[node]):
-                newest[node] = hlc
-            if (node, s, seq) in wanted:
-                wanted[(node, s, seq)] = chain.line_hash(line)
+    else:
+        log = _read_log(store, wanted)
     good: dict[tuple, int] = {}
     excused = None
     for a in sorted(anchors, key=lambda a: a.get("at") or ""):
@@ -300,23 +280,77 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
                 continue
             writer = a.get("node")
             if (not found and not strict and node != here and (writer != here if writer else several)
-                    and (node not in newest or not isinstance(h.get("hlc"), list) or h["hlc"] > newest[node])):
+                    and _not_here_yet(log.newest, node, h)):
                 continue  # another machine's view of a node whose newest records have not come here yet
-            after = good.get((node, stream), 0)
-            if (stream, seq) in repaired:
-                excused = excused or {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",
-                                      "reason": f"{stream} seq {seq} of node {node}, anchored at {a.get('at')}, was a "
-                                                "damaged line that `doctor --fix` moved to .loopx/quarantine/ (a "
-                                                "store.repaired record says so); compare the quarantined line"}
-                continue
-            if not found:
-                first = last_seq.get((node, stream), 0) + 1
-                return {"node": node, "stream": stream, "seq": min(first, seq), "after_seq": after,
-                        "kind": "truncated",
-                        "reason": f"the log has no {stream} seq {seq} of node {node}, anchored at {a.get('at')}: "
-                                  f"the records from {stream} seq {min(first, seq)} on were cut off or removed"}
-            return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "rewritten",
-                    "reason": f"{stream} seq {seq} of node {node} is not the record anchored at {a.get('at')}: "
-                              f"the history was rewritten or forged, starting after seq {after} and at or "
-                              f"before seq {seq}"}
+            failure = _failure(a, node, stream, seq, bool(found), good.get((node, stream), 0), log)
+            if failure["kind"] != "repaired":
+                return failure
+            excused = excused or failure
     return excused
+
+
+class _LogFacts:
+    """The log's side of ``compare``: ``last_seq`` {(node, stream): seq}, ``newest`` {node: hlc},
+    ``repaired`` {(stream, seq)} of lines `doctor --fix` moved to quarantine/."""
+
+    __slots__ = ("last_seq", "newest", "repaired")
+
+    def __init__(self, last_seq: dict, newest: dict, repaired: set) -> None:
+        self.last_seq, self.newest, self.repaired = last_seq, newest, repaired
+
+
+def _read_log(store, wanted: dict[tuple, str]) -> _LogFacts:
+    """One pass over both streams: the log's facts, and the hash of each ``wanted`` record filled in."""
+    from loopx.kernel.storage import chain
+
+    log = _LogFacts({}, {}, set())
+    for log_name in ("events", "evidence"):
+        for _key, s, seq, rec, line in chain._records(store, log_name):
+            if b'"store.repaired"' in line:
+                log.repaired.update(_repaired_seqs(store, line))
+            node = rec.get("node")
+            if node is None:
+                continue
+            log.last_seq[(node, s)] = max(seq, log.last_seq.get((node, s), 0))
+            hlc = rec.get("hlc")
+            if isinstance(hlc, list) and (node not in log.newest or hlc > log.newest[node]):
+                log.newest[node] = hlc
+            if (node, s, seq) in wanted:
+                wanted[(node, s, seq)] = chain.line_hash(line)
+    return log
+
+
+def _repaired_seqs(store, line: bytes) -> list[tuple]:
+    """(stream, seq) of each line a ``store.repaired`` record moved to quarantine/, or []."""
+    try:
+        data = store.decode(line.rstrip(b"\n")).get("data") or {}
+    except ValueError:
+        return []
+    name = str(data.get("file") or "").split(".")[0]
+    return [(name, q) for q in data.get("seqs") or [] if isinstance(q, int)]
+
+
+def _not_here_yet(newest: dict, node: str, head: dict) -> bool:
+    """True when the anchored ``head`` of ``node`` is newer than anything of ``node`` this log holds."""
+    return node not in newest or not isinstance(head.get("hlc"), list) or head["hlc"] > newest[node]
+
+
+def _failure(a: dict, node: str, stream, seq: int, found: bool, after: int, log: _LogFacts) -> dict:
+    """How the anchored record (node, stream, seq) of anchor ``a`` fails: ``kind`` "repaired" (a
+    line ``doctor --fix`` quarantined: excused unless something else fails), "truncated" or
+    "rewritten"; ``after`` is the newest anchored seq of that node and stream that still matches."""
+    if (stream, seq) in log.repaired:
+        return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",
+                "reason": f"{stream} seq {seq} of node {node}, anchored at {a.get('at')}, was a "
+                          "damaged line that `doctor --fix` moved to .loopx/quarantine/ (a "
+                          "store.repaired record says so); compare the quarantined line"}
+    if not found:
+        first = log.last_seq.get((node, stream), 0) + 1
+        return {"node": node, "stream": stream, "seq": min(first, seq), "after_seq": after,
+                "kind": "truncated",
+                "reason": f"the log has no {stream} seq {seq} of node {node}, anchored at {a.get('at')}: "
+                          f"the records from {stream} seq {min(first, seq)} on were cut off or removed"}
+    return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "rewritten",
+            "reason": f"{stream} seq {seq} of node {node} is not the record anchored at {a.get('at')}: "
+                      f"the history was rewritten or forged, starting after seq {after} and at or "
+                      f"before seq {seq}"}
