@@ -6,6 +6,7 @@ import os
 
 from loopx.commands import add
 from loopx.errors import UsageError
+from loopx.kernel.storage import layout
 from loopx.output import safe
 
 
@@ -57,7 +58,7 @@ def _check_replacement(ctx, project: str, inner: str) -> None:
     if not known:
         return
     try:
-        with open(os.path.join(inner, "format.json"), encoding="utf-8") as fh:
+        with open(os.path.join(inner, layout.FORMAT), encoding="utf-8") as fh:
             current = json.load(fh).get("project_id")
     except (OSError, ValueError, AttributeError):
         current = None

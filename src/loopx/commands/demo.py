@@ -20,6 +20,7 @@ from loopx.commands.demokit import git as _git
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
 from loopx.config import env
+from loopx.kernel.storage import layout
 
 GOAL = "demo"
 TODOS = [
@@ -71,7 +72,7 @@ def default_dir() -> str:
 
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "demo")
+    return os.path.join(data_home(), layout.DEMO)
 
 
 def demo(ctx, dir=None, approve=False, timeout="5m", research=False):

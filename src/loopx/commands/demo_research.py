@@ -20,6 +20,7 @@ import sys
 from loopx.commands.demokit import agent_session as _agent_session  # the two demos share these
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
+from loopx.kernel.storage import layout
 
 GOAL = "knn"
 
@@ -27,7 +28,7 @@ GOAL = "knn"
 def default_dir() -> str:
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "demo-research")
+    return os.path.join(data_home(), layout.DEMO_RESEARCH)
 
 
 def setup(path, actor: str) -> dict:

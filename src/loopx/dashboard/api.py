@@ -18,7 +18,7 @@ import time
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
-from loopx.kernel.storage import actors
+from loopx.kernel.storage import actors, layout
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.registry import project_key
 
@@ -45,7 +45,7 @@ class ApiError(Exception):
 
 def _sig(root: str) -> tuple:
     out: list[tuple[int, int] | None] = []
-    for name in ("events.jsonl", "evidence.jsonl", "format.json"):
+    for name in (*map(layout.open_log, layout.STREAMS), layout.FORMAT):
         try:
             st = os.stat(os.path.join(root, name))
             out.append((st.st_size, st.st_mtime_ns))

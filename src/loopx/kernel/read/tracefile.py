@@ -46,7 +46,7 @@ def load(path: str) -> dict:
 def rows(archive: dict):
     """Yield ``(n, row, rec | None, problem | None)`` for each line of records.jsonl: ``rec`` is the
     decoded record of a full or redacted row (None for a stub), ``problem`` says why a row is unusable."""
-    from loopx.kernel.storage.store import decode
+    from loopx.kernel.storage.codec import decode
 
     text = archive["files"].get("records.jsonl", b"").decode("utf-8", "replace")
     for n, raw in enumerate(text.splitlines(), 1):

@@ -22,44 +22,34 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import gitcli, layout
+
 REF = "refs/loopx/anchors"
 NODE_REFS = "refs/loopx/node-anchors/"  # on a remote, per node, when several machines write the store
 DAY = 86400.0
 _ZERO = "0" * 40
-_GIT_ENV = {"GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
-            "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost"}
 
 
 def data_path(project_id: str) -> str:
     """``data_home()/anchors/<project_id>.jsonl``."""
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "anchors", f"{project_id}.jsonl")
+    return os.path.join(data_home(), layout.anchors(project_id))
 
 
 def git_dir_of(project_dir: str) -> str | None:
-    """The directory holding ``.git`` (a folder, or a worktree's file) at or above ``project_dir``,
-    or None when the project is not in a git repository. Cheap: stats only."""
-    d = os.path.abspath(project_dir)
-    while True:
-        if os.path.exists(os.path.join(d, ".git")):
-            return d
-        up = os.path.dirname(d)
-        if up == d:
-            return None
-        d = up
+    """The work tree top holding ``project_dir`` (``gitcli.checkout``), or None outside git."""
+    return gitcli.checkout(project_dir)
 
 
 def git(cwd: str, *args: str, data: bytes | None = None, timeout: float = 20.0) -> str:
-    """Run git in ``cwd``; stdout stripped. Raises OSError (git missing), RuntimeError (non-zero exit)
-    or subprocess.TimeoutExpired."""
-    import subprocess
-
-    env = dict(os.environ, **_GIT_ENV, GIT_TERMINAL_PROMPT="0")
-    p = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, timeout=timeout, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
-    return p.stdout.decode("utf-8", "replace").strip()
+    """Run git in ``cwd`` as loopx (its own commit identity); stdout stripped. Raises
+    gitcli.GitUnavailable (an OSError: git missing, or past ``timeout``) or RuntimeError (a
+    non-zero exit, with git's message)."""
+    res = gitcli.run(cwd, *args, data=data, timeout=timeout, identity=True)
+    if not res.ok:
+        raise RuntimeError(res.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
+    return res.out
 
 
 def _payload(store, reason: str) -> dict:
@@ -193,11 +183,8 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
     commits = git(cwd, "rev-list", "--first-parent", f"--max-count={limit}", tip).split()
     if not commits:
         return tip, []
-    import subprocess
-
     req = "".join(f"{c}:{project_id}.json\n" for c in commits).encode()
-    p = subprocess.run(["git", "cat-file", "--batch"], cwd=cwd, input=req, capture_output=True, timeout=30)
-    data, out, seen = p.stdout, [], set()
+    data, out, seen = gitcli.run(cwd, "cat-file", "--batch", data=req, timeout=30).stdout, [], set()
     i = 0
     while i < len(data):
         nl = data.index(b"\n", i)
@@ -222,10 +209,7 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
 
 def is_ancestor(cwd: str, older: str, newer: str) -> bool:
     """True when commit ``older`` is in ``newer``'s history."""
-    import subprocess
-
-    return subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=cwd,
-                          capture_output=True, timeout=20).returncode == 0
+    return gitcli.run(cwd, "merge-base", "--is-ancestor", older, newer, timeout=20).ok
 
 
 # ----------------------------------------------------------------------------------- checking

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 
-NODE_FILE = "node"
 _HEX = frozenset("0123456789abcdef")
 
 
