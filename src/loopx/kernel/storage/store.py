@@ -17,6 +17,13 @@ connect`` sets for ``.loopx/*.jsonl``): both sides' new lines, each side's in it
 again in ``order_key`` order with duplicate ids dropped (``merged`` in the file's meta), so every
 clone with the same records computes the same state whatever order git wrote them in; the next
 ``seq`` is one above the largest, a Lamport clock over the clones.
+
+The store's parts, each in its own module: ``layout`` (every path), ``codec`` (a record as its
+line: encode, decode, CRC, the chain fields), ``logfold`` (folding the files from an offset,
+the merged order), ``caches`` (the snapshot, the live view, the checkpoints), ``fs`` (the atomic
+write and the lock). ``Store`` holds one ``.loopx/``: opening and creating it, its format and node
+id, the read-only rule, ``load``/``read``, ``transact`` (lock, repair, migrate, housekeeping,
+plan, append, rotate), iteration over the lines and the blobs.
 """
 
 from __future__ import annotations
