@@ -3,7 +3,7 @@ the anchored hashes, in parallel over the closed segments.
 
 The log is cut into *units* (pieces of at most ``UNIT_BYTES`` of a file, ending on a line end);
 ``scan_unit`` reads one unit, ``CHUNK`` bytes at a time, and checks each line once (CRC, JSON, the
-record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
+record's shape and chain fields; ``codec.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
 - counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
@@ -227,8 +227,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         rec = None
         head = None  # (seq, node, hlc, prev) as chain.verify reads them
         fast = False
-        # the fast path accepts only lines store.decode accepts (a line as loopx writes it, its chain
-        # fields checked as chain.check_fields does); store.decode decides every other line
+        # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
+        # fields checked as chain.check_fields does); codec.decode decides every other line
         if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
             try:
                 if crc32(body[:-18]) == int(body[-10:-2], 16):
@@ -245,7 +245,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                             if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
                                     or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
                                     or not (prev is None or (type(prev) is str and len(prev) == 64)):
-                                check_fields(obj)  # raises: the same message as store.decode
+                                check_fields(obj)  # raises: the same message as codec.decode
                             if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
                                     and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
                                 head = (obj["seq"], node, hlc, prev)  # what the header says too

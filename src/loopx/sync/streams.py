@@ -138,7 +138,7 @@ def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[st
     records) and whose id is not in ``skip_ids``: {stream: [(id, node, line)]}, each id once."""
     from json import loads
 
-    from loopx.kernel.storage.store import decode
+    from loopx.kernel.storage.codec import decode
 
     out: dict[str, list[tuple]] = {}
     seen = set()

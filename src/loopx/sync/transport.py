@@ -14,7 +14,7 @@ Layout on the remote (plain git objects; nothing in the working tree or on a bra
 
 Other nodes' records are fetched into ``refs/loopx/fetched/*`` and appended verbatim to the local
 streams (ids already present are skipped); the store then folds the union in ``(hlc, node, id)``
-order (``store.order_key``), so every clone holding the same records computes the same state.
+order (``codec.order_key``), so every clone holding the same records computes the same state.
 Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the hooks never call this.
 """
 

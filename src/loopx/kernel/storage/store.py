@@ -35,7 +35,7 @@ from loopx.config import env
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
-from loopx.kernel.storage.codec import clean, decode, encode, order_key, record  # noqa: F401 - order_key: the store's fold order, re-exported
+from loopx.kernel.storage.codec import clean, decode, encode, record
 from loopx.kernel.storage.fs import atomic_write, find_root, locked
 from loopx.kernel.storage.layout import DIRNAME, STREAMS
 
