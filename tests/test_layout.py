@@ -43,13 +43,13 @@ def _layout_names() -> set[str]:
     for k, v in vars(layout).items():
         if k.isupper() and isinstance(v, str) and "." in v.rsplit("/", 1)[-1]:
             out.add(v.rsplit("/", 1)[-1])
-    # config.toml is config.config_path's, outside .loopx/; ".gitignore" also names the project's own;
-    # ".loopx" is the folder's name, which the guard and the scope rules name as a place to protect
-    return out - {layout.CONFIG, layout.GITIGNORE, layout.DIRNAME}
+    # config.toml is config.config_path's, outside .loopx/; ".gitignore" also names the project's own
+    return out - {layout.CONFIG, layout.GITIGNORE}
 
 
-# a file name the guard protects wherever it lies (a basename, not a path of the layout)
-ALLOWED = {"projects.json": "guard"}
+# names the guard's rules match wherever they lie (a basename, a path part of a shell command), not
+# paths loopx opens; left to the guard's own tables (loopx/guard/)
+ALLOWED = {"projects.json": "guard/", layout.DIRNAME: "guard/"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

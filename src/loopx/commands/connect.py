@@ -21,7 +21,7 @@ def connect(ctx) -> dict:
     project = os.path.abspath(ctx.project or os.getcwd())
     if not os.path.isdir(project):
         raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
-    inner = os.path.join(project, ".loopx")
+    inner = os.path.join(project, layout.DIRNAME)
     if os.path.exists(inner) and not os.path.isdir(inner):
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
     _check_replacement(ctx, project, inner)

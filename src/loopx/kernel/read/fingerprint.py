@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import gitcli
+from loopx.kernel.storage import gitcli, layout
 
 GIT_TIMEOUT = 10.0
 
@@ -114,7 +114,7 @@ def _hash(head: bytes, refs: bytes, status: bytes, top: str, sha256) -> str:
         if len(entry) < 4:
             continue
         path = entry[3:].decode("utf-8", "replace")
-        if path == ".loopx" or path.startswith(".loopx/") or "/.loopx/" in f"/{path}":
+        if path == layout.DIRNAME or path.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{path}":
             continue
         stamp = ""
         if not path.endswith("/"):

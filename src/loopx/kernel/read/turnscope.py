@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 LIMIT = 50
 GIT_TIMEOUT = 30
 
@@ -102,7 +104,7 @@ def _outside_paths(project_dir: str, scope: dict, head: str | None) -> list[tupl
     out = []
     for p in paths:
         rel = _rel(project_dir, top, p)
-        if rel == ".loopx" or rel.startswith(".loopx/") or "/.loopx/" in f"/{rel}":
+        if rel == layout.DIRNAME or rel.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{rel}":
             continue
         if not sc.check(scope, rel)["inside"]:
             out.append((rel, _stamp(top, p)))

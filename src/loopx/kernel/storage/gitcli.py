@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 
 from loopx.errors import Conflict
+from loopx.kernel.storage import layout
 from loopx.kernel.storage.fs import find_up
 
 TYPE_CHECKING = False  # `typing` costs the hot commands start-up time; annotations are strings
@@ -134,7 +135,7 @@ def worktree_dirs(cwd: str) -> tuple[str, str, str] | None:
     p = os.path.realpath(cwd)
     parts = p.split(os.sep)
     for i in range(len(parts) - 2):
-        if parts[i] == ".loopx" and parts[i + 1] == "worktrees" and i + 2 < len(parts):
+        if parts[i] == layout.DIRNAME and parts[i + 1] == layout.WORKTREES and i + 2 < len(parts):
             run = parts[i + 2]
             project_top = os.sep.join(parts[:i]) or os.sep
             g = git_dir(project_top)
