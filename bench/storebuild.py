@@ -24,7 +24,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
 from loopx.kernel.storage import caches, clock, fold, layout, logfold  # noqa: E402
-from loopx.kernel.storage.store import SEGMENT_BYTES, Store, encode  # noqa: E402
+from loopx.kernel.storage.codec import encode  # noqa: E402
+from loopx.kernel.storage.store import SEGMENT_BYTES, Store  # noqa: E402
 
 AGENTS = ["claude-code", "codex", "cursor", "shell"]
 MEAN_STEP = 62.5  # seconds between events, the mean of randint(5, 120)
