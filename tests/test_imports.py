@@ -46,6 +46,8 @@ HOT_MODULES = frozenset({
     "loopx.kernel.read.worktrees",
     "loopx.kernel.reasons",
     "loopx.kernel.storage", "loopx.kernel.storage.actors", "loopx.kernel.storage.agentproc",
+    "loopx.kernel.storage.caches", "loopx.kernel.storage.codec", "loopx.kernel.storage.gitcli",
+    "loopx.kernel.storage.layout", "loopx.kernel.storage.logfold",
     "loopx.kernel.storage.anchors", "loopx.kernel.storage.chain", "loopx.kernel.storage.cjson",
     "loopx.kernel.storage.clock", "loopx.kernel.storage.events", "loopx.kernel.storage.fold", "loopx.kernel.storage.fs",
     "loopx.kernel.storage.ids", "loopx.kernel.storage.machines", "loopx.kernel.storage.redact",
