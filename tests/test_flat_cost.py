@@ -301,29 +301,61 @@ def test_a_runner_turn_reads_the_live_view_only(small):
     assert n == 0, n
 
 
+def _git_repo(proj: Path) -> None:
+    """``proj`` as a git repository with its files committed; the test's LOOPX_HOME (``home/``, in
+    the project only for the test's sake) is excluded, as a user's ``~/.loopx`` is outside it."""
+    env = subprocess_env({})
+    subprocess.run(["git", "init", "-q"], cwd=proj, env=env, check=True, capture_output=True)
+    with open(proj / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("/home/\n")
+    for args in (["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "tracked"]):
+        subprocess.run(["git", *args], cwd=proj, env=env, check=True, capture_output=True)
+
+
 def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     """`next` claiming a todo wrote the decision and the claim in two transactions and started four
     git processes for the fingerprint (HEAD, refs, status, top); `turn finish` four too."""
     import json
 
-    env = subprocess_env({})
-    for args in (["init", "-q"], ["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q",
-                                                      "-m", "tracked files"]):
-        subprocess.run(["git", *args], cwd=small, env=env, check=True, capture_output=True)
+    _git_repo(small)
     _full_reads(small, "todo", "add", "warm", "--goal-id", "goal-1", "--quiet")  # the day's anchor goes to git once
     counts: list = []
     agent = {"LOOPX_AGENT": "counted"}
     assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
     run = json.loads(LAST_OUT[0])["data"]
     assert run["started"] and run["decision"]["decision"] == "run"
-    # one transaction; two git processes: the fingerprint's `git status`, and the one that notes what
+    # one transaction; one git process: the fingerprint's `git status`, whose listing also says what
     # was already changed outside the goal's scope when the run opened (this goal has a scope;
     # kernel/read/turnscope.py); HEAD, refs and the top are read from git's files
-    assert counts[1:] == [1, 2], counts
+    assert counts[1:] == [1, 1], counts
     counts.clear()
     _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
                 loads=counts)
-    assert counts[2] == 2, counts  # the fingerprint's status and the scope check's (HEAD did not move: no diff)
+    assert counts[2] == 1, counts  # one status for the fingerprint and the scope check (HEAD did not move: no diff)
+
+
+def test_the_shared_git_status_still_sees_each_file_of_a_new_folder_outside_the_scope(small):
+    """The fingerprint's `git status` collapses a wholly untracked folder to `dir/`; the scope check
+    that reuses it must still name every file the turn created there (one more, narrow, `git status`
+    for such folders only), and nothing else."""
+    import json
+
+    _git_repo(small)
+    (small / "src").mkdir()
+    (small / "src" / "ok.py").write_text("x = 1\n")  # inside the scope (src/**): never named
+    agent = {"LOOPX_AGENT": "counted"}
+    _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent)
+    run = json.loads(LAST_OUT[0])["data"]
+    (small / "notes" / "deep").mkdir(parents=True)  # a new folder outside the scope, two files deep
+    (small / "notes" / "a.txt").write_text("a\n")
+    (small / "notes" / "deep" / "b.txt").write_text("b\n")
+    counts: list = []
+    _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--format", "json",
+                env=agent, loads=counts)
+    done = json.loads(LAST_OUT[0])["data"]
+    assert done["out_of_scope"] == ["notes/a.txt", "notes/deep/b.txt"], done
+    assert done["verified"] is False
+    assert counts[2] == 2, counts  # the shared status, and one for the collapsed folders
 
 
 def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores, monkeypatch):

@@ -21,9 +21,12 @@ gives the ``-c user.*`` options for a commit loopx makes where the user has no g
 from __future__ import annotations
 
 import os
-import subprocess
 
 from loopx.errors import Conflict
+
+TYPE_CHECKING = False  # no `typing` at run time (a hot path imports this module)
+if TYPE_CHECKING:  # imported by git() only: `next` and `turn finish` pin their one git call through env()
+    import subprocess
 
 SAFE_CONFIG = (("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false"))
 
@@ -102,6 +105,8 @@ def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0,
         hint: str = "see `git status` in the project") -> subprocess.CompletedProcess:
     """``git args`` in ``cwd`` with ``env(cwd)`` (module docstring); raises GitError when git
     cannot run, or exits non-zero and ``check``."""
+    import subprocess
+
     e = env(cwd)
     e["GIT_TERMINAL_PROMPT"] = "0"
     try:

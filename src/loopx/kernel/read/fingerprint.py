@@ -84,11 +84,20 @@ def git_part(project_dir: str | None) -> str:
     ``project_dir``: one ``git status`` call, the refs read from their files (``gitrefs``; four
     ``git`` calls where that reader defers to git); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
+    return git_facts(project_dir)[0]
+
+
+def git_facts(project_dir: str | None, env: dict | None = None) -> tuple[str, bytes | None]:
+    """``(git_part, the raw ``git status`` listing)``: the listing (``STATUS``'s ``-z`` output,
+    paths relative to the work tree's top) lets the scope check of the same moment
+    (``turnscope.start``/``outside``) reuse this one git process instead of starting its own; None
+    when there was no listing. ``env``: git's environment (default this process's; ``next`` and
+    ``turn finish`` pass ``loopx.sandbox.gitpin.env``, the folder's own git dirs)."""
     if not project_dir:
-        return ""
+        return "", None
     dot_git = _git_dir(project_dir)
     if dot_git is None:
-        return ""
+        return "", None
     from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
@@ -97,13 +106,13 @@ def git_part(project_dir: str | None) -> str:
         from loopx.kernel.storage import spawn
 
         try:
-            got = spawn.output(["git", "-C", project_dir, *STATUS], GIT_TIMEOUT)
+            got = spawn.output(["git", "-C", project_dir, *STATUS], GIT_TIMEOUT, env)
         except OSError:  # git not installed, or hung past the timeout
-            return ""
+            return "", None
         if got is not None:
             if got[0] != 0:
-                return ""
-            return _hash(known[0], known[1], got[1], known[2], sha256)
+                return "", None
+            return _hash(known[0], known[1], got[1], known[2], sha256), got[1]
     import subprocess
 
     try:
@@ -111,19 +120,19 @@ def git_part(project_dir: str | None) -> str:
             head, refs, top = known
         else:
             head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
-                                  capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
+                                  capture_output=True, timeout=GIT_TIMEOUT, env=env).stdout.strip()
             refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
                                    "refs/tags", "refs/stash"], cwd=project_dir, capture_output=True,
-                                  timeout=GIT_TIMEOUT).stdout
-        st = subprocess.run(["git", *STATUS], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
+                                  timeout=GIT_TIMEOUT, env=env).stdout
+        st = subprocess.run(["git", *STATUS], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT, env=env)
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return "", None
     if st.returncode != 0:
-        return ""
+        return "", None
     if known is None:
         top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
-                             timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
-    return _hash(head, refs, st.stdout, top, sha256)
+                             timeout=GIT_TIMEOUT, env=env).stdout.decode("utf-8", "replace").strip() or project_dir
+    return _hash(head, refs, st.stdout, top, sha256), st.stdout
 
 
 STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")
