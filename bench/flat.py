@@ -178,9 +178,10 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 build(root, size)
                 print(f"# built {size} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-            if not os.path.isdir(os.path.join(proj, ".git")):  # as users run it: a repository with tracked files
-                t = time.perf_counter()
-                make_repo(proj)
+            t = time.perf_counter()
+            fresh_repo = not os.path.isdir(os.path.join(proj, ".git"))
+            make_repo(proj)  # as users run it: a repository with tracked files (an existing one: its index refreshed)
+            if fresh_repo:
                 print(f"# committed the {size}-event project to git in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
             os.makedirs(os.path.join(proj, ".loopx", "cache"), exist_ok=True)

@@ -110,8 +110,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         return resumed
     # a `run` answer is recorded with the claim, in the claim's transaction (one lock, one write)
     git_once = _git_once(store.project_dir)  # the decision, the fingerprint and the scope share one `git status`
+    read_at: dict = {}  # where the files stood when the decision was evaluated (not for a cached answer)
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True,
-                          git=lambda: git_once()[0])
+                          git=lambda: git_once()[0], on_decided=lambda _st, state, _d: read_at.update(at=_files_at(state)))
     deferred = d.pop("record_deferred", False)
     out: dict = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
                  "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
@@ -140,9 +141,14 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
             # scheduler hint counts from the recorded decision
             seen = dict(state, decisions={**state["decisions"],
                                           recorded.goal or "*": dict(recorded.data, ts=clock.iso(now))})
-        again = decide.evaluate(hide_claims(seen, held) if held else seen, now, goal_id=gid, agent=agent,
-                                caller_path=decide.caller_path(),
-                                fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
+        if not held and read_at.get("at") == _files_at(state):
+            # nothing was written since the decision was evaluated (every writer appends under this
+            # lock): the same files give the same answer, and the todo it offers is still free
+            again = {k: v for k, v in d.items() if k not in ("recorded", "cached")}
+        else:
+            again = decide.evaluate(hide_claims(seen, held) if held else seen, now, goal_id=gid, agent=agent,
+                                    caller_path=decide.caller_path(),
+                                    fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
         lost = _lost_race(state, again, gid, want)
         if lost is not None:  # another writer got there first: report the new answer, start nothing
             out.update(lost, lost_race=True)
@@ -174,6 +180,12 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                                            clock.now(), out["mode"], fence=out["fence"], driven=driven), state)
     out.update(packet=p, packet_text=packet.render(p))
     return out
+
+
+def _files_at(state: dict) -> tuple:
+    """Where each stream of the store stood when ``state`` was read (segment, offset, lines)."""
+    return tuple((name, m.get("segments"), m.get("offset"), m.get("lines"))
+                 for name, m in sorted(state["meta"]["files"].items()))
 
 
 def _git_once(project_dir: str | None):
