@@ -395,3 +395,24 @@ def test_todo_done_reads_the_live_view_only(small):
     ev = json.loads(LAST_OUT[0])["data"]["evidence_id"]
     assert _full_reads(small, "todo", "done", tid, "--evidence", ev, "--format", "json") == 0
     assert json.loads(LAST_OUT[0])["data"]["todo_id"] == tid
+
+
+def test_plain_todo_list_reads_the_live_view_and_counts_the_done_todos_it_leaves_out(small):
+    """`todo list` without a filter listed every done todo of the history (a fold: 688 MB at 1M
+    events); it now lists the live view's todos (open work and the recently closed) and counts the
+    older done ones, which `--status done` (an explicit full report) lists."""
+    import json
+
+    assert _full_reads(small, "todo", "list", "--format", "json") == 0
+    plain = json.loads(LAST_OUT[0])["data"]
+    assert _full_reads(small, "todo", "list", "--status", "done", "--format", "json") == 1
+    every_done = json.loads(LAST_OUT[0])["data"]
+    listed_done = {t["id"] for t in plain["todos"] if t["status"] == "done"}
+    assert plain["older_done"] > 0
+    assert plain["older_done"] + len(listed_done) == every_done["count"]
+    assert listed_done <= {t["id"] for t in every_done["todos"]}
+    _full_reads(small, "todo", "list", "--status", "open", "--format", "json")
+    opened = {t["id"] for t in json.loads(LAST_OUT[0])["data"]["todos"]}
+    assert opened and opened <= {t["id"] for t in plain["todos"]}  # all open work is listed
+    assert _full_reads(small, "todo", "list") == 0
+    assert f"{plain['older_done']:,} older done todos not listed: `loopx todo list --status done`" in LAST_OUT[0]
