@@ -163,6 +163,9 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
     ("history",): ("history", "history", "render", "history",
                    {**_GOAL, "--since": ("since", None), "--type": ("type_prefix", None), "--limit": ("limit", None),
                     "--rounds": ("rounds", True), "--events": ("events", True), "<excl>": ("rounds", "events")}),
+    # an experiment's results, read after every trial (issue 20: 10,000 trials within 2x the bare start)
+    ("trial", "list"): ("trial", "trial_list", "render_list", "trial list", dict(_GOAL)),
+    ("experiment", "show"): ("experiment", "experiment_show", "render_show", "experiment show", dict(_GOAL)),
     ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
                        {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
                         "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
@@ -269,11 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
                               f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
         if fmt in TABULAR_FORMATS:
-            import importlib
-
             mod, fn = TABULAR[command]
-            output.print_text(getattr(importlib.import_module(f"loopx.commands.{mod}"), fn)(reply.data,
-                                                                                      TABULAR_FORMATS[fmt]).rstrip("\n"))
+            output.print_text(getattr(__import__(f"loopx.commands.{mod}", fromlist=[fn]), fn)(reply.data,
+                                                                                          TABULAR_FORMATS[fmt]).rstrip("\n"))
         elif fmt != "text":
             output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
                                               warnings=reply.warnings))
