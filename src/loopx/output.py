@@ -109,21 +109,31 @@ def encode(obj, ascii: bool) -> str:
 
 def print_json(doc, stream=None) -> None:
     """Write ``doc`` as one line of JSON. A value of ``doc["data"]`` that carries its own JSON text
-    (a ``json`` attribute: ``encode`` of it, cached by its command, as ``trial list`` does for
-    10,000 rows) is written as that text, not encoded again."""
+    (a ``json`` attribute: the UTF-8 bytes of ``encode`` of it, cached by its command, as ``trial
+    list`` does for 10,000 rows) is written as those bytes, not encoded again."""
     stream = stream or sys.stdout
     ascii = _ascii_only(stream)
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(data, dict):
         data = {}
-    known = {k: v.json for k, v in data.items() if getattr(v, "json", None) is not None}
+    known = [k for k, v in data.items() if getattr(v, "json", None) is not None]
     if not known:
         stream.write(encode(doc, ascii) + "\n")
-    else:  # each such value encoded as a unique placeholder string, then replaced by its text
-        text = encode({**doc, "data": {k: f"\0{k}\0" if k in known else v for k, v in data.items()}}, ascii)
-        for k, fragment in known.items():
-            text = text.replace(encode(f"\0{k}\0", ascii), fragment, 1)
-        stream.write(text + "\n")
+        stream.flush()
+        return
+    # the first such value encoded as a unique placeholder string, the text around it written as is
+    key = known[0]
+    text = encode({**doc, "data": {k: f"\0{k}\0" if k == key else v for k, v in data.items()}}, ascii)
+    head, tail = text.split(encode(f"\0{key}\0", ascii), 1)
+    stream.write(head)
+    stream.flush()
+    raw = getattr(stream, "buffer", None)
+    if raw is not None:
+        raw.write(data[key].json)
+        raw.flush()
+    else:
+        stream.write(data[key].json.decode("utf-8"))
+    stream.write(tail + "\n")
     stream.flush()
 
 

@@ -74,12 +74,13 @@ def _row(exp_metric, t):
 class Rows(list):
     """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
     so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
-    ``total``: the number of trials in it) from the rendered cache, or (json) the rows' JSON text
-    (``json``, written by ``loopx.output.print_json`` in their place); JSON-encodes as a plain list."""
+    ``total``: the number of trials in it) from the rendered cache, or (json) the rows' JSON as
+    UTF-8 bytes (``json``, written by ``loopx.output.print_json`` in their place); JSON-encodes as
+    a plain list."""
 
     cells: list | None = None
     text: str | None = None
-    json: str | None = None
+    json: bytes | None = None
     total: int = 0  # not ``count``: that is list.count
 
 
@@ -148,14 +149,24 @@ def _text_cache(store, gid: str, kind: str) -> str:
 
 
 def _read_text(store, gid: str, kind: str, key: list) -> str | None:
-    """The table (``txt``), results.tsv (``tsv``) or the rows' JSON (``json``) rendered for ``key``, or None."""
+    """The table (``txt``) or results.tsv (``tsv``) rendered for ``key``, or None."""
+    raw = _read_bytes(store, gid, kind, key)
     try:
-        with open(_text_cache(store, gid, kind), encoding="utf-8") as fh:
+        return None if raw is None else raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read_bytes(store, gid: str, kind: str, key: list) -> bytes | None:
+    """The cached rendering ``kind`` (``txt``, ``tsv``, ``json``: the rows' JSON) for ``key`` as
+    UTF-8 bytes, or None."""
+    try:
+        with open(_text_cache(store, gid, kind), "rb") as fh:
             head = fh.readline()
-            if head.rstrip("\n") != " ".join(map(str, [CACHE_VERSION, *key])):
+            if head.rstrip(b"\n") != " ".join(map(str, [CACHE_VERSION, *key])).encode():
                 return None
             return fh.read()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
 
 
@@ -183,10 +194,10 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     whole = kind is not None and decision is None and not limit
     key = [e["trials"], e["last_trial"]] + ([int(_ascii())] if kind == "json" else [])
     if whole:  # the rendered listing, as it was last rendered for this key
-        text = _read_text(store, gid, kind, key)
+        text = _read_bytes(store, gid, kind, key) if kind == "json" else _read_text(store, gid, kind, key)
         if text is not None:
             out = Rows()
-            if kind == "json":
+            if isinstance(text, bytes):
                 out.json = text
             else:
                 out.text = text
