@@ -16,6 +16,7 @@ load from other processes hits both alike:
   ``turn finish`` (``next`` before it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``pre-tool denied`` (``npm publish``, a protected
   action no human approved), ``stop``, ``session-start`` (Claude Code payloads);
+- ``todo list`` (no filter: the live view's todos, the older done ones counted);
 - ``history --limit 20``; ``connect (fresh clone)`` (``loopx connect`` in a ``git clone`` of the
   project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
   full read wrote ``cache/snapshot.bin``; three runs each: not a hot path, but one run on a shared
@@ -206,6 +207,8 @@ def main(argv=None) -> int:
                 ("todo add", lambda: (lx + ["todo", "add", "bench todo", "--goal-id", "goal-0", "--quiet"], None), None),
                 ("evidence add", lambda: (lx + ["evidence", "add", "--goal-id", "goal-0", "--kind", "note",
                                                 "--summary", "bench note", "--quiet"], None), None),
+                # plain `todo list`: the live view's todos and a count of the older done ones (issue 26)
+                ("todo list", lambda: (lx + ["todo", "list"], None), None),
             ]
             for name, fn, before in cases:
                 if want(name):

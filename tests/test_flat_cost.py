@@ -130,6 +130,7 @@ HOT = [
     (["evidence", "add", "--goal-id", "goal-0", "--kind", "note", "--summary", "s", "--quiet"], NOTHING, None, None),
     (["gate", "open", "--goal-id", "goal-3", "--kind", "custom", "--question", "q?", "--quiet"], NOTHING, None, None),
     (["history", "--limit", "20"], NOTHING, None, None),
+    (["todo", "list"], NOTHING, None, None),
     (["next", "--goal-id", "goal-1", "--format", "json"], NOTHING, None, "imports-next"),
     (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
