@@ -32,7 +32,13 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
-    return store.read(lambda state: _resume_on(state, actor, goal_id, driven))
+    return _resume_and_view(store, actor, goal_id, driven)[0]
+
+
+def _resume_and_view(store: Store, actor: str, goal_id: str | None, driven: bool) -> tuple[dict | None, dict]:
+    """``_resume``'s answer and the live view it was looked for in (``next`` decides on it too)."""
+    state = store.load(view="live")
+    return store.read(lambda st: _resume_on(st, actor, goal_id, driven), state), state
 
 
 def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> dict | None:
@@ -105,14 +111,15 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)
-    resumed = None if dry_run else _resume(store, actor, goal_id, driven)
+    resumed, seen = (None, None) if dry_run else _resume_and_view(store, actor, goal_id, driven)
     if resumed is not None:
         return resumed
     # a `run` answer is recorded with the claim, in the claim's transaction (one lock, one write)
     git_once = _git_once(store.project_dir)  # the decision, the fingerprint and the scope share one `git status`
     read_at: dict = {}  # where the files stood when the decision was evaluated (not for a cached answer)
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True,
-                          git=lambda: git_once()[0], on_decided=lambda _st, state, _d: read_at.update(at=_files_at(state)))
+                          git=lambda: git_once()[0], on_decided=lambda _st, state, _d: read_at.update(at=_files_at(state)),
+                          state=seen if seen is not None and fold.is_live(seen) else None)
     deferred = d.pop("record_deferred", False)
     out: dict = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
                  "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
