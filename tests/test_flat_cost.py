@@ -417,3 +417,17 @@ def test_plain_todo_list_reads_the_live_view_and_counts_the_done_todos_it_leaves
     assert opened and opened <= {t["id"] for t in plain["todos"]}  # all open work is listed
     assert _full_reads(small, "todo", "list") == 0
     assert f"{plain['older_done']:,} older done todos not listed: `loopx todo list --status done`" in LAST_OUT[0]
+
+
+def test_a_stop_hook_after_a_continuation_reads_the_live_view_only(small):
+    """The stop hook looked up the run its previous continuation started in the full state (a fold
+    per turn: 78 MB at 100k events); the live view keeps every open run."""
+    payload = _hook_payload("Stop", small, stop_hook_active=False)
+    assert _full_reads(small, "hook", "stop", "--host", "claude-code", stdin=payload) == 0
+    assert '"decision": "block"' in LAST_OUT[0]  # a continuation started a run and noted it
+    # the agent stopped without finishing it: the next stop closes that run, on the live view
+    assert _full_reads(small, "hook", "stop", "--host", "claude-code", stdin=payload) == 0
+    from loopx.kernel.storage.store import Store
+
+    runs = [r for r in Store.open(str(small)).load()["runs"].values() if r.get("agent") == "agent:claude-code"]
+    assert any(r["result"] == "no_progress" and "stopped without finishing" in (r.get("note") or "") for r in runs), runs
