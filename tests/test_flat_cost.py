@@ -422,7 +422,8 @@ def test_plain_todo_list_reads_the_live_view_and_counts_the_done_todos_it_leaves
 def test_a_stop_hook_after_a_continuation_reads_the_live_view_only(small):
     """The stop hook looked up the run its previous continuation started in the full state (a fold
     per turn: 78 MB at 100k events); the live view keeps every open run."""
-    payload = _hook_payload("Stop", small, stop_hook_active=False)
+    # a session of its own: the module's earlier hook calls (session "s") left their continuation noted
+    payload = _hook_payload("Stop", small, stop_hook_active=False, session_id="flat-cost-stop")
     assert _full_reads(small, "hook", "stop", "--host", "claude-code", stdin=payload) == 0
     assert '"decision": "block"' in LAST_OUT[0]  # a continuation started a run and noted it
     # the agent stopped without finishing it: the next stop closes that run, on the live view
