@@ -197,7 +197,7 @@ def _files_at(state: dict) -> tuple:
 
 def _git_once(project_dir: str | None):
     """A callable giving ``fingerprint.git_facts(project_dir)`` (git part, status listing), read on
-    the first call only, with the folder's own git dirs (``loopx.sandbox.gitpin.env``)."""
+    the first call only, with the folder's own git dirs (``gitcli``'s pinned mode)."""
     memo: list = []
 
     def get() -> tuple[str, bytes | None]:
@@ -209,11 +209,7 @@ def _git_once(project_dir: str | None):
 
 def _git_facts(project_dir: str | None) -> tuple[str, bytes | None]:
     """``fingerprint.git_facts`` pinned to the folder's own git dirs (an agent may write in ``.git``)."""
-    if not project_dir or not fingerprint.in_git(project_dir):
-        return "", None
-    from loopx.sandbox.gitpin import env as pinned
-
-    return fingerprint.git_facts(project_dir, pinned(project_dir))
+    return fingerprint.git_facts(project_dir, pinned=True)
 
 
 def _lost_race(state: dict, again: dict, gid: str, want: str | None) -> dict | None:
