@@ -115,7 +115,7 @@ def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_a
         quota = queries.resolve_goal(store.load(), goal_id)["quota"]
         looser = goals.loosened(quota, policy) + (["the turn budget"] if goals.raises_quota(quota, policy) else [])
         if looser:
-            from loopx.commands.human import require_human
+            from loopx.kernel.write.humans import require_human
 
             require_human(ctx, "loosening " + ", ".join(looser))
     return goals.set_quota(store, ctx.actor, goal_id, policy, human=humans.channel_or_none(ctx))

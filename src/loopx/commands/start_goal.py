@@ -110,7 +110,7 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
                protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False,
                experiment=False, metric=None, direction="max", measure=None, trial_timeout=None, metric_pattern=None,
                min_delta=None, guard_cmd=None, holdout=None, plateau=None, protect_path=None, holdout_path=None):
-    from loopx.commands.humanonly import require_human
+    from loopx.kernel.write.humans import require_human
     from loopx.errors import UsageError
     from loopx.kernel.write import goals
 

@@ -82,7 +82,7 @@ def render_finish(d: dict) -> str:
 
 
 def turn_handover(ctx, run):
-    from loopx.commands.human import require_human
+    from loopx.kernel.write.humans import require_human
     from loopx.kernel.write import runs
 
     require_human(ctx, "run.handover")

@@ -42,7 +42,7 @@ def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) ->
 
 def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
     from loopx import config
-    from loopx.commands.human import require_human
+    from loopx.kernel.write.humans import require_human
     from loopx.errors import UsageError
     from loopx.kernel.read import validate
 

@@ -124,7 +124,7 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
     worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
     the store lock when the new value is above the current one and raises to refuse (the CLI
-    passes ``loopx.commands.human.require_human``)."""
+    passes ``loopx.kernel.write.humans.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "--goal-text")

@@ -179,7 +179,8 @@ def require_human(ctx_or_channel, what: str, *, via: str = "terminal") -> HumanC
     """Refuse unless a human is asking; returns the HumanChannel to pass to the kernel.
 
     ``ctx_or_channel``: a CLI Context (checked: no ``--agent``, no agent marker in this process or
-    any parent), or a HumanChannel already minted (returned as is). ``what``: a key of HUMAN_ONLY
+    any parent), None (the markers only: ``loopx run --agent PRESET`` names a host, not the caller),
+    or a HumanChannel already minted (returned as is). ``what``: a key of HUMAN_ONLY
     (or a free sentence). Raises HumanRequired (exit 4, code ``human_required``)."""
     if isinstance(ctx_or_channel, HumanChannel):
         return ctx_or_channel
