@@ -54,7 +54,7 @@ def register(sub, name, help_text):
 def quota_show(ctx, goal_id=None) -> dict:
 
     from loopx.kernel.read import budget, queries
-    from loopx.kernel.storage import clock
+    from loopx.kernel.storage import clock, quotas
 
     state = ctx.store().load()
     now = clock.now()
@@ -67,7 +67,7 @@ def quota_show(ctx, goal_id=None) -> dict:
         b = budget.budget(state, g, now)
         q = g["quota"]
         out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
-                    "cooldown": b["cooldown"], "stall_after": q.get("stall_after", 3),
+                    "cooldown": b["cooldown"], "stall_after": quotas.value(g, "stall_after"),
                     "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
                     "turns": b["turns"], "turns_started": b["turns_started"], "turns_left": b["turns_left"],
                     "next_turn_at": b["turns_free_at"],

@@ -52,7 +52,7 @@ that refers to an unknown id is ignored (it is still counted).
 from __future__ import annotations
 
 from loopx.kernel import reasons
-from loopx.kernel.storage import actors, trialfold
+from loopx.kernel.storage import actors, quotas, trialfold
 
 FOLD_VERSION = 11  # 11: the turn ledger (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
 HANDOFF_KEEP = 200
@@ -158,7 +158,7 @@ def _horizons(state: dict) -> dict:
         runs = sorted(per.get(gid, ()), reverse=True)
         keep = g.get("no_progress_streak", 0) + 2
         out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
-        limit = max(1, int(g.get("quota", {}).get("stall_after", 3)))  # only the newest stall_after entries count
+        limit = max(1, int(quotas.value(g, "stall_after")))  # only the newest stall_after entries count
         streaks = [starts[-limit:][0][0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() if starts]
         if streaks and min(streaks) < out[gid][0]:  # a todo's stall streak: what may reset it stays in view
             out[gid] = (min(streaks), 0)
@@ -282,7 +282,7 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
 
         now = clock.parse_ts(now_iso)
         for gid in set(state["spends"]) | set(state.get("costs", {})) | set(state.get("turns", {})):
-            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+            window = quotas.value(state["goals"].get(gid), "window")
             cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
             spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
             costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
@@ -410,8 +410,7 @@ def _goal_started(s, r, d):
         "status": "active", "priority": d.get("priority", 0), "verify": d.get("verify"),
         "scope": {"allow": list(scope.get("allow") or []), "deny": list(scope.get("deny") or []),
                   "protect": list(scope.get("protect") or [])},
-        "quota": {"slots": quota.get("slots", 48), "window": quota.get("window", 86400),
-                  "cooldown": quota.get("cooldown", 0), "stall_after": quota.get("stall_after", 3)},
+        "quota": {k: quota.get(k, v) for k, v in quotas.DEFAULTS.items()},
         "created": r["ts"], "updated": r["ts"], "created_by": r.get("actor"),
         "runs": 0, "no_progress_streak": 0, "last_run": None, "status_note": None,
     }

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage import actors, clock, ids, quotas
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write.todos import added_drafts
 
-DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
 PERMISSION_MODES = ("read-only", "edit", "full")
 OFF = ("off", "none", "")
 STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",
@@ -79,7 +78,7 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
     protect = [validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect or []]
     scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
              "protect": sorted(set(protect))}
-    policy = dict(DEFAULT_QUOTA, **(quota or {}))
+    policy = dict(quotas.DEFAULTS, **(quota or {}))
     titles: list[str | tuple[str, str | None]] = []
     for t in todos or []:  # a title, or {"title", "verify"} for a todo with its own verify command
         if isinstance(t, dict):
@@ -257,11 +256,9 @@ def raises_quota(old: dict, policy: dict) -> bool:
     if more("slots", 1) or more("window", -1) or more("cooldown", -1) or more("stall_after", 1):
         return True
     if "turns" in policy:  # the turn budget: None means the default (twice the slots)
-        from loopx.kernel.read.budget import TURNS_PER_SLOT
-
         slots = policy.get("slots", old.get("slots", 0))
-        new = policy["turns"] or TURNS_PER_SLOT * slots
-        cur = old.get("turns") or TURNS_PER_SLOT * old.get("slots", 0)
+        new = policy["turns"] or quotas.TURNS_PER_SLOT * slots
+        cur = old.get("turns") or quotas.TURNS_PER_SLOT * old.get("slots", 0)
         return new > cur
     return False
 
