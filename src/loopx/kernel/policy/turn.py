@@ -38,8 +38,8 @@ def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> di
 
     now = clock.now()
     now_iso = clock.iso(now)
-    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor) and r.get("lease_until")
-            and r["lease_until"] > now_iso and (goal_id is None or r["goal"] == goal_id)]
+    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor)
+            and queries.lease_live(r, now_iso) and (goal_id is None or r["goal"] == goal_id)]
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))
@@ -171,14 +171,14 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                 mode=None, lost_race=True)
             return drafts
         for r in queries.open_runs(state, gid):
-            if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > clock.iso(now):
+            if machines.runs_here(state, r, actor) and queries.lease_live(r, clock.iso(now)):
                 drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
                                                           "evidence": [], "fingerprint": None,
                                                           "note": "superseded by a new turn of the same agent"}))
         if tid:
             t = state["todos"][tid]
             c = t.get("claim")
-            if machines.holds(state, c, actor) and c["lease_until"] > clock.iso(now):
+            if machines.holds(state, c, actor) and queries.lease_live(c, clock.iso(now)):
                 drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
                 out["fence"] = c["fence"]
             else:

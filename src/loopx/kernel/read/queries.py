@@ -56,9 +56,15 @@ def resolve_evidence(state: dict, given: str) -> dict:
     return state["evidence"][ids.resolve("evidence", given, state["evidence"])]
 
 
+def lease_live(holder: dict | None, now_iso: str) -> bool:
+    """Whether ``holder`` (a todo's claim or a run: a dict with ``lease_until``, an ISO-8601 UTC
+    string) holds a lease that ends after ``now_iso``; False for None or a dict without a lease."""
+    return holder is not None and bool(holder.get("lease_until")) and str(holder["lease_until"]) > now_iso
+
+
 def claim_live(todo: dict, now_iso: str) -> bool:
-    c = todo.get("claim")
-    return c is not None and bool(c) and c["lease_until"] > now_iso
+    """Whether ``todo`` has a claim whose lease ends after ``now_iso``."""
+    return lease_live(todo.get("claim"), now_iso)
 
 
 def goal_todos(state: dict, goal_id: str) -> list[dict]:
@@ -143,7 +149,7 @@ def holdings(state: dict, now_iso: str, *, expired: bool = False) -> dict[str, l
         c = t.get("claim")
         if not c or t["status"] != "claimed":
             continue
-        live = c["lease_until"] > now_iso
+        live = lease_live(c, now_iso)
         if live or expired:
             held.setdefault(c["holder"], []).append({"id": t["id"], "title": t["title"], "goal": t["goal"],
                                                      "lease_until": c["lease_until"], "live": live})

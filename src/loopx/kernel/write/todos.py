@@ -43,7 +43,7 @@ def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int 
             raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence")
         return
     if claim and not mine and actors.is_agent(actor):
-        live = claim["lease_until"] > now_iso
+        live = queries.lease_live(claim, now_iso)
         raise Conflict(f"{todo['id']} is claimed by {holder}"
                        + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
                        f"claim it first with `loopx todo claim {todo['id']}`" if not live
@@ -193,7 +193,7 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
                            f"reopen it with `loopx todo update {t['id']} --reopen`", code="todo_blocked")
         c = t.get("claim")
         mine = machines.holds(state, c, actor)
-        if c and not mine and c["lease_until"] > now_iso:
+        if not mine and queries.lease_live(c, now_iso):
             raise Conflict(f"{t['id']} is claimed by {machines.who(state, c['holder'], c.get('node'))} until {c['lease_until']}",
                            "pick another todo (`loopx todo list --ready`) or wait for the lease to expire",
                            code="claimed_by_other", details={"holder": c["holder"], "lease_until": c["lease_until"]})
@@ -202,7 +202,7 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
                 raise Conflict(f"{t['id']} waits for gate {g['id']}: {g['question']}",
                                "a human must decide it: `loopx gate show " + g["id"] + "`", code="gate_pending")
         until = clock.iso(now + timedelta(seconds=secs))
-        if mine and c["lease_until"] > now_iso:
+        if mine and queries.lease_live(c, now_iso):
             out.update(holder=actor, lease_until=until, fence=c["fence"], renewed=True)
             return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
         out.update(holder=actor, lease_until=until, renewed=False, taken_over=c["holder"] if c else None)
