@@ -53,7 +53,7 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     running = [r for r in queries.open_runs(state, gid) if not r.get("lease_until") or queries.lease_live(r, now_iso)]
     if running:
         r = max(running, key=lambda x: x.get("seq", 0))
-        who = (r.get("agent") or "?").removeprefix("agent:")
+        who = actors.agent_name(r.get("agent")) or r.get("agent") or "?"
         return (f"wait for {r['id']} ({who}, lease until {r.get('lease_until') or '?'})"
                 + (f"; {len(running) - 1} more open run(s)" if len(running) > 1 else ""))
     if setup_error:

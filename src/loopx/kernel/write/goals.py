@@ -188,7 +188,7 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
 
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
-        if g["status"] == status == "active" and actor.startswith("human:"):
+        if g["status"] == status == "active" and actors.is_human(actor):
             from loopx.kernel.read.verify import open_error
 
             if open_error(state, g):  # "I fixed the setup": the next check retries

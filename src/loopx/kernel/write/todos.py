@@ -272,7 +272,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
         if reopen:
             rejected = t["status"] == "blocked" and t.get("blocked_by")
-            if rejected and not actor.startswith("human:"):
+            if rejected and not actors.is_human(actor):
                 from loopx.errors import HumanRequired
 
                 raise HumanRequired(f"{t['id']} is blocked because a human rejected gate {rejected['gate']}; "
@@ -309,7 +309,7 @@ def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
 def _current_run(state: dict, todo: dict, actor: str) -> dict | None:
     """The open run working on ``todo`` (the caller's own when the caller is an agent)."""
     runs = [r for r in queries.open_runs(state, todo["goal"]) if r.get("todo") == todo["id"]
-            and (not actor.startswith("agent:") or machines.runs_here(state, r, actor))]
+            and (not actors.is_agent(actor) or machines.runs_here(state, r, actor))]
     return max(runs, key=lambda r: r.get("seq", 0)) if runs else None
 
 
@@ -323,7 +323,7 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
     ``next_titles`` adds successor todos in the same transaction.
     Returns {todo_id, evidence, next, forced, verify (the run_verify result or None)}."""
     titles = [validate.text(t, "--next", limit=validate.MAX_TITLE) for t in next_titles or []]
-    if force and not actor.startswith("human:"):
+    if force and not actors.is_human(actor):
         from loopx.errors import HumanRequired
 
         raise HumanRequired("only a human can close a todo without passing evidence",
