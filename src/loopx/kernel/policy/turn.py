@@ -243,8 +243,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings, out_of_scope}. Raises Conflict for a run finished differently, owned by another
     agent, or whose todo another agent claimed since (``claimed_by_other``, before any verify)."""
-    validate.choice(result, validate.RESULTS, "--result")
-    note = validate.text(note, "--note", required=False, limit=2000)
+    validate.choice(result, validate.RESULTS, "result")
+    note = validate.text(note, "note", required=False, limit=2000)
     state, run = _load_run(store, run_id)
     _may_finish(state, run, actor, result)
     if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
@@ -365,7 +365,7 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
     returns ``spent`` False with ``reason`` (run_open, not_verified, budget_exhausted) and
     ``message``. Receipt: {spent, repeat, run_id, goal_id, slots, ts, budget, reason, message,
     next_check_at}."""
-    slots = validate.count(slots, "--slots", low=1, high=1000)
+    slots = validate.count(slots, "slots", low=1, high=1000)
     out: dict = {}
 
     def plan(state, now):

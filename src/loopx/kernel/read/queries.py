@@ -6,7 +6,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 
 from __future__ import annotations
 
-from loopx.errors import NotFound, UsageError
+from loopx.errors import FieldError, NotFound, UsageError
 from loopx.kernel.storage import fold, ids, machines
 
 OPEN_STATES = ("open", "claimed")
@@ -24,20 +24,19 @@ def resolve_goal(state: dict, goal_id: str | None, *, active_only: bool = False)
         if len(hits) == 1:
             return goals[hits[0]]
         if not hits:
-            raise NotFound(f"no goal {goal_id!r}", "list goals with `loopx goal list`")
+            raise NotFound(f"no goal {goal_id!r}", "list the goals", details={"reason": "no_such_goal", "goal": goal_id})
         raise UsageError(f"goal id {goal_id!r} is ambiguous: {', '.join(sorted(hits)[:5])}",
                          "type more of the goal id", code="ambiguous")
     if not goals:
-        raise UsageError("there is no goal yet", 'start one: loopx start-goal --goal-text "..."',
-                         code="no_goal")
+        raise UsageError("there is no goal yet", "start one", code="no_goal")
     active = [g for g in goals.values() if g["status"] == "active"]
     if len(active) == 1:
         return active[0]
     if not active and not active_only and len(goals) == 1:
         return next(iter(goals.values()))
     choices = ", ".join(sorted(g["id"] for g in (active or goals.values()))[:8])
-    raise UsageError("more than one goal could be meant" if active else "no active goal",
-                     f"pass --goal-id (one of: {choices})", code="goal_required")
+    raise FieldError("goal_id", "more than one goal could be meant" if active else "no active goal",
+                     f"pass {{field}} (one of: {choices})", code="goal_required")
 
 
 def resolve_todo(state: dict, given: str) -> dict:

@@ -213,7 +213,8 @@ def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     who = env("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
     if who:
         raise HumanRequired(f"this dashboard was started from {who}, so it cannot record a human's decision",
-                            "start `loopx dashboard` from your own terminal", code="human_required")
+                            "start the dashboard from your own terminal", code="human_required",
+                            details={"reason": "dashboard_from_agent"})
 
     return HumanChannel(actors.human(), "dashboard", user_agent, _seal=_SEAL)
 
