@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     Phrase = Callable[[dict], str | None]
 
 # kernel field -> the flag that sets it, where the flag is "--" + the field with dashes
-_SAME = ("acceptance", "allow", "check", "command", "commit", "context", "cooldown", "deny", "depends_on",
+_SAME = ("acceptance", "allow", "check", "claim", "command", "commit", "context", "cooldown", "deny", "depends_on",
          "depends_on_goal", "detail", "direction", "done_when", "every", "evidence", "exit_code", "goal_id", "guard",
-         "holdout", "host", "host_reserve", "key", "lease", "match", "max_parallel", "max_tokens", "max_usd", "measure",
-         "metric", "min_delta", "name", "next", "note", "on", "permission_mode", "plateau", "priority", "protect",
-         "protect_path", "question", "reason", "reopen", "result", "shared", "slots", "stall_after", "summary",
+         "holdout", "host", "host_reserve", "key", "lease", "limit", "match", "max_parallel", "max_tokens", "max_usd", "measure",
+         "metric", "min_delta", "metric_pattern", "name", "next", "note", "on", "permission_mode", "plateau", "priority", "protect",
+         "protect_path", "question", "reason", "reopen", "result", "shared", "since", "slots", "stall_after", "summary",
          "timeout", "title", "todo", "todo_verify", "trial_timeout", "turns", "tz", "use_leftover", "verify", "window")
 FLAGS: dict[str, str] = {f: "--" + f.replace("_", "-") for f in _SAME} | {"objective": "--goal-text",
                                                                            "force": "--force-unverified"}
@@ -40,6 +40,8 @@ def _claimed(d: dict) -> str | None:
         return f"claim it first with `loopx todo claim {d['todo']}`"
     if d.get("action") == "claim":
         return "pick another todo (`loopx todo list --ready`) or wait for the lease to expire"
+    if d.get("action") == "finish":
+        return "the todo went to another agent; start a new turn with `loopx next`"
     return None  # "pick another todo, or ask the holder for a handoff" names no command
 
 
@@ -90,6 +92,20 @@ HINTS: dict[str, Phrase] = {
     "signer_unknown": lambda d: "add your key with `loopx gate signing --enable --key PATH`",
     "signing_key_required": lambda d: "pass --key ~/.ssh/id_ed25519 (or the .pub of an ssh-agent key)",
     "watch_exists": lambda d: "pick another --name or remove the old watch",
+    "already_an_experiment": lambda d: f"see `loopx experiment show {d['goal']}`",
+    "no_verify_command": lambda d: f"set one: `loopx goal update {d['goal']} --verify CMD`, or finish without --verify",
+    "run_over": lambda d: "start a new turn with `loopx next`",
+    "run_not_yours": lambda d: ("finish your own run (see `loopx history`); a run is finished on the machine that "
+                                "started it, or a human hands it over (`loopx handoff`)"),
+    "branch_exists": lambda d: f"delete it (`git branch -D {d['branch']}`) or pick another --goal-id",
+    "no_frontier": lambda d: f"fix the measure command, then `loopx experiment baseline {d['goal']}`",
+    "baseline_trial": lambda d: "pick a trial the agent made (`loopx trial list`)",
+    "nothing_to_promote": lambda d: "run trials first (`loopx run`)",
+    "promote_pending": lambda d: f"decide it: loopx gate show {d['gate']}",
+    "no_base_branch": lambda d: "promote with --as-branch NAME",
+    "bad_trace": lambda d: "pass a file from `loopx trace export`",
+    "migration_lost_records": lambda d: (f"the store stays in format 1 (a copy is in {d['backup']}); "
+                                         "run `loopx doctor` and report this"),
 }
 # the same, for the few messages that name a flag themselves
 MESSAGES: dict[str, Phrase] = {

@@ -254,8 +254,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         cmd = verify_command(state, run)
         if not cmd:
             raise UsageError(f"goal {run['goal']} has no verify command",
-                             f"set one: `loopx goal update {run['goal']} --verify CMD`, or finish without --verify",
-                             code="no_verify_command")
+                             "set the goal's verify command, or finish without verify", code="no_verify_command",
+                             details={"goal": run["goal"], "field": "verify"})
         check = run_verify(store, actor, run, cmd, verify_timeout)
     git = fingerprint.git_part(store.project_dir)
     stray = [] if run["finished"] is not None else turnscope.outside(
@@ -318,20 +318,20 @@ def _claim_kept(state: dict, run: dict) -> None:
     c = (t or {}).get("claim")
     if t and c and not machines.same_holder(c, run) and t["status"] not in ("done", "archived"):
         raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}: run {run['id']} of "
-                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn "
-                       "with `loopx next`", code="claimed_by_other",
-                       details={"holder": c["holder"], "lease_until": c["lease_until"]})
+                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn",
+                       code="claimed_by_other", details={"todo": t["id"], "holder": c["holder"], "live": True,
+                                                         "action": "finish", "lease_until": c["lease_until"]})
 
 
 def _may_finish(state: dict, run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
-                       "start a new turn with `loopx next`", code="run_finished")
+                       "start a new turn", code="run_finished", details={"run": run["id"], "reason": "run_over"})
     if actors.is_agent(actor) and not machines.runs_here(state, run, actor):
         raise Conflict(f"run {run['id']} belongs to {machines.who(state, run['agent'], run.get('node'))}, not "
                        f"{machines.who(state, actor, state['meta'].get('self_node'))}",
-                       "finish your own run (see `loopx history`); a run is finished on the machine that "
-                       "started it, or a human hands it over (`loopx handoff`)", code="run_not_yours")
+                       "finish your own run; a run is finished on the machine that started it, or a human "
+                       "hands it over", code="run_not_yours", details={"run": run["id"]})
 
 
 def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, str | None]:
@@ -439,8 +439,8 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     def plan(state, now):
         r = queries.resolve_run(state, run_id)
         if r["finished"] is not None:
-            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "start a new turn with `loopx next`",
-                           code="run_finished")
+            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "start a new turn",
+                           code="run_finished", details={"run": r["id"], "reason": "run_over"})
         until = clock.iso(now + timedelta(seconds=secs))
         drafts = [Draft("run.renewed", r["goal"], {"run_id": r["id"], "lease_until": until})]
         t = queries.run_todo(state, r)

@@ -65,7 +65,8 @@ def start(store: Store, actor: str, goal_id: str, cfg: dict) -> dict:
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         if experiments.is_experiment(state, g["id"]):
-            raise Conflict(f"goal {g['id']} is already an experiment", f"see `loopx experiment show {g['id']}`")
+            raise Conflict(f"goal {g['id']} is already an experiment", "look at the experiment",
+                           details={"reason": "already_an_experiment", "goal": g["id"]})
         return [Draft("experiment.started", g["id"], cfg)]
 
     store.transact(plan, actor=actor)
