@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,15 @@ def test_a_claim_conflict_names_the_command_that_helps(goal, cli):
     fenced = cli("--agent", "b", "todo", "release", first, "--fence", "999", json=True).json["error"]
     assert fenced["hint"] == "your lease was taken over; run `loopx next` for new work"
     assert fenced["details"] == {"todo": first, "fence": 999, "taken_over": True}  # the fields stay the kernel's
+
+
+def test_a_failing_verify_run_names_the_command_to_run_again(goal, cli):
+    todo = cli("todo", "add", "fails", "--verify", f"{sys.executable} -c 'raise SystemExit(1)'", json=True).data["todo_id"]
+    r = cli("todo", "done", todo, json=True)
+    assert r.code == 4 and r.json["error"]["code"] == "evidence_failing"
+    assert r.json["error"]["hint"] == (f"fix it and run `loopx todo done {todo}` again; only a human can override: "
+                                       "--force-unverified")
+    assert r.json["error"]["details"]["todo"] == todo and r.json["error"]["details"]["exit_code"] == 1
 
 
 def _raise_texts(path: Path):

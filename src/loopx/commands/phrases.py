@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     Phrase = Callable[[dict], str | None]
 
 # kernel field -> the flag that sets it, where the flag is "--" + the field with dashes
-_SAME = ("acceptance", "allow", "check", "claim", "command", "commit", "context", "cooldown", "deny", "depends_on",
-         "depends_on_goal", "detail", "direction", "done_when", "every", "evidence", "exit_code", "goal_id", "guard",
-         "holdout", "host", "host_reserve", "key", "lease", "limit", "match", "max_parallel", "max_tokens", "max_usd", "measure",
-         "metric", "min_delta", "metric_pattern", "name", "next", "note", "on", "permission_mode", "plateau", "priority", "protect",
-         "protect_path", "question", "reason", "reopen", "result", "shared", "since", "slots", "stall_after", "summary",
-         "timeout", "title", "todo", "todo_verify", "trial_timeout", "turns", "tz", "use_leftover", "verify", "window")
+_SAME = ("acceptance", "allow", "check", "claim", "command", "commit", "context", "cooldown", "deny",
+         "depends_on", "depends_on_goal", "detail", "direction", "done_when", "every", "evidence", "exit_code",
+         "goal_id", "guard", "holdout", "host", "host_reserve", "key", "lease", "limit", "match",
+         "max_parallel", "max_tokens", "max_usd", "measure", "metric", "metric_pattern", "min_delta", "name",
+         "next", "note", "on", "permission_mode", "plateau", "priority", "protect", "protect_path", "question",
+         "reason", "reopen", "result", "shared", "since", "slots", "stall_after", "summary", "timeout",
+         "title", "todo", "todo_verify", "trial_timeout", "turns", "tz", "use_leftover", "verify", "window")
 FLAGS: dict[str, str] = {f: "--" + f.replace("_", "-") for f in _SAME} | {"objective": "--goal-text",
                                                                            "force": "--force-unverified"}
 # where one command sets a field another way (``loopx todo add TITLE`` takes the title as its argument)
@@ -76,7 +77,7 @@ HINTS: dict[str, Phrase] = {
     "gate_decide": lambda d: "ask a human to run `loopx gate approve` in a terminal",
     "dashboard_from_agent": lambda d: "start `loopx dashboard` from your own terminal",
     "verify_broken": lambda d: f"fix the setup, then run `loopx todo done {d['todo']}` again" if "todo" in d else None,
-    "evidence_failing": lambda d: (f"fix it and run `loopx todo done {d['todo']}` again{_OVERRIDE[1:]}" if d.get("verify")
+    "evidence_failing": lambda d: (f"fix it and run `loopx todo done {d['todo']}` again{_OVERRIDE}" if d.get("verify")
                                    else "make it pass and record a passing run (`loopx evidence add ... --exit-code 0`), "
                                         "then cite that" + _OVERRIDE),
     "verify_required": lambda d: (f"`loopx todo done {d['todo']}` runs it for you, or finish the turn with "
