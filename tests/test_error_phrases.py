@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "loopx"
 # a flag (``--lease``) or a loopx command (``loopx todo claim``) in a text
 CLI_WORDS = re.compile(r"(^|[\s(`'])--[a-z]|\bloopx (" + "|".join(map(re.escape, COMMANDS)) + r")\b(?!:)")
 # kernel modules whose errors still give CLI advice: being moved or split by other work this session
-NOT_YET = {"kernel/policy/sync.py", "kernel/policy/shared.py", "kernel/storage/store.py"}
+NOT_YET = {"kernel/storage/store.py"}
 
 
 def _plain(exc) -> None:
