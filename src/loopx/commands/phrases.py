@@ -46,7 +46,9 @@ def _claimed(d: dict) -> str | None:
     return None  # "pick another todo, or ask the holder for a handoff" names no command
 
 
-def _not_experiment(d: dict) -> str:
+def _not_experiment(d: dict) -> str | None:
+    if "action" not in d:
+        return None
     return {"hypothesize": "start one with `loopx start-goal --experiment ...`",
             "record": "see `loopx experiment show`"}.get(d.get("action") or "", "see `loopx goal show`")
 
@@ -105,6 +107,17 @@ HINTS: dict[str, Phrase] = {
     "promote_pending": lambda d: f"decide it: loopx gate show {d['gate']}",
     "no_base_branch": lambda d: "promote with --as-branch NAME",
     "bad_trace": lambda d: "pass a file from `loopx trace export`",
+    "sync_needs_git": lambda d: "install git; loopx sync uses your own git",
+    "sync_timeout": lambda d: ("the loop goes on locally; shared claims wait until `loopx sync` reaches the remote "
+                               "(LOOPX_SYNC_TIMEOUT sets the limit)"),
+    "no_git_repo": lambda d: "loopx sync exchanges the store through git: `git init` and add a remote",
+    "no_remote": lambda d: "add one (`git remote add origin URL`) or pass --remote NAME",
+    "nothing_recorded": lambda d: ("nothing was recorded; the loop goes on locally and this waits until the remote "
+                                   "answers (`loopx sync` tells you)"),
+    "decided_elsewhere": lambda d: ("run `loopx sync` to fold that decision in; open a new gate if the question needs "
+                                    "another decision"),
+    "lease_lost": lambda d: ("finish this turn (`loopx turn finish --result failed`) and start a new one with "
+                             "`loopx next --sync`"),
     "migration_lost_records": lambda d: (f"the store stays in format 1 (a copy is in {d['backup']}); "
                                          "run `loopx doctor` and report this"),
 }
@@ -131,6 +144,8 @@ def for_cli(exc: LoopxError, command: str | None = None) -> LoopxError:
         d["flag"] = flag(d["field"], command)
     if "fields" in d:
         d["flags"] = [flag(f, command) for f in d["fields"]]
+    if not d:
+        return exc  # no fields: its raiser worded it (the commands raise errors of the same codes)
     key = d.get("reason") if d.get("reason") in HINTS or d.get("reason") in MESSAGES else exc.code
     if key in MESSAGES:
         exc.message = MESSAGES[key](d) or exc.message

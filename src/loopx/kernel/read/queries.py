@@ -28,7 +28,7 @@ def resolve_goal(state: dict, goal_id: str | None, *, active_only: bool = False)
         raise UsageError(f"goal id {goal_id!r} is ambiguous: {', '.join(sorted(hits)[:5])}",
                          "type more of the goal id", code="ambiguous")
     if not goals:
-        raise UsageError("there is no goal yet", "start one", code="no_goal")
+        raise UsageError("there is no goal yet", "start one", code="no_goal", details={"goals": 0})
     active = [g for g in goals.values() if g["status"] == "active"]
     if len(active) == 1:
         return active[0]

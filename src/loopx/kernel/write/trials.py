@@ -90,7 +90,8 @@ def hypothesize(store: Store, actor: str, text: str, claims: dict | None = None,
         run = _open_run(state, actor, goal_id, run_id)
         if run is None and goal_id is None:
             raise NotFound("no open turn of yours on an experiment goal",
-                           "start a turn first (or name the goal for the next trial)", code="no_open_trial")
+                           "start a turn first (or name the goal for the next trial)", code="no_open_trial",
+                           details={"field": "goal_id"})
         gid = run["goal"] if run else queries.resolve_goal(state, goal_id)["id"]
         if not experiments.is_experiment(state, gid):
             raise UsageError(f"goal {gid} is not an experiment", "start an experiment goal", code="not_an_experiment",
