@@ -107,10 +107,6 @@ HINTS: dict[str, Phrase] = {
     "promote_pending": lambda d: f"decide it: loopx gate show {d['gate']}",
     "no_base_branch": lambda d: "promote with --as-branch NAME",
     "bad_trace": lambda d: "pass a file from `loopx trace export`",
-    "sync_needs_git": lambda d: "install git; loopx sync uses your own git",
-    "sync_timeout": lambda d: ("the loop goes on locally; shared claims wait until `loopx sync` reaches the remote "
-                               "(LOOPX_SYNC_TIMEOUT sets the limit)"),
-    "no_git_repo": lambda d: "loopx sync exchanges the store through git: `git init` and add a remote",
     "no_remote": lambda d: "add one (`git remote add origin URL`) or pass --remote NAME",
     "nothing_recorded": lambda d: ("nothing was recorded; the loop goes on locally and this waits until the remote "
                                    "answers (`loopx sync` tells you)"),

@@ -74,12 +74,11 @@ class Git:
             p = subprocess.run(["git", *args], cwd=self.cwd, input=data, capture_output=True,
                                env=self.env, timeout=timeout())
         except FileNotFoundError as exc:
-            raise StateError("git is not installed", "install git; sync uses your own git",
-                             details={"reason": "sync_needs_git"}) from exc
+            raise StateError("git is not installed", "install git; loopx sync uses your own git") from exc
         except subprocess.TimeoutExpired as exc:
             raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
-                                    "the loop goes on locally; shared claims wait until a sync reaches the "
-                                    "remote (LOOPX_SYNC_TIMEOUT sets the limit)", details={"reason": "sync_timeout"}) from exc
+                                    "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
+                                    "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
         if check and p.returncode != 0:
             raise StateError(f"git {args[0]} failed: {_whole(p.stderr) or p.returncode}",
                              "see `git` output; loopx changed nothing in your working tree or branches")
@@ -183,8 +182,8 @@ def project_git(store, remote: str | None) -> Git:
     cwd = store.project_dir
     p = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True)
     if p.returncode != 0:
-        raise StateError("the project is not a git repository", "sync exchanges the store through git: "
-                         "`git init` and add a remote", details={"reason": "no_git_repo"})
+        raise StateError("the project is not a git repository", "loopx sync exchanges the store through git: "
+                         "`git init` and add a remote")
     remote = remote or env("LOOPX_SYNC_REMOTE") or "origin"
     g = Git(cwd, remote)
     if g.run("remote", "get-url", remote, check=False).returncode != 0:

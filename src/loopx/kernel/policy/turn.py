@@ -171,14 +171,14 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                 mode=None, lost_race=True)
             return drafts
         for r in queries.open_runs(state, gid):
-            if machines.runs_here(state, r, actor) and queries.lease_live(r, clock.iso(now)):
+            if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > clock.iso(now):
                 drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
                                                           "evidence": [], "fingerprint": None,
                                                           "note": "superseded by a new turn of the same agent"}))
         if tid:
             t = state["todos"][tid]
             c = t.get("claim")
-            if machines.holds(state, c, actor) and queries.lease_live(c, clock.iso(now)):
+            if machines.holds(state, c, actor) and c["lease_until"] > clock.iso(now):
                 drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
                 out["fence"] = c["fence"]
             else:

@@ -27,7 +27,7 @@ import zlib
 from loopx import __version__
 from loopx.config import env
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
-from loopx.kernel.storage import cjson, clock, fold, ids, quotas
+from loopx.kernel.storage import cjson, clock, fold, ids
 from loopx.kernel.storage.fs import DIRNAME, atomic_write, find_root, locked, stale_temporaries
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -470,7 +470,7 @@ class Store:
                 torn[name] = tail
         now = clock.now()
         for gid, cut in state.get("spends_cut", {}).items():
-            window = quotas.value(state["goals"].get(gid), "window")
+            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
             if clock.iso(now - clock.timedelta(seconds=window)) < cut:
                 return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
         state["meta"]["torn"] = torn
