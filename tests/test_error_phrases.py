@@ -13,7 +13,7 @@ import pytest
 from loopx import api
 from loopx.cli import COMMANDS
 from loopx.commands import phrases
-from loopx.errors import Conflict, FieldError, UsageError
+from loopx.errors import Conflict, FieldError, NotFound, UsageError
 from loopx.kernel.write import todos
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "loopx"
@@ -50,6 +50,11 @@ def test_an_api_caller_gets_a_code_and_fields_without_cli_wording(goal, project,
         api.finish_turn(conn, "run-none", "bogus")
     assert result.value.details["field"] == "result" and result.value.message == "unknown result 'bogus'"
 
+    with pytest.raises(NotFound) as unknown:
+        api.finish_turn(conn, "run-none", "progress")
+    assert unknown.value.code == "not_found" and unknown.value.details["kind"] == "run"
+    assert unknown.value.details["id"] == "run-none" and unknown.value.hint == "list the run ids"
+
     todos.claim(conn.store, "agent:a", first)
     with pytest.raises(Conflict) as taken:
         todos.claim(conn.store, "agent:b", first)
@@ -66,7 +71,7 @@ def test_an_api_caller_gets_a_code_and_fields_without_cli_wording(goal, project,
         todos.add(conn.store, conn.actor, "g1", "x", verify="curl -H 'Authorization: Bearer sk-" + "a" * 40 + "'")
     assert secret.value.code == "secret_in_command" and secret.value.details == {"field": "verify"}
 
-    for exc in (lease.value, question.value, result.value, taken.value, nothing.value, secret.value):
+    for exc in (lease.value, question.value, result.value, unknown.value, taken.value, nothing.value, secret.value):
         _plain(exc)
 
 
@@ -102,6 +107,9 @@ CLI_CASES = [
     (["quota", "set", "--window", "10s"], None,
      "loopx: error: --window must be at least 60s\nhint: use e.g. --window 24h"),
     (["goal", "show", "nope"], None, "loopx: error: no goal 'nope'\nhint: list goals with `loopx goal list`"),
+    (["todo", "show", "t-nope"], None, "loopx: error: no todo matches 't-nope'\nhint: list them with `loopx todo list`"),
+    (["turn", "finish", "--run", "run-nope", "--result", "progress"], None,
+     "loopx: error: no run matches 'run-nope'\nhint: list them with `loopx history --rounds`"),
     (["todo", "done", "{first}"], None,
      "loopx: error: a todo cannot be done without evidence\n"
      "hint: record it first: `loopx evidence add --kind test --summary ...`, then pass --evidence ID"),

@@ -46,6 +46,9 @@ def _claimed(d: dict) -> str | None:
     return None  # "pick another todo, or ask the holder for a handoff" names no command
 
 
+_LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
+
+
 def _not_experiment(d: dict) -> str | None:
     if "action" not in d:
         return None
@@ -71,6 +74,7 @@ HINTS: dict[str, Phrase] = {
     "goal_not_active": lambda d: "resume it first: `loopx goal resume`",
     "goal_exists": lambda d: f"see it with `loopx goal show {d['goal']}` or pick another --goal-id",
     "no_such_goal": lambda d: "list goals with `loopx goal list`",
+    "no_such_id": lambda d: f"list them with `{_LISTING.get(d['kind'], 'loopx ' + d['kind'] + ' list')}`",
     "no_goal": lambda d: 'start one: loopx start-goal --goal-text "..."',
     "depends_on_own_goal": lambda d: "use --depends-on TODO for an order inside the goal",
     "depends_on_stopped_goal": lambda d: f"resume it first (`loopx goal resume {d['goal']}`) or drop --depends-on-goal",
