@@ -13,14 +13,14 @@ import pytest
 from loopx import api
 from loopx.cli import COMMANDS
 from loopx.commands import phrases
-from loopx.errors import Conflict, FieldError, NotFound, UsageError
+from loopx.errors import Conflict, FieldError, NotConnected, NotFound, UsageError
 from loopx.kernel.write import todos
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "loopx"
 # a flag (``--lease``) or a loopx command (``loopx todo claim``) in a text
 CLI_WORDS = re.compile(r"(^|[\s(`'])--[a-z]|\bloopx (" + "|".join(map(re.escape, COMMANDS)) + r")\b(?!:)")
 # kernel modules whose errors still give CLI advice: being moved or split by other work this session
-NOT_YET = {"kernel/storage/store.py"}
+NOT_YET = {"kernel/storage/store.py"}  # format.json's two errors: after the storage merge (layout.FORMAT)
 
 
 def _plain(exc) -> None:
@@ -139,6 +139,18 @@ def test_the_cli_names_the_flag_and_the_command(goal, cli, args, agent, printed)
     argv = [a.replace("{first}", first) for a in args]
     r = cli(*(["--agent", agent] if agent else []), *argv)
     assert r.code in (2, 3, 4) and r.err.strip() == printed.replace("{first}", first)
+
+
+def test_an_unconnected_folder_names_loopx_connect(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    here = cli("todo", "list")
+    assert here.code == 3 and here.err.strip() == ("loopx: error: no .loopx/ here or in any parent directory\n"
+                                                   "hint: run `loopx connect` in the project's root")
+    there = cli("--project", str(tmp_path), "todo", "list", json=True).json["error"]
+    assert there["hint"] == f"run `loopx connect --project {tmp_path}`" and there["code"] == "not_connected"
+    with pytest.raises(NotConnected) as api_side:
+        api.connect(str(tmp_path), create=False)
+    _plain(api_side.value)
 
 
 def test_a_claim_conflict_names_the_command_that_helps(goal, cli):

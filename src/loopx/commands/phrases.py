@@ -118,6 +118,9 @@ HINTS: dict[str, Phrase] = {
                                     "another decision"),
     "lease_lost": lambda d: ("finish this turn (`loopx turn finish --result failed`) and start a new one with "
                              "`loopx next --sync`"),
+    "connect_project": lambda d: f"run `loopx connect --project {d['project']}`",
+    "connect_here": lambda d: "run `loopx connect` in the project's root",
+    "store_read_only": lambda d: "nothing was written; see `loopx doctor`",
     "migration_lost_records": lambda d: (f"the store stays in format 1 (a copy is in {d['backup']}); "
                                          "run `loopx doctor` and report this"),
 }

@@ -150,12 +150,12 @@ class Store:
             root = os.path.join(os.path.abspath(project), DIRNAME)
             if not os.path.isdir(root):
                 raise NotConnected(f"{os.path.abspath(project)} is not connected to loopx",
-                                   f"run `loopx connect --project {project}`")
+                                   "connect it first", details={"reason": "connect_project", "project": project})
         else:
             found = find_root(os.getcwd())
             if found is None:
                 raise NotConnected("no .loopx/ here or in any parent directory",
-                                   "run `loopx connect` in the project's root")
+                                   "connect the project from its root", details={"reason": "connect_here"})
             root = found
         return cls(root)
 
@@ -619,7 +619,7 @@ class Store:
             reason = state["meta"]["read_only"]
             if reason:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
-                                    "nothing was written; see `loopx doctor`")
+                                    "nothing was written; check the store", details={"reason": "store_read_only"})
             now = clock.now()
             malformed = state["meta"].get("malformed", 0)
             if reap:
