@@ -211,11 +211,11 @@ def check_clock(t: Target) -> dict:
 
 def _clock_of_machines(t: Target, now) -> dict | None:
     """With records of several machines: the clock result naming the machine whose clock is off
-    (``kernel.policy.skew.offsets``: records stamped in this clock's future), or this machine when
+    (``loopx.sync.skew.offsets``: records stamped in this clock's future), or this machine when
     most others are ahead of it; ``ok`` when the clocks agree. None for a single machine's store
     (then only this clock against the newest record)."""
-    from loopx.kernel.policy import skew
     from loopx.kernel.storage import clock, machines
+    from loopx.sync import skew
 
     store = t.store()
     state = store.load(view="live")

@@ -484,13 +484,13 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     live claim on; this node's other entries (runs finished or released here) are dropped by the
     same push, so the remote frees them before their lease ends. Returns {"todo_id": str|None, "tries": int, "lost":
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
-    from loopx.kernel.policy.skew import ClaimClock
     from loopx.kernel.storage import clock
+    from loopx.sync.skew import ClaimClock
 
     node = ensure_node(store)
     lost: list[dict] = []
     wanted: list = [None]
-    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (policy.skew)
+    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (sync.skew)
 
     def step(claims, attempt):
         now = clock.now()
