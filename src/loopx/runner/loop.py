@@ -195,7 +195,7 @@ class Driver:
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
                                     keep=KEEP_OUTPUT if self.spec else process.TAIL * 2,
-                                    stuck=presets.stuck(self.preset) if self.spec else ())
+                                    retrying=presets.retrying(self.preset) if self.spec else ())
         finally:
             for p in (prompt_file, json_file):
                 try:
@@ -214,7 +214,8 @@ class Driver:
         changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
         setup = None if res["interrupted"] else outcome.classify(
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
-            preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+            preset=self.preset if self.spec else None, now=clock.now(), changed=changed,
+            retry_lines=res.get("retry_lines") if res.get("gave_up") else None)
         from loopx.runner import hostenv
 
         host = self.spec["kind"] if self.spec else None
