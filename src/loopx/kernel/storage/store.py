@@ -688,6 +688,8 @@ class Store:
         from loopx.kernel.storage.chain import next_hlc, sha256, wall_ms
         from loopx.kernel.storage.redact import redact
 
+        for d in drafts:  # what the event table refuses never reaches a file (kernel.storage.events)
+            fold.check_data(d.type, clean(d.data))
         ts = clock.iso(now)
         wall = wall_ms(now)
         node = self.node_id(create=True)
