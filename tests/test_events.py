@@ -114,34 +114,34 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
     and the next read folds the log from the start, answers the same and stamps the new version."""
     import marshal
 
-    from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE
+    from loopx.kernel.storage import layout, logfold
 
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
     todos.add(store, H, "g1", "c")
     before = store.load(save_snapshot="refresh")
     store.load(view="live", save_snapshot="refresh")
-    for name in (SNAPSHOT_FILE, LIVE_FILE):
-        with open(store.path("cache", name), "rb") as fh:
+    for name in (layout.SNAPSHOT, layout.LIVE):
+        with open(store.path(name), "rb") as fh:
             assert marshal.loads(fh.read())["fold"] == fold.FOLD_VERSION
 
     newer = fold.version(_with_field(events.EVENTS, "goal.updated", ("reviewer", events.S, events.COPY, "")))
     monkeypatch.setattr(fold, "FOLD_VERSION", newer)
     folded_from = []
-    real = Store._fold_file
+    real = logfold.fold_file
 
-    def spy(self, state, name, offset, *a, **kw):
+    def spy(store, state, name, offset, *a, **kw):
         folded_from.append((name, offset))
-        return real(self, state, name, offset, *a, **kw)
+        return real(store, state, name, offset, *a, **kw)
 
-    monkeypatch.setattr(Store, "_fold_file", spy)
+    monkeypatch.setattr(logfold, "fold_file", spy)
     assert Store.open(str(project)).load(view="live") is not None
     after = Store.open(str(project)).load()
     assert ("events", 0) in folded_from  # the whole log again, not a tail after the old cache
     assert after["goals"] == before["goals"] and after["todos"] == before["todos"]
-    with open(store.path("cache", SNAPSHOT_FILE), "rb") as fh:
+    with open(store.path(layout.SNAPSHOT), "rb") as fh:
         assert marshal.loads(fh.read())["fold"] == newer
-    assert os.path.exists(store.path("cache", LIVE_FILE))
+    assert os.path.exists(store.path(layout.LIVE))
 
 
 def test_every_field_a_reducer_reads_is_declared():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from loopx.commands import add
+from loopx.kernel.storage import layout
 from loopx.output import Reply, safe
 
 
@@ -41,7 +42,7 @@ def status(ctx, goal_id=None, orient=False):
     data["orient"] = orient
     data["connected"] = True
     warnings = list(data["store"]["problems"])
-    if os.path.exists(store.path("cache", "sync.json")):  # this clone syncs through git: name tentative claims
+    if os.path.exists(store.path(layout.SYNC)):  # this clone syncs through git: name tentative claims
         from loopx.sync import shared
         from loopx.sync import transport as gs
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.read import scope, worktrees
+from loopx.kernel.storage import layout
 
 
 def _script_paths(command: str | None, project_dir: str) -> list[str]:
@@ -157,7 +158,7 @@ def _results_dir() -> str:
     """Where promotions keep the holdout's result for the human (trialstep.holdout_file)."""
     from loopx import config
 
-    return os.path.realpath(os.path.join(config.data_home(), "holdout"))
+    return os.path.realpath(os.path.join(config.data_home(), layout.HOLDOUT))
 
 
 def _under(path: str, cwd: str | None, folder: str) -> bool:

@@ -40,7 +40,7 @@ import os
 from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
-from loopx.kernel.storage import actors, clock
+from loopx.kernel.storage import actors, clock, layout
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 from loopx.usage.text import usage_line
@@ -134,7 +134,7 @@ class Driver:
             started["packet"]["permission_mode"] = mode
             started["packet_text"] = packet.render(started["packet"])
         self.turn_mode = mode
-        cache = self.store.path("cache")
+        cache = self.store.path(layout.CACHE)
         os.makedirs(cache, exist_ok=True)
         prompt_file = os.path.join(cache, f"{rid}.packet.txt")
         json_file = os.path.join(cache, f"{rid}.packet.json")

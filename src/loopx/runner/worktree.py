@@ -18,26 +18,29 @@ with git's message.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from loopx.errors import UsageError
 from loopx.kernel.read import worktrees
-from loopx.sandbox import gitpin
-from loopx.sandbox.gitpin import GitError, identity  # noqa: F401 - the runner's callers name them here
+from loopx.kernel.storage import gitcli, layout
+from loopx.kernel.storage.gitcli import GitError  # noqa: F401 - the runner's callers name it here
 
-GIT_TIMEOUT = 120.0
+GIT_TIMEOUT = gitcli.TIMEOUT
 
 
-def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run ``git args`` in ``cwd``; text output. Raises GitError on a non-zero exit when ``check``."""
-    return gitpin.git(cwd, *args, check=check, timeout=timeout,
+def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> gitcli.Result:
+    """Run ``git args`` in ``cwd`` (pinned: a run's worktree is the agent's); text output. Raises
+    GitError on a non-zero exit when ``check``."""
+    return gitcli.git(cwd, *args, check=check, timeout=timeout,
                       hint="see `git status` in the project; `loopx doctor` lists kept worktrees")
 
 
-def base_branch(project_dir: str) -> str:
-    from loopx.kernel.storage.fs import git_dir
+def identity(cwd: str) -> list[str]:
+    """The ``-c user.*`` options for a commit loopx makes (``gitcli.identity_options``)."""
+    return gitcli.identity_options(cwd)
 
-    if git_dir(project_dir) is None:
+
+def base_branch(project_dir: str) -> str:
+    if gitcli.git_dir(project_dir) is None:
         raise UsageError(f"{project_dir} is not a git repository; parallel runs need git worktrees",
                          "run `git init` and commit, or run without --parallel", code="not_git")
     proc = git(project_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False)
@@ -55,7 +58,7 @@ def _ignore_worktrees(store) -> None:
     """Make sure ``.loopx/.gitignore`` lists ``worktrees/`` (stores made before parallel runs)."""
     from loopx.kernel.storage.fs import ensure_lines
 
-    ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
+    ensure_lines(store.path(layout.GITIGNORE), (worktrees.DIRNAME + "/",))
 
 
 def create(store, run_id: str, base: str) -> dict:
