@@ -118,6 +118,12 @@ HINTS: dict[str, Phrase] = {
                                     "another decision"),
     "lease_lost": lambda d: ("finish this turn (`loopx turn finish --result failed`) and start a new one with "
                              "`loopx next --sync`"),
+    "format_missing": lambda d: "run `loopx connect` to recreate it (events are kept)",
+    "format_unreadable": lambda d: "restore it from git or run `loopx doctor`",
+    "sync_needs_git": lambda d: "install git; loopx sync uses your own git",
+    "sync_timeout": lambda d: ("the loop goes on locally; shared claims wait until `loopx sync` reaches the remote "
+                               "(LOOPX_SYNC_TIMEOUT sets the limit)"),
+    "no_git_repo": lambda d: "loopx sync exchanges the store through git: `git init` and add a remote",
     "connect_project": lambda d: f"run `loopx connect --project {d['project']}`",
     "connect_here": lambda d: "run `loopx connect` in the project's root",
     "store_read_only": lambda d: "nothing was written; see `loopx doctor`",

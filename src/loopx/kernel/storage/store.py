@@ -186,10 +186,10 @@ class Store:
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
                 raise StateError(f"{self.path(layout.FORMAT)} is missing",
-                                 "run `loopx connect` to recreate it (events are kept)") from None
+                                 "connect again to recreate it (events are kept)", details={"reason": "format_missing"}) from None
             except (OSError, ValueError) as exc:
                 raise StateError(f"{self.path(layout.FORMAT)} is unreadable: {exc}",
-                                 "restore it from git or run `loopx doctor`") from None
+                                 "restore it from git or check the store", details={"reason": "format_unreadable"}) from None
             self._format = info
         return self._format
 
