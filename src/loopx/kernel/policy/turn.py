@@ -241,13 +241,13 @@ def _claim_drafts(state: dict, actor: str, gid: str, tid: str | None, until: str
     drafts = []
     now_iso = clock.iso(now)
     for r in queries.open_runs(state, gid):
-        if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > now_iso:
+        if machines.runs_here(state, r, actor) and queries.lease_live(r, now_iso):
             drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
                                                       "evidence": [], "fingerprint": None,
                                                       "note": "superseded by a new turn of the same agent"}))
     if tid:
         c = state["todos"][tid].get("claim")
-        if machines.holds(state, c, actor) and c["lease_until"] > now_iso:
+        if machines.holds(state, c, actor) and queries.lease_live(c, now_iso):
             drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
             out["fence"] = c["fence"]
         else:
