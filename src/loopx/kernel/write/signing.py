@@ -101,8 +101,8 @@ def message(gate: dict, standing: bool) -> bytes:
 def sign(data: bytes, key: str) -> str:
     """An armored SSH signature of ``data`` with ``key`` (namespace loopx-gate). Raises SigningError."""
     if not key or not os.path.exists(os.path.expanduser(key)):
-        raise SigningError(f"the signing key {key!r} does not exist",
-                           "set it with `loopx gate signing --enable --key ~/.ssh/id_ed25519`")
+        raise SigningError(f"the signing key {key!r} does not exist", "set an existing key in the signing settings",
+                           details={"reason": "signing_key_missing"})
     p = _run(["-Y", "sign", "-q", "-f", os.path.expanduser(key), "-n", NAMESPACE], data)
     sig = p.stdout.decode("ascii", "replace")
     if p.returncode != 0 or "BEGIN SSH SIGNATURE" not in sig:
@@ -154,7 +154,7 @@ def sign_approval(gate: dict, standing: bool) -> dict | None:
     fp = verify(data, sig, principal)
     if fp is None:
         raise SigningError(f"the signature does not verify for {principal!r} against {signers_path()}",
-                           "add your key with `loopx gate signing --enable --key PATH`")
+                           "add your key to the allowed signers", details={"reason": "signer_unknown"})
     return {"principal": principal, "sig": sig, "fingerprint": fp}
 
 
@@ -243,7 +243,8 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     key = key or s.get("key")
     principal = principal or s.get("principal") or _default_principal()
     if not key:
-        raise SigningError("no signing key given", "pass --key ~/.ssh/id_ed25519 (or the .pub of an ssh-agent key)")
+        raise SigningError("no signing key given", "name the key file, e.g. ~/.ssh/id_ed25519 (or the .pub of an "
+                           "ssh-agent key)", details={"reason": "signing_key_required", "field": "key"})
     signers = _read(signers_path()) or ""
     if enable:
         line = f'{principal} namespaces="{NAMESPACE}" {public_key(key)}\n'
