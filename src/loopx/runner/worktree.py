@@ -1,13 +1,26 @@
-"""Git worktrees for parallel runs (docs/multi-agent.md): one per run, on branch
-``loopx/<run-id>``, created from the goal's base branch under ``.loopx/worktrees/<run-id>``.
+"""A turn's workspace (docs/multi-agent.md, docs/security.md): one per run, on branch
+``loopx/<run-id>``, made from the goal's base branch under ``.loopx/worktrees/<run-id>``.
+
+The workspace is a private clone (``git clone --shared``), not a linked worktree: its own ``.git``
+(index, refs, new objects) lies inside the sandbox's write grant, and it reads the project's
+objects through ``objects/info/alternates`` without writing them. A linked worktree would write
+its commits into the project's common object store and refs, so the project's ``.git`` would have
+to stay writable. After the turn loopx, outside the sandbox with hooks off, fetches the
+workspace's ``HEAD`` into the project's ``refs/heads/loopx/<run-id>`` (``fetch_back``); the
+workspace's configuration is read-only inside the sandbox (``loopx.sandbox.profile``), and git's
+upload-pack ignores the one setting that would run a command from it.
 
 - ``base_branch(project_dir) -> str``: the branch checked out in the project (the base of every
   run's branch). Raises UsageError (``not_git``/``detached_head``) when there is none.
 - ``create(store, run_id, base) -> {"path", "branch", "base", "base_sha", "cwd"}``: ``cwd`` is
   the project's copy inside the worktree (the worktree itself unless the project is a
   subfolder of its repository).
-- ``commit_all(path, message) -> bool``: commit whatever the agent left uncommitted (no
-  ``.loopx/`` folder at any depth); True when a commit was made.
+- ``fetch_back(store, run_id) -> str | None``: bring the workspace's ``HEAD`` into the project
+  as ``refs/heads/loopx/<run-id>``; its commit, or None when the workspace has no commit.
+- ``carry(project_dir, cwd, also) -> {path: sha256}``: the user's work in progress copied in.
+- ``commit_all(path, message, carried=None) -> bool``: commit whatever the agent left
+  uncommitted (no ``.loopx/`` folder at any depth, no ``carried`` file it left unchanged); True
+  when a commit was made.
 - ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
 - ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
 
@@ -58,20 +71,119 @@ def _ignore_worktrees(store) -> None:
     ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
 
 
+IDENTITY_KEYS = ("user.name", "user.email")
+
+
 def create(store, run_id: str, base: str) -> dict:
+    from loopx.kernel.storage.fs import git_dir
+
     _ignore_worktrees(store)
     path = worktrees.path(store.root, run_id)
     branch = worktrees.branch(run_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     base_sha = git(store.project_dir, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
-    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, base_sha)
+    source = os.path.realpath(git_dir(store.project_dir) or store.project_dir)
+    _clone(source, path)
+    git(path, "checkout", "-q", "-b", branch, base_sha)
+    others = git(path, "for-each-ref", "--format=%(refname:short)", "refs/heads/").stdout.split()
+    for name in [o for o in others if o != branch]:  # the run's branch only: the project's are origin/*
+        git(path, "branch", "-q", "-D", name, check=False)
+    for key in IDENTITY_KEYS:  # the project's own identity (its .git/config is not the clone's)
+        val = git(store.project_dir, "config", key, check=False).stdout.strip()
+        if val:
+            git(path, "config", key, val)
     cwd = worktrees.project_in(store.root, run_id, store.project_dir) or path
     os.makedirs(cwd, exist_ok=True)
+    # an empty store folder where the project has its own, read-only in the sandbox: nothing
+    # store-shaped is made there and brought back (``.loopx/`` is never committed, see commit_all)
+    os.makedirs(os.path.join(cwd, ".loopx"), exist_ok=True)
     return {"path": path, "branch": branch, "base": base, "base_sha": base_sha, "cwd": cwd}
 
 
-def commit_all(path: str, message: str) -> bool:
+def _clone(source: str, path: str) -> None:
+    env = gitpin.env(os.path.dirname(path))
+    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):  # a clone names its own folders
+        env.pop(k, None)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    try:
+        proc = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path],
+                              capture_output=True, text=True, timeout=GIT_TIMEOUT, env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GitError(f"git clone could not run: {exc}", "check that git is installed and on PATH") from None
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git clone of the project failed: {msg[-1] if msg else proc.returncode}",
+                       "see `git status` in the project")
+
+
+def is_clone(path: str) -> bool:
+    """True for a workspace made by ``create`` (its own ``.git`` folder), False for a linked worktree."""
+    return os.path.isdir(os.path.join(path, ".git"))
+
+
+def fetch_back(store, run_id: str) -> str | None:
+    path = worktrees.path(store.root, run_id)
+    head = git(path, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False).stdout.strip()
+    if not head:
+        return None
+    if is_clone(path):  # a linked worktree's commits are in the project already
+        git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+            f"+HEAD:refs/heads/{worktrees.branch(run_id)}")
+    return head
+
+
+def carry(project_dir: str, cwd: str, also=()) -> dict:
+    """Copy the user's work in progress (changed tracked files and untracked files git does not
+    ignore, never ``.loopx/``) from ``project_dir`` into a workspace's project folder ``cwd``, so
+    the agent sees what it would see in the checkout; ``also`` names more copied files (relative
+    to the project: the installed hook files). Returns ``{path in the workspace: sha256}``:
+    ``commit_all`` leaves such a file out unless the agent changed it."""
+    import hashlib
+    import shutil
+
+    listed = git(project_dir, "ls-files", "-z", "--modified", "--others", "--exclude-standard", "--", ".",
+                 ":(exclude,glob)**/.loopx/**", ":(exclude).loopx").stdout.split("\0")
+    out: dict = {}
+    named = [r for r in listed if r]
+    for rel in also:  # a copied folder (a host's skills): each file in it
+        top = os.path.join(project_dir, rel)
+        named += [os.path.relpath(os.path.join(d, f), project_dir) for d, _, fs in os.walk(top) for f in fs] \
+            if os.path.isdir(top) else [rel]
+    also = set(named[len([r for r in listed if r]):])
+    for rel in dict.fromkeys(named):
+        src, dst = os.path.join(project_dir, rel), os.path.join(cwd, rel)
+        if not os.path.isfile(src) or os.path.islink(src):
+            continue
+        try:
+            if not os.path.exists(dst) or rel not in also:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy2(src, dst)
+            with open(dst, "rb") as fh:
+                out[dst] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            continue
+    return out
+
+
+def _unchanged(carried: dict) -> list[str]:
+    import hashlib
+
+    same = []
+    for p, sha in carried.items():
+        try:
+            with open(p, "rb") as fh:
+                if hashlib.sha256(fh.read()).hexdigest() == sha:
+                    same.append(p)
+        except OSError:
+            continue
+    return same
+
+
+def commit_all(path: str, message: str, carried: dict | None = None) -> bool:
     git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
+    same = _unchanged(carried or {})
+    for i in range(0, len(same), 200):  # the user's own work in progress, untouched: not the agent's
+        git(path, "reset", "-q", "--", *same[i:i + 200], check=False)
     if git(path, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return False
     git(path, *identity(path), "commit", "-q", "--no-verify", "-m", message)
@@ -88,8 +200,12 @@ def diff_stat(project_dir: str, base: str, branch: str) -> str:
 
 
 def remove(store, run_id: str, *, delete_branch: bool) -> None:
+    import shutil
+
     path = worktrees.path(store.root, run_id)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and is_clone(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.isdir(path):
         git(store.project_dir, "worktree", "remove", "--force", path)
     git(store.project_dir, "worktree", "prune", check=False)
     if delete_branch:

@@ -175,17 +175,16 @@ def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
     return files, dirs
 
 
-def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None, extra_read_files=()) -> dict:
+def _protected(store, project: str, cwd: str, home: str, denied: list[str]) -> tuple[list[str], str, str | None, bool]:
+    """``(protected, git dir of cwd, common git dir, in_main)``: every path kept out of the write
+    grants (module docstring)."""
     from loopx.sandbox import hostfiles
 
-    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
-    project = _real(store.project_dir) if store is not None else _real(cwd)
-    cwd = _real(cwd)
-    denied = denied_paths(home)
     protected = list(denied)
     if store is not None:
         protected.append(_real(store.root))
+    if os.path.isdir(os.path.join(cwd, ".loopx")):  # a workspace's own (empty, or tracked) store folder
+        protected.append(_real(os.path.join(cwd, ".loopx")))
     main_git, _ = _git_dirs(project)
     wt_git, common = _git_dirs(cwd)
     in_main = bool(wt_git and wt_git == common)
@@ -194,20 +193,22 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         if g and not (in_main and g == wt_git):
             protected.append(g)
     if in_main:
-        # the main checkout commits through its own .git: all of it is writable but what makes git
-        # run commands or read settings (config, hooks, info, submodules' and worktrees' folders)
-        # and loopx's own refs; loopx's git calls name the folders (gitpin), so a planted
-        # ``commondir`` is never followed
+        # a checkout that commits through its own .git (a turn's private clone, or the main checkout
+        # where there is none): all of it is writable but what makes git run commands or read
+        # settings (config, hooks, info, submodules' and worktrees' folders) and loopx's own refs;
+        # loopx's git calls name the folders (gitpin), so a planted ``commondir`` is never followed
         protected += [os.path.join(wt_git_dir, p) for p in GIT_PROTECTED]
     protected.append(loopx_package())
     protected += [_real(p) for p in hostfiles.owned(project, home)]
+    if cwd != project:  # the hook files copied into a workspace are loopx's as well
+        protected += [_real(p) for p in hostfiles.owned(cwd, home)]
     protected += [_real(os.path.join(d, "hooks")) for d in (common, main_git) if d]
+    return protected, wt_git_dir, common, in_main
 
-    write: list[str] = []        # Landlock grants when protected paths are read-only views (mounts)
-    carved: list[str] = []       # ... and when they cannot be: each tree granted child by child
-    carved_files: list[str] = []
-    roots: list[str] = []
-    git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
+
+def _make_states(host: str | None, home: str) -> list[str]:
+    from loopx.sandbox import hostfiles
+
     states = hostfiles.state_dirs(host, home)
     for d in states:  # a host creates its state folders on first use: they must exist to be granted
         if not os.path.splitext(d)[1] and not os.path.lexists(d):  # a folder, not a file such as ~/.claude.json
@@ -215,33 +216,43 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
                 os.makedirs(d, exist_ok=True)
             except OSError:
                 pass
-    for root in [cwd, *git_root, tmpdir, *states,
-                 *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p], *extra_write]:
-        if root and os.path.exists(root) and not os.path.islink(root):
-            root = _real(root)
-            # a grant never reaches above its root, so a protected folder that holds the root (the
-            # run's worktree under .loopx/worktrees/) does not take it away
-            above = [p for p in protected if not _under(root, p)]
-            if any(_under(root, p) for p in protected if p in denied):
-                continue
-            got_dirs, got_files = carve(root, above)
-            carved += got_dirs
-            carved_files += got_files
-            roots.append(root)
-    reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
-    if wt_git and common and wt_git != common and worktree_branch:
-        # a linked worktree commits through its own git folder, the object store and its branch's ref
-        heads = os.path.join(common, "refs", "heads", *worktree_branch.split("/")[:-1])
-        logs = os.path.join(common, "logs", "refs", "heads", *worktree_branch.split("/")[:-1])
-        for folder in (heads, logs):
-            os.makedirs(folder, exist_ok=True)
-        reopen += [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
-    write = roots + reopen
-    carved += reopen
-    write_files: list[str] = []
+    return states
 
-    read: list[str] = []
-    read_files: list[str] = []
+
+def _write_roots(candidates, protected: list[str], denied: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """``(roots, carved dirs, carved files)`` of the write grants."""
+    roots: list[str] = []
+    carved: list[str] = []
+    carved_files: list[str] = []
+    for root in candidates:
+        if not root or not os.path.exists(root) or os.path.islink(root):
+            continue
+        root = _real(root)
+        # a grant never reaches above its root, so a protected folder that holds the root (the
+        # run's workspace under .loopx/worktrees/) does not take it away
+        above = [p for p in protected if not _under(root, p)]
+        if any(_under(root, p) for p in protected if p in denied):
+            continue
+        got_dirs, got_files = carve(root, above)
+        carved += got_dirs
+        carved_files += got_files
+        roots.append(root)
+    return roots, carved, carved_files
+
+
+def _linked_worktree(wt_git: str | None, common: str | None, branch: str | None) -> list[str]:
+    """A linked worktree (an experiment's) commits through its own git folder, the object store
+    and its branch's ref: those are reopened for writing."""
+    if not (wt_git and common and wt_git != common and branch):
+        return []
+    heads = os.path.join(common, "refs", "heads", *branch.split("/")[:-1])
+    logs = os.path.join(common, "logs", "refs", "heads", *branch.split("/")[:-1])
+    for folder in (heads, logs):
+        os.makedirs(folder, exist_ok=True)
+    return [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
+
+
+def _reads(project: str, cwd: str, home: str, states: list[str], denied: list[str], extra_read=()) -> list[str]:
     cands = list(SYSTEM_READ) + [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package())]
     cands += [p for p in sys.path if p]
     path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
@@ -255,35 +266,48 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
             cands.append(up)  # not a home folder: none of the secrets a home folder holds is in it
     cands += [project, cwd, *states]
     cands += [p for p in (env("LOOPX_SANDBOX_READ") or "").split(os.pathsep) if p] + list(extra_read)
+    read: list[str] = []
     for c in cands:
         r = _real(c)
         if not os.path.isdir(r) or r == "/" or r == home or any(_under(x, r) for x in denied):
             continue  # a folder that would make a secret readable is never granted
         if r not in read:
             read.append(r)
-    for name in GIT_USER_FILES:
-        user_file = _real(os.path.join(home, name))
-        if os.path.isfile(user_file):
-            read_files.append(user_file)
-    for named in extra_read_files:
-        if os.path.isfile(named) and not any(_under(named, x) for x in denied):
-            read_files.append(_real(named))
-    write_files += [dev for dev in DEV_WRITE_FILES if os.path.exists(dev)]
-    devs = [dev for dev in DEV_WRITE if os.path.isdir(dev)]
-    write += devs
-    carved += devs
+    return read
 
+
+def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
+          worktree_branch: str | None = None, extra_read_files=()) -> dict:
+    home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
+    project = _real(store.project_dir) if store is not None else _real(cwd)
+    cwd = _real(cwd)
+    denied = denied_paths(home)
+    protected, wt_git_dir, common, in_main = _protected(store, project, cwd, home, denied)
+    git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
+    states = _make_states(host, home)
+    roots, carved, carved_files = _write_roots(
+        [cwd, *git_root, tmpdir, *states, *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p],
+         *extra_write], protected, denied)
+    reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
+    reopen += _linked_worktree(wt_git_dir or None, common, worktree_branch)
+    carved += reopen
+    devs = [dev for dev in DEV_WRITE if os.path.isdir(dev)]
+    write = roots + reopen + devs
+    carved += devs
+    read_files = [f for f in (_real(os.path.join(home, n)) for n in GIT_USER_FILES) if os.path.isfile(f)]
+    read_files += [_real(f) for f in extra_read_files if os.path.isfile(f) and not any(_under(f, x) for x in denied)]
+    write_files = [dev for dev in DEV_WRITE_FILES if os.path.exists(dev)]
     net_mode = (env("LOOPX_SANDBOX_NET") or "").strip().lower()
     ports = [443] + [int(p) for p in (env("LOOPX_SANDBOX_PORTS") or "").replace(",", " ").split()
                      if p.isdigit()]
     ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots)]
     secret_inside = any(p in denied for p in ro)  # a read-only view would still show it: carve instead
-    return {"read": read, "read_files": read_files, "write": [] if secret_inside else write,
+    return {"read": _reads(project, cwd, home, states, denied, extra_read), "read_files": read_files,
+            "write": [] if secret_inside else write,
             "write_files": write_files, "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside},
             "fallback": {"write": carved, "write_files": write_files + carved_files},
             "connect": None if net_mode == "open" else sorted(set(ports)), "tmpdir": tmpdir,
             "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
-
 
 
 def holdout(code_dir: str, data_dirs, scratch: str) -> dict:

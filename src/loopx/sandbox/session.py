@@ -38,6 +38,7 @@ class Session:
 
             self.broker = Broker(store, identity, self.root, self.verify_file, before=self.clean_git).start()
         self._policies: dict = {}
+        self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
     def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=()) -> dict:
         key = (os.path.realpath(cwd), branch, exe, tuple(named))
@@ -66,6 +67,7 @@ class Session:
     def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None):
         if not self.on:
             return cmd, shell, env
+        self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
         pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd))
@@ -79,13 +81,15 @@ class Session:
 
         if self.store is None:
             return
-        dirs = main_dirs(self.store.project_dir)
-        planted = os.path.join(dirs[0], "commondir") if dirs else None
-        if planted and os.path.lexists(planted):
+        for where in {self.store.project_dir, self.workdir or self.store.project_dir}:
+            dirs = main_dirs(where)  # the project's .git, and a workspace's own (a private clone)
+            planted = os.path.join(dirs[0], "commondir") if dirs else None
+            if not planted or not os.path.lexists(planted):
+                continue
             try:
                 os.remove(planted)
             except OSError:
-                return
+                continue
             if self.broker is not None:
                 self.broker.refused.append({"argv": ["(file)", planted], "why": "a planted .git/commondir was removed"})
 
