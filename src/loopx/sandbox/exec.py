@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     from loopx.sandbox import landlock, mounts
 
     m = policy.get("mount") or {}
-    if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", [])):
+    if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", []), m.get("hide", ())):
         policy.update(policy.get("fallback") or {"write": policy.get("write", []), "write_files": []})
         if not m.get("off"):
             sys.stderr.write("loopx sandbox: no private mount namespace here; protected paths are left out of the "

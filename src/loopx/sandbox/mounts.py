@@ -11,8 +11,11 @@ folder between the tree's root and a protected path is made a mount point as wel
 holding ``.git/config`` cannot be renamed away and rebuilt. Nothing propagates back: the new
 namespace's mounts are private.
 
-``setup(roots, ro, rw) -> bool``: True when the views are in place, False when this system does
-not allow it (then the caller falls back to granting the tree child by child).
+``setup(roots, ro, rw, hide=()) -> bool``: True when the views are in place, False when this
+system does not allow it (then the caller falls back to granting the tree child by child). Each
+``hide`` path (an experiment's holdout data) gets an empty view last, over every other mount: a
+folder an empty read-only ``tmpfs``, a file ``/dev/null`` on a ``nodev`` mount (opening it fails),
+so a read, a symbolic link to it or a hard link of it (EXDEV: another mount) shows nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +56,19 @@ def _mount(libc, src, target, flags) -> None:
         raise OSError(e, f"mount {target.decode()}: {os.strerror(e)}")
 
 
-def setup(roots: list[str], ro: list[str], rw: list[str]) -> bool:
+def _hide(libc, path: str) -> None:
+    b = os.fsencode(path)
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if os.path.isdir(path) and not os.path.islink(path):
+        if libc.mount(b"tmpfs", b, b"tmpfs", ctypes.c_ulong(flags), b"size=4k,mode=0500") != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"mount tmpfs {path}: {os.strerror(e)}")
+        return
+    _mount(libc, b"/dev/null", b, MS_BIND)
+    _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | flags)
+
+
+def setup(roots: list[str], ro: list[str], rw: list[str], hide=()) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     ro = [p for p in ro if os.path.lexists(p) and not os.path.islink(p) and any(_under(p, r) for r in roots)]
     if not _unshare(libc):  # always a namespace of our own: own_pids() remounts /proc inside it
@@ -78,6 +93,8 @@ def setup(roots: list[str], ro: list[str], rw: list[str]) -> bool:
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
             elif kind == "rw":
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+        for path in sorted(p for p in hide if os.path.lexists(p)):
+            _hide(libc, path)
     except OSError:
         return False
     return True

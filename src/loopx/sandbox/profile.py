@@ -276,13 +276,56 @@ def _reads(project: str, cwd: str, home: str, states: list[str], denied: list[st
     return read
 
 
+def hidden_paths(store, cwd: str) -> list[str]:
+    """Every copy of an active experiment's holdout data (``--holdout-path``) the agent could
+    reach: in the project, in ``cwd`` (the turn's project folder) and in each experiment's own
+    worktree. Existing paths only, real and absolute."""
+    if store is None:
+        return []
+    from loopx.kernel.policy import trialguard
+    from loopx.kernel.read import worktrees
+
+    state = store.load(view="live")
+    rels = list(trialguard.holdout(state))
+    if not rels:
+        return []
+    pre = worktrees.prefix(store.project_dir)
+    bases = [store.project_dir, cwd]
+    for e in (state.get("experiments") or {}).values():
+        if e.get("worktree"):
+            bases.append(os.path.join(store.project_dir, e["worktree"], *([pre] if pre else [])))
+    out = []
+    for base in bases:
+        for rel in rels:
+            p = _real(os.path.join(base, rel))
+            if os.path.lexists(p) and p not in out:
+                out.append(p)
+    return out
+
+
+def _carve_all(grants: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """``grants`` (folders) with every ``hidden`` path left out, child by child."""
+    dirs: list[str] = []
+    files: list[str] = []
+    for g in grants:
+        d, f = carve(g, hidden)
+        dirs += [x for x in d if x not in dirs]
+        files += [x for x in f if x not in files]
+    return dirs, files
+
+
 def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None, extra_read_files=()) -> dict:
+          worktree_branch: str | None = None, extra_read_files=(), hidden=None) -> dict:
+    """The agent's policy (module docstring). ``hidden``: paths no grant may show (an experiment's
+    holdout data; default ``hidden_paths(store, cwd)``): an empty read-only view over each in the
+    mount namespace, left out of every grant child by child where there is none."""
     home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
     project = _real(store.project_dir) if store is not None else _real(cwd)
     cwd = _real(cwd)
     denied = denied_paths(home)
+    hide = list(hidden_paths(store, cwd) if hidden is None else [_real(h) for h in hidden if os.path.lexists(h)])
     protected, wt_git_dir, common, in_main = _protected(store, project, cwd, home, denied)
+    protected += hide
     git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
     states = _make_states(host, home)
     roots, carved, carved_files = _write_roots(
@@ -300,12 +343,19 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     net_mode = (env("LOOPX_SANDBOX_NET") or "").strip().lower()
     ports = [443] + [int(p) for p in (env("LOOPX_SANDBOX_PORTS") or "").replace(",", " ").split()
                      if p.isdigit()]
-    ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots)]
+    ro = [p for p in sorted(set(protected)) if any(_under(p, r) for r in roots) and p not in hide]
     secret_inside = any(p in denied for p in ro)  # a read-only view would still show it: carve instead
-    return {"read": _reads(project, cwd, home, states, denied, extra_read), "read_files": read_files,
+    read = _reads(project, cwd, home, states, denied, extra_read)
+    fallback = {"write": carved, "write_files": write_files + carved_files}
+    if hide:  # without a mount namespace: no grant may reach a hidden path
+        fallback["read"], more_files = _carve_all(read, hide)
+        fallback["read_files"] = read_files + more_files
+    return {"read": read, "read_files": read_files,
             "write": [] if secret_inside else write,
-            "write_files": write_files, "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside},
-            "fallback": {"write": carved, "write_files": write_files + carved_files},
+            "write_files": write_files,
+            "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside,
+                      "hide": hide},
+            "fallback": fallback,
             "connect": None if net_mode == "open" else sorted(set(ports)), "tmpdir": tmpdir,
             "protected": sorted(set(protected)), "denied": denied, "scope_signals": True}
 
