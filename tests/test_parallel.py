@@ -318,10 +318,10 @@ def test_bad_runner_names_are_refused_before_anything_is_claimed(repo, cli, name
 
 
 def test_a_single_runner_leaves_the_checkout_as_if_it_had_worked_there(repo, cli):
-    """Under the kernel sandbox a single runner's turn works in a private clone (the project's
-    .git outside every write grant) and its work lands in the checkout; without one it works in
-    the checkout itself. Either way the user sees the agent's work on their branch, no run branch
-    and no workspace left behind."""
+    """Under the kernel sandbox a single runner's turn works in a private clone shown at the
+    project's own path (the project's .git outside every write grant) and its work lands in the
+    checkout; without one it works in the checkout itself. Either way the agent's folder is the
+    project's, the user sees the agent's work on their branch, no run branch and no workspace left."""
     from loopx import sandbox
 
     _goal(cli, todos=("one",), max_parallel=1)
@@ -333,7 +333,7 @@ def test_a_single_runner_leaves_the_checkout_as_if_it_had_worked_there(repo, cli
     assert r.data["agent"] == "agent:shell"
     where = (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip()
     if sandbox.enforced():
-        assert where == str(repo / ".loopx" / "worktrees" / t["run_id"]), where
+        assert where == str(repo), where
         assert t["worktree"]["kept"] is False and t["merge"]["action"] == "merged", t
         assert git(repo, "log", "--format=%s", f"{head}..HEAD").startswith(f"loopx: {t['run_id']}")
         assert git(repo, "status", "--porcelain") == status  # the agent's file is committed on the branch

@@ -370,10 +370,12 @@ def test_a_sandboxed_agent_ends_with_its_runner_even_after_kill_9(world):
 
 
 def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_write_grant(world, cli):
-    """Item 1 of what is left of issue 22: a single `loopx run` turn works in a private clone, so
-    the project's `.git` (objects, refs, config, hooks) is not writable by any path, the bare
-    remote does not move, and ordinary work (an edit in scope, a commit, an uncommitted file, the
-    write-back through the broker, the todo's verify) still lands on the user's branch."""
+    """Item 1 of what is left of issue 22: a single `loopx run` turn works in a private clone that
+    the sandbox shows at the project's own path, so the project's real `.git` (objects, refs,
+    config, hooks) is not reachable by any path: the agent's writes to "its" `.git` land in the
+    clone (config and hooks read-only there too), the bare remote does not move, and ordinary work
+    (an edit in scope, commits, an uncommitted file, the write-back through the broker, the todo's
+    verify) still lands on the user's branch."""
     proj, remote = world["project"], world["remote"]
     pgit = proj / ".git"
     main_before = git(proj, "rev-parse", "main")
@@ -382,7 +384,7 @@ def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_w
     hashes = _hash_tree(guarded)
     tries = {
         "objects": f"mkdir -p {pgit}/objects/ab && echo x > {pgit}/objects/ab/cdef0123",
-        "ref_main": f"git rev-parse HEAD > {pgit}/refs/heads/main",
+        "ref_main": f"sha=$(git rev-parse HEAD) && echo $sha > {pgit}/refs/heads/main",
         "new_ref": f"echo {main_before} > {pgit}/refs/heads/planted",
         "config": f"git config --file {pgit}/config alias.ship 'push origin main'",
         "hook": f"echo 'exit 0' > {pgit}/hooks/pre-commit",
@@ -402,20 +404,20 @@ def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_w
         "loopx evidence add --kind note --summary 'fixed add in a private clone' --todo \"$LOOPX_TODO_ID\"\n"
         "loopx todo done \"$LOOPX_TODO_ID\"\n"
         "pwd > src/where.txt\n")
+    status = git(proj, "status", "--porcelain")
     bindir = os.path.dirname(sys.executable)
     r = run_loopx(["run", "--agent-cmd", "sh agent.sh", "--once", "--json"], cwd=proj,
                   env={"HOME": str(world["home"]), "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}, timeout=600)
     assert r.code == 0, r.out + r.err
     t = r.data["turns"][0]
     assert t["agent_exit"] == 0 and t["worktree"]["kept"] is False, t
-    assert t["merge"]["action"] == "merged", t["merge"]
-    # the agent worked outside the project's checkout, in a clone with its own .git
-    where = (proj / "src" / "where.txt").read_text().strip()
-    assert where != str(proj) and "/.loopx/worktrees/" in where, where
+    assert t["merge"]["action"] == "merged", json.dumps(t)
+    # the agent saw its clone at the project's path (hosts keep their paths, trust and settings)
+    assert (proj / "src" / "where.txt").read_text().strip() == str(proj)
     results = dict(line.split() for line in (proj / "src" / "git_attacks.txt").read_text().splitlines())
     assert set(results) == set(tries)
-    for name, code in results.items():
-        assert code != "0", (name, results)
+    for name in ("config", "hook", "push_remote", "push_origin"):  # read-only even in the clone; no remote
+        assert results[name] != "0", (name, results)
     # ground truth: nothing planted in the project's .git, the remote did not move
     assert not (pgit / "objects" / "ab" / "cdef0123").exists()
     assert not (pgit / "refs" / "heads" / "planted").exists()
@@ -426,10 +428,9 @@ def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_w
     # ordinary work landed on the user's branch: the agent's commit, then loopx's for the rest
     log = git(proj, "log", "--format=%s", f"{main_before}..main").splitlines()
     assert "fix add" in log and any(s.startswith("loopx: run-") for s in log), log
-    assert "evil" not in log
     assert "a + b" in (proj / "src" / "calc.py").read_text()
     assert (proj / "src" / "extra.py").exists()
-    assert git(proj, "status", "--porcelain").splitlines() == ["?? agent.sh"], "the user's own file stays theirs"
+    assert git(proj, "status", "--porcelain") == status, "the user's own files stay theirs, uncommitted"
     state = Store.open(str(proj)).load()
     assert state["todos"][t["todo_id"]]["status"] == "done"
     ev = [e for e in state["evidence"].values() if e["summary"] == "fixed add in a private clone"]

@@ -115,7 +115,8 @@ class Driver:
             self.sandbox = Session(self.store, lambda: (self.agent, self.run_id),
                                    host=self.spec["kind"] if self.spec else None)
         self.run_id = started["run_id"]
-        return self.sandbox.confine(cmd, shell, env, cwd, (started.get("worktree") or {}).get("branch"))
+        wt = started.get("worktree") or {}
+        return self.sandbox.confine(cmd, shell, env, cwd, wt.get("branch"), view=bool(wt.get("sequential")))
 
     def workspace(self, started: dict) -> str:
         """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
@@ -124,7 +125,8 @@ class Driver:
         rid = started["run_id"]
         try:
             assert self.base is not None  # isolate is switched on together with the base branch
-            started["worktree"] = dict(worktree.create(self.store, rid, self.base), sequential=not self.isolate)
+            started["worktree"] = dict(worktree.create(self.store, rid, self.base, view=not self.isolate),
+                                       sequential=not self.isolate)
         except LoopxError as exc:
             turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
             raise
@@ -211,7 +213,9 @@ class Driver:
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
-            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file, cwd), cwd,
+            # a sequential turn's clone is shown at the project's own path: the host works "there"
+            seen = self.store.project_dir if (started.get("worktree") or {}).get("sequential") else cwd
+            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file, seen), cwd,
                                          started)
             res = process.run_agent(cmd, shell=shell, stdin_text=stdin, env=env, cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
@@ -346,6 +350,7 @@ class Driver:
             return worktree.ahead(info["path"], info["base_sha"]) > 0
         except LoopxError as exc:
             out["note"] = f"could not commit the worktree: {exc.message}"
+            info["broken"] = exc.message  # its work is not in the project: the workspace is kept
             return None
 
     def land(self, started: dict, out: dict) -> None:
@@ -395,6 +400,9 @@ class Driver:
         from loopx.runner import merge, worktree
 
         info, rid = started["worktree"], started["run_id"]
+        if info.get("broken"):
+            out["note"] = ((out.get("note") or "") + f"; workspace kept: {info['broken']}").lstrip("; ")
+            return
         try:
             run = self.store.read(lambda st: queries.resolve_run(st, rid))
             res = merge.land_turn(self.store, self.actor, run, info["base"], info["base_sha"])

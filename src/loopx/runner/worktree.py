@@ -74,30 +74,55 @@ def _ignore_worktrees(store) -> None:
 IDENTITY_KEYS = ("user.name", "user.email")
 
 
-def create(store, run_id: str, base: str) -> dict:
+def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
+    """``view``: the workspace is shown at the project's own path inside the sandbox
+    (``loopx.sandbox.mounts``, a sequential turn): it works on a branch named like ``base`` and
+    reads the project's objects through ``.git/project-objects``, which the sandbox's view fills."""
     from loopx.kernel.storage.fs import git_dir
 
     _ignore_worktrees(store)
     path = worktrees.path(store.root, run_id)
-    branch = worktrees.branch(run_id)
+    branch = base if view else worktrees.branch(run_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     base_sha = git(store.project_dir, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
     source = os.path.realpath(git_dir(store.project_dir) or store.project_dir)
     _clone(source, path)
-    git(path, "checkout", "-q", "-b", branch, base_sha)
+    git(path, "checkout", "-q", "-B", branch, base_sha)
     others = git(path, "for-each-ref", "--format=%(refname:short)", "refs/heads/").stdout.split()
     for name in [o for o in others if o != branch]:  # the run's branch only: the project's are origin/*
         git(path, "branch", "-q", "-D", name, check=False)
-    for key in IDENTITY_KEYS:  # the project's own identity (its .git/config is not the clone's)
-        val = git(store.project_dir, "config", key, check=False).stdout.strip()
-        if val:
-            git(path, "config", key, val)
+    _like_the_project(store.project_dir, path, source)
+    if view:
+        # the project's objects at ../project-objects (a folder only the sandbox's view fills: the
+        # same path at the project's place), then at their own path (outside the view; inside it
+        # that is the clone's own store, which git skips as an alternate)
+        os.makedirs(os.path.join(path, ".git", "project-objects"), exist_ok=True)
+        with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w", encoding="utf-8") as fh:
+            fh.write(f"../project-objects\n{os.path.join(source, 'objects')}\n")
     cwd = worktrees.project_in(store.root, run_id, store.project_dir) or path
     os.makedirs(cwd, exist_ok=True)
     # an empty store folder where the project has its own, read-only in the sandbox: nothing
     # store-shaped is made there and brought back (``.loopx/`` is never committed, see commit_all)
     os.makedirs(os.path.join(cwd, ".loopx"), exist_ok=True)
-    return {"path": path, "branch": branch, "base": base, "base_sha": base_sha, "cwd": cwd}
+    return {"path": path, "branch": worktrees.branch(run_id), "base": base, "base_sha": base_sha, "cwd": cwd}
+
+
+def _like_the_project(project_dir: str, path: str, source: str) -> None:
+    """The project's identity and remotes in the clone (its ``.git/config`` is not the clone's),
+    and the project's remote-tracking branches: ``origin`` is what it is in the project, so a
+    push the agent tries goes where it would go from the checkout (and the guard judges it so)."""
+    for key in IDENTITY_KEYS:
+        val = git(project_dir, "config", key, check=False).stdout.strip()
+        if val:
+            git(path, "config", key, val)
+    urls = git(project_dir, "config", "--get-regexp", r"^remote\..*\.url$", check=False).stdout.splitlines()
+    if not urls:
+        return
+    git(path, "remote", "remove", "origin", check=False)
+    for line in urls:
+        key, _, url = line.partition(" ")
+        git(path, "remote", "add", key[len("remote."):-len(".url")], url, check=False)
+    git(path, "fetch", "-q", "--no-tags", source, "+refs/remotes/*:refs/remotes/*", check=False)
 
 
 def _clone(source: str, path: str) -> None:

@@ -68,7 +68,30 @@ def _hide(libc, path: str) -> None:
     _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | flags)
 
 
-def setup(roots: list[str], ro: list[str], rw: list[str], hide=()) -> bool:
+def _show_at(libc, view: dict) -> None:
+    """Show a turn's private clone (``tree``) at the project's own path (``at``): the project's
+    objects read-only at ``tree/.git/project-objects`` (the clone's alternates entry), the clone
+    over the project's checkout (its files and its ``.git``: the project's are not visible at all),
+    and the project's store read-only at its usual place. Paths, the host's trust and settings
+    keyed by the project's folder, and every absolute path the agent sees stay what they are."""
+    ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    tree, at = os.fsencode(view["tree"]), os.fsencode(view["at"])
+    objs = os.open(view["objects"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    store = os.open(view["store"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        target = os.path.join(tree, b".git", b"project-objects")
+        _mount(libc, b"/proc/self/fd/%d" % objs, target, MS_BIND)
+        _mount(libc, b"none", target, ro)
+        _mount(libc, tree, at, MS_BIND | MS_REC)
+        shown = os.path.join(at, os.fsencode(os.path.relpath(view["store"], view["at"])))
+        _mount(libc, b"/proc/self/fd/%d" % store, shown, MS_BIND | MS_REC)
+        _mount(libc, b"none", shown, ro)
+    finally:
+        os.close(objs)
+        os.close(store)
+
+
+def setup(roots: list[str], ro: list[str], rw: list[str], hide=(), view: dict | None = None) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     ro = [p for p in ro if os.path.lexists(p) and not os.path.islink(p) and any(_under(p, r) for r in roots)]
     if not _unshare(libc):  # always a namespace of our own: own_pids() remounts /proc inside it
@@ -93,6 +116,8 @@ def setup(roots: list[str], ro: list[str], rw: list[str], hide=()) -> bool:
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
             elif kind == "rw":
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+        if view:
+            _show_at(libc, view)
         for path in sorted(p for p in hide if os.path.lexists(p)):
             _hide(libc, path)
     except OSError:

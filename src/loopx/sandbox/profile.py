@@ -36,8 +36,34 @@ import sys
 
 from loopx.config import env
 
-SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sys",
                "/dev", "/run/systemd/resolve", "/run/resolvconf", "/snap", "/nix/store", "/var/lib/dpkg")
+# what of /etc hosts and tools read (measured with the real host CLIs, tests/test_real_hosts.py):
+# name resolution, TLS roots, users and groups, the dynamic linker, alternatives, time zone, git's
+# and the shell's system settings. Not the rest (package-manager credentials such as /etc/npmrc and
+# /etc/pip.conf, service configurations, ssh's settings); LOOPX_SANDBOX_READ adds what a tool needs.
+ETC_READ = ("/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf",
+            "/etc/services", "/etc/protocols", "/etc/networks", "/etc/passwd", "/etc/group", "/etc/hostname",
+            "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/alternatives",
+            "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/crypto-policies",
+            "/etc/localtime", "/etc/timezone", "/etc/zoneinfo", "/etc/locale.alias", "/etc/locale.conf",
+            "/etc/default/locale", "/etc/mime.types", "/etc/magic", "/etc/os-release", "/etc/lsb-release",
+            "/etc/debian_version", "/etc/machine-id", "/etc/gitconfig", "/etc/gitattributes",
+            "/etc/bash.bashrc", "/etc/profile", "/etc/profile.d", "/etc/inputrc", "/etc/environment",
+            "/etc/terminfo", "/etc/python3", "/etc/fonts", "/etc/selinux/config", "/etc/xdg")
+
+
+def etc_reads() -> tuple[list[str], list[str]]:
+    """``(dirs, files)`` of ``ETC_READ`` that exist here (real paths: a link such as
+    /etc/resolv.conf is granted at its target)."""
+    dirs: list[str] = []
+    files: list[str] = []
+    for p in ETC_READ:
+        if not os.path.exists(p):
+            continue
+        r = _real(p)
+        (dirs if os.path.isdir(r) else files).append(r)
+    return dirs, files
 DEV_WRITE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
 DEV_WRITE = ("/dev/pts", "/dev/shm")
 GIT_USER_FILES = (".gitconfig", ".config/git/config", ".config/git/ignore", ".config/git/attributes")
@@ -253,7 +279,8 @@ def _linked_worktree(wt_git: str | None, common: str | None, branch: str | None)
 
 
 def _reads(project: str, cwd: str, home: str, states: list[str], denied: list[str], extra_read=()) -> list[str]:
-    cands = list(SYSTEM_READ) + [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package())]
+    cands = list(SYSTEM_READ) + etc_reads()[0] + [sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                  os.path.dirname(loopx_package())]
     cands += [p for p in sys.path if p]
     path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
     cands += path_dirs
@@ -303,6 +330,19 @@ def hidden_paths(store, cwd: str) -> list[str]:
     return out
 
 
+def _view(store, cwd: str) -> dict | None:
+    """``{"at": the project's repository top, "tree": the clone's top, "objects": the project's
+    object store, "store": its .loopx}``; None when ``cwd`` is not a clone of the project."""
+    if store is None:
+        return None
+    top_git, _ = _git_dirs(store.project_dir)
+    ws_git, ws_common = _git_dirs(cwd)
+    if not top_git or not ws_git or ws_git != ws_common or not os.path.isdir(os.path.join(ws_git, "project-objects")):
+        return None
+    return {"at": os.path.dirname(top_git), "tree": os.path.dirname(ws_git), "objects": os.path.join(top_git, "objects"),
+            "store": _real(store.root)}
+
+
 def _carve_all(grants: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
     """``grants`` (folders) with every ``hidden`` path left out, child by child."""
     dirs: list[str] = []
@@ -315,10 +355,12 @@ def _carve_all(grants: list[str], hidden: list[str]) -> tuple[list[str], list[st
 
 
 def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None, extra_read_files=(), hidden=None) -> dict:
+          worktree_branch: str | None = None, extra_read_files=(), hidden=None, view: bool = False) -> dict:
     """The agent's policy (module docstring). ``hidden``: paths no grant may show (an experiment's
     holdout data; default ``hidden_paths(store, cwd)``): an empty read-only view over each in the
-    mount namespace, left out of every grant child by child where there is none."""
+    mount namespace, left out of every grant child by child where there is none. ``view``: ``cwd``
+    is a turn's private clone (``loopx.runner.worktree.create(view=True)``) that the mount
+    namespace shows at the project's own path (``policy["view"]``, ``loopx.sandbox.mounts``)."""
     home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
     project = _real(store.project_dir) if store is not None else _real(cwd)
     cwd = _real(cwd)
@@ -338,6 +380,7 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     write = roots + reopen + devs
     carved += devs
     read_files = [f for f in (_real(os.path.join(home, n)) for n in GIT_USER_FILES) if os.path.isfile(f)]
+    read_files += etc_reads()[1]
     read_files += [_real(f) for f in extra_read_files if os.path.isfile(f) and not any(_under(f, x) for x in denied)]
     write_files = [dev for dev in DEV_WRITE_FILES if os.path.exists(dev)]
     net_mode = (env("LOOPX_SANDBOX_NET") or "").strip().lower()
@@ -350,7 +393,8 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     if hide:  # without a mount namespace: no grant may reach a hidden path
         fallback["read"], more_files = _carve_all(read, hide)
         fallback["read_files"] = read_files + more_files
-    return {"read": read, "read_files": read_files,
+    pol_view = _view(store, cwd) if view and not secret_inside else None
+    return {"read": read, "read_files": read_files, "view": pol_view,
             "write": [] if secret_inside else write,
             "write_files": write_files,
             "mount": {"roots": roots, "ro": ro, "rw": reopen, "off": secret_inside,
@@ -367,14 +411,15 @@ def holdout(code_dir: str, data_dirs, scratch: str) -> dict:
     home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
     denied = denied_paths(home)
     read = []
-    for c in [*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package()),
+    etc_dirs, etc_files = etc_reads()
+    for c in [*SYSTEM_READ, *etc_dirs, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(loopx_package()),
               code_dir, *data_dirs, *[p for p in sys.path if p]]:
         r = _real(c)
         if os.path.isdir(r) and r not in ("/", home) and not any(_under(x, r) for x in denied) and r not in read:
             read.append(r)
     scratch = _real(scratch)
     files = [f for f in DEV_WRITE_FILES if os.path.exists(f)]
-    return {"read": read, "read_files": [], "write": [scratch], "write_files": files, "connect": [],
+    return {"read": read, "read_files": etc_files, "write": [scratch], "write_files": files, "connect": [],
             "tmpdir": scratch, "mount": {"roots": [scratch], "ro": [], "rw": []},
             "fallback": {"write": [scratch], "write_files": files}, "scope_signals": True}
 

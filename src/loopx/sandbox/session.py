@@ -40,15 +40,17 @@ class Session:
         self._policies: dict = {}
         self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
-    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=()) -> dict:
-        key = (os.path.realpath(cwd), branch, exe, tuple(named))
+    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=(),
+                   view: bool = False) -> dict:
+        key = (os.path.realpath(cwd), branch, exe, tuple(named), view)
         if key not in self._policies:
             files, dirs = profile.program_reads(exe)
             for f in named:  # a script the command line names, and the folder it imports from
                 more_files, more_dirs = profile.program_reads(f)
                 files, dirs = files + more_files, dirs + more_dirs
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
-                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files)
+                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files,
+                                                view=view)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
             json.dump(pol, fh)
@@ -64,13 +66,15 @@ class Session:
                 out[sandbox.BROKER_ENV] = self.broker.path
         return out
 
-    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None):
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False):
+        """``view``: ``cwd`` is a turn's private clone, shown at the project's path (``profile.build``)."""
         if not self.on:
             return cmd, shell, env
         self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
-        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd))
+        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
+                              view)
         return sandbox.wrap(argv, pol), False, self.env(env)
 
     def clean_git(self) -> None:
