@@ -168,6 +168,14 @@ def carry(project_dir: str, cwd: str, also=()) -> dict:
 
     listed = git(project_dir, "ls-files", "-z", "--modified", "--others", "--exclude-standard", "--", ".",
                  ":(exclude,glob)**/.loopx/**", ":(exclude).loopx").stdout.split("\0")
+    folders = git(project_dir, "ls-files", "-z", "--others", "--directory", "--exclude-standard", "--", ".",
+                  ":(exclude).loopx").stdout.split("\0")
+    for rel in folders:  # untracked folders, empty ones too (git keeps no folder): the agent expects them
+        if rel.endswith("/") and not os.path.lexists(os.path.join(cwd, rel)):
+            try:
+                os.makedirs(os.path.join(cwd, rel), exist_ok=True)
+            except OSError:
+                continue
     out: dict = {}
     named = [r for r in listed if r]
     for rel in also:  # a copied folder (a host's skills): each file in it
