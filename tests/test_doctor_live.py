@@ -25,6 +25,7 @@ def big(tmp_path_factory):
 
 def _doctor(cli, proj, *args):
     r = cli("doctor", "--project", proj, *args, json=True)
+    assert "checks" in r.data, f"doctor gave no checks (exit {r.code}): {r.out} {r.err}"
     return r, {c["id"]: c for c in r.data["checks"]}
 
 

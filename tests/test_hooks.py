@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, trust_codex_hooks
-from loopx.kernel.policy import guard
+from loopx.guard import verdicts
 
 FIX = Path(__file__).parent / "fixtures" / "hosts"
 
@@ -327,7 +327,7 @@ def test_bad_rules_are_usage_errors(goal, cli):
     ("pytest -q", None),
 ])
 def test_default_mapping(command, kind):
-    hits = guard.command_kinds(command, guard.config(None), branch_of=lambda cwd: "main")
+    hits = verdicts.command_kinds(command, verdicts.config(None), branch_of=lambda cwd: "main")
     assert (hits[0]["kind"] if hits else None) == kind
 
 

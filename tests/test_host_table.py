@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_loopx
 from loopx import hostfacts
-from loopx.kernel.policy import guard
+from loopx.guard import verdicts
 from loopx.kernel.storage.store import Store
 
 POSIX = os.name == "posix"
@@ -62,7 +62,7 @@ def state_of(project):
 
 
 def verdict(project, **kw):
-    return guard.evaluate(state_of(project), project_dir=str(project), cwd=kw.pop("cwd", str(project)), **kw)
+    return verdicts.evaluate(state_of(project), project_dir=str(project), cwd=kw.pop("cwd", str(project)), **kw)
 
 
 # ------------------------------------------------------------------ item 1: governance paths from the table

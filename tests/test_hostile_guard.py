@@ -1,5 +1,5 @@
 """The pre-tool guard against a hostile agent with a shell (issue 12, item 6 and acceptance 1):
-every disguised form listed in the issue is denied. In process (``guard.evaluate``) against real
+every disguised form listed in the issue is denied. In process (``verdicts.evaluate``) against real
 git repositories, so the push destinations are resolved the way git would."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx.kernel.policy import guard, shell
+from loopx.guard import shell, verdicts
 from loopx.kernel.storage.store import Store
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
@@ -54,7 +54,7 @@ def repo(tmp_path, monkeypatch, cli) -> Path:
 
 def verdict(proj: Path, command: str, cwd: Path | None = None) -> dict:
     state = Store(str(proj / ".loopx")).load()
-    return guard.evaluate(state, commands=[command], project_dir=str(proj), cwd=str(cwd or proj))
+    return verdicts.evaluate(state, commands=[command], project_dir=str(proj), cwd=str(cwd or proj))
 
 
 def denied(proj, command, cwd=None) -> dict:
@@ -249,11 +249,11 @@ def test_hard_links_into_scope_are_checked_like_edits(repo):
     outside.write_text("x")
     os.link(outside, repo / "src" / "alias.txt")
     state = Store(str(repo / ".loopx")).load()
-    v = guard.evaluate(state, paths=["src/alias.txt"], project_dir=str(repo), cwd=str(repo))
+    v = verdicts.evaluate(state, paths=["src/alias.txt"], project_dir=str(repo), cwd=str(repo))
     assert not v["allow"] and "hard links" in v["reason"]
     assert denied(repo, "ln secret.txt src/other.txt")["kind"] == "scope"  # the source is outside scope
     (repo / "src" / "plain.txt").write_text("y")
-    assert guard.evaluate(state, paths=["src/plain.txt"], project_dir=str(repo), cwd=str(repo))["allow"]
+    assert verdicts.evaluate(state, paths=["src/plain.txt"], project_dir=str(repo), cwd=str(repo))["allow"]
 
 
 def test_the_reader_never_raises_on_garbage():
@@ -322,9 +322,9 @@ def test_an_existing_script_file_is_read(repo):
 def test_hook_configs_cannot_be_edited_by_an_agent(repo, how, target):
     state = Store(str(repo / ".loopx")).load()
     if how == "edit":
-        v = guard.evaluate(state, paths=[os.path.expanduser(target)], project_dir=str(repo), cwd=str(repo))
+        v = verdicts.evaluate(state, paths=[os.path.expanduser(target)], project_dir=str(repo), cwd=str(repo))
     else:
-        v = guard.evaluate(state, commands=[f"echo '{{}}' > {target}"], project_dir=str(repo), cwd=str(repo))
+        v = verdicts.evaluate(state, commands=[f"echo '{{}}' > {target}"], project_dir=str(repo), cwd=str(repo))
     assert not v["allow"] and v["kind"] == "governance", v
 
 
@@ -340,7 +340,7 @@ def test_loopx_user_files_cannot_be_edited_by_an_agent(repo):
 
     state = Store(str(repo / ".loopx")).load()
     signers = os.path.join(os.path.dirname(config.config_path()), "allowed_signers")
-    v = guard.evaluate(state, paths=[signers], project_dir=str(repo), cwd=str(repo))
+    v = verdicts.evaluate(state, paths=[signers], project_dir=str(repo), cwd=str(repo))
     assert not v["allow"] and v["kind"] == "governance"
     assert denied(repo, f"echo x >> {config.data_home()}/projects.json")["kind"] == "governance"
     allowed(repo, "cat .claude/settings.json")

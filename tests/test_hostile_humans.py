@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO, human_channel, run_loopx, subprocess_env
 from loopx.errors import HumanRequired
-from loopx.kernel.policy import guard
+from loopx.guard import verdicts
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import gates, goals, humans, todos
 
@@ -54,7 +54,7 @@ def gate_status(project: Path, gid: str) -> str:
 
 def guard_denies(project: Path, command: str) -> str:
     state = Store(str(project / ".loopx")).load()
-    v = guard.evaluate(state, commands=[command], project_dir=str(project), cwd=str(project))
+    v = verdicts.evaluate(state, commands=[command], project_dir=str(project), cwd=str(project))
     assert not v["allow"], f"the guard allowed {command!r}"
     return v["reason"]
 
@@ -188,7 +188,7 @@ def test_the_guard_denies_human_only_loopx_commands_however_wrapped(goal, projec
                                      "loopx evidence add --kind test --summary ok", "loopx scope show"])
 def test_ordinary_loopx_commands_pass_the_guard(goal, project, command):
     state = Store(str(project / ".loopx")).load()
-    assert guard.evaluate(state, commands=[command], project_dir=str(project), cwd=str(project))["allow"]
+    assert verdicts.evaluate(state, commands=[command], project_dir=str(project), cwd=str(project))["allow"]
 
 
 def test_a_human_in_a_plain_shell_still_approves_with_confirm(gate_id, project, shim):

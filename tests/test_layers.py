@@ -7,10 +7,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# Lower number = lower layer. A module may import its own layer and any lower one, except where
-# SIBLINGS_APART says otherwise. Longest matching prefix wins.
+# Lower number = lower layer. A module may import its own layer and any lower one; the services
+# and the clients of the kernel also stay apart from their siblings (APART). Longest matching
+# prefix wins.
 LAYERS: dict[str, int] = {
     "loopx": 0, "loopx.errors": 0, "loopx.resources": 0,
     "loopx.hostfacts": 0,  # the table of host facts (issue 23): plain data every layer reads
@@ -19,22 +22,29 @@ LAYERS: dict[str, int] = {
     "loopx.kernel.read": 2,
     "loopx.usage": 2,  # the hosts' own usage files, read-only (issue 14); should-run's window rule reads it
     "loopx.kernel.write": 3,
-    "loopx.kernel.policy": 4,
-    "loopx.hosts": 5, "loopx.runner": 5, "loopx.dashboard": 5, "loopx.api": 5, "loopx.notify": 5,
-    "loopx.ops": 6,
-    "loopx.output": 7, "loopx.parsing": 7, "loopx.context": 7, "loopx.commands": 7, "loopx.cli": 7,
-    "loopx.__main__": 7,
+    # the pre-tool guard reads the state and the gates (write.gates, humans, signing); the trial step
+    # of the policy layer asks it what an experiment's measuring is (guard.measuring)
+    "loopx.guard": 4,
+    "loopx.kernel.policy": 5,
+    # services: they talk to the network (a git remote, webhooks), use the policy layer (a shared
+    # claim starts a turn) and are used by the clients and the commands
+    "loopx.sync": 6, "loopx.notify": 6,
+    "loopx.hosts": 7, "loopx.runner": 7, "loopx.dashboard": 7, "loopx.api": 7,
+    "loopx.ops": 8,
+    "loopx.output": 9, "loopx.parsing": 9, "loopx.context": 9, "loopx.commands": 9, "loopx.cli": 9,
+    "loopx.__main__": 9,
     # the sandbox (issue 22): its core is used by the kernel's verify runner and by loopx's own git
     # calls; the parts that know the store, the hosts and the broker are clients like the runner
-    "loopx.sandbox": 5, "loopx.sandbox.core": 1, "loopx.sandbox.landlock": 1, "loopx.sandbox.mounts": 1,
+    "loopx.sandbox": 7, "loopx.sandbox.core": 1, "loopx.sandbox.landlock": 1, "loopx.sandbox.mounts": 1,
     "loopx.sandbox.exec": 1, "loopx.sandbox.gitpin": 1, "loopx.sandbox.verify": 1, "loopx.sandbox.envscrub": 1,
     "loopx.sandbox.seatbelt": 1,
 }
-# Clients of the kernel in layer 5 stay independent of one another, with one exception: notify is a
-# service the runner, the dashboard and the commands use (they send the outbox), and it imports no
-# other client.
-SIBLINGS_APART = ("loopx.hosts", "loopx.runner", "loopx.dashboard", "loopx.api", "loopx.notify")
-SERVICES = ("loopx.notify",)
+# Packages of one layer that never import one another: the two services, and the clients of the
+# kernel (each is usable without the others).
+APART = (("loopx.sync", "loopx.notify"), ("loopx.hosts", "loopx.runner", "loopx.dashboard", "loopx.api"))
+# package __init__ modules other modules of the package may import without it being a dependency
+PACKAGE_INITS = ("loopx", "loopx.kernel", "loopx.kernel.storage", "loopx.kernel.read", "loopx.kernel.write",
+                 "loopx.kernel.policy", "loopx.guard", "loopx.sync")
 
 
 def _modules() -> dict[str, Path]:
@@ -88,24 +98,29 @@ def test_no_lower_layer_imports_a_higher_one():
     for mod, deps in _graph().items():
         _, mine = _layer(mod)
         for d in deps:
-            if mod.startswith(d + ".") and d in ("loopx", "loopx.kernel", "loopx.kernel.storage", "loopx.kernel.read",
-                                                 "loopx.kernel.write", "loopx.kernel.policy"):
+            if mod.startswith(d + ".") and d in PACKAGE_INITS:
                 continue  # a module importing its own package's __init__
             if _layer(d)[1] > mine:
                 bad.append(f"{mod} (layer {mine}) imports {d} (layer {_layer(d)[1]})")
     assert not bad, "\n".join(sorted(bad))
 
 
-def test_kernel_clients_do_not_import_one_another():
+def _apart_violations(graph: dict[str, set[str]]) -> list[str]:
+    def home(m: str) -> tuple[int, str] | None:
+        return next(((i, p) for i, group in enumerate(APART) for p in group if m == p or m.startswith(p + ".")), None)
+
     bad = []
-    for mod, deps in _graph().items():
-        home = next((s for s in SIBLINGS_APART if mod == s or mod.startswith(s + ".")), None)
-        if not home:
-            continue
+    for mod, deps in graph.items():
+        mine = home(mod)
         for d in deps:
-            other = next((s for s in SIBLINGS_APART if d == s or d.startswith(s + ".")), None)
-            if other and other != home and not (other in SERVICES and home not in SERVICES):
+            other = home(d)
+            if mine and other and other[0] == mine[0] and other[1] != mine[1]:
                 bad.append(f"{mod} imports {d}")
+    return bad
+
+
+def test_services_and_kernel_clients_do_not_import_their_siblings():
+    bad = _apart_violations(_graph())
     assert not bad, "\n".join(sorted(bad))
 
 
@@ -118,20 +133,21 @@ def test_every_package_and_top_level_module_has_a_layer_of_its_own():
     inherit = {"loopx.hosts.adapters"}  # a part of hosts/, which it belongs to
     missing = sorted(m for m in named - inherit if m not in LAYERS)
     assert not missing, f"packages without a layer: {missing}"
-    assert all(s in LAYERS for s in SIBLINGS_APART + SERVICES)
+    assert all(p in LAYERS for group in APART for p in group)
+    assert all(len({LAYERS[p] for p in group}) == 1 for group in APART), "siblings kept apart share one layer"
 
 
-def test_only_the_clients_and_the_commands_use_notify():
-    """notify talks to the network: the kernel never imports it (it is handed
-    ``outbox.after_decision``), and notify imports no client."""
-    users = set()
-    for mod, deps in _graph().items():
-        if not mod.startswith("loopx.notify") and any(d == "loopx.notify" or d.startswith("loopx.notify.") for d in deps):
-            users.add(mod.split(".")[1])
-    assert users and users <= {"runner", "dashboard", "commands", "ops", "cli"}, users
-    for mod, deps in _graph().items():
-        if mod.startswith("loopx.notify"):
-            assert not [d for d in deps if _layer(d)[1] >= 5 and not d.startswith("loopx.notify")], mod
+def test_only_the_clients_and_the_commands_use_the_services():
+    """sync and notify talk to the network: the kernel and the guard never import them (notify is
+    handed ``outbox.after_decision``, the trial step is handed ``shared.spend_slot``), so a hook or
+    a should-run never reaches a remote except through the caller that chose to."""
+    for service in ("notify", "sync"):
+        users = set()
+        for mod, deps in _graph().items():
+            if not mod.startswith(f"loopx.{service}") and any(
+                    d == f"loopx.{service}" or d.startswith(f"loopx.{service}.") for d in deps):
+                users.add(mod.split(".")[1])
+        assert users and users <= {"runner", "dashboard", "api", "hosts", "commands", "ops", "cli"}, (service, users)
 
 
 def test_no_import_circle():
@@ -174,14 +190,27 @@ def test_no_import_circle():
     assert not cycles, "import circles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-def test_the_checker_sees_a_violation(tmp_path):
-    """The checks above can fail: a storage module importing the policy layer is caught."""
-    mod = "loopx.kernel.storage.fake"
+@pytest.mark.parametrize("mod,line,dep", [
+    ("loopx.kernel.storage.fake", "from loopx.kernel.policy import decide", "loopx.kernel.policy.decide"),
+    ("loopx.kernel.policy.fake", "from loopx.sync import shared", "loopx.sync.shared"),
+    ("loopx.guard.fake", "from loopx.kernel.policy import decide", "loopx.kernel.policy.decide"),
+    ("loopx.sync.fake", "from loopx.runner import loop", "loopx.runner.loop"),
+    ("loopx.notify.fake", "import loopx.commands.sync", "loopx.commands.sync"),
+])
+def test_the_checker_sees_an_upward_import(tmp_path, mod, line, dep):
+    """The layer check can fail: a lazy import of a higher layer is seen and refused."""
     path = tmp_path / "fake.py"
-    path.write_text("def f():\n    from loopx.kernel.policy import decide\n", encoding="utf-8")
+    path.write_text(f"def f():\n    {line}\n", encoding="utf-8")
     deps = _imports(mod, path, set(_modules()) | {mod})
-    assert "loopx.kernel.policy.decide" in deps
-    assert _layer("loopx.kernel.policy.decide")[1] > _layer(mod)[1]
+    assert dep in deps
+    assert _layer(dep)[1] > _layer(mod)[1]
+
+
+def test_the_checker_sees_siblings_import_one_another(tmp_path):
+    graph = {"loopx.notify.fake": {"loopx.sync.transport"}, "loopx.runner.fake": {"loopx.dashboard.api"},
+             "loopx.runner.ok": {"loopx.sync.shared", "loopx.notify.outbox", "loopx.runner.loop"}}
+    assert sorted(_apart_violations(graph)) == ["loopx.notify.fake imports loopx.sync.transport",
+                                                "loopx.runner.fake imports loopx.dashboard.api"]
 
 
 def test_each_command_module_is_named_after_its_command():

@@ -395,7 +395,7 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
     approval of that kind. An older standing approval behind a newer single-use one that was used,
     both decided before the view's horizon: the view keeps the standing one (it still authorises)
     and the newest used one (a denial names it); of many unused ones the newest few, counting the rest."""
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     t0 = clock.parse_ts("2026-05-01T10:00:00Z")
     _at(monkeypatch, t0, 0)
@@ -433,9 +433,9 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
     assert [fold.holds(live["gates"], g) for g in unused] == [False] * 2 + [True] * fold.APPROVALS_KEPT
     assert live["approvals_left"] == {"g1": {"release": 2}}  # so a denial of a release asks the full state
     for kind in ("merge", "release"):
-        assert guard.gate_state(live, "g1", kind) == guard.gate_state(full, "g1", kind)
+        assert verdicts.gate_state(live, "g1", kind) == verdicts.gate_state(full, "g1", kind)
         assert gates.last_used(live, "g1", kind) == gates.last_used(full, "g1", kind)
-    assert guard.gate_state(live, "g1", "merge")[1]["id"] == standing
+    assert verdicts.gate_state(live, "g1", "merge")[1]["id"] == standing
 
 
 def test_a_denial_asks_the_full_state_when_the_view_left_out_a_usable_approval(project, monkeypatch):
@@ -470,7 +470,7 @@ def test_a_denial_asks_the_full_state_when_the_view_left_out_a_usable_approval(p
     assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[0], info
     response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
     assert info["allow"] is False and info["kind"] == "release", info  # all used now: denied
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
-    full = guard.evaluate(store.load(), commands=["npm publish"], project_dir=str(project), cwd=str(project))
+    full = verdicts.evaluate(store.load(), commands=["npm publish"], project_dir=str(project), cwd=str(project))
     assert info["reason"] == full["reason"] and approvals[-1] in info["reason"]  # the newest used one, as on the full state

@@ -286,7 +286,7 @@ def test_ctrl_c_stops_every_runner_and_closes_their_runs(repo, cli):
 
 
 def test_an_agent_inside_a_worktree_uses_the_projects_store_and_scope(repo, cli):
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     _goal(cli, todos=("one",), max_parallel=2)
     assert cli("scope", "set", "--allow", "src/**").code == 0
@@ -301,11 +301,11 @@ def test_an_agent_inside_a_worktree_uses_the_projects_store_and_scope(repo, cli)
     assert listed.code == 0, listed.err
     assert "added after the commit" in [t["title"] for t in listed.data["todos"]]
     state = _state(repo)
-    ok = guard.evaluate(state, paths=[str(wt / "src" / "a.py")], project_dir=str(repo), cwd=str(wt))
+    ok = verdicts.evaluate(state, paths=[str(wt / "src" / "a.py")], project_dir=str(repo), cwd=str(wt))
     assert ok["allow"], ok
-    out = guard.evaluate(state, paths=[str(wt / "docs" / "x.md")], project_dir=str(repo), cwd=str(wt))
+    out = verdicts.evaluate(state, paths=[str(wt / "docs" / "x.md")], project_dir=str(repo), cwd=str(wt))
     assert not out["allow"] and "docs/x.md" in out["reason"]
-    own = guard.evaluate(state, paths=[str(wt / ".loopx" / "events.jsonl")], project_dir=str(repo), cwd=str(wt))
+    own = verdicts.evaluate(state, paths=[str(wt / ".loopx" / "events.jsonl")], project_dir=str(repo), cwd=str(wt))
     assert not own["allow"] and "own store" in own["reason"]
 
 
@@ -366,7 +366,7 @@ def test_a_project_in_a_subfolder_of_its_repository(tmp_path, cli, monkeypatch):
     """A monorepo: the project is ``services/api`` of the repository; agents and verification
     work in that folder of each worktree and the merges land there."""
     from loopx.cli import main
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     top = tmp_path / "mono"
     proj = top / "services" / "api"
@@ -393,6 +393,6 @@ def test_a_project_in_a_subfolder_of_its_repository(tmp_path, cli, monkeypatch):
     assert cli("goal", "resume", "g1").code == 0  # the guard below judges an active goal's scope
     wt = proj / ".loopx" / "worktrees" / "run-y"
     state = _state(proj)
-    inside = guard.evaluate(state, paths=[str(wt / "services" / "api" / "x.txt")], project_dir=str(proj))
-    outside = guard.evaluate(state, paths=[str(wt / "web" / "x.txt")], project_dir=str(proj))
+    inside = verdicts.evaluate(state, paths=[str(wt / "services" / "api" / "x.txt")], project_dir=str(proj))
+    outside = verdicts.evaluate(state, paths=[str(wt / "web" / "x.txt")], project_dir=str(proj))
     assert inside["allow"] and not outside["allow"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
-from loopx.kernel.policy import guard
+from loopx.guard import verdicts
 from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: the re-parent checks are Linux's")
@@ -157,7 +157,7 @@ def test_one_approval_authorises_one_action_in_a_compound_command(project, cli, 
     twice = "git push origin main; git push origin main"
 
     def verdict():
-        return guard.evaluate(Store.open(str(project)).load(), commands=[twice], project_dir=str(project))
+        return verdicts.evaluate(Store.open(str(project)).load(), commands=[twice], project_dir=str(project))
 
     g1 = cli("--agent", "bot", "gate", "open", "--kind", "merge", "--question", "Push?", json=True).data["gate_id"]
     assert cli("gate", "approve", g1, "--confirm", g1).code == 0
@@ -174,4 +174,4 @@ def test_one_approval_authorises_one_action_in_a_compound_command(project, cli, 
     assert "deny" not in h.out, h.out
     state = Store.open(str(project)).load()
     assert state["gates"][g1].get("used") and state["gates"][g2].get("used")
-    assert not guard.evaluate(state, commands=["git push origin main"], project_dir=str(project))["allow"]
+    assert not verdicts.evaluate(state, commands=["git push origin main"], project_dir=str(project))["allow"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import human_channel
-from loopx.kernel.policy import guard
+from loopx.guard import verdicts
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import gates, signing
 
@@ -45,7 +45,7 @@ def open_gate(cli) -> str:
 
 def push_allowed(project: Path) -> bool:
     state = Store(str(project / ".loopx")).load()
-    return guard.evaluate(state, commands=["git push origin main"], project_dir=str(project), cwd=str(project),
+    return verdicts.evaluate(state, commands=["git push origin main"], project_dir=str(project), cwd=str(project),
                           branch_of=lambda cwd: "feature")["allow"]
 
 

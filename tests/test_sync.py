@@ -125,7 +125,7 @@ def test_six_agents_on_three_machines_claim_five_todos_once_each(machines):
 def test_a_lost_claim_says_where_and_when(machines, capsys, monkeypatch):
     """Machine c works from a stale copy of refs/loopx/claims: its push is refused (the remote's
     compare-and-swap), it fetches, sees the todo taken on host-a and gives a clean no naming it."""
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, (a, b, c) = machines
     todos = ready(a)
@@ -174,7 +174,7 @@ def test_random_work_on_three_machines_converges(machines, monkeypatch):
     convergence and took minutes on a busy machine."""
     from datetime import datetime, timedelta
 
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, clones = machines
     a, b, c = clones
@@ -229,13 +229,13 @@ def test_random_work_on_three_machines_converges(machines, monkeypatch):
 
 def test_a_gate_approved_on_a_unblocks_b_after_sync(machines):
     """Acceptance 3: machine B's guard denies the protected action before sync and allows it after."""
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     remote, (a, b, c) = machines
     push = "git push origin main"
 
     def verdict(clone):
-        return guard.evaluate(Store.open(str(clone)).load(), commands=[push], project_dir=str(clone))
+        return verdicts.evaluate(Store.open(str(clone)).load(), commands=[push], project_dir=str(clone))
 
     assert not verdict(a)["allow"] and not verdict(b)["allow"]
     assert lx(a, "gate", "open", "--kind", "merge", "--question", "Push the release?", "--goal-id", "g1",
@@ -360,7 +360,7 @@ def test_records_of_a_node_without_a_ref_travel_with_the_clone_that_has_them(tmp
     when that node syncs later."""
     import shutil
 
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
@@ -390,7 +390,7 @@ def test_a_push_lost_on_the_way_is_sent_again_once(machines, monkeypatch, synced
     the next sync sends those records again and a imports each once: after earlier syncs (from the
     remembered position), and on d's very first sync (a full pass, which must not trust the local
     commit that never arrived)."""
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, (a, b, c) = machines
     d = remote.parent / "d"
@@ -422,7 +422,7 @@ def test_a_push_lost_on_the_way_is_sent_again_once(machines, monkeypatch, synced
 def test_an_import_cut_short_is_not_imported_twice(machines, monkeypatch):
     """b is killed after appending a's records but before remembering a's head: the next sync sees
     the mark it left, checks the store's ids, and appends nothing twice."""
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, (a, b, c) = machines
     assert lx(b, "sync") == 0  # b has seen every node: its next import trusts the chains

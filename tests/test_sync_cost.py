@@ -20,7 +20,7 @@ from test_sync import git, lx
 
 _MEASURE = r"""
 import sys
-from loopx.kernel.policy import sync as gs
+from loopx.sync import transport as gs
 from loopx.kernel.storage.store import Store
 
 def rchar():
@@ -99,22 +99,22 @@ def test_new_lines_follow_segments_closed_between_syncs(project, monkeypatch):
     """The open file closed into a segment after the last push (and another one after it): the
     next read starts at the remembered offset inside the closed segment and misses nothing."""
     from loopx.cli import main
-    from loopx.kernel.policy import synclog
     from loopx.kernel.storage import store as storemod
+    from loopx.sync import streams
 
     st = storemod.Store.open(str(project))
     assert main(["--quiet", "start-goal", "--goal-text", "g", "--goal-id", "g1"]) == 0
-    _, pos = synclog.all_lines(st)
-    before = set(_ids(synclog.all_lines(st)[0]))
+    _, pos = streams.all_lines(st)
+    before = set(_ids(streams.all_lines(st)[0]))
     monkeypatch.setattr(storemod, "SEGMENT_BYTES", 600)
     for i in range(12):
         assert main(["--quiet", "todo", "add", f"t{i}", "--goal-id", "g1"]) == 0
     assert st.closed_segments("events") >= 2
-    got, after = synclog.new_lines(st, pos)
-    everything = _ids(synclog.all_lines(st)[0])
+    got, after = streams.new_lines(st, pos)
+    everything = _ids(streams.all_lines(st)[0])
     assert _ids(got) == [x for x in everything if x not in before] and len(_ids(got)) >= 12
-    assert synclog.new_lines(st, after)[0] == {"events": [], "evidence": []}
+    assert streams.new_lines(st, after)[0] == {"events": [], "evidence": []}
     # a log rewritten under the remembered offset (a union merge, a repair): the position no longer holds
     path = project / ".loopx" / "events.jsonl"
     path.write_bytes(b"x" * path.stat().st_size)
-    assert synclog.new_lines(st, after) is None
+    assert streams.new_lines(st, after) is None

@@ -84,7 +84,7 @@ def test_a_gate_decided_on_two_machines_at_once_has_one_winner(shared):
 def test_the_loser_of_a_gate_race_is_told_which_machine_won(shared, capsys, monkeypatch):
     """b decides from a stale copy (its sync imported nothing): the remote's ledger refuses it and
     names the machine that decided first."""
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, (a, b, c) = shared
     gid = open_gate(a)
@@ -187,7 +187,7 @@ def test_a_lease_renewal_goes_through_the_remote(shared, capsys, monkeypatch):
 def test_a_lease_lost_on_the_remote_is_not_renewed(shared, capsys, monkeypatch):
     """a's lease lapsed and b claimed the todo through the remote: a's renewal is refused and
     names b's machine; nothing is renewed on a."""
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     remote, (a, b, c) = shared
     monkeypatch.setenv("LOOPX_NOW", "2030-01-01T08:00:00Z")
@@ -231,7 +231,7 @@ def test_a_renewal_offline_is_tentative_and_pushed_by_the_next_sync(shared, caps
 
 # ------------------------------------------------------------------ approval reservations
 def test_a_single_use_approval_is_reserved_for_one_run_and_only_its_machine_may_use_it(shared, capsys, monkeypatch):
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     remote, (a, b, c) = shared
     gid = open_gate(a)
@@ -240,7 +240,7 @@ def test_a_single_use_approval_is_reserved_for_one_run_and_only_its_machine_may_
         assert lx(x, "sync") == 0
 
     def verdict(clone):
-        return guard.evaluate(Store.open(str(clone)).load(), commands=[PUSH], project_dir=str(clone))
+        return verdicts.evaluate(Store.open(str(clone)).load(), commands=[PUSH], project_dir=str(clone))
 
     assert not verdict(a)["allow"] and not verdict(b)["allow"]  # approved but reserved for no run yet
     assert "not reserved for a run on this machine" in verdict(b)["reason"]
@@ -263,7 +263,7 @@ def test_a_single_use_approval_is_reserved_for_one_run_and_only_its_machine_may_
 
 
 def test_a_reservation_frees_when_its_run_closes(shared, capsys, monkeypatch):
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     remote, (a, b, c) = shared
     gid = open_gate(a)
@@ -274,7 +274,7 @@ def test_a_reservation_frees_when_its_run_closes(shared, capsys, monkeypatch):
     assert lx(a, "sync") == 0 and lx(b, "sync") == 0
     env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
     assert env["data"]["reserved"] == [gid]
-    assert guard.evaluate(Store.open(str(b)).load(), commands=[PUSH], project_dir=str(b))["allow"]
+    assert verdicts.evaluate(Store.open(str(b)).load(), commands=[PUSH], project_dir=str(b))["allow"]
 
 
 def test_the_hooks_check_a_reservation_locally(shared, capsys, tmp_path):
@@ -321,7 +321,7 @@ def test_a_finished_runs_remote_claim_is_dropped_by_the_next_claim(shared, capsy
 
 
 def test_two_approvals_of_one_kind_go_to_two_runs(shared, capsys):
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     remote, (a, b, c) = shared
     g1, g2 = open_gate(a), open_gate(a)
@@ -332,7 +332,7 @@ def test_two_approvals_of_one_kind_go_to_two_runs(shared, capsys):
     assert ra["reserved"] == [g2] and rb["reserved"] == [g1]  # the newest first, one per kind and run
     for x in (a, b):
         assert lx(x, "sync") == 0
-        assert guard.evaluate(Store.open(str(x)).load(), commands=[PUSH], project_dir=str(x))["allow"]
+        assert verdicts.evaluate(Store.open(str(x)).load(), commands=[PUSH], project_dir=str(x))["allow"]
 
 
 def test_a_damaged_ledger_is_a_clean_error_never_overwritten(shared, capsys, tmp_path):

@@ -195,7 +195,7 @@ def test_a_gate_approved_on_one_clone_unblocks_the_other_after_a_pull(tmp_path, 
     """Acceptance 3 with today's format: machine B's guard denies the protected action until B
     pulls A's approval (a union merge of the logs), then allows it."""
     from loopx.cli import main
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
@@ -212,7 +212,7 @@ def test_a_gate_approved_on_one_clone_unblocks_the_other_after_a_pull(tmp_path, 
     push = "git push origin main"
 
     def verdict(clone):
-        return guard.evaluate(Store.open(str(clone)).load(), commands=[push], project_dir=str(clone))
+        return verdicts.evaluate(Store.open(str(clone)).load(), commands=[push], project_dir=str(clone))
 
     assert not verdict(a)["allow"] and not verdict(b)["allow"]
     assert main(["--project", str(a), "--quiet", "--agent", "codex", "gate", "open", "--kind", "merge",

@@ -208,7 +208,7 @@ def finish_turn(conn: Connection, run_id: str, result: str, *, evidence=(), veri
 
 def spend_slot(conn: Connection, run_id: str, slots: int = 1) -> Receipt:
     """Charge the budget for a finished, verified run; once per run."""
-    from loopx.kernel.policy import shared
+    from loopx.sync import shared
 
     r = shared.spend_slot(conn.store, conn.actor, run_id, slots)
     return Receipt(bool(r["spent"]), bool(r["repeat"]), r["run_id"], r["goal_id"], r["slots"], r.get("reason"),

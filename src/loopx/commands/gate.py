@@ -200,7 +200,7 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
     from loopx.kernel.write import signing
 
     signature = signing.sign_approval(g, standing) if approve else None
-    from loopx.kernel.policy import shared
+    from loopx.sync import shared
 
     out = shared.decide_gate(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
                        user_agent=f"loopx-cli/{sys.platform}", human=human, standing=standing, signature=signature)
@@ -251,7 +251,7 @@ def gate_check(ctx, action, goal_id=None):
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
-    from loopx.kernel.policy.guard import verify_gate
+    from loopx.guard.verdicts import verify_gate
 
     hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]

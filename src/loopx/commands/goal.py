@@ -126,7 +126,7 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
     if shared is None:
         return res
     from loopx import output
-    from loopx.kernel.policy import sync as gs
+    from loopx.sync import transport as gs
 
     data = gs.read_status(store) or {}
     data["shared"] = bool(gs.shared_goals(store.load(view="live")))

@@ -140,27 +140,27 @@ def _refuse_second_scope(ctx, chosen: list[str], scope: str) -> None:
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
     from loopx.kernel.read import queries
 
     store = ctx.store()
-    rules = [guard.parse_rule(r, "command") for r in add_rule or []] + \
-        [guard.parse_rule(r, "path") for r in add_path_rule or []]
+    rules = [verdicts.parse_rule(r, "command") for r in add_rule or []] + \
+        [verdicts.parse_rule(r, "path") for r in add_path_rule or []]
     changed = bool(rules or protect_branch or no_defaults or reset_rules)
     if changed:
         from loopx.kernel.write import humans
 
         human = humans.require_human(ctx, "guard.rules")
-        guard.set_config(store, human.actor, goal_id, rules=rules, branches=protect_branch,
+        verdicts.set_config(store, human.actor, goal_id, rules=rules, branches=protect_branch,
                          defaults=False if no_defaults else None, reset=reset_rules, human=human)
     state = store.load()
     goal = queries.resolve_goal(state, goal_id)
-    out = {"mode": "rules", "goal_id": goal["id"], "changed": changed, "guard": guard.config(goal),
+    out = {"mode": "rules", "goal_id": goal["id"], "changed": changed, "guard": verdicts.config(goal),
            "protect": goal["scope"].get("protect") or [], "try": None}
     if try_command:
         out["try"] = {"command": try_command,
-                      "matches": guard.command_kinds(try_command, out["guard"], cwd=store.project_dir),
-                      "verdict": guard.evaluate(state, commands=[try_command], project_dir=store.project_dir,
+                      "matches": verdicts.command_kinds(try_command, out["guard"], cwd=store.project_dir),
+                      "verdict": verdicts.evaluate(state, commands=[try_command], project_dir=store.project_dir,
                                                 goal_id=goal["id"])}
     return out
 

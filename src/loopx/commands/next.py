@@ -24,7 +24,7 @@ def turn_next(ctx, goal_id=None, lease=None, dry_run=False, sync=False, remote=N
     from loopx.kernel.policy import turn
 
     if sync and not dry_run:  # claim through the git remote (docs/multi-agent.md, "loopx next --sync")
-        from loopx.kernel.policy import shared
+        from loopx.sync import shared
 
         res = shared.next_turn_synced(ctx.store(), ctx.actor, goal_id=goal_id, lease=lease, remote=remote)
     else:

@@ -148,7 +148,7 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
         skip = validate.count(skip_exit, "--skip-exit", low=0, high=255)
     shared = False
     if record:
-        from loopx.kernel.policy.sharing import is_shared
+        from loopx.sync.sharing import is_shared
 
         root = ctx.root()
         shared = is_shared(root)
@@ -163,8 +163,8 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
     from loopx.kernel.policy import decide
 
     warnings = []
-    if shared:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick); --no-record stays local
-        from loopx.kernel.policy.shared import shared_tick
+    if shared:  # a shared goal syncs first (bounded; loopx.sync.shared.shared_tick); --no-record stays local
+        from loopx.sync.shared import shared_tick
 
         note = shared_tick(ctx.store(), goal_id)
         if note:
@@ -222,8 +222,8 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
-    from loopx.kernel.policy import shared
     from loopx.kernel.read import validate
+    from loopx.sync import shared
 
     n = validate.count(slots, "--slots", low=1, high=1000)
     receipt = shared.spend_slot(ctx.store(), ctx.actor, run, slots=n)

@@ -42,8 +42,8 @@ def status(ctx, goal_id=None, orient=False):
     data["connected"] = True
     warnings = list(data["store"]["problems"])
     if os.path.exists(store.path("cache", "sync.json")):  # this clone syncs through git: name tentative claims
-        from loopx.kernel.policy import shared
-        from loopx.kernel.policy import sync as gs
+        from loopx.sync import shared
+        from loopx.sync import transport as gs
 
         data["sync"] = gs.local_view(store, state)
         pending = shared.tentative_view(store)

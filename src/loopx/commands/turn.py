@@ -60,8 +60,9 @@ def _trial_finish(ctx, run, result, note):
     except OSError:
         return None
     from loopx.kernel.policy import trialstep
+    from loopx.sync import shared
 
-    return trialstep.finish_by_agent(store, ctx.actor, run, result, note)
+    return trialstep.finish_by_agent(store, ctx.actor, run, result, note, spend_slot=shared.spend_slot)
 
 
 def render_finish(d: dict) -> str:
@@ -97,6 +98,6 @@ def render_handover(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
-    from loopx.kernel.policy import shared
+    from loopx.sync import shared
 
     return shared.renew(ctx.store(), ctx.actor, run, lease=lease)

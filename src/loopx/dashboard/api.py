@@ -339,7 +339,7 @@ class Api:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
             human = humans.dashboard_channel(user_agent)
-            from loopx.kernel.policy import shared
+            from loopx.sync import shared
 
             out = shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)

@@ -245,7 +245,7 @@ def tool_call(payload: dict, host: str) -> tuple[list[str], list[str]]:
 
 def _read_paths(payload: dict, host: str) -> list[str]:
     """The paths a read-only file tool (Read, Grep, Glob...) names: checked only against an
-    experiment's holdout data (loopx.kernel.policy.trialguard), never against scope."""
+    experiment's holdout data (loopx.guard.measuring), never against scope."""
     from loopx.hosts.adapters import base
 
     ti = payload.get(getattr(adapter(host), "SHAPE", {}).get("input", "tool_input"))
@@ -324,7 +324,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
              goal_id: str | None = None) -> tuple[dict | None, dict]:
     """The pre-tool guard (see the module docstring). Never raises. ``info`` carries the
     ``exit_code`` and ``stderr`` the host expects with the response."""
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
 
     store = None
     commands: list[str] = []
@@ -358,10 +358,10 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                 raise RuntimeError(vanished)
             state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         except Exception as exc:  # corrupt or unreadable store: deliberate partial fail-closed
-            verdict = guard.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
+            verdict = verdicts.evaluate_unreadable(commands, cwd=cwd, problem=str(exc)[:300], paths=paths,
                                                 project_dir=store.project_dir if store else where, texts=texts)
         else:
-            verdict = store.read(lambda st: guard.evaluate(st, commands=commands, paths=paths,  # noqa: B023
+            verdict = store.read(lambda st: verdicts.evaluate(st, commands=commands, paths=paths,  # noqa: B023
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
                                                            reads=reads, texts=texts),
                                  state)
@@ -370,7 +370,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
                 # (fold.live_view); only when it left out one of this kind (or was pruned by an older
                 # loopx, which did not count) may an older approval still cover the action: ask the
                 # full state before denying.
-                verdict = guard.evaluate(store.load(), commands=commands, paths=paths,
+                verdict = verdicts.evaluate(store.load(), commands=commands, paths=paths,
                                          project_dir=store.project_dir, cwd=cwd, goal_id=goal_id, reads=reads,
                                          texts=texts)
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
@@ -443,7 +443,7 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
     """An edit that already happened (Cursor's ``afterFileEdit``): when the guard would have
     refused it, record evidence (kind ``diff``), open a ``custom`` gate that blocks the goal, and
     leave a report the next Cursor hook hands to the agent. Never raises."""
-    from loopx.kernel.policy import guard
+    from loopx.guard import verdicts
     from loopx.kernel.write import evidence, gates
 
     store = None
@@ -456,14 +456,14 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         if store is None:
             return {}, {"reason": "not_connected"}
         state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
-        verdict = store.read(lambda st: guard.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
+        verdict = store.read(lambda st: verdicts.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
                                                        goal_id=goal_id), state)
         if not verdict.get("allow") and _approvals_left_out(state, verdict):
             state = store.load()  # an approval the view left out may cover it
-            verdict = guard.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
+            verdict = verdicts.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)
         if verdict.get("allow"):
             return {}, {"reason": "in scope", "allow": True}
-        goals = guard.governing_goals(state, goal_id)
+        goals = verdicts.governing_goals(state, goal_id)
         gid = verdict.get("goal_id") or (goals[0]["id"] if goals else None)
         rel = verdict.get("path") or path
         actor = f"agent:{agent or host}"

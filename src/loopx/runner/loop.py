@@ -200,7 +200,7 @@ class Driver:
             cmd, shell = self.command(started, prompt_file, json_file)
 
             def tick():
-                from loopx.kernel.policy import shared
+                from loopx.sync import shared
 
                 try:
                     shared.renew(self.store, self.actor, rid, lease=self.lease)
@@ -301,7 +301,7 @@ class Driver:
             out["note"] = ((out.get("note") or "") + f"; changed outside the scope: {', '.join(fin['out_of_scope'][:5])}"
                            ).lstrip("; ")
         if fin["verified"] and fin["result"] in ("progress", "completion"):
-            from loopx.kernel.policy import shared
+            from loopx.sync import shared
 
             receipt = shared.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
@@ -510,8 +510,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            if not dry_run:  # a shared goal syncs first (bounded; loopx.kernel.policy.shared.shared_tick)
-                from loopx.kernel.policy import shared
+            if not dry_run:  # a shared goal syncs first (bounded; loopx.sync.shared.shared_tick)
+                from loopx.sync import shared
 
                 note = shared.shared_tick(store, goal_id)
                 if note:
@@ -628,9 +628,9 @@ def _notify(store, state, d) -> None:
 
 def _start_turn(store, drv, goal_id: str, lease) -> dict:
     """``turn.next_turn``, or for a shared goal the claim through the git remote
-    (``loopx.kernel.policy.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
-    from loopx.kernel.policy import shared
-    from loopx.kernel.policy import sync as gs
+    (``loopx.sync.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
+    from loopx.sync import shared
+    from loopx.sync import transport as gs
 
     if not gs.shared_goals(store.load(view="live"), goal_id):
         return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)

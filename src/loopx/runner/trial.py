@@ -12,6 +12,7 @@ from __future__ import annotations
 from loopx.kernel.policy import trialstep, turn
 from loopx.kernel.read import experiments, queries
 from loopx.kernel.storage import clock
+from loopx.sync import shared
 
 
 def prepare(drv, started: dict) -> dict | None:
@@ -43,7 +44,8 @@ def settle(drv, started: dict, res: dict, meas: dict, out: dict, report: dict) -
         failed = (f"the agent timed out after {clock.format_duration(drv.timeout or 0)}" if res["timed_out"]
                   else f"the agent exited {res['exit_code']}")
     rec = trialstep.settle(store, actor, rid, where, usage=meas.get("usage"), agent_failed=failed)
-    fin = trialstep.finish_turn(store, actor, rid, rec, report=report, result="failed" if failed else None)
+    fin = trialstep.finish_turn(store, actor, rid, rec, spend_slot=shared.spend_slot, report=report,
+                                result="failed" if failed else None)
     spend = fin.get("spend")
     out.update(result=fin["result"], verified=fin["verified"], note=fin.get("note") or rec.get("reason"),
                trial={k: rec.get(k) for k in ("trial_id", "number", "decision", "value", "delta", "reason",

@@ -119,7 +119,7 @@ _CONTENT_KEYS = ("content", "contents", "file_text", "new_content", "text")
 def edit_texts(payload: dict, shape: dict) -> dict:
     """What an edit tool call removes and writes: ``{"removed": [old strings], "content": [whole
     new file texts], "deleted": bool}`` (a patch body: its ``-`` lines), for the guard's check of
-    loopx's marked block in an instruction file (``policy.owned.block_change``)."""
+    loopx's marked block in an instruction file (``guard.owned.block_change``)."""
     ti = payload.get(shape["input"])
     if isinstance(ti, str):
         try:
@@ -130,7 +130,7 @@ def edit_texts(payload: dict, shape: dict) -> dict:
     for k in ("patch", "patchText", "input", "command"):
         v = ti.get(k)
         if isinstance(v, str) and "*** " in v:
-            from loopx.kernel.policy import owned
+            from loopx.guard import owned
 
             return owned.patch_texts(v)
     removed: list[str] = []

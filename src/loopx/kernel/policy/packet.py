@@ -95,7 +95,9 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
     protected = []
     for action in g["scope"].get("protect") or []:
         from loopx.kernel.write.gates import covering_gate, last_used
-        from loopx.kernel.write.signing import approval_counts as verify_gate  # guard.verify_gate, without
+        from loopx.kernel.write.signing import (
+            approval_counts as verify_gate,  # guard.verdicts.verify_gate, without
+        )
         # importing the guard's shell parser for a packet
 
         ok = covering_gate(state, goal_id, action, verify=verify_gate, run_id=run_id)

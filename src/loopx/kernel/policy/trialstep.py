@@ -412,14 +412,14 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
 
 
 def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
-    """The protected files of the measuring (``trialguard.protected``: the measure, guard and
+    """The protected files of the measuring (``measuring.protected``: the measure, guard and
     holdout scripts, ``--protect-path`` files, the holdout data) that differ between the commits
     ``before`` and ``after``, as paths relative to the project. The guard denies such edits where
     it sees them; this catches every other way (an agent without hooks, an interpreter, a commit
     the agent made itself), so a trial is never measured by a measure command the agent changed."""
-    from loopx.kernel.policy import trialguard
+    from loopx.guard import measuring
 
-    table = trialguard.protected(store.load(view="live"), store.project_dir)
+    table = measuring.protected(store.load(view="live"), store.project_dir)
     if not table:
         return []
     names = git(cwd, "diff", "--name-only", "--relative", "--no-renames", before, after, check=False).stdout.split("\n")
@@ -698,12 +698,14 @@ def _merge_promotion(store, actor, gid, e, gate, ctx) -> dict:
 
 
 # ------------------------------------------------------------------ the turn around a trial
-def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, report: dict | None = None,
+def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, spend_slot, report: dict | None = None,
                 note: str | None = None, result: str | None = None) -> dict:
     """Close run ``run_id`` after its trial ``rec``: a keep is verified progress (evidence: the
-    measurement) and spends one slot; a discard or crash is ``no_progress`` and spends none (an
-    agent that failed: ``failed``). Returns turn.finish's dict plus ``trial`` and ``spend``."""
-    from loopx.kernel.policy import shared, turn
+    measurement) and spends one slot through ``spend_slot(store, actor, run_id) -> receipt`` (the
+    caller's: ``loopx.sync.shared.spend_slot``, which charges a shared goal through its remote; the
+    policy layer does not talk to remotes); a discard or crash is ``no_progress`` and spends none
+    (an agent that failed: ``failed``). Returns turn.finish's dict plus ``trial`` and ``spend``."""
+    from loopx.kernel.policy import turn
     from loopx.kernel.write import evidence
 
     if rec is None:
@@ -721,7 +723,7 @@ def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, report: dic
     fin = turn.finish(store, actor, run_id, res, note=note or summary[:2000], verified_by=check, report=report)
     spend = None
     if fin.get("verified") and keep:
-        spend = shared.spend_slot(store, actor, run_id)
+        spend = spend_slot(store, actor, run_id)
     return dict(fin, trial=rec, spend=spend)
 
 
@@ -738,19 +740,20 @@ def reset_worktree(store, goal_id: str, where: dict | None) -> None:
     _reset(os.path.join(store.project_dir, e["worktree"]), "refs/heads/" + e["branch"], e["branch"])
 
 
-def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None) -> dict | None:
+def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None, *, spend_slot) -> dict | None:
     """``loopx turn finish`` on an experiment goal: the agent's ``--result`` does not decide; loopx
     measures the trial and closes the run (``blocked``: no trial, the worktree back at the
-    frontier). None when the run is not an open run of an experiment goal."""
+    frontier; ``spend_slot`` as in ``finish_turn``). None when the run is not an open run of an
+    experiment goal."""
     state = store.load()
     run = queries.resolve_run(state, run_id)
     if run["finished"] is not None or experiments.get(state, run["goal"]) is None:
         return None
     if result == "blocked":
         reset_worktree(store, run["goal"], None)
-        return finish_turn(store, actor, run_id, None, note=note, result="blocked")
+        return finish_turn(store, actor, run_id, None, spend_slot=spend_slot, note=note, result="blocked")
     rec = settle(store, actor, run_id, None)
-    out = finish_turn(store, actor, run_id, rec, note=note)
+    out = finish_turn(store, actor, run_id, rec, spend_slot=spend_slot, note=note)
     if result != out["result"]:
         out.setdefault("warnings", []).append(
             f"--result {result} was not used: on an experiment goal loopx's own measurement decides "

@@ -458,7 +458,7 @@ def _quota_set(s, r, d):
 
 
 def _guard_set(s, r, d):
-    """The pre-tool guard config (loopx.kernel.policy.guard): rules, protected branches, defaults on/off."""
+    """The pre-tool guard config (loopx.guard.verdicts): rules, protected branches, defaults on/off."""
     g = s["goals"][r["goal"]]
     g["guard"] = {"rules": list(d.get("rules") or []), "branches": list(d.get("branches") or []),
                   "defaults": d.get("defaults", True)}

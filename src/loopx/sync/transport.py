@@ -160,7 +160,7 @@ def _whole(text) -> str:
 
 
 def remote_cache(cache: dict, remote: str) -> dict:
-    """The part of the sync cache (``synclog.read_heads``) that belongs to ``remote``: push position,
+    """The part of the sync cache (``streams.read_heads``) that belongs to ``remote``: push position,
     imported heads. ``origin``'s is the cache itself (as before); any other remote keeps its own
     under ``remotes``, so syncing to a second remote pushes what that remote lacks."""
     if remote == "origin":
@@ -289,9 +289,9 @@ def ensure_node(store) -> str:
 def exchange(store, git: Git) -> dict:
     """Push this node's new records to ``refs/loopx/nodes/<node>``, fetch every node's ref and the
     shared ledgers, and import the records this clone lacks: only what changed since the last sync
-    is read (``synclog``). Returns {"node", "pushed", "imported", "nodes"}.
+    is read (``loopx.sync.streams``). Returns {"node", "pushed", "imported", "nodes"}.
     Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
-    from loopx.kernel.policy import synclog
+    from loopx.sync import streams
 
     node = ensure_node(store)
     fetched = git.fetched
@@ -305,15 +305,15 @@ def exchange(store, git: Git) -> dict:
     # the store's ids are checked when a node is seen for the first time (its records may have come
     # another way) and after an import that stopped between appending and remembering its heads
     check = full or view.get("importing") or any(heads.get(n) is None for n in after)
-    blobs, carriers = synclog.chains(git, after, heads)
+    blobs, carriers = streams.chains(git, after, heads)
     if blobs:
         view["importing"] = True
-        synclog.write_heads(store, cache)
+        streams.write_heads(store, cache)
     imported, complete = import_lines(store, blobs, None if check else carriers) if blobs else (0, True)
     if complete:
         view["heads"] = {**heads, **after}
         view.pop("importing", None)
-        synclog.write_heads(store, cache)
+        streams.write_heads(store, cache)
     return {"node": node, "pushed": pushed, "imported": imported, "nodes": 1 + len(others)}
 
 
@@ -334,24 +334,24 @@ def push_own(store, git: Git, node: str) -> int:
 
 def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, dict, bool]:
     """(lines pushed, the sync cache, whether the positions had to be rebuilt by a full pass)."""
-    from loopx.kernel.policy import synclog
+    from loopx.sync import streams
 
-    cache = synclog.read_heads(store)
+    cache = streams.read_heads(store)
     if cache.get("node") != node:
         cache = {"node": node}
     view = remote_cache(cache, git.remote)  # what this remote has been sent (each remote its own)
     names = {r[len(git.fetched):] for r in others}
-    got = synclog.new_lines(store, view.get("push"))
+    got = streams.new_lines(store, view.get("push"))
     full = got is None
-    lines, pos = synclog.all_lines(store) if got is None else got
+    lines, pos = streams.all_lines(store) if got is None else got
     mine = NODES + node
     remote_head = refs.get(git.fetched + node)
     skip: set = set()
     if full and remote_head:  # leave out what the node's chain on the remote already carries (a local
-        for files in synclog.chain_blobs(git, remote_head):  # commit whose push failed does not count)
+        for files in streams.chain_blobs(git, remote_head):  # commit whose push failed does not count)
             for part in files.values():
                 skip.update(rid for _, rid in _ids(part))
-    picked = synclog.pick(lines, names, skip)
+    picked = streams.pick(lines, names, skip)
     pushed = sum(len(v) for v in picked.values())
     if pushed or remote_head is None:  # a first sync announces the node
         files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
@@ -362,7 +362,7 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
                            "of them and sync again")
         git.run("update-ref", git.fetched + node, new)
     view["push"] = pos
-    synclog.write_heads(store, cache)
+    streams.write_heads(store, cache)
     return pushed, cache, full
 
 

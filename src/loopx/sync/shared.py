@@ -24,7 +24,7 @@ that reaches the remote (``flush``).
 from __future__ import annotations
 
 from loopx.errors import Conflict, LoopxError
-from loopx.kernel.policy import sync as gs
+from loopx.sync import transport as gs
 
 PENDING = "pending.json"
 
@@ -412,7 +412,7 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
     after one small read when nothing is shared (``sharing.is_shared``), and when another process is
     syncing. Returns a one-line note when the remote could not be reached (the loop goes on
     locally), else None."""
-    from loopx.kernel.policy.sharing import is_shared
+    from loopx.sync.sharing import is_shared
 
     if not is_shared(store.root):
         return None

@@ -1,23 +1,13 @@
 """The pre-tool guard: which shell commands and file edits are protected actions of a goal.
 
-A command is read into simple commands by ``policy/shell.py`` (a POSIX shell reader: compound
+A command is read into simple commands by ``guard/shell.py`` (a POSIX shell reader: compound
 commands, substitutions, variables, here-documents, script files, wrappers such as ``sudo``,
-``env``, ``setsid``, ``flock``, ``script``, ``watch``, ``strace``, ``python -m``); each simple command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's
-own rules first, then by the defaults below. A goal's rules live in its ``guard`` config
+``env``, ``setsid``, ``flock``, ``script``, ``watch``, ``strace``, ``python -m``); each simple
+command is then mapped to a gate kind (``validate.GATE_KINDS``) by the goal's own rules first,
+then by the default table ``guard/rules.py``. A goal's rules live in its ``guard`` config
 (``guard.set`` event): ``{"rules": [{"kind", "command"|"path"}], "branches": [...], "defaults": bool}``
 where ``command`` is an fnmatch pattern over the normalised command (``git push * release/*``),
 ``path`` a scope glob over project-relative edit paths, and kind ``none`` exempts a match.
-
-Defaults (``DEFAULT_BRANCHES`` are the protected branches):
-
-- merge: ``git push``/``send-pack``/``subtree push``/a git alias to a protected branch, resolved by
-  ``policy/gitpush.py`` as git would; ``gh pr merge``, ``gh api`` writes to ``.../merge``
-- release: ``npm|pnpm|yarn|bun publish``, ``twine upload``, ``cargo publish``, ``poetry|uv|flit|hatch
-  publish``, ``gem push``, ``docker push``, ``mvn deploy``, ``gh release create``, pushing tags
-- production-write: ``kubectl apply|create|delete|replace|patch|edit|scale|rollout|set``, ``helm
-  install|upgrade|uninstall|rollback``, ``terraform|tofu|terragrunt apply|destroy|import``,
-  ``pulumi up|destroy``, ``fly|flyctl deploy``, ``vercel --prod``, ``netlify deploy --prod``,
-  ``firebase deploy``, ``gcloud ... deploy``, ``aws cloudformation deploy``, ``serverless|sls|cdk|kamal deploy``
 
 Beyond gate kinds, ``evaluate`` denies (kind ``governance``) human-only loopx commands, stripping
 agent markers before loopx, and writes to hook configs or loopx's user files, whatever the goal;
@@ -32,220 +22,12 @@ from __future__ import annotations
 import os
 
 from loopx.errors import UsageError
+from loopx.guard.rules import DEFAULT_BRANCHES, judge
 from loopx.kernel.read import queries, scope, validate, worktrees
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import gates
 
-DEFAULT_BRANCHES = ("main", "master")
 RULE_KINDS = (*validate.GATE_KINDS, "none")
-_PUBLISH = {"npm", "pnpm", "yarn", "bun", "poetry", "uv", "flit", "hatch", "pdm"}
-_KUBE = {"apply", "create", "delete", "replace", "patch", "edit", "scale", "rollout", "set", "label", "annotate", "drain",
-         "run", "expose", "autoscale", "cordon", "taint"}
-_HELM = {"install", "upgrade", "uninstall", "delete", "rollback"}
-_TF = {"apply", "destroy", "import"}
-# options whose next word is a value, per program (so `kubectl -n prod apply` finds `apply`)
-_VALUE_OPTS: dict[str, set[str]] = {
-    "kubectl": {"-n", "--namespace", "--context", "--cluster", "--user", "-s", "--server", "--kubeconfig", "--token",
-                "--as", "--as-group", "--as-uid", "--request-timeout", "--certificate-authority", "--client-key",
-                "--client-certificate", "--tls-server-name", "-v", "--v", "--profile", "--cache-dir", "-o", "--output"},
-    "helm": {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-token", "--kube-as-user",
-             "--kube-as-group", "--kube-ca-file", "--registry-config", "--repository-config", "--repository-cache",
-             "--burst-limit"},
-    "docker": {"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert",
-               "--tlskey"},
-    "cargo": {"-Z", "--config", "-C", "--color", "--manifest-path", "--registry", "--index", "--token", "-p",
-              "--package", "--target", "--target-dir", "-j", "--jobs", "--features", "-F"},
-    "npm": {"--prefix", "-w", "--workspace", "--registry", "--tag", "--access", "--otp", "-C", "--userconfig"},
-    "pnpm": {"-C", "--dir", "--filter", "-F", "-w", "--workspace-dir", "--registry", "--tag", "--access", "--otp"},
-    "yarn": {"--cwd", "--registry", "--tag", "--access", "--otp"},
-    "bun": {"--cwd", "--registry", "--tag", "--access", "--otp", "-c", "--config"},
-    "gh": {"-R", "--repo", "--hostname", "-X", "--method", "-H", "--header", "-f", "-F", "--field", "--raw-field",
-           "--input", "-q", "--jq", "-t", "--template", "-p", "--preview", "--cache"},
-    "glab": {"-R", "--repo"},
-    "aws": {"--profile", "--region", "--output", "--endpoint-url", "--query", "--cli-read-timeout",
-            "--cli-connect-timeout", "--ca-bundle", "--color"},
-    "gcloud": {"--project", "--account", "--configuration", "--region", "--zone", "--format", "--verbosity",
-               "--impersonate-service-account", "--billing-project"},
-    "terraform": {"-chdir"}, "tofu": {"-chdir"}, "terragrunt": {"--terragrunt-working-dir", "--working-dir"},
-    "pulumi": {"-s", "--stack", "-C", "--cwd"},
-    "twine": {"-r", "--repository", "--repository-url", "-u", "--username", "-p", "--password"},
-    "fly": {"-a", "--app", "-c", "--config", "-t", "--access-token"},
-    "vercel": {"--scope", "--token", "-t", "--cwd", "-A", "--local-config", "-S"},
-    "podman": {"--url", "--connection", "-c", "--root", "--runroot"},
-    "gem": {"--host", "-k", "--key", "--otp"},
-    "mvn": {"-f", "--file", "-s", "--settings", "-P", "--activate-profiles", "-pl", "--projects", "-D"},
-}
-_VALUE_OPTS.update({"oc": _VALUE_OPTS["kubectl"], "flyctl": _VALUE_OPTS["fly"], "./mvnw": _VALUE_OPTS["mvn"],
-                    "mvnw": _VALUE_OPTS["mvn"]})
-_GH_COMMANDS = {"pr", "issue", "repo", "release", "api", "auth", "browse", "codespace", "gist", "org", "project", "run",
-                "workflow", "search", "secret", "variable", "ssh-key", "gpg-key", "label", "config", "extension",
-                "extensions", "alias", "cache", "ruleset", "attestation", "completion", "status", "help", "co",
-                "version", "copilot", "agent-task", "preview", "accessibility"}
-# programs tried when a command's name cannot be known (`$TOOL push origin main`)
-CANDIDATES = ("git", "gh", "npm", "cargo", "twine", "docker", "kubectl", "helm", "terraform", "loopx")
-
-
-def verbs(prog: str, args: list[str]) -> list[str]:
-    """The positional words of ``prog ARGS``: options and their values skipped (``--x=v`` too)."""
-    takes = _VALUE_OPTS.get(prog, set())
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            out.extend(args[i + 1:])
-            break
-        if a.startswith("+") and prog == "cargo" and not out:
-            i += 1  # cargo +nightly
-            continue
-        if a.startswith("-") and len(a) > 1:
-            opt, eq, _ = a.partition("=")
-            if opt in takes and not eq:
-                i += 1
-        else:
-            out.append(a)
-        i += 1
-    return out
-
-
-# ------------------------------------------------------------------ parsing commands
-def simple_commands(command: str, depth: int = 0) -> list[list[str]]:
-    """``command`` as a list of simple commands (word lists: program base name first), read by
-    ``loopx.kernel.policy.shell`` (wrappers stripped, ``sh -c``/``eval``/substitutions read too)."""
-    from loopx.kernel.policy import shell
-
-    return [s.words for s in shell.commands(command)]
-
-
-def current_branch(cwd: str | None) -> str | None:
-    """The checked-out branch in ``cwd``, or None."""
-    from loopx.kernel.policy.gitpush import Git
-
-    return Git().branch((cwd, None))
-
-
-# ------------------------------------------------------------------ default mapping
-def default_kind(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None,
-                 branch_of=None, git=None) -> str | None:
-    """The gate kind the default mapping gives one simple command, or None (see ``judge``)."""
-    return judge(words, branches=branches, cwd=cwd, git=git, branch_of=branch_of)[0]
-
-
-def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None, git=None,
-          branch_of=None, env: dict | None = None) -> tuple[str | None, str | None]:
-    """``(kind, unresolved)`` for one simple command under the default mapping: ``kind`` a gate
-    kind or None; ``unresolved`` says what could not be known when the command may be protected
-    (the caller then fails closed for a protected kind, ``kind`` being the kind it may be)."""
-    from loopx.kernel.policy import gitpush, shell
-
-    if git is None:
-        git = gitpush.Git(branch_of)
-    if not words:
-        return None, None
-    prog, args = words[0], words[1:]
-    if shell.is_unknown(prog):
-        for cand in CANDIDATES:
-            kind, _ = judge([cand, *args], branches=branches, cwd=cwd, git=git)
-            if kind:
-                return kind, f"the program name comes from a value loopx cannot see; as `{cand}` it would be a {kind} action"
-        return None, None
-    if cwd and str(cwd).startswith(shell.UNKNOWN) and prog == "git":
-        kind, why = gitpush.git_kind(args, None, branches, git, run_alias=_alias_judge(branches, git))
-        if kind or why or "push" in args:
-            return kind or "merge", "the directory it runs in (after `cd`) cannot be known"
-        return None, None
-    if prog == "git":
-        return gitpush.git_kind(args, cwd, branches, git, run_alias=_alias_judge(branches, git), env=env)
-    if prog in ("git-push", "git-send-pack"):
-        return gitpush.git_kind([prog[4:], *args], cwd, branches, git)
-    sub = verbs(prog, args)
-    first = sub[0] if sub else ""
-    if prog == "gh":
-        if first and first not in _GH_COMMANDS:
-            return "merge", f"`gh {first}` is not a gh command loopx knows; it may be a gh alias for a merge"
-        return _gh_kind(sub, args), None
-    if prog == "glab" and sub[:2] in (["mr", "merge"], ["release", "create"]):
-        return ("merge" if sub[0] == "mr" else "release"), None
-    if prog == "curl" and any("api.github.com" in a for a in args):
-        return _api_kind(args, [a for a in args if "api.github.com" in a][0]), None
-    if prog in ("docker", "podman"):
-        if first == "push" or sub[:2] in (["image", "push"], ["manifest", "push"], ["compose", "push"],
-                                           ["trust", "sign"]):
-            return "release", None
-        if ("buildx" in sub[:1] or first in ("build", "bake")) and any(
-                a in ("--push", "--output=type=registry") or a.startswith("--push=") or "type=registry" in a
-                for a in args):
-            return "release", None
-        return None, None
-    if (prog in _PUBLISH and "publish" in sub[:2]) or (prog == "yarn" and sub[:2] == ["npm", "publish"]) \
-            or (prog == "twine" and first == "upload") or (prog == "cargo" and first in ("publish", "release")) \
-            or (prog == "gem" and first == "push") or (prog in ("mvn", "./mvnw", "mvnw") and "deploy" in sub) \
-            or (prog in ("gradle", "./gradlew", "gradlew") and any(s.startswith("publish") for s in sub)):
-        return "release", None
-    return _deploy_kind(prog, args, sub, first), None
-
-
-def _alias_judge(branches, git):
-    def run(script: str, cwd):
-        from loopx.kernel.policy import shell
-
-        worst: tuple[str | None, str | None] = (None, None)
-        for s in shell.commands(script, cwd=cwd):
-            kind, why = judge(s.words, branches=branches, cwd=s.cwd, git=git, env=s.env)
-            if kind == "merge" and not why:
-                return kind, None
-            if kind or why:
-                worst = (kind, why)
-        return worst
-    return run
-
-
-def _gh_kind(sub: list[str], args: list[str]) -> str | None:
-    if sub[:2] == ["pr", "merge"]:
-        return "merge"
-    if sub[:2] == ["release", "create"] or sub[:2] == ["release", "upload"]:
-        return "release"
-    if sub[:1] == ["api"] and len(sub) > 1:
-        return _api_kind(args, sub[1])
-    return None
-
-
-def _api_kind(args: list[str], path: str) -> str | None:
-    method = None
-    for i, a in enumerate(args):
-        if a in ("-X", "--method", "--request") and i + 1 < len(args):
-            method = args[i + 1]
-        elif a.startswith("--method=") or a.startswith("--request="):
-            method = a.split("=", 1)[1]
-        elif a.startswith("-X") and len(a) > 2:
-            method = a[2:]
-    fields = any(a in ("-f", "-F", "--field", "--raw-field", "--input", "-d", "--data") for a in args)
-    method = (method or ("POST" if fields else "GET")).upper()
-    body = " ".join(args)
-    if "mergePullRequest" in body or "enablePullRequestAutoMerge" in body:
-        return "merge"
-    if method == "GET":
-        return None
-    p = path.split("?", 1)[0].rstrip("/")
-    if p.endswith("/merge") or p.endswith("/merges") or "/git/refs/heads/" in p or p.endswith("/git/refs"):
-        return "merge"
-    if p.endswith("/releases") or "/git/refs/tags" in p:
-        return "release"
-    return None
-
-
-def _deploy_kind(prog: str, args: list[str], sub: list[str], first: str) -> str | None:
-    if (prog in ("kubectl", "oc") and first in _KUBE) or (prog == "helm" and first in _HELM) \
-            or (prog in ("terraform", "tofu", "terragrunt") and first in _TF) \
-            or (prog == "pulumi" and first in ("up", "destroy", "update")) \
-            or (prog in ("fly", "flyctl") and first == "deploy") \
-            or (prog == "vercel" and ("--prod" in args or "--production" in args)) \
-            or (prog == "netlify" and first == "deploy" and "--prod" in args) \
-            or (prog in ("firebase", "serverless", "sls", "cdk", "kamal") and first == "deploy") \
-            or (prog == "gcloud" and "deploy" in sub) \
-            or (prog == "aws" and sub[:2] == ["cloudformation", "deploy"]):
-        return "production-write"
-    return None
 
 
 # ------------------------------------------------------------------ per-goal evaluation
@@ -267,7 +49,7 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
     """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
     maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
     kind, for a script loopx cannot read)."""
-    from loopx.kernel.policy import gitpush, shell
+    from loopx.guard import gitpush, shell
 
     git = git or gitpush.Git(branch_of)
     hits = []
@@ -303,7 +85,7 @@ def _fnmatchcase(name: str, pattern: str) -> bool:
 
 def _governance(command: str, cwd: str | None) -> dict:
     """Deny an agent command that runs a human-only loopx command or strips agent markers."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
     from loopx.kernel.write import humans
 
     for s in shell.commands(command, cwd=cwd):
@@ -326,7 +108,7 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
     """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
     in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
     sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
 
     out: list[tuple[str, str]] = []
     if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
@@ -362,7 +144,7 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
 
 
 def _may_name_owned(word: str) -> bool:
-    from loopx.kernel.policy import owned
+    from loopx.guard import owned
 
     return owned.may_name(word)
 
@@ -371,7 +153,7 @@ def _matches(word: str, base: str | None) -> list[str]:
     """The paths a word of a shell command may name: nothing for a value loopx cannot see
     (``$X``); else, when its text is a pattern sh expands (``.lo?px/*.jsonl``, also as a
     redirection target), the files it matches in ``base`` now (at most 100), then the text itself."""
-    from loopx.kernel.policy import shell
+    from loopx.guard import shell
 
     if shell.is_unknown(word) and not shell.is_pattern(word):
         return []
@@ -491,7 +273,7 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     than one hard link, or a change of a file loopx installed for a host (``governance_path``;
     ``texts``: what an edit tool removes and writes, ``owned.block_change``). ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
     goal only approvals reserved for an open run of this clone count."""
-    from loopx.kernel.policy import gitpush
+    from loopx.guard import gitpush
 
     if node is None and any(g.get("shared") for g in state["goals"].values()):
         node = local_node(project_dir)
@@ -533,15 +315,15 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
                                      "standing": bool(gate.get("standing"))})
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
     if state.get("experiments"):  # research experiments: the measuring is governance (``reads``: file tools' reads)
-        from loopx.kernel.policy import trialguard
+        from loopx.guard import measuring
 
-        verdict = trialguard.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
+        verdict = measuring.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
                                    matches=_matches)
         if verdict:
             return verdict
     for path, how in written:
         if how == "apply_patch":  # a patch sent through the shell tool says what it removes
-            from loopx.kernel.policy import owned
+            from loopx.guard import owned
 
             verdict = governance_path(path, cwd, project_dir, "edit",
                                       owned.patch_texts("\n".join(c for c in commands if "*** " in c)))
@@ -578,11 +360,11 @@ def verify_gate(gate: dict) -> bool:
 def governance_path(path: str, cwd: str | None, project_dir: str, how: str = "edit", texts: dict | None = None) -> dict:
     """A deny verdict when writing ``path`` would change the hooks that call the guard: a file loopx
     owns outright for any host in either scope (hook settings, plugins, extensions, loopx's skills:
-    the host table, ``loopx.hostfacts``, via ``policy.owned``), loopx's marked block in an instruction
+    the host table, ``loopx.hostfacts``, via ``guard.owned``), loopx's marked block in an instruction
     file (``how``/``texts``: see ``owned.block_change``), or loopx's user config and data folder
     (registry, signing, allowed signers); else {}."""
     from loopx import config
-    from loopx.kernel.policy import owned
+    from loopx.guard import owned
 
     full = os.path.realpath(os.path.join(cwd or project_dir, os.path.expanduser(path)))
     t = owned.targets(project_dir)

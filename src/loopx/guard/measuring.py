@@ -99,7 +99,7 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
         if p:
             return _read_deny(rel, p, hold[p])
     if commands:
-        from loopx.kernel.policy import shell
+        from loopx.guard import shell
 
         hold = dict(hold)  # running the holdout command's script shows its numbers: named in a command, it is denied
         for gid, e in (state.get("experiments") or {}).items():

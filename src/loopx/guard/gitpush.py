@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.policy.shell import UNKNOWN, is_unknown
+from loopx.guard.shell import UNKNOWN, is_unknown
 
 
 def _fnmatchcase(name: str, pattern: str) -> bool:
@@ -126,39 +126,16 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
     """``(kind, unresolved)`` for ``git ARGS`` run in ``cwd`` (see the module docstring).
     ``run_alias(script, cwd)``: judges a shell alias (``alias.x = !cmd``) and returns the same pair.
     ``env``: assignments in front of the command (config passed through ``GIT_CONFIG_*`` counts)."""
-    loc_cwd, git_dir, overrides = cwd, None, env_overrides(env or {})
-    if env and env.get("GIT_DIR"):
-        git_dir = os.path.normpath(os.path.join(cwd or ".", env["GIT_DIR"]))
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        a = args[i]
-        opt, eq, val = a.partition("=")
-        if opt in _GLOBAL_VALUE:
-            if not eq:
-                val = args[i + 1] if i + 1 < len(args) else ""
-                i += 1
-            if opt == "-C":
-                if is_unknown(val):
-                    return None, f"`git -C {val.replace(UNKNOWN, '')}`: the directory cannot be known"
-                loc_cwd = os.path.normpath(os.path.join(loc_cwd or ".", os.path.expanduser(val)))
-            elif opt == "--git-dir":
-                git_dir = os.path.normpath(os.path.join(loc_cwd or ".", val))
-            elif opt == "-c":
-                k, _, v = val.partition("=")
-                overrides[_norm_key(k)] = v
-        i += 1
-    if i >= len(args):
-        return None, None
-    loc = (loc_cwd, git_dir)
+    i, loc, overrides, why = _global_options(args, cwd, env)
+    if why or i >= len(args):
+        return None, why
     verb, rest = args[i], args[i + 1:]
     if is_unknown(verb):
         if any(w in ("origin", "main", "master", "HEAD", "--all", "--tags") or ":" in w for w in rest) or not rest:
             return None, "the git subcommand comes from a value loopx cannot see"
         return None, None
-    if verb == "push":
-        return push_kind(rest, loc, branches, git, overrides)
-    if verb == "send-pack":
-        return push_kind(rest, loc, branches, git, overrides, send_pack=True)
+    if verb in ("push", "send-pack"):
+        return push_kind(rest, loc, branches, git, overrides, send_pack=verb == "send-pack")
     if verb == "subtree" and "push" in rest:
         pos = [w for w in rest if not w.startswith("-") and w != "push"]
         if "--prefix" in rest or "-P" in rest:
@@ -172,19 +149,47 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
     if alias.startswith("!"):
         if run_alias is None:
             return None, f"git alias `{verb}` runs a shell command"
-        from loopx.kernel.policy.shell import _quote
+        from loopx.guard.shell import _quote
 
-        return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc_cwd)
-    from loopx.kernel.policy.shell import _split_words
+        return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc[0])
+    from loopx.guard.shell import _split_words
 
-    expanded = _split_words(alias) + rest
-    head = [a for a in args[:i]]
-    return git_kind(head + expanded, cwd, branches, git, depth + 1, run_alias, env)
+    return git_kind(args[:i] + _split_words(alias) + rest, cwd, branches, git, depth + 1, run_alias, env)
 
 
-def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pack: bool = False):
+def _global_options(args: list[str], cwd, env: dict | None) -> tuple[int, tuple, dict, str | None]:
+    """git's options before the subcommand: ``(index of the subcommand, (cwd, git dir) the command
+    works in, config overrides (``-c``, ``GIT_CONFIG_*``), unresolved)``; ``unresolved`` says why
+    the directory cannot be known (``git -C $DIR``)."""
+    loc_cwd, git_dir, overrides = cwd, None, env_overrides(env or {})
+    if env and env.get("GIT_DIR"):
+        git_dir = os.path.normpath(os.path.join(cwd or ".", env["GIT_DIR"]))
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        opt, eq, val = args[i].partition("=")
+        if opt in _GLOBAL_VALUE:
+            if not eq:
+                val = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if opt == "-C":
+                if is_unknown(val):
+                    return i, (loc_cwd, git_dir), overrides, \
+                        f"`git -C {val.replace(UNKNOWN, '')}`: the directory cannot be known"
+                loc_cwd = os.path.normpath(os.path.join(loc_cwd or ".", os.path.expanduser(val)))
+            elif opt == "--git-dir":
+                git_dir = os.path.normpath(os.path.join(loc_cwd or ".", val))
+            elif opt == "-c":
+                k, _, v = val.partition("=")
+                overrides[_norm_key(k)] = v
+        i += 1
+    return i, (loc_cwd, git_dir), overrides, None
+
+
+def _push_options(args: list[str]) -> tuple[list[str], str | None, bool, bool, bool]:
+    """``git push ARGS`` read: ``(positional words, --repo, tags pushed, --delete, every branch
+    pushed (--all, --mirror, --branches))``."""
     positional: list[str] = []
-    repo, release, delete = None, False, False
+    repo, tags, delete, every = None, False, False, False
     i = 0
     while i < len(args):
         a = args[i]
@@ -193,9 +198,9 @@ def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pa
             break
         opt, eq, val = a.partition("=")
         if opt in ("--all", "--mirror", "--branches"):
-            return "merge", None
-        if opt in ("--tags", "--follow-tags"):
-            release = True
+            every = True
+        elif opt in ("--tags", "--follow-tags"):
+            tags = True
         elif opt in ("-d", "--delete"):
             delete = True
         elif opt == "--repo" or opt == "--remote":
@@ -206,83 +211,104 @@ def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pa
         elif not a.startswith("-") or a == "-":
             positional.append(a)
         i += 1
+    return positional, repo, tags, delete, every
+
+
+def push_kind(args: list[str], loc, branches, git: Git, overrides: dict, send_pack: bool = False):
+    """``(kind, unresolved)`` for ``git push ARGS`` (``send_pack``: ``git send-pack ARGS``) in
+    ``loc`` = (cwd, git dir): the given refspecs, or without any what git's config pushes."""
+    positional, repo, tags, delete, every = _push_options(args)
+    if every:
+        return "merge", None
     if repo is None and positional:
         repo, refspecs = positional[0], positional[1:]
     else:
         refspecs = positional
     if send_pack and not refspecs:
         return "merge", None  # send-pack without refs pushes every matching branch
-    cur = None
-    kind = "release" if release else None
+    kind = "release" if tags else None
+    cur: list[str | None] = []
 
-    def current():
-        nonlocal cur
-        if cur is None:
-            cur = git.branch(loc)
-        return cur
+    def current() -> str | None:
+        if not cur:
+            cur.append(git.branch(loc))
+        return cur[0]
 
     if not refspecs:
-        if delete:
-            return None, "`git push --delete` without a branch"
-        b = current()
-        if b is None:
-            return None, "cannot tell the current branch (detached HEAD, unknown directory, or no repository)"
-        remote = repo or git.get(loc, f"branch.{b}.pushRemote", overrides) or git.get(loc, "remote.pushDefault", overrides) \
-            or git.get(loc, f"branch.{b}.remote", overrides) or "origin"
-        if is_unknown(remote):
-            return None, "the remote comes from a value loopx cannot see"
-        key = _norm_key(f"remote.{remote}.push")
-        configured = [overrides[key]] if key in overrides else git.config(loc).get(key)
-        if configured:
-            refspecs = list(configured)
-        else:
-            mode = (git.get(loc, "push.default", overrides) or "simple").lower()
-            if mode == "nothing":
-                return kind, None
-            if mode == "matching":
-                return "merge", None
-            dests = [b]
-            upstream = git.get(loc, f"branch.{b}.merge", overrides)
-            if mode in ("simple", "upstream", "tracking") and upstream:
-                dests.append(upstream)
-            for d in dests:
-                if protected(d.removeprefix("refs/heads/"), branches):
-                    return "merge", None
-            return kind, None
+        implicit = _implicit_push(loc, repo, delete, kind, branches, git, overrides, current)
+        if isinstance(implicit, tuple):
+            return implicit
+        refspecs = implicit
     for spec in refspecs:
-        if is_unknown(spec):
-            return None, f"the refspec `{spec.replace(UNKNOWN, '')}` comes from a value loopx cannot see"
-        s = spec
-        if s.startswith("^"):
-            continue
-        s = s.lstrip("+")
-        if s == ":" or s == "":
-            return "merge", None  # matching branches: main included
-        if ":" in s:
-            src, dst = s.split(":", 1)
-        else:
-            src, dst = s, None
-        if dst is None:
-            if src in ("HEAD", "@"):
-                dst = current()
-                if dst is None:
-                    return None, f"`{spec}` names the current branch, which cannot be told"
-            else:
-                dst = src
-                if not src.startswith("refs/") and not delete and git.is_tag(loc, src) \
-                        and not protected(src, branches):
-                    kind = kind or "release"
-                    continue
-        if dst in ("HEAD", "@"):
-            dst = current() or "HEAD"
-        hit = _dest_kind(dst, branches)
+        hit, why = _refspec_kind(spec, loc, delete, branches, git, current)
+        if why:
+            return None, why
         if hit == "merge":
             return "merge", None
         if hit == "release":
             kind = kind or "release"
-        if dst == "HEAD":
-            return None, f"`{spec}`: the destination branch cannot be told"
     return kind, None
+
+
+def _implicit_push(loc, repo, delete: bool, kind, branches, git: Git, overrides: dict, current):
+    """What ``git push`` without a refspec pushes: the configured ``remote.<r>.push`` refspecs (a
+    list, read like given ones), or the ``(kind, unresolved)`` of ``push.default`` with the current
+    branch and its upstream (``kind``: what the options already made it)."""
+    if delete:
+        return None, "`git push --delete` without a branch"
+    b = current()
+    if b is None:
+        return None, "cannot tell the current branch (detached HEAD, unknown directory, or no repository)"
+    remote = repo or git.get(loc, f"branch.{b}.pushRemote", overrides) or git.get(loc, "remote.pushDefault", overrides) \
+        or git.get(loc, f"branch.{b}.remote", overrides) or "origin"
+    if is_unknown(remote):
+        return None, "the remote comes from a value loopx cannot see"
+    key = _norm_key(f"remote.{remote}.push")
+    configured = [overrides[key]] if key in overrides else git.config(loc).get(key)
+    if configured:
+        return list(configured)
+    mode = (git.get(loc, "push.default", overrides) or "simple").lower()
+    if mode == "nothing":
+        return kind, None
+    if mode == "matching":
+        return "merge", None
+    dests = [b]
+    upstream = git.get(loc, f"branch.{b}.merge", overrides)
+    if mode in ("simple", "upstream", "tracking") and upstream:
+        dests.append(upstream)
+    if any(protected(d.removeprefix("refs/heads/"), branches) for d in dests):
+        return "merge", None
+    return kind, None
+
+
+def _refspec_kind(spec: str, loc, delete: bool, branches, git: Git, current) -> tuple[str | None, str | None]:
+    """``(hit, unresolved)`` of one refspec: ``hit`` ``merge`` (a protected branch), ``release`` (a
+    tag) or None; ``unresolved`` ends the verdict (the destination cannot be told)."""
+    if is_unknown(spec):
+        return None, f"the refspec `{spec.replace(UNKNOWN, '')}` comes from a value loopx cannot see"
+    if spec.startswith("^"):
+        return None, None
+    s = spec.lstrip("+")
+    if s == ":" or s == "":
+        return "merge", None  # matching branches: main included
+    src, colon, dst = s.partition(":")
+    if not colon:
+        if src in ("HEAD", "@"):
+            dst = current()
+            if dst is None:
+                return None, f"`{spec}` names the current branch, which cannot be told"
+        else:
+            dst = src
+            if not src.startswith("refs/") and not delete and git.is_tag(loc, src) and not protected(src, branches):
+                return "release", None
+    if dst in ("HEAD", "@"):
+        dst = current() or "HEAD"
+    hit = _dest_kind(dst, branches)
+    if hit == "merge":
+        return "merge", None
+    if dst == "HEAD":
+        return None, f"`{spec}`: the destination branch cannot be told"
+    return hit, None
 
 
 def _dest_kind(dst: str, branches) -> str | None:

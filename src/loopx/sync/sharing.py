@@ -8,7 +8,7 @@ import os
 
 def is_shared(root: str) -> bool:
     """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal: its
-    ``cache/sync.json`` (written by ``loopx.kernel.policy.sync``) says so. Never raises."""
+    ``cache/sync.json`` (written by ``loopx.sync.transport``) says so. Never raises."""
     try:
         with open(os.path.join(root, "cache", "sync.json"), "rb") as fh:
             return b'"shared": true' in fh.read()
