@@ -309,11 +309,11 @@ def hidden_paths(store, cwd: str) -> list[str]:
     worktree. Existing paths only, real and absolute."""
     if store is None:
         return []
-    from loopx.kernel.policy import trialguard
+    from loopx.guard import measuring
     from loopx.kernel.read import worktrees
 
     state = store.load(view="live")
-    rels = list(trialguard.holdout(state))
+    rels = list(measuring.holdout(state))
     if not rels:
         return []
     pre = worktrees.prefix(store.project_dir)
