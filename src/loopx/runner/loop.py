@@ -116,7 +116,8 @@ class Driver:
                                    host=self.spec["kind"] if self.spec else None)
         self.run_id = started["run_id"]
         wt = started.get("worktree") or {}
-        return self.sandbox.confine(cmd, shell, env, cwd, wt.get("branch"), view=bool(wt.get("sequential")))
+        return self.sandbox.confine(cmd, shell, env, cwd, wt.get("branch"), view=bool(wt.get("sequential")),
+                                    shared=wt.get("shared") or ())
 
     def workspace(self, started: dict) -> str:
         """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
@@ -135,6 +136,7 @@ class Driver:
         hooks = hostenv.copy_hooks(self.store.project_dir, cwd, self.spec["kind"] if self.spec else None)
         if started["worktree"]["sequential"]:  # the agent sees the checkout as the user left it
             started["worktree"]["carried"] = worktree.carry(self.store.project_dir, cwd, hooks)
+            started["worktree"]["shared"] = worktree.ignored(self.store.project_dir, cwd)
         return cwd
 
     def private_workspace(self) -> bool:

@@ -198,6 +198,34 @@ def carry(project_dir: str, cwd: str, also=()) -> dict:
     return out
 
 
+MAX_SHARED = 200
+
+
+def ignored(project_dir: str, cwd: str) -> list[str]:
+    """The files and folders of the checkout that git ignores (a virtualenv, ``node_modules``, a
+    host's own config such as ``opencode.json``), never ``.loopx/``: a clone has none of them, so
+    the sandbox's view shows the project's own at their place, writable as before (they are not
+    versioned: nothing of them is brought back). A placeholder is made in the clone at each path
+    (the view's mount point). Returns their real paths (at most ``MAX_SHARED``, outermost first)."""
+    listed = git(project_dir, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                 "--", ".", ":(exclude).loopx", ":(exclude,glob)**/.loopx/**").stdout.split("\0")
+    out: list[str] = []
+    for rel in sorted((r.rstrip("/") for r in listed if r), key=lambda r: (r.count("/"), r))[:MAX_SHARED]:
+        src, dst = os.path.join(project_dir, rel), os.path.join(cwd, rel)
+        if os.path.islink(src) or not os.path.exists(src) or any(rel.startswith(o + "/") for o in out):
+            continue
+        try:
+            if os.path.isdir(src):
+                os.makedirs(dst, exist_ok=True)
+            elif not os.path.lexists(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                open(dst, "a").close()
+        except OSError:
+            continue
+        out.append(rel)
+    return [os.path.realpath(os.path.join(project_dir, r)) for r in out]
+
+
 def _unchanged(carried: dict) -> list[str]:
     import hashlib
 

@@ -72,23 +72,28 @@ def _show_at(libc, view: dict) -> None:
     """Show a turn's private clone (``tree``) at the project's own path (``at``): the project's
     objects read-only at ``tree/.git/project-objects`` (the clone's alternates entry), the clone
     over the project's checkout (its files and its ``.git``: the project's are not visible at all),
-    and the project's store read-only at its usual place. Paths, the host's trust and settings
+    the project's own files git ignores (``shared``) back at their place, and the project's store
+    read-only at its usual place. Paths, the host's trust and settings
     keyed by the project's folder, and every absolute path the agent sees stay what they are."""
     ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
     tree, at = os.fsencode(view["tree"]), os.fsencode(view["at"])
     objs = os.open(view["objects"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     store = os.open(view["store"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    # the project's own files git ignores, opened before the clone covers them
+    shared = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in view.get("shared") or () if os.path.exists(p)]
     try:
         target = os.path.join(tree, b".git", b"project-objects")
         _mount(libc, b"/proc/self/fd/%d" % objs, target, MS_BIND)
         _mount(libc, b"none", target, ro)
         _mount(libc, tree, at, MS_BIND | MS_REC)
+        for path, fd in shared:
+            _mount(libc, b"/proc/self/fd/%d" % fd, os.fsencode(path), MS_BIND | MS_REC)
         shown = os.path.join(at, os.fsencode(os.path.relpath(view["store"], view["at"])))
         _mount(libc, b"/proc/self/fd/%d" % store, shown, MS_BIND | MS_REC)
         _mount(libc, b"none", shown, ro)
     finally:
-        os.close(objs)
-        os.close(store)
+        for fd in [objs, store, *(fd for _, fd in shared)]:
+            os.close(fd)
 
 
 def setup(roots: list[str], ro: list[str], rw: list[str], hide=(), view: dict | None = None) -> bool:

@@ -355,12 +355,14 @@ def _carve_all(grants: list[str], hidden: list[str]) -> tuple[list[str], list[st
 
 
 def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None, extra_read_files=(), hidden=None, view: bool = False) -> dict:
+          worktree_branch: str | None = None, extra_read_files=(), hidden=None, view: bool = False,
+          shared=()) -> dict:
     """The agent's policy (module docstring). ``hidden``: paths no grant may show (an experiment's
     holdout data; default ``hidden_paths(store, cwd)``): an empty read-only view over each in the
     mount namespace, left out of every grant child by child where there is none. ``view``: ``cwd``
     is a turn's private clone (``loopx.runner.worktree.create(view=True)``) that the mount
-    namespace shows at the project's own path (``policy["view"]``, ``loopx.sandbox.mounts``)."""
+    namespace shows at the project's own path (``policy["view"]``, ``loopx.sandbox.mounts``), with
+    the project's own ``shared`` paths (what git ignores, writable as before) at their place."""
     home = _real(os.environ.get("HOME") or os.path.expanduser("~"))
     project = _real(store.project_dir) if store is not None else _real(cwd)
     cwd = _real(cwd)
@@ -370,8 +372,9 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
     protected += hide
     git_root = [wt_git_dir] if in_main and not _under(wt_git_dir, cwd) else []  # a project below its repository's top
     states = _make_states(host, home)
+    shared = [_real(p) for p in shared] if view else []
     roots, carved, carved_files = _write_roots(
-        [cwd, *git_root, tmpdir, *states, *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p],
+        [cwd, *git_root, tmpdir, *states, *shared, *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p],
          *extra_write], protected, denied)
     reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
     reopen += _linked_worktree(wt_git_dir or None, common, worktree_branch)
@@ -394,6 +397,8 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         fallback["read"], more_files = _carve_all(read, hide)
         fallback["read_files"] = read_files + more_files
     pol_view = _view(store, cwd) if view and not secret_inside else None
+    if pol_view is not None:
+        pol_view["shared"] = [p for p in shared if p in roots]
     return {"read": read, "read_files": read_files, "view": pol_view,
             "write": [] if secret_inside else write,
             "write_files": write_files,

@@ -41,8 +41,8 @@ class Session:
         self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
     def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=(),
-                   view: bool = False) -> dict:
-        key = (os.path.realpath(cwd), branch, exe, tuple(named), view)
+                   view: bool = False, shared=()) -> dict:
+        key = (os.path.realpath(cwd), branch, exe, tuple(named), view, tuple(shared))
         if key not in self._policies:
             files, dirs = profile.program_reads(exe)
             for f in named:  # a script the command line names, and the folder it imports from
@@ -50,7 +50,7 @@ class Session:
                 files, dirs = files + more_files, dirs + more_dirs
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
                                                 worktree_branch=branch, extra_read=dirs, extra_read_files=files,
-                                                view=view)
+                                                view=view, shared=shared)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
             json.dump(pol, fh)
@@ -66,15 +66,17 @@ class Session:
                 out[sandbox.BROKER_ENV] = self.broker.path
         return out
 
-    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False):
-        """``view``: ``cwd`` is a turn's private clone, shown at the project's path (``profile.build``)."""
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False,
+                shared=()):
+        """``view``: ``cwd`` is a turn's private clone, shown at the project's path, with the
+        project's own ``shared`` paths (what git ignores) at their place (``profile.build``)."""
         if not self.on:
             return cmd, shell, env
         self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
         pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
-                              view)
+                              view, shared)
         return sandbox.wrap(argv, pol), False, self.env(env)
 
     def clean_git(self) -> None:
