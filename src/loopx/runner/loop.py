@@ -348,7 +348,9 @@ class Driver:
         title = started.get("todo_id") or "planning"
         try:
             worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})", info.get("carried"))
-            info["head"] = worktree.fetch_back(self.store, started["run_id"])
+            # a sequential turn lands the branch the user has checked out (the agent may have switched)
+            info["head"] = worktree.fetch_back(self.store, started["run_id"],
+                                               info["base"] if info.get("sequential") else None)
             return worktree.ahead(info["path"], info["base_sha"]) > 0
         except LoopxError as exc:
             out["note"] = f"could not commit the worktree: {exc.message}"
@@ -408,6 +410,9 @@ class Driver:
         try:
             run = self.store.read(lambda st: queries.resolve_run(st, rid))
             res = merge.land_turn(self.store, self.actor, run, info["base"], info["base_sha"])
+            others = worktree.moved_branches(self.store, rid, info.get("branches") or {}, info["base"])
+            if others:
+                res["branches"] = merge.land_branches(self.store, self.actor, run, info.get("branches") or {}, others)
             worktree.remove(self.store, rid, delete_branch=res["action"] in ("merged", "nothing"))
         except LoopxError as exc:
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {exc.message}").lstrip("; ")

@@ -95,6 +95,44 @@ def land_turn(store, actor: str, run: dict, base: str, base_sha: str) -> dict:
         return _merge(store, actor, run, branch, base, stat)
 
 
+def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> list[dict]:
+    """The other branches a sequential turn moved in its workspace (``worktree.moved_branches``),
+    brought into the project as if it had worked there: a branch that is still where the turn
+    started moves to the agent's commit when that is a fast-forward (``git merge
+    --ff-only`` where it is checked out, else a compare-and-swap ``update-ref``); otherwise it is
+    left alone (and a branch the agent made is not made) and the agent's commit stays under
+    ``refs/loopx/landing/<run>/<name>`` with a note on the run. A change of a ``.loopx/`` path is never brought in. Returns one dict per branch:
+    ``{"branch", "action": "moved"|"kept", "commit", "message"}``."""
+    from loopx.kernel.write import evidence
+
+    P = store.project_dir
+    out = []
+    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+        for name, sha in sorted(moved.items()):
+            ref = f"refs/loopx/landing/{run['id']}/{name}"
+            cur = wt.git(P, "rev-parse", "-q", "--verify", f"refs/heads/{name}", check=False).stdout.strip()
+            was = start.get(name) or ""
+            ok = bool(was) and cur == was and wt.git(P, "merge-base", "--is-ancestor", was, sha,
+                                                     check=False).returncode == 0
+            names = wt.git(P, "diff", "--name-only", "-z", f"{was}..{sha}", check=False).stdout if ok else ""
+            ok = ok and not any(".loopx" in n.split("/") for n in names.split("\0") if n)
+            where = _checkout_of(P, name) if ok else None
+            if ok:
+                ok = (wt.git(where, "merge", "--ff-only", "-q", sha, check=False) if where else
+                      wt.git(P, "update-ref", "-m", f"loopx: {run['id']}", f"refs/heads/{name}", sha, cur,
+                             check=False)).returncode == 0
+            if ok:
+                wt.git(P, "update-ref", "-d", ref, check=False)
+                out.append({"branch": name, "action": "moved", "commit": sha,
+                            "message": f"brought {name} to {sha[:12]}"})
+                continue
+            why = "made in the turn" if not was else "it moved, or this is not a fast-forward"
+            msg = f"branch {name} was not brought in ({why}): see {ref}"
+            evidence.add(store, actor, run["goal"], kind="note", summary=msg[:300], todo=run.get("todo"), run=run["id"])
+            out.append({"branch": name, "action": "kept", "commit": sha, "message": msg})
+    return out
+
+
 def _refuse_store(store, actor, run, branch: str, base: str, stat: str) -> dict | None:
     """A ``refused`` dict (and a note on the run) when ``branch`` changes a ``.loopx/`` path."""
     from loopx.kernel.write import evidence

@@ -92,7 +92,14 @@ def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
     for name in [o for o in others if o != branch]:  # the run's branch only: the project's are origin/*
         git(path, "branch", "-q", "-D", name, check=False)
     _like_the_project(store.project_dir, path, source)
-    if view:
+    branches = {branch: base_sha}
+    if view:  # the project's other branches too, as they are: the agent may work on them (landed below)
+        for line in git(store.project_dir, "for-each-ref", "--format=%(objectname) %(refname:short)",
+                        "refs/heads/").stdout.splitlines():
+            sha, _, name = line.partition(" ")
+            if name and name != branch and not name.startswith(worktrees.BRANCH_PREFIX):
+                git(path, "update-ref", f"refs/heads/{name}", sha)
+                branches[name] = sha
         # the project's objects at ../project-objects (a folder only the sandbox's view fills: the
         # same path at the project's place), then at their own path (outside the view; inside it
         # that is the clone's own store, which git skips as an alternate)
@@ -104,7 +111,7 @@ def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
     # an empty store folder where the project has its own, read-only in the sandbox: nothing
     # store-shaped is made there and brought back (``.loopx/`` is never committed, see commit_all)
     os.makedirs(os.path.join(cwd, ".loopx"), exist_ok=True)
-    return {"path": path, "branch": worktrees.branch(run_id), "base": base, "base_sha": base_sha, "cwd": cwd}
+    return {"path": path, "branch": worktrees.branch(run_id), "branches": branches, "base": base, "base_sha": base_sha, "cwd": cwd}
 
 
 def _like_the_project(project_dir: str, path: str, source: str) -> None:
@@ -146,15 +153,34 @@ def is_clone(path: str) -> bool:
     return os.path.isdir(os.path.join(path, ".git"))
 
 
-def fetch_back(store, run_id: str) -> str | None:
+def fetch_back(store, run_id: str, branch: str | None = None) -> str | None:
+    """``branch`` (default ``HEAD``) of the workspace into the project as ``refs/heads/loopx/<run>``."""
     path = worktrees.path(store.root, run_id)
-    head = git(path, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False).stdout.strip()
+    src = f"refs/heads/{branch}" if branch else "HEAD"
+    head = git(path, "rev-parse", "-q", "--verify", src + "^{commit}", check=False).stdout.strip()
     if not head:
         return None
     if is_clone(path):  # a linked worktree's commits are in the project already
         git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
-            f"+HEAD:refs/heads/{worktrees.branch(run_id)}")
+            f"+{src}:refs/heads/{worktrees.branch(run_id)}")
     return head
+
+
+def moved_branches(store, run_id: str, start: dict, base: str) -> dict:
+    """The workspace's branches other than ``base`` that the agent moved or made: ``{name: sha}``,
+    each fetched into the project as ``refs/loopx/landing/<run>/<name>`` (loopx's namespace, never
+    a branch) for ``loopx.runner.merge.land_branches``."""
+    path = worktrees.path(store.root, run_id)
+    out = {}
+    for line in git(path, "for-each-ref", "--format=%(objectname) %(refname:short)", "refs/heads/").stdout.splitlines():
+        sha, _, name = line.partition(" ")
+        if not name or name == base or start.get(name) == sha or name.startswith(worktrees.BRANCH_PREFIX):
+            continue
+        got = git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+                  f"+refs/heads/{name}:refs/loopx/landing/{run_id}/{name}", check=False)
+        if got.returncode == 0:
+            out[name] = sha
+    return out
 
 
 def carry(project_dir: str, cwd: str, also=()) -> dict:
@@ -242,6 +268,8 @@ def _unchanged(carried: dict) -> list[str]:
 
 def commit_all(path: str, message: str, carried: dict | None = None) -> bool:
     git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
+    # nor what the agent staged there itself (`git checkout BRANCH -- .loopx/...`): never loopx's commit
+    git(path, "reset", "-q", "--", ":(glob)**/.loopx/**", check=False)
     same = _unchanged(carried or {})
     for i in range(0, len(same), 200):  # the user's own work in progress, untouched: not the agent's
         git(path, "reset", "-q", "--", *same[i:i + 200], check=False)
