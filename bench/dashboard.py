@@ -32,7 +32,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
 from loopx.kernel.storage import registry  # noqa: E402
-from loopx.kernel.storage.store import Store, encode  # noqa: E402
+from loopx.kernel.storage.codec import encode  # noqa: E402
+from loopx.kernel.storage.store import Store  # noqa: E402
 
 GOALS = 5
 

@@ -23,8 +23,9 @@ from datetime import UTC, datetime, timedelta
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
-from loopx.kernel.storage import clock, fold  # noqa: E402
-from loopx.kernel.storage.store import SEGMENT_BYTES, Store, encode  # noqa: E402
+from loopx.kernel.storage import caches, clock, fold, layout, logfold  # noqa: E402
+from loopx.kernel.storage.codec import encode  # noqa: E402
+from loopx.kernel.storage.store import SEGMENT_BYTES, Store  # noqa: E402
 
 AGENTS = ["claude-code", "codex", "cursor", "shell"]
 MEAN_STEP = 62.5  # seconds between events, the mean of randint(5, 120)
@@ -36,7 +37,7 @@ class Writer:
 
     def __init__(self, store: Store, rng: random.Random, start: datetime) -> None:
         self.store = store
-        self.fh = {s: open(store.path(f"{s}.jsonl"), "ab") for s in ("events", "evidence")}  # noqa: SIM115
+        self.fh = {s: open(store.path(layout.open_log(s)), "ab") for s in ("events", "evidence")}  # noqa: SIM115
         self.size = {"events": 0, "evidence": 0}
         self.segments = {"events": 0, "evidence": 0}
         self.seq = {"events": 0, "evidence": 0}
@@ -75,17 +76,17 @@ class Writer:
             fh.flush()
         if stream == "events":  # fold what was written so far (incrementally) for the checkpoint
             for name in ("events", "evidence"):
-                self.store._fold_stream(self.state, name, self.state["meta"]["files"][name]["offset"])
+                logfold.fold_stream(self.store, self.state, name, self.state["meta"]["files"][name]["offset"])
         self.fh[stream].close()
         self.segments[stream] += 1
         os.makedirs(self.store.path(stream), exist_ok=True)
-        os.rename(self.store.path(f"{stream}.jsonl"), self.store.segment_path(stream, self.segments[stream]))
-        self.fh[stream] = open(self.store.path(f"{stream}.jsonl"), "ab")  # noqa: SIM115
+        os.rename(self.store.path(layout.open_log(stream)), self.store.segment_path(stream, self.segments[stream]))
+        self.fh[stream] = open(self.store.path(layout.open_log(stream)), "ab")  # noqa: SIM115
         self.size[stream] = 0
         meta = self.state["meta"]["files"][stream]
         if stream == "events":
             meta["segments"], meta["offset"], meta["tail"] = self.segments[stream], 0, ""
-            self.store._write_checkpoint(self.state, self.segments[stream])
+            caches.write_checkpoint(self.store, self.state, self.segments[stream])
 
     def close(self) -> None:
         for fh in self.fh.values():

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from storebuild import REPO, Writer  # noqa: E402
+from storebuild import Writer  # noqa: E402
 
 from loopx.kernel.storage.store import Store  # noqa: E402
 

@@ -174,7 +174,7 @@ def rewrite_history(project: Path, drop) -> None:
     import shutil
 
     from loopx.kernel.storage import chain
-    from loopx.kernel.storage.store import decode, encode
+    from loopx.kernel.storage.codec import decode, encode
 
     root = project / ".loopx"
     recs = []

@@ -9,7 +9,8 @@ for word.
 
 APIs: OpenAI-compatible chat completions (``POST /v1/chat/completions``, streaming or not: Pi,
 OpenCode), Gemini ``:streamGenerateContent``/``:generateContent`` (Gemini CLI). ``mode``:
-``"ok"``, ``"429"`` (every request answered 429 with ``retry-after``), ``"500"``.
+``"ok"``, ``"429"`` (every request answered 429 with ``retry-after``), ``"529"`` (Anthropic's
+``overloaded_error``), ``"500"``.
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ScriptedModel:
-    def __init__(self, steps, mode: str = "ok") -> None:
+    def __init__(self, steps, mode: str = "ok", per_conversation: bool = False) -> None:
         self.steps = list(steps)
         self.mode = mode
+        # per_conversation: each request is answered with the step its own conversation is at
+        # (the assistant messages it already holds), so hosts running at once each get the script
+        self.per_conversation = per_conversation
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.served = 0  # model requests answered with a script step or the final text
         self.srv: ThreadingHTTPServer | None = None
         self.limit_message = "Rate limit reached; try again in 20s"  # what a 429 says
+        self.retry_after = "1"  # the 429's retry-after header (seconds)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> int:
@@ -101,10 +106,12 @@ class ScriptedModel:
         h.end_headers()
         h.wfile.write(body)
 
-    def _next(self) -> dict:
+    def _next(self, body: dict | None = None) -> dict:
         with self.lock:
             i = self.served
             self.served += 1
+        if self.per_conversation and body is not None:
+            i = sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
         return self.steps[i] if i < len(self.steps) else {"text": "done."}
 
     def _post(self, h) -> None:
@@ -135,10 +142,13 @@ class ScriptedModel:
         if self.mode == "429":
             err = {"error": {"message": self.limit_message, "type": "rate_limit_exceeded",
                              "code": 429, "status": "RESOURCE_EXHAUSTED"}}
-            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": "1"})
+            return self._send(h, 429, "application/json", json.dumps(err).encode(), {"retry-after": self.retry_after})
+        if self.mode == "529":  # Anthropic's "Overloaded": the provider, not the account, is out of capacity
+            err = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            return self._send(h, 529, "application/json", json.dumps(err).encode())
         if self.mode == "500":
             return self._send(h, 500, "application/json", b'{"error": {"message": "internal"}}')
-        step = self._next()
+        step = self._next(body)
         if kind == "chat":
             return self._chat(h, body, step)
         if kind == "responses":

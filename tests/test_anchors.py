@@ -14,7 +14,8 @@ import pytest
 
 from conftest import rewrite_history
 from loopx.kernel.storage import anchors, chain
-from loopx.kernel.storage.store import Store, decode
+from loopx.kernel.storage.codec import decode
+from loopx.kernel.storage.store import Store
 
 UPDATE_HOOK = """#!/bin/sh
 ref="$1"; old="$2"; new="$3"

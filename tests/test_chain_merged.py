@@ -15,7 +15,8 @@ import pytest
 from conftest import subprocess_env
 from loopx.cli import main
 from loopx.kernel.storage import chain
-from loopx.kernel.storage.store import Store, decode, encode
+from loopx.kernel.storage.codec import decode, encode
+from loopx.kernel.storage.store import Store
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="git clones in a scratch folder")
 

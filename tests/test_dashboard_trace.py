@@ -50,7 +50,7 @@ def make_trace(project: Path, cli, *, redact_more: bool = False) -> Path:
 
 def tamper(path: Path) -> Path:
     """The same archive with one record's text changed (fresh CRC and manifest): verify fails."""
-    from loopx.kernel.storage.store import decode, encode
+    from loopx.kernel.storage.codec import decode, encode
 
     with tarfile.open(path, "r:gz") as tar:
         m = {x.name: tar.extractfile(x).read() for x in tar.getmembers()}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx
+from loopx.kernel.storage import caches
 from loopx.kernel.storage.store import Store
 
 
@@ -207,7 +208,7 @@ def test_snapshot_that_disagrees_with_the_log_is_rebuilt(goal, cli, project):
     store = Store.open(str(project))
     state = store.load(save_snapshot=False)
     state["goals"]["g1"]["objective"] = "tampered"
-    store._save_snapshot(state)
+    caches.save_snapshot(store, state)
     r, checks = doctor(cli)
     assert r.code == 1 and checks["store.snapshot"]["status"] == "error"
     r, checks = doctor(cli, "--fix")

@@ -10,8 +10,9 @@ import marshal
 import pytest
 
 from conftest import REPO
-from loopx.kernel.storage import fold
-from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_VERSION, Store
+from loopx.kernel.storage import caches, fold, layout, logfold
+from loopx.kernel.storage.caches import SNAPSHOT_VERSION
+from loopx.kernel.storage.store import Store
 from loopx.ops import storechecks
 
 
@@ -34,14 +35,14 @@ def test_a_large_snapshot_is_checked_through_the_live_view_without_folding_the_l
     assert cli("todo", "list", "--project", big).code == 0  # a full read: writes cache/snapshot.bin
     assert storechecks.too_large(Store.open(big), str(Store.open(big).path("cache", "snapshot.bin")))
     folded = [0]
-    real = Store._fold_file
+    real = logfold.fold_file
 
-    def counting(self, *a, **kw):
-        n, torn = real(self, *a, **kw)
+    def counting(*a, **kw):
+        n, torn = real(*a, **kw)
         folded[0] += n
         return n, torn
 
-    monkeypatch.setattr(Store, "_fold_file", counting)
+    monkeypatch.setattr(logfold, "fold_file", counting)
     r, checks = _doctor(cli, big)
     snap = checks["store.snapshot"]
     assert snap["status"] == "ok" and "the live view matches the log" in snap["finding"], snap
@@ -49,9 +50,9 @@ def test_a_large_snapshot_is_checked_through_the_live_view_without_folding_the_l
 
     # a live view that disagrees with the log is found, and --fix rebuilds it
     store = Store.open(big)
-    cached, _ = store._load_snapshot(LIVE_FILE)
+    cached, _ = caches.load_snapshot(store, layout.LIVE)
     cached["goals"]["goal-1"]["objective"] = "tampered"
-    with open(store.path("cache", LIVE_FILE), "wb") as fh:
+    with open(store.path(layout.LIVE), "wb") as fh:
         fh.write(marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": cached}))
     r, checks = _doctor(cli, big)
     assert checks["store.snapshot"]["status"] == "error" and "goal-1" in checks["store.snapshot"]["finding"]

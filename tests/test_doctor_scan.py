@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopx.kernel.storage import chain
-from loopx.kernel.storage.store import Store, decode, encode
+from loopx.kernel.storage.codec import decode, encode
+from loopx.kernel.storage.store import Store
 from loopx.ops import segscan
 
 
@@ -252,20 +253,20 @@ def test_doctor_folds_no_history_and_writes_no_snapshot(segmented, cli, mode):
     checkpoint); it folds no closed history and writes no full snapshot (a 100 MB file and most of
     a minute at 1M events)."""
     shutil.rmtree(segmented / "cache")
-    from loopx.kernel.storage import store as store_mod
+    from loopx.kernel.storage import logfold
 
     calls = []
-    real = store_mod.Store._fold_stream
+    real = logfold.fold_stream
 
-    def spy(self, state, name, offset, collect=None):
+    def spy(store, state, name, offset, collect=None):
         calls.append((name, offset, state["meta"]["files"][name].get("segments", 0)))
-        return real(self, state, name, offset, collect)
+        return real(store, state, name, offset, collect)
 
-    store_mod.Store._fold_stream = spy
+    logfold.fold_stream = spy
     try:
         checks = _checks(cli)
     finally:
-        store_mod.Store._fold_stream = real
+        logfold.fold_stream = real
     assert not (segmented / "cache" / "snapshot.bin").exists()
     assert checks["store.snapshot"]["status"] == "ok" and checks["setup"]["status"] == "ok"
     assert all(seg > 0 for _n, _o, seg in calls), calls  # a live view, if any, starts from the newest checkpoint
@@ -298,20 +299,20 @@ def test_checkpoints_of_an_older_loopx_make_doctor_fold_nothing_either(segmented
         body["fold"] = -1  # what an older loopx wrote
         ckpt.write_text(json.dumps(body))
     shutil.rmtree(segmented / "cache")
-    from loopx.kernel.storage import store as store_mod
+    from loopx.kernel.storage import logfold
 
     calls = []
-    real = store_mod.Store._fold_stream
+    real = logfold.fold_stream
 
-    def spy(self, state, name, offset, collect=None):
+    def spy(store, state, name, offset, collect=None):
         calls.append(name)
-        return real(self, state, name, offset, collect)
+        return real(store, state, name, offset, collect)
 
-    store_mod.Store._fold_stream = spy
+    logfold.fold_stream = spy
     try:
         checks = _checks(cli)
     finally:
-        store_mod.Store._fold_stream = real
+        logfold.fold_stream = real
     assert not calls
     assert not (segmented / "cache" / "snapshot.bin").exists()
     for cid in ("store.chain", "store.anchors.file", "store.snapshot", "setup", "signing"):

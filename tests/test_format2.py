@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from loopx.kernel.storage import chain
-from loopx.kernel.storage.store import Store, decode
+from loopx.kernel.storage.codec import decode
+from loopx.kernel.storage.store import Store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "format1-store"
 
@@ -140,7 +141,7 @@ def _rewrite(path: Path, lines: list[bytes]) -> None:
 
 
 def _forge(rec: dict) -> bytes:
-    from loopx.kernel.storage.store import encode
+    from loopx.kernel.storage.codec import encode
 
     rec = {k: v for k, v in rec.items() if k != "crc"}
     return encode(rec)

@@ -16,8 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from loopx.errors import Ambiguous, Conflict, NotFound, UsageError
 from loopx.kernel.read import budget, queries
-from loopx.kernel.storage import clock, fold, ids
-from loopx.kernel.storage import store as store_mod
+from loopx.kernel.storage import clock, codec, fold, ids
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import todos
 
@@ -132,11 +131,11 @@ def test_resolve():
 def test_encode_decode_round_trip():
     rec = {"v": 1, "seq": 7, "id": "e-1", "ts": "2026-03-01T09:00:00Z", "actor": "human:x", "type": "todo.added",
            "goal": "g", "data": {"todo_id": "t-1", "title": "ünïcode 🚀 \n \u202e"}}
-    line = store_mod.encode(rec)
+    line = codec.encode(rec)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    back = store_mod.decode(line[:-1])
+    back = codec.decode(line[:-1])
     assert {k: v for k, v in back.items() if k != "crc"} == rec
-    assert store_mod.decode(b"\xef\xbb\xbf" + line[:-1] + b"\r")["seq"] == 7   # BOM and CR tolerated
+    assert codec.decode(b"\xef\xbb\xbf" + line[:-1] + b"\r")["seq"] == 7   # BOM and CR tolerated
 
 
 @pytest.mark.parametrize("mutate,reason", [
@@ -146,9 +145,9 @@ def test_encode_decode_round_trip():
     (lambda b: b"garbage", "no crc"),
 ])
 def test_decode_rejects_damage(mutate, reason):
-    line = store_mod.encode({"v": 1, "seq": 7, "type": "x.y", "data": {}})[:-1]
+    line = codec.encode({"v": 1, "seq": 7, "type": "x.y", "data": {}})[:-1]
     with pytest.raises(ValueError, match=reason):
-        store_mod.decode(mutate(line))
+        codec.decode(mutate(line))
 
 
 def test_decode_rejects_valid_crc_non_records():
@@ -158,12 +157,12 @@ def test_decode_rejects_valid_crc_non_records():
         head = body.encode()
         line = head + b',"crc":"%08x"}' % zlib.crc32(head)
         with pytest.raises(ValueError):
-            store_mod.decode(line)
+            codec.decode(line)
 
 
 def test_clean_replaces_each_lone_surrogate_once():
-    assert store_mod.clean({"a": ["x\udcff\udcfe", "\ud800"]}) == {"a": ["x\ufffd\ufffd", "\ufffd"]}
-    assert store_mod.clean_text("fine 🚀") == "fine 🚀"
+    assert codec.clean({"a": ["x\udcff\udcfe", "\ud800"]}) == {"a": ["x\ufffd\ufffd", "\ufffd"]}
+    assert codec.clean_text("fine 🚀") == "fine 🚀"
 
 
 # ----------------------------------------------------------------- fold and queries

@@ -20,7 +20,7 @@ import pytest
 from conftest import human_channel
 from loopx.cli import main
 from loopx.kernel.policy import decide, turn
-from loopx.kernel.storage import clock, fold
+from loopx.kernel.storage import caches, clock, fold
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import evidence, gates, goals, todos
 
@@ -119,7 +119,7 @@ def _both(capsys, monkeypatch, project, tmp_path, *args):
     shutil.copytree(project, twin)
     on_live = _cli(capsys, project, *args)
     with monkeypatch.context() as m:
-        m.setattr(Store, "_load_live", lambda self: None)
+        m.setattr(caches, "load_live", lambda store: None)
         on_full = _cli(capsys, twin, *args)
     return on_live, on_full
 

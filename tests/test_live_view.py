@@ -158,3 +158,34 @@ def test_should_run_decides_the_same_on_the_live_view_as_on_the_full_state(proje
     done = [decide.evaluate(s, now, goal_id="g1", fingerprint=lambda g, s=s: fingerprint.state_part(s, g))["reason"]
             for s in (full, live)]
     assert done[0] == done[1] == "close_goal"  # no verify command: a human closes it (issue 21)
+
+
+def test_the_newest_evidence_stays_in_the_view_after_a_kept_goal_check(project, monkeypatch):
+    """Found by the live-view property: a kept goal-level check sat after newer records in the
+    view, so pruning again by position dropped one of the newest five (the packet's evidence)."""
+    from loopx.kernel.read import queries
+
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="checks", goal_id="g1")
+    evidence.add(store, H, "g1", kind="test", summary="goal check", exit_code=1, command="pytest -q")
+    for i in range(fold.EVIDENCE_KEPT + 2):
+        evidence.add(store, H, "g1", kind="test", summary=f"run {i}", exit_code=0)
+        store.load(view="live", save_snapshot="refresh")  # pruned again after every record
+    live, full = store.load(view="live"), store.load()
+    assert fold.is_live(live) and live["hidden"] > 0
+    assert [e["id"] for e in queries.recent_evidence(live, "g1")] == [e["id"] for e in queries.recent_evidence(full, "g1")]
+
+
+def test_status_says_complete_when_the_view_left_out_every_done_todo(project, monkeypatch):
+    """Found by the live-view property: with every todo done and left out of the view, status
+    said "add a first step" where the full state says the goal looks complete."""
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="one step", goal_id="g1", todos=["only"])
+    ev = evidence.add(store, H, "g1", kind="test", summary="green", exit_code=0)["evidence_id"]
+    todos.done(store, H, next(iter(store.load()["todos"])), [ev])
+    store.load(view="live", save_snapshot="refresh")
+    assert store.load(view="live")["closed"]["g1"]["done"] == 1  # the done todo is left out
+    assert _summary(store, "live") == _summary(store, "full")
+    assert _summary(store, "live")["goals"][0]["next"] == "goal looks complete: loopx goal done g1"

@@ -273,6 +273,51 @@ def test_gemini_hostile_turn_is_guarded_through_dir_path_and_the_after_agent_hoo
     check_hostile_turn(world, model, model.tool_results(), hook_file, run, workdir=True)
 
 
+@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
+def test_gemini_endpoint_down_and_429_are_classified_without_waiting_for_the_timeout(world, cli, mode, reason):
+    # Gemini CLI retries both for minutes ("Attempt N failed ... Retrying with backoff", retry-after
+    # ignored): the runner stops it at its third attempt and classifies its own words
+    host_bin("gemini")
+    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
+    port = model.start()
+    if mode == "down":
+        model.stop()
+    try:
+        r = run_loopx(["--agent", "gemini", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
+                       "--timeout", "10m", "--json"], cwd=world["project"], env=gemini_env(world, port), timeout=300)
+    finally:
+        if mode != "down":
+            model.stop()
+    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    err = turn.get("setup_error") or {}
+    assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-2000:])
+    if mode == "429":
+        assert "Rate limit reached" in err["message"] and err.get("reset_at"), err  # "try again in 20s"
+        assert 3 <= len(model.model_requests()) <= 4, len(model.model_requests())  # stopped at the third attempt
+
+
+def test_gemini_edit_mode_runs_loopx_write_back_and_nothing_else_in_the_shell(world, cli):
+    host_bin("gemini")
+    p = world["project"]
+    steps = [{"tool": "run_shell_command", "args": {"command": f"{loopx_exe()} status"}},
+             {"tool": "run_shell_command", "args": {"command": "python3 -c \"open('made-by-shell', 'w')\""}},
+             {"tool": "write_file", "args": {"file_path": "src/ok.py", "content": "x = 1\n"}},
+             {"text": "done."}]
+    model = ScriptedModel(steps)
+    port = model.start()
+    try:
+        r = run_loopx(["--agent", "gemini", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
+                       "--timeout", "3m", "--json"], cwd=p, env=gemini_env(world, port), timeout=240)
+    finally:
+        model.stop()
+    assert json.loads(r.out)["data"]["turns"], r.out + r.err
+    results = model.tool_results()
+    assert len(results) == 3, results
+    assert "g1" in results[0], results[0]  # loopx's own command ran (the allow-list)
+    assert not (p / "made-by-shell").exists() and "denied" in results[1], results[1]  # any other command: refused
+    assert (p / "src" / "ok.py").read_text() == "x = 1\n"  # edits are what auto_edit is for
+
+
 # ------------------------------------------------------------------ Codex: installed means active
 def _codex_hooks_list(codex: str, cwd: Path, env: dict) -> list[dict]:
     msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "0"}}},
@@ -447,11 +492,47 @@ def test_codex_endpoint_down_and_429_are_classified_without_waiting_for_the_time
         (r.out[-3000:], r.err[-1000:])
 
 
-@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
-def test_claude_code_endpoint_down_and_429_are_classified(world, cli, mode, reason):
+def test_claude_code_parallel_2_guards_both_worktrees_and_records_both_turns(world, cli):
+    # two runners at once, each turn in its own git worktree (docs/multi-agent.md): the installed
+    # hook file is untracked, so each worktree needs its copy or that host runs unguarded
+    host_bin("claude")
+    p = world["project"]
+    (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
+    assert cli("hooks", "--install", "--host", "claude-code").code == 0
+    assert cli("goal", "update", "g1", "--max-parallel", "2").code == 0
+    steps = [{"tool": "Bash", "args": {"command": "git push origin HEAD:main", "description": "push"}},
+             {"text": "done."}]
+    model = ScriptedModel(steps, per_conversation=True)
+    port = model.start()
+    try:
+        r = run_loopx(["--agent", "claude-code", "run", "--parallel", "2", "--once", "--goal-id", "g1",
+                       "--permission-mode", "full", "--timeout", "3m", "--json"], cwd=p, env=claude_env(world, port),
+                      timeout=300)
+    finally:
+        model.stop()
+    data = (json.loads(r.out) if r.out.strip() else {}).get("data") or {}
+    turns = data.get("turns") or []
+    assert len(turns) == 2, r.out[-3000:] + r.err[-2000:]
+    from loopx.kernel.storage.store import Store
+
+    runs = Store.open(str(p)).load()["runs"]
+    assert len({t["worktree"]["path"] for t in turns}) == 2, turns  # two worktrees
+    for t in turns:
+        run = runs[t["run_id"]]
+        assert run["finished"] and run["agent"].startswith("agent:claude-code"), run
+        assert (run.get("usage") or {}).get("input_tokens"), run.get("usage")  # each turn recorded with usage
+        assert run["guard"]["calls"] >= 1 and run["guard"]["denied"] == 1, run["guard"]  # its hook ran there
+    results = model.tool_results()
+    assert len(results) == 2 and all("protected action (merge)" in x for x in results), results
+    assert git(world["remote"], "rev-parse", "main") == world["remote_main"]  # main never moved
+
+
+@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited"),
+                                          ("529", "host_overloaded")])
+def test_claude_code_endpoint_down_429_and_529_are_classified(world, cli, mode, reason):
     host_bin("claude")
     (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
-    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
+    model = ScriptedModel([], mode=mode if mode != "down" else "ok")
     port = model.start()
     if mode == "down":
         model.stop()
@@ -467,9 +548,52 @@ def test_claude_code_endpoint_down_and_429_are_classified(world, cli, mode, reas
     assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-1000:])
     if mode == "429":
         assert err.get("reset_at"), err  # "try again in 20s" read as the window's reset
+    if mode == "529":  # the provider is busy: a short wait, not a person's problem
+        assert "Overloaded" in err["message"], err
+        d = cli("--agent", "claude-code", "quota", "should-run", "--goal-id", "g1", json=True).data
+        assert (d["decision"], d["reason"]) == ("wait", "host_overloaded"), d
 
 
 # ------------------------------------------------------------------ OpenCode
+def opencode_env(w: dict, port: int) -> dict:
+    """OpenCode reads the scripted provider from the project's opencode.json (gitignored here)."""
+    p, home = w["project"], w["home"]
+    (p / "opencode.json").write_text(json.dumps({
+        "$schema": "https://opencode.ai/config.json", "model": "fake/m1",
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake", "models": {"m1": {"name": "m1"}},
+                              "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "x"}}}}), encoding="utf-8")
+    home.mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", **sandbox_port(port),
+            # its start-up npm install of its plugin package (for .opencode/plugins) retries an
+            # unreachable registry for a minute: offline, npm fails at once (the plugin still loads)
+            "npm_config_offline": "true"}
+
+
+@pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
+def test_opencode_endpoint_down_and_429_are_classified_without_waiting_for_the_timeout(world, cli, mode, reason):
+    # OpenCode prints nothing while it retries (an endpoint that is down: for ever, with backoff);
+    # the preset's --print-logs shows its "stream error" lines and the runner stops it at the third
+    host_bin("opencode")
+    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
+    port = model.start()
+    if mode == "down":
+        model.stop()
+    try:
+        r = run_loopx(["--agent", "opencode", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
+                       "--timeout", "10m", "--json"], cwd=world["project"], env=opencode_env(world, port), timeout=300)
+    finally:
+        if mode != "down":
+            model.stop()
+    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    err = turn.get("setup_error") or {}
+    assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-2000:])
+    if mode == "429":
+        # with retry-after 1 s OpenCode 1.18.33 gives up by itself after six requests (its error
+        # event says why); the endpoint down is where it retries for ever and the runner stops it
+        assert "Rate limit reached" in err["message"] and err.get("reset_at"), err
+
+
 def test_opencode_hostile_turn_is_guarded_through_workdir(world, cli):
     host_bin("opencode")
     p = world["project"]
@@ -486,14 +610,7 @@ def test_opencode_hostile_turn_is_guarded_through_workdir(world, cli):
             a["command"] = "rm -f .opencode/plugins/loopx-guard.js"
     model = ScriptedModel(steps)
     port = model.start()
-    (p / "opencode.json").write_text(json.dumps({
-        "$schema": "https://opencode.ai/config.json", "model": "fake/m1",
-        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake", "models": {"m1": {"name": "m1"}},
-                              "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "x"}}}}), encoding="utf-8")
-    home = world["home"]
-    home.mkdir(parents=True, exist_ok=True)
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-           **sandbox_port(port)}
+    env = opencode_env(world, port)
     try:
         # it tries to install its plugin package from npm at start: without a registry that takes a minute
         r = run_loopx(["--agent", "opencode", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
@@ -506,5 +623,11 @@ def test_opencode_hostile_turn_is_guarded_through_workdir(world, cli):
 
     run = Store.open(str(p)).load()["runs"][data["turns"][0]["run_id"]]
     assert run["finished"] and run["agent"] == "agent:opencode"
+    # every model request of the turn is in its usage (the scripted model says 100 input tokens
+    # each): the preset names the session, so no title request goes uncounted; no price: unknown
+    usage = run.get("usage") or {}
+    assert not [x for x in model.requests if x["_kind"] == "utility"], [x["_kind"] for x in model.requests]
+    assert usage.get("input_tokens") == 100 * len(model.model_requests()), (usage, len(model.model_requests()))
+    assert usage.get("cost_usd") is None, usage
     check_hostile_turn(world, model, model.tool_results(), p / ".opencode" / "plugins" / "loopx-guard.js", run,
                        workdir=True)

@@ -68,19 +68,6 @@ def test_symlink_loop_is_an_error_not_a_hang(tmp_path):
         fs.atomic_write(tmp_path / "a", "x")
 
 
-def test_no_other_atomic_write_copy_is_left_in_src():
-    src = os.path.join(os.path.dirname(fs.__file__), "..")
-    offenders = []
-    for base, _dirs, names in os.walk(src):
-        for n in names:
-            if n.endswith(".py") and n != "fs.py":
-                with open(os.path.join(base, n), encoding="utf-8") as fh:
-                    text = fh.read()
-                if "os.replace(" in text and "log_path()" not in text:  # the dashboard log rotation is a rename
-                    offenders.append(n)
-    assert offenders == []
-
-
 @posix_only
 def test_workflow_skills_install_writes_through_a_symlinked_claude_md(project, cli):
     agents = project / "AGENTS.md"

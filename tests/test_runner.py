@@ -198,9 +198,15 @@ def test_presets_build_documented_command_lines(tmp_path, monkeypatch):
     assert presets.argv_for("codex", "PKT", "/f", "full")[-1] == "danger-full-access"
     assert presets.argv_for("cursor", "PKT", "/f", "full") == \
         ["cursor-agent", "-p", "PKT", "--output-format", "json", "--force"]
-    assert presets.argv_for("opencode", "PKT", "/f", "edit") == ["opencode", "run", "--format", "json", "PKT"]
-    assert presets.argv_for("gemini", "PKT", "/f", "edit") == \
-        ["gemini", "-p", "PKT", "--output-format", "json", "--approval-mode", "auto_edit"]
+    # a named session (no uncounted title request), its model errors on stderr (the retry watch)
+    assert presets.argv_for("opencode", "PKT", "/f", "edit") == \
+        ["opencode", "run", "--format", "json", "--title", "loopx turn", "--print-logs", "--log-level", "WARN", "PKT"]
+    # auto_edit has no shell headless: loopx's write-back and the verify command are allowed
+    assert presets.argv_for("gemini", "PKT", "/f", "edit", verify="pytest -q") == \
+        ["gemini", "-p", "PKT", "--output-format", "json", "--approval-mode", "auto_edit",
+         "--allowed-tools", f"run_shell_command({loopx_command()})", "--allowed-tools", "run_shell_command(pytest -q)"]
+    assert presets.argv_for("gemini", "PKT", "/f", "edit")[-2:] == \
+        ["--allowed-tools", f"run_shell_command({loopx_command()})"]
     assert presets.argv_for("gemini", "PKT", "/f", "read-only")[-1] == "plan"
     assert presets.argv_for("gemini", "PKT", "/f", "full")[-1] == "yolo"
     with pytest.raises(UsageError, match="no read-only setting"):

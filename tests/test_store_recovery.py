@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_loopx, subprocess_env
+from loopx.kernel.storage import caches
 from loopx.kernel.storage.store import Store
 from test_store_concurrency import check_crc, check_file, read_lines
 
@@ -313,7 +314,7 @@ def test_temp_files_left_by_a_killed_snapshot_writer_are_swept(goal, project):
     old = time.time() - 3600
     os.utime(stale, (old, old))
     store = Store(str(project / ".loopx"))
-    store._save_snapshot(store.load(save_snapshot=False))
+    caches.save_snapshot(store, store.load(save_snapshot=False))
     assert not stale.exists() and fresh.exists()
     assert (cache / "snapshot.bin").exists()
 

@@ -198,7 +198,7 @@ def test_a_lease_lost_on_the_remote_is_not_renewed(shared, capsys, monkeypatch):
     monkeypatch.setenv("LOOPX_HOST", "host-b")
     sb = Store.open(str(b))
     # b sees a's entry while it is live: a lease b met only after it ended would count for its
-    # whole length from then on (b's clock might be the one ahead: kernel.policy.skew)
+    # whole length from then on (b's clock might be the one ahead: loopx.sync.skew)
     assert gs.claim(sb, gs.project_git(sb, None), lambda held: None, "agent:b1", "2030-01-01T09:00:00Z")["todo_id"] is None
     monkeypatch.setenv("LOOPX_NOW", "2030-01-01T08:20:00Z")
     got = gs.claim(sb, gs.project_git(sb, None), lambda held: None if tid in held else tid, "agent:b1",

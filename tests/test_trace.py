@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 from loopx.kernel.storage import chain
-from loopx.kernel.storage.store import decode, encode
+from loopx.kernel.storage.codec import decode, encode
 
 
 def _setup(project, cli, goal) -> Path:

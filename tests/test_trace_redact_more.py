@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loopx.kernel.storage import chain
+from loopx.kernel.storage.codec import decode, encode
 from loopx.kernel.storage.privacy import Redactor, private_host
-from loopx.kernel.storage.store import decode, encode
 
 # made-up private look-alikes: (text, the private part that must not survive, the placeholder kind)
 PRIVATE = [

@@ -315,7 +315,7 @@ def test_should_run_with_no_record_runs_no_check(project, cli, clk):
 def test_hand_edited_watch_records_never_crash(project, cli, clk):
     """A hand-written watch.added with wrong field types is a bad line (skipped and reported); one
     with a broken regex or a zero cadence is checked without a traceback."""
-    from loopx.kernel.storage.store import encode
+    from loopx.kernel.storage.codec import encode
 
     assert cli("start-goal", "--goal-text", "g", "--goal-id", "g").code == 0
     path = project / ".loopx" / "events.jsonl"

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
+from loopx.kernel.storage import layout
+
 # name -> (default or None, meaning). Keep sorted by name.
 VARS: dict[str, tuple[str | None, str]] = {
     "LOOPX_AGENT": (None, "act as this agent (same as --agent); unset means a human"),
@@ -161,7 +163,7 @@ def set_user_value(dotted: str, value) -> dict:
     from loopx.kernel.storage.fs import atomic_write, locked
 
     os.makedirs(data_home(), exist_ok=True)
-    with locked(os.path.join(data_home(), "lock"), float(env("LOOPX_LOCK_TIMEOUT") or 10)):
+    with locked(os.path.join(data_home(), layout.DATA_LOCK), float(env("LOOPX_LOCK_TIMEOUT") or 10)):
         cfg = load_user_config()
         node = cfg
         for part in parts[:-1]:

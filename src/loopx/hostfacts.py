@@ -18,7 +18,9 @@ guard, actors, the installer, presets, doctor and ``hooks --check`` all read the
      "state": (...),              # folders the host writes while it runs (sandbox write list)
      "tools": {"tool": key, "input": key, "shell": (...), "edit": (...), "builtin": (...),
                "paths": (...), "dirs": (...)},   # "dirs": tool arguments that set the working directory
-     "preset": {"argv": [...], "report": str|None, "modes": {mode: [...]|None}} | None,
+     "preset": {"argv": [...], "report": str|None, "modes": {mode: [...]|None},
+                "retrying": ((pattern, n), ...)} | None,  # lines of a host that only retries
+                                  # (runner.process.RetryWatch): stopped after n of them
      "usage_windows": bool}       # loopx can read the host's own usage windows
 
 Path templates: ``{project}`` is the project folder (project scope), ``{home}`` the host's own
@@ -96,7 +98,8 @@ HOSTS: dict[str, dict] = {
                               "write_stdin"),
                   "paths": ("file_path", "path"), "dirs": ("workdir", "cwd")},
         # with no network codex exec prints "Reconnecting... waiting for network" and waits for ever
-        "preset": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl", "stuck": ("waiting for network",),
+        "preset": {"argv": ["codex", "exec", "--json", "-"], "report": "codex-jsonl",
+                   "retrying": (("waiting for network", 1),),
                    "modes": {"read-only": ["--sandbox", "read-only"],
                              "edit": ["--sandbox", "workspace-write"],
                              "full": ["--sandbox", "danger-full-access"]}},
@@ -146,8 +149,14 @@ HOSTS: dict[str, dict] = {
                               "tracker_list_tasks", "tracker_add_dependency", "tracker_visualize"),
                   "paths": ("file_path", "path"), "dirs": ("dir_path", "directory")},
         "preset": {"argv": ["gemini", "-p", "{packet}", "--output-format", "json"], "report": "gemini-json",
+                   # endpoint down or 429: "Attempt N failed [with status 429]. Retrying with backoff..."
+                   # on stderr, for minutes (it ignores retry-after); the third attempt is enough
+                   "retrying": ((r"attempt (\d+) failed\b.*retrying with backoff", 3),),
+                   # auto_edit gives a headless model no shell unless a command is allowed:
+                   # loopx's write-back commands and the goal's verify command are
                    "modes": {"read-only": ["--approval-mode", "plan"],
-                             "edit": ["--approval-mode", "auto_edit"],
+                             "edit": ["--approval-mode", "auto_edit", "--allowed-tools", "run_shell_command({loopx})",
+                                      "--allowed-tools", "run_shell_command({verify})"],
                              "full": ["--approval-mode", "yolo"]}},
         "usage_windows": False,
     },
@@ -168,7 +177,12 @@ HOSTS: dict[str, dict] = {
                   "builtin": ("read", "glob", "grep", "list", "webfetch", "websearch", "todowrite", "todoread", "task",
                               "skill", "question", "codesearch", "lsp"),
                   "paths": ("filePath", "file_path", "path"), "dirs": ("workdir",)},
-        "preset": {"argv": ["opencode", "run", "--format", "json", "{packet}"], "report": "opencode-jsonl",
+        # --title: a named session makes no title request (its usage is in no event: the turn's
+        # usage would miss it); --print-logs at WARN: its model errors reach the output, where
+        # the runner sees it only retrying (it retries an endpoint that is down for ever, silently)
+        "preset": {"argv": ["opencode", "run", "--format", "json", "--title", "loopx turn", "--print-logs",
+                            "--log-level", "WARN", "{packet}"], "report": "opencode-jsonl",
+                   "retrying": ((r'message="stream error"', 3),),
                    # opencode's permissions live in its own config file (opencode.json "permission"),
                    # not on the command line: every mode runs with that configuration
                    "modes": {"read-only": None, "edit": [], "full": []}},

@@ -6,6 +6,7 @@ import os
 
 from loopx.commands import add
 from loopx.errors import UsageError
+from loopx.kernel.storage import layout
 from loopx.output import safe
 
 
@@ -20,7 +21,7 @@ def connect(ctx) -> dict:
     project = os.path.abspath(ctx.project or os.getcwd())
     if not os.path.isdir(project):
         raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
-    inner = os.path.join(project, ".loopx")
+    inner = os.path.join(project, layout.DIRNAME)
     if os.path.exists(inner) and not os.path.isdir(inner):
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
     _check_replacement(ctx, project, inner)
@@ -57,7 +58,7 @@ def _check_replacement(ctx, project: str, inner: str) -> None:
     if not known:
         return
     try:
-        with open(os.path.join(inner, "format.json"), encoding="utf-8") as fh:
+        with open(os.path.join(inner, layout.FORMAT), encoding="utf-8") as fh:
             current = json.load(fh).get("project_id")
     except (OSError, ValueError, AttributeError):
         current = None

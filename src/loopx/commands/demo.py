@@ -20,6 +20,7 @@ from loopx.commands.demokit import git as _git
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
 from loopx.config import env
+from loopx.kernel.storage import layout
 
 GOAL = "demo"
 TODOS = [
@@ -71,7 +72,7 @@ def default_dir() -> str:
 
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "demo")
+    return os.path.join(data_home(), layout.DEMO)
 
 
 def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
@@ -92,7 +93,7 @@ def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
     if approve and (ctx.agent or _agent_session()):
         raise HumanRequired("--approve is for a human at a terminal, not an agent session",
                             "run the demo without --approve and let a human approve the gate")
-    fresh = not (path / ".loopx").is_dir()
+    fresh = not (path / layout.DIRNAME).is_dir()
     if fresh and path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{path} exists and is not a loopx demo", "pass --dir with a new or empty directory")
     path.parent.mkdir(parents=True, exist_ok=True)

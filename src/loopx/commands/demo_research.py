@@ -20,6 +20,7 @@ import sys
 from loopx.commands.demokit import agent_session as _agent_session  # the two demos share these
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
+from loopx.kernel.storage import layout
 
 GOAL = "knn"
 
@@ -27,7 +28,7 @@ GOAL = "knn"
 def default_dir() -> str:
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "demo-research")
+    return os.path.join(data_home(), layout.DEMO_RESEARCH)
 
 
 def setup(path, actor: str) -> dict:
@@ -64,7 +65,7 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
     if approve and (ctx.agent or _agent_session()):
         raise HumanRequired("--approve is for a human at a terminal, not an agent session",
                             "run the demo without --approve and let a human approve the gate")
-    fresh = not (path / ".loopx").is_dir()
+    fresh = not (path / layout.DIRNAME).is_dir()
     if fresh and path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{path} exists and is not a loopx demo", "pass --dir with a new or empty directory")
     path.parent.mkdir(parents=True, exist_ok=True)

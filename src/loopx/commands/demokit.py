@@ -17,13 +17,14 @@ def git(cwd, *args, again: str = "loopx demo"):
     """``git ARGS`` in ``cwd`` (a new repository's branch is ``main``); its stdout. Raises
     StateError when git is missing (the hint names ``again``, the command to run once it is
     installed) or fails."""
-    import subprocess
-
     from loopx.errors import StateError
+    from loopx.kernel.storage import gitcli
 
     try:
-        proc = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
+        proc = gitcli.run(cwd, "-c", "init.defaultBranch=main", *args, text=True)
+    except gitcli.GitUnavailable as exc:
+        if exc.timed_out:
+            raise StateError(str(exc), "check your git installation") from None
         raise StateError("git is not installed", f"the demo needs git: install it and run `{again}` again",
                          code="git_missing") from None
     if proc.returncode != 0:

@@ -137,12 +137,11 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
                          "never a branch) at most every LOOPX_SYNC_EVERY seconds, and `loopx run` claims "
                          "through the remote; agents should call `loopx next --sync`")
         tracked = ""
-        try:
-            import subprocess
+        from loopx.kernel.storage import gitcli, layout
 
-            tracked = subprocess.run(["git", "ls-files", ".loopx"], cwd=store.project_dir, capture_output=True,
-                                     text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
+        try:
+            tracked = gitcli.run(store.project_dir, "ls-files", layout.DIRNAME, timeout=10, text=True).stdout
+        except gitcli.GitUnavailable:
             pass
         warnings = ["`.loopx/` is committed in this project: for a shared goal untrack it (`git rm -r --cached .loopx` "
                     "and add `.loopx/` to .gitignore), since the records travel through refs/loopx/*"] if tracked else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from loopx.commands import add
+from loopx.kernel.storage import layout
 from loopx.output import safe
 
 
@@ -22,12 +23,12 @@ def _project_items(path: str, info: dict) -> list[dict]:
     from loopx.kernel.storage.store import Store
 
     q = shlex.quote(path)
-    if not os.path.isdir(os.path.join(path, ".loopx")):
+    if not os.path.isdir(os.path.join(path, layout.DIRNAME)):
         return [{"kind": "missing", "project": path, "ts": info.get("last_seen") or "",
                  "message": "the project's folder or its .loopx/ is gone",
                  "command": f"loopx disconnect {q}"}]
     try:
-        store = Store(os.path.join(path, ".loopx"))
+        store = Store(os.path.join(path, layout.DIRNAME))
         state = store.load(save_snapshot=False)
     except (LoopxError, OSError) as exc:
         return [{"kind": "unreadable", "project": path, "ts": info.get("last_seen") or "",

@@ -74,6 +74,7 @@ def quota_show(ctx, goal_id=None) -> dict:
                     "cooldown_until": b["cooldown_until"],
                     "max_usd": b["max_usd"], "spent_usd": b["spent_usd"], "max_tokens": b["max_tokens"],
                     "spent_tokens": b["spent_tokens"], "costed_runs": b["costed_runs"],
+                    "unpriced_runs": b["unpriced_runs"],
                     "host_reserve": q.get("host_reserve", 10), "use_leftover": q.get("use_leftover") or 0,
                     "ledger": [{"ts": e[0], "slots": e[1], "run_id": e[2]} for e in b["ledger"]]})
     return {"quotas": out, "now": clock.iso(now)}
@@ -94,10 +95,14 @@ def render_show(d: dict) -> str:
         line += f"\n  turns started in the window: {q['turns_started']}/{q['turns']} (verified or not)"
         if q["next_turn_at"]:
             line += f"; the next turn may start at {q['next_turn_at']}"
-        line += f"\n  cost in the window: {q['spent_usd']:.2f} USD" + (
+        unpriced = q.get("unpriced_runs") or 0
+        usd = "unknown" if unpriced and unpriced == q["costed_runs"] else f"{q['spent_usd']:.2f} USD"
+        line += f"\n  cost in the window: {usd}" + (
             f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {q['spent_tokens']:,} tokens" + (
             f" of {q['max_tokens']:,}" if q["max_tokens"] is not None else "") + \
-            f" ({q['costed_runs']} run(s) reported usage); host reserve {q['host_reserve']}%"
+            f" ({q['costed_runs']} run(s) reported usage" + (
+                f", {q['unpriced_runs']} without a price: their cost is unknown" if q.get("unpriced_runs") else "") + \
+            f"); host reserve {q['host_reserve']}%"
         lines.append(line)
     return "\n".join(lines)
 

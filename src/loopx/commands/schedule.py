@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from loopx.commands import add
+from loopx.kernel.storage import layout
 
 
 def register(sub, name, help_text):
@@ -88,7 +89,7 @@ def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m"
     how = f" --agent-cmd {quote(agent_cmd)}" if agent_cmd else ""
     run = f"{exe} --agent {agent} run --once --timeout {timeout}{goal}{how}"
     check = f"{exe} quota should-run --quiet{goal} --agent {agent}"
-    lock = ".loopx/cache/cron.lock" if kind == "cron" else ".loopx/cache/systemd.lock"
+    lock = f"{layout.DIRNAME}/{layout.schedule_lock(kind)}"
     notes = []
     if agent_cli and not __import__("shutil").which(agent_cli):
         notes.append(f"{agent_cli} (the {agent} CLI) is not on your PATH now; install it or use --agent-cmd")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from loopx.commands import add
+from loopx.kernel.storage import layout
 from loopx.output import Reply, safe
 
 
@@ -41,7 +42,7 @@ def status(ctx, goal_id=None, orient=False):
     data["orient"] = orient
     data["connected"] = True
     warnings = list(data["store"]["problems"])
-    if os.path.exists(store.path("cache", "sync.json")):  # this clone syncs through git: name tentative claims
+    if os.path.exists(store.path(layout.SYNC)):  # this clone syncs through git: name tentative claims
         from loopx.sync import shared
         from loopx.sync import transport as gs
 
@@ -166,8 +167,7 @@ def render(d: dict) -> str:
                          f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
                          + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
                          + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else ""))
-        money = "".join([f", {b['spent_usd']:.2f}" + (f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else "")
-                         + " USD" if b.get("costed_runs") or b.get("max_usd") is not None else "",
+        money = "".join([_usd(b),
                          f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
                          + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
         lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last "
@@ -191,3 +191,14 @@ def render(d: dict) -> str:
     lines.append("")
     lines.append(f"next: {safe(d['next'])}")
     return "\n".join(lines)
+
+
+def _usd(b: dict) -> str:
+    """The money part of a goal's budget line: what the priced runs cost, and how many runs' cost
+    is unknown (a host that reports tokens without a price: never shown as 0.00 USD)."""
+    unpriced = b.get("unpriced_runs") or 0
+    priced = (b.get("costed_runs") or 0) - unpriced
+    cap = f"/{b['max_usd']:.2f}" if b.get("max_usd") is not None else ""
+    if not priced and not cap:
+        return f", cost unknown ({unpriced} run(s))" if unpriced else ""
+    return f", {b['spent_usd']:.2f}{cap} USD" + (f" (+{unpriced} run(s) of unknown cost)" if unpriced else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel.storage import layout
 from loopx.output import Reply, safe
 
 
@@ -109,7 +110,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     e = experiments.get(live, gid)
     assert e is not None  # trial_list resolved gid to an experiment goal (_goal)
     key = [e["trials"], e["last_trial"]]
-    path = store.path("cache", f"trials-{gid}.bin")
+    path = store.path(layout.trials_cache(gid, "bin"))
     try:
         with open(path, "rb") as fh:
             cache = marshal.loads(fh.read())
@@ -133,7 +134,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
         cells = [_cells(e["metric"], r) for r in rows]
     assert cells is not None  # set together with rows
     try:
-        os.makedirs(store.path("cache"), exist_ok=True)
+        os.makedirs(store.path(layout.CACHE), exist_ok=True)
         fs.atomic_write(path, marshal.dumps({"v": CACHE_VERSION, "key": key, "metric": e["metric"], "rows": rows,
                                              "cells": cells}), sync=False)
     except (OSError, ValueError):
@@ -142,7 +143,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
 
 
 def _text_cache(store, gid: str, kind: str) -> str:
-    return store.path("cache", f"trials-{gid}.{kind}")
+    return store.path(layout.trials_cache(gid, kind))
 
 
 def _read_text(store, gid: str, kind: str, key: list) -> str | None:

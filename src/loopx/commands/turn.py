@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add
+from loopx.kernel.storage import layout
 
 
 def register(sub, name, help_text):
@@ -55,7 +56,7 @@ def _trial_finish(ctx, run, result, note):
 
     store = ctx.store()
     try:
-        if not any(n.startswith("exp-") for n in os.listdir(store.path("worktrees"))):
+        if not any(n.startswith("exp-") for n in os.listdir(store.path(layout.WORKTREES))):
             return None
     except OSError:
         return None

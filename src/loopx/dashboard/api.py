@@ -18,7 +18,7 @@ import time
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
-from loopx.kernel.storage import actors
+from loopx.kernel.storage import actors, layout
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.registry import project_key
 
@@ -45,7 +45,7 @@ class ApiError(Exception):
 
 def _sig(root: str) -> tuple:
     out: list[tuple[int, int] | None] = []
-    for name in ("events.jsonl", "evidence.jsonl", "format.json"):
+    for name in (*map(layout.open_log, layout.STREAMS), layout.FORMAT):
         try:
             st = os.stat(os.path.join(root, name))
             out.append((st.st_size, st.st_mtime_ns))
@@ -163,7 +163,7 @@ class Api:
         NotInLiveView on a live view that left out a record a rule looked up."""
         from loopx.kernel.read.status import summary
 
-        data = summary(state, now_iso, store_root=os.path.join(p["path"], ".loopx"))
+        data = summary(state, now_iso, store_root=os.path.join(p["path"], layout.DIRNAME))
         hosts: dict = {}  # the hosts' usage windows, read once for every goal of the overview
         return data, [self.decision(state, g, p["path"], now_iso, hosts) for g in data["goals"]]
 
@@ -248,7 +248,7 @@ class Api:
         goal = state["goals"].get(goal_id)
         if goal is None:
             raise ApiError(404, "no_goal", f"no goal {goal_id} in {p['name']}", "open the goal from the overview")
-        row = summary(state, now_iso, goal_id, store_root=os.path.join(p["path"], ".loopx"))["goals"][0]
+        row = summary(state, now_iso, goal_id, store_root=os.path.join(p["path"], layout.DIRNAME))["goals"][0]
         decision = self.decision(state, row, p["path"], now_iso)
         group, reason, next_check = classify(row, decision)
         board = {}

@@ -39,14 +39,14 @@ class Git:
         self._branch: dict = {}
 
     def _run(self, loc, *args) -> tuple[int, str]:
-        cwd, git_dir = loc
-        import subprocess  # only when a push is resolved: most guarded commands never ask git
+        # imported only when a push is resolved: most guarded commands never ask git
+        from loopx.kernel.storage import gitcli
 
-        cmd = ["git"] + (["--git-dir", git_dir] if git_dir else []) + list(args)
+        cwd, git_dir = loc
         try:
-            p = subprocess.run(cmd, cwd=cwd or None, capture_output=True, text=True, timeout=10,
-                               env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"})
-        except (OSError, subprocess.SubprocessError, ValueError):
+            p = gitcli.run(cwd or os.curdir, *(["--git-dir", git_dir] if git_dir else []), *args, timeout=10,
+                           text=True, env={"GIT_OPTIONAL_LOCKS": "0"})
+        except (gitcli.GitUnavailable, ValueError):
             return 128, ""
         return p.returncode, p.stdout
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.read import scope, worktrees
+from loopx.kernel.storage import layout
 
 
 def _script_paths(command: str | None, project_dir: str) -> list[str]:
@@ -82,6 +83,17 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
     table = protected(state, project_dir)
     if not table:
         return {}
+    denied = _check_writes(written, cwd, project_dir, table)
+    if denied:
+        return denied
+    hold = holdout(state)
+    results = _results_dir() if any(e.get("holdout") for e in state["experiments"].values()) else None
+    return (_check_reads(reads or (), cwd, project_dir, hold, results)
+            or (_check_commands(state, commands, cwd, project_dir, table, hold, results, read_only, matches)
+                if commands else {}))
+
+
+def _check_writes(written, cwd: str | None, project_dir: str, table: dict) -> dict:
     for path, how in written:
         rel = _rel(path, cwd, project_dir)
         p = _hit(rel, table)
@@ -89,42 +101,56 @@ def check(state: dict, written, reads, commands, cwd: str | None, project_dir: s
             return {"allow": False, "kind": "governance", "path": rel, "reason": (
                 f"loopx: {rel} is {table[p]}; an agent may not change how trials are measured "
                 f"({'through ' + how if how != 'edit' else 'edit'} denied). Change the code under test instead.")}
-    hold = holdout(state)
-    results = _results_dir() if any(e.get("holdout") for e in state["experiments"].values()) else None
-    for path in reads or ():
+    return {}
+
+
+def _check_reads(reads, cwd: str | None, project_dir: str, hold: dict, results: str | None) -> dict:
+    for path in reads:
         if results and _under(path, cwd, results):
             return _read_deny(path, "a promotion's holdout result", "(any)")
         rel = _rel(path, cwd, project_dir)
         p = _hit(rel, hold, containing=True)
         if p:
             return _read_deny(rel, p, hold[p])
-    if commands:
-        from loopx.guard import shell
+    return {}
 
-        hold = dict(hold)  # running the holdout command's script shows its numbers: named in a command, it is denied
-        for gid, e in (state.get("experiments") or {}).items():
-            for p in _script_paths(e.get("holdout"), project_dir):
-                hold.setdefault(p, gid)
 
-        for command in commands:
-            for s in shell.commands(command, cwd=cwd):
-                base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
-                writer = s.words[0] not in read_only  # a program that may write what it names
-                for w in s.words[1:]:
-                    if w.startswith("-") or (shell.is_unknown(w) and not shell.is_pattern(w)):
-                        continue
-                    if results and _under(w.replace(shell.UNKNOWN, ""), base, results):
-                        return _read_deny(w, "a promotion's holdout result", "(any)")
-                    for m in matches(w, base):
-                        rel = _rel(m, base, project_dir)
-                        p = _hit(rel, hold)
-                        if p:
-                            return _read_deny(rel, p, hold[p])
-                        p = _hit(rel, table) if writer else None
-                        if p:
-                            return {"allow": False, "kind": "governance", "path": rel, "reason": (
-                                f"loopx: `{s.words[0]}` names {rel}, {table[p]}; an agent may not change how trials "
-                                "are measured. Change the code under test instead.")}
+def _check_commands(state: dict, commands, cwd: str | None, project_dir: str, table: dict, hold: dict,
+                    results: str | None, read_only, matches) -> dict:
+    from loopx.guard import shell
+
+    hold = dict(hold)  # running the holdout command's script shows its numbers: named in a command, it is denied
+    for gid, e in (state.get("experiments") or {}).items():
+        for p in _script_paths(e.get("holdout"), project_dir):
+            hold.setdefault(p, gid)
+    for command in commands:
+        for s in shell.commands(command, cwd=cwd):
+            base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
+            writer = s.words[0] not in read_only  # a program that may write what it names
+            for w in s.words[1:]:
+                if w.startswith("-") or (shell.is_unknown(w) and not shell.is_pattern(w)):
+                    continue
+                if results and _under(w.replace(shell.UNKNOWN, ""), base, results):
+                    return _read_deny(w, "a promotion's holdout result", "(any)")
+                hit = _named(s.words[0], matches(w, base), base, project_dir, table if writer else {}, hold)
+                if hit:
+                    return hit
+    return {}
+
+
+def _named(prog: str, paths, base: str | None, project_dir: str, table: dict, hold: dict) -> dict:
+    """The deny for a shell word naming ``paths``: holdout data (any program), or a protected file
+    of the measuring (``table``: empty for a program that writes nothing it names)."""
+    for m in paths:
+        rel = _rel(m, base, project_dir)
+        p = _hit(rel, hold)
+        if p:
+            return _read_deny(rel, p, hold[p])
+        p = _hit(rel, table)
+        if p:
+            return {"allow": False, "kind": "governance", "path": rel, "reason": (
+                f"loopx: `{prog}` names {rel}, {table[p]}; an agent may not change how trials "
+                "are measured. Change the code under test instead.")}
     return {}
 
 
@@ -132,7 +158,7 @@ def _results_dir() -> str:
     """Where promotions keep the holdout's result for the human (trialstep.holdout_file)."""
     from loopx import config
 
-    return os.path.realpath(os.path.join(config.data_home(), "holdout"))
+    return os.path.realpath(os.path.join(config.data_home(), layout.HOLDOUT))
 
 
 def _under(path: str, cwd: str | None, folder: str) -> bool:

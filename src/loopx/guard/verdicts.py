@@ -106,17 +106,12 @@ def _governance(command: str, cwd: str | None) -> dict:
 
 def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
     """``[(path, how)]`` files a shell command writes that the guard checks like edits: files named
-    in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections, arguments of programs that are not read-only when they name ``.loopx``, and the
-    sources of hard links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
+    in an ``apply_patch`` body (Codex sends it through its shell tool), output redirections,
+    arguments of programs that are not read-only when they name ``.loopx``, and the sources of hard
+    links and copies-as-links (``ln``, ``link``, ``cp -l``)."""
     from loopx.guard import shell
 
-    out: list[tuple[str, str]] = []
-    if "*** Begin Patch" in command or "*** Update File:" in command or "*** Add File:" in command:
-        import re
-
-        for a, b in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
-                               command.replace("\\n", "\n"), re.M):
-            out.append((os.path.join(cwd or ".", (a or b).strip("'\"")), "apply_patch"))
+    out = _patch_files(command, cwd)
     for s in shell.commands(command, cwd=cwd):
         base = s.cwd if s.cwd and not str(s.cwd).startswith(shell.UNKNOWN) else cwd
         for w in s.writes:
@@ -125,22 +120,48 @@ def _shell_writes(command: str, cwd: str | None) -> list[tuple[str, str]]:
                     out.append((os.path.join(base or ".", os.path.expanduser(p)), "redirect"))
         prog, args = s.words[0], s.words[1:]
         if prog not in _READ_ONLY:
-            for word in args:
-                if word.startswith("-"):
-                    continue
-                for a in _matches(word, base):
-                    if _names_store(a):
-                        out.append((os.path.join(base or ".", a), prog))
-                    elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or _may_name_owned(a):
-                        out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
-        if prog in _LINKERS and (prog in ("ln", "link") or any(a in ("-l", "--link") or
-                                                               (a.startswith("-") and not a.startswith("--") and "l" in a)
-                                                               for a in args)):
-            pos = [a for a in args if not a.startswith("-")]
-            for src in pos[:-1] if len(pos) > 1 else pos:
-                if not shell.is_unknown(src):
-                    out.append((os.path.join(base or ".", src), f"{prog} (link source)"))
+            out.extend(_named_writes(prog, args, base))
+        if prog in _LINKERS:
+            out.extend(_link_sources(prog, args, base))
     return out
+
+
+def _patch_files(command: str, cwd: str | None) -> list[tuple[str, str]]:
+    """The files an ``apply_patch`` body in ``command`` adds, updates, deletes or moves to."""
+    if "*** Begin Patch" not in command and "*** Update File:" not in command and "*** Add File:" not in command:
+        return []
+    import re
+
+    return [(os.path.join(cwd or ".", (a or b).strip("'\"")), "apply_patch")
+            for a, b in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$",
+                                   command.replace("\\n", "\n"), re.M)]
+
+
+def _named_writes(prog: str, args: list[str], base: str | None) -> list[tuple[str, str]]:
+    """What the arguments of a program that may write name: the store (``how`` = the program) and
+    hook configs or files loopx installed (``governance-only``)."""
+    out = []
+    for word in args:
+        if word.startswith("-"):
+            continue
+        for a in _matches(word, base):
+            if _names_store(a):
+                out.append((os.path.join(base or ".", a), prog))
+            elif os.path.basename(a.rstrip("/")) in _GOVERNANCE_NAMES or _may_name_owned(a):
+                out.append((os.path.join(base or ".", os.path.expanduser(a)), "governance-only"))
+    return out
+
+
+def _link_sources(prog: str, args: list[str], base: str | None) -> list[tuple[str, str]]:
+    """The sources of a hard link (``ln``, ``link``, ``cp -l``/``--link``, ``rsync`` likewise)."""
+    from loopx.guard import shell
+
+    if prog not in ("ln", "link") and not any(a in ("-l", "--link") or (a.startswith("-") and not a.startswith("--")
+                                                                       and "l" in a) for a in args):
+        return []
+    pos = [a for a in args if not a.startswith("-")]
+    return [(os.path.join(base or ".", src), f"{prog} (link source)")
+            for src in (pos[:-1] if len(pos) > 1 else pos) if not shell.is_unknown(src)]
 
 
 def _may_name_owned(word: str) -> bool:
@@ -280,73 +301,99 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     node = node or ""
     cwd = cwd or project_dir
     git = git or gitpush.Git(branch_of)
-    uses: list[dict] = []
     for command in commands:
         verdict = _governance(command, cwd)
         if verdict:
             return verdict
     goals = governing_goals(state, goal_id)
+    uses: list[dict] = []
     for goal in goals:
-        cfg = config(goal)
-        protect = set(goal["scope"].get("protect") or [])
-        for command in commands:
-            for hit in command_kinds(command, cfg, cwd=cwd, git=git):
-                if hit["kind"] == "*" and protect:
-                    return _unresolved(hit, goal, sorted(protect)[0])
-                if hit["kind"] in protect:
-                    status, gate = gate_state(state, goal["id"], hit["kind"], node)
-                    if hit.get("unresolved") and status != "approved":
-                        return _unresolved(hit, goal, hit["kind"])
-                    verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"], node)
-                    if verdict:
-                        return verdict
-                    assert gate is not None  # _deny allowed it: gate_state said approved, with the gate
-                    if gate["id"] in [u["gate_id"] for u in uses] and not gate.get("standing"):
-                        # one approval authorises one action: the same call doing it again needs another
-                        gate = _another_approval(state, goal["id"], hit["kind"], node, {u["gate_id"] for u in uses})
-                        if gate is None:
-                            return {"allow": False, "kind": hit["kind"], "goal_id": goal["id"], "gate_id": None,
-                                    "gate_status": "used", "rule": hit["rule"],
-                                    "reason": (f"loopx: this call runs the protected action ({hit['kind']}) "
-                                               f"`{hit['command']}` more than once; one approval authorises one "
-                                               "action. Run it once per call, or open a gate for each and stop.")}
-                    if gate["id"] not in [u["gate_id"] for u in uses]:
-                        uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
-                                     "standing": bool(gate.get("standing"))})
+        verdict = _goal_actions(state, goal, commands, cwd, git, node, uses)
+        if verdict:
+            return verdict
     written = [(p, "edit") for p in paths] + [w for c in commands for w in _shell_writes(c, cwd)]
     if state.get("experiments"):  # research experiments: the measuring is governance (``reads``: file tools' reads)
         from loopx.guard import measuring
 
         verdict = measuring.check(state, written, reads, commands, cwd, project_dir, read_only=_READ_ONLY,
-                                   matches=_matches)
+                                  matches=_matches)
         if verdict:
             return verdict
     for path, how in written:
-        if how == "apply_patch":  # a patch sent through the shell tool says what it removes
-            from loopx.guard import owned
-
-            verdict = governance_path(path, cwd, project_dir, "edit",
-                                      owned.patch_texts("\n".join(c for c in commands if "*** " in c)))
-        else:
-            verdict = governance_path(path, cwd, project_dir, how, texts)
+        verdict = _write_verdict(state, goals, path, how, commands, cwd, project_dir, texts, branch_of, node)
         if verdict:
-            return verdict
-        if how == "governance-only":
-            continue
-        rel = scope.project_relative(project_dir, path, cwd)
-        if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
-            rel = worktrees.strip(rel, worktrees.prefix(project_dir))
-        verdict = _path_verdict(state, goals, rel, branch_of, node)
-        if not verdict and how == "edit":
-            verdict = _link_verdict(path, cwd, rel)
-        if verdict:
-            if how != "edit":
-                verdict["reason"] = verdict["reason"].replace(f"writing {rel}", f"writing {rel} (through {how})")
             return verdict
     if uses:
         return {"allow": True, "reason": "approved: " + ", ".join(u["gate_id"] for u in uses), "uses": uses,
                 "goals": [g["id"] for g in goals]}
     return {"allow": True, "reason": "no protected action", "goals": [g["id"] for g in goals]}
+
+
+def _goal_actions(state: dict, goal: dict, commands, cwd: str, git, node: str, uses: list[dict]) -> dict:
+    """The deny for the first protected action of ``commands`` that ``goal`` has no usable approval
+    for, or {}; each approval that allows one is appended to ``uses`` (``{gate_id, kind, command,
+    standing}``)."""
+    cfg = config(goal)
+    protect = set(goal["scope"].get("protect") or [])
+    for command in commands:
+        for hit in command_kinds(command, cfg, cwd=cwd, git=git):
+            if hit["kind"] == "*" and protect:
+                return _unresolved(hit, goal, sorted(protect)[0])
+            if hit["kind"] in protect:
+                verdict = _use_approval(state, goal, hit, node, uses)
+                if verdict:
+                    return verdict
+    return {}
+
+
+def _use_approval(state: dict, goal: dict, hit: dict, node: str, uses: list[dict]) -> dict:
+    """The approval for one protected action ``hit`` of ``goal``, appended to ``uses``; or the deny
+    (no approved gate, a guess the goal protects, one approval used twice in one call)."""
+    status, gate = gate_state(state, goal["id"], hit["kind"], node)
+    if hit.get("unresolved") and status != "approved":
+        return _unresolved(hit, goal, hit["kind"])
+    verdict = _deny(hit["kind"], hit["command"], goal, state, hit["rule"], node)
+    if verdict:
+        return verdict
+    assert gate is not None  # _deny allowed it: gate_state said approved, with the gate
+    used = {u["gate_id"] for u in uses}
+    if gate["id"] in used and not gate.get("standing"):
+        # one approval authorises one action: the same call doing it again needs another
+        gate = _another_approval(state, goal["id"], hit["kind"], node, used)
+        if gate is None:
+            return {"allow": False, "kind": hit["kind"], "goal_id": goal["id"], "gate_id": None,
+                    "gate_status": "used", "rule": hit["rule"],
+                    "reason": (f"loopx: this call runs the protected action ({hit['kind']}) "
+                               f"`{hit['command']}` more than once; one approval authorises one "
+                               "action. Run it once per call, or open a gate for each and stop.")}
+    if gate["id"] not in used:
+        uses.append({"gate_id": gate["id"], "kind": hit["kind"], "command": hit["command"],
+                     "standing": bool(gate.get("standing"))})
+    return {}
+
+
+def _write_verdict(state: dict, goals: list[dict], path: str, how: str, commands, cwd: str, project_dir: str,
+                   texts: dict | None, branch_of, node: str) -> dict:
+    """The deny for one file the call writes (``how``: ``edit``, ``redirect``, a program, ...): a
+    file of loopx's or a host's governance, then the goals' scopes and protected paths, or {}."""
+    if how == "apply_patch":  # a patch sent through the shell tool says what it removes
+        from loopx.guard import owned
+
+        verdict = governance_path(path, cwd, project_dir, "edit",
+                                  owned.patch_texts("\n".join(c for c in commands if "*** " in c)))
+    else:
+        verdict = governance_path(path, cwd, project_dir, how, texts)
+    if verdict or how == "governance-only":
+        return verdict
+    rel = scope.project_relative(project_dir, path, cwd)
+    if rel.startswith(".loopx/" + worktrees.DIRNAME + "/"):  # a parallel run's worktree: its copy of the project
+        rel = worktrees.strip(rel, worktrees.prefix(project_dir))
+    verdict = _path_verdict(state, goals, rel, branch_of, node)
+    if not verdict and how == "edit":
+        verdict = _link_verdict(path, cwd, rel)
+    if verdict and how != "edit":
+        verdict["reason"] = verdict["reason"].replace(f"writing {rel}", f"writing {rel} (through {how})")
+    return verdict
 
 
 def verify_gate(gate: dict) -> bool:

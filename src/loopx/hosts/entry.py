@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import cjson  # json's C codec without importing json and re (every tool call)
+# cjson: json's C codec without importing json and re (every tool call)
+from loopx.kernel.storage import cjson, layout
 
 DEFAULT_CAP = 8
 MAX_PAYLOAD = 8 << 20
-REPORT_FILE = "after-edit-report.json"
 
 
 def _protocol(host: str) -> str | None:
@@ -104,7 +104,7 @@ def open_store(where: str):
 def log_error(store, where: str, exc: BaseException) -> None:
     """Best effort: keep the last hook error in ``.loopx/cache/hooks/last-error.txt``."""
     try:
-        d = store.path("cache", "hooks") if store else None
+        d = store.path(layout.HOOKS) if store else None
         if d:
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "last-error.txt"), "w", encoding="utf-8") as fh:
@@ -118,7 +118,7 @@ def _counter_path(store, host: str, session: str) -> str:
     from loopx.kernel.storage.chain import sha256
 
     key = sha256(session.encode("utf-8", "replace")).hexdigest()[:16]
-    return store.path("cache", "hooks", f"stop-{host}-{key}.json")
+    return store.path(layout.stop_marker(host, key))
 
 
 def _read_counter(path: str) -> dict:
@@ -257,7 +257,7 @@ def _count_guard_call(project_dir: str | None, run_id: str | None, mark: bytes =
     # ("x") per refusal
     if not project_dir or not run_id or "/" in run_id or "\\" in run_id:
         return
-    path = os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
+    path = layout.project_path(project_dir, layout.guard_calls(run_id))
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab") as fh:
@@ -401,7 +401,7 @@ def _approvals_left_out(state: dict, verdict: dict) -> bool:
 
 # ------------------------------------------------------------------ after an edit (Cursor)
 def _report_path(store) -> str:
-    return store.path("cache", "hooks", REPORT_FILE)
+    return store.path(layout.EDIT_REPORT)
 
 
 def take_report(store) -> str | None:
@@ -430,10 +430,9 @@ def _add_report(store, message: str) -> None:
         except (OSError, ValueError):
             items = []
         items.append(message)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(cjson.dumps(items[-20:]))
-        os.replace(tmp, path)
+        from loopx.kernel.storage.fs import atomic_write  # a rare path: an edit that needs a report
+
+        atomic_write(path, cjson.dumps(items[-20:]), sync=False)
     except OSError:
         pass
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.read import notices
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.clock import timedelta
 
 
@@ -80,7 +80,7 @@ def flush(store, cfg: dict | None = None, limit: float | None = None) -> dict:
     cfg = user_cfg() if cfg is None else cfg
     if not cfg:  # no [notify] table: nothing to send, and nothing more to import
         return {"sent": [], "failed": [], "busy": False, "channels": []}
-    from loopx.kernel.storage.fs import try_lock, unlock
+    from loopx.kernel.storage.fs import locked
     from loopx.kernel.storage.store import Draft
     from loopx.notify import channels as ch
 
@@ -88,47 +88,42 @@ def flush(store, cfg: dict | None = None, limit: float | None = None) -> dict:
     out: dict = {"sent": [], "failed": [], "busy": False, "channels": chans}
     if not chans:
         return out
-    os.makedirs(store.path("cache"), exist_ok=True)
-    fd = os.open(store.path("cache", "notify.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if not try_lock(fd):
-            out["busy"] = True
-            return out
-        try:
-            state = store.load(view="live")  # notices and deliveries are kept whole in the live view
-            now_iso = clock.now_iso()
-            from loopx.notify import actions
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    held = locked.now(store.path(layout.NOTIFY_LOCK))
+    if held is None:
+        out["busy"] = True
+        return out
+    with held:
+        state = store.load(view="live")  # notices and deliveries are kept whole in the live view
+        now_iso = clock.now_iso()
+        from loopx.notify import actions
 
-            project = os.path.basename(store.project_dir) or store.project_dir
-            down: set[str] = set()
-            out["deferred"] = 0
-            for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):
-                notice = actions.enrich(notice, state, store.project_dir)  # project, goal, how to decide
-                left = None if deadline is None else deadline - time.monotonic()
-                if channel in down or (left is not None and left <= 0.05):
-                    out["deferred"] += 1  # stays queued: the next decision, `notify flush` or the dashboard sends it
-                    continue
-                res = ch.send(channel, cfg, notice, project) if left is None else \
-                    _send_within(ch, channel, cfg, notice, project, left)
-                if not res["ok"]:
-                    down.add(channel)
-                data = {"event_id": notice["event_id"], "channel": channel, "attempt": attempt,
-                        "detail": res["detail"], "goal_event": notice["type"]}
-                if res["ok"]:
-                    kind = "notify.delivered"
-                    out["sent"].append(data)
-                else:
-                    kind = "notify.failed"
-                    if attempt < notices.MAX_ATTEMPTS:
-                        data["retry_at"] = clock.iso(clock.parse_ts(now_iso)
-                                                     + timedelta(seconds=notices.retry_delay(attempt)))
-                    data["error"] = res["detail"]
-                    out["failed"].append(data)
-                _write(store, Draft(kind, notice.get("goal"), data))
-        finally:
-            unlock(fd)
-    finally:
-        os.close(fd)
+        project = os.path.basename(store.project_dir) or store.project_dir
+        down: set[str] = set()
+        out["deferred"] = 0
+        for notice, channel, attempt in notices.pending(state, chans, now_iso, cfg.get("since")):
+            notice = actions.enrich(notice, state, store.project_dir)  # project, goal, how to decide
+            left = None if deadline is None else deadline - time.monotonic()
+            if channel in down or (left is not None and left <= 0.05):
+                out["deferred"] += 1  # stays queued: the next decision, `notify flush` or the dashboard sends it
+                continue
+            res = ch.send(channel, cfg, notice, project) if left is None else \
+                _send_within(ch, channel, cfg, notice, project, left)
+            if not res["ok"]:
+                down.add(channel)
+            data = {"event_id": notice["event_id"], "channel": channel, "attempt": attempt,
+                    "detail": res["detail"], "goal_event": notice["type"]}
+            if res["ok"]:
+                kind = "notify.delivered"
+                out["sent"].append(data)
+            else:
+                kind = "notify.failed"
+                if attempt < notices.MAX_ATTEMPTS:
+                    data["retry_at"] = clock.iso(clock.parse_ts(now_iso)
+                                                 + timedelta(seconds=notices.retry_delay(attempt)))
+                data["error"] = res["detail"]
+                out["failed"].append(data)
+            _write(store, Draft(kind, notice.get("goal"), data))
     return out
 
 

@@ -92,7 +92,7 @@ def read_direct_url(dist) -> dict | None:
 
 def _git_checkout(path: str) -> str | None:
     """The git checkout (a folder with ``.git`` and ``pyproject.toml``) at most 6 levels above ``path``."""
-    from loopx.kernel.storage.fs import git_dir
+    from loopx.kernel.storage.gitcli import git_dir
 
     found = git_dir(path)
     top = os.path.dirname(found) if found else None

@@ -19,7 +19,8 @@ import sys
 
 from loopx import __version__
 from loopx.config import env
-from loopx.kernel.storage.store import DIRNAME
+from loopx.kernel.storage import caches
+from loopx.kernel.storage.layout import DIRNAME
 from loopx.ops.check import result
 
 PROBLEM = ("warning", "error")
@@ -88,7 +89,7 @@ def _doctor_store(t: Target):
                 return super().load(save_snapshot=False, view=view)
             if self._live is None:
                 self.format_number()
-                live = self._load_live()
+                live = caches.load_live(self)
                 self._live = live if live is not None else t.light_state()
             return self._live
 
@@ -211,11 +212,11 @@ def check_clock(t: Target) -> dict:
 
 def _clock_of_machines(t: Target, now) -> dict | None:
     """With records of several machines: the clock result naming the machine whose clock is off
-    (``kernel.policy.skew.offsets``: records stamped in this clock's future), or this machine when
+    (``loopx.sync.skew.offsets``: records stamped in this clock's future), or this machine when
     most others are ahead of it; ``ok`` when the clocks agree. None for a single machine's store
     (then only this clock against the newest record)."""
-    from loopx.kernel.policy import skew
     from loopx.kernel.storage import clock, machines
+    from loopx.sync import skew
 
     store = t.store()
     state = store.load(view="live")
@@ -279,15 +280,14 @@ def check_worktrees(t: Target) -> dict:
 
 def _run_branches(project_dir: str | None) -> list[str]:
     """``loopx/*`` branches (runs whose work waits at a gate, conflicted, or was not verified)."""
-    import shutil
-    import subprocess
+    from loopx.kernel.storage import gitcli
 
-    if not project_dir or not shutil.which("git") or not os.path.exists(os.path.join(project_dir, ".git")):
+    if not project_dir or gitcli.git_dir(project_dir) is None:
         return []
     try:
-        proc = subprocess.run(["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/loopx/"],
-                              cwd=project_dir, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+        proc = gitcli.run(project_dir, "for-each-ref", "--format=%(refname:short)", "refs/heads/loopx/",
+                          timeout=10, text=True)
+    except gitcli.GitUnavailable:
         return []
     return proc.stdout.split() if proc.returncode == 0 else []
 
@@ -315,7 +315,7 @@ def check_setup(t: Target) -> list[dict]:
         # history is folded and no snapshot is written
         store = t.store()
         store.format_number()
-        state = store._load_live() or store.load(save_snapshot=False)  # a standing error: worded exactly
+        state = caches.load_live(store) or store.load(save_snapshot=False)  # a standing error: worded exactly
     except LoopxError as exc:
         return [result("setup", "skipped", f"the store cannot be read: {exc.message}")]
     out = []

@@ -8,7 +8,8 @@ import contextlib
 import os
 import shutil
 
-from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, STREAMS
+from loopx.kernel.storage import caches, layout
+from loopx.kernel.storage.layout import STREAMS
 
 
 def _writable(store) -> None:
@@ -35,9 +36,9 @@ def repair_store(t, actor: str) -> str:
             if d is not None:
                 drafts.append(d)
                 # lines left the middle of the file: drop the snapshot rather than trust its offsets
-                for snap in (SNAPSHOT_FILE, LIVE_FILE):
+                for snap in (layout.SNAPSHOT, layout.LIVE):
                     with contextlib.suppress(FileNotFoundError):
-                        os.remove(store.path("cache", snap))
+                        os.remove(store.path(snap))
         if not drafts:
             return "nothing to repair"
         state = store.load(save_snapshot=False)
@@ -50,11 +51,11 @@ def repair_store(t, actor: str) -> str:
 
 def rebuild_cache(t, actor: str) -> str:
     store = t.store()
-    cache = store.path("cache")
+    cache = store.path(layout.CACHE)
     shutil.rmtree(cache, ignore_errors=True)
     os.makedirs(cache, exist_ok=True)
     state = store.load(save_snapshot=False)
-    store._save_snapshot(state)
+    caches.save_snapshot(store, state)
     return "rebuilt .loopx/cache/ from the log"
 
 
@@ -64,7 +65,7 @@ def add_ignore_rules(t, actor: str) -> str:
     missing = missing_ignore_rules(t.root)
     if not missing:
         return "already ignored"
-    path = os.path.join(t.root, ".gitignore")
+    path = os.path.join(t.root, layout.GITIGNORE)
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()

@@ -21,7 +21,8 @@ def has_rule(text: str) -> bool:
 
 
 def ensure(project_dir: str) -> str:
-    from loopx.kernel.storage.fs import atomic_write, git_dir
+    from loopx.kernel.storage.fs import atomic_write
+    from loopx.kernel.storage.gitcli import git_dir
 
     if git_dir(project_dir) is None:
         return "not_git"

@@ -14,11 +14,10 @@ NAME = "store.snapshot"
 
 
 def _forward(store, state: dict, offsets: dict) -> dict:
-    from loopx.kernel.storage import fold
-    from loopx.kernel.storage.store import STREAMS
+    from loopx.kernel.storage import fold, layout, logfold
 
-    for name in STREAMS:
-        store._fold_stream(state, name, offsets[name])
+    for name in layout.STREAMS:
+        logfold.fold_stream(store, state, name, offsets[name])
     return fold.guarded(state)
 
 
@@ -39,15 +38,14 @@ def _answers(state: dict, now) -> dict:
 
 def check(store, snapshot_bytes: int) -> dict:
     """The ``store.snapshot`` result for a store whose full snapshot is too large to compare."""
-    from loopx.kernel.storage import clock, fold
-    from loopx.kernel.storage.store import LIVE_FILE
+    from loopx.kernel.storage import caches, clock, fold, layout
 
     size = f"{snapshot_bytes / (1 << 20):.0f} MB"
-    cached, offsets = store._load_snapshot(LIVE_FILE)
+    cached, offsets = caches.load_snapshot(store, layout.LIVE)
     if not offsets:
         return result(NAME, "ok", f"the full snapshot ({size}) is not compared past one segment of history, and the live view is "
                                   "stale; the next reads rebuild it")
-    base, base_offsets = store._load_checkpoint()
+    base, base_offsets = caches.load_checkpoint(store)
     if not base_offsets:
         return result(NAME, "ok", f"the full snapshot ({size}) is not compared past one segment of history; no checkpoint to "
                                   "check the live view against (`loopx doctor --fix` rebuilds the cache)")

@@ -3,7 +3,7 @@ the anchored hashes, in parallel over the closed segments.
 
 The log is cut into *units* (pieces of at most ``UNIT_BYTES`` of a file, ending on a line end);
 ``scan_unit`` reads one unit, ``CHUNK`` bytes at a time, and checks each line once (CRC, JSON, the
-record's shape and chain fields; ``store.decode`` decides every line the fast path does not accept
+record's shape and chain fields; ``codec.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
 - counts, the first bad lines, BOM, CRLF, torn bytes, unknown types, the newest ``ts``;
@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.logfold import BAD_SAMPLES
+
 TYPE_CHECKING = False  # typing is not imported at run time (this module runs in forked scanners too)
 if TYPE_CHECKING:
     from typing import BinaryIO
@@ -43,7 +46,6 @@ UNIT_BYTES = 2 << 20          # at most this much of one file per unit (a closed
                               # four): a unit of one stream then spans the time of few of the other's,
                               # so the chain ends the merge holds waiting for the other stream stay few
 PARALLEL_BYTES = 24 << 20     # below this, scan in this process (a pool costs ~50 ms to start)
-BAD_SAMPLES = 20
 _FORKED = False               # True in a process ``_results`` forked
 _SEQ = None
 
@@ -63,7 +65,7 @@ def units(root: str, stream: str) -> tuple[list[tuple], dict]:
     from loopx.kernel.storage.store import Store
 
     store = Store(root)
-    paths = [(p, True) for p in store.stream_paths(stream)[:-1]] + [(os.path.join(root, f"{stream}.jsonl"), False)]
+    paths = [(p, True) for p in store.stream_paths(stream)[:-1]] + [(os.path.join(root, layout.open_log(stream)), False)]
     out: list[tuple] = []
     info: dict = {"exists": False, "size": 0, "unreadable": None}
     for path, closed in paths:
@@ -173,7 +175,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     import zlib
 
     from loopx.kernel.storage import chain, fold
-    from loopx.kernel.storage.store import _CONFLICT, decode, order_key
+    from loopx.kernel.storage.codec import CONFLICT, decode, order_key
 
     crc32 = zlib.crc32
     if _FORKED:  # OpenSSL's SHA-256 is several times faster (CPU instructions); its ~4 MB of RSS stay
@@ -225,8 +227,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         rec = None
         head = None  # (seq, node, hlc, prev) as chain.verify reads them
         fast = False
-        # the fast path accepts only lines store.decode accepts (a line as loopx writes it, its chain
-        # fields checked as chain.check_fields does); store.decode decides every other line
+        # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
+        # fields checked as chain.check_fields does); codec.decode decides every other line
         if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
             try:
                 if crc32(body[:-18]) == int(body[-10:-2], 16):
@@ -243,7 +245,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                             if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
                                     or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
                                     or not (prev is None or (type(prev) is str and len(prev) == 64)):
-                                check_fields(obj)  # raises: the same message as store.decode
+                                check_fields(obj)  # raises: the same message as codec.decode
                             if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
                                     and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
                                 head = (obj["seq"], node, hlc, prev)  # what the header says too
@@ -262,7 +264,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
             try:
                 rec = decode(body)  # the readers' own verdict
             except ValueError as exc:
-                conflict = body.startswith(_CONFLICT)
+                conflict = body.startswith(CONFLICT)
                 res["conflict"] = res["conflict"] or conflict
                 res["bad_count"] += 1
                 if len(bad) < BAD_SAMPLES:
@@ -486,7 +488,7 @@ def scan_store(root: str) -> dict:
     """Scan both streams of the store at ``root``. Returns ``{"streams": {name: StreamScan}, "chain": the
     chain summary (``Merge.chain``), "anchors": ``AnchorFacts``, "gates": [the gate records, in the order a
     reader folds them], "processes": how many processes scanned (0: this one)}``."""
-    from loopx.kernel.storage.store import STREAMS
+    from loopx.kernel.storage.layout import STREAMS
 
     jobs: list[tuple] = []
     merger = Merge()
@@ -691,7 +693,7 @@ class Merge:
                     distinct += b - max(a, top + 1) + 1
                     top = b
             s["dup_seqs"] = acc["count"] - distinct
-            ok = self.explained.get(f"{name}.jsonl", set())
+            ok = self.explained.get(layout.open_log(name), set())
             missing = 0
             sample: list[int] = []
             for a, b in gaps:
@@ -766,7 +768,7 @@ class AnchorFacts:
     @staticmethod
     def _hash_line(body: bytes, stream: str, seqs: set, todo: set, found: dict) -> None:
         from loopx.kernel.storage import chain
-        from loopx.kernel.storage.store import decode
+        from loopx.kernel.storage.codec import decode
 
         head = chain._header(body)
         if head is not None:
@@ -807,7 +809,7 @@ class GateRecords:
     def _records(self, stream: str):
         import zlib
 
-        from loopx.kernel.storage.store import decode, order_key
+        from loopx.kernel.storage.codec import decode, order_key
 
         for added, blob in self.blobs.get(stream, []):
             for i, body in enumerate(zlib.decompress(blob).split(b"\n")):
@@ -819,7 +821,7 @@ class GateRecords:
         name one are decoded): no other gate can end up signed."""
         import zlib
 
-        from loopx.kernel.storage.store import decode
+        from loopx.kernel.storage.codec import decode
 
         out: set = set()
         for stream_blobs in self.blobs.values():
@@ -864,6 +866,6 @@ def _each_once(recs):
 def _reader_order(recs: list[dict]) -> list[dict]:
     """``recs`` in the order a reader folds them: ``order_key`` order, each id once (which is file
     order for a log that was never merged)."""
-    from loopx.kernel.storage.store import order_key
+    from loopx.kernel.storage.codec import order_key
 
     return list(_each_once(sorted(recs, key=order_key)))

@@ -7,12 +7,13 @@ files hold git conflict markers, or the format is newer than this loopx.
 from __future__ import annotations
 
 import os
-import subprocess
 
-from loopx.kernel.storage.store import FORMAT, STREAMS
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.layout import STREAMS
+from loopx.kernel.storage.store import FORMAT
 from loopx.ops.check import result
 
-IGNORE_RULES = ("lock", "cache/", "node", "backup/")
+IGNORE_RULES = layout.LOCAL[:4]  # what a store made before parallel runs ignores (worktrees/ is added on use)
 
 
 def check_format(t) -> dict:
@@ -101,15 +102,15 @@ def _machine_names(store) -> dict:
 
 def _cached_heads(store) -> dict:
     """The chain heads the cached views recorded (whatever the log looks like now)."""
-    from loopx.kernel.storage.store import LIVE_FILE, SNAPSHOT_FILE, _unmarshal
+    from loopx.kernel.storage.caches import unmarshal
 
     best: dict = {}
-    for name in (SNAPSHOT_FILE, LIVE_FILE):
+    for name in (layout.SNAPSHOT, layout.LIVE):
         try:
-            if name == SNAPSHOT_FILE and too_large(store, store.path("cache", name)):
+            if name == layout.SNAPSHOT and too_large(store, store.path(name)):
                 continue  # hundreds of MB to unmarshal; every write saves the live view's heads, as new or newer
-            with open(store.path("cache", name), "rb") as fh:
-                snap = _unmarshal(fh.read())
+            with open(store.path(name), "rb") as fh:
+                snap = unmarshal(fh.read())
             heads = snap["state"]["meta"].get("chain") or {}
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             continue
@@ -129,17 +130,17 @@ def check_lines(t) -> dict:
         return result("store.lines", "error", f"cannot read {what}",
                       "check the file's permissions and owner (`ls -l .loopx/`)")
     if any(s["conflict"] for s in streams.values()):
-        names = ", ".join(f"{n}.jsonl" for n, s in streams.items() if s["conflict"])
+        names = ", ".join(layout.open_log(n) for n, s in streams.items() if s["conflict"])
         return result("store.lines", "error", f"{names}: git conflict markers; the store is read-only",
                       "resolve the merge by keeping one side (`git checkout --ours .loopx/events.jsonl` or "
                       "`--theirs`), then redo the other side's changes with loopx commands")
     if not bad:
         return result("store.lines", "ok", f"{total} lines, all readable")
     parts = []
-    in_open = any(b.get("file") in (None, f"{n}.jsonl") for n, s in bad.items() for b in s["bad"])
+    in_open = any(b.get("file") in (None, layout.open_log(n)) for n, s in bad.items() for b in s["bad"])
     for n, s in bad.items():
         first = s["bad"][0]
-        where = f"line {first['line']}" if first.get("file") in (None, f"{n}.jsonl") else \
+        where = f"line {first['line']}" if first.get("file") in (None, layout.open_log(n)) else \
             f"{first['file']} line {first['line']}"
         seq = f", seq {first['seq']}" if first.get("seq") is not None else ""
         parts.append(f"{n}.jsonl: {s['bad_count']} bad line(s), first at {where}{seq} ({first['reason']})")
@@ -216,12 +217,12 @@ def too_large(store, snapshot: str) -> bool:
 
 
 def check_snapshot(t) -> dict:
-    snap = os.path.join(t.root, "cache", "snapshot.bin")
+    snap = os.path.join(t.root, layout.SNAPSHOT)
     if not os.path.exists(snap):
         return result("store.snapshot", "ok", "no full snapshot yet (a read of the whole history writes one; writers keep only the live view)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
-    from loopx.kernel.storage import fold
+    from loopx.kernel.storage import caches, fold, logfold
 
     store = t.store()
     if too_large(store, snap):
@@ -231,17 +232,17 @@ def check_snapshot(t) -> dict:
         from loopx.ops import livecheck
 
         return livecheck.check(store, os.path.getsize(snap))
-    cached, offsets = store._load_snapshot()
+    cached, offsets = caches.load_snapshot(store)
     if not offsets:
         return result("store.snapshot", "ok", "the snapshot is stale; the next reads rebuild it")
     fresh = fold.empty()
     for name in STREAMS:
-        store._fold_stream(cached, name, offsets.get(name, 0))
-        store._fold_stream(fresh, name, 0)
+        logfold.fold_stream(store, cached, name, offsets.get(name, 0))
+        logfold.fold_stream(store, fresh, name, 0)
     if any(m.get("unordered") for m in cached["meta"]["files"].values()):
         return result("store.snapshot", "ok", "the log was union-merged since the snapshot; the next reads rebuild it")
     if any(m.get("unordered") for m in fresh["meta"]["files"].values()):
-        fresh = store._fold_merged(fresh)  # a union-merged log folds in order_key order, as every reader does
+        fresh = logfold.fold_merged(store)  # a union-merged log folds in order_key order, as every reader does
     keys = [k for k in fresh if k != "meta"]
     differ = [k for k in keys if cached.get(k) != fresh.get(k)]
     if differ:
@@ -316,7 +317,7 @@ def ignore_rules(text: str) -> set[str]:
 
 def missing_ignore_rules(root: str) -> list[str]:
     try:
-        with open(os.path.join(root, ".gitignore"), encoding="utf-8", errors="replace") as fh:
+        with open(os.path.join(root, layout.GITIGNORE), encoding="utf-8", errors="replace") as fh:
             have = ignore_rules(fh.read())
     except FileNotFoundError:
         have = set()
@@ -338,24 +339,17 @@ def gitignore(t) -> dict:
 
 def _git_not_ignored(project_dir: str) -> list[str]:
     """Paths git would not ignore (only when the project is a git work tree and git is installed)."""
-    import shutil
+    from loopx.kernel.storage import gitcli
 
-    git = shutil.which("git")
-    if not git or not _in_git_tree(project_dir):
+    if gitcli.git_dir(project_dir) is None:
         return []
-    paths = [".loopx/lock", ".loopx/cache/snapshot.bin"]
+    paths = [f"{layout.DIRNAME}/{layout.LOCK}", f"{layout.DIRNAME}/{layout.SNAPSHOT}"]
     try:
-        proc = subprocess.run([git, "check-ignore", "--no-index", *paths], cwd=project_dir,
-                              capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+        proc = gitcli.run(project_dir, "check-ignore", "--no-index", *paths, timeout=10, text=True)
+    except gitcli.GitUnavailable:
         return []
     if proc.returncode not in (0, 1):
         return []
     ignored = {line.strip() for line in proc.stdout.splitlines()}
     return [p for p in paths if p not in ignored]
 
-
-def _in_git_tree(path: str) -> bool:
-    from loopx.kernel.storage.fs import git_dir
-
-    return git_dir(path) is not None

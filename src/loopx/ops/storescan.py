@@ -23,15 +23,17 @@ import json
 import os
 import re
 
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.codec import CONFLICT, decode
 from loopx.kernel.storage.fs import atomic_write
-from loopx.kernel.storage.store import _CONFLICT, Draft, decode
+from loopx.kernel.storage.store import Draft
 
 _SEQ = re.compile(rb'"seq":(\d+)')
 
 
 def read_format(root: str) -> dict:
     """``format.json`` as ``{ok, format, error, info}`` (never raises)."""
-    path = os.path.join(root, "format.json")
+    path = os.path.join(root, layout.FORMAT)
     try:
         with open(path, "rb") as fh:
             info = json.loads(fh.read().decode("utf-8-sig"))
@@ -59,7 +61,7 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
     """Move the undecodable lines of ``name``.jsonl (not git conflict markers) to ``quarantine/``
     and rewrite the file without them. Call with ``store.lock()`` held and the torn tail already
     repaired. Returns the ``store.repaired`` Draft to append, or None when nothing was bad."""
-    path = store.path(f"{name}.jsonl")
+    path = store.path(layout.open_log(name))
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -76,7 +78,7 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
             decode(line)
             keep.append(line)
         except ValueError:
-            if line.startswith(_CONFLICT):
+            if line.startswith(CONFLICT):
                 return None  # a merge to resolve by hand; never rewrite around it
             bad.append(line)
             m = _SEQ.search(line)
@@ -84,10 +86,10 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
                 seqs.append(int(m.group(1)))
     if not bad:
         return None
-    os.makedirs(store.path("quarantine"), exist_ok=True)
+    os.makedirs(store.path(layout.QUARANTINE), exist_ok=True)
     qname = f"{name}-{stamp}-{os.urandom(3).hex()}.bad"
-    atomic_write(store.path("quarantine", qname), b"\n".join(bad) + b"\n")
+    atomic_write(store.path(layout.quarantined(qname)), b"\n".join(bad) + b"\n")
     atomic_write(path, b"".join(line + b"\n" for line in keep))
-    return Draft("store.repaired", None, {"file": f"{name}.jsonl", "reason": "bad lines", "lines": len(bad),
+    return Draft("store.repaired", None, {"file": layout.open_log(name), "reason": "bad lines", "lines": len(bad),
                                           "bytes": sum(len(b) + 1 for b in bad), "seqs": seqs,
-                                          "quarantine": f"quarantine/{qname}"})
+                                          "quarantine": layout.quarantined(qname)})

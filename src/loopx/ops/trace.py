@@ -34,6 +34,8 @@ import json
 import os
 
 from loopx.errors import UsageError
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.fs import atomic_write
 
 
 def _lines(store, stream: str):
@@ -90,7 +92,7 @@ def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> di
     }
     for sha in sorted(blobs):
         try:
-            with open(store.path("blobs", sha[:2], sha), "rb") as fh:
+            with open(store.path(layout.blob(sha)), "rb") as fh:
                 members[f"blobs/{sha}"] = fh.read()
         except OSError:
             continue  # verify reports the missing blob
@@ -124,7 +126,7 @@ def _redact_more(records: list[dict], members: dict, manifest: dict):
     in ``manifest["redact_more"]["blobs"]``. Returns (records, members, manifest, summary)."""
     from loopx.kernel.read import tracefile
     from loopx.kernel.storage import chain, privacy
-    from loopx.kernel.storage.store import decode, encode
+    from loopx.kernel.storage.codec import decode, encode
 
     plain = dict(members, **{"records.jsonl": _jsonl(records)})
     check = tracefile.verify({"files": plain, "manifest": dict(manifest, files={
@@ -168,20 +170,16 @@ def _redact_more(records: list[dict], members: dict, manifest: dict):
 def _write(path: str, output: str, members: dict[str, bytes]) -> None:
     import tarfile
 
-    tmp = path + f".tmp{os.getpid()}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for name, data in members.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mtime = 0
-                tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, path)
+        atomic_write(path, buf.getvalue())
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise UsageError(f"cannot write {output!r}: {exc.strerror}", "pick a writable path") from None
 
 

@@ -258,11 +258,10 @@ def manual_steps(info: dict) -> tuple[list[str], list[str]]:
 
 
 def _git_head(src: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        return proc.stdout.strip() or None if proc.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    from loopx.kernel.storage import gitcli
+
+    out = gitcli.output(src, "rev-parse", "HEAD", timeout=10)
+    return out.decode("utf-8", "replace").strip() or None if out is not None else None
 
 
 def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = False, info: dict | None = None) -> dict:

@@ -12,18 +12,12 @@ None outside git. Git failures give None, never an exception.
 
 from __future__ import annotations
 
-import subprocess
+from loopx.kernel.storage import gitcli
 
 
 def _git(cwd: str, *args: str) -> str | None:
-    try:
-        from loopx.sandbox.gitpin import env  # an agent's worktree never picks loopx's git dir
-
-        p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
-                           env=env(cwd))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return p.stdout.decode("utf-8", "replace") if p.returncode == 0 else None
+    out = gitcli.output(cwd, *args, timeout=30, pinned=True)  # an agent's worktree never picks loopx's git dir
+    return out.decode("utf-8", "replace") if out is not None else None
 
 
 def head(project_dir: str) -> str | None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from loopx.kernel.storage import layout
+
 
 def copy_hooks(project_dir: str, cwd: str, host: str | None = None) -> list[str]:
     """Copy every project-scope file loopx installed (for ``host``, default every host) that
@@ -70,7 +72,7 @@ def env_for(host: str | None, cwd: str) -> dict:
 
 
 def counter_path(project_dir: str, run_id: str) -> str:
-    return os.path.join(project_dir, ".loopx", "cache", "hooks", f"guard-{run_id}.calls")
+    return layout.project_path(project_dir, layout.guard_calls(run_id))
 
 
 def guard_calls(project_dir: str, run_id: str) -> tuple[int, int]:

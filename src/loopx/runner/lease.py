@@ -14,7 +14,8 @@ import hashlib
 import os
 
 from loopx.errors import Conflict
-from loopx.kernel.storage.fs import try_lock, unlock
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.fs import holder, locked
 
 
 class RunnerLock:
@@ -22,14 +23,14 @@ class RunnerLock:
         self.goal_id = goal_id
         self.slots = max(1, int(slots))
         self.stem = "runner-" + hashlib.sha256(goal_id.encode()).hexdigest()[:16]
-        os.makedirs(store.path("cache"), exist_ok=True)
+        os.makedirs(store.path(layout.CACHE), exist_ok=True)
         self.store = store
-        self.path = store.path("cache", self.stem + ".lock")
-        self.fd: int | None = None
+        self.path = store.path(layout.slot_lock(self.stem))
+        self.held: locked | None = None
         self.slot: int | None = None
 
     def _slot_path(self, i: int) -> str:
-        return self.store.path("cache", self.stem + (".lock" if i == 1 else f"-{i}.lock"))
+        return self.store.path(layout.slot_lock(self.stem, i))
 
     def acquire(self) -> int:
         """Take the first free slot now and return its number (1-based), or raise Conflict
@@ -37,19 +38,11 @@ class RunnerLock:
         holders = []
         for i in range(1, self.slots + 1):
             path = self._slot_path(i)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            if not try_lock(fd):
-                try:
-                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() if hasattr(os, "pread") else "?"
-                except OSError:
-                    holder = "?"
-                os.close(fd)
-                holders.append(holder or "?")
+            held = locked.now(path)
+            if held is None:
+                holders.append(holder(path))
                 continue
-            if hasattr(os, "pwrite"):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, str(os.getpid()).encode(), 0)
-            self.fd, self.slot, self.path = fd, i, path
+            self.held, self.slot, self.path = held, i, path
             return i
         if self.slots == 1:
             raise Conflict(f"another runner (pid {holders[0]}) is driving goal {self.goal_id}",
@@ -59,9 +52,6 @@ class RunnerLock:
                        code="runner_busy")
 
     def release(self) -> None:
-        if self.fd is not None:
-            try:
-                unlock(self.fd)
-            finally:
-                os.close(self.fd)
-                self.fd = None
+        if self.held is not None:
+            self.held.release()
+            self.held = None

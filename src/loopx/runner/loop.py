@@ -40,7 +40,7 @@ import os
 from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import fingerprint, queries
-from loopx.kernel.storage import actors, clock
+from loopx.kernel.storage import actors, clock, layout
 from loopx.runner import presets, process
 from loopx.runner.lease import RunnerLock
 from loopx.usage.text import usage_line
@@ -172,7 +172,7 @@ class Driver:
             started["packet"]["permission_mode"] = mode
             started["packet_text"] = packet.render(started["packet"])
         self.turn_mode = mode
-        cache = self.store.path("cache")
+        cache = self.store.path(layout.CACHE)
         os.makedirs(cache, exist_ok=True)
         prompt_file = os.path.join(cache, f"{rid}.packet.txt")
         json_file = os.path.join(cache, f"{rid}.packet.json")
@@ -223,7 +223,7 @@ class Driver:
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
                                     echo=self.echo, on_start=attached,
                                     keep=KEEP_OUTPUT if self.spec else process.TAIL * 2,
-                                    stuck=presets.stuck(self.preset) if self.spec else ())
+                                    retrying=presets.retrying(self.preset) if self.spec else ())
         finally:
             for p in (prompt_file, json_file):
                 try:
@@ -242,7 +242,8 @@ class Driver:
         changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
         setup = None if res["interrupted"] else outcome.classify(
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
-            preset=self.preset if self.spec else None, now=clock.now(), changed=changed)
+            preset=self.preset if self.spec else None, now=clock.now(), changed=changed,
+            retry_lines=res.get("retry_lines") if res.get("gave_up") else None)
         from loopx.runner import hostenv
 
         host = self.spec["kind"] if self.spec else None

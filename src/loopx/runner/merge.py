@@ -29,7 +29,7 @@ import re
 import time
 
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import fs
+from loopx.kernel.storage import fs, layout
 from loopx.runner import worktree as wt
 
 MERGE_LOCK_TIMEOUT = 600.0
@@ -51,7 +51,7 @@ def protects_merges(goal: dict) -> bool:
 def integrate(store, actor: str, run: dict, base: str) -> dict:
     """See the module docstring. ``run`` is the folded run (id, goal, todo)."""
     branch = worktrees.branch(run["id"])
-    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+    with fs.locked(store.path(layout.MERGE_LOCK), MERGE_LOCK_TIMEOUT):
         if _merged_already(store.project_dir, base, branch):
             return _out("nothing", branch, base, f"{branch} has nothing that {base} lacks")
         stat = wt.diff_stat(store.project_dir, base, branch)
@@ -266,7 +266,7 @@ def merge_approved(store, actor: str) -> list[dict]:
         run = state["runs"].get(g["run"])
         if run is None:
             continue
-        with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+        with fs.locked(store.path(layout.MERGE_LOCK), MERGE_LOCK_TIMEOUT):
             if _merged_already(store.project_dir, base, branch):
                 wt.git(store.project_dir, "branch", "-D", branch, check=False)
                 continue

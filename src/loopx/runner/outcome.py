@@ -1,12 +1,16 @@
 """Classify a host that could not work: a setup problem, not a turn without value.
 
-``classify(exit_code, timed_out, output, report, *, preset, now) -> dict | None``; the dict is the
-run's ``setup_error`` (docs/usage.md, /work REASONS convention)::
+``classify(exit_code, timed_out, output, report, *, preset, now, changed, retry_lines) -> dict | None``;
+the dict is the run's ``setup_error`` (docs/usage.md, /work REASONS convention)::
 
-    {"reason": "host_not_logged_in" | "host_offline" | "host_rate_limited" | "host_crashed" |
-               "host_timed_out" | "host_idle",
+    {"reason": "host_not_logged_in" | "host_offline" | "host_rate_limited" | "host_overloaded" |
+               "host_crashed" | "host_timed_out" | "host_idle",
      "message": the host's own words (one line, at most 300 characters),
-     "exit_code": int, "reset_at": ISO time | None (rate limits, when the host says when)}
+     "exit_code": int, "reset_at": ISO time | None (rate limits and overloads, when the host says when)}
+
+``host_overloaded`` is the provider out of capacity (Anthropic's 529 "Overloaded", a 503): not
+the account's limit, a short wait. ``retry_lines``: the host's own lines when the runner stopped a
+host that only retried (``runner.process.RetryWatch``): the class comes from them alone.
 
 None means the host worked (the turn is judged on its value as before). Known messages are
 matched case-insensitively on the report's error fields and the output; ``host_crashed`` and
@@ -32,7 +36,10 @@ OFFLINE = ("waiting for network", "reconnecting", "failed to lookup address", "n
            "connect error", "socket hang up")
 RATE_LIMITED = ("rate limit", "rate_limit", "usage limit", "too many requests", "quota exceeded",
                 "resource_exhausted", "resource exhausted", "limit reached", "hit your limit", "out of credits",
-                "exceeded your current quota", "429", "overloaded")
+                "exceeded your current quota", "429")
+# the provider, not the account, is out of capacity: retry in a while
+OVERLOADED = ("overloaded", "status 529", "error: 529", "server is busy", "service unavailable",
+              "temporarily unavailable", "status 503", "high demand")
 
 _RE: dict = {}
 
@@ -113,10 +120,11 @@ def reset_time(text: str, now: datetime) -> str | None:
 
 
 def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, *, preset: str | None,
-             now: datetime, changed: bool | None = None) -> dict | None:
+             now: datetime, changed: bool | None = None, retry_lines: list[str] | None = None) -> dict | None:
     """The setup error of a finished agent process, or None (see the module docstring).
     ``changed`` (the turn changed files or made commits; None = unknown) keeps a short login hint
-    after exit 0 from being read as "not logged in" when the agent evidently worked."""
+    after exit 0 from being read as "not logged in" when the agent evidently worked.
+    ``retry_lines`` (the runner stopped the host because it only retried) decide alone."""
     report = report or {}
     text = output or ""
     said = "\n".join(x for x in (report.get("error") or "", text) if x)
@@ -127,24 +135,17 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
         msg = " ".join((message or "").split())[:300] or f"exit {exit_code}"
         return {"reason": reason, "message": msg, "exit_code": exit_code, "reset_at": extra.get("reset_at")}
 
+    if retry_lines:
+        return _retried(retry_lines, now, out)
     if not worked_json or failed:
         line = _host_line(said, NOT_LOGGED_IN)
         if line and (failed or (len(text) < 1000 and not changed)):  # a login hint and exit 0 (Pi) is not a turn
             return out("host_not_logged_in", line)
         if failed and preset == "gemini" and exit_code == 41:
             return out("host_not_logged_in", report.get("error") or _message_of(text))
-        err = report.get("error") or ""
-        if failed and err:  # the host's own error words first: its output also echoes the prompt (Pi's JSON events)
-            if _host_line(err, RATE_LIMITED):
-                return out("host_rate_limited", err, reset_at=reset_time(err, now))
-            if _host_line(err, OFFLINE):
-                return out("host_offline", err)
-        line = _host_line(said, RATE_LIMITED) if failed else None
-        if line:
-            return out("host_rate_limited", line, reset_at=reset_time(said, now))
-        line = _host_line(said, OFFLINE) if failed else None
-        if line:
-            return out("host_offline", _last_match(said, OFFLINE) or line)
+        known = _failure_words(report.get("error") or "", said, now, out) if failed else None
+        if known:
+            return known
     if timed_out:
         return out("host_timed_out", _message_of(text) or "the host printed nothing before the time limit")
     if preset is None:
@@ -156,6 +157,28 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
     return None
 
 
+def _failure_words(err: str, said: str, now: datetime, out) -> dict | None:
+    """A failed host's known words: its own error field first (its output also echoes the prompt,
+    Pi's JSON events), then its whole output; overloaded before rate limited before offline."""
+    if err:
+        if _host_line(err, OVERLOADED):
+            return out("host_overloaded", err, reset_at=reset_time(err, now))
+        if _host_line(err, RATE_LIMITED):
+            return out("host_rate_limited", err, reset_at=reset_time(err, now))
+        if _host_line(err, OFFLINE):
+            return out("host_offline", err)
+    line = _host_line(said, OVERLOADED)
+    if line:
+        return out("host_overloaded", line, reset_at=reset_time(line, now))
+    line = _host_line(said, RATE_LIMITED)
+    if line:
+        return out("host_rate_limited", line, reset_at=reset_time(said, now))
+    line = _host_line(said, OFFLINE)
+    if line:
+        return out("host_offline", _last_match(said, OFFLINE) or line)
+    return None
+
+
 def _last_match(text: str, needles) -> str | None:
     hit = None
     for line in text.splitlines():
@@ -163,3 +186,24 @@ def _last_match(text: str, needles) -> str | None:
         if any(n in low for n in needles):
             hit = _plain(line)
     return hit
+
+
+def _retried(lines: list[str], now: datetime, out) -> dict:
+    """The class of a host the runner stopped because it only retried, from its retry lines (the
+    newest that names a known cause; else the newest: the endpoint did not answer usefully)."""
+    said = "\n".join(lines)
+    for reason, needles in (("host_not_logged_in", NOT_LOGGED_IN), ("host_overloaded", OVERLOADED),
+                            ("host_rate_limited", RATE_LIMITED), ("host_offline", OFFLINE)):
+        line = _last_match(said, needles)
+        if line:
+            timed = reason in ("host_overloaded", "host_rate_limited")
+            return out(reason, _retry_words(line), reset_at=reset_time(line, now) if timed else None)
+    return out("host_offline", _retry_words(lines[-1]))
+
+
+def _retry_words(line: str) -> str:
+    """A retry line as the host worded its error: the ``message`` inside an embedded JSON error
+    (Gemini CLI's ``_ApiError: {...}``) or OpenCode's ``error.error="..."``, else the line."""
+    m = _rx("msg", r'"message"\s*:\s*"([^"]{1,300})"').search(line) or \
+        _rx("oc", r'error\.error="([^"]{1,300})"').search(line)
+    return m.group(1) if m else line

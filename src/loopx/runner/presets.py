@@ -41,13 +41,14 @@ def names() -> list[str]:
     return sorted(PRESETS)
 
 
-def stuck(preset: str | None) -> tuple:
-    """Phrases (lowercase) ``preset``'s host prints when it only waits and retries (the host table's
-    ``preset.stuck``): the runner stops it then instead of at the turn's timeout."""
+def retrying(preset: str | None) -> tuple:
+    """``((pattern, n), ...)``: the lines ``preset``'s host prints when it only waits and retries
+    (the host table's ``preset.retrying``; ``runner.process.RetryWatch`` reads them): the runner
+    stops the host after ``n`` of them instead of at the turn's timeout."""
     from loopx import hostfacts
 
     row = (hostfacts.HOSTS.get(preset or "") or {}).get("preset") or {}
-    return tuple(row.get("stuck") or ())
+    return tuple(row.get("retrying") or ())
 
 
 def known(preset: str | None) -> bool:

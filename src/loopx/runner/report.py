@@ -199,7 +199,9 @@ def gemini_json(text: str) -> dict:
 
 def opencode_jsonl(text: str) -> dict:
     """``opencode run --format json``: JSONL events; each ``step_finish`` part carries ``tokens``
-    (input, output, reasoning, cache.read, cache.write) and ``cost``; errors come as ``error``."""
+    (input, output, reasoning, cache.read, cache.write) and ``cost``; errors come as ``error``.
+    A cost of 0 with tokens is a model without a price: cost unknown. The preset names the session
+    (``--title``), so opencode makes no title request, whose usage no event reports."""
     objs = _json_objects(text)
     if not objs:
         return _result(malformed=True)
@@ -228,6 +230,8 @@ def opencode_jsonl(text: str) -> dict:
     for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
         if k in vals:
             vals[k] = int(vals[k])
+    if vals.get("cost_usd") == 0 and (vals.get("input_tokens") or vals.get("output_tokens")):
+        del vals["cost_usd"]  # opencode prices a model without a price at 0: that is unknown, not free
     usage = _usage("opencode-jsonl", session_id=session, **vals)
     return _result(usage, error is not None, error, None)
 

@@ -31,26 +31,29 @@ with git's message.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from loopx.errors import UsageError
 from loopx.kernel.read import worktrees
-from loopx.sandbox import gitpin
-from loopx.sandbox.gitpin import GitError, identity  # noqa: F401 - the runner's callers name them here
+from loopx.kernel.storage import gitcli, layout
+from loopx.kernel.storage.gitcli import GitError  # noqa: F401 - the runner's callers name it here
 
-GIT_TIMEOUT = 120.0
+GIT_TIMEOUT = gitcli.TIMEOUT
 
 
-def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run ``git args`` in ``cwd``; text output. Raises GitError on a non-zero exit when ``check``."""
-    return gitpin.git(cwd, *args, check=check, timeout=timeout,
+def git(cwd: str, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> gitcli.Result:
+    """Run ``git args`` in ``cwd`` (pinned: a run's worktree is the agent's); text output. Raises
+    GitError on a non-zero exit when ``check``."""
+    return gitcli.git(cwd, *args, check=check, timeout=timeout,
                       hint="see `git status` in the project; `loopx doctor` lists kept worktrees")
 
 
-def base_branch(project_dir: str) -> str:
-    from loopx.kernel.storage.fs import git_dir
+def identity(cwd: str) -> list[str]:
+    """The ``-c user.*`` options for a commit loopx makes (``gitcli.identity_options``)."""
+    return gitcli.identity_options(cwd)
 
-    if git_dir(project_dir) is None:
+
+def base_branch(project_dir: str) -> str:
+    if gitcli.git_dir(project_dir) is None:
         raise UsageError(f"{project_dir} is not a git repository; parallel runs need git worktrees",
                          "run `git init` and commit, or run without --parallel", code="not_git")
     proc = git(project_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False)
@@ -68,7 +71,7 @@ def _ignore_worktrees(store) -> None:
     """Make sure ``.loopx/.gitignore`` lists ``worktrees/`` (stores made before parallel runs)."""
     from loopx.kernel.storage.fs import ensure_lines
 
-    ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
+    ensure_lines(store.path(layout.GITIGNORE), (worktrees.DIRNAME + "/",))
 
 
 IDENTITY_KEYS = ("user.name", "user.email")
@@ -78,7 +81,7 @@ def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
     """``view``: the workspace is shown at the project's own path inside the sandbox
     (``loopx.sandbox.mounts``, a sequential turn): it works on a branch named like ``base`` and
     reads the project's objects through ``.git/project-objects``, which the sandbox's view fills."""
-    from loopx.kernel.storage.fs import git_dir
+    git_dir = gitcli.git_dir
 
     _ignore_worktrees(store)
     path = worktrees.path(store.root, run_id)
@@ -133,19 +136,15 @@ def _like_the_project(project_dir: str, path: str, source: str) -> None:
 
 
 def _clone(source: str, path: str) -> None:
-    env = gitpin.env(os.path.dirname(path))
-    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):  # a clone names its own folders
+    env = gitcli.pinned_env(os.path.dirname(path))  # hooks and fsmonitor off ...
+    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):  # ... and a clone names its own folders
         env.pop(k, None)
-    env["GIT_TERMINAL_PROMPT"] = "0"
     try:
-        proc = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path],
-                              capture_output=True, text=True, timeout=GIT_TIMEOUT, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitError(f"git clone could not run: {exc}", "check that git is installed and on PATH") from None
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise GitError(f"git clone of the project failed: {msg[-1] if msg else proc.returncode}",
-                       "see `git status` in the project")
+        res = gitcli.run(os.path.dirname(path), "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path,
+                         base=env, timeout=GIT_TIMEOUT, text=True)
+    except gitcli.GitUnavailable as exc:
+        raise GitError(str(exc), "check that git is installed and on PATH") from None
+    gitcli.checked(res, "see `git status` in the project")
 
 
 def is_clone(path: str) -> bool:

@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import tempfile
 
 from loopx.errors import StateError, UsageError
+from loopx.kernel.storage import gitcli
 
 MARK = "loopx-action"
 _REMOTE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -41,13 +41,9 @@ _BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<!/)(?<!\
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _git(cwd: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    from loopx.sandbox.gitpin import env as pinned
-
-    e = pinned(cwd, env)
-    e["GIT_TERMINAL_PROMPT"] = "0"
-    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, env=e, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=600)
+def _git(cwd: str, *args: str) -> gitcli.Result:
+    """loopx's git in the project (pinned: the agent may have written its .git), text output."""
+    return gitcli.run(cwd, "-c", "core.hooksPath=/dev/null", *args, pinned=True, text=True, timeout=600)
 
 
 def question(action: dict) -> str:
@@ -110,16 +106,14 @@ def perform(store, actor: str, gate_ref: str) -> dict:
         raise StateError(f"the approval of {g['id']} was used already: one approval, one push",
                          "ask again with `loopx action push`; a human approves the new gate", code="action_used")
     with tempfile.TemporaryDirectory(prefix="loopx-push-") as tmp:
-        subprocess.run(["git", "init", "-q", "--bare", tmp], capture_output=True, check=False,
-                       env={**os.environ, "GIT_TEMPLATE_DIR": ""})
+        gitcli.run(tmp, "init", "-q", "--bare", tmp, env={"GIT_TEMPLATE_DIR": ""})
         objects = _git(store.project_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip()
         with open(os.path.join(tmp, "objects", "info", "alternates"), "w", encoding="utf-8") as fh:
             fh.write(os.path.join(objects, "objects") + "\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "--git-dir", tmp, "push", "--no-verify",
-                               "--porcelain", a["url"], f"{a['sha']}:refs/heads/{a['branch']}"],
-                              env={**env, "GIT_TERMINAL_PROMPT": "0"}, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=600)
+        proc = gitcli.run(tmp, "-c", "core.hooksPath=/dev/null", "--git-dir", tmp, "push", "--no-verify",
+                          "--porcelain", a["url"], f"{a['sha']}:refs/heads/{a['branch']}", base=env, text=True,
+                          timeout=600)
     out = (proc.stdout + proc.stderr).strip()
     ok = proc.returncode == 0
     evidence.add(store, actor, g["goal"], kind="command",

@@ -106,7 +106,7 @@ def carve(root: str, protected: list[str]) -> tuple[list[str], list[str]]:
 
 def _git_dirs(cwd: str) -> tuple[str | None, str | None]:
     """``(git_dir, common_dir)`` of the checkout at ``cwd`` (read from files: no git call)."""
-    from loopx.kernel.storage.fs import git_dir
+    from loopx.kernel.storage.gitcli import git_dir
 
     g = git_dir(cwd)
     if g is None:

@@ -24,9 +24,8 @@ that reaches the remote (``flush``).
 from __future__ import annotations
 
 from loopx.errors import Conflict, LoopxError
+from loopx.kernel.storage import layout
 from loopx.sync import transport as gs
-
-PENDING = "pending.json"
 
 
 def _ago(at, now) -> str:
@@ -64,7 +63,7 @@ def read_pending(store) -> dict:
     import json
 
     try:
-        with open(store.path("cache", PENDING), "rb") as fh:
+        with open(store.path(layout.PENDING), "rb") as fh:
             data = json.loads(fh.read())
     except (OSError, ValueError):
         data = {}
@@ -85,14 +84,14 @@ def _write_pending(store, data: dict) -> None:
 
     from loopx.kernel.storage.fs import atomic_write
 
-    os.makedirs(store.path("cache"), exist_ok=True)
-    atomic_write(store.path("cache", PENDING), json.dumps(data, sort_keys=True).encode(), sync=False)
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    atomic_write(store.path(layout.PENDING), json.dumps(data, sort_keys=True).encode(), sync=False)
 
 
 def _queue(store, kind: str, key: str | None, item: dict) -> None:
     from loopx.kernel.storage.fs import locked
 
-    with locked(store.path("cache", "pending.lock"), 30.0):
+    with locked(store.path(layout.PENDING_LOCK), 30.0):
         data = read_pending(store)
         if kind == "spends":
             data["spends"] = [s for s in data["spends"] if s.get("run_id") != item.get("run_id")] + [item]
@@ -111,7 +110,7 @@ def flush(store, git: gs.Git) -> dict:
     from loopx.kernel.storage.fs import locked
 
     out = {"spends": 0, "renewals": 0, "lost": []}
-    with locked(store.path("cache", "pending.lock"), 30.0):
+    with locked(store.path(layout.PENDING_LOCK), 30.0):
         data = read_pending(store)
         if not data["spends"] and not data["renewals"]:
             return out
@@ -431,7 +430,7 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
         git = gs.project_git(store, remote)
         from loopx.kernel.storage.fs import locked
 
-        with locked(store.path("cache", "sync.lock"), 0):
+        with locked(store.path(layout.SYNC_LOCK), 0):
             gs.exchange(store, git)
             flush(store, git)
             gs.note_synced(store, git.remote, git=git)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 
 def is_shared(root: str) -> bool:
     """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal: its
     ``cache/sync.json`` (written by ``loopx.sync.transport``) says so. Never raises."""
     try:
-        with open(os.path.join(root, "cache", "sync.json"), "rb") as fh:
+        with open(os.path.join(root, layout.SYNC), "rb") as fh:
             return b'"shared": true' in fh.read()
     except OSError:
         return False

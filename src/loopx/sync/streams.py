@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 STREAMS = ("events", "evidence")
-HEADS = "sync-heads.json"
 TAIL = 32  # bytes before a remembered offset that must still be there
 
 
@@ -33,7 +34,7 @@ def read_heads(store) -> dict:
     import json
 
     try:
-        with open(store.path("cache", HEADS), "rb") as fh:
+        with open(store.path(layout.SYNC_HEADS), "rb") as fh:
             data = json.loads(fh.read())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
@@ -45,8 +46,8 @@ def write_heads(store, data: dict) -> None:
 
     from loopx.kernel.storage.fs import atomic_write
 
-    os.makedirs(store.path("cache"), exist_ok=True)
-    atomic_write(store.path("cache", HEADS), json.dumps(data, sort_keys=True).encode(), sync=False)
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    atomic_write(store.path(layout.SYNC_HEADS), json.dumps(data, sort_keys=True).encode(), sync=False)
 
 
 # ------------------------------------------------------------------ local lines
@@ -95,7 +96,7 @@ def new_lines(store, pos: dict | None) -> tuple[dict[str, list[bytes]], dict] | 
         segs = store.closed_segments(stream)
         if segs < k:
             return None
-        open_path = store.path(f"{stream}.jsonl")
+        open_path = store.path(layout.open_log(stream))
         first = open_path if segs == k else store.segment_path(stream, k + 1)
         data = _read_range(first, off, tail)
         if data is None:
@@ -123,7 +124,7 @@ def all_lines(store) -> tuple[dict[str, list[bytes]], dict]:
     for stream in STREAMS:
         segs = store.closed_segments(stream)
         parts = [_read_range(store.segment_path(stream, i), 0) or b"" for i in range(1, segs + 1)]
-        open_path = store.path(f"{stream}.jsonl")
+        open_path = store.path(layout.open_log(stream))
         last = _read_range(open_path, 0) or b""
         cut = last.rfind(b"\n") + 1
         blob = b"".join(x if x.endswith(b"\n") or not x else x + b"\n" for x in parts) + last[:cut]
@@ -137,7 +138,7 @@ def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[st
     records) and whose id is not in ``skip_ids``: {stream: [(id, node, line)]}, each id once."""
     from json import loads
 
-    from loopx.kernel.storage.store import decode
+    from loopx.kernel.storage.codec import decode
 
     out: dict[str, list[tuple]] = {}
     seen = set()

@@ -14,7 +14,7 @@ Layout on the remote (plain git objects; nothing in the working tree or on a bra
 
 Other nodes' records are fetched into ``refs/loopx/fetched/*`` and appended verbatim to the local
 streams (ids already present are skipped); the store then folds the union in ``(hlc, node, id)``
-order (``store.order_key``), so every clone holding the same records computes the same state.
+order (``codec.order_key``), so every clone holding the same records computes the same state.
 Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the hooks never call this.
 """
 
@@ -24,9 +24,11 @@ import os
 
 from loopx.config import env
 from loopx.errors import Conflict, StateError
+from loopx.kernel.storage import gitcli, layout
 
 NODES = "refs/loopx/nodes/"
 FETCHED = "refs/loopx/fetched/"
+NO_ASKPASS = {"GIT_ASKPASS": "true"}  # a remote that wants a password fails at once
 CLAIMS = "refs/loopx/claims"
 GATES = "refs/loopx/ledger/gates"
 SPENDS = "refs/loopx/ledger/spends"
@@ -61,24 +63,18 @@ class Git:
         # other remote's in a namespace of its own (a backup remote never shows origin's heads)
         self.fetched = FETCHED if remote == "origin" else \
             "refs/loopx/remotes/" + "".join(c if c.isalnum() or c in "._-" else "_" for c in remote) + "/fetched/"
-        self.env = {**os.environ, "GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
-                    "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost",
-                    "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
-
-    def run(self, *args: str, data: bytes | None = None, check: bool = True):
-        """``git ARGS`` (a CompletedProcess). Raises StateError (exit 3) when git fails with
-        ``check``, RemoteUnreachable when it takes longer than ``timeout()``."""
-        import subprocess
-
+    def run(self, *args: str, data: bytes | None = None, check: bool = True) -> gitcli.Result:
+        """``git ARGS`` as loopx (its own commit identity, no prompt, no askpass; a Result). Raises
+        StateError (exit 3) when git fails with ``check``, RemoteUnreachable when it takes longer
+        than ``timeout()``."""
         try:
-            p = subprocess.run(["git", *args], cwd=self.cwd, input=data, capture_output=True,
-                               env=self.env, timeout=timeout())
-        except FileNotFoundError as exc:
+            p = gitcli.run(self.cwd, *args, data=data, timeout=timeout(), identity=True, env=NO_ASKPASS)
+        except gitcli.GitUnavailable as exc:
+            if exc.timed_out:
+                raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
+                                        "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
+                                        "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
             raise StateError("git is not installed", "install git; loopx sync uses your own git") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
-                                    "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
-                                    "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
         if check and p.returncode != 0:
             raise StateError(f"git {args[0]} failed: {_whole(p.stderr) or p.returncode}",
                              "see `git` output; loopx changed nothing in your working tree or branches")
@@ -177,11 +173,8 @@ def remote_cache(cache: dict, remote: str) -> dict:
 def project_git(store, remote: str | None) -> Git:
     """A Git for the store's project. Raises StateError when it is not a git checkout or has no
     such remote."""
-    import subprocess
-
     cwd = store.project_dir
-    p = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=cwd, capture_output=True)
-    if p.returncode != 0:
+    if gitcli.checkout(cwd) is None:
         raise StateError("the project is not a git repository", "loopx sync exchanges the store through git: "
                          "`git init` and add a remote")
     remote = remote or env("LOOPX_SYNC_REMOTE") or "origin"
@@ -252,7 +245,7 @@ def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | Non
             if not new:
                 continue
             blob = b"".join(new)
-            fd = os.open(store.path(f"{stream}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(store.path(layout.open_log(stream)), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 written = os.write(fd, blob)
                 while written < len(blob):
@@ -267,7 +260,7 @@ def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | Non
 def _torn(store, stream: str) -> bool:
     """True when the open ``stream`` file does not end on a complete line."""
     try:
-        with open(store.path(f"{stream}.jsonl"), "rb") as fh:
+        with open(store.path(layout.open_log(stream)), "rb") as fh:
             if fh.seek(0, os.SEEK_END) == 0:
                 return False
             fh.seek(-1, os.SEEK_END)
@@ -354,7 +347,7 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
     picked = streams.pick(lines, names, skip)
     pushed = sum(len(v) for v in picked.values())
     if pushed or remote_head is None:  # a first sync announces the node
-        files = {f"{s}.jsonl": b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
+        files = {layout.open_log(s): b"".join(line + b"\n" for _, _, line in picked.get(s, [])) for s in STREAMS}
         new = git.commit_ref(mine, files, remote_head, f"loopx records of node {node}")
         if not git.push(mine, mine, remote_head):
             raise Conflict(f"the remote's refs/loopx/nodes/{node} moved under this push",
@@ -484,13 +477,13 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     live claim on; this node's other entries (runs finished or released here) are dropped by the
     same push, so the remote frees them before their lease ends. Returns {"todo_id": str|None, "tries": int, "lost":
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
-    from loopx.kernel.policy.skew import ClaimClock
     from loopx.kernel.storage import clock
+    from loopx.sync.skew import ClaimClock
 
     node = ensure_node(store)
     lost: list[dict] = []
     wanted: list = [None]
-    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (policy.skew)
+    seen = ClaimClock(store)  # leases judged so that a clock ahead cannot end them early (sync.skew)
 
     def step(claims, attempt):
         now = clock.now()
@@ -526,8 +519,8 @@ def sync_lock(store):
     """The per-clone lock around a sync (two agents on one machine take turns at git)."""
     from loopx.kernel.storage.fs import locked
 
-    os.makedirs(store.path("cache"), exist_ok=True)
-    return locked(store.path("cache", "sync.lock"), max(timeout() * 2, 30.0))
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    return locked(store.path(layout.SYNC_LOCK), max(timeout() * 2, 30.0))
 
 
 def write_status(store, data: dict) -> None:
@@ -537,7 +530,7 @@ def write_status(store, data: dict) -> None:
     from loopx.kernel.storage.fs import atomic_write
 
     try:
-        atomic_write(store.path("cache", "sync.json"), json.dumps(data, sort_keys=True).encode(), sync=False)
+        atomic_write(store.path(layout.SYNC), json.dumps(data, sort_keys=True).encode(), sync=False)
     except OSError:
         pass
 
@@ -592,7 +585,7 @@ def read_status(store) -> dict | None:
     import json
 
     try:
-        with open(store.path("cache", "sync.json"), "rb") as fh:
+        with open(store.path(layout.SYNC), "rb") as fh:
             data = json.loads(fh.read())
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):

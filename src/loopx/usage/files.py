@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
 from loopx.kernel.storage.clock import UTC
 
 
@@ -11,7 +12,7 @@ def cache_path(name: str) -> str:
     """``<data folder>/cache/usage/<name>`` (the folder is created)."""
     from loopx import config
 
-    d = os.path.join(config.data_home(), "cache", "usage")
+    d = os.path.join(config.data_home(), layout.USAGE_CACHE)
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, name)
 
@@ -32,16 +33,12 @@ def save(path: str, data: dict) -> None:
     """Write ``data`` atomically (best effort)."""
     import json
 
-    tmp = f"{path}.{os.getpid()}.tmp"
+    from loopx.kernel.storage.fs import atomic_write
+
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        atomic_write(path, json.dumps(data, separators=(",", ":")), sync=False)
+    except (OSError, ValueError):
+        pass
 
 
 def load_quick(path: str):
@@ -56,18 +53,15 @@ def load_quick(path: str):
 
 
 def save_quick(path: str, obj) -> None:
+    """Write the marshal cache ``path`` atomically (best effort: a failure leaves the old file)."""
     import marshal
 
-    tmp = f"{path}.{os.getpid()}.tmp"
+    from loopx.kernel.storage.fs import atomic_write
+
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(marshal.dumps(obj))
-        os.replace(tmp, path)
+        atomic_write(path, marshal.dumps(obj), sync=False)
     except (OSError, ValueError):
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        pass
 
 
 def config_stamp() -> list:

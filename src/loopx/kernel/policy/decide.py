@@ -234,7 +234,7 @@ class _Eval:
         if (self.goal.get("updated") or "") > err["ts"]:
             self.passed("host", f"{who} failed ({err['reason']}) at {err['ts']}; the goal changed since: retrying")
             return None
-        decision = "wait" if err["reason"] == "host_rate_limited" and err.get("reset_at") else "wait_human"
+        decision = "wait" if hosts.is_wait(err) else "wait_human"
         return self.decide("host", decision, err["reason"],
                            f"{who} could not work in run {err.get('run')}: {err.get('message') or err['reason']} "
                            f"(retried at {at}; see docs/usage.md)", next_check_at=at,

@@ -27,10 +27,9 @@ import os
 import zlib
 
 from loopx.errors import LoopxError
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.clock import datetime, timedelta
 
-FILE = "decisions.bin"
 MAX_TTL = 3600
 KEEP = 64
 
@@ -42,7 +41,7 @@ def key(goal_id: str | None, agent: str | None) -> str:
 def stamp(store) -> list | None:
     """(size, mtime_ns, inode) of the files a decision depends on; None when one is missing."""
     out = []
-    for name in ("events.jsonl", "evidence.jsonl", "format.json"):
+    for name in (*map(layout.open_log, layout.STREAMS), layout.FORMAT):
         try:
             st = os.stat(store.path(name))
         except OSError:
@@ -53,7 +52,7 @@ def stamp(store) -> list | None:
 
 def _read(store) -> dict:
     try:
-        with open(store.path("cache", FILE), "rb") as fh:
+        with open(store.path(layout.DECISIONS), "rb") as fh:
             outer = marshal.loads(fh.read())
         body = outer["body"]
         if outer["crc"] != zlib.crc32(body):
@@ -234,8 +233,8 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
     while len(data) > KEEP:
         data.pop(next(iter(data)))
     try:
-        os.makedirs(store.path("cache"), exist_ok=True)
+        os.makedirs(store.path(layout.CACHE), exist_ok=True)
         packed = marshal.dumps(data)
-        atomic_write(store.path("cache", FILE), marshal.dumps({"crc": zlib.crc32(packed), "body": packed}), sync=False)
+        atomic_write(store.path(layout.DECISIONS), marshal.dumps({"crc": zlib.crc32(packed), "body": packed}), sync=False)
     except (OSError, ValueError):
         pass

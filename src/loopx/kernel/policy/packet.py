@@ -17,11 +17,12 @@ permission_mode (read-only|edit|full, set by ``loopx run`` when it drives a host
 from __future__ import annotations
 
 from loopx.kernel.read import budget, queries
-from loopx.kernel.storage import actors, clock
+from loopx.kernel.storage import actors, clock, fold
 
 VERSION = 1
 MAX_TEXT = 6000
-QUEUE, GATES, EVIDENCE, GLOBS = 5, 4, 5, 8
+QUEUE, GATES, GLOBS = 5, 4, 8
+EVIDENCE = fold.EVIDENCE_KEPT  # the packet reads the live view: no more than it keeps
 RULES = [
     "Work on this one todo only; stay inside the scope.",
     "Never do a protected action without an approved gate; ask with the gate command and finish as blocked.",

@@ -148,6 +148,7 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
             "slots_spent": sum(e[1] for e in spends), "budget": budget.brief(budget.budget(state, g, now)),
             "cost_usd": round(sum(usd), 6) if usd else None, "tokens": sum(tok) if tok else None,
             "usage_unknown": len(finished) - len(costed),
+            "cost_unknown": len(costed) - len(usd),  # tokens reported, no price (never counted as 0.00)
             "host_errors": [{"run_id": r["id"], "reason": r["setup_error"].get("reason"),
                              "message": r["setup_error"].get("message")} for r in finished if r.get("setup_error")][-10:],
             "turns": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "usage": r.get("usage"),
@@ -243,10 +244,13 @@ def render_markdown(d: dict) -> str:
         L.append("Results: " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_result"].items())))
         L.append("")
     if r.get("turns"):
-        cost = "unknown" if r["cost_usd"] is None else f"{r['cost_usd']:.2f} USD"
+        usd_known = r["cost_usd"] is not None
+        cost = f"{r['cost_usd']:.2f} USD" if usd_known else "unknown"
         toks = "unknown" if r["tokens"] is None else f"{r['tokens']:,} tokens"
         L.append(f"Reported cost of the period: {cost}, {toks}"
-                 + (f" ({r['usage_unknown']} turn(s) reported no usage)" if r["usage_unknown"] else "") + ".")
+                 + (f" ({r['usage_unknown']} turn(s) reported no usage)" if r["usage_unknown"] else "")
+                 + (f" ({r['cost_unknown']} turn(s) without a price)" if r.get("cost_unknown") and usd_known else "")
+                 + ".")
         L.append("")
         from loopx.usage.text import usage_line
 

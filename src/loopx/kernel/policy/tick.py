@@ -27,9 +27,8 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.read import watching as watches
-from loopx.kernel.storage import actors, clock
+from loopx.kernel.storage import actors, clock, layout
 
-BOOK_FILE = "watches.json"
 EXCERPT = 600
 OUTPUT_CAP = 256 * 1024
 ACTOR = actors.LOOPX + "watch"
@@ -42,7 +41,7 @@ def load_book(store) -> dict:
     import json
 
     try:
-        with open(store.path("cache", BOOK_FILE), encoding="utf-8") as fh:
+        with open(store.path(layout.WATCH_BOOK), encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError, RecursionError):
         return {}
@@ -68,8 +67,8 @@ def _save_book(store, book: dict) -> None:
     from loopx.kernel.storage.fs import atomic_write
 
     try:
-        os.makedirs(store.path("cache"), exist_ok=True)
-        atomic_write(store.path("cache", BOOK_FILE), json.dumps(book, sort_keys=True).encode(), sync=False)
+        os.makedirs(store.path(layout.CACHE), exist_ok=True)
+        atomic_write(store.path(layout.WATCH_BOOK), json.dumps(book, sort_keys=True).encode(), sync=False)
     except OSError:
         pass
 
@@ -169,40 +168,35 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
     if not due_w and not due_t:
         out["book"] = {}
         return out
-    from loopx.kernel.storage.fs import try_lock, unlock
+    from loopx.kernel.storage.fs import locked
     from loopx.kernel.storage.store import Draft
 
-    os.makedirs(store.path("cache"), exist_ok=True)
-    fd = os.open(store.path("cache", "watch.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if not try_lock(fd):
-            out["busy"] = True
-            out["book"] = load_book(store)
-            return out
-        try:
-            book = load_book(store)
-            out["book"] = book
-            if not force:
-                due_w = [w for w in due_w if (watches.next_due(w, book, state) or now_iso) <= now_iso]
-            results = []
-            for w in due_w:
-                timeout = min(max(1.0, w.get("timeout") or watches.DEFAULT_TIMEOUT), watches.MAX_TIMEOUT)
-                res = run_check(w["check"], store.project_dir, timeout, w.get("match"))
-                prev = book.get(w["id"]) or w.get("last")
-                errors = ((book.get(w["id"]) or {}).get("errors", 0) + 1) if res["outcome"] == "error" else 0
-                res["failing"] = errors >= watches.FAILING_AFTER
-                fire = _fires(w, prev, res)
-                entry = dict(res, last_run=now_iso, errors=errors,
-                             checks=(book.get(w["id"]) or {}).get("checks", 0) + 1)
-                book[w["id"]] = entry
-                results.append((w, res, fire))
-            _save_book(store, book)
-            if due_w or due_t:
-                _record(store, results, due_t, out, Draft)
-        finally:
-            unlock(fd)
-    finally:
-        os.close(fd)
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    held = locked.now(store.path(layout.WATCH_LOCK))
+    if held is None:
+        out["busy"] = True
+        out["book"] = load_book(store)
+        return out
+    with held:
+        book = load_book(store)
+        out["book"] = book
+        if not force:
+            due_w = [w for w in due_w if (watches.next_due(w, book, state) or now_iso) <= now_iso]
+        results = []
+        for w in due_w:
+            timeout = min(max(1.0, w.get("timeout") or watches.DEFAULT_TIMEOUT), watches.MAX_TIMEOUT)
+            res = run_check(w["check"], store.project_dir, timeout, w.get("match"))
+            prev = book.get(w["id"]) or w.get("last")
+            errors = ((book.get(w["id"]) or {}).get("errors", 0) + 1) if res["outcome"] == "error" else 0
+            res["failing"] = errors >= watches.FAILING_AFTER
+            fire = _fires(w, prev, res)
+            entry = dict(res, last_run=now_iso, errors=errors,
+                         checks=(book.get(w["id"]) or {}).get("checks", 0) + 1)
+            book[w["id"]] = entry
+            results.append((w, res, fire))
+        _save_book(store, book)
+        if due_w or due_t:
+            _record(store, results, due_t, out, Draft)
     return out
 
 

@@ -30,9 +30,9 @@ import time
 
 from loopx.errors import Conflict, StateError, UsageError
 from loopx.kernel.read import experiments, metrics, queries, worktrees
-from loopx.kernel.storage import clock, ids
+from loopx.kernel.storage import clock, gitcli, ids, layout
+from loopx.kernel.storage.gitcli import GitError as TrialGitError  # one git error for loopx's own git calls
 from loopx.kernel.write import trials
-from loopx.sandbox.gitpin import GitError as TrialGitError  # one git error for loopx's own git calls
 
 TAIL_LINES = 30
 TAIL_CHARS = 4000
@@ -114,17 +114,15 @@ def tail(text: str) -> str:
 
 
 # ------------------------------------------------------------------ git
-def git(cwd: str, *args: str, check: bool = True, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    from loopx.sandbox import gitpin  # the folder's own git dirs, never an agent-planted one
-
-    return gitpin.git(cwd, *args, check=check, timeout=timeout,
+def git(cwd: str, *args: str, check: bool = True, timeout: float = gitcli.TIMEOUT) -> gitcli.Result:
+    """loopx's git in an experiment's folder, pinned to the folder's own git dirs (never an
+    agent-planted one); text output. Raises TrialGitError (exit 4)."""
+    return gitcli.git(cwd, *args, check=check, timeout=timeout,
                       hint="see `git status` in the experiment's worktree (`loopx experiment show`)")
 
 
 def _identity(cwd: str) -> list[str]:
-    from loopx.sandbox.gitpin import identity
-
-    return identity(cwd)
+    return gitcli.identity_options(cwd)
 
 
 def rev(cwd: str, what: str) -> str | None:
@@ -148,7 +146,7 @@ def project_cwd(store, wt_path: str) -> str:
 
 def check_repo(store) -> None:
     """UsageError unless the project is a git repository with a commit (what an experiment needs)."""
-    from loopx.kernel.storage.fs import git_dir
+    from loopx.kernel.storage.gitcli import git_dir
 
     if git_dir(store.project_dir) is None:
         raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
@@ -162,7 +160,8 @@ def create_worktree(store, goal_id: str) -> dict:
     """The experiment's worktree on ``loopx/exp/<goal>`` from the project's current commit.
     Returns {worktree (relative to the project), branch, base_branch, base_commit}. Raises
     UsageError when the project is not a git repository with a commit."""
-    from loopx.kernel.storage.fs import ensure_lines, git_dir
+    from loopx.kernel.storage.fs import ensure_lines
+    from loopx.kernel.storage.gitcli import git_dir
 
     if git_dir(store.project_dir) is None:
         raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
@@ -172,7 +171,7 @@ def create_worktree(store, goal_id: str) -> dict:
     if head is None:
         raise UsageError("the project has no commit yet; the baseline is measured on a commit",
                          "make a first commit, then start the experiment", code="no_commit")
-    ensure_lines(store.path(".gitignore"), (worktrees.DIRNAME + "/",))
+    ensure_lines(store.path(layout.GITIGNORE), (worktrees.DIRNAME + "/",))
     path = worktree_path(store, goal_id)
     branch = BRANCH_PREFIX + goal_id
     if rev(store.project_dir, "refs/heads/" + branch):
@@ -431,8 +430,8 @@ def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
 
 
 def _lock_path(store, gid: str) -> str:
-    os.makedirs(store.path("cache"), exist_ok=True)
-    return store.path("cache", f"experiment-{gid}.lock")
+    os.makedirs(store.path(layout.CACHE), exist_ok=True)
+    return store.path(layout.experiment_lock(gid))
 
 
 def _record(store, actor, gid, data, expect):
@@ -494,10 +493,9 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     diff = git(store.project_dir, "diff", "--binary", f"{ref}^", ref).stdout
     if not diff.strip():
         raise UsageError(f"trial {t['id']} changed nothing", "pick another trial", code="no_trial_change")
-    p = subprocess.run(["git", "apply", "--3way" if into is None else "--index", "-"], cwd=target, input=diff,
-                       capture_output=True, text=True)
+    p = gitcli.git(target, "apply", "--3way" if into is None else "--index", "-", data=diff, check=False, pinned=False)
     if p.returncode != 0:
-        p = subprocess.run(["git", "apply", "-"], cwd=target, input=diff, capture_output=True, text=True)
+        p = gitcli.git(target, "apply", "-", data=diff, check=False, pinned=False)
     if p.returncode != 0:
         raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {p.stderr.strip()[-200:]}",
                             "apply it on its own parent: `git checkout " + (t.get("parent") or "")[:12] + "`")
@@ -526,7 +524,7 @@ def holdout_file(store, gate_id: str) -> str:
     from loopx import config
 
     pid = store.format_info().get("project_id") or "project"
-    return os.path.join(config.data_home(), "holdout", pid, gate_id + ".json")
+    return os.path.join(config.data_home(), layout.holdout(pid, gate_id))
 
 
 def run_holdout(store, e: dict, commit: str, confine=None) -> dict:

@@ -67,7 +67,7 @@ def hide_claims(state: dict, held: dict) -> dict:
         if t is not None and (not mine or str(mine.get("lease_until")) < str(c.get("until"))
                               or str(mine.get("lease_until")) < until_now):
             t = state["todos"][tid] = dict(t)
-            # ``held`` is what the ledger judged live (policy.skew: a clock ahead does not end a lease
+            # ``held`` is what the ledger judged live (sync.skew: a clock ahead does not end a lease
             # early), so the copy's lease is live on this clock too
             t["claim"] = {"holder": f"{c.get('agent')}@{c.get('host')}", "fence": 0, "remote": True,
                           "lease_until": max(str(c.get("until")), until_now)}

@@ -96,7 +96,7 @@ def turn_units(state: dict, goal: dict, now) -> dict:
 EPS = 1e-9
 MONEY_KEYS = ("max_usd", "spent_usd", "left_usd", "turn_usd", "usd_exhausted", "usd_frees_at",
               "max_tokens", "spent_tokens", "left_tokens", "turn_tokens", "tokens_exhausted", "tokens_frees_at",
-              "costed_runs")
+              "costed_runs", "unpriced_runs")
 
 
 def real_units(state: dict, goal: dict, now) -> dict:
@@ -107,13 +107,14 @@ def real_units(state: dict, goal: dict, now) -> dict:
     a costed turn in the window cost; None without one), "usd_exhausted" (bool: spent, or spent
     plus one typical turn, is over the limit), "usd_frees_at" (ISO: when enough leaves the window
     for one more typical turn; None when not exhausted or when only a higher limit helps), the
-    same six for ``tokens`` (ints), "costed_runs" (int)}``."""
+    same six for ``tokens`` (ints), "costed_runs" (int), "unpriced_runs" (int: those of them whose
+    host reported tokens but no price: their cost is unknown, not 0)}``."""
     now = _now(now)
     q = goal["quota"]
     window = q["window"]
     start = clock.iso(now - timedelta(seconds=window))
     entries = sorted(e for e in (state.get("costs") or {}).get(goal["id"], []) if e[0] > start)
-    out: dict = {"costed_runs": len(entries)}
+    out: dict = {"costed_runs": len(entries), "unpriced_runs": sum(1 for e in entries if e[1] is None)}
     for unit, col, cap in (("usd", 1, q.get("max_usd")), ("tokens", 2, q.get("max_tokens"))):
         vals = [(e[0], e[col]) for e in entries if e[col] is not None]
         total = sum(v for _, v in vals)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import gitcli, layout
+
 GIT_TIMEOUT = 10.0
 
 
@@ -68,15 +70,9 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     return sha256(dumps(body, ascii=True, sort_keys=True, default=str, separators=(", ", ": ")).encode()).hexdigest()[:16]
 
 
-def _git_dir(project_dir: str) -> str | None:
-    from loopx.kernel.storage.fs import git_dir
-
-    return git_dir(project_dir)
-
-
 def in_git(project_dir: str | None) -> bool:
     """True when ``project_dir`` lies inside a git work tree (file changes are then visible)."""
-    return project_dir is not None and bool(project_dir) and _git_dir(project_dir) is not None
+    return bool(project_dir) and gitcli.git_dir(project_dir or ".") is not None
 
 
 def git_part(project_dir: str | None) -> str:
@@ -86,44 +82,25 @@ def git_part(project_dir: str | None) -> str:
     there is none or git is not installed (then only the loopx state counts)."""
     if not project_dir:
         return ""
-    dot_git = _git_dir(project_dir)
+    dot_git = gitcli.git_dir(project_dir)
     if dot_git is None:
         return ""
     from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
-    known = gitrefs.read(dot_git)
-    if known is not None:  # the usual case: one `git status`, started without importing subprocess
-        from loopx.kernel.storage import spawn
-
-        try:
-            got = spawn.output(["git", "-C", project_dir, *STATUS], GIT_TIMEOUT)
-        except OSError:  # git not installed, or hung past the timeout
-            return ""
-        if got is not None:
-            if got[0] != 0:
-                return ""
-            return _hash(known[0], known[1], got[1], known[2], sha256)
-    import subprocess
-
-    try:
-        if known is not None:
-            head, refs, top = known
-        else:
-            head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD"], cwd=project_dir,
-                                  capture_output=True, timeout=GIT_TIMEOUT).stdout.strip()
-            refs = subprocess.run(["git", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
-                                   "refs/tags", "refs/stash"], cwd=project_dir, capture_output=True,
-                                  timeout=GIT_TIMEOUT).stdout
-        st = subprocess.run(["git", *STATUS], cwd=project_dir, capture_output=True, timeout=GIT_TIMEOUT)
-    except (OSError, subprocess.SubprocessError):
+    known = gitrefs.read(dot_git)  # the usual case: then one `git status` (started without subprocess)
+    if known is None:  # refs the reader defers to git for
+        head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT) or b"").strip()
+        refs = gitcli.output(project_dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
+                             "refs/tags", "refs/stash", timeout=GIT_TIMEOUT) or b""
+        top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT) or b"")\
+            .decode("utf-8", "replace").strip() or project_dir
+    else:
+        head, refs, top = known
+    status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT)
+    if status is None:  # git not installed, failed or hung past the timeout
         return ""
-    if st.returncode != 0:
-        return ""
-    if known is None:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=project_dir, capture_output=True,
-                             timeout=GIT_TIMEOUT).stdout.decode("utf-8", "replace").strip() or project_dir
-    return _hash(head, refs, st.stdout, top, sha256)
+    return _hash(head, refs, status, top, sha256)
 
 
 STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")
@@ -137,7 +114,7 @@ def _hash(head: bytes, refs: bytes, status: bytes, top: str, sha256) -> str:
         if len(entry) < 4:
             continue
         path = entry[3:].decode("utf-8", "replace")
-        if path == ".loopx" or path.startswith(".loopx/") or "/.loopx/" in f"/{path}":
+        if path == layout.DIRNAME or path.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{path}":
             continue
         stamp = ""
         if not path.endswith("/"):

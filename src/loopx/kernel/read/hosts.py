@@ -14,8 +14,11 @@ HOST_KINDS = tuple(hostfacts.agent_hosts())     # the host table's rows (loopx.h
 WINDOW_HOSTS = tuple(hostfacts.window_hosts())  # hosts whose usage windows loopx can read
 DEFAULT_RESERVE = 10
 # seconds after a host setup error before the agent is tried again (the host's state can have changed)
-RETRY = {"host_not_logged_in": 6 * 3600, "host_offline": 600, "host_rate_limited": 3600,
+RETRY = {"host_not_logged_in": 6 * 3600, "host_offline": 600, "host_rate_limited": 3600, "host_overloaded": 300,
          "host_crashed": 1800, "host_timed_out": 1800, "host_idle": 3600}
+# a wait (not a human's problem) until the retry time: the host's reset time, or a short while
+# for a provider that is overloaded
+WAITS = ("host_rate_limited", "host_overloaded")
 
 
 def error_for(state: dict, goal: dict, agent: str | None) -> dict | None:
@@ -31,10 +34,17 @@ def error_for(state: dict, goal: dict, agent: str | None) -> dict | None:
     return max(hits, key=lambda e: e.get("ts") or "") if hits else None
 
 
+def is_wait(err: dict) -> bool:
+    """True when ``err`` only needs time (an overloaded provider, a rate limit with a known reset),
+    not a person: should-run answers ``wait`` rather than ``wait_human``."""
+    return err.get("reason") == "host_overloaded" or (err.get("reason") == "host_rate_limited"
+                                                      and bool(err.get("reset_at")))
+
+
 def retry_at(err: dict) -> str:
-    """When a host that failed with ``err`` is tried again (ISO): the reset time of a rate limit,
-    else the error's time plus ``RETRY``. Raises KeyError/LoopxError for a record without ``ts``."""
-    if err.get("reason") == "host_rate_limited" and err.get("reset_at"):
+    """When a host that failed with ``err`` is tried again (ISO): the reset time of a rate limit
+    or an overload, else the error's time plus ``RETRY``. Raises KeyError/LoopxError for a record without ``ts``."""
+    if err.get("reason") in WAITS and err.get("reset_at"):
         return err["reset_at"]
     wait = RETRY.get(str(err.get("reason")), 1800)
     return clock.iso(clock.parse_ts(err["ts"]) + timedelta(seconds=wait))

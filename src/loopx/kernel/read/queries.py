@@ -176,7 +176,9 @@ def open_runs(state: dict, goal_id: str | None = None) -> list[dict]:
     return [r for r in state["runs"].values() if r["finished"] is None and (goal_id is None or r["goal"] == goal_id)]
 
 
-def recent_evidence(state: dict, goal_id: str, limit: int = 5) -> list[dict]:
+def recent_evidence(state: dict, goal_id: str, limit: int = fold.EVIDENCE_KEPT) -> list[dict]:
+    """The goal's newest ``limit`` evidence records, oldest first (by seq). A live view holds the
+    newest ``fold.EVIDENCE_KEPT``: a larger ``limit`` wants the full state."""
     ev = [e for e in state["evidence"].values() if e["goal"] == goal_id]
     ev.sort(key=lambda e: e.get("seq", 0))
     return ev[-limit:]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 _COMPILED: dict = {}  # glob -> compiled pattern; `re` is imported on the first glob, not at start-up
 
 
@@ -73,7 +75,7 @@ def check(scope: dict, rel: str) -> dict:
     """``{"inside": bool, "reason": str}`` for a project-relative path."""
     if rel == ".." or rel.startswith("../"):
         return {"inside": False, "reason": "outside the project"}
-    if rel.startswith(".loopx/") or rel == ".loopx":
+    if rel.startswith(layout.DIRNAME + "/") or rel == layout.DIRNAME:
         return {"inside": False, "reason": "loopx's own store is never in scope"}
     for g in scope.get("deny") or []:
         if matches(g, rel):

@@ -77,6 +77,11 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
         return "loopx quota should-run --explain  (the last run made no progress: is the next one worth it?)"
     if ready:
         return "loopx next  (or: loopx run --agent-cmd ...)"
+    return _idle_step(state, gid, groups)
+
+
+def _idle_step(state: dict, gid: str, groups: dict) -> str:
+    """``next_step`` of a goal with nothing ready: held todos, todos waiting on goals, watches, done."""
     live = groups["claimed"]
     if live:
         return f"wait: {len(live)} todo(s) held by live leases"
@@ -87,7 +92,8 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if not open_like and (any(w["goal"] == gid and w["status"] == "active" for w in (state.get("watches") or {}).values())
                           or any(t.get("every") for t in groups["done"])):
         return "watching: `loopx quota should-run` runs due checks and reopens recurring todos (`loopx watch list`)"
-    if not open_like and groups["done"]:
+    # a live view counts the done todos it left out in ``closed``
+    if not open_like and (groups["done"] or state.get("closed", {}).get(gid, {}).get("done")):
         return f"goal looks complete: loopx goal done {gid}"
     if groups["blocked"] and not groups["open"]:
         return f"unblock a todo: loopx todo update {groups['blocked'][0]['id']} --reopen"

@@ -46,7 +46,7 @@ def load(path: str) -> dict:
 def rows(archive: dict):
     """Yield ``(n, row, rec | None, problem | None)`` for each line of records.jsonl: ``rec`` is the
     decoded record of a full or redacted row (None for a stub), ``problem`` says why a row is unusable."""
-    from loopx.kernel.storage.store import decode
+    from loopx.kernel.storage.codec import decode
 
     text = archive["files"].get("records.jsonl", b"").decode("utf-8", "replace")
     for n, raw in enumerate(text.splitlines(), 1):
@@ -71,9 +71,34 @@ def verify(archive: dict) -> dict:
     chain (each record's ``prev`` equals the hash of the node's record before it, clocks move
     forward), the heads, every anchor against the records, each blob's SHA-256. In a redacted row
     only the chain over the original hash is checked, not the text (docs/security.md)."""
+    files, manifest = archive["files"], archive["manifest"]
+    problems = _check_members(files, manifest)
+    more = manifest.get("redact_more")
+    if more is not None:
+        before = more.get("verified_before_redaction") or {}
+        if before.get("ok") is not True:
+            problems.append("the exporter's check before redaction did not hold: "
+                            + "; ".join(map(str, before.get("problems") or ["no check recorded"]))[:500])
+    gid = manifest.get("goal_id")
+    walk = _ChainWalk(gid, more is not None, problems)
+    for n, row, rec, problem in rows(archive):
+        if problem:
+            problems.append(problem)
+        else:
+            walk.add(n, row, rec)
+    _check_heads(manifest, walk, problems)
+    redacted_blobs = set((more or {}).get("blobs") or [])
+    _check_blobs(files, walk.blobs, redacted_blobs, problems)
+    return {"ok": not problems, "goal_id": gid, "records": walk.full, "stubs": walk.stubs,
+            "redacted": walk.redacted, "blobs": len(walk.blobs),
+            "redacted_blobs": len(redacted_blobs & walk.blobs),
+            "anchors": len(manifest.get("anchors") or []), "redact_more": more is not None, "problems": problems}
+
+
+def _check_members(files: dict, manifest: dict) -> list[str]:
+    """Problems with the archive's members against ``manifest.json``'s SHA-256 list."""
     from loopx.kernel.storage import chain
 
-    files, manifest = archive["files"], archive["manifest"]
     problems: list[str] = []
     for name, digest in (manifest.get("files") or {}).items():
         if name not in files:
@@ -82,60 +107,71 @@ def verify(archive: dict) -> dict:
             problems.append(f"{name} does not match its SHA-256 in manifest.json")
     extra = set(files) - set(manifest.get("files") or {}) - {"manifest.json"}
     problems += [f"{name} is in the archive but not in manifest.json" for name in sorted(extra)]
-    more = manifest.get("redact_more")
-    if more is not None:
-        before = more.get("verified_before_redaction") or {}
-        if before.get("ok") is not True:
-            problems.append("the exporter's check before redaction did not hold: "
-                            + "; ".join(map(str, before.get("problems") or ["no check recorded"]))[:500])
-    gid = manifest.get("goal_id")
-    last: dict[str, tuple] = {}
-    at: dict[tuple, str] = {}
-    full = stubs = redacted = 0
-    blobs_needed = set()
-    for n, row, rec, problem in rows(archive):
-        if problem:
-            problems.append(problem)
-            continue
+    return problems
+
+
+class _ChainWalk:
+    """``verify``'s pass over records.jsonl: each node's chain and clock, counts, blobs cited."""
+
+    def __init__(self, gid, redacted_ok: bool, problems: list[str]) -> None:
+        self.gid, self.redacted_ok, self.problems = gid, redacted_ok, problems
+        self.last: dict[str, tuple] = {}   # node -> (hash, hlc) of its record before
+        self.at: dict[tuple, str] = {}     # (node, stream, seq) -> hash
+        self.full = self.stubs = self.redacted = 0
+        self.blobs: set[str] = set()
+
+    def _fields(self, n: int, row: dict, rec: dict | None, stream: str) -> tuple:
+        """(node, hlc, prev, seq, hash) of one row, counting it. Raises KeyError, TypeError."""
+        from loopx.kernel.storage import chain
+
+        if rec is None:
+            s = row["stub"]
+            fields = s["node"], s["hlc"], s["prev"], s["seq"], s["hash"]
+            self.stubs += 1
+            return fields
+        seq = rec.get("seq")
+        if "hash" in row:
+            if not self.redacted_ok:
+                self.problems.append(f"record {n} ({stream} seq {seq}) carries a hash instead of its "
+                                     "text, but the archive does not say it was redacted")
+            h = str(row["hash"])
+            self.redacted += 1
+        else:
+            h = chain.line_hash(row["line"].encode("utf-8"))
+        self.full += 1
+        if rec.get("goal") != self.gid:
+            self.problems.append(f"record {n} ({stream} seq {seq}) is not of goal {self.gid}")
+        blob = (rec.get("data") or {}).get("blob")
+        if isinstance(blob, str) and blob.startswith("blobs/"):
+            self.blobs.add(blob.rsplit("/", 1)[-1])
+        return rec.get("node"), rec.get("hlc"), rec.get("prev"), seq, h
+
+    def add(self, n: int, row: dict, rec: dict | None) -> None:
         stream = row["stream"]
         try:
-            if rec is not None:
-                if "hash" in row:
-                    if more is None:
-                        problems.append(f"record {n} ({stream} seq {rec.get('seq')}) carries a hash instead of its "
-                                        "text, but the archive does not say it was redacted")
-                    h = str(row["hash"])
-                    redacted += 1
-                else:
-                    h = chain.line_hash(row["line"].encode("utf-8"))
-                node, hlc, prev, seq = rec.get("node"), rec.get("hlc"), rec.get("prev"), rec.get("seq")
-                full += 1
-                if rec.get("goal") != gid:
-                    problems.append(f"record {n} ({stream} seq {seq}) is not of goal {gid}")
-                blob = (rec.get("data") or {}).get("blob")
-                if isinstance(blob, str) and blob.startswith("blobs/"):
-                    blobs_needed.add(blob.rsplit("/", 1)[-1])
-            else:
-                s = row["stub"]
-                node, hlc, prev, seq, h = s["node"], s["hlc"], s["prev"], s["seq"], s["hash"]
-                stubs += 1
+            node, hlc, prev, seq, h = self._fields(n, row, rec, stream)
         except (KeyError, TypeError) as exc:
-            problems.append(f"record {n} of records.jsonl is unreadable: {exc}")
-            continue
+            self.problems.append(f"record {n} of records.jsonl is unreadable: {exc}")
+            return
         if node is None:
-            continue
-        before = last.get(node)
+            return
+        before = self.last.get(node)
         if (before[0] if before else None) != prev:
-            problems.append(f"the chain of node {node} breaks at {stream} seq {seq} (record {n}): its prev does not "
-                            "match the record before it")
+            self.problems.append(f"the chain of node {node} breaks at {stream} seq {seq} (record {n}): its prev "
+                                 "does not match the record before it")
         try:
             forward = not before or hlc > before[1]
         except TypeError:
             forward = False
         if not forward:
-            problems.append(f"the clock of node {node} does not move forward at {stream} seq {seq}")
-        last[node] = (h, hlc)
-        at[(node, stream, seq)] = h
+            self.problems.append(f"the clock of node {node} does not move forward at {stream} seq {seq}")
+        self.last[node] = (h, hlc)
+        self.at[(node, stream, seq)] = h
+
+
+def _check_heads(manifest: dict, walk: _ChainWalk, problems: list[str]) -> None:
+    """The manifest's chain heads and every anchor's heads against the records walked."""
+    at, last = walk.at, walk.last
     for node, head in (manifest.get("heads") or {}).items():
         if at.get((node, head.get("stream"), head.get("seq"))) != head.get("hash") or last.get(node, ("",))[0] != head.get("hash"):
             problems.append(f"the chain head of node {node} ({head.get('stream')} seq {head.get('seq')}) does not "
@@ -145,16 +181,18 @@ def verify(archive: dict) -> dict:
             if at.get((node, head.get("stream"), head.get("seq"))) != head.get("hash"):
                 problems.append(f"the anchor of {a.get('at')} names {head.get('stream')} seq {head.get('seq')} of "
                                 f"node {node}, which the records do not hold with that hash")
-    redacted_blobs = set((more or {}).get("blobs") or [])
-    for sha in sorted(blobs_needed):
+
+
+def _check_blobs(files: dict, needed: set[str], redacted: set[str], problems: list[str]) -> None:
+    """Each evidence blob the records cite is present and (unless redacted) matches its SHA-256."""
+    from loopx.kernel.storage import chain
+
+    for sha in sorted(needed):
         data = files.get(f"blobs/{sha}")
         if data is None:
             problems.append(f"evidence blob {sha} is missing")
-        elif sha not in redacted_blobs and chain.sha256(data).hexdigest() != sha:
+        elif sha not in redacted and chain.sha256(data).hexdigest() != sha:
             problems.append(f"evidence blob {sha} does not match its SHA-256")
-    return {"ok": not problems, "goal_id": gid, "records": full, "stubs": stubs, "redacted": redacted,
-            "blobs": len(blobs_needed), "redacted_blobs": len(redacted_blobs & blobs_needed),
-            "anchors": len(manifest.get("anchors") or []), "redact_more": more is not None, "problems": problems}
 
 
 # ---------------------------------------------------------------------- the timeline

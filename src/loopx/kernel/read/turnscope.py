@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 LIMIT = 50
 GIT_TIMEOUT = 30
 
@@ -27,33 +29,21 @@ def _git(cwd: str, *args: str) -> str | None:
     """What ``git --no-optional-locks ARGS`` prints in ``cwd``, or None when it fails. Started with
     ``os.posix_spawnp`` where there is one (``next`` opens a run on the hot path: no ``subprocess``
     import), else through ``subprocess``."""
-    from loopx.kernel.storage import spawn
-    from loopx.sandbox.gitpin import env as pinned  # the folder's own git dirs (a run's worktree: its own),
+    from loopx.kernel.storage import gitcli
 
-    # whatever GIT_DIR a sandboxed run pinned for the process
-    env = pinned(cwd)
-    argv = ["git", "-C", cwd, "--no-optional-locks", *args]
-    try:
-        got = spawn.output(argv, GIT_TIMEOUT, env)
-    except OSError:
-        return None
-    if got is None:
-        import subprocess
-
-        try:
-            p = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL, env=env)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        got = (p.returncode, p.stdout)
-    return got[1].decode("utf-8", "replace") if got[0] == 0 else None
+    # pinned: the folder's own git dirs (a run's worktree: its own), whatever GIT_DIR a sandboxed
+    # run pinned for the process
+    out = gitcli.output(cwd, "--no-optional-locks", *args, timeout=GIT_TIMEOUT, pinned=True)
+    return out.decode("utf-8", "replace") if out is not None else None
 
 
 def _head_and_top(project_dir: str) -> tuple[str | None, str] | None:
     """(HEAD's sha or None on an unborn branch, the work tree's top) from git's files
     (``gitrefs``), or from git itself where that reader defers."""
-    from loopx.kernel.read import fingerprint, gitrefs
+    from loopx.kernel.read import gitrefs
+    from loopx.kernel.storage import gitcli
 
-    dot_git = fingerprint._git_dir(project_dir)
+    dot_git = gitcli.git_dir(project_dir)
     if dot_git is None:
         return None
     known = None if os.environ.get("GIT_DIR") else gitrefs.read(dot_git)  # pinned: ask git (with _git's env)
@@ -114,7 +104,7 @@ def _outside_paths(project_dir: str, scope: dict, head: str | None) -> list[tupl
     out = []
     for p in paths:
         rel = _rel(project_dir, top, p)
-        if rel == ".loopx" or rel.startswith(".loopx/") or "/.loopx/" in f"/{rel}":
+        if rel == layout.DIRNAME or rel.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{rel}":
             continue
         if not sc.check(scope, rel)["inside"]:
             out.append((rel, _stamp(top, p)))

@@ -52,7 +52,7 @@ def listing(store_root: str) -> list[dict]:
 
 
 def prefix(project_dir: str) -> str:
-    from loopx.kernel.storage.fs import git_dir
+    from loopx.kernel.storage.gitcli import git_dir
 
     g = git_dir(project_dir)
     if g is None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import os
 
-NAME = "agent-sessions.json"
+from loopx.kernel.storage import layout
+
 _LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohup", "timeout", "perl", "node",
               "ruby", "loopx", "daemon", "daemonize", "start-stop-daemon")
 
@@ -33,7 +34,7 @@ _LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohu
 def _path() -> str:
     from loopx.config import data_home
 
-    return os.path.join(data_home(), NAME)
+    return os.path.join(data_home(), layout.AGENT_SESSIONS)
 
 
 def _stat(pid: int) -> dict | None:

@@ -22,44 +22,34 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import gitcli, layout
+
 REF = "refs/loopx/anchors"
 NODE_REFS = "refs/loopx/node-anchors/"  # on a remote, per node, when several machines write the store
 DAY = 86400.0
 _ZERO = "0" * 40
-_GIT_ENV = {"GIT_AUTHOR_NAME": "loopx", "GIT_AUTHOR_EMAIL": "loopx@localhost",
-            "GIT_COMMITTER_NAME": "loopx", "GIT_COMMITTER_EMAIL": "loopx@localhost"}
 
 
 def data_path(project_id: str) -> str:
     """``data_home()/anchors/<project_id>.jsonl``."""
     from loopx.config import data_home
 
-    return os.path.join(data_home(), "anchors", f"{project_id}.jsonl")
+    return os.path.join(data_home(), layout.anchors(project_id))
 
 
 def git_dir_of(project_dir: str) -> str | None:
-    """The directory holding ``.git`` (a folder, or a worktree's file) at or above ``project_dir``,
-    or None when the project is not in a git repository. Cheap: stats only."""
-    d = os.path.abspath(project_dir)
-    while True:
-        if os.path.exists(os.path.join(d, ".git")):
-            return d
-        up = os.path.dirname(d)
-        if up == d:
-            return None
-        d = up
+    """The work tree top holding ``project_dir`` (``gitcli.checkout``), or None outside git."""
+    return gitcli.checkout(project_dir)
 
 
 def git(cwd: str, *args: str, data: bytes | None = None, timeout: float = 20.0) -> str:
-    """Run git in ``cwd``; stdout stripped. Raises OSError (git missing), RuntimeError (non-zero exit)
-    or subprocess.TimeoutExpired."""
-    import subprocess
-
-    env = dict(os.environ, **_GIT_ENV, GIT_TERMINAL_PROMPT="0")
-    p = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, timeout=timeout, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
-    return p.stdout.decode("utf-8", "replace").strip()
+    """Run git in ``cwd`` as loopx (its own commit identity); stdout stripped. Raises
+    gitcli.GitUnavailable (an OSError: git missing, or past ``timeout``) or RuntimeError (a
+    non-zero exit, with git's message)."""
+    res = gitcli.run(cwd, *args, data=data, timeout=timeout, identity=True)
+    if not res.ok:
+        raise RuntimeError(res.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
+    return res.out
 
 
 def _payload(store, reason: str) -> dict:
@@ -193,11 +183,8 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
     commits = git(cwd, "rev-list", "--first-parent", f"--max-count={limit}", tip).split()
     if not commits:
         return tip, []
-    import subprocess
-
     req = "".join(f"{c}:{project_id}.json\n" for c in commits).encode()
-    p = subprocess.run(["git", "cat-file", "--batch"], cwd=cwd, input=req, capture_output=True, timeout=30)
-    data, out, seen = p.stdout, [], set()
+    data, out, seen = gitcli.run(cwd, "cat-file", "--batch", data=req, timeout=30).stdout, [], set()
     i = 0
     while i < len(data):
         nl = data.index(b"\n", i)
@@ -222,10 +209,7 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
 
 def is_ancestor(cwd: str, older: str, newer: str) -> bool:
     """True when commit ``older`` is in ``newer``'s history."""
-    import subprocess
-
-    return subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=cwd,
-                          capture_output=True, timeout=20).returncode == 0
+    return gitcli.run(cwd, "merge-base", "--is-ancestor", older, newer, timeout=20).ok
 
 
 # ----------------------------------------------------------------------------------- checking
@@ -249,8 +233,7 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
     ``facts`` (doctor's one pass over the log, ``ops.segscan.AnchorFacts``) answers the log's side
     instead of reading the whole log again: ``last_seq`` {(node, stream): seq}, ``newest`` {node:
     hlc}, ``repaired`` {(stream, seq)} and ``hashes(keys)`` {(node, stream, seq): hex}."""
-    from loopx.kernel.storage import chain
-
+    several = False
     if not strict:
         from loopx.kernel.storage import machines
 
@@ -263,30 +246,11 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
                 wanted[(node, h.get("stream"), h["seq"])] = ""
     if not wanted:
         return None
-    last_seq: dict[tuple, int] = {}
-    newest: dict[str, list] = {}  # node -> its newest clock in this log
-    repaired: set[tuple] = set()  # (stream, seq) of lines `doctor --fix` moved to quarantine/
     if facts is not None:
-        last_seq, newest, repaired = facts.last_seq, facts.newest, facts.repaired
+        log = _LogFacts(facts.last_seq, facts.newest, facts.repaired)
         wanted.update(facts.hashes(set(wanted)))
-    for log_name in (("events", "evidence") if facts is None else ()):
-        for _key, s, seq, rec, line in chain._records(store, log_name):
-            if b'"store.repaired"' in line:
-                try:
-                    data = store.decode(line.rstrip(b"\n")).get("data") or {}
-                    name = str(data.get("file") or "").split(".")[0]
-                    repaired.update((name, q) for q in data.get("seqs") or [] if isinstance(q, int))
-                except ValueError:
-                    pass
-            node = rec.get("node")
-            if node is None:
-                continue
-            last_seq[(node, s)] = max(seq, last_seq.get((node, s), 0))
-            hlc = rec.get("hlc")
-            if isinstance(hlc, list) and (node not in newest or hlc > newest[node]):
-                newest[node] = hlc
-            if (node, s, seq) in wanted:
-                wanted[(node, s, seq)] = chain.line_hash(line)
+    else:
+        log = _read_log(store, wanted)
     good: dict[tuple, int] = {}
     excused = None
     for a in sorted(anchors, key=lambda a: a.get("at") or ""):
@@ -300,23 +264,77 @@ def compare(store, anchors: list[dict], *, strict: bool = True, here: str | None
                 continue
             writer = a.get("node")
             if (not found and not strict and node != here and (writer != here if writer else several)
-                    and (node not in newest or not isinstance(h.get("hlc"), list) or h["hlc"] > newest[node])):
+                    and _not_here_yet(log.newest, node, h)):
                 continue  # another machine's view of a node whose newest records have not come here yet
-            after = good.get((node, stream), 0)
-            if (stream, seq) in repaired:
-                excused = excused or {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",
-                                      "reason": f"{stream} seq {seq} of node {node}, anchored at {a.get('at')}, was a "
-                                                "damaged line that `doctor --fix` moved to .loopx/quarantine/ (a "
-                                                "store.repaired record says so); compare the quarantined line"}
-                continue
-            if not found:
-                first = last_seq.get((node, stream), 0) + 1
-                return {"node": node, "stream": stream, "seq": min(first, seq), "after_seq": after,
-                        "kind": "truncated",
-                        "reason": f"the log has no {stream} seq {seq} of node {node}, anchored at {a.get('at')}: "
-                                  f"the records from {stream} seq {min(first, seq)} on were cut off or removed"}
-            return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "rewritten",
-                    "reason": f"{stream} seq {seq} of node {node} is not the record anchored at {a.get('at')}: "
-                              f"the history was rewritten or forged, starting after seq {after} and at or "
-                              f"before seq {seq}"}
+            failure = _failure(a, node, stream, seq, bool(found), good.get((node, stream), 0), log)
+            if failure["kind"] != "repaired":
+                return failure
+            excused = excused or failure
     return excused
+
+
+class _LogFacts:
+    """The log's side of ``compare``: ``last_seq`` {(node, stream): seq}, ``newest`` {node: hlc},
+    ``repaired`` {(stream, seq)} of lines `doctor --fix` moved to quarantine/."""
+
+    __slots__ = ("last_seq", "newest", "repaired")
+
+    def __init__(self, last_seq: dict, newest: dict, repaired: set) -> None:
+        self.last_seq, self.newest, self.repaired = last_seq, newest, repaired
+
+
+def _read_log(store, wanted: dict[tuple, str]) -> _LogFacts:
+    """One pass over both streams: the log's facts, and the hash of each ``wanted`` record filled in."""
+    from loopx.kernel.storage import chain
+
+    log = _LogFacts({}, {}, set())
+    for log_name in ("events", "evidence"):
+        for _key, s, seq, rec, line in chain._records(store, log_name):
+            if b'"store.repaired"' in line:
+                log.repaired.update(_repaired_seqs(store, line))
+            node = rec.get("node")
+            if node is None:
+                continue
+            log.last_seq[(node, s)] = max(seq, log.last_seq.get((node, s), 0))
+            hlc = rec.get("hlc")
+            if isinstance(hlc, list) and (node not in log.newest or hlc > log.newest[node]):
+                log.newest[node] = hlc
+            if (node, s, seq) in wanted:
+                wanted[(node, s, seq)] = chain.line_hash(line)
+    return log
+
+
+def _repaired_seqs(store, line: bytes) -> list[tuple]:
+    """(stream, seq) of each line a ``store.repaired`` record moved to quarantine/, or []."""
+    try:
+        data = store.decode(line.rstrip(b"\n")).get("data") or {}
+    except ValueError:
+        return []
+    name = str(data.get("file") or "").split(".")[0]
+    return [(name, q) for q in data.get("seqs") or [] if isinstance(q, int)]
+
+
+def _not_here_yet(newest: dict, node: str, head: dict) -> bool:
+    """True when the anchored ``head`` of ``node`` is newer than anything of ``node`` this log holds."""
+    return node not in newest or not isinstance(head.get("hlc"), list) or head["hlc"] > newest[node]
+
+
+def _failure(a: dict, node: str, stream, seq: int, found: bool, after: int, log: _LogFacts) -> dict:
+    """How the anchored record (node, stream, seq) of anchor ``a`` fails: ``kind`` "repaired" (a
+    line ``doctor --fix`` quarantined: excused unless something else fails), "truncated" or
+    "rewritten"; ``after`` is the newest anchored seq of that node and stream that still matches."""
+    if (stream, seq) in log.repaired:
+        return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "repaired",
+                "reason": f"{stream} seq {seq} of node {node}, anchored at {a.get('at')}, was a "
+                          "damaged line that `doctor --fix` moved to .loopx/quarantine/ (a "
+                          "store.repaired record says so); compare the quarantined line"}
+    if not found:
+        first = log.last_seq.get((node, stream), 0) + 1
+        return {"node": node, "stream": stream, "seq": min(first, seq), "after_seq": after,
+                "kind": "truncated",
+                "reason": f"the log has no {stream} seq {seq} of node {node}, anchored at {a.get('at')}: "
+                          f"the records from {stream} seq {min(first, seq)} on were cut off or removed"}
+    return {"node": node, "stream": stream, "seq": seq, "after_seq": after, "kind": "rewritten",
+            "reason": f"{stream} seq {seq} of node {node} is not the record anchored at {a.get('at')}: "
+                      f"the history was rewritten or forged, starting after seq {after} and at or "
+                      f"before seq {seq}"}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 
-NODE_FILE = "node"
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -193,21 +192,7 @@ def verify(store) -> dict:
 def _walk(store, dedupe: bool) -> dict:
     import heapq
 
-    out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "duplicates": 0,
-                 "broken": None, "breaks": []}
-    seen: set = set()               # with dedupe: sha256 digests of every chained line met (exact duplicates)
-    # chain pieces being joined: [node, start prev, start (hlc, stream, seq), end hash, end hlc, end (stream, seq)]
-    by_start: dict[tuple, list] = {}  # (node, prev of the piece's first record) -> piece
-    by_end: dict[tuple, list] = {}    # (node, hash of the piece's last record) -> piece
-    faults: dict[str, tuple] = {}   # node -> (hlc, stream, seq, reason) of its earliest fault found while walking
-    order: dict[tuple, tuple] = {}  # (node, stream) -> (hlc, seq) of the node's last record in that file
-    newest: dict[str, tuple] = {}   # node -> (hlc, hash, stream, seq)
-    unchained_first = None
-
-    def fault(node, hlc, stream, seq, reason):
-        old = faults.get(node)
-        if old is None or hlc < old[0]:
-            faults[node] = (hlc, stream, seq, reason)
+    walk = _Walk(dedupe)
 
     def keyed(stream):
         last = None
@@ -219,81 +204,123 @@ def _walk(store, dedupe: bool) -> dict:
                 yield (key, 0), s, seq, rec, line
 
     # both streams roughly in clock order, so pieces join as they come in the common case
-    for (_k, _unch), stream, seq, rec, line in heapq.merge(keyed("evidence"), keyed("events"), key=lambda x: x[0]):
+    for _k, stream, seq, rec, line in heapq.merge(keyed("evidence"), keyed("events"), key=lambda x: x[0]):
+        walk.add(stream, seq, rec, line)
+    return walk.result()
+
+
+class _Walk:
+    """``_walk``'s state: chain pieces being joined as records come, and each node's faults.
+    A piece is ``[node, start prev, start (hlc, stream, seq), end hash, end hlc, end (stream, seq)]``."""
+
+    def __init__(self, dedupe: bool) -> None:
+        self.dedupe = dedupe
+        self.out: dict = {"records": 0, "chained": 0, "nodes": {}, "unchained": 0, "duplicates": 0,
+                          "broken": None, "breaks": []}
+        self.seen: set = set()                 # with dedupe: sha256 digests of every chained line met
+        self.by_start: dict[tuple, list] = {}  # (node, prev of the piece's first record) -> piece
+        self.by_end: dict[tuple, list] = {}    # (node, hash of the piece's last record) -> piece
+        self.faults: dict[str, tuple] = {}     # node -> (hlc, stream, seq, reason) of its earliest fault
+        self.order: dict[tuple, tuple] = {}    # (node, stream) -> (hlc, seq) of the node's last record in that file
+        self.newest: dict[str, tuple] = {}     # node -> (hlc, hash, stream, seq)
+        self.unchained_first: tuple | None = None
+
+    def fault(self, node, hlc, stream, seq, reason) -> None:
+        old = self.faults.get(node)
+        if old is None or hlc < old[0]:
+            self.faults[node] = (hlc, stream, seq, reason)
+
+    def add(self, stream: str, seq: int, rec: dict, line: bytes) -> None:
+        out = self.out
         out["records"] += 1
         node = rec.get("node")
         if node is None:
             out["unchained"] += 1
-            if unchained_first is None:
-                unchained_first = (stream, seq)
-            continue
+            if self.unchained_first is None:
+                self.unchained_first = (stream, seq)
+            return
         digest = sha256(canonical(line)).digest()
-        if dedupe:
-            if digest in seen:
+        if self.dedupe:
+            if digest in self.seen:
                 out["duplicates"] += 1
-                continue
-            seen.add(digest)
+                return
+            self.seen.add(digest)
         out["chained"] += 1
         out["nodes"][node] = out["nodes"].get(node, 0) + 1
         hlc, prev, h = rec["hlc"], rec.get("prev"), digest.hex()
-        top = newest.get(node)
+        top = self.newest.get(node)
         if top is None or hlc > top[0]:
-            newest[node] = (hlc, h, stream, seq)
-        last = order.get((node, stream))
+            self.newest[node] = (hlc, h, stream, seq)
+        last = self.order.get((node, stream))
         if last is not None and hlc <= last[0]:
-            fault(node, hlc, stream, seq,
-                  f"it comes after {stream} seq {last[1]} of node {node} in the file but carries an earlier "
-                  "clock: lines were reordered (or a line was inserted) here")
+            self.fault(node, hlc, stream, seq,
+                       f"it comes after {stream} seq {last[1]} of node {node} in the file but carries an earlier "
+                       "clock: lines were reordered (or a line was inserted) here")
         else:
-            order[(node, stream)] = (hlc, seq)
-        piece = by_end.pop((node, prev), None) if prev is not None else None
+            self.order[(node, stream)] = (hlc, seq)
+        piece = self._place(node, hlc, prev, h, stream, seq)
+        if piece is not None:
+            self._join(piece, node, hlc, h, stream, seq)
+
+    def _place(self, node, hlc, prev, h, stream, seq) -> list | None:
+        """The piece this record now ends: one it extends, or a new one it starts (None when it
+        claims a start another record already claimed: a fault)."""
+        piece = self.by_end.pop((node, prev), None) if prev is not None else None
         if piece is not None:  # extends a piece
             if hlc <= piece[4]:
-                fault(node, hlc, stream, seq, f"its clock does not move past the record before it from node {node} "
-                                              f"({piece[5][0]} seq {piece[5][1]})")
+                self.fault(node, hlc, stream, seq, f"its clock does not move past the record before it from node "
+                                                   f"{node} ({piece[5][0]} seq {piece[5][1]})")
             piece[3], piece[4], piece[5] = h, hlc, (stream, seq)
-        else:  # starts a piece: the node's first record, or a record whose predecessor is not joined yet
-            piece = [node, prev, (hlc, stream, seq), h, hlc, (stream, seq)]
-            if (node, prev) in by_start:
-                other = by_start[(node, prev)]
-                what = "the node's first record" if prev is None else "the same predecessor"
-                at_stream, at_seq = (stream, seq) if hlc >= other[2][0] else other[2][1:]
-                fault(node, max(hlc, other[2][0]), at_stream, at_seq,
-                      f"two records of node {node} claim {what} ({other[2][1]} seq {other[2][2]} and {stream} seq "
-                      f"{seq}): a line was forged or inserted here")
-                continue
-            by_start[(node, prev)] = piece
-        follow = by_start.get((node, h))
-        if follow is not None and follow is not piece:  # the piece waiting for this record joins on
-            del by_start[(node, h)]
-            by_end.pop((node, follow[3]), None)
+            return piece
+        # starts a piece: the node's first record, or a record whose predecessor is not joined yet
+        other = self.by_start.get((node, prev))
+        if other is not None:
+            what = "the node's first record" if prev is None else "the same predecessor"
+            at_stream, at_seq = (stream, seq) if hlc >= other[2][0] else other[2][1:]
+            self.fault(node, max(hlc, other[2][0]), at_stream, at_seq,
+                       f"two records of node {node} claim {what} ({other[2][1]} seq {other[2][2]} and {stream} seq "
+                       f"{seq}): a line was forged or inserted here")
+            return None
+        piece = [node, prev, (hlc, stream, seq), h, hlc, (stream, seq)]
+        self.by_start[(node, prev)] = piece
+        return piece
+
+    def _join(self, piece: list, node, hlc, h, stream, seq) -> None:
+        """Join onto ``piece`` the piece waiting for this record (hash ``h``), if any."""
+        follow = self.by_start.get((node, h))
+        if follow is not None and follow is not piece:
+            del self.by_start[(node, h)]
+            self.by_end.pop((node, follow[3]), None)
             if follow[2][0] <= hlc:
-                fault(node, follow[2][0], follow[2][1], follow[2][2],
-                      f"its clock does not move past the record before it from node {node} ({stream} seq {seq})")
+                self.fault(node, follow[2][0], follow[2][1], follow[2][2],
+                           f"its clock does not move past the record before it from node {node} ({stream} seq {seq})")
             piece[3], piece[4], piece[5] = follow[3], follow[4], follow[5]
-        by_end[(node, piece[3])] = piece
-    for (node, prev), piece in by_start.items():
-        if prev is None:
-            continue
-        hlc, stream, seq = piece[2]
-        if (node, None) in by_start:
-            reason = (f"its prev does not match any record of node {node} before it: a line was removed, "
-                      "inserted, reordered or rewritten here")
-        else:
-            reason = (f"the first record of node {node} points to a record that is not in the store (the log "
-                      "was cut before it, or the line was forged)")
-        fault(node, hlc, stream, seq, reason)
-    breaks = [{"stream": f[1], "seq": f[2], "node": node, "reason": f[3]}
-              for node, f in sorted(faults.items(), key=lambda x: (x[1][0], x[0]))]
-    if unchained_first is not None and out["chained"]:
-        stream, seq = unchained_first
-        breaks.append({"stream": stream, "seq": seq, "node": None,
-                       "reason": "a record without node, hlc and prev in a format-2 store (added by hand or "
-                                 "by an old loopx after the migration)"})
-    out["breaks"] = breaks
-    out["broken"] = breaks[0] if breaks else None
-    out["heads"] = {n: {"hash": t[1], "stream": t[2], "seq": t[3], "hlc": t[0]} for n, t in newest.items()}
-    return out
+        self.by_end[(node, piece[3])] = piece
+
+    def result(self) -> dict:
+        out = self.out
+        for (node, prev), piece in self.by_start.items():
+            if prev is None:
+                continue
+            hlc, stream, seq = piece[2]
+            if (node, None) in self.by_start:
+                reason = (f"its prev does not match any record of node {node} before it: a line was removed, "
+                          "inserted, reordered or rewritten here")
+            else:
+                reason = (f"the first record of node {node} points to a record that is not in the store (the log "
+                          "was cut before it, or the line was forged)")
+            self.fault(node, hlc, stream, seq, reason)
+        breaks = [{"stream": f[1], "seq": f[2], "node": node, "reason": f[3]}
+                  for node, f in sorted(self.faults.items(), key=lambda x: (x[1][0], x[0]))]
+        if self.unchained_first is not None and out["chained"]:
+            stream, seq = self.unchained_first
+            breaks.append({"stream": stream, "seq": seq, "node": None,
+                           "reason": "a record without node, hlc and prev in a format-2 store (added by hand or "
+                                     "by an old loopx after the migration)"})
+        out["breaks"] = breaks
+        out["broken"] = breaks[0] if breaks else None
+        out["heads"] = {n: {"hash": t[1], "stream": t[2], "seq": t[3], "hlc": t[0]} for n, t in self.newest.items()}
+        return out
 
 
 def check_heads(found: dict, recorded: dict) -> dict | None:

@@ -46,17 +46,25 @@ import at start-up):
 ``meta``      per-stream read facts (lines, bad lines, seq gaps, offsets), unknown types, repairs
 
 Reducers never raise on well-formed records: validation happens before a write, and a record
-that refers to an unknown id is ignored (it is still counted).
+that refers to an unknown id is ignored (it is still counted). What a well-formed record of each
+type carries is declared once, in loopx.kernel.storage.events: ``check_shape`` (every line read),
+the store's writer (every line written), the reducers' plain field copies (``_copy``) and
+``FOLD_VERSION`` all come from that table.
 """
 
 from __future__ import annotations
 
 from loopx.kernel import reasons
-from loopx.kernel.storage import actors, trialfold
+from loopx.kernel.storage import actors, events, trialfold
 
-FOLD_VERSION = 11  # 11: the turn ledger (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 7: the live view keeps goal-level checks, the runs they followed, the newest run per todo; 8: nodes (machine names), run node, gate decided_node; 9: gates carry `reserved`
+# The reducers' own logic, beyond what the event table says: bump it when a reducer or live_view
+# changes what it makes of the same records. FOLD_VERSION (at the end) adds the table's digest.
+# 12: FOLD_VERSION carries the event table's digest; 11: the turn ledger (`turns`) and per-todo
+# stall streaks; 10: claims carry the node that made them; 9: gates carry `reserved`; 8: nodes.
+REVISION = 12
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
+EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
 DECIDED = ("approved", "rejected")
 
 
@@ -165,34 +173,53 @@ def _horizons(state: dict) -> dict:
     return out
 
 
-def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -> dict:
+def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = EVIDENCE_KEPT) -> dict:
     """The part of ``state`` that is still moving, from the full state or from an earlier live view
     (pruning again only moves more records out; the counts add up):
 
     - todos not done or archived, recurring ones (``every``) whatever their status, closed ones
-      created after the goal's stall horizon, and the todo of each goal's last run;
+      created after the goal's stall horizon, and the todo of each goal's last run (``_live_todos``);
     - pending gates, decided ones decided after it, and per goal and kind the newest approval, the
       newest ``APPROVALS_KEPT`` approvals that may still authorise (standing, or unused), the newest
       used one, and every other gate opened after the oldest of these (what the pre-tool guard
       reads); ``approvals_left`` counts the usable approvals left out ({goal: {kind: n}}) and
-      ``approvals`` is 1 when the view and those it was pruned from kept and counted them;
+      ``approvals`` is 1 when the view and those it was pruned from kept and counted them (``_live_gates``);
     - open runs, each goal's last run, the newest run on each todo it keeps (whose agent may still
-      run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``);
+      run: ``turn.previous_agent_alive``) and the runs after the horizon (``_horizons``, ``_live_runs``);
     - the last ``keep_evidence`` evidence records per goal and each goal's newest goal-level check
-      (no todo, no run) per command with the run it followed (``decide.goal_verify_failed``);
+      (no todo, no run) per command with the run it followed (``decide.goal_verify_failed``, ``_live_evidence``);
     - everything else as is, plus ``closed`` ({goal: {"done": n, "archived": n}} of todos left out),
       ``closed_fp`` ({goal: int}, the XOR of ``closed_mark`` over the todos and gates left out, so
       fingerprints agree with the full state) and ``hidden`` (how many ids were left out, so new
       ids are drawn long enough not to collide with them; see ids.new_id).
 
     With ``now_iso``, quota ledger entries older than each goal's window before then are dropped and
-    ``spends_cut`` says from when each goal's ledger is complete.
+    ``spends_cut`` says from when each goal's ledger is complete (``_live_ledgers``).
     Folding a record into a live view gives the live view of the folded full state, except when
     the record updates something the view left out (the reducer then counts it as malformed)."""
-    closed = {g: dict(c) for g, c in state.get("closed", {}).items()}
-    closed_fp = dict(state.get("closed_fp", {}))
-    hidden = state.get("hidden", 0)
+    out = {"closed": {g: dict(c) for g, c in state.get("closed", {}).items()},
+           "closed_fp": dict(state.get("closed_fp", {})), "hidden": state.get("hidden", 0)}
     horizon = _horizons(state)
+    out["todos"] = _live_todos(state, horizon, out)
+    checks = _live_evidence(state, keep_evidence, out)
+    out["runs"] = _live_runs(state, horizon, out["todos"], checks, out)
+    _live_gates(state, horizon, out)
+    _live_ledgers(state, now_iso, out)
+    # "approvals": this view (and every view it was pruned from) kept the approvals above and counted
+    # the rest; one pruned by an older loopx may lack an older standing approval uncounted
+    out["approvals"] = 1 if not is_live(state) or state.get("approvals") else 0
+    return dict(state, **out, **trialfold.live_part(state))  # research experiments: the summary and the recent trials
+
+
+def _leave_out(out: dict, goal: str, item_id: str, status: str | None) -> None:
+    """Count one record the live view leaves out: ``hidden`` always; a closed todo or decided gate
+    (``status``) also marks its goal's ``closed_fp``."""
+    out["hidden"] += 1
+    if status is not None:
+        out["closed_fp"][goal] = out["closed_fp"].get(goal, 0) ^ closed_mark(item_id, status)
+
+
+def _live_todos(state: dict, horizon: dict, out: dict) -> dict:
     # the todo of each goal's last run: settling and charging the run that just ended look its todo
     # up (turn._load_run, the runner), also when the run itself closed it
     pinned = set()
@@ -204,24 +231,40 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     for tid, t in state["todos"].items():
         if (t["status"] in ("done", "archived") and not t.get("every")  # a recurring todo reopens: kept
                 and t["created"] < horizon.get(t["goal"], ("~",))[0] and tid not in pinned):
-            c = closed.setdefault(t["goal"], {"done": 0, "archived": 0})
+            c = out["closed"].setdefault(t["goal"], {"done": 0, "archived": 0})
             c[t["status"]] = c.get(t["status"], 0) + 1
-            closed_fp[t["goal"]] = closed_fp.get(t["goal"], 0) ^ closed_mark(tid, t["status"])
-            hidden += 1
+            _leave_out(out, t["goal"], tid, t["status"])
         else:
             todos[tid] = t
+    return todos
+
+
+def _live_evidence(state: dict, keep_evidence: int, out: dict) -> dict:
+    """Sets ``out["evidence"]``; returns the newest goal-level check per (goal, command)
+    (decide.goal_verify_failed), which the view keeps with the run it followed."""
     per_goal: dict[str, list] = {}
-    checks: dict[tuple, dict] = {}  # (goal, command) -> the newest goal-level check (decide.goal_verify_failed)
+    checks: dict[tuple, dict] = {}
     for e in state["evidence"].values():
         per_goal.setdefault(e["goal"], []).append(e)
         if e.get("command") and not e.get("todo") and not e.get("run"):
             key = (e["goal"], e["command"])
             if key not in checks or e.get("seq", 0) >= checks[key].get("seq", 0):
                 checks[key] = e
-    evidence = {e["id"]: e for evs in per_goal.values() for e in evs[-keep_evidence:]}
-    for e in checks.values():
-        evidence[e["id"]] = e
-    hidden += len(state["evidence"]) - len(evidence)
+    # the newest by seq, as queries.recent_evidence reads them (a view's insertion order is not the
+    # log's: the checks it kept come after the records kept with them)
+    keep = {e["id"] for evs in per_goal.values() for e in sorted(evs, key=_seq)[-keep_evidence:]}
+    keep.update(e["id"] for e in checks.values())
+    evidence = {k: e for k, e in state["evidence"].items() if k in keep}
+    out["hidden"] += len(state["evidence"]) - len(evidence)
+    out["evidence"] = evidence
+    return checks
+
+
+def _seq(rec: dict) -> int:
+    return rec.get("seq", 0)
+
+
+def _live_runs(state: dict, horizon: dict, todos: dict, checks: dict, out: dict) -> dict:
     keep_runs = {g.get(k) for g in state["goals"].values() for k in ("last_run", "last_judged_run")}
     keep_runs.update(e.get("after_run") for e in checks.values())  # what each kept check followed
     newest: dict[str, tuple] = {}  # kept todo -> (seq, id) of its newest run (turn.previous_agent_alive)
@@ -235,13 +278,17 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
         if r["finished"] is None or k in keep_runs or (r["started"], r.get("seq", 0)) >= horizon.get(r["goal"], ("",)):
             runs[k] = r
         else:
-            hidden += 1
-    # Per goal and kind the approvals the pre-tool guard reads (gate_state, last_used): the newest
-    # approval, the newest APPROVALS_KEPT that may still authorise (standing, or single-use and
-    # unused: the guard covers with the newest of them) and the newest used single-use one (a
-    # denial names it), plus every other gate opened after the oldest of those. The usable approvals
-    # left out are counted in ``approvals_left`` ({goal: {kind: n}}): a denial on a view that left
-    # some out asks the full state (an older one may cover the action once the kept ones are used).
+            _leave_out(out, r["goal"], k, None)
+    return runs
+
+
+def _approvals_kept(state: dict, out: dict) -> dict:
+    """Per (goal, kind) the ``decided_seq`` of the approvals the pre-tool guard reads (gate_state,
+    last_used): the newest approval, the newest APPROVALS_KEPT that may still authorise (standing,
+    or single-use and unused: the guard covers with the newest of them) and the newest used
+    single-use one (a denial names it). The usable approvals left out are counted in
+    ``out["approvals_left"]`` ({goal: {kind: n}}): a denial on a view that left some out asks the
+    full state (an older one may cover the action once the kept ones are used)."""
     newest_seq: dict[tuple, int] = {}
     used: dict[tuple, int] = {}
     usable: dict[tuple, list] = {}
@@ -256,14 +303,21 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
     keep_approved = {key: {d} for key, d in newest_seq.items()}
     for key, d in used.items():
         keep_approved[key].add(d)
-    left = {gid: dict(n) for gid, n in (state.get("approvals_left") or {}).items()}
+    left = out["approvals_left"] = {gid: dict(n) for gid, n in (state.get("approvals_left") or {}).items()}
     for key, ds in usable.items():
         ds.sort()
         keep_approved[key].update(ds[-APPROVALS_KEPT:])
-        out = sum(1 for d in ds[:-APPROVALS_KEPT] if d not in keep_approved[key])
-        if out:
+        n = sum(1 for d in ds[:-APPROVALS_KEPT] if d not in keep_approved[key])
+        if n:
             per = left.setdefault(key[0], {})
-            per[key[1]] = per.get(key[1], 0) + out
+            per[key[1]] = per.get(key[1], 0) + n
+    return keep_approved
+
+
+def _live_gates(state: dict, horizon: dict, out: dict) -> None:
+    """Sets ``out["gates"]``: pending gates, those decided after the horizon, the approvals
+    ``_approvals_kept`` names and every other gate opened after the oldest of those."""
+    keep_approved = _approvals_kept(state, out)
     cover = {key: min(ds) for key, ds in keep_approved.items()}
     gates = {}
     for k, g in state["gates"].items():
@@ -274,77 +328,34 @@ def live_view(state: dict, now_iso: str | None = None, keep_evidence: int = 5) -
                                            or (g["status"] != "approved" and g.get("seq", 0) > floor)))):
             gates[k] = g
         else:
-            closed_fp[g["goal"]] = closed_fp.get(g["goal"], 0) ^ closed_mark(k, g["status"])
-            hidden += 1
-    spends, costs, turns, cut = {}, {}, {}, dict(state.get("spends_cut", {}))
-    if now_iso is not None:  # keep the ledger entries a budget window ending now or later can see
+            _leave_out(out, g["goal"], k, g["status"])
+    out["gates"] = gates
+
+
+def _live_ledgers(state: dict, now_iso: str | None, out: dict) -> None:
+    """Sets ``spends``, ``costs``, ``turns`` and ``spends_cut`` of ``out``: with ``now_iso``, the
+    ledger entries a budget window ending now or later can see; without, the ledgers as they are."""
+    cut = dict(state.get("spends_cut", {}))
+    ledgers = {"spends": state["spends"], "costs": state.get("costs", {}), "turns": state.get("turns", {})}
+    if now_iso is not None:
         from loopx.kernel.storage import clock
 
         now = clock.parse_ts(now_iso)
-        for gid in set(state["spends"]) | set(state.get("costs", {})) | set(state.get("turns", {})):
+        kept: dict[str, dict] = {name: {} for name in ledgers}
+        for gid in set().union(*ledgers.values()):
             window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
             cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
-            spends[gid] = [e for e in state["spends"].get(gid, []) if e[0] > cut[gid]]
-            costs[gid] = [e for e in state.get("costs", {}).get(gid, []) if e[0] > cut[gid]]
-            turns[gid] = [e for e in state.get("turns", {}).get(gid, []) if e[0] > cut[gid]]
-    else:
-        spends, costs, turns = state["spends"], state.get("costs", {}), state.get("turns", {})
-    # "approvals": this view (and every view it was pruned from) kept the approvals above and counted
-    # the rest; one pruned by an older loopx may lack an older standing approval uncounted
-    approvals = 1 if not is_live(state) or state.get("approvals") else 0
-    return dict(state, todos=todos, runs=runs, evidence=evidence, gates=gates, closed=closed,
-                closed_fp=closed_fp, hidden=hidden, spends=spends, costs=costs, turns=turns, spends_cut=cut,
-                approvals=approvals, approvals_left=left,
-                **trialfold.live_part(state))  # research experiments: the summary and the recent trials
+            for name, ledger in ledgers.items():
+                kept[name][gid] = [e for e in ledger.get(gid, []) if e[0] > cut[gid]]
+        ledgers = kept
+    out.update(ledgers, spends_cut=cut)
 
 
-_S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
-_OPT = (type(None),)
-# Field types each event needs to fold safely; a record that breaks them is a bad line (counted,
-# reported by doctor, quarantined by `doctor --fix`), never a crash later in a query.
-SHAPES: dict[str, dict[str, tuple]] = {
-    "goal.started": {"objective": _S, "priority": _N + _OPT, "scope": _D + _OPT, "quota": _D + _OPT},
-    "goal.updated": {"objective": _S, "priority": _N + _OPT, "max_parallel": _N + _OPT},
-    "scope.set": {"allow": _L, "deny": _L, "protect": _L},
-    "quota.set": {"slots": _N, "window": _N, "cooldown": _N, "stall_after": _N},
-    "todo.added": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
-                   "every": _N + _OPT, "watch": _S + _OPT, "depends_on_goals": _L + _OPT},
-    "todo.updated": {"todo_id": _S, "title": _S, "priority": _N + _OPT, "depends_on": _L + _OPT,
-                     "depends_on_goals": _L + _OPT},
-    "todo.claimed": {"todo_id": _S, "holder": _S, "lease_until": _S},
-    "todo.renewed": {"todo_id": _S, "lease_until": _S},
-    "todo.released": {"todo_id": _S}, "todo.blocked": {"todo_id": _S}, "todo.reopened": {"todo_id": _S},
-    "todo.archived": {"todo_id": _S},
-    "todo.completed": {"todo_id": _S, "evidence": _L + _OPT},
-    "gate.opened": {"gate_id": _S, "kind": _S, "question": _S, "blocks": _L + _OPT},
-    "gate.approved": {"gate_id": _S}, "gate.rejected": {"gate_id": _S}, "gate.used": {"gate_id": _S},
-    "gate.reserved": {"gate_id": _S, "run_id": _S, "node": _S},
-    "evidence.added": {"evidence_id": _S, "kind": _S + _OPT, "summary": _S + _OPT},
-    "agent.registered": {"name": _S, "kind": _S},
-    "node.registered": {"host": _S},
-    "handoff.recorded": {"from": _S + _OPT, "to": _S + _OPT},
-    "run.started": {"run_id": _S, "agent": _S + _OPT, "lease_until": _S + _OPT, "todo_id": _S + _OPT},
-    "run.renewed": {"run_id": _S, "lease_until": _S + _OPT},
-    "run.attached": {"run_id": _S, "pid": _N, "pgid": _N + _OPT, "host": _S + _OPT},
-    "run.handed_over": {"run_id": _S, "node": _S},
-    "run.finished": {"run_id": _S, "result": _S + _OPT, "evidence": _L + _OPT, "usage": _D + _OPT,
-                     "changes": _D + _OPT, "setup_error": _D + _OPT},
-    "run.reported": {"run_id": _S, "usage": _D + _OPT, "changes": _D + _OPT},
-    "quota.spent": {"run_id": _S + _OPT, "slots": _N},
-    "watch.added": {"watch_id": _S, "check": _S, "every": _N, "on": _S, "name": _S, "timeout": _N + _OPT,
-                    "match": _S + _OPT, "todo": _S + _OPT},
-    "watch.paused": {"watch_id": _S}, "watch.resumed": {"watch_id": _S}, "watch.removed": {"watch_id": _S},
-    "watch.checked": {"watch_id": _S, "outcome": _S}, "watch.fired": {"watch_id": _S, "outcome": _S},
-    "notify.delivered": {"event_id": _S, "channel": _S}, "notify.failed": {"event_id": _S, "channel": _S},
-}
-_ID_FIELDS = ("todo_id", "gate_id", "evidence_id", "run_id", "name", "watch_id", "event_id", "channel", "trial_id")
-
-
-_LIST_FIELDS = ("depends_on", "depends_on_goals", "blocks", "evidence", "allow", "deny", "protect")
-_LIST_SET = frozenset(_LIST_FIELDS)
+# The field types and required ids of each event (loopx.kernel.storage.events), as
+# (key, types, required, list of strings) per type, built on the first check (check_shape runs on
+# every line read; a read that folds no line never builds it)
+_PLANS: dict | None = None
 _ABSENT = object()
-# SHAPES as (key, types, required) per type, built once: check_shape runs on every line read
-_PLANS = {t: tuple((k, types, k in _ID_FIELDS) for k, types in shape.items()) for t, shape in SHAPES.items() if shape}
 
 
 def check_shape(rec: dict) -> None:
@@ -355,20 +366,34 @@ def check_shape(rec: dict) -> None:
     data = rec.get("data")
     if not (goal is None or isinstance(goal, str)) or not isinstance(data, dict):
         raise ValueError("goal or data has the wrong type")
-    plan = _PLANS.get(rec["type"])
+    check_data(rec["type"], data)
+
+
+def check_data(event_type: str, data: dict) -> None:
+    """Raise ValueError when ``data`` breaks the fields ``events.EVENTS`` declares for
+    ``event_type`` (a required id missing, a value of the wrong type, a list of non-strings).
+    A type the table does not declare passes (folding counts it as unknown)."""
+    global _PLANS
+    if _PLANS is None:
+        _PLANS = events.plans()
+    plan = _PLANS.get(event_type)
     if plan:
-        for key, types, required in plan:
+        for key, types, required, strs in plan:
             value = data.get(key, _ABSENT)
             if value is _ABSENT:
                 if required:
-                    raise ValueError(f"{rec['type']}: field {key!r} is missing")
-            elif not isinstance(value, types):
-                raise ValueError(f"{rec['type']}: field {key!r} has the wrong type")
-        if not _LIST_SET.isdisjoint(data):
-            for key in _LIST_FIELDS:
-                value = data.get(key)
-                if isinstance(value, list) and not all(isinstance(x, str) for x in value):
-                    raise ValueError(f"{rec['type']}: {key!r} must list strings")
+                    raise ValueError(f"{event_type}: field {key!r} is missing")
+            elif types and not isinstance(value, types):
+                raise ValueError(f"{event_type}: field {key!r} has the wrong type")
+            elif strs and isinstance(value, list) and not all(isinstance(x, str) for x in value):
+                raise ValueError(f"{event_type}: {key!r} must list strings")
+
+
+def _copy(target: dict, r: dict, d: dict) -> None:
+    """Copy into ``target`` the fields of ``d`` that ``r``'s type declares ``COPY`` and ``d`` has."""
+    for k in events.copied(r["type"]):
+        if k in d:
+            target[k] = d[k]
 
 
 def apply(state: dict, rec: dict) -> None:
@@ -394,7 +419,7 @@ def apply(state: dict, rec: dict) -> None:
         return
     try:
         fn(state, rec, data)
-        if rec["type"] in _NOTICE_TYPES:
+        if rec["type"] in events.NOTICE_TYPES:
             _notice(state, rec, data)
     except (KeyError, TypeError, AttributeError, ValueError):
         state["meta"]["malformed"] = state["meta"].get("malformed", 0) + 1
@@ -419,9 +444,7 @@ def _goal_started(s, r, d):
 
 def _goal_updated(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared", "tz"):
-        if k in d:
-            g[k] = d[k]
+    _copy(g, r, d)
     g["updated"] = r["ts"]
     g["updated_seq"] = r["seq"]
 
@@ -440,7 +463,7 @@ def _goal_status(status):
 
 def _scope_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("allow", "deny", "protect"):
+    for k in events.copied("scope.set"):
         if k in d:
             g["scope"][k] = list(d[k])
     g["updated"] = r["ts"]
@@ -449,10 +472,7 @@ def _scope_set(s, r, d):
 
 def _quota_set(s, r, d):
     g = s["goals"][r["goal"]]
-    for k in ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover",
-              "turns"):
-        if k in d:
-            g["quota"][k] = d[k]
+    _copy(g["quota"], r, d)
     g["updated"] = r["ts"]
     g["updated_seq"] = r["seq"]
 
@@ -485,9 +505,7 @@ def _todo(s, d):
 
 def _todo_updated(s, r, d):
     t = _todo(s, d)
-    for k in ("title", "detail", "priority", "depends_on", "depends_on_goals", "acceptance", "verify"):
-        if k in d:
-            t[k] = d[k]
+    _copy(t, r, d)
     t["updated"] = r["ts"]
 
 
@@ -660,15 +678,10 @@ def _stall_step(s, run):
         per[key] = (per.get(key) or [])[-(STALL_KEEP - 1):] + [[run["started"], run.get("seq", 0)]]
 
 
-_REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
-
-
 def _run_report(s, r, run, d):
     """Usage, changes, host and setup error of a run (``run.finished`` or ``run.reported``); the
     reported cost goes into the goal's cost ledger once per run."""
-    for k in _REPORT_KEYS:
-        if k in d:
-            run[k] = d[k]
+    _copy(run, r, d)
     u = d.get("usage")
     if isinstance(u, dict) and not run.get("costed"):
         usd = u.get("cost_usd") if isinstance(u.get("cost_usd"), (int, float)) else None
@@ -700,7 +713,7 @@ def _run_handed_over(s, r, d):
 
 
 def _run_attached(s, r, d):
-    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in ("pid", "pgid", "host", "boot_id", "start")}
+    s["runs"][d["run_id"]]["process"] = {k: d.get(k) for k in events.copied(r["type"])}
 
 
 def _quota_spent(s, r, d):
@@ -755,7 +768,7 @@ def _watch_status(status):
 def _watch_result(fired):
     def reducer(s, r, d):
         w = s["watches"][d["watch_id"]]
-        w["last"] = {k: d.get(k) for k in ("outcome", "matched", "hash", "exit_code", "excerpt")}
+        w["last"] = {k: d.get(k) for k in events.copied(r["type"])}
         w["last"]["ts"] = r["ts"]
         w["failing"] = bool(d.get("failing"))
         if fired:
@@ -768,7 +781,6 @@ def _watch_result(fired):
 NOTICE_KEEP = 200
 # decision reasons a person hears about: the ``notifies`` column of the reason registry
 NOTICE_REASONS = reasons.notifying()
-_NOTICE_TYPES = ("gate.opened", "goal.completed", "decision.recorded")
 
 
 def _notice(s, r, d):
@@ -854,3 +866,15 @@ REDUCERS = {
     "notify.failed": _notify_result("failed"),
     **trialfold.REDUCERS,  # research experiments (issue 20)
 }
+
+
+def version(table: dict | None = None) -> str:
+    """The fold's version: ``REVISION``, the digest of the event table (default ``events.EVENTS``)
+    and the numbers of what the folded state and the live view keep. A cached snapshot, live view
+    or checkpoint made under another version is stale and rebuilt from the log."""
+    keeps = (HANDOFF_KEEP, APPROVALS_KEPT, EVIDENCE_KEPT, STALL_KEEP, NOTICE_KEEP, trialfold.LIVE_TRIALS, sorted(NOTICE_REASONS))
+    return f"{REVISION}.{events.digest(table)}.{events.crc(repr(keeps).encode())}"
+
+
+# what every cache of folded state is stamped with (store: snapshots and checkpoints)
+FOLD_VERSION = version()

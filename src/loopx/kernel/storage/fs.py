@@ -1,23 +1,33 @@
 """File-system helpers shared by every layer: the one upward search, project-root discovery, the
-one OS lock and the one atomic file write.
+one OS lock and the one atomic file write. Every file loopx replaces whole goes through
+``atomic_write``, every lock it takes through ``locked`` (tests/test_fs.py checks that no other
+module renames a temporary file into place or calls ``flock``).
 
 ``find_up`` is the only upward walk in loopx (the store's ``.loopx`` discovery, git's ``.git``,
 doctor's project, the skills installer's scope and the hooks' store all use it).
 
-``atomic_write`` writes a whole file so a reader sees either the old or the new content, never a
-mix, and never loses the old file to a crash or a full disk:
+``atomic_write(path, data, mode=None, sync=True)`` writes a whole file so a reader sees either
+the old or the new content, never a mix, and never loses the old file to a crash or a full disk:
 
-- the data goes to a temporary file next to the *target* (``<name>.<pid>.<hex>.tmp``), is fsync'd,
-  then renamed over the target;
+- the data goes to a temporary file next to the *target* (``<name>.<pid>.<hex>.tmp``), is fsync'd
+  (unless ``sync`` is False: disposable caches), then renamed over the target;
 - a symlink is followed: the link stays a link and its target gets the new content (a
   ``CLAUDE.md -> AGENTS.md`` or a settings file kept in a dotfiles repo survive an install);
 - the target's permission bits are kept (a ``0600`` settings file stays ``0600``); a new file gets
   ``mode`` or, when ``mode`` is None, ``0o666`` minus the umask, as ``open()`` would;
 - on any failure (``ENOSPC``, ``EDQUOT``, a signal turned into an exception) the temporary file is
-  removed and the error re-raised; the target is untouched.
+  removed and the error re-raised (OSError); the target is untouched. The folder must exist.
 
 A process killed between creating and renaming the temporary file leaves it behind;
 ``stale_temporaries`` finds those (``loopx doctor`` reports them, ``--fix`` removes them).
+
+``locked(path, timeout)`` is the OS lock on the file ``path`` (created if missing; its folder must
+exist): ``with locked(path, timeout):`` waits up to ``timeout`` seconds (longer while the lock keeps
+changing hands) and raises StoreBusy (exit 4) when one holder kept it that long;
+``locked.now(path)`` takes it without waiting or returns None (a job that another process is
+already doing is skipped, not queued). The OS drops the lock when its holder dies, so a killed
+process never blocks the others. The holder writes its pid at the start of the file
+(``holder(path)`` reads it back for a message); the file is never deleted.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ import os
 import sys
 import time
 
-DIRNAME = ".loopx"
+from loopx.kernel.storage import layout
+from loopx.kernel.storage.layout import DIRNAME  # fs.find_root searches for it
 
 
 def find_up(start: str, name: str, *, dir_only: bool = True, limit: int | None = None) -> str | None:
@@ -71,7 +82,7 @@ def find_root(start: str) -> str | None:
     root = find_up(start, DIRNAME)
     if root is None:
         return None
-    marker = os.sep + DIRNAME + os.sep + "worktrees" + os.sep
+    marker = os.sep + DIRNAME + os.sep + layout.WORKTREES + os.sep
     at = os.path.abspath(root).find(marker)
     if at >= 0:
         outer = os.path.abspath(root)[:at + len(os.sep + DIRNAME)]
@@ -85,11 +96,6 @@ def project_dir(start: str | None = None) -> str | None:
     current directory), or None when there is none."""
     root = find_root(start or os.getcwd())
     return os.path.dirname(root) if root else None
-
-
-def git_dir(start: str) -> str | None:
-    """The nearest ``.git`` (directory, or a worktree's ``.git`` file) at or above ``start``."""
-    return find_up(start, ".git", dir_only=False)
 
 
 TMP_SUFFIX = ".tmp"
@@ -213,7 +219,22 @@ class locked:
     def __init__(self, path: str, timeout: float) -> None:
         self.path, self.timeout, self.fd = path, timeout, -1
 
+    @classmethod
+    def now(cls, path: str) -> locked | None:
+        """The lock on ``path`` taken without waiting (use it in a ``with`` block, or ``release``
+        it), or None when another process holds it. Raises OSError when the file cannot be opened."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not try_lock(fd):
+            os.close(fd)
+            return None
+        held = cls(path, 0.0)
+        held.fd = fd
+        _stamp(fd)
+        return held
+
     def __enter__(self) -> None:
+        if self.fd >= 0:  # taken by ``now``
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             start = time.monotonic()
@@ -236,22 +257,47 @@ class locked:
                                     "retry in a moment; raise LOOPX_LOCK_TIMEOUT if this persists")
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
-            if _pwrite is not None:  # who holds it now, for the waiters' progress test (never read as data)
-                try:
-                    _pwrite(fd, b"%d %d\n" % (os.getpid(), time.monotonic_ns()), 0)
-                except OSError:
-                    pass
+            _stamp(fd)
         except BaseException:
             os.close(fd)
             raise
         self.fd = fd
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Let the lock go (again: nothing)."""
         fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
         try:
             unlock(fd)
         finally:
             os.close(fd)
+
+
+def _stamp(fd: int) -> None:
+    """Write who holds the lock now: ``<pid> <monotonic ns>``, for the waiters' progress test and
+    ``holder``'s messages."""
+    if _pwrite is not None:
+        try:
+            _pwrite(fd, b"%d %d\n" % (os.getpid(), time.monotonic_ns()), 0)
+        except OSError:
+            pass
+
+
+def holder(path: str) -> str:
+    """The pid the current (or last) holder of the lock file ``path`` wrote, or "?"."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return "?"
+    try:
+        text = _holder(fd).decode("ascii", "replace").split()
+    finally:
+        os.close(fd)
+    return text[0] if text else "?"
 
 
 # The lock modules are imported on first use: a command that only reads never loads them.

@@ -21,7 +21,7 @@ then do history, the review packet and the dashboard show the machine.
 from __future__ import annotations
 
 LEGACY = "legacy"
-MAX_SKEW = 3600.0  # seconds two machines' clocks may disagree; past it a lease is over (kernel.policy.skew)
+MAX_SKEW = 3600.0  # seconds two machines' clocks may disagree; past it a lease is over (loopx.sync.skew)
 
 
 def host_name() -> str:

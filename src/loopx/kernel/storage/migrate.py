@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage import layout
+
 JOURNAL = "migrating.json"
 
 
@@ -64,8 +66,8 @@ def _copy_verified(src: str, dest: str) -> str:
 def _backup(store) -> str:
     from loopx.kernel.storage import clock
 
-    names = [n for n in ("format.json", "events.jsonl", "evidence.jsonl") if os.path.exists(store.path(n))]
-    base = store.path("backup", "format-1")
+    names = [n for n in (layout.FORMAT, *map(layout.open_log, layout.STREAMS)) if os.path.exists(store.path(n))]
+    base = store.path(layout.FORMAT1_BACKUP)
     dest = base
     if os.path.isdir(base) and os.listdir(base):
         same = True
@@ -136,10 +138,10 @@ def resume(store) -> bool:
     except (OSError, ValueError):
         return False  # unreadable journal: leave it for doctor, never guess
     for stream in ("events", "evidence"):
-        new = store.path(f"{stream}.jsonl.format2")
+        new = store.path(layout.open_log(stream) + ".format2")
         if os.path.exists(new):
-            move_into_place(new, store.path(f"{stream}.jsonl"))
-    atomic_write(store.path("format.json"), (json.dumps(journal["format"], indent=2) + "\n").encode())
+            move_into_place(new, store.path(layout.open_log(stream)))
+    atomic_write(store.path(layout.FORMAT), (json.dumps(journal["format"], indent=2) + "\n").encode())
     os.unlink(jpath)
     store._format = None
     return True
@@ -169,8 +171,8 @@ def run(store) -> dict | None:
     counts = {"events": 0, "evidence": 0}
     last_hlc, prev, total = None, None, 0
     try:
-        merged = heapq.merge(_lines(store.path("evidence.jsonl"), "evidence", 0, decode),
-                             _lines(store.path("events.jsonl"), "events", 1, decode), key=lambda x: x[0])
+        merged = heapq.merge(_lines(store.path(layout.open_log("evidence")), "evidence", 0, decode),
+                             _lines(store.path(layout.open_log("events")), "events", 1, decode), key=lambda x: x[0])
         for _key, stream, line, rec in merged:
             if rec is None or "node" in rec:
                 outs[stream].write(line)
@@ -226,4 +228,4 @@ def _ignore_new_files(store) -> None:
     """Add format 2's machine-local entries (``node``, ``backup/``) to ``.loopx/.gitignore``."""
     from loopx.kernel.storage.fs import ensure_lines
 
-    ensure_lines(store.path(".gitignore"), ("node", "backup/"))
+    ensure_lines(store.path(layout.GITIGNORE), (layout.NODE, layout.BACKUP + "/"))

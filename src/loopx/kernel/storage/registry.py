@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import cjson, clock
+from loopx.kernel.storage import cjson, clock, layout
 
 
 def project_key(path: str) -> str:
@@ -29,7 +29,7 @@ def home() -> str:
 
 
 def _path() -> str:
-    return os.path.join(home(), "projects.json")
+    return os.path.join(home(), layout.PROJECTS)
 
 
 def load() -> dict:

@@ -26,20 +26,10 @@ summary and only the last ``LIVE_TRIALS`` trials per goal (``live_part``).
 
 from __future__ import annotations
 
+from loopx.kernel.storage import events
+
 LIVE_TRIALS = 40
 DECISIONS = ("keep", "discard", "crash", "stale")
-
-_S, _N, _L, _D = (str,), (int, float), (list,), (dict,)
-_OPT = (type(None),)
-SHAPES: dict[str, dict[str, tuple]] = {
-    "experiment.started": {"metric": _S, "direction": _S, "measure": _S, "branch": _S, "worktree": _S},
-    "experiment.promoted": {"trial_id": _S, "gate_id": _S},
-    "experiment.continued": {"note": _S + _OPT},
-    "trial.hypothesized": {"run_id": _S + _OPT, "hypothesis": _S},
-    "trial.recorded": {"trial_id": _S, "decision": _S, "metrics": _D + _OPT},
-    "trial.applied": {"trial_id": _S},
-}
-
 
 def _exp(s, gid):
     return s["experiments"][gid]
@@ -81,8 +71,7 @@ def _recorded(s, r, d):
     e = _exp(s, gid)
     tid = d["trial_id"]
     decision = d["decision"]
-    t = {k: d.get(k) for k in ("run", "hypothesis", "agent", "commit", "parent", "parent_value", "value", "delta",
-                               "reason", "guard", "duration", "tokens", "cost_usd", "tail", "stale_of")}
+    t = {k: d.get(k) for k in events.copied("trial.recorded")}  # the plain fields of a trial (events.COPY)
     t.update(id=tid, goal=gid, decision=decision, metrics=dict(d.get("metrics") or {}),
              claims=dict(d.get("claims") or {}), baseline=bool(d.get("baseline")),
              remeasured=bool(d.get("remeasured")), ts=r["ts"], seq=r["seq"])

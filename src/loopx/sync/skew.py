@@ -23,12 +23,12 @@ machines look ahead of this one, this machine is the one behind. ``doctor`` repo
 
 from __future__ import annotations
 
+from loopx.kernel.storage import layout
 from loopx.kernel.storage.machines import (
     MAX_SKEW,  # seconds: beyond this a lease is over whatever the clocks say
 )
 
 SLACK = 60.0  # seconds of disagreement that are not reported (sync latency, NTP steps)
-SEEN_FILE = "claims-seen.json"
 SCAN_RECORDS = 20000  # the newest records doctor reads to find each node's newest stamp
 
 
@@ -44,7 +44,7 @@ class ClaimClock:
     def __init__(self, store) -> None:
         import json
 
-        self.path = store.path("cache", SEEN_FILE)
+        self.path = store.path(layout.CLAIMS_SEEN)
         try:
             with open(self.path, encoding="utf-8") as fh:
                 data = json.load(fh)

@@ -1,0 +1,182 @@
+"""The store's derived, disposable copies of its state (docs/architecture.md, "Flat cost").
+
+- ``cache/snapshot.bin``: the full folded state and the file offsets it covers (marshal);
+- ``cache/live.bin``: the live view (``fold.live_view``: what is still open) and its offsets,
+  rewritten by every write;
+- ``events/NNNNNN.live.json``: the checkpoint, the live view kept beside each closed events
+  segment so a clone without a cache starts from there (written once, never changed).
+
+A cache is used only while the files still hold the bytes it recorded before its offsets
+(``check_offsets``) and its ``fold`` and format versions are current; anything else reads as no
+cache (``fold.empty(), {}``) and the caller folds from the start. Writes are atomic and their
+failures ignored: a cache can always be rebuilt from the logs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from loopx.kernel.storage import cjson, clock, fold, layout
+from loopx.kernel.storage.fs import atomic_write, stale_temporaries
+
+SNAPSHOT_VERSION = 3
+SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
+_UNSAVED = ("torn", "read_only")  # meta fields of one read, never cached
+
+
+def unmarshal(raw: bytes):
+    """``marshal.loads`` with the cyclic GC paused: a big snapshot is ~10^5 fresh containers and
+    the collector would otherwise walk them several times while they are created (none are cyclic)."""
+    import gc
+    import marshal
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return marshal.loads(raw)
+    finally:
+        if was:
+            gc.enable()
+
+
+def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
+    """(state, {stream: offset}) from the snapshot ``name`` (``layout.SNAPSHOT`` or
+    ``layout.LIVE``) when it is current, else (``fold.empty()``, {})."""
+    try:
+        with open(store.path(name), "rb") as fh:
+            raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
+        snap = unmarshal(raw)
+        if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
+                or snap.get("fold") != fold.FOLD_VERSION):
+            raise ValueError("old snapshot")
+        return snap["state"], check_offsets(store, snap["state"])
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
+        return fold.empty(), {}
+
+
+def save_snapshot(store, state: dict, *, full: bool = True) -> None:
+    """Write the snapshots atomically: the full state (unless ``full`` is False or ``state`` is
+    itself a live view) and the live view derived from it. Failures are ignored."""
+    import marshal
+    meta = state["meta"]
+    is_live = "closed" in state
+    saved = {k: v for k, v in meta.items() if k not in _UNSAVED}
+    body = dict(state)
+    body["meta"] = saved
+    try:
+        os.makedirs(store.path(layout.CACHE), exist_ok=True)
+        if full and not is_live:
+            meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
+            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
+            atomic_write(store.path(layout.SNAPSHOT), data, sync=False)
+            sweep(store)
+        view = fold.live_view(body, clock.now_iso())
+        live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
+        atomic_write(store.path(layout.LIVE), live, sync=False)
+    except (OSError, ValueError):
+        pass
+
+
+def sweep(store, older_than: float = 600.0) -> None:
+    """Delete temp files that a process killed mid-write left in ``cache/`` (at most one snapshot
+    each); only old ones, so a concurrent writer's file in flight is never touched."""
+    for path in stale_temporaries(store.path(layout.CACHE), older_than=older_than):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def check_offsets(store, state: dict) -> dict:
+    """{stream: offset} when every stream still holds the bytes ``state`` recorded before its
+    offset (in the segment that open file became, if it was closed since). Raises ValueError
+    (and OSError when a file is gone)."""
+    offsets = {}
+    for name in layout.STREAMS:
+        meta = state["meta"]["files"][name]
+        off = meta["offset"]
+        tail = bytes.fromhex(meta.get("tail", ""))
+        closed = store.segment_path(name, meta.get("segments", 0) + 1)
+        is_open = not os.path.exists(closed)
+        where = store.path(layout.open_log(name)) if is_open else closed
+        with open(where, "rb") as fh:
+            if is_open and meta.get("mtime"):
+                st = os.fstat(fh.fileno())
+                if st.st_mtime_ns != meta["mtime"] and st.st_size == off:
+                    # changed since the cache saw it, yet nothing was appended: edited in place
+                    raise ValueError("file rewritten under the snapshot")
+            if off:
+                fh.seek(max(0, off - len(tail)))
+                if fh.read(len(tail)) != tail:
+                    raise ValueError("file changed under the snapshot")
+            elif tail:
+                raise ValueError("bad snapshot")
+        offsets[name] = off
+    return offsets
+
+
+def load_checkpoint(store) -> tuple[dict, dict]:
+    """The live view saved when the newest closed events segment was closed
+    (``events/NNNNNN.live.json``), if it still matches the files; else (empty, {})."""
+    k = store.closed_segments("events")
+    path = store.path(layout.checkpoint(k)) if k else None
+    if path is None or not os.path.exists(path):
+        return fold.empty(), {}
+    try:
+        with open(path, "rb") as fh:
+            snap = cjson.loads(fh.read())
+        if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
+            raise ValueError("old checkpoint")
+        return snap["state"], check_offsets(store, snap["state"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return fold.empty(), {}
+
+
+def write_checkpoint(store, state: dict, number: int) -> None:
+    """Under the lock, right after closing events segment ``number``: keep the live view next to
+    it. Written once, never changed; a failure is ignored (any full read rebuilds the cache)."""
+    import json
+
+    view = fold.live_view({**state, "meta": {k: v for k, v in state["meta"].items() if k not in _UNSAVED}},
+                          clock.now_iso())
+    body = json.dumps({"fold": fold.FOLD_VERSION, "state": view}, separators=(",", ":"), sort_keys=True)
+    try:
+        atomic_write(store.path(layout.checkpoint(number)), body.encode())
+    except OSError:
+        pass
+
+
+def load_live(store) -> dict | None:
+    """The live view brought up to date with the files' tails, or None when it cannot stand for
+    the state: no cache and no checkpoint, more than SNAPSHOT_EVERY lines behind, a tail record
+    touching what the view left out, an unordered tail, or a quota window wider than the spends
+    the view kept. Saves the view when it was rebuilt from a checkpoint."""
+    from loopx.kernel.storage.logfold import fold_stream
+
+    state, offsets = load_snapshot(store, layout.LIVE)
+    checkpoint = False
+    if not offsets:  # no usable cache (a fresh clone, a deleted cache): start from a checkpoint
+        state, offsets = load_checkpoint(store)
+        if not offsets:
+            return None
+        checkpoint = True
+    malformed = state["meta"].get("malformed", 0)
+    torn = {}
+    for name in layout.STREAMS:
+        n, tail = fold_stream(store, state, name, offsets[name])
+        if (n >= SNAPSHOT_EVERY and not checkpoint) or state["meta"].get("malformed", 0) != malformed \
+                or state["meta"]["files"][name].get("unordered"):
+            return None  # too far behind, or the tail refers to something the view left out
+        if tail:
+            torn[name] = tail
+    now = clock.now()
+    for gid, cut in state.get("spends_cut", {}).items():
+        window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+        if clock.iso(now - clock.timedelta(seconds=window)) < cut:
+            return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
+    state["meta"]["torn"] = torn
+    state["meta"]["read_only"] = store.read_only_reason(state)
+    state["meta"]["self_node"] = store.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
+    if checkpoint:
+        save_snapshot(store, state, full=False)
+    return fold.guarded(state)

@@ -1,0 +1,156 @@
+"""Each event type is declared once (loopx.kernel.storage.events): the table drives the line check
+on read, the writer's check, the reducers' plain field copies, docs/file-format.md and
+FOLD_VERSION. Adding a field is one row, and what follows from it follows without anyone
+remembering."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from loopx.kernel.storage import events, fold
+from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import goals, todos
+
+H = "human:tester"
+
+
+def _gen_events():
+    spec = importlib.util.spec_from_file_location("gen_events", REPO / "docs" / "gen_events.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_event_table_in_file_format_md_is_current():
+    """docs/file-format.md's event table is generated from loopx.kernel.storage.events."""
+    proc = subprocess.run([sys.executable, str(REPO / "docs" / "gen_events.py"), "--check"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_event_type_has_one_row_and_one_reducer():
+    assert set(events.EVENTS) == set(fold.REDUCERS)
+    for etype, (_, fields) in events.EVENTS.items():
+        names = [f[0] for f in fields]
+        assert len(names) == len(set(names)), etype
+        assert all(f[1] in ("", "s", "n", "l", "d", "b") or (len(f[1]) == 2 and f[1][1] == "?") for f in fields), etype
+    assert events.EVIDENCE_STREAM == ("evidence.added",)
+
+
+def _with_field(table: dict, etype: str, field: tuple) -> dict:
+    note, fields = table[etype]
+    return {**table, etype: (note, (*fields, field))}
+
+
+def test_a_new_field_is_one_row_and_the_docs_check_and_fold_version_follow(monkeypatch):
+    """Add a field to a copy of the table: FOLD_VERSION and the generated doc change with it, the
+    reducer copies it, and the line check enforces its type, with nothing else edited."""
+    row = ("reviewer", events.S + events.OPT, events.COPY, "who reviews the goal's work")
+    table = _with_field(events.EVENTS, "goal.updated", row)
+
+    assert fold.version(table) != fold.FOLD_VERSION == fold.version()
+    assert events.digest(table) != events.digest()
+
+    gen = _gen_events()
+    doc = (REPO / "docs" / "file-format.md").read_text(encoding="utf-8")
+    assert gen.render(doc) == doc  # current for the real table...
+    new = gen.render(doc, table)
+    assert new != doc and "`reviewer` string or null — who reviews the goal's work" in new  # ...stale for the new one
+
+    # the reducer and the line check follow the table
+    monkeypatch.setattr(events, "EVENTS", table)
+    monkeypatch.setattr(events, "_COPIED", {})
+    monkeypatch.setattr(fold, "_PLANS", None)
+    state = fold.empty()
+    rec = {"type": "goal.started", "goal": "g1", "ts": "2026-01-01T00:00:00Z", "seq": 1, "data": {"objective": "x"}}
+    fold.apply(state, rec)
+    upd = {"type": "goal.updated", "goal": "g1", "ts": "2026-01-01T00:00:01Z", "seq": 2, "data": {"reviewer": "ada"}}
+    fold.check_shape(upd)
+    fold.apply(state, upd)
+    assert state["goals"]["g1"]["reviewer"] == "ada"
+    with pytest.raises(ValueError, match="'reviewer' has the wrong type"):
+        fold.check_shape(dict(upd, data={"reviewer": 7}))
+
+
+def test_a_changed_type_or_flag_changes_fold_version():
+    note, fields = events.EVENTS["todo.claimed"]
+    loose = {**events.EVENTS, "todo.claimed": (note, tuple((n, events.ANY, f, d) for n, _, f, d in fields))}
+    optional = {**events.EVENTS, "todo.claimed": (note, tuple((n, t, 0, d) for n, t, _, d in fields))}
+    assert len({fold.version(), fold.version(loose), fold.version(optional)}) == 3
+
+
+@pytest.mark.parametrize(("etype", "data", "why"), [
+    ("todo.claimed", {"todo_id": "t-1", "holder": 5, "lease_until": "2026-01-01T00:00:00Z"}, "'holder' has the wrong type"),
+    ("todo.renewed", {"lease_until": "2026-01-01T00:00:00Z"}, "'todo_id' is missing"),
+    ("todo.added", {"todo_id": "t-1", "title": "x", "depends_on": [1]}, "'depends_on' must list strings"),
+    ("trial.recorded", {"decision": "keep"}, "'trial_id' is missing"),  # the trial rows are checked too
+])
+def test_a_line_that_breaks_its_row_is_a_bad_line_and_never_written(project, etype, data, why):
+    from loopx.kernel.storage.store import decode, encode
+
+    line = encode({"v": 1, "seq": 1, "id": "e-1", "ts": "2026-01-01T00:00:00Z", "actor": H, "type": etype,
+                   "goal": "g1", "data": data})
+    with pytest.raises(ValueError, match=why):
+        decode(line.rstrip(b"\n"))
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="o", goal_id="g1")
+    path = store.path("events.jsonl")
+    before = Path(path).read_bytes()
+    with pytest.raises(ValueError, match=why):
+        store.transact(lambda s, now: [Draft(etype, "g1", data)], actor=H)
+    assert Path(path).read_bytes() == before  # refused before a byte was written
+    assert store.load()["goals"]["g1"]["objective"] == "o"
+
+
+def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch):
+    """Changing the table changes FOLD_VERSION: every cached snapshot and live view is then stale,
+    and the next read folds the log from the start, answers the same and stamps the new version."""
+    import marshal
+
+    from loopx.kernel.storage import layout, logfold
+
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
+    todos.add(store, H, "g1", "c")
+    before = store.load(save_snapshot="refresh")
+    store.load(view="live", save_snapshot="refresh")
+    for name in (layout.SNAPSHOT, layout.LIVE):
+        with open(store.path(name), "rb") as fh:
+            assert marshal.loads(fh.read())["fold"] == fold.FOLD_VERSION
+
+    newer = fold.version(_with_field(events.EVENTS, "goal.updated", ("reviewer", events.S, events.COPY, "")))
+    monkeypatch.setattr(fold, "FOLD_VERSION", newer)
+    folded_from = []
+    real = logfold.fold_file
+
+    def spy(store, state, name, offset, *a, **kw):
+        folded_from.append((name, offset))
+        return real(store, state, name, offset, *a, **kw)
+
+    monkeypatch.setattr(logfold, "fold_file", spy)
+    assert Store.open(str(project)).load(view="live") is not None
+    after = Store.open(str(project)).load()
+    assert ("events", 0) in folded_from  # the whole log again, not a tail after the old cache
+    assert after["goals"] == before["goals"] and after["todos"] == before["todos"]
+    with open(store.path(layout.SNAPSHOT), "rb") as fh:
+        assert marshal.loads(fh.read())["fold"] == newer
+    assert os.path.exists(store.path(layout.LIVE))
+
+
+def test_every_field_a_reducer_reads_is_declared():
+    """A reducer that reads ``d["x"]`` or ``d.get("x")`` of a field no row declares fails here: the
+    field's type, the docs and FOLD_VERSION would not know it."""
+    import re
+
+    declared = {f[0] for _, fields in events.EVENTS.values() for f in fields}
+    src = "".join((REPO / "src" / "loopx" / "kernel" / "storage" / name).read_text()
+                  for name in ("fold.py", "trialfold.py"))
+    read = set(re.findall(r'\bd(?:\.get)?[\[(]"(\w+)"', src))
+    assert read and read <= declared, sorted(read - declared)

@@ -1,0 +1,123 @@
+"""``fs.atomic_write`` and ``fs.locked`` are the only ways loopx replaces a file whole and takes a
+lock: every writer that was a copy leaves the old file and no temporary behind when the disk is
+full, no other module renames a temporary into place or calls the OS lock, and ``locked.now``
+skips a job another process holds."""
+
+from __future__ import annotations
+
+import ast
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopx.kernel.storage import fs
+
+SRC = Path(fs.__file__).resolve().parents[2]  # src/loopx
+
+# the renames that are not a write: closing a log segment, rotating the dashboard's log
+RENAMES_ALLOWED = {"kernel/storage/store.py", "dashboard/service.py"}
+LOCK_CALLS = {"try_lock", "unlock", "flock", "lockf", "locking"}
+
+
+def _full_disk(fd, data):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _hook_report(path: Path) -> None:
+    from loopx.hosts import entry
+
+    class _Store:
+        def path(self, name):
+            return str(path.parent.parent.parent / name)  # .loopx/ of cache/hooks/<report>
+
+    entry._add_report(_Store(), "an edit the guard reported")
+
+
+def _usage_save(path: Path) -> None:
+    from loopx.usage import files
+
+    files.save(str(path), {"new": 1})
+
+
+def _usage_save_quick(path: Path) -> None:
+    from loopx.usage import files
+
+    files.save_quick(str(path), {"new": 1})
+
+
+def _trace_write(path: Path) -> None:
+    from loopx.errors import UsageError
+    from loopx.ops import trace
+
+    with pytest.raises(UsageError):
+        trace._write(str(path), str(path), {"manifest.json": b"{}"})
+
+
+@pytest.mark.parametrize("writer", [_hook_report, _usage_save, _usage_save_quick, _trace_write])
+def test_a_full_disk_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch, writer):
+    folder = tmp_path / ".loopx" / "cache" / "hooks"
+    folder.mkdir(parents=True)
+    from loopx.kernel.storage import layout
+
+    path = tmp_path / ".loopx" / layout.EDIT_REPORT if writer is _hook_report else folder / "file"
+    path.write_bytes(b'["keep me"]')
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", _full_disk)
+        writer(path)  # each is best effort (or a one-line UsageError): never a traceback
+    assert path.read_bytes() == b'["keep me"]'
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def _calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            yield node, (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "")
+
+
+def test_no_module_but_fs_renames_into_place_or_locks():
+    found = []
+    for f in SRC.rglob("*.py"):
+        rel = f.relative_to(SRC).as_posix()
+        if rel == "kernel/storage/fs.py":
+            continue
+        for node, name in _calls(ast.parse(f.read_text(encoding="utf-8"))):
+            if name in ("replace", "rename") and isinstance(node.func, ast.Attribute) \
+                    and getattr(node.func.value, "id", "") == "os" and rel not in RENAMES_ALLOWED:
+                found.append(f"{rel}:{node.lineno}: os.{name} (use fs.atomic_write)")
+            if name in LOCK_CALLS:
+                found.append(f"{rel}:{node.lineno}: {name} (use fs.locked)")
+    assert not found, "\n".join(found)
+
+
+HOLD = """
+import sys
+from loopx.kernel.storage import fs
+with fs.locked(sys.argv[1], 5):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_locked_now_skips_a_lock_another_process_holds_and_names_it(tmp_path):
+    path = str(tmp_path / "job.lock")
+    child = subprocess.Popen([sys.executable, "-c", HOLD, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        assert fs.locked.now(path) is None
+        assert fs.holder(path) == str(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+    held = fs.locked.now(path)  # the holder is gone: taken at once
+    assert held is not None
+    with held:
+        assert fs.holder(path) == str(os.getpid())
+    again = fs.locked.now(path)
+    assert again is not None
+    again.release()
