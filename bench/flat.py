@@ -16,6 +16,7 @@ load from other processes hits both alike:
   ``turn finish`` (``next`` before it, untimed); ``evidence add``; ``gate open``;
 - the hooks ``pre-tool`` (an ``ls`` payload), ``pre-tool denied`` (``npm publish``, a protected
   action no human approved), ``stop``, ``session-start`` (Claude Code payloads);
+- ``todo list`` (no filter: the live view's todos, the older done ones counted);
 - ``history --limit 20``; ``connect (fresh clone)`` (``loopx connect`` in a ``git clone`` of the
   project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
   full read wrote ``cache/snapshot.bin``; three runs each: not a hot path, but one run on a shared
@@ -178,9 +179,10 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 build(root, size)
                 print(f"# built {size} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-            if not os.path.isdir(os.path.join(proj, ".git")):  # as users run it: a repository with tracked files
-                t = time.perf_counter()
-                make_repo(proj)
+            t = time.perf_counter()
+            fresh_repo = not os.path.isdir(os.path.join(proj, ".git"))
+            make_repo(proj)  # as users run it: a repository with tracked files (an existing one: its index refreshed)
+            if fresh_repo:
                 print(f"# committed the {size}-event project to git in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
             os.makedirs(os.path.join(proj, ".loopx", "cache"), exist_ok=True)
@@ -205,6 +207,8 @@ def main(argv=None) -> int:
                 ("todo add", lambda: (lx + ["todo", "add", "bench todo", "--goal-id", "goal-0", "--quiet"], None), None),
                 ("evidence add", lambda: (lx + ["evidence", "add", "--goal-id", "goal-0", "--kind", "note",
                                                 "--summary", "bench note", "--quiet"], None), None),
+                # plain `todo list`: the live view's todos and a count of the older done ones (issue 26)
+                ("todo list", lambda: (lx + ["todo", "list"], None), None),
             ]
             for name, fn, before in cases:
                 if want(name):
@@ -279,10 +283,10 @@ def main(argv=None) -> int:
                 out.append(measure("doctor", size, lambda: (lx + ["doctor", "--project", proj], None), proj, env,
                                    3, py))
             if want("doctor (with snapshot)"):
-                # a full read (`todo list` lists done todos too) writes cache/snapshot.bin once
+                # a full read (`todo list --status done` lists every done todo) writes cache/snapshot.bin once
                 if not os.path.exists(os.path.join(proj, ".loopx", "cache", "snapshot.bin")):
                     t = time.perf_counter()
-                    run_rss(lx + ["todo", "list", "--format", "json"], proj, env)
+                    run_rss(lx + ["todo", "list", "--status", "done", "--format", "json"], proj, env)
                     print(f"# wrote the full snapshot at {size} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
                 out.append(measure("doctor (with snapshot)", size, lambda: (lx + ["doctor", "--project", proj], None),
                                    proj, env, 3, py))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "bench",
        "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
@@ -22,8 +23,13 @@ def git(cwd: str, *args: str) -> str:
 
 
 def make_repo(proj: str, files: int = 300) -> str:
-    """``proj`` as a git repository with ``files`` tracked source/test files and the store; returns it."""
+    """``proj`` as a git repository with ``files`` tracked source/test files and the store; returns it.
+    The source files are dated an hour back, as a user's are older than their index: files written
+    in the same second as the index are "racily clean" and every ``git status`` would hash them all
+    again (twice the CPU of a status on a settled checkout); an existing repository's index is
+    refreshed for the same reason."""
     if os.path.isdir(os.path.join(proj, ".git")):
+        git(proj, "status", "--porcelain")  # refreshes the index (no --no-optional-locks)
         return proj
     for i in range(files):
         folder = os.path.join(proj, "src" if i % 4 else "tests", f"pkg{i % 10}")
@@ -32,6 +38,11 @@ def make_repo(proj: str, files: int = 300) -> str:
             fh.write(f'"""Module {i}."""\n\n' + "".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(30)))
     with open(os.path.join(proj, "README.md"), "w") as fh:
         fh.write("# bench project\n")
+    old = time.time() - 3600
+    for folder, _, names in os.walk(proj):
+        if f"{os.sep}.loopx" not in folder:
+            for name in names:
+                os.utime(os.path.join(folder, name), (old, old))
     git(proj, "init", "-q", "-b", "main")
     git(proj, "add", "-A", ".")
     git(proj, "commit", "-q", "-m", "bench project with its loopx store")

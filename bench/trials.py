@@ -1,15 +1,19 @@
-"""Benchmark: ``loopx trial list`` (text and ``--format tsv``) and ``loopx experiment show`` on an
-experiment goal with 10,000 recorded trials, next to a bare ``python -c pass`` (issue 20,
-acceptance 7: a figure, not a test; docs/performance.md).
+"""Benchmark: ``loopx trial list`` (the table, ``--format json`` and ``--format tsv``), ``loopx
+experiment show`` and ``status`` on an experiment goal with 10,000 recorded trials, as the CPU
+ratio to a bare ``python -c pass`` (issue 20, acceptance 7, and issue 26: a figure, not a test;
+docs/performance.md).
 
 The store is written with the store's own encoder (``storebuild.Writer``: format 2, a valid hash
 chain): one experiment goal and, per trial, a hypothesis, a run started and finished and the
 ``trial.recorded`` record (about 1 in 6 kept, 1 in 20 crashed). Each command runs as a fresh
-process through the installed ``loopx`` script when there is one (else ``python -m loopx``); the
-first run folds the log and writes the snapshot (``cold``), the medians are over the warm runs.
+process of what cron and the hooks run (``flat.launcher``: the console script of this checkout),
+paired with a bare interpreter run right before it (``flat.measure``: both see the same load; the
+CPU time is user + system of the child, ``os.wait4``); the first call after the store was built
+folds the log and writes the caches (``cold_s``, wall), the medians are over the calls after it.
 
 Usage: python bench/trials.py [--trials 10000] [--runs 11] [--keep DIR]
-Ends with one JSON line per command: {"command", "trials", "median_s", "baseline_s", "ratio", "cold_s"}
+Prints one JSON line per command, as bench/flat.py does (``events`` is the number of trials):
+{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load", "cold_s"}
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ import json
 import os
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,39 +80,42 @@ def build(root: str, trials: int, seed: int = 20) -> str:
     return proj
 
 
-def timed(cmd: list[str], cwd: str) -> float:
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    return elapsed
-
-
 def main(argv=None) -> int:
+    import flat
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--keep", metavar="DIR")
+    ap.add_argument("--keep", metavar="DIR", help="build the store here and keep it (reused when present)")
     a = ap.parse_args(argv)
     root = a.keep or tempfile.mkdtemp(prefix="loopx-bench-trials-")
-    os.environ.setdefault("LOOPX_HOME", os.path.join(root, "home"))
-    script = shutil.which("loopx", path=os.path.dirname(sys.executable)) or shutil.which("loopx")
-    loopx = [script] if script else [sys.executable, "-m", "loopx"]
+    os.makedirs(root, exist_ok=True)
+    env = dict(os.environ, LOOPX_HOME=os.path.join(root, "home"), NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
+    for var in ("LOOPX_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
+        env.pop(var, None)
+    py = sys.executable
+    lx, how = flat.launcher(py, env)
+    if not how.startswith("console script"):
+        env["PYTHONPATH"] = os.path.join(REPO, "src")
+    flat.LAUNCHER[0] = how
     try:
-        t0 = time.perf_counter()
-        proj = build(root, a.trials)
-        print(f"built {a.trials} trials in {time.perf_counter() - t0:.1f}s: {proj}", file=sys.stderr)
-        # one write, as any real store has had since its last trial: writers save the live view
-        # (a store fresh from the builder has none, and every read would fold the full snapshot)
-        timed(loopx + ["evidence", "add", "--goal-id", "knn", "--kind", "note", "--summary", "bench"], proj)
-        base = statistics.median(timed([sys.executable, "-c", "pass"], proj) for _ in range(a.runs))
-        for name, args in (("trial list", ["trial", "list"]), ("trial list --format tsv", ["trial", "list", "--format", "tsv"]),
+        proj = os.path.join(root, f"exp-{a.trials}")
+        if not os.path.isdir(proj):
+            t0 = time.perf_counter()
+            build(root, a.trials)
+            print(f"# built {a.trials} trials in {time.perf_counter() - t0:.1f}s: {proj}", file=sys.stderr)
+            # one write, as any real store has had since its last trial: writers save the live view
+            # (a store fresh from the builder has none, and every read would fold the full snapshot)
+            flat.run_rss(lx + ["evidence", "add", "--goal-id", "knn", "--kind", "note", "--summary", "bench"], proj, env)
+        for name, args in (("trial list", ["trial", "list"]), ("trial list --format json", ["trial", "list", "--format", "json"]),
+                           ("trial list --format tsv", ["trial", "list", "--format", "tsv"]),
                            ("experiment show", ["experiment", "show"]), ("status", ["status"])):
-            cold = timed(loopx + args, proj)
-            med = statistics.median(timed(loopx + args, proj) for _ in range(a.runs))
-            print(json.dumps({"command": name, "trials": a.trials, "median_s": round(med, 4), "baseline_s": round(base, 4),
-                              "ratio": round(med / base, 2), "cold_s": round(cold, 4)}))
+            t = time.perf_counter()
+            flat.run_rss(lx + args, proj, env)
+            cold = time.perf_counter() - t
+            row = flat.measure(name, a.trials, lambda args=args: (lx + args, None), proj, env, a.runs, py)
+            row["cold_s"] = round(cold, 3)
+            print(json.dumps(row), flush=True)
     finally:
         if not a.keep:
             shutil.rmtree(root, ignore_errors=True)

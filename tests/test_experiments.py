@@ -565,3 +565,22 @@ def test_the_holdout_is_not_readable_inside_the_agents_sandbox(repo, tmp_path, t
     assert p.code == 0, p.err
     assert p.data["holdout"]["value"] == pytest.approx(0.7123)
     assert "holdout (for you only): val_acc=0.7123" in run_loopx(["gate", "show", p.data["gate_id"]], cwd=repo).out
+
+
+def test_the_json_listing_from_its_cache_is_byte_for_byte_the_one_encoded_fresh(repo):
+    """`trial list --json` on 10,000 trials encoded every row on every call (9x the interpreter's
+    start); the full listing's JSON is now kept in cache/ and written as it is (issue 20,
+    acceptance 7). Same bytes from the cache, rebuilt without it, and never for a filtered list."""
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6", "0.6"]], 2)
+    cached = repo / ".loopx" / "cache" / "trials-knn.json"
+    cached.unlink(missing_ok=True)
+    fresh = run_loopx(["trial", "list", "--json"], cwd=repo).out
+    assert cached.exists()
+    assert run_loopx(["trial", "list", "--json"], cwd=repo).out == fresh  # answered from the cache
+    rows = json.loads(fresh)["data"]["trials"]
+    assert [t["decision"] for t in rows] == ["keep", "keep", "discard"]
+    cached.write_text(cached.read_text().splitlines()[0] + "\n[]", encoding="utf-8")  # a cache with the same key
+    assert json.loads(run_loopx(["trial", "list", "--json"], cwd=repo).out)["data"]["trials"] == []  # is what is served
+    limited = json.loads(run_loopx(["trial", "list", "--json", "--limit", "1"], cwd=repo).out)["data"]["trials"]
+    assert [t["id"] for t in limited] == [rows[-1]["id"]]  # a filtered list never reads it

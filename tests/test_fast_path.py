@@ -15,6 +15,9 @@ from loopx import cli
     ["quota", "should-run", "--no-record", "--skip-exit=3"],
     ["history"], ["history", "--limit", "20"], ["history", "--limit=0", "--events"],
     ["history", "--goal", "g1", "--since", "24h", "--type", "gate.", "--rounds"],
+    ["todo", "list"], ["todo", "list", "--ready"], ["todo", "list", "--all", "--goal-id", "g1"],
+    ["trial", "list"], ["trial", "list", "--goal", "knn"], ["experiment", "show"], ["experiment", "show", "--goal-id", "k"],
+    ["experiment", "show", "knn"],
 ])
 def test_fast_path_parses_like_argparse(argv):
     fast = cli._fast(argv)
@@ -29,6 +32,8 @@ def test_fast_path_parses_like_argparse(argv):
     ["status", "--help"], ["status", "--bogus"], ["status", "--goal-id"], ["status", "--goal-id", "--orient"],
     ["status", "extra"], ["quota", "should-run", "--explain=yes"], ["quota", "show"],
     ["history", "--rounds", "--events"], ["history", "--limit"],
+    ["todo", "list", "--status", "bogus"], ["todo", "list", "--status", "open"], ["trial", "list", "--limit", "3"],
+    ["trial", "list", "--decision", "keep"], ["experiment", "show", "knn", "extra"],
 ])
 def test_anything_unusual_falls_back_to_argparse(argv):
     assert cli._fast(argv) is None
@@ -40,6 +45,7 @@ def test_same_output_both_ways(goal, cli, monkeypatch):
     slow_out = cli("quota", "should-run", "--goal-id", goal, "--no-record", json=True)
     assert fast_out.code == slow_out.code and fast_out.json == slow_out.json
     assert cli("status", "--bogus").code == 2  # the argparse error, not a fast-path crash
+    assert cli("todo", "list", "--status", "bogus").code == 2  # the choice is checked by the parser
 
 
 # ---------------------------------------------------------------- the quick exit (cli.entry)

@@ -13,7 +13,7 @@ import pytest
 
 from loopx import cli
 
-SPECIAL = ("<pos>", "<req>", "<excl>")
+SPECIAL = ("<pos>", "<opt>", "<req>", "<excl>")
 
 
 def _subparser(words: tuple[str, ...]) -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ VALUES = {"goal_id": "g1", "skip_exit": "0", "detail": "d", "priority": "2", "ac
           "title": "a title", "lease": "20m", "run": "run-abc123", "result": "progress", "note": "n",
           "kind": "note", "summary": "s", "todo": "t-abc123", "cmd": "make", "exit_code": "0", "commit": "abc1234",
           "host": "claude-code", "cap": "3", "event": "stop", "since": "1h", "type_prefix": "todo.",
-          "limit": "5", "question": "q?", "context": "c"}
+          "limit": "5", "question": "q?", "context": "c", "goal": "knn"}
 
 
 @pytest.mark.parametrize("words", list(cli.FAST), ids=" ".join)
@@ -50,8 +50,10 @@ def test_the_fast_table_matches_the_parser(words):
         else:
             assert act.nargs == 0 and act.const == const, f"{name} {opt}: argparse's flag stores {act.const}"
         assert not isinstance(act, argparse._AppendAction), f"{name} {opt} repeats: the fast path cannot"
-    positionals = [a.dest for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
-    assert positionals == list(table.get("<pos>", ())), name
+    positionals = [a for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+    assert [a.dest for a in positionals] == list(table.get("<pos>", ())) + list(table.get("<opt>", ())), name
+    assert [a.nargs == "?" for a in positionals] == [False] * len(table.get("<pos>", ())) + [True] * len(
+        table.get("<opt>", ())), f"{name}: <opt> lists the optional positionals, after the required ones"
     required = sorted({a.dest for a in parser._actions if a.option_strings and a.required})
     assert required == sorted(table.get("<req>", ())), name
     known = {dest for k, (dest, *_c) in table.items() if k not in SPECIAL}
@@ -74,7 +76,8 @@ def _argvs(words, table) -> list[list[str]]:
         if dest in table.get("<req>", ()):
             minimal += [opt, VALUES[dest]]
     pos = [VALUES[d] for d in table.get("<pos>", ())]
-    return [full + pos, minimal + pos]
+    opt = [VALUES[d] for d in table.get("<opt>", ())]
+    return [full + pos + opt, minimal + pos]
 
 
 @pytest.mark.parametrize("words", list(cli.FAST), ids=" ".join)

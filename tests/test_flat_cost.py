@@ -130,6 +130,7 @@ HOT = [
     (["evidence", "add", "--goal-id", "goal-0", "--kind", "note", "--summary", "s", "--quiet"], NOTHING, None, None),
     (["gate", "open", "--goal-id", "goal-3", "--kind", "custom", "--question", "q?", "--quiet"], NOTHING, None, None),
     (["history", "--limit", "20"], NOTHING, None, None),
+    (["todo", "list"], NOTHING, None, None),
     (["next", "--goal-id", "goal-1", "--format", "json"], NOTHING, None, "imports-next"),
     (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
@@ -301,29 +302,61 @@ def test_a_runner_turn_reads_the_live_view_only(small):
     assert n == 0, n
 
 
+def _git_repo(proj: Path) -> None:
+    """``proj`` as a git repository with its files committed; the test's LOOPX_HOME (``home/``, in
+    the project only for the test's sake) is excluded, as a user's ``~/.loopx`` is outside it."""
+    env = subprocess_env({})
+    subprocess.run(["git", "init", "-q"], cwd=proj, env=env, check=True, capture_output=True)
+    with open(proj / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("/home/\n")
+    for args in (["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "tracked"]):
+        subprocess.run(["git", *args], cwd=proj, env=env, check=True, capture_output=True)
+
+
 def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     """`next` claiming a todo wrote the decision and the claim in two transactions and started four
     git processes for the fingerprint (HEAD, refs, status, top); `turn finish` four too."""
     import json
 
-    env = subprocess_env({})
-    for args in (["init", "-q"], ["add", "-A", "."], ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q",
-                                                      "-m", "tracked files"]):
-        subprocess.run(["git", *args], cwd=small, env=env, check=True, capture_output=True)
+    _git_repo(small)
     _full_reads(small, "todo", "add", "warm", "--goal-id", "goal-1", "--quiet")  # the day's anchor goes to git once
     counts: list = []
     agent = {"LOOPX_AGENT": "counted"}
     assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
     run = json.loads(LAST_OUT[0])["data"]
     assert run["started"] and run["decision"]["decision"] == "run"
-    # one transaction; two git processes: the fingerprint's `git status`, and the one that notes what
+    # one transaction; one git process: the fingerprint's `git status`, whose listing also says what
     # was already changed outside the goal's scope when the run opened (this goal has a scope;
     # kernel/read/turnscope.py); HEAD, refs and the top are read from git's files
-    assert counts[1:] == [1, 2], counts
+    assert counts == [1, 1, 1], counts  # one read of the live view (the decision uses the one `next` resumes from)
     counts.clear()
     _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
                 loads=counts)
-    assert counts[2] == 2, counts  # the fingerprint's status and the scope check's (HEAD did not move: no diff)
+    assert counts[2] == 1, counts  # one status for the fingerprint and the scope check (HEAD did not move: no diff)
+
+
+def test_the_shared_git_status_still_sees_each_file_of_a_new_folder_outside_the_scope(small):
+    """The fingerprint's `git status` collapses a wholly untracked folder to `dir/`; the scope check
+    that reuses it must still name every file the turn created there (one more, narrow, `git status`
+    for such folders only), and nothing else."""
+    import json
+
+    _git_repo(small)
+    (small / "src").mkdir()
+    (small / "src" / "ok.py").write_text("x = 1\n")  # inside the scope (src/**): never named
+    agent = {"LOOPX_AGENT": "counted"}
+    _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent)
+    run = json.loads(LAST_OUT[0])["data"]
+    (small / "notes" / "deep").mkdir(parents=True)  # a new folder outside the scope, two files deep
+    (small / "notes" / "a.txt").write_text("a\n")
+    (small / "notes" / "deep" / "b.txt").write_text("b\n")
+    counts: list = []
+    _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--format", "json",
+                env=agent, loads=counts)
+    done = json.loads(LAST_OUT[0])["data"]
+    assert done["out_of_scope"] == ["notes/a.txt", "notes/deep/b.txt"], done
+    assert done["verified"] is False
+    assert counts[2] == 2, counts  # the shared status, and one for the collapsed folders
 
 
 def test_the_cache_expiry_is_the_one_a_loop_over_every_ledger_entry_gives(stores, monkeypatch):
@@ -363,3 +396,39 @@ def test_todo_done_reads_the_live_view_only(small):
     ev = json.loads(LAST_OUT[0])["data"]["evidence_id"]
     assert _full_reads(small, "todo", "done", tid, "--evidence", ev, "--format", "json") == 0
     assert json.loads(LAST_OUT[0])["data"]["todo_id"] == tid
+
+
+def test_plain_todo_list_reads_the_live_view_and_counts_the_done_todos_it_leaves_out(small):
+    """`todo list` without a filter listed every done todo of the history (a fold: 688 MB at 1M
+    events); it now lists the live view's todos (open work and the recently closed) and counts the
+    older done ones, which `--status done` (an explicit full report) lists."""
+    import json
+
+    assert _full_reads(small, "todo", "list", "--format", "json") == 0
+    plain = json.loads(LAST_OUT[0])["data"]
+    assert _full_reads(small, "todo", "list", "--status", "done", "--format", "json") == 1
+    every_done = json.loads(LAST_OUT[0])["data"]
+    listed_done = {t["id"] for t in plain["todos"] if t["status"] == "done"}
+    assert plain["older_done"] > 0
+    assert plain["older_done"] + len(listed_done) == every_done["count"]
+    assert listed_done <= {t["id"] for t in every_done["todos"]}
+    _full_reads(small, "todo", "list", "--status", "open", "--format", "json")
+    opened = {t["id"] for t in json.loads(LAST_OUT[0])["data"]["todos"]}
+    assert opened and opened <= {t["id"] for t in plain["todos"]}  # all open work is listed
+    assert _full_reads(small, "todo", "list") == 0
+    assert f"{plain['older_done']:,} older done todos not listed: `loopx todo list --status done`" in LAST_OUT[0]
+
+
+def test_a_stop_hook_after_a_continuation_reads_the_live_view_only(small):
+    """The stop hook looked up the run its previous continuation started in the full state (a fold
+    per turn: 78 MB at 100k events); the live view keeps every open run."""
+    # a session of its own: the module's earlier hook calls (session "s") left their continuation noted
+    payload = _hook_payload("Stop", small, stop_hook_active=False, session_id="flat-cost-stop")
+    assert _full_reads(small, "hook", "stop", "--host", "claude-code", stdin=payload) == 0
+    assert '"decision": "block"' in LAST_OUT[0]  # a continuation started a run and noted it
+    # the agent stopped without finishing it: the next stop closes that run, on the live view
+    assert _full_reads(small, "hook", "stop", "--host", "claude-code", stdin=payload) == 0
+    from loopx.kernel.storage.store import Store
+
+    runs = [r for r in Store.open(str(small)).load()["runs"].values() if r.get("agent") == "agent:claude-code"]
+    assert any(r["result"] == "no_progress" and "stopped without finishing" in (r.get("note") or "") for r in runs), runs

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from loopx.kernel.read import fingerprint, gitrefs
+from loopx.kernel.storage import gitcli
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -31,7 +32,7 @@ def from_git(cwd) -> tuple[bytes, bytes, str]:
 
 
 def same(cwd):
-    got = gitrefs.read(fingerprint._git_dir(str(cwd)))
+    got = gitrefs.read(gitcli.git_dir(str(cwd)))
     assert got is not None
     assert got == from_git(cwd)
 
@@ -71,7 +72,7 @@ def test_branches_tags_stash_packed_and_loose(repo):
     git(repo, "checkout", "-q", "--detach", "HEAD~1")
     same(repo)
     (repo / "sub").mkdir()
-    head, _, top = gitrefs.read(fingerprint._git_dir(str(repo / "sub")))
+    head, _, top = gitrefs.read(gitcli.git_dir(str(repo / "sub")))
     assert top == str(repo) and head == from_git(repo)[0]
 
 

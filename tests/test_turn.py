@@ -284,3 +284,53 @@ def test_finish_after_todo_done_verifies_with_the_todos_own_command(project, cli
     assert cli("--agent", "bot", "todo", "done", tid).code == 0
     fin = cli("--agent", "bot", "turn", "finish", "--run", rid, "--result", "progress", "--verify", json=True).data
     assert fin["verified"] is True and fin["todo_status"] == "done", fin
+
+
+def _counting_evaluate(monkeypatch) -> list:
+    from loopx.kernel.policy import decide
+
+    calls: list = []
+    real = decide.evaluate
+
+    def evaluate(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(decide, "evaluate", evaluate)
+    return calls
+
+
+def test_a_claim_on_an_unchanged_store_evaluates_the_rules_once(store, clk, monkeypatch):
+    """Nothing was written between the decision and the lock: the same files give the same answer,
+    so the claim does not evaluate the rules a second time under the lock (issue 26)."""
+    start(store, clk)
+    calls = _counting_evaluate(monkeypatch)
+    d = turn.next_turn(store, "agent:once", goal_id="g1")
+    assert d["started"] and d["decision"]["decision"] == "run" and d["decision"]["todo_id"] == d["todo_id"]
+    assert "recorded" not in d["decision"] and "cached" not in d["decision"]  # what a fresh evaluation returns
+    assert len(calls) == 1
+
+
+def test_a_write_between_the_decision_and_the_lock_is_evaluated_again(store, clk, monkeypatch):
+    """Another agent claims the todo this one was offered after its decision and before its lock:
+    the decision is evaluated again on what the lock sees, and the two never hold one todo."""
+    from loopx.kernel.policy import decide
+
+    start(store, clk, titles=("only",))
+    real = decide.should_run
+    stolen: list = []
+
+    def should_run(*a, **kw):
+        d = real(*a, **kw)
+        if kw.get("agent") == "slow" and not stolen:  # the other agent's whole `next` lands in between
+            stolen.append(turn.next_turn(store, "agent:quick", goal_id="g1"))
+        return d
+
+    monkeypatch.setattr(decide, "should_run", should_run)
+    calls = _counting_evaluate(monkeypatch)
+    slow = turn.next_turn(store, "agent:slow", goal_id="g1")
+    assert stolen[0]["started"]
+    assert slow["started"] is False and slow["decision"]["decision"] == "wait", slow["decision"]
+    assert len(calls) >= 3  # quick's decision, slow's, and slow's again under the lock
+    holders = [t["claim"]["holder"] for t in store.load()["todos"].values() if t.get("claim")]
+    assert holders == ["agent:quick"]

@@ -137,8 +137,9 @@ def build_parser(only: str | None = None):
 # that looks like an option, a missing required option) falls back to the full parser, so help and
 # error messages are the same either way.
 # words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)});
-# the option table's "<pos>" lists the positional arguments' dests (all required), "<req>" the
-# options argparse requires, "<excl>" a mutually exclusive group.
+# the option table's "<pos>" lists the positional arguments' dests (all required), "<opt>" optional
+# positionals after them (argparse's nargs="?"), "<req>" the options argparse requires, "<excl>" a
+# mutually exclusive group.
 _GOAL = {"--goal-id": ("goal_id", None), "--goal": ("goal_id", None)}
 FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
     ("status",): ("status", "status", "render", "status", {**_GOAL, "--orient": ("orient", True)}),
@@ -163,6 +164,13 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
     ("history",): ("history", "history", "render", "history",
                    {**_GOAL, "--since": ("since", None), "--type": ("type_prefix", None), "--limit": ("limit", None),
                     "--rounds": ("rounds", True), "--events": ("events", True), "<excl>": ("rounds", "events")}),
+    # `--status` is left to the parser (it checks the choice)
+    ("todo", "list"): ("todo", "todo_list", "render_list", "todo list",
+                       {**_GOAL, "--ready": ("ready", True), "--all": ("all", True)}),
+    # an experiment's results, read after every trial (issue 20: 10,000 trials within 2x the bare start)
+    ("trial", "list"): ("trial", "trial_list", "render_list", "trial list", dict(_GOAL)),
+    ("experiment", "show"): ("experiment", "experiment_show", "render_show", "experiment show",
+                             {**_GOAL, "<opt>": ("goal",)}),
     ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
                        {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
                         "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
@@ -177,11 +185,12 @@ def _fast(rest: list[str]):
             continue
         args: dict = {}
         positional = list(opts.get("<pos>", ()))
+        optional = list(opts.get("<opt>", ()))
         i = n
         while i < len(rest):
             tok = rest[i]
-            if not tok.startswith("-") and positional:
-                args[positional.pop(0)] = tok
+            if not tok.startswith("-") and (positional or optional):
+                args[(positional or optional).pop(0)] = tok
                 i += 1
                 continue
             opt, eq, val = tok.partition("=")

@@ -22,12 +22,14 @@ def register(sub, name, help_text):
     a.add_argument("--verify", metavar="CMD", help="verify command for this todo (overrides the goal's)")
     a.add_argument("--every", metavar="DUR", help="recurring: reopen this long after it was due once done (e.g. 1d)")
 
-    lst = add(acts, "list", "list todos", handler=todo_list, render=render_list, command="todo list",
-              example="loopx todo list --status open")
+    lst = add(acts, "list", "list todos: open work and the recently closed; older done todos are counted, and "
+              "listed by --status done (which reads the whole history, as --all does)", handler=todo_list,
+              render=render_list, command="todo list", example="loopx todo list --status open")
     goal_opt(lst)
-    lst.add_argument("--status", choices=["open", "claimed", "expired", "blocked", "done", "archived"])
+    lst.add_argument("--status", choices=["open", "claimed", "expired", "blocked", "done", "archived"],
+                     help="only todos in this status (done and archived: every one in the history)")
     lst.add_argument("--ready", action="store_true", help="only todos a turn could take now")
-    lst.add_argument("--all", action="store_true", help="include archived todos")
+    lst.add_argument("--all", action="store_true", help="every todo of the history, archived ones included")
 
     s = add(acts, "show", "show one todo", handler=todo_show, render=render_show, command="todo show",
             example="loopx todo show t-3f9a")
@@ -114,13 +116,15 @@ def _brief(t: dict, now_iso: str) -> dict:
 
 
 def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
+    """The todos as rows (``_brief``): ``{"todos": [...], "count": n, "older_done": n}``. Without
+    ``--status done|archived`` or ``--all`` it reads the live view: open work and the recently
+    closed todos it keeps; ``older_done`` counts the done todos it left out (listed by
+    ``--status done``, which reads the whole history, as ``--all`` does)."""
     store = ctx.store()
-    if ready or status in OPEN_STATUSES:  # only what is still open: all of it is in the live view
-        return store.read(lambda st: _list(st, goal_id, status, ready, all))
-    return _list(store.load(), goal_id, status, ready, all)  # done todos too: the whole history
+    if status in ("done", "archived") or all:  # an explicit report of closed todos: the whole history
+        return _list(store.load(), goal_id, status, ready, all)
+    return store.read(lambda st: _list(st, goal_id, status, ready, all))
 
-
-OPEN_STATUSES = ("open", "claimed", "expired", "blocked")
 
 
 def _list(state: dict, goal_id, status, ready, all) -> dict:
@@ -131,6 +135,8 @@ def _list(state: dict, goal_id, status, ready, all) -> dict:
     goals = [queries.resolve_goal(state, goal_id)] if goal_id or len(state["goals"]) == 1 else \
         sorted(state["goals"].values(), key=lambda g: g["created"])
     rows = []
+    closed = state.get("closed") or {}  # a live view's count of the closed todos it left out, per goal
+    older = 0 if ready or status else sum((closed.get(g["id"]) or {}).get("done", 0) for g in goals)
     for g in goals:
         src = queries.ready_todos(state, g["id"], now) if ready else queries.goal_todos(state, g["id"])
         for t in src:
@@ -140,17 +146,20 @@ def _list(state: dict, goal_id, status, ready, all) -> dict:
             if not all and not status and b["status"] == "archived":
                 continue
             rows.append(b)
-    return {"todos": rows, "count": len(rows)}
+    return {"todos": rows, "count": len(rows), "older_done": older}
 
 
 def render_list(d: dict) -> str:
+    more = d.get("older_done") or 0
+    note = (f"{more:,} older done todo{'s' if more != 1 else ''} not listed: `loopx todo list --status done` "
+            "lists every one") if more else ""
     if not d["todos"]:
-        return "no todos match"
+        return "no todos match" + (f"\n{note}" if note else "")
     rows = []
     for t in d["todos"]:
         holder = f"{t['holder']} until {t['lease_until'][11:16]}Z" if t["holder"] else ""
         rows.append([t["id"], t["status"], str(t["priority"]), safe(t["title"], limit=70), holder])
-    return table(rows, ["TODO", "STATUS", "PRI", "TITLE", "HOLDER"])
+    return table(rows, ["TODO", "STATUS", "PRI", "TITLE", "HOLDER"]) + (f"\n{note}" if note else "")
 
 
 def todo_show(ctx, todo) -> dict:

@@ -75,10 +75,13 @@ def _row(exp_metric, t):
 class Rows(list):
     """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
     so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
-    ``total``: the number of trials in it) from the rendered cache; JSON-encodes as a plain list."""
+    ``total``: the number of trials in it) from the rendered cache, or (json) the rows' JSON as
+    UTF-8 bytes (``json``, written by ``loopx.output.print_json`` in their place); JSON-encodes as
+    a plain list."""
 
     cells: list | None = None
     text: str | None = None
+    json: bytes | None = None
     total: int = 0  # not ``count``: that is list.count
 
 
@@ -148,13 +151,23 @@ def _text_cache(store, gid: str, kind: str) -> str:
 
 def _read_text(store, gid: str, kind: str, key: list) -> str | None:
     """The table (``txt``) or results.tsv (``tsv``) rendered for ``key``, or None."""
+    raw = _read_bytes(store, gid, kind, key)
     try:
-        with open(_text_cache(store, gid, kind), encoding="utf-8") as fh:
+        return None if raw is None else raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read_bytes(store, gid: str, kind: str, key: list) -> bytes | None:
+    """The cached rendering ``kind`` (``txt``, ``tsv``, ``json``: the rows' JSON) for ``key`` as
+    UTF-8 bytes, or None."""
+    try:
+        with open(_text_cache(store, gid, kind), "rb") as fh:
             head = fh.readline()
-            if head.rstrip("\n") != f"{CACHE_VERSION} {key[0]} {key[1]}":
+            if head.rstrip(b"\n") != " ".join(map(str, [CACHE_VERSION, *key])).encode():
                 return None
             return fh.read()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
 
 
@@ -162,25 +175,34 @@ def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
     from loopx.kernel.storage import fs
 
     try:
-        fs.atomic_write(_text_cache(store, gid, kind), f"{CACHE_VERSION} {key[0]} {key[1]}\n" + text, sync=False)
+        fs.atomic_write(_text_cache(store, gid, kind), " ".join(map(str, [CACHE_VERSION, *key])) + "\n" + text,
+                        sync=False)
     except OSError:
         pass
 
 
 def trial_list(ctx, goal_id=None, decision=None, limit=None):
+    """Every trial of the experiment goal as rows (``_row``) with the summary; the full listing
+    (no ``decision``, no ``limit``) is answered from its rendered text (table, tsv or the JSON of
+    the rows) in ``cache/`` while the experiment's trial count and last trial are unchanged."""
     from loopx.kernel.read import experiments
 
     store = ctx.store()
     live = store.load(view="live")
     gid = store.read(lambda st: _goal(st, goal_id), live)
     e = experiments.get(live, gid)
-    kind = {"text": "txt", "tsv": "tsv"}.get(ctx.fmt)
-    if kind and decision is None and not limit:  # the rendered listing, as it was last rendered for this key
-        key = [e["trials"], e["last_trial"]]
-        text = _read_text(store, gid, kind, key)
+    kind = {"text": "txt", "tsv": "tsv", "json": "json", "jsonl": "json"}.get(ctx.fmt)
+    whole = kind is not None and decision is None and not limit
+    key = [e["trials"], e["last_trial"]] + ([int(_ascii())] if kind == "json" else [])
+    if whole:  # the rendered listing, as it was last rendered for this key
+        text = _read_bytes(store, gid, kind, key) if kind == "json" else _read_text(store, gid, kind, key)
         if text is not None:
             out = Rows()
-            out.text, out.total = text, e["trials"]
+            if isinstance(text, bytes):
+                out.json = text
+            else:
+                out.text = text
+            out.total = e["trials"]
             return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out,
                     "summary": experiments.summary(live, gid)}
     rows, cells, summary = _cached_rows(store, gid)
@@ -190,11 +212,23 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     out = Rows(rows[i] for i in pick) if len(pick) != len(rows) else Rows(rows)
     out.cells = [cells[i] for i in pick] if len(pick) != len(rows) else cells
     data = {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
-    if kind and decision is None and not limit:
-        key = [e["trials"], e["last_trial"]]
-        _write_text(store, gid, "txt", key, _table(data))
-        _write_text(store, gid, "tsv", key, tabular(data, "\t"))
+    if whole and kind == "json":
+        from loopx.output import encode
+
+        _write_text(store, gid, "json", key, encode(list(out), bool(key[-1])))
+    elif whole:
+        _write_text(store, gid, "txt", key[:2], _table(data))
+        _write_text(store, gid, "tsv", key[:2], tabular(data, "\t"))
     return data
+
+
+def _ascii() -> bool:
+    """Whether ``--format json`` writes ASCII only here (``loopx.output``: by stdout's encoding)."""
+    import sys
+
+    from loopx.output import _ascii_only
+
+    return _ascii_only(sys.stdout)
 
 
 def tabular(d: dict, sep: str) -> str:

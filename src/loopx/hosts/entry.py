@@ -155,9 +155,10 @@ def _left_open(store, counter: str, agent: str) -> str | None:
     if not isinstance(rid, str) or not rid:
         return None
     from loopx.kernel.policy import turn
-    from loopx.kernel.storage import actors
+    from loopx.kernel.storage import actors, fold
 
-    run = (store.load().get("runs") or {}).get(rid)
+    # the live view keeps every open run: one it left out is finished (or unknown), nothing to close
+    run = fold.held(store.load(view="live").get("runs") or {}, rid)
     if not run or run.get("finished") is not None:
         return None
     turn.close(store, actors.agent(agent), rid, "no_progress",

@@ -4,7 +4,6 @@ wrapping an argv in the launcher, and the policy verify commands run under. See 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -61,6 +60,8 @@ def wrap(argv: list[str], policy: dict) -> list[str]:
         from loopx.sandbox import seatbelt
 
         return ["sandbox-exec", "-p", seatbelt.profile(policy), *argv]
+    import json  # lazily: `next` pins its git calls through loopx.sandbox.gitpin, which loads this package
+
     return [sys.executable, "-m", "loopx.sandbox.exec", json.dumps(policy, separators=(",", ":")), "--", *argv]
 
 
@@ -76,6 +77,8 @@ def verify_policy() -> dict | None:
         return _active
     path = os.environ.get(VERIFY_ENV)
     if path and enforced():
+        import json
+
         try:
             with open(path, encoding="utf-8") as fh:
                 return json.load(fh)

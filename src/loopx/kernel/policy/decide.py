@@ -592,7 +592,8 @@ def _key(d: dict) -> tuple:
 
 def should_run(store, *, goal_id: str | None = None, agent: str | None = None, record: bool = True,
                explain: bool = False, actor: str | None = None, cache: bool = True, tick: bool = False,
-               on_decided=None, host_usage: bool = True, defer_run: bool = False, git=None) -> dict:
+               on_decided=None, host_usage: bool = True, defer_run: bool = False, git=None,
+               state: dict | None = None) -> dict:
     """Load ``store`` and decide (see the module docstring for the returned dict). Writes a
     ``decision.recorded`` event only when ``record`` and the decision changed for that goal; a
     busy store never fails the check (``recorded`` is then False). Raises UsageError for an
@@ -608,7 +609,9 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
     mtime) for the window rule; hooks and views pass False.
     ``defer_run``: a ``run`` decision that should be recorded is not written here but marked
     ``record_deferred`` (``loopx next`` writes it with the claim, one transaction: ``decision_draft``).``git`` (a callable returning ``fingerprint.git_part``) lets a caller that needs the git part
-    too share the one ``git status`` (``turn.next_turn``).
+    too share the one ``git status`` (``turn.next_turn``). ``state``: the live view the caller read
+    moments ago (``next``, which looked for its own open run in it), used instead of reading it again;
+    an answer from it is not saved in the decision cache (the files may have moved since it was read).
     """
     from loopx.kernel.policy import decision_cache as dc
 
@@ -623,10 +626,13 @@ def should_run(store, *, goal_id: str | None = None, agent: str | None = None, r
         if hit is not None:
             hit["recorded"], hit["cached"] = False, True
             return hit
-    try:
-        state = store.load(view="live")
-    except StateError as exc:
-        return error_decision("store_unreadable", exc.message)
+    if state is not None:
+        files = None  # read before the files were stamped: never cached under that stamp
+    else:
+        try:
+            state = store.load(view="live")
+        except StateError as exc:
+            return error_decision("store_unreadable", exc.message)
     checks = _has_checks(state)
     book = None
     if tick and not state["meta"].get("read_only"):

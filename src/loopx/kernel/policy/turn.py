@@ -16,6 +16,8 @@ JSON-able dicts; errors are LoopxError subclasses (UsageError 2, Conflict 4, Sto
 
 from __future__ import annotations
 
+import os
+
 from loopx.errors import Conflict, UsageError
 from loopx.kernel.read import budget, fingerprint, queries, turnscope, validate
 from loopx.kernel.storage import actors, clock, fold, ids, machines
@@ -30,7 +32,13 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
     """The caller's own run that is still open and within its lease, as ``next_turn`` returns it
     (``resumed`` True), or None. Asking again for work you hold is not a new turn: closing the held
     run as failed would count a no-progress turn and could stall the goal for everyone."""
-    return store.read(lambda state: _resume_on(state, actor, goal_id, driven))
+    return _resume_and_view(store, actor, goal_id, driven)[0]
+
+
+def _resume_and_view(store: Store, actor: str, goal_id: str | None, driven: bool) -> tuple[dict | None, dict]:
+    """``_resume``'s answer and the live view it was looked for in (``next`` decides on it too)."""
+    state = store.load(view="live")
+    return store.read(lambda st: _resume_on(st, actor, goal_id, driven), state), state
 
 
 def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> dict | None:
@@ -103,25 +111,21 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
 
     agent = actors.agent_name(actor)
     secs = todos.lease_seconds(lease)
-    resumed = None if dry_run else _resume(store, actor, goal_id, driven)
+    resumed, seen = (None, None) if dry_run else _resume_and_view(store, actor, goal_id, driven)
     if resumed is not None:
         return resumed
     # a `run` answer is recorded with the claim, in the claim's transaction (one lock, one write)
-    git_memo: list = []
-
-    def git_once() -> str:  # the decision and the run's fingerprint share one `git status`
-        if not git_memo:
-            git_memo.append(fingerprint.git_part(store.project_dir))
-        return git_memo[0]
-
+    git_once = _git_once(store.project_dir)  # the decision, the fingerprint and the scope share one `git status`
+    read_at: dict = {}  # where the files stood when the decision was evaluated (not for a cached answer)
     d = decide.should_run(store, goal_id=goal_id, agent=agent, record=not dry_run, actor=actor, defer_run=True,
-                          git=git_once)
+                          git=lambda: git_once()[0], on_decided=lambda _st, state, _d: read_at.update(at=_files_at(state)),
+                          state=seen if seen is not None and fold.is_live(seen) else None)
     deferred = d.pop("record_deferred", False)
     out: dict = {"started": False, "decision": d, "goal_id": d.get("goal_id"), "todo_id": None, "run_id": None,
                  "lease_until": None, "fence": None, "mode": d.get("mode"), "packet": None, "packet_text": None}
     if d["decision"] != "run":
         return out
-    git = git_once()
+    git = git_once()[0]
     gid = d["goal_id"]
     if dry_run:
         now = clock.now()
@@ -144,55 +148,30 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
             # scheduler hint counts from the recorded decision
             seen = dict(state, decisions={**state["decisions"],
                                           recorded.goal or "*": dict(recorded.data, ts=clock.iso(now))})
-        again = decide.evaluate(hide_claims(seen, held) if held else seen, now, goal_id=gid, agent=agent,
-                                caller_path=decide.caller_path(),
-                                fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
-        if again["decision"] != "run":  # another writer got there first: report the new answer
-            out.update(decision=again, mode=again.get("mode"), lost_race=True)
+        if not held and read_at.get("at") == _files_at(state):
+            # nothing was written since the decision was evaluated (every writer appends under this
+            # lock): the same files give the same answer, and the todo it offers is still free
+            again = {k: v for k, v in d.items() if k not in ("recorded", "cached")}
+        else:
+            again = decide.evaluate(hide_claims(seen, held) if held else seen, now, goal_id=gid, agent=agent,
+                                    caller_path=decide.caller_path(),
+                                    fingerprint=lambda g: fingerprint.combine(fingerprint.state_part(state, g), git))
+        lost = _lost_race(state, again, gid, want)
+        if lost is not None:  # another writer got there first: report the new answer, start nothing
+            out.update(lost, lost_race=True)
             return drafts
-        if want and again.get("todo_id") != want:  # a local writer changed the answer since the remote claim
-            out.update(decision={**again, "decision": "wait", "reason": "claim_moved", "todo_id": want,
-                                 "message": f"{want} was claimed through the remote but this clone now "
-                                            f"offers {again.get('todo_id')}; nothing was started",
-                                 "hint": "run `loopx next --sync` again"},
-                       mode=None, lost_race=True)
-            return drafts
-        until = clock.iso(now + timedelta(seconds=secs))
         tid = again.get("todo_id")
-        prev = previous_agent_alive(state, tid) if tid else None
-        if prev is not None:  # never two agents on one todo: the earlier one still runs
-            p = prev["process"]
-            out.update(decision={
-                "decision": "wait", "reason": "agent_alive", "goal_id": gid, "todo_id": tid, "run_id": prev["id"],
-                "message": (f"the agent of {prev['id']} on {tid} is still running here (process group {p['pgid']}, "
-                            f"run {'closed when its lease lapsed' if prev['finished'] else 'still open'}); "
-                            "a second turn would work on top of it"),
-                "hint": f"stop it (`kill -TERM -{p['pgid']}`) or wait for it to end, then run again"},
-                mode=None, lost_race=True)
-            return drafts
-        for r in queries.open_runs(state, gid):
-            if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > clock.iso(now):
-                drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
-                                                          "evidence": [], "fingerprint": None,
-                                                          "note": "superseded by a new turn of the same agent"}))
-        if tid:
-            t = state["todos"][tid]
-            c = t.get("claim")
-            if machines.holds(state, c, actor) and c["lease_until"] > clock.iso(now):
-                drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
-                out["fence"] = c["fence"]
-            else:
-                drafts.append(Draft("todo.claimed", gid, {"todo_id": tid, "holder": actor, "lease_until": until}))
-        rid = ids.new_id("run", state["runs"])
-        fp = fingerprint.combine(fingerprint.state_part(state, gid), git)
-        data = {"run_id": rid, "todo_id": tid, "agent": actor, "lease_until": until, "fingerprint": fp,
-                "mode": again.get("mode") or "work"}
         scope = state["goals"][gid].get("scope")
         if scope_memo.get("scope", False) != scope:  # a plan run again (on the full state) asks git once
-            scope_memo.update(scope=scope, begun=turnscope.start(store.project_dir, scope))  # scope after every turn
-        begun = scope_memo["begun"]
-        if begun is not None:
-            data["scope_start"] = begun
+            scope_memo.update(scope=scope, begun=turnscope.start(store.project_dir, scope, git_once()[1]))
+        until = clock.iso(now + timedelta(seconds=secs))
+        drafts += _claim_drafts(state, actor, gid, tid, until, now, out)
+        rid = ids.new_id("run", state["runs"])
+        data = {"run_id": rid, "todo_id": tid, "agent": actor, "lease_until": until,
+                "fingerprint": fingerprint.combine(fingerprint.state_part(state, gid), git),
+                "mode": again.get("mode") or "work"}
+        if scope_memo["begun"] is not None:  # scope after every turn: what the run starts from
+            data["scope_start"] = scope_memo["begun"]
         drafts.append(Draft("run.started", gid, data))
         out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
         return drafts
@@ -208,6 +187,72 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
                                            clock.now(), out["mode"], fence=out["fence"], driven=driven), state)
     out.update(packet=p, packet_text=packet.render(p))
     return out
+
+
+def _files_at(state: dict) -> tuple:
+    """Where each stream of the store stood when ``state`` was read (segment, offset, lines)."""
+    return tuple((name, m.get("segments"), m.get("offset"), m.get("lines"))
+                 for name, m in sorted(state["meta"]["files"].items()))
+
+
+def _git_once(project_dir: str | None):
+    """A callable giving ``fingerprint.git_facts(project_dir)`` (git part, status listing), read on
+    the first call only, with the folder's own git dirs (``gitcli``'s pinned mode)."""
+    memo: list = []
+
+    def get() -> tuple[str, bytes | None]:
+        if not memo:
+            memo.append(_git_facts(project_dir))
+        return memo[0]
+    return get
+
+
+def _git_facts(project_dir: str | None) -> tuple[str, bytes | None]:
+    """``fingerprint.git_facts`` pinned to the folder's own git dirs (an agent may write in ``.git``)."""
+    return fingerprint.git_facts(project_dir, pinned=True)
+
+
+def _lost_race(state: dict, again: dict, gid: str, want: str | None) -> dict | None:
+    """What ``next`` reports instead of starting a turn when the decision under the lock
+    (``again``) is no longer a run of the todo it can start (``out`` fields), else None."""
+    if again["decision"] != "run":  # another writer got there first: report the new answer
+        return {"decision": again, "mode": again.get("mode")}
+    if want and again.get("todo_id") != want:  # a local writer changed the answer since the remote claim
+        return {"decision": {**again, "decision": "wait", "reason": "claim_moved", "todo_id": want,
+                             "message": f"{want} was claimed through the remote but this clone now "
+                                        f"offers {again.get('todo_id')}; nothing was started",
+                             "hint": "run `loopx next --sync` again"}, "mode": None}
+    tid = again.get("todo_id")
+    prev = previous_agent_alive(state, tid) if tid else None
+    if prev is None:
+        return None
+    p = prev["process"]  # never two agents on one todo: the earlier one still runs
+    return {"decision": {
+        "decision": "wait", "reason": "agent_alive", "goal_id": gid, "todo_id": tid, "run_id": prev["id"],
+        "message": (f"the agent of {prev['id']} on {tid} is still running here (process group {p['pgid']}, "
+                    f"run {'closed when its lease lapsed' if prev['finished'] else 'still open'}); "
+                    "a second turn would work on top of it"),
+        "hint": f"stop it (`kill -TERM -{p['pgid']}`) or wait for it to end, then run again"}, "mode": None}
+
+
+def _claim_drafts(state: dict, actor: str, gid: str, tid: str | None, until: str, now, out: dict) -> list:
+    """The drafts that give ``actor`` the turn: the same agent's other open runs here closed as
+    superseded, and the todo claimed (or its claim renewed, ``out["fence"]`` kept)."""
+    drafts = []
+    now_iso = clock.iso(now)
+    for r in queries.open_runs(state, gid):
+        if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > now_iso:
+            drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
+                                                      "evidence": [], "fingerprint": None,
+                                                      "note": "superseded by a new turn of the same agent"}))
+    if tid:
+        c = state["todos"][tid].get("claim")
+        if machines.holds(state, c, actor) and c["lease_until"] > now_iso:
+            drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
+            out["fence"] = c["fence"]
+        else:
+            drafts.append(Draft("todo.claimed", gid, {"todo_id": tid, "holder": actor, "lease_until": until}))
+    return drafts
 
 
 def verify_command(state: dict, run: dict) -> str | None:
@@ -257,9 +302,11 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                              f"set one: `loopx goal update {run['goal']} --verify CMD`, or finish without --verify",
                              code="no_verify_command")
         check = run_verify(store, actor, run, cmd, verify_timeout)
-    git = fingerprint.git_part(store.project_dir)
+    git, listing = _git_facts(store.project_dir)  # one `git status` for the fingerprint and the scope check
+    same = workdir is None or os.path.realpath(workdir) == os.path.realpath(store.project_dir or "")
     stray = [] if run["finished"] is not None else turnscope.outside(
-        workdir or store.project_dir, (state["goals"].get(run["goal"]) or {}).get("scope"), run.get("scope_start"))
+        workdir or store.project_dir, (state["goals"].get(run["goal"]) or {}).get("scope"), run.get("scope_start"),
+        listing if same else None)
     out: dict = {"warnings": [], "out_of_scope": stray}
 
     def plan(state, now):

@@ -80,27 +80,37 @@ def git_part(project_dir: str | None) -> str:
     ``project_dir``: one ``git status`` call, the refs read from their files (``gitrefs``; four
     ``git`` calls where that reader defers to git); ``""`` when
     there is none or git is not installed (then only the loopx state counts)."""
+    return git_facts(project_dir)[0]
+
+
+def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes | None]:
+    """``(git_part, the raw ``git status`` listing)``: the listing (``STATUS``'s ``-z`` output,
+    paths relative to the work tree's top) lets the scope check of the same moment
+    (``turnscope.start``/``outside``) reuse this one git process instead of starting its own; None
+    when there was no listing. ``pinned``: git runs in ``gitcli``'s pinned mode (the folder's own
+    git dirs, hooks and fsmonitor off), as ``next`` and ``turn finish`` ask."""
     if not project_dir:
-        return ""
+        return "", None
     dot_git = gitcli.git_dir(project_dir)
     if dot_git is None:
-        return ""
+        return "", None
     from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
     known = gitrefs.read(dot_git)  # the usual case: then one `git status` (started without subprocess)
     if known is None:  # refs the reader defers to git for
-        head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT) or b"").strip()
+        head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT,
+                              pinned=pinned) or b"").strip()
         refs = gitcli.output(project_dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
-                             "refs/tags", "refs/stash", timeout=GIT_TIMEOUT) or b""
-        top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT) or b"")\
-            .decode("utf-8", "replace").strip() or project_dir
+                             "refs/tags", "refs/stash", timeout=GIT_TIMEOUT, pinned=pinned) or b""
+        top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT, pinned=pinned)
+               or b"").decode("utf-8", "replace").strip() or project_dir
     else:
         head, refs, top = known
-    status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT)
+    status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
     if status is None:  # git not installed, failed or hung past the timeout
-        return ""
-    return _hash(head, refs, status, top, sha256)
+        return "", None
+    return _hash(head, refs, status, top, sha256), status
 
 
 STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")

@@ -60,8 +60,10 @@ def checked(scope: dict | None) -> bool:
     return bool(scope and (scope.get("allow") or scope.get("deny")))
 
 
-def _changed(project_dir: str, head: str | None) -> tuple[str, list[str]] | None:
-    """(repository top, top-relative paths changed since ``head``: committed, modified, untracked)."""
+def _changed(project_dir: str, head: str | None, listing: bytes | None = None) -> tuple[str, list[str]] | None:
+    """(repository top, top-relative paths changed since ``head``: committed, modified, untracked).
+    ``listing``: a ``git status`` of this moment with untracked folders collapsed
+    (``fingerprint.git_facts``), used instead of starting another ``git status``."""
     known = _head_and_top(project_dir)
     if known is None:
         return None
@@ -72,13 +74,36 @@ def _changed(project_dir: str, head: str | None) -> tuple[str, list[str]] | None
         if out is None:
             return None
         paths.update(p for p in out.split("\0") if p)
-    st = _git(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ":/")
+    st = _listed(project_dir, top, listing) if listing is not None else None
+    if st is None:
+        st = _git(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ":/")
     if st is None:
         return None
     for entry in st.split("\0"):
         if len(entry) >= 4 and entry[2] == " ":
             paths.add(entry[3:])
     return top, sorted(paths)
+
+
+def _listed(project_dir: str, top: str, listing: bytes) -> str | None:
+    """``listing`` as ``git status --untracked-files=all`` would print it: a folder git collapsed
+    (``?? dir/``, wholly untracked) is listed file by file by one more ``git status`` on those
+    folders only; loopx's own folders are left collapsed (never checked). None when git fails."""
+    text = listing.decode("utf-8", "replace")
+    folders = [e[3:] for e in text.split("\0") if e.startswith("?? ") and e.endswith("/")
+               and not _own(_rel(project_dir, top, e[3:].rstrip("/")))]
+    if not folders:
+        return text
+    more = _git(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
+                *(f":(top,literal){f}" for f in folders))
+    if more is None:
+        return None
+    return "\0".join(e for e in text.split("\0") if e[3:] not in folders) + "\0" + more
+
+
+def _own(rel: str) -> bool:
+    """True for a project-relative path under ``.loopx/`` (loopx's own files, never checked)."""
+    return rel == layout.DIRNAME or rel.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{rel}"
 
 
 def _rel(project_dir: str, top: str, path: str) -> str:
@@ -94,39 +119,43 @@ def _stamp(top: str, path: str) -> str:
         return "gone"
 
 
-def _outside_paths(project_dir: str, scope: dict, head: str | None) -> list[tuple[str, str]] | None:
+def _outside_paths(project_dir: str, scope: dict, head: str | None,
+                   listing: bytes | None = None) -> list[tuple[str, str]] | None:
     from loopx.kernel.read import scope as sc
 
-    got = _changed(project_dir, head)
+    got = _changed(project_dir, head, listing)
     if got is None:
         return None
     top, paths = got
     out = []
     for p in paths:
         rel = _rel(project_dir, top, p)
-        if rel == layout.DIRNAME or rel.startswith(layout.DIRNAME + "/") or "/" + layout.DIRNAME + "/" in f"/{rel}":
+        if _own(rel):
             continue
         if not sc.check(scope, rel)["inside"]:
             out.append((rel, _stamp(top, p)))
     return out
 
 
-def start(project_dir: str | None, scope: dict | None) -> dict | None:
-    """What the run starts from (module docstring); None when nothing is checked."""
+def start(project_dir: str | None, scope: dict | None, listing: bytes | None = None) -> dict | None:
+    """What the run starts from (module docstring); None when nothing is checked. ``listing``: a
+    ``git status`` of ``project_dir`` taken moments ago (``fingerprint.git_facts``), reused."""
     if not project_dir or not checked(scope):
         return None
     known = _head_and_top(project_dir)  # None: not a git work tree
     if known is None:
         return None
     head = known[0]
-    dirty = _outside_paths(project_dir, scope or {}, None) or []
+    dirty = _outside_paths(project_dir, scope or {}, None, listing) or []
     return {"head": head, "dirty": dict(dirty[:200])}
 
 
-def outside(project_dir: str | None, scope: dict | None, begun: dict | None) -> list[str]:
-    """The files the turn changed outside ``scope`` since ``begun`` (module docstring)."""
+def outside(project_dir: str | None, scope: dict | None, begun: dict | None,
+            listing: bytes | None = None) -> list[str]:
+    """The files the turn changed outside ``scope`` since ``begun`` (module docstring); ``listing``
+    as for ``start``."""
     if not project_dir or not begun or not checked(scope):
         return []
-    found = _outside_paths(project_dir, scope or {}, begun.get("head")) or []
+    found = _outside_paths(project_dir, scope or {}, begun.get("head"), listing) or []
     before = begun.get("dirty") or {}
     return sorted(rel for rel, stamp in found if before.get(rel) != stamp)[:LIMIT]
