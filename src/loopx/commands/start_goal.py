@@ -160,6 +160,13 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
         res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
         res["baseline"] = _baseline_view(exp.get("baseline"))
         res["next"] = "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
+        tracked = trialstep.tracked_holdout(ctx.store(), exp_cfg.get("holdout_paths") or ())
+        if tracked:
+            return Reply(res, warnings=[
+                f"holdout data tracked by git ({', '.join(tracked[:3])}): the agent's sandbox hides the files, "
+                "but git's object store still holds them (`git show`); to keep the holdout out of the agent's "
+                "reach, untrack it (`git rm --cached`, add it to .gitignore): loopx copies untracked holdout "
+                "data into the holdout's own scratch checkout (docs/experiments.md)"])
         return res
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"

@@ -541,6 +541,7 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
     git(store.project_dir, "worktree", "add", "-q", "--detach", wt, commit)
     try:
         run_dir = project_cwd(store, wt)
+        _copy_untracked(store.project_dir, run_dir, e.get("holdout_paths") or ())
         data = [os.path.join(run_dir, p) for p in e.get("holdout_paths") or ()]
         m = launch(e["holdout"], run_dir, float(e.get("trial_timeout") or 600),
                    policy=confine(wt, [os.path.dirname(p) or p for p in data], scratch) if confine else None)
@@ -554,6 +555,31 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
             os.rmdir(scratch)
         except OSError:
             pass
+
+
+def _copy_untracked(project_dir: str, run_dir: str, rels) -> None:
+    """Holdout data git does not track (kept out of the agent's reach entirely, docs/experiments.md)
+    is copied from the project into the holdout's scratch checkout."""
+    import shutil
+
+    for rel in rels:
+        src, dst = os.path.join(project_dir, rel), os.path.join(run_dir, rel)
+        if os.path.lexists(dst) or not os.path.exists(src):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst, symlinks=True)
+        else:
+            shutil.copy2(src, dst)
+
+
+def tracked_holdout(store, rels) -> list[str]:
+    """The holdout paths git tracks in the project (readable through its object store)."""
+    out = []
+    for rel in rels:
+        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0:
+            out.append(rel)
+    return out
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
