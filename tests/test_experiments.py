@@ -500,6 +500,73 @@ def test_the_agents_code_is_measured_inside_a_sandbox_and_the_measuring_cannot_b
     assert b"FORGED" not in (repo / ".loopx" / "events.jsonl").read_bytes()
 
 
+PEEKING_AGENT = """
+import json, os, subprocess
+proj = os.environ["LOOPX_PROJECT_DIR"]
+data = os.path.join(proj, "data", "holdout.csv")
+tries = {
+    "cat_project": f"cat {data}",
+    "cat_worktree": "cat data/holdout.csv",
+    "ls_data": f"ls {os.path.dirname(data)} && cat {os.path.dirname(data)}/*.csv",
+    "python_open": f"python3 -c 'print(open(\\"{data}\\").read())'",
+    "symlink": f"ln -s {data} peek.csv && cat peek.csv",
+    "hardlink": f"ln {data} hl.csv && cat hl.csv",
+    "hardlink_worktree": "ln data/holdout.csv hl2.csv && cat hl2.csv",
+    "git_show_head": "git show HEAD:data/holdout.csv",
+    "git_show_project": f"git -C {proj} show HEAD:data/holdout.csv",
+}
+out = {}
+for name, cmd in tries.items():
+    p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
+    out[name] = [p.returncode, p.stdout + p.stderr]
+open(os.path.join(os.environ["PEEK_OUT"], "peek.json"), "w").write(json.dumps(out))
+open("param.txt", "w").write("0.7\\n")
+"""
+
+
+@pytest.mark.parametrize("tracked", [False, True], ids=["untracked", "tracked"])
+def test_the_holdout_is_not_readable_inside_the_agents_sandbox(repo, tmp_path, tracked):
+    """Issue 20's acceptance 2 (the read): a trial's agent really tries to read the holdout data
+    (the project's copy, the worktree's, a symbolic link, a hard link, `git show`) and sees none of
+    it, while the promotion gate still shows the holdout numbers to the human. Holdout data git
+    tracks stays in git's object store: start-goal warns, and `git show` is the documented limit."""
+    _sandboxed()
+    secret = "SECRETROW"
+    (repo / "data" / "holdout.csv").write_text("".join(f"{secret}{i}\n" for i in range(10)))
+    if tracked:
+        git(repo, "add", "data/holdout.csv")
+    else:
+        git(repo, "rm", "-q", "--cached", "data/holdout.csv")
+        (repo / ".gitignore").write_text("data/holdout.csv\n")
+        git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "holdout data")
+    py = sys.executable
+    r = run_loopx(["start-goal", "--goal-text", "tune", "--goal-id", "knn", "--experiment", "--metric", "val_acc",
+                   "--measure", f"{py} eval.py", "--min-delta", "0.01", "--holdout", f"{py} holdout.py",
+                   "--holdout-path", "data/holdout.csv", "--json"], cwd=repo)
+    assert r.code == 0, r.err
+    assert any("tracked by git" in w for w in r.json["warnings"]) == tracked, r.json["warnings"]
+    out = tmp_path / "peek-out"
+    out.mkdir()
+    (tmp_path / "peek.py").write_text(PEEKING_AGENT)
+    d = run_loopx(["run", "--agent-cmd", f"{py} {tmp_path / 'peek.py'}", "--once", "--json"], cwd=repo,
+                  env={"PEEK_OUT": str(out), "LOOPX_SANDBOX_WRITE": str(out)}, timeout=180)
+    assert d.code in (0, 1), d.err
+    peek = json.loads((out / "peek.json").read_text())
+    limit = ("git_show_head", "git_show_project") if tracked else ()
+    for name, (code, text) in peek.items():
+        if name in limit:
+            continue
+        assert secret not in text, (name, code, text)
+        assert code != 0 or name == "ls_data", (name, code, text)
+    assert [t["decision"] for t in trials(repo)] == ["keep", "keep"]
+    # the holdout's own profile still reads the data, and the human sees its numbers
+    p = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo, timeout=120)
+    assert p.code == 0, p.err
+    assert p.data["holdout"]["value"] == pytest.approx(0.7123)
+    assert "holdout (for you only): val_acc=0.7123" in run_loopx(["gate", "show", p.data["gate_id"]], cwd=repo).out
+
+
 def test_the_json_listing_from_its_cache_is_byte_for_byte_the_one_encoded_fresh(repo):
     """`trial list --json` on 10,000 trials encoded every row on every call (9x the interpreter's
     start); the full listing's JSON is now kept in cache/ and written as it is (issue 20,

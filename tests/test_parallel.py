@@ -317,14 +317,31 @@ def test_bad_runner_names_are_refused_before_anything_is_claimed(repo, cli, name
     assert _state(repo)["runs"] == {} and _branches(repo) == []
 
 
-def test_a_single_runner_works_in_the_checkout_as_before(repo, cli):
+def test_a_single_runner_leaves_the_checkout_as_if_it_had_worked_there(repo, cli):
+    """Under the kernel sandbox a single runner's turn works in a private clone shown at the
+    project's own path (the project's .git outside every write grant) and its work lands in the
+    checkout; without one it works in the checkout itself. Either way the agent's folder is the
+    project's, the user sees the agent's work on their branch, no run branch and no workspace left."""
+    from loopx import sandbox
+
     _goal(cli, todos=("one",), max_parallel=1)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    status = git(repo, "status", "--porcelain")
     r = run_loopx(["run", "--agent-cmd", AGENT, "--once", "--json"], cwd=repo)
     assert r.code == 0, r.err
     t = r.data["turns"][0]
-    assert "worktree" not in t and r.data["agent"] == "agent:shell"
-    assert (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip() == str(repo)
-    assert not (repo / ".loopx" / "worktrees").exists() and _branches(repo) == []
+    assert r.data["agent"] == "agent:shell"
+    where = (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip()
+    if sandbox.enforced():
+        assert where == str(repo), where
+        assert t["worktree"]["kept"] is False and t["merge"]["action"] == "merged", t
+        assert git(repo, "log", "--format=%s", f"{head}..HEAD").startswith(f"loopx: {t['run_id']}")
+        assert git(repo, "status", "--porcelain") == status  # the agent's file is committed on the branch
+    else:
+        assert "worktree" not in t and where == str(repo)
+    assert (repo / f"work-{t['todo_id']}.txt").read_text().strip() == t["todo_id"]
+    assert not list((repo / ".loopx" / "worktrees").glob("*")) if (repo / ".loopx" / "worktrees").exists() else True
+    assert _branches(repo) == []
 
 
 def test_doctor_names_run_branches_that_keep_unmerged_work(repo, cli):

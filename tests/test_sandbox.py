@@ -367,3 +367,97 @@ def test_a_sandboxed_agent_ends_with_its_runner_even_after_kill_9(world):
         if runner.poll() is None:
             runner.kill()
             runner.wait()
+
+
+def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_write_grant(world, cli):
+    """Item 1 of what is left of issue 22: a single `loopx run` turn works in a private clone that
+    the sandbox shows at the project's own path, so the project's real `.git` (objects, refs,
+    config, hooks) is not reachable by any path: the agent's writes to "its" `.git` land in the
+    clone (config and hooks read-only there too), the bare remote does not move, and ordinary work
+    (an edit in scope, commits, an uncommitted file, the write-back through the broker, the todo's
+    verify) still lands on the user's branch."""
+    proj, remote = world["project"], world["remote"]
+    pgit = proj / ".git"
+    main_before = git(proj, "rev-parse", "main")
+    remote_before = git(remote, "for-each-ref", "--format=%(refname) %(objectname)")
+    guarded = [p for p in (pgit / "config", pgit / "hooks", pgit / "packed-refs") if p.exists()]
+    hashes = _hash_tree(guarded)
+    tries = {
+        "objects": f"mkdir -p {pgit}/objects/ab && echo x > {pgit}/objects/ab/cdef0123",
+        "ref_main": f"sha=$(git rev-parse HEAD) && echo $sha > {pgit}/refs/heads/main",
+        "new_ref": f"echo {main_before} > {pgit}/refs/heads/planted",
+        "config": f"git config --file {pgit}/config alias.ship 'push origin main'",
+        "hook": f"echo 'exit 0' > {pgit}/hooks/pre-commit",
+        "push_remote": f"git push {remote} HEAD:main",
+        "push_origin": "git push origin HEAD:main",
+        "update_ref": f"git -C {proj} update-ref refs/heads/other {main_before}",
+        "update_ref_gitdir": f"git --git-dir={pgit} update-ref refs/heads/planted2 {main_before}",
+        "git_commit_there": f"git -C {proj} commit -q --allow-empty -m evil",
+    }
+    lines = "".join(f"( {cmd} ) >/dev/null 2>&1; echo \"{name} $?\" >> src/git_attacks.txt\n"
+                    for name, cmd in tries.items())
+    (proj / "agent.sh").write_text(
+        "set -u\n"
+        "sed -i 's/a - b/a + b/' src/calc.py\n"
+        "git add src/calc.py && git commit -q -m 'fix add'\n" + lines +  # a commit the pushes would carry
+        "echo 'NOTE = 1' > src/extra.py\n"  # left uncommitted: loopx commits it
+        "loopx evidence add --kind note --summary 'fixed add in a private clone' --todo \"$LOOPX_TODO_ID\"\n"
+        "loopx todo done \"$LOOPX_TODO_ID\"\n"
+        "pwd > src/where.txt\n")
+    status = git(proj, "status", "--porcelain")
+    bindir = os.path.dirname(sys.executable)
+    r = run_loopx(["run", "--agent-cmd", "sh agent.sh", "--once", "--json"], cwd=proj,
+                  env={"HOME": str(world["home"]), "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}, timeout=600)
+    assert r.code == 0, r.out + r.err
+    t = r.data["turns"][0]
+    assert t["agent_exit"] == 0 and t["worktree"]["kept"] is False, t
+    assert t["merge"]["action"] == "merged", json.dumps(t)
+    # the agent saw its clone at the project's path (hosts keep their paths, trust and settings)
+    assert (proj / "src" / "where.txt").read_text().strip() == str(proj)
+    results = dict(line.split() for line in (proj / "src" / "git_attacks.txt").read_text().splitlines())
+    assert set(results) == set(tries)
+    for name in ("config", "hook", "push_remote", "push_origin"):  # read-only even in the clone; no remote
+        assert results[name] != "0", (name, results)
+    # ground truth: nothing planted in the project's .git, the remote did not move
+    assert not (pgit / "objects" / "ab" / "cdef0123").exists()
+    assert not (pgit / "refs" / "heads" / "planted").exists()
+    for ref in ("refs/heads/planted2", "refs/heads/other"):
+        assert git(proj, "rev-parse", "-q", "--verify", ref, check=False) == "", ref
+    assert _hash_tree(guarded) == hashes
+    assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == remote_before
+    # ordinary work landed on the user's branch: the agent's commit, then loopx's for the rest
+    log = git(proj, "log", "--format=%s", f"{main_before}..main").splitlines()
+    assert "fix add" in log and any(s.startswith("loopx: run-") for s in log), log
+    assert "a + b" in (proj / "src" / "calc.py").read_text()
+    assert (proj / "src" / "extra.py").exists()
+    assert git(proj, "status", "--porcelain") == status, "the user's own files stay theirs, uncommitted"
+    state = Store.open(str(proj)).load()
+    assert state["todos"][t["todo_id"]]["status"] == "done"
+    ev = [e for e in state["evidence"].values() if e["summary"] == "fixed add in a private clone"]
+    assert ev and ev[0]["actor"].startswith("agent:")
+    assert not (proj / ".loopx" / "worktrees" / t["run_id"]).exists(), "the workspace is removed after the turn"
+
+
+def test_workflow_skills_install_prints_the_shell_functions_that_make_loopx_sandbox_the_default(world, tmp_path):
+    """`workflow-skills --install` suggests, and does not write, a shell function per host; the
+    printed function really starts the host inside the sandbox."""
+    proj, home = world["project"], world["home"]
+    profiles = {n: (home / n).read_text() if (home / n).exists() else None for n in (".bashrc", ".zshrc", ".profile")}
+    r = run_loopx(["workflow-skills", "--install", "--host", "claude-code", "--scope", "project"], cwd=proj,
+                  env={"HOME": str(home)})
+    assert r.code == 0, r.err
+    line = 'claude() { loopx sandbox -- claude "$@"; }'
+    assert line in r.out and "loopx does not write it" in r.out, r.out
+    j = run_loopx(["workflow-skills", "--install", "--host", "codex", "--scope", "project", "--format", "json"],
+                  cwd=proj, env={"HOME": str(home)})
+    assert json.loads(j.out)["data"]["sandbox_default"] == ['codex() { loopx sandbox -- codex "$@"; }']
+    assert {n: (home / n).read_text() if (home / n).exists() else None for n in profiles} == profiles
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    (bindir / "claude").write_text("#!/bin/sh\necho \"inside=${LOOPX_SANDBOXED:-no} $*\"\n"
+                                   "cat \"$HOME/.ssh/id_ed25519\" 2>/dev/null || echo no-ssh\n")
+    (bindir / "claude").chmod(0o755)
+    path = os.pathsep.join([str(bindir), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    out = subprocess.run(["bash", "-c", f"{line}\nclaude hello"], cwd=proj, capture_output=True, text=True,
+                         env=subprocess_env({"HOME": str(home), "PATH": path}), timeout=300)
+    assert out.stdout.split() == ["inside=1", "hello", "no-ssh"], out.stdout + out.stderr

@@ -124,3 +124,36 @@ def test_an_agent_cannot_turn_signing_off(signed, project, cli, monkeypatch):
     assert signing.enabled(), "the signed log still says on"
     assert cli("gate", "signing", "--disable").code == 0  # a human, with the allowed key
     assert not signing.enabled()
+
+
+def test_a_re_rooted_signing_log_is_reported_by_doctor(signed, project, cli, tmp_path):
+    """The agent replaces the signing log with one entry self-signed by its own key and adds that
+    key to the allowed signers: a chain of its own that verifies. The last human-signed set, kept
+    in the data folder, tells them apart."""
+    import json
+
+    gid = open_gate(cli)
+    assert cli("gate", "approve", gid, "--confirm", gid).code == 0
+    agent = keygen(tmp_path / "id_agent")
+    pub = (tmp_path / "id_agent.pub").read_text().split()
+    signers = f'alice namespaces="loopx-gate" {pub[0]} {pub[1]}\n'
+    entry = {"seq": 1, "enabled": True, "allowed_signers": signers, "principal": "alice", "prev": None}
+    entry["sig"] = signing.sign(signing._entry_text(entry), str(agent))
+    entry["fingerprint"] = signing.verify(signing._entry_text(entry), entry["sig"], "alice", signers)
+    assert entry["fingerprint"], "the forged entry verifies on its own"
+    Path(signing.log_path()).write_text(json.dumps(entry, sort_keys=True) + "\n")
+    Path(signing.signers_path()).write_text(signers)
+    signing._CACHE.clear()
+    doc = cli("doctor", json=True).data
+    problems = [c["finding"] for c in doc["checks"] if c["id"] == "signing" and c["status"] == "error"]
+    assert any("re-rooted" in p for p in problems), doc["checks"]
+    # one entry appended by hand after the human's last one is reported too
+    Path(signing.log_path()).unlink()
+    Path(signing.signers_path()).unlink()
+    Path(signing.root_path()).unlink()
+    assert cli("gate", "signing", "--enable", "--key", signed_key(None), "--principal", "alice").code == 0
+    with open(signing.log_path(), "a") as fh:
+        fh.write(json.dumps(dict(entry, seq=2)) + "\n")
+    doc = cli("doctor", json=True).data
+    problems = [c["finding"] for c in doc["checks"] if c["id"] == "signing" and c["status"] == "error"]
+    assert any("were not made by a human" in p for p in problems), problems

@@ -15,8 +15,11 @@ Typical loop (see ``examples/custom-runner/``)::
             api.spend_slot(conn, turn.run_id)
 
 Every function raises ``loopx.errors.LoopxError`` subclasses on bad input or state (``UsageError``
-for bad values and unknown ids, ``Conflict`` for lost races, ``StateError`` for an unusable store),
-exactly as the CLI reports them. Results are frozen dataclasses; ``raw`` keeps the kernel's dict.
+for bad values and unknown ids, ``Conflict`` for lost races, ``StateError`` for an unusable store)
+with the exit code and ``code`` the CLI reports and structured ``details`` (``{"field": "lease"}``,
+``{"todo": "t-1a2b", "holder": "agent:a", ...}``); their message and hint name the argument, not
+the CLI's flag, and suggest no ``loopx`` command. Results are frozen dataclasses; ``raw`` keeps the
+kernel's dict.
 Importing this module imports nothing from the kernel until a function is called.
 """
 

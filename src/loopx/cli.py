@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(opts, rest, fmt, run)
     except LoopxError as exc:
-        return _fail(fmt, run["command"], exc.exit_code, exc.as_dict(), exc.message, exc.hint)
+        return _fail_with(fmt, run["command"], exc)
     except KeyboardInterrupt:
         return _fail(fmt, run["command"], EXIT_INTERRUPTED, {"code": "interrupted", "message": "interrupted",
                                                              "hint": None}, "interrupted", None)
@@ -362,6 +362,15 @@ def _parse(rest: list[str]):
     if handler is None:  # a group without its action: show the group's help
         parser.parse_args([name, "--help"] if name else ["--help"])
     return handler, render, command, args
+
+
+def _fail_with(fmt: str, command: str, exc: LoopxError) -> int:
+    """Print ``exc`` worded for ``loopx <command>``: the kernel names fields and steps, the CLI
+    names flags and commands (loopx.commands.phrases)."""
+    from loopx.commands.phrases import for_cli
+
+    for_cli(exc, command)
+    return _fail(fmt, command, exc.exit_code, exc.as_dict(), exc.message, exc.hint)
 
 
 def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str | None) -> int:

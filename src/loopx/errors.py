@@ -15,8 +15,19 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 
+def either(names) -> str:
+    """``"a, b or c"``: the choices of a hint, in order."""
+    names = list(names)
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
 class LoopxError(Exception):
-    """Base error. ``code`` is a stable snake_case string, ``hint`` one actionable line."""
+    """Base error. ``code`` is a stable snake_case string, ``hint`` one actionable line, ``details``
+    the structured fields a caller can act on (``{"todo": "t-1a2b", "goal": "g1"}``).
+
+    Raised by the kernel, the message and hint name no CLI flag or command, so a ``loopx.api``
+    caller gets plain advice; ``loopx.commands.phrases`` rewords them for the CLI from ``code``
+    and ``details`` (the flag that sets a field, the command that helps)."""
 
     exit_code = EXIT_INTERNAL
     code = "internal"
@@ -42,6 +53,26 @@ class UsageError(LoopxError):
 
     exit_code = EXIT_USAGE
     code = "usage"
+
+
+class FieldError(UsageError):
+    """A bad value of one input (exit 2, code ``usage`` unless given). ``field`` is the name a kernel
+    or ``loopx.api`` caller passes the input under (``"verify"``, ``"lease"``), also
+    ``details["field"]``. ``message`` and ``hint`` are templates in which ``{field}`` stands for the
+    input: ``self.message``/``self.hint`` name the field itself ("lease must be between 1s and 7d");
+    the CLI calls ``phrased("--lease")`` to name the flag that sets it (loopx.commands.phrases)."""
+
+    def __init__(self, field: str, message: str, hint: str | None = None, *, code: str | None = None,
+                 details: dict | None = None) -> None:
+        self.field = field
+        self.template = (message, hint)
+        message, hint = self.phrased(field)
+        super().__init__(message, hint, code=code, details={"field": field, **(details or {})})
+
+    def phrased(self, name: str) -> tuple[str, str | None]:
+        """(message, hint) with the input called ``name``."""
+        message, hint = self.template
+        return message.replace("{field}", name), hint.replace("{field}", name) if hint is not None else None
 
 
 class NotFound(UsageError):

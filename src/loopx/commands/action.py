@@ -36,7 +36,7 @@ def action_push(ctx, goal_id=None, remote=None, branch=None, sha=None, run=None)
 
 
 def action_perform(ctx, gate=None):
-    from loopx.commands.humanonly import require_human
+    from loopx.kernel.write.humans import require_human
     from loopx.output import Reply
     from loopx.sandbox import actions as act
 

@@ -15,10 +15,10 @@ def register(sub, name, help_text):
 
 
 def disconnect(ctx, path=None) -> dict:
-    from loopx.commands.humanonly import require_human
     from loopx.errors import NotFound
     from loopx.kernel.storage import registry
     from loopx.kernel.storage.fs import find_root
+    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "disconnecting a project")
     target = path or ctx.project

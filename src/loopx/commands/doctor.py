@@ -23,7 +23,7 @@ def doctor(ctx, fix: bool = False) -> Reply:
     from loopx.ops import doctor as ops
 
     if fix:  # listed as human-only (humans.AGENT_DENIED): repairs may drop records, e.g. a gate's use
-        from loopx.commands.humanonly import require_human
+        from loopx.kernel.write.humans import require_human
 
         require_human(ctx, "doctor.fix")
     report = ops.run(ctx.project)

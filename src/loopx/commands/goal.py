@@ -109,8 +109,8 @@ def render_show(d: dict) -> str:
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
                 permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict | Reply:
-    from loopx.commands.human import require_human
     from loopx.kernel.write import goals
+    from loopx.kernel.write.humans import require_human
 
     if permission_mode is not None:
         require_human(ctx, "setting a goal's permission mode")

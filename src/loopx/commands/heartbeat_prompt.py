@@ -37,7 +37,7 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
     from loopx.errors import LoopxError
     from loopx.kernel.policy import decide
     from loopx.kernel.read.schedule import HINT_MIN
-    from loopx.kernel.storage import clock
+    from loopx.kernel.storage import clock, quotas
 
     try:
         store = ctx.store()
@@ -47,7 +47,7 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
         return None
     goal = state["goals"].get(d.get("goal_id") or "") or {}
     q = goal.get("quota") or {}
-    slots, window = int(q.get("slots") or 48), int(q.get("window") or 86400)
+    slots, window = int(q.get("slots") or quotas.DEFAULTS["slots"]), int(q.get("window") or quotas.DEFAULTS["window"])
     every = max(HINT_MIN, window // max(slots, 1)) // 60 * 60
     minutes = max(5, every // 60)
     cron = f"*/{minutes} * * * *" if minutes < 60 and 60 % minutes == 0 else (

@@ -47,11 +47,11 @@ def _public(cfg: dict) -> dict:
 
 
 def notify_set(ctx, webhook=None, preset=None, template=None, desktop=None, no_webhook=False) -> dict:
-    from loopx.commands.humanonly import require_human
     from loopx.config import config_path, set_user_value
     from loopx.errors import UsageError
     from loopx.kernel.read import validate
     from loopx.kernel.storage import clock
+    from loopx.kernel.write.humans import require_human
     from loopx.notify.outbox import user_cfg
 
     require_human(ctx, "changing notification targets")

@@ -54,7 +54,7 @@ def register(sub, name, help_text):
 def quota_show(ctx, goal_id=None) -> dict:
 
     from loopx.kernel.read import budget, queries
-    from loopx.kernel.storage import clock
+    from loopx.kernel.storage import clock, quotas
 
     state = ctx.store().load()
     now = clock.now()
@@ -67,7 +67,7 @@ def quota_show(ctx, goal_id=None) -> dict:
         b = budget.budget(state, g, now)
         q = g["quota"]
         out.append({"goal_id": g["id"], "status": g["status"], "slots": b["slots"], "window": b["window"],
-                    "cooldown": b["cooldown"], "stall_after": q.get("stall_after", 3),
+                    "cooldown": b["cooldown"], "stall_after": quotas.value(g, "stall_after"),
                     "spent": b["spent"], "left": b["left"], "next_slot_at": b["frees_at"],
                     "turns": b["turns"], "turns_started": b["turns_started"], "turns_left": b["turns_left"],
                     "next_turn_at": b["turns_free_at"],
@@ -120,7 +120,7 @@ def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_a
         quota = queries.resolve_goal(store.load(), goal_id)["quota"]
         looser = goals.loosened(quota, policy) + (["the turn budget"] if goals.raises_quota(quota, policy) else [])
         if looser:
-            from loopx.commands.human import require_human
+            from loopx.kernel.write.humans import require_human
 
             require_human(ctx, "loosening " + ", ".join(looser))
     return goals.set_quota(store, ctx.actor, goal_id, policy, human=humans.channel_or_none(ctx))

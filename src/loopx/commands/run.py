@@ -70,9 +70,9 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
     if secs <= 0:
         raise UsageError("--timeout must be positive", "use e.g. --timeout 20m")
     if permission_mode is not None:
-        from loopx.commands.human import require_human
+        from loopx.kernel.write.humans import require_human
 
-        require_human(ctx, "choosing a permission mode", agent_flag=False)
+        require_human(None, "choosing a permission mode")  # --agent here names the host to drive
     want_echo = echo
     echo = sys.stderr if want_echo or not (ctx.json or ctx.quiet) else None
     name = as_name if as_name is not None else (ctx.agent or "shell")

@@ -9,6 +9,7 @@ from loopx.commands import (
     add,
     goal_opt,  # noqa: F401
 )
+from loopx.kernel.storage import quotas
 from loopx.output import Reply
 
 
@@ -27,7 +28,7 @@ def register(sub, name, help_text):
     p.add_argument("--deny", action="append", metavar="GLOB", help="denied path glob (repeatable)")
     p.add_argument("--protect", action="append", metavar="ACTION",
                    help="action that needs an approved gate: merge, release, production-write, ... (repeatable)")
-    p.add_argument("--slots", metavar="N", help="turns allowed per window (default 48)")
+    p.add_argument("--slots", metavar="N", help=f"turns allowed per window (default {quotas.DEFAULTS['slots']})")
     p.add_argument("--window", metavar="DUR", help="rolling budget window (default 24h)")
     p.add_argument("--cooldown", metavar="DUR", help="minimum time between turns (default 0)")
     p.add_argument("--priority", type=int, default=0, help="higher runs first when several goals are active")
@@ -110,9 +111,9 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
                protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False,
                experiment=False, metric=None, direction="max", measure=None, trial_timeout=None, metric_pattern=None,
                min_delta=None, guard_cmd=None, holdout=None, plateau=None, protect_path=None, holdout_path=None):
-    from loopx.commands.humanonly import require_human
     from loopx.errors import UsageError
     from loopx.kernel.write import goals
+    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "goal.start")
     exp_cfg = None
@@ -159,6 +160,13 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
         res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
         res["baseline"] = _baseline_view(exp.get("baseline"))
         res["next"] = "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
+        tracked = trialstep.tracked_holdout(ctx.store(), exp_cfg.get("holdout_paths") or ())
+        if tracked:
+            return Reply(res, warnings=[
+                f"holdout data tracked by git ({', '.join(tracked[:3])}): the agent's sandbox hides the files, "
+                "but git's object store still holds them (`git show`); to keep the holdout out of the agent's "
+                "reach, untrack it (`git rm --cached`, add it to .gitignore): loopx copies untracked holdout "
+                "data into the holdout's own scratch checkout (docs/experiments.md)"])
         return res
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"

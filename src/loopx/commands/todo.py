@@ -105,9 +105,11 @@ def render_add(d: dict) -> str:
 
 
 def _brief(t: dict, now_iso: str) -> dict:
+    from loopx.kernel.read import queries
+
     c = t.get("claim")
     status = t["status"]
-    if status == "claimed" and c and c["lease_until"] <= now_iso:
+    if status == "claimed" and c and not queries.lease_live(c, now_iso):
         status = "expired"
     return {"id": t["id"], "goal": t["goal"], "title": t["title"], "status": status, "priority": t.get("priority", 0),
             "holder": c["holder"] if c else None, "lease_until": c["lease_until"] if c else None,

@@ -84,18 +84,20 @@ def render_finish(d: dict) -> str:
 
 
 def turn_handover(ctx, run):
-    from loopx.commands.human import require_human
     from loopx.kernel.write import runs
+    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "run.handover")
     return runs.hand_over(ctx.store(), ctx.actor, run)
 
 
 def render_handover(d: dict) -> str:
+    from loopx.kernel.storage import actors
+
     if not d["moved"]:
         return f"{d['run_id']} already runs on this machine; nothing changed"
     return (f"{d['run_id']} ({d['agent']} on {d['todo_id'] or 'planning'}) now belongs to this machine: "
-            f"`loopx --agent {(d['agent'] or '').removeprefix('agent:')} next` resumes it here")
+            f"`loopx --agent {actors.agent_name(d['agent']) or d['agent'] or ''} next` resumes it here")
 
 
 def turn_renew(ctx, run, lease=None):

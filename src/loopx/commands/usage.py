@@ -42,9 +42,9 @@ def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) ->
 
 def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
     from loopx import config
-    from loopx.commands.human import require_human
     from loopx.errors import UsageError
     from loopx.kernel.read import validate
+    from loopx.kernel.write.humans import require_human
 
     if host != "claude-code":
         raise UsageError("usage limits are set per host: only claude-code's windows are built by loopx",

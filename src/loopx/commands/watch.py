@@ -44,8 +44,8 @@ def register(sub, name, help_text):
 
 
 def watch_add(ctx, every, check, goal_id=None, on="change", match=None, todo=None, timeout=None, name=None):
-    from loopx.commands.humanonly import require_human
     from loopx.kernel.write import watches
+    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "adding a watch")
     return watches.add(ctx.store(), ctx.actor, goal_id, every=every, check=check, on=on, match=match, todo=todo,
@@ -126,7 +126,7 @@ def watch_status(ctx, watch, action) -> dict:
     from loopx.kernel.write import watches
 
     if action == "remove":
-        from loopx.commands.humanonly import require_human
+        from loopx.kernel.write.humans import require_human
 
         require_human(ctx, "removing a watch")
     return watches.set_status(ctx.store(), ctx.actor, watch, action)

@@ -109,8 +109,28 @@ def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force
     data = {"mode": mode, "scope": scope, "scope_reason": why, "other_scope": f"--scope {other}", "root": root,
             "hosts": chosen, "dry_run": dry_run, "files": rows, "counts": counts, "outcomes": done,
             "all_current": counts.get("current", 0) == len(rows), "hooks_rewritten": hook_rows}
+    if mode == "install":
+        data["sandbox_default"] = sandbox_functions(chosen)
     code = 1 if mode == "check" and not data["all_current"] else 0
     return Reply(data, code, warnings)
+
+
+def sandbox_functions(hosts: list[str]) -> list[str]:
+    """Shell functions (bash, zsh) that start each host's own command inside ``loopx sandbox``,
+    for the user to add to their shell profile; loopx never writes them itself. ``loopx sandbox``
+    runs the program found on ``PATH``, not the function, so the function does not call itself;
+    ``command NAME`` still starts the host without the sandbox."""
+    from loopx import hostfacts
+
+    out = []
+    for h in hosts:
+        argv = ((hostfacts.HOSTS.get(h) or {}).get("preset") or {}).get("argv") or []
+        name = argv[0] if argv else None
+        if name and name.replace("-", "_").isidentifier():
+            line = f'{name}() {{ loopx sandbox -- {name} "$@"; }}'
+            if line not in out:
+                out.append(line)
+    return out
 
 
 def _leftovers(items, manifest, chosen, root):
@@ -159,6 +179,10 @@ def render_skills(d: dict) -> str:
     backups = [r["backup"] for r in d["files"] if r.get("backup")]
     for b in backups:
         lines.append(f"backup kept: {safe(b)}")
+    if d.get("sandbox_default"):
+        lines.append("to start these hosts inside loopx's sandbox by default, add to your shell profile "
+                     "(~/.bashrc, ~/.zshrc; loopx does not write it; `command NAME` skips the sandbox):")
+        lines += ["  " + f for f in d["sandbox_default"]]
     if d["mode"] == "check" and not d["all_current"]:
         lines.append(f"next: loopx workflow-skills --install --scope {d['scope']}")
     return "\n".join(lines)

@@ -444,6 +444,7 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
     refused it, record evidence (kind ``diff``), open a ``custom`` gate that blocks the goal, and
     leave a report the next Cursor hook hands to the agent. Never raises."""
     from loopx.guard import verdicts
+    from loopx.kernel.storage import actors
     from loopx.kernel.write import evidence, gates
 
     store = None
@@ -466,7 +467,7 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
         goals = verdicts.governing_goals(state, goal_id)
         gid = verdict.get("goal_id") or (goals[0]["id"] if goals else None)
         rel = verdict.get("path") or path
-        actor = f"agent:{agent or host}"
+        actor = actors.agent(agent or host)
         info = {"allow": False, "reason": verdict["reason"], "path": rel, "goal_id": gid, "detected": "after_edit"}
         if gid is None:
             _add_report(store, f"loopx: {rel} was edited but {verdict['reason']}")

@@ -115,7 +115,45 @@ class Driver:
             self.sandbox = Session(self.store, lambda: (self.agent, self.run_id),
                                    host=self.spec["kind"] if self.spec else None)
         self.run_id = started["run_id"]
-        return self.sandbox.confine(cmd, shell, env, cwd, (started.get("worktree") or {}).get("branch"))
+        wt = started.get("worktree") or {}
+        return self.sandbox.confine(cmd, shell, env, cwd, wt.get("branch"), view=bool(wt.get("sequential")),
+                                    shared=wt.get("shared") or ())
+
+    def workspace(self, started: dict) -> str:
+        """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
+        from loopx.runner import hostenv, worktree
+
+        rid = started["run_id"]
+        try:
+            assert self.base is not None  # isolate is switched on together with the base branch
+            started["worktree"] = dict(worktree.create(self.store, rid, self.base, view=not self.isolate),
+                                       sequential=not self.isolate)
+        except LoopxError as exc:
+            turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
+            raise
+        cwd = started["worktree"]["cwd"]
+        # installed hook files are untracked: without them the host would run unguarded there
+        hooks = hostenv.copy_hooks(self.store.project_dir, cwd, self.spec["kind"] if self.spec else None)
+        if started["worktree"]["sequential"]:  # the agent sees the checkout as the user left it
+            started["worktree"]["carried"] = worktree.carry(self.store.project_dir, cwd, hooks)
+            started["worktree"]["shared"] = worktree.ignored(self.store.project_dir, cwd)
+        return cwd
+
+    def private_workspace(self) -> bool:
+        """A sequential turn works in a private clone (``loopx.runner.worktree``) where the kernel
+        sandbox applies and the project is a git repository on a branch with a commit, so the
+        project's ``.git`` stays outside every write grant; its work is brought back after the
+        turn (``land``). Elsewhere it works in the project, as without a sandbox."""
+        from loopx import sandbox
+        from loopx.runner import worktree
+
+        if not sandbox.enforced():
+            return False
+        try:
+            self.base = worktree.base_branch(self.store.project_dir)
+        except LoopxError:
+            return False
+        return True
 
     def mode_for(self, goal_id: str) -> str | None:
         """The permission mode of a turn on ``goal_id``: ``--permission-mode``, else the goal's."""
@@ -154,20 +192,8 @@ class Driver:
         if where is not None:
             started["trial_where"] = where
             cwd = where["cwd"]
-        elif self.isolate:
-            from loopx.runner import worktree
-
-            try:
-                assert self.base is not None  # isolate is switched on together with the base branch
-                started["worktree"] = worktree.create(self.store, rid, self.base)
-            except LoopxError as exc:
-                turn.close(self.store, self.actor, rid, "failed", f"could not create the run's worktree: {exc.message}")
-                raise
-            cwd = started["worktree"]["cwd"]
-            from loopx.runner import hostenv
-
-            # installed hook files are untracked: without them the host would run unguarded there
-            hostenv.copy_hooks(self.store.project_dir, cwd, self.spec["kind"] if self.spec else None)
+        elif self.isolate or self.private_workspace():
+            cwd = self.workspace(started)
         self.workdir = cwd  # where the scope of the turn's changes is checked (turn.finish)
         from loopx.runner import changes
 
@@ -189,7 +215,9 @@ class Driver:
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
-            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file, cwd), cwd,
+            # a sequential turn's clone is shown at the project's own path: the host works "there"
+            seen = self.store.project_dir if (started.get("worktree") or {}).get("sequential") else cwd
+            cmd, shell, env = self.confine(cmd, shell, self.env(started, prompt_file, json_file, seen), cwd,
                                          started)
             res = process.run_agent(cmd, shell=shell, stdin_text=stdin, env=env, cwd=cwd,
                                     timeout=self.timeout, tick=tick, tick_every=max(1.0, self.lease / 3),
@@ -252,13 +280,13 @@ class Driver:
             why = f"{setup['reason'].replace('_', ' ')}: {setup['message']}"
             fin = turn.close(self.store, self.actor, rid, "failed", why, report=dict(report, setup_error=setup))
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
-            return out
+            return self.land_failed(started, out)
         if res["timed_out"] or res["exit_code"] != 0:
             why = (f"timed out after {clock.format_duration(self.timeout or 0)}" if res["timed_out"]
                    else f"agent exited {res['exit_code']}")
             fin = turn.close(self.store, self.actor, rid, "failed", why, report=report)
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
-            return out
+            return self.land_failed(started, out)
         changed = None
         if started.get("worktree"):
             changed = self.commit_worktree(started, out)
@@ -320,10 +348,14 @@ class Driver:
         info = started["worktree"]
         title = started.get("todo_id") or "planning"
         try:
-            worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})")
+            worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})", info.get("carried"))
+            # a sequential turn lands the branch the user has checked out (the agent may have switched)
+            info["head"] = worktree.fetch_back(self.store, started["run_id"],
+                                               info["base"] if info.get("sequential") else None)
             return worktree.ahead(info["path"], info["base_sha"]) > 0
         except LoopxError as exc:
             out["note"] = f"could not commit the worktree: {exc.message}"
+            info["broken"] = exc.message  # its work is not in the project: the workspace is kept
             return None
 
     def land(self, started: dict, out: dict) -> None:
@@ -334,6 +366,9 @@ class Driver:
 
         info = started["worktree"]
         rid = started["run_id"]
+        if info.get("sequential"):
+            self.bring_back(started, out)
+            return
         if out["result"] == "failed":
             return
         res = None
@@ -352,6 +387,40 @@ class Driver:
         out["merge"] = res
         out["worktree"].update(kept=False, branch_kept=keep_branch)
         if res:
+            self.log(f"  {res['message']}")
+
+    def land_failed(self, started: dict, out: dict) -> dict:
+        """A failed turn in a private workspace still brings its work back (as if it had worked in
+        the project); a parallel run's worktree is kept for a human."""
+        if (started.get("worktree") or {}).get("sequential"):
+            self.commit_worktree(started, out)
+            self.bring_back(started, out)
+        return out
+
+    def bring_back(self, started: dict, out: dict) -> None:
+        """Bring a sequential turn's workspace into the branch the user has checked out, whatever
+        the turn's result (``loopx.runner.merge.land_turn``: fast-forward, else a merge commit,
+        else a conflict todo or a gate), then remove the workspace. What cannot be brought back
+        stays on the run's branch, and the workspace is kept, for a human (``loopx doctor``)."""
+        from loopx.runner import merge, worktree
+
+        info, rid = started["worktree"], started["run_id"]
+        if info.get("broken"):
+            out["note"] = ((out.get("note") or "") + f"; workspace kept: {info['broken']}").lstrip("; ")
+            return
+        try:
+            run = self.store.read(lambda st: queries.resolve_run(st, rid))
+            res = merge.land_turn(self.store, self.actor, run, info["base"], info["base_sha"])
+            others = worktree.moved_branches(self.store, rid, info.get("branches") or {}, info["base"])
+            if others:
+                res["branches"] = merge.land_branches(self.store, self.actor, run, info.get("branches") or {}, others)
+            worktree.remove(self.store, rid, delete_branch=res["action"] in ("merged", "nothing"))
+        except LoopxError as exc:
+            out["note"] = ((out.get("note") or "") + f"; workspace kept: {exc.message}").lstrip("; ")
+            return
+        out["merge"] = res
+        out["worktree"].update(kept=False, branch_kept=res["action"] not in ("merged", "nothing"))
+        if res["action"] != "nothing":
             self.log(f"  {res['message']}")
 
     def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None,

@@ -14,6 +14,9 @@
   turn to merge the branch by hand (the branch is kept).
 - ``deferred``: the merge is clean but the base's checkout has local changes in the way: a
   ``merge`` gate asks a human to merge it (``git merge loopx/<run-id>``) or approve after cleaning.
+- ``refused``: the branch changes a path inside a ``.loopx/`` folder (a store, at any depth):
+  nothing is written to the base and the branch is kept for a human; loopx's store is written by
+  loopx alone, never brought in from an agent's commits.
 - ``merged``: the merge commit is made with ``git merge-tree --write-tree`` + ``commit-tree``
   (no checkout is touched while computing it), then the base moves to it: ``git merge --ff-only``
   in the checkout that has the base checked out, or a compare-and-swap ``update-ref`` when none
@@ -52,10 +55,95 @@ def integrate(store, actor: str, run: dict, base: str) -> dict:
         if _merged_already(store.project_dir, base, branch):
             return _out("nothing", branch, base, f"{branch} has nothing that {base} lacks")
         stat = wt.diff_stat(store.project_dir, base, branch)
+        refused = _refuse_store(store, actor, run, branch, base, stat)
+        if refused:
+            return refused
         goal = store.load(view="live")["goals"][run["goal"]]  # every goal is in the live view
         if protects_merges(goal):
             return _gate(store, actor, run, branch, base, stat, "goal protects merges")
         return _merge(store, actor, run, branch, base, stat)
+
+
+def land_turn(store, actor: str, run: dict, base: str, base_sha: str) -> dict:
+    """Bring a sequential turn's branch (fetched from its private workspace) into ``base``, the
+    branch the user has checked out, whether or not the turn was verified: what the agent did
+    lands where it would have without the workspace. A fast-forward when ``base`` still points at
+    ``base_sha`` (so the user's branch gets the agent's own commits); otherwise ``_merge``'s
+    merge commit, conflict todo or gate. Returns an ``integrate``-shaped dict."""
+    branch = worktrees.branch(run["id"])
+    P = store.project_dir
+    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+        if wt.git(P, "rev-parse", "-q", "--verify", "refs/heads/" + branch, check=False).returncode \
+                or _merged_already(P, base, branch):
+            wt.git(P, "branch", "-D", branch, check=False)
+            return _out("nothing", branch, base, f"{branch} has nothing that {base} lacks")
+        stat = wt.diff_stat(P, base, branch)
+        refused = _refuse_store(store, actor, run, branch, base, stat)
+        if refused:
+            return refused
+        head = wt.git(P, "rev-parse", "--verify", branch + "^{commit}").stdout.strip()
+        now = wt.git(P, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
+        if now == base_sha:
+            where = _checkout_of(P, base)
+            moved = (wt.git(P, "update-ref", "-m", f"loopx: {run['id']}", f"refs/heads/{base}", head, base_sha,
+                            check=False) if where is None else wt.git(where, "merge", "--ff-only", "-q", head,
+                                                                          check=False))
+            if moved.returncode == 0:
+                wt.git(P, "branch", "-D", branch, check=False)
+                return _out("merged", branch, base, f"brought {branch} into {base} ({head[:12]})", commit=head,
+                            diff_stat=stat)
+        return _merge(store, actor, run, branch, base, stat)
+
+
+def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> list[dict]:
+    """The other branches a sequential turn moved in its workspace (``worktree.moved_branches``),
+    brought into the project as if it had worked there: a branch that is still where the turn
+    started moves to the agent's commit when that is a fast-forward (``git merge
+    --ff-only`` where it is checked out, else a compare-and-swap ``update-ref``); otherwise it is
+    left alone (and a branch the agent made is not made) and the agent's commit stays under
+    ``refs/loopx/landing/<run>/<name>`` with a note on the run. A change of a ``.loopx/`` path is never brought in. Returns one dict per branch:
+    ``{"branch", "action": "moved"|"kept", "commit", "message"}``."""
+    from loopx.kernel.write import evidence
+
+    P = store.project_dir
+    out = []
+    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+        for name, sha in sorted(moved.items()):
+            ref = f"refs/loopx/landing/{run['id']}/{name}"
+            cur = wt.git(P, "rev-parse", "-q", "--verify", f"refs/heads/{name}", check=False).stdout.strip()
+            was = start.get(name) or ""
+            ok = bool(was) and cur == was and wt.git(P, "merge-base", "--is-ancestor", was, sha,
+                                                     check=False).returncode == 0
+            names = wt.git(P, "diff", "--name-only", "-z", f"{was}..{sha}", check=False).stdout if ok else ""
+            ok = ok and not any(".loopx" in n.split("/") for n in names.split("\0") if n)
+            where = _checkout_of(P, name) if ok else None
+            if ok:
+                ok = (wt.git(where, "merge", "--ff-only", "-q", sha, check=False) if where else
+                      wt.git(P, "update-ref", "-m", f"loopx: {run['id']}", f"refs/heads/{name}", sha, cur,
+                             check=False)).returncode == 0
+            if ok:
+                wt.git(P, "update-ref", "-d", ref, check=False)
+                out.append({"branch": name, "action": "moved", "commit": sha,
+                            "message": f"brought {name} to {sha[:12]}"})
+                continue
+            why = "made in the turn" if not was else "it moved, or this is not a fast-forward"
+            msg = f"branch {name} was not brought in ({why}): see {ref}"
+            evidence.add(store, actor, run["goal"], kind="note", summary=msg[:300], todo=run.get("todo"), run=run["id"])
+            out.append({"branch": name, "action": "kept", "commit": sha, "message": msg})
+    return out
+
+
+def _refuse_store(store, actor, run, branch: str, base: str, stat: str) -> dict | None:
+    """A ``refused`` dict (and a note on the run) when ``branch`` changes a ``.loopx/`` path."""
+    from loopx.kernel.write import evidence
+
+    names = wt.git(store.project_dir, "diff", "--name-only", "-z", f"{base}...{branch}").stdout.split("\0")
+    bad = [n for n in names if n and ".loopx" in n.split("/")]
+    if not bad:
+        return None
+    msg = f"{branch} was not brought into {base}: it changes loopx's store ({', '.join(bad[:3])})"
+    evidence.add(store, actor, run["goal"], kind="note", summary=msg[:300], todo=run.get("todo"), run=run["id"])
+    return _out("refused", branch, base, msg, files=bad, diff_stat=stat)
 
 
 def _merged_already(project_dir: str, base: str, branch: str) -> bool:

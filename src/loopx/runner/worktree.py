@@ -1,13 +1,26 @@
-"""Git worktrees for parallel runs (docs/multi-agent.md): one per run, on branch
-``loopx/<run-id>``, created from the goal's base branch under ``.loopx/worktrees/<run-id>``.
+"""A turn's workspace (docs/multi-agent.md, docs/security.md): one per run, on branch
+``loopx/<run-id>``, made from the goal's base branch under ``.loopx/worktrees/<run-id>``.
+
+The workspace is a private clone (``git clone --shared``), not a linked worktree: its own ``.git``
+(index, refs, new objects) lies inside the sandbox's write grant, and it reads the project's
+objects through ``objects/info/alternates`` without writing them. A linked worktree would write
+its commits into the project's common object store and refs, so the project's ``.git`` would have
+to stay writable. After the turn loopx, outside the sandbox with hooks off, fetches the
+workspace's ``HEAD`` into the project's ``refs/heads/loopx/<run-id>`` (``fetch_back``); the
+workspace's configuration is read-only inside the sandbox (``loopx.sandbox.profile``), and git's
+upload-pack ignores the one setting that would run a command from it.
 
 - ``base_branch(project_dir) -> str``: the branch checked out in the project (the base of every
   run's branch). Raises UsageError (``not_git``/``detached_head``) when there is none.
 - ``create(store, run_id, base) -> {"path", "branch", "base", "base_sha", "cwd"}``: ``cwd`` is
   the project's copy inside the worktree (the worktree itself unless the project is a
   subfolder of its repository).
-- ``commit_all(path, message) -> bool``: commit whatever the agent left uncommitted (no
-  ``.loopx/`` folder at any depth); True when a commit was made.
+- ``fetch_back(store, run_id) -> str | None``: bring the workspace's ``HEAD`` into the project
+  as ``refs/heads/loopx/<run-id>``; its commit, or None when the workspace has no commit.
+- ``carry(project_dir, cwd, also) -> {path: sha256}``: the user's work in progress copied in.
+- ``commit_all(path, message, carried=None) -> bool``: commit whatever the agent left
+  uncommitted (no ``.loopx/`` folder at any depth, no ``carried`` file it left unchanged); True
+  when a commit was made.
 - ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
 - ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
 
@@ -61,20 +74,204 @@ def _ignore_worktrees(store) -> None:
     ensure_lines(store.path(layout.GITIGNORE), (worktrees.DIRNAME + "/",))
 
 
-def create(store, run_id: str, base: str) -> dict:
+IDENTITY_KEYS = ("user.name", "user.email")
+
+
+def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
+    """``view``: the workspace is shown at the project's own path inside the sandbox
+    (``loopx.sandbox.mounts``, a sequential turn): it works on a branch named like ``base`` and
+    reads the project's objects through ``.git/project-objects``, which the sandbox's view fills."""
+    git_dir = gitcli.git_dir
+
     _ignore_worktrees(store)
     path = worktrees.path(store.root, run_id)
-    branch = worktrees.branch(run_id)
+    branch = base if view else worktrees.branch(run_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     base_sha = git(store.project_dir, "rev-parse", "--verify", base + "^{commit}").stdout.strip()
-    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, base_sha)
+    source = os.path.realpath(git_dir(store.project_dir) or store.project_dir)
+    _clone(source, path)
+    git(path, "checkout", "-q", "-B", branch, base_sha)
+    others = git(path, "for-each-ref", "--format=%(refname:short)", "refs/heads/").stdout.split()
+    for name in [o for o in others if o != branch]:  # the run's branch only: the project's are origin/*
+        git(path, "branch", "-q", "-D", name, check=False)
+    _like_the_project(store.project_dir, path, source)
+    branches = {branch: base_sha}
+    if view:  # the project's other branches too, as they are: the agent may work on them (landed below)
+        for line in git(store.project_dir, "for-each-ref", "--format=%(objectname) %(refname:short)",
+                        "refs/heads/").stdout.splitlines():
+            sha, _, name = line.partition(" ")
+            if name and name != branch and not name.startswith(worktrees.BRANCH_PREFIX):
+                git(path, "update-ref", f"refs/heads/{name}", sha)
+                branches[name] = sha
+        # the project's objects at ../project-objects (a folder only the sandbox's view fills: the
+        # same path at the project's place), then at their own path (outside the view; inside it
+        # that is the clone's own store, which git skips as an alternate)
+        os.makedirs(os.path.join(path, ".git", "project-objects"), exist_ok=True)
+        with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w", encoding="utf-8") as fh:
+            fh.write(f"../project-objects\n{os.path.join(source, 'objects')}\n")
     cwd = worktrees.project_in(store.root, run_id, store.project_dir) or path
     os.makedirs(cwd, exist_ok=True)
-    return {"path": path, "branch": branch, "base": base, "base_sha": base_sha, "cwd": cwd}
+    # an empty store folder where the project has its own, read-only in the sandbox: nothing
+    # store-shaped is made there and brought back (``.loopx/`` is never committed, see commit_all)
+    os.makedirs(os.path.join(cwd, ".loopx"), exist_ok=True)
+    return {"path": path, "branch": worktrees.branch(run_id), "branches": branches, "base": base, "base_sha": base_sha, "cwd": cwd}
 
 
-def commit_all(path: str, message: str) -> bool:
+def _like_the_project(project_dir: str, path: str, source: str) -> None:
+    """The project's identity and remotes in the clone (its ``.git/config`` is not the clone's),
+    and the project's remote-tracking branches: ``origin`` is what it is in the project, so a
+    push the agent tries goes where it would go from the checkout (and the guard judges it so)."""
+    for key in IDENTITY_KEYS:
+        val = git(project_dir, "config", key, check=False).stdout.strip()
+        if val:
+            git(path, "config", key, val)
+    urls = git(project_dir, "config", "--get-regexp", r"^remote\..*\.url$", check=False).stdout.splitlines()
+    if not urls:
+        return
+    git(path, "remote", "remove", "origin", check=False)
+    for line in urls:
+        key, _, url = line.partition(" ")
+        git(path, "remote", "add", key[len("remote."):-len(".url")], url, check=False)
+    git(path, "fetch", "-q", "--no-tags", source, "+refs/remotes/*:refs/remotes/*", check=False)
+
+
+def _clone(source: str, path: str) -> None:
+    env = gitcli.pinned_env(os.path.dirname(path))  # hooks and fsmonitor off ...
+    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):  # ... and a clone names its own folders
+        env.pop(k, None)
+    try:
+        res = gitcli.run(os.path.dirname(path), "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path,
+                         base=env, timeout=GIT_TIMEOUT, text=True)
+    except gitcli.GitUnavailable as exc:
+        raise GitError(str(exc), "check that git is installed and on PATH") from None
+    gitcli.checked(res, "see `git status` in the project")
+
+
+def is_clone(path: str) -> bool:
+    """True for a workspace made by ``create`` (its own ``.git`` folder), False for a linked worktree."""
+    return os.path.isdir(os.path.join(path, ".git"))
+
+
+def fetch_back(store, run_id: str, branch: str | None = None) -> str | None:
+    """``branch`` (default ``HEAD``) of the workspace into the project as ``refs/heads/loopx/<run>``."""
+    path = worktrees.path(store.root, run_id)
+    src = f"refs/heads/{branch}" if branch else "HEAD"
+    head = git(path, "rev-parse", "-q", "--verify", src + "^{commit}", check=False).stdout.strip()
+    if not head:
+        return None
+    if is_clone(path):  # a linked worktree's commits are in the project already
+        git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+            f"+{src}:refs/heads/{worktrees.branch(run_id)}")
+    return head
+
+
+def moved_branches(store, run_id: str, start: dict, base: str) -> dict:
+    """The workspace's branches other than ``base`` that the agent moved or made: ``{name: sha}``,
+    each fetched into the project as ``refs/loopx/landing/<run>/<name>`` (loopx's namespace, never
+    a branch) for ``loopx.runner.merge.land_branches``."""
+    path = worktrees.path(store.root, run_id)
+    out = {}
+    for line in git(path, "for-each-ref", "--format=%(objectname) %(refname:short)", "refs/heads/").stdout.splitlines():
+        sha, _, name = line.partition(" ")
+        if not name or name == base or start.get(name) == sha or name.startswith(worktrees.BRANCH_PREFIX):
+            continue
+        got = git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+                  f"+refs/heads/{name}:refs/loopx/landing/{run_id}/{name}", check=False)
+        if got.returncode == 0:
+            out[name] = sha
+    return out
+
+
+def carry(project_dir: str, cwd: str, also=()) -> dict:
+    """Copy the user's work in progress (changed tracked files and untracked files git does not
+    ignore, never ``.loopx/``) from ``project_dir`` into a workspace's project folder ``cwd``, so
+    the agent sees what it would see in the checkout; ``also`` names more copied files (relative
+    to the project: the installed hook files). Returns ``{path in the workspace: sha256}``:
+    ``commit_all`` leaves such a file out unless the agent changed it."""
+    import hashlib
+    import shutil
+
+    listed = git(project_dir, "ls-files", "-z", "--modified", "--others", "--exclude-standard", "--", ".",
+                 ":(exclude,glob)**/.loopx/**", ":(exclude).loopx").stdout.split("\0")
+    folders = git(project_dir, "ls-files", "-z", "--others", "--directory", "--exclude-standard", "--", ".",
+                  ":(exclude).loopx").stdout.split("\0")
+    for rel in folders:  # untracked folders, empty ones too (git keeps no folder): the agent expects them
+        if rel.endswith("/") and not os.path.lexists(os.path.join(cwd, rel)):
+            try:
+                os.makedirs(os.path.join(cwd, rel), exist_ok=True)
+            except OSError:
+                continue
+    out: dict = {}
+    named = [r for r in listed if r]
+    for rel in also:  # a copied folder (a host's skills): each file in it
+        top = os.path.join(project_dir, rel)
+        named += [os.path.relpath(os.path.join(d, f), project_dir) for d, _, fs in os.walk(top) for f in fs] \
+            if os.path.isdir(top) else [rel]
+    also = set(named[len([r for r in listed if r]):])
+    for rel in dict.fromkeys(named):
+        src, dst = os.path.join(project_dir, rel), os.path.join(cwd, rel)
+        if not os.path.isfile(src) or os.path.islink(src):
+            continue
+        try:
+            if not os.path.exists(dst) or rel not in also:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy2(src, dst)
+            with open(dst, "rb") as fh:
+                out[dst] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            continue
+    return out
+
+
+MAX_SHARED = 200
+
+
+def ignored(project_dir: str, cwd: str) -> list[str]:
+    """The files and folders of the checkout that git ignores (a virtualenv, ``node_modules``, a
+    host's own config such as ``opencode.json``), never ``.loopx/``: a clone has none of them, so
+    the sandbox's view shows the project's own at their place, writable as before (they are not
+    versioned: nothing of them is brought back). A placeholder is made in the clone at each path
+    (the view's mount point). Returns their real paths (at most ``MAX_SHARED``, outermost first)."""
+    listed = git(project_dir, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                 "--", ".", ":(exclude).loopx", ":(exclude,glob)**/.loopx/**").stdout.split("\0")
+    out: list[str] = []
+    for rel in sorted((r.rstrip("/") for r in listed if r), key=lambda r: (r.count("/"), r))[:MAX_SHARED]:
+        src, dst = os.path.join(project_dir, rel), os.path.join(cwd, rel)
+        if os.path.islink(src) or not os.path.exists(src) or any(rel.startswith(o + "/") for o in out):
+            continue
+        try:
+            if os.path.isdir(src):
+                os.makedirs(dst, exist_ok=True)
+            elif not os.path.lexists(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                open(dst, "a").close()
+        except OSError:
+            continue
+        out.append(rel)
+    return [os.path.realpath(os.path.join(project_dir, r)) for r in out]
+
+
+def _unchanged(carried: dict) -> list[str]:
+    import hashlib
+
+    same = []
+    for p, sha in carried.items():
+        try:
+            with open(p, "rb") as fh:
+                if hashlib.sha256(fh.read()).hexdigest() == sha:
+                    same.append(p)
+        except OSError:
+            continue
+    return same
+
+
+def commit_all(path: str, message: str, carried: dict | None = None) -> bool:
     git(path, "add", "-A", "--", ".", ":(exclude,glob)**/.loopx/**")
+    # nor what the agent staged there itself (`git checkout BRANCH -- .loopx/...`): never loopx's commit
+    git(path, "reset", "-q", "--", ":(glob)**/.loopx/**", check=False)
+    same = _unchanged(carried or {})
+    for i in range(0, len(same), 200):  # the user's own work in progress, untouched: not the agent's
+        git(path, "reset", "-q", "--", *same[i:i + 200], check=False)
     if git(path, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return False
     git(path, *identity(path), "commit", "-q", "--no-verify", "-m", message)
@@ -91,8 +288,12 @@ def diff_stat(project_dir: str, base: str, branch: str) -> str:
 
 
 def remove(store, run_id: str, *, delete_branch: bool) -> None:
+    import shutil
+
     path = worktrees.path(store.root, run_id)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and is_clone(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.isdir(path):
         git(store.project_dir, "worktree", "remove", "--force", path)
     git(store.project_dir, "worktree", "prune", check=False)
     if delete_branch:

@@ -30,7 +30,11 @@ def main(argv: list[str]) -> int:
     from loopx.sandbox import landlock, mounts
 
     m = policy.get("mount") or {}
-    if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", [])):
+    view = None if m.get("off") else policy.get("view")
+    here = os.path.realpath(os.getcwd())  # a turn's clone: seen at the project's place below
+    if m.get("off") or not mounts.setup(m.get("roots", []), m.get("ro", []), m.get("rw", []), m.get("hide", ()),
+                                        view):
+        view = None  # the command works in the clone at its own path
         policy.update(policy.get("fallback") or {"write": policy.get("write", []), "write_files": []})
         if not m.get("off"):
             sys.stderr.write("loopx sandbox: no private mount namespace here; protected paths are left out of the "
@@ -47,6 +51,11 @@ def main(argv: list[str]) -> int:
     env = os.environ.copy()
     if policy.get("tmpdir"):
         env["TMPDIR"] = policy["tmpdir"]
+    if view:
+        rel = os.path.relpath(here, view["tree"])
+        shown = os.path.normpath(os.path.join(view["at"], rel)) if not rel.startswith("..") else here
+        os.chdir(shown)
+        env["PWD"] = shown
     try:
         os.execvpe(argv[2], argv[2:], env)
     except OSError as exc:

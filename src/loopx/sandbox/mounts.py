@@ -11,8 +11,11 @@ folder between the tree's root and a protected path is made a mount point as wel
 holding ``.git/config`` cannot be renamed away and rebuilt. Nothing propagates back: the new
 namespace's mounts are private.
 
-``setup(roots, ro, rw) -> bool``: True when the views are in place, False when this system does
-not allow it (then the caller falls back to granting the tree child by child).
+``setup(roots, ro, rw, hide=()) -> bool``: True when the views are in place, False when this
+system does not allow it (then the caller falls back to granting the tree child by child). Each
+``hide`` path (an experiment's holdout data) gets an empty view last, over every other mount: a
+folder an empty read-only ``tmpfs``, a file ``/dev/null`` on a ``nodev`` mount (opening it fails),
+so a read, a symbolic link to it or a hard link of it (EXDEV: another mount) shows nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +56,47 @@ def _mount(libc, src, target, flags) -> None:
         raise OSError(e, f"mount {target.decode()}: {os.strerror(e)}")
 
 
-def setup(roots: list[str], ro: list[str], rw: list[str]) -> bool:
+def _hide(libc, path: str) -> None:
+    b = os.fsencode(path)
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if os.path.isdir(path) and not os.path.islink(path):
+        if libc.mount(b"tmpfs", b, b"tmpfs", ctypes.c_ulong(flags), b"size=4k,mode=0500") != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"mount tmpfs {path}: {os.strerror(e)}")
+        return
+    _mount(libc, b"/dev/null", b, MS_BIND)
+    _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | flags)
+
+
+def _show_at(libc, view: dict) -> None:
+    """Show a turn's private clone (``tree``) at the project's own path (``at``): the project's
+    objects read-only at ``tree/.git/project-objects`` (the clone's alternates entry), the clone
+    over the project's checkout (its files and its ``.git``: the project's are not visible at all),
+    the project's own files git ignores (``shared``) back at their place, and the project's store
+    read-only at its usual place. Paths, the host's trust and settings
+    keyed by the project's folder, and every absolute path the agent sees stay what they are."""
+    ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    tree, at = os.fsencode(view["tree"]), os.fsencode(view["at"])
+    objs = os.open(view["objects"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    store = os.open(view["store"], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    # the project's own files git ignores, opened before the clone covers them
+    shared = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in view.get("shared") or () if os.path.exists(p)]
+    try:
+        target = os.path.join(tree, b".git", b"project-objects")
+        _mount(libc, b"/proc/self/fd/%d" % objs, target, MS_BIND)
+        _mount(libc, b"none", target, ro)
+        _mount(libc, tree, at, MS_BIND | MS_REC)
+        for path, fd in shared:
+            _mount(libc, b"/proc/self/fd/%d" % fd, os.fsencode(path), MS_BIND | MS_REC)
+        shown = os.path.join(at, os.fsencode(os.path.relpath(view["store"], view["at"])))
+        _mount(libc, b"/proc/self/fd/%d" % store, shown, MS_BIND | MS_REC)
+        _mount(libc, b"none", shown, ro)
+    finally:
+        for fd in [objs, store, *(fd for _, fd in shared)]:
+            os.close(fd)
+
+
+def setup(roots: list[str], ro: list[str], rw: list[str], hide=(), view: dict | None = None) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     ro = [p for p in ro if os.path.lexists(p) and not os.path.islink(p) and any(_under(p, r) for r in roots)]
     if not _unshare(libc):  # always a namespace of our own: own_pids() remounts /proc inside it
@@ -78,6 +121,10 @@ def setup(roots: list[str], ro: list[str], rw: list[str]) -> bool:
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
             elif kind == "rw":
                 _mount(libc, b"none", b, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+        if view:
+            _show_at(libc, view)
+        for path in sorted(p for p in hide if os.path.lexists(p)):
+            _hide(libc, path)
     except OSError:
         return False
     return True

@@ -25,6 +25,13 @@ def profile(policy: dict) -> str:
         lines.append("(allow file-write* " + " ".join(f"(subpath {_q(p)})" for p in policy["write"]) + ")")
     if policy.get("write_files"):
         lines.append("(allow file-write* " + " ".join(f"(literal {_q(p)})" for p in policy["write_files"]) + ")")
+    mount = policy.get("mount") or {}
+    # no mount namespace here: a protected path inside a granted tree and a hidden one (holdout
+    # data) are denied by later rules (the last matching rule wins)
+    if mount.get("ro"):
+        lines.append("(deny file-write* " + " ".join(f"(subpath {_q(p)})" for p in mount["ro"]) + ")")
+    if mount.get("hide"):
+        lines.append("(deny file-read* file-write* " + " ".join(f"(subpath {_q(p)})" for p in mount["hide"]) + ")")
     ports = policy.get("connect")
     if ports is None:
         lines.append("(allow network*)")

@@ -38,16 +38,19 @@ class Session:
 
             self.broker = Broker(store, identity, self.root, self.verify_file, before=self.clean_git).start()
         self._policies: dict = {}
+        self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
-    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=()) -> dict:
-        key = (os.path.realpath(cwd), branch, exe, tuple(named))
+    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=(),
+                   view: bool = False, shared=()) -> dict:
+        key = (os.path.realpath(cwd), branch, exe, tuple(named), view, tuple(shared))
         if key not in self._policies:
             files, dirs = profile.program_reads(exe)
             for f in named:  # a script the command line names, and the folder it imports from
                 more_files, more_dirs = profile.program_reads(f)
                 files, dirs = files + more_files, dirs + more_dirs
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
-                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files)
+                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files,
+                                                view=view, shared=shared)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
             json.dump(pol, fh)
@@ -63,12 +66,17 @@ class Session:
                 out[sandbox.BROKER_ENV] = self.broker.path
         return out
 
-    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None):
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False,
+                shared=()):
+        """``view``: ``cwd`` is a turn's private clone, shown at the project's path, with the
+        project's own ``shared`` paths (what git ignores) at their place (``profile.build``)."""
         if not self.on:
             return cmd, shell, env
+        self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
-        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd))
+        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
+                              view, shared)
         return sandbox.wrap(argv, pol), False, self.env(env)
 
     def clean_git(self) -> None:
@@ -79,13 +87,15 @@ class Session:
 
         if self.store is None:
             return
-        dirs = main_dirs(self.store.project_dir)
-        planted = os.path.join(dirs[0], "commondir") if dirs else None
-        if planted and os.path.lexists(planted):
+        for where in {self.store.project_dir, self.workdir or self.store.project_dir}:
+            dirs = main_dirs(where)  # the project's .git, and a workspace's own (a private clone)
+            planted = os.path.join(dirs[0], "commondir") if dirs else None
+            if not planted or not os.path.lexists(planted):
+                continue
             try:
                 os.remove(planted)
             except OSError:
-                return
+                continue
             if self.broker is not None:
                 self.broker.refused.append({"argv": ["(file)", planted], "why": "a planted .git/commondir was removed"})
 

@@ -44,7 +44,7 @@ def _remote(store, remote: str | None) -> str | None:
 def _unreachable(exc: LoopxError, what: str) -> gs.RemoteUnreachable:
     return gs.RemoteUnreachable(f"{what}: {exc.message}",
                                 "nothing was recorded; the loop goes on locally and this waits until the remote "
-                                "answers (`loopx sync` tells you)")
+                                "answers (a sync tells you)", details={"reason": "nothing_recorded"})
 
 
 def _refold(store, git) -> None:
@@ -201,8 +201,9 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
                 _refold(store, git)
                 raise Conflict(f"gate {g['id']} was already {prior.get('status')} on {prior.get('host')}"
                                f"{_ago(prior.get('at'), clock.now())} by {prior.get('by')}",
-                               "run `loopx sync` to fold that decision in; open a new gate if the question needs "
-                               "another decision", code="gate_decided")
+                               "sync to fold that decision in; open a new gate if the question needs "
+                               "another decision", code="gate_decided",
+                               details={"reason": "decided_elsewhere", "gate": g["id"]})
             out = gates.decide(store, actor, g["id"], approve=approve, **kw)
             out["shared"] = {"ledger": gs.GATES, "tries": got["tries"]}
             try:  # the others fold the decision record at their next sync
@@ -330,8 +331,8 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
             _refold(store, git)
         raise Conflict(f"{tid} was claimed on {e.get('host')}{_ago(e.get('at'), clock.now())}: the lease of "
                        f"{r['id']} lapsed on the remote and was not renewed",
-                       "finish this turn (`loopx turn finish --result failed`) and start a new one with "
-                       "`loopx next --sync`", code="lease_lost")
+                       "finish this turn as failed and start a new one with sync", code="lease_lost",
+                       details={"todo": tid, "run": r["id"]})
     out = turn.renew(store, actor, run_id, lease=lease)
     out["shared"] = {"tries": got["tries"]}
     return out
@@ -452,6 +453,7 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
     ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
     Raises RemoteUnreachable (exit 3), StateError, Conflict."""
     from loopx.kernel.policy import turn
+    from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
     from loopx.kernel.storage.clock import timedelta
     from loopx.kernel.write import todos
@@ -472,8 +474,7 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
             return d.get("todo_id") if d["decision"] == "run" and d.get("mode") != "plan" else None
 
         now_iso = clock.now_iso()
-        mine = {t["id"] for t in store.load(view="live")["todos"].values()
-                if t.get("claim") and str(t["claim"].get("lease_until")) > now_iso}
+        mine = {t["id"] for t in store.load(view="live")["todos"].values() if queries.claim_live(t, now_iso)}
         got = gs.claim(store, git, pick, actor, until, keep=mine)
         tid = got["todo_id"]
         sync_info = {**ex, "claim_tries": got["tries"], "lost": got["lost"]}

@@ -72,9 +72,11 @@ class Git:
         except gitcli.GitUnavailable as exc:
             if exc.timed_out:
                 raise RemoteUnreachable(f"git {args[0]} took longer than {timeout():g} s",
-                                        "the loop goes on locally; shared claims wait until `loopx sync` reaches the "
-                                        "remote (LOOPX_SYNC_TIMEOUT sets the limit)") from exc
-            raise StateError("git is not installed", "install git; loopx sync uses your own git") from exc
+                                        "the loop goes on locally; shared claims wait until a sync reaches the "
+                                        "remote (LOOPX_SYNC_TIMEOUT sets the limit)",
+                                        details={"reason": "sync_timeout"}) from exc
+            raise StateError("git is not installed", "install git; sync uses your own git",
+                             details={"reason": "sync_needs_git"}) from exc
         if check and p.returncode != 0:
             raise StateError(f"git {args[0]} failed: {_whole(p.stderr) or p.returncode}",
                              "see `git` output; loopx changed nothing in your working tree or branches")
@@ -175,13 +177,13 @@ def project_git(store, remote: str | None) -> Git:
     such remote."""
     cwd = store.project_dir
     if gitcli.checkout(cwd) is None:
-        raise StateError("the project is not a git repository", "loopx sync exchanges the store through git: "
-                         "`git init` and add a remote")
+        raise StateError("the project is not a git repository", "sync exchanges the store through git: "
+                         "`git init` and add a remote", details={"reason": "no_git_repo"})
     remote = remote or env("LOOPX_SYNC_REMOTE") or "origin"
     g = Git(cwd, remote)
     if g.run("remote", "get-url", remote, check=False).returncode != 0:
         raise StateError(f"the project has no git remote {remote!r}", "add one (`git remote add origin URL`) "
-                         "or pass --remote NAME")
+                         "or name another remote", details={"reason": "no_remote", "field": "remote", "remote": remote})
     return g
 
 
@@ -538,6 +540,7 @@ def write_status(store, data: dict) -> None:
 def local_view(store, state: dict) -> dict:
     """What ``status`` shows about sync without touching git: the last sync and the tentative
     claims (live in ``state`` but absent from the copy of refs/loopx/claims the last sync saw)."""
+    from loopx.kernel.read import queries
     from loopx.kernel.storage import clock
 
     last = read_status(store) or {}
@@ -545,7 +548,7 @@ def local_view(store, state: dict) -> dict:
     now = clock.now_iso()
     tentative = [{"todo_id": t["id"], "holder": t["claim"]["holder"], "goal_id": t.get("goal")}
                  for t in state["todos"].values()
-                 if t.get("claim") and t["claim"]["lease_until"] > now and str(held.get(t["id"], "")) <= now]
+                 if queries.claim_live(t, now) and str(held.get(t["id"], "")) <= now]
     return {"last_sync": last.get("at"), "remote": last.get("remote"), "error": last.get("error"),
             "tentative": sorted(tentative, key=lambda x: x["todo_id"])}
 

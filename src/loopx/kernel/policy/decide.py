@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from loopx.errors import LoopxError, StateError
 from loopx.kernel.read import budget, hosts, queries, schedule
-from loopx.kernel.storage import actors, clock, fold
+from loopx.kernel.storage import actors, clock, fold, quotas
 from loopx.kernel.storage.clock import datetime, timedelta
 
 DECISIONS = ("run", "skip", "wait", "wait_human", "pause", "stop", "handoff", "error")
@@ -465,7 +465,7 @@ class _Eval:
                 return self.decide("value", hit[0], hit[1], hit[2], **hit[3])
             self.passed("value", f"{exp['since_improvement']} trial(s) since the last kept improvement")
             return None
-        stall_after = g["quota"].get("stall_after", 3)
+        stall_after = quotas.value(g, "stall_after")
         streaks = stall.streaks(self.state, g)
         ready = getattr(self, "ready", [])
         keys = [t["id"] for t in ready] or [""]

@@ -149,6 +149,7 @@ def _first_ends(stamps: list, seconds: float, now: datetime, now_iso: str) -> li
 def valid_until(state: dict, now: datetime, inputs: tuple | None = None) -> str:
     """The earliest time after ``now`` at which elapsed time alone could change a decision that
     read the time-dependent ``inputs`` (loopx.kernel.reasons.CLOCK names; None: all of them)."""
+    from loopx.kernel.read.queries import lease_live
     from loopx.kernel.reasons import CLOCK
 
     # the answer carries the budget (slots, turns, money spent in the window): whatever the
@@ -160,10 +161,10 @@ def valid_until(state: dict, now: datetime, inputs: tuple | None = None) -> str:
         return _rest(state, now, now_iso, use, cands)
     for t in state["todos"].values():
         c = t.get("claim")
-        if c and c.get("lease_until") and c["lease_until"] > now_iso:
+        if lease_live(c, now_iso):
             cands.append(c["lease_until"])
     for r in state["runs"].values():
-        if r["finished"] is None and r.get("lease_until") and r["lease_until"] > now_iso:
+        if r["finished"] is None and lease_live(r, now_iso):
             cands.append(r["lease_until"])
     return _rest(state, now, now_iso, use, cands)
 

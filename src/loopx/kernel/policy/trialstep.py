@@ -175,8 +175,8 @@ def create_worktree(store, goal_id: str) -> dict:
     path = worktree_path(store, goal_id)
     branch = BRANCH_PREFIX + goal_id
     if rev(store.project_dir, "refs/heads/" + branch):
-        raise UsageError(f"branch {branch} already exists", f"delete it (`git branch -D {branch}`) or pick another --goal-id",
-                         code="branch_exists")
+        raise UsageError(f"branch {branch} already exists", f"delete it (`git branch -D {branch}`) or pick another goal_id",
+                         code="branch_exists", details={"branch": branch, "field": "goal_id"})
     os.makedirs(os.path.dirname(path), exist_ok=True)
     git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, head)
     return {"worktree": os.path.relpath(path, store.project_dir), "branch": branch, "base_branch": base,
@@ -313,7 +313,8 @@ def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
     front = (e.get("frontier") or {}).get("commit")
     if front is None:
         raise StateError(f"experiment {goal_id} has no frontier (the baseline did not measure)",
-                         f"fix the measure command, then `loopx experiment baseline {goal_id}`", code="no_frontier")
+                         "fix the measure command, then measure the baseline again", code="no_frontier",
+                         details={"goal": goal_id})
     if parallel:
         path = worktrees.path(store.root, run_id)
         git(store.project_dir, "worktree", "add", "-q", "--detach", path, front)
@@ -334,7 +335,8 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     gid = run["goal"]
     e = experiments.get(state, gid)
     if e is None:
-        raise UsageError(f"run {run_id} is not on an experiment goal", "see `loopx experiment show`")
+        raise UsageError(f"run {run_id} is not on an experiment goal", "look at the experiment goals",
+                         code="not_an_experiment", details={"run": run_id, "action": "record"})
     if where is None:
         path = os.path.join(store.project_dir, e["worktree"])
         where = {"path": path, "cwd": project_cwd(store, path), "parallel": False,
@@ -486,7 +488,7 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     ref = trial_ref(t["id"])
     if t.get("baseline"):
         raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
-                         "pick a trial the agent made (`loopx trial list`)", code="baseline_trial")
+                         "pick a trial the agent made", code="baseline_trial", details={"trial": t["id"]})
     if rev(store.project_dir, ref) is None or rev(store.project_dir, ref + "^") is None:
         raise UsageError(f"trial {t['id']} has no commit of its own (it changed nothing)", "pick another trial",
                          code="no_trial_commit")
@@ -539,6 +541,7 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
     git(store.project_dir, "worktree", "add", "-q", "--detach", wt, commit)
     try:
         run_dir = project_cwd(store, wt)
+        _copy_untracked(store.project_dir, run_dir, e.get("holdout_paths") or ())
         data = [os.path.join(run_dir, p) for p in e.get("holdout_paths") or ()]
         m = launch(e["holdout"], run_dir, float(e.get("trial_timeout") or 600),
                    policy=confine(wt, [os.path.dirname(p) or p for p in data], scratch) if confine else None)
@@ -552,6 +555,31 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
             os.rmdir(scratch)
         except OSError:
             pass
+
+
+def _copy_untracked(project_dir: str, run_dir: str, rels) -> None:
+    """Holdout data git does not track (kept out of the agent's reach entirely, docs/experiments.md)
+    is copied from the project into the holdout's scratch checkout."""
+    import shutil
+
+    for rel in rels:
+        src, dst = os.path.join(project_dir, rel), os.path.join(run_dir, rel)
+        if os.path.lexists(dst) or not os.path.exists(src):
+            continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst, symlinks=True)
+        else:
+            shutil.copy2(src, dst)
+
+
+def tracked_holdout(store, rels) -> list[str]:
+    """The holdout paths git tracks in the project (readable through its object store)."""
+    out = []
+    for rel in rels:
+        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0:
+            out.append(rel)
+    return out
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
@@ -576,19 +604,20 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     g = queries.resolve_goal(state, goal_id)
     e = experiments.get(state, g["id"])
     if e is None:
-        raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal show`", code="not_an_experiment")
+        raise UsageError(f"goal {g['id']} is not an experiment", "look at the goal", code="not_an_experiment",
+                         details={"goal": g["id"], "action": "promote"})
     s = experiments.summary(state, g["id"])
     assert s is not None  # e, the experiment it summarises, is there (above)
     front = e.get("frontier")
     if not front or not s["kept"]:
         raise StateError(f"experiment {g['id']} has no kept improvement to promote",
-                         "run trials first (`loopx run`)", code="nothing_to_promote")
+                         "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
     if as_branch:
         git(store.project_dir, "check-ref-format", "--branch", as_branch)
     pending = [x for x in queries.pending_gates(state, g["id"]) if x["kind"] == "promote"]
     if pending:
-        raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", f"decide it: loopx gate show {pending[0]['id']}",
-                       code="promote_pending")
+        raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", "a human decides it first",
+                       code="promote_pending", details={"gate": pending[0]["id"], "goal": g["id"]})
     holdout = run_holdout(store, e, front["commit"], confine) if e.get("holdout") else None
     into = as_branch or e.get("base_branch") or "(the branch the experiment started from)"
     base = (e.get("baseline") or {}).get("value")
@@ -643,11 +672,11 @@ def _merge_promotion(store, actor, gid, e, gate, ctx) -> dict:
         into = e.get("base_branch")
         if not into:
             raise StateError("the experiment started on a detached HEAD: nothing to merge into",
-                             "promote with --as-branch NAME", code="no_base_branch")
+                             "promote to a new branch (as_branch)", code="no_base_branch", details={"field": "as_branch"})
         old = rev(proj, "refs/heads/" + into)
         if old is None:  # deleted since the experiment started (git would be called with no commit)
             raise StateError(f"the branch {into} the experiment started from is gone: nothing to merge into",
-                             "promote with --as-branch NAME", code="no_base_branch")
+                             "promote to a new branch (as_branch)", code="no_base_branch", details={"field": "as_branch"})
         checked_out = git(proj, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip() == into
         if git(proj, "merge-base", "--is-ancestor", old, commit, check=False).returncode == 0:
             new, how = commit, "fast-forward"

@@ -46,8 +46,8 @@ def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> di
 
     now = clock.now()
     now_iso = clock.iso(now)
-    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor) and r.get("lease_until")
-            and r["lease_until"] > now_iso and (goal_id is None or r["goal"] == goal_id)]
+    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor)
+            and queries.lease_live(r, now_iso) and (goal_id is None or r["goal"] == goal_id)]
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))
@@ -241,13 +241,13 @@ def _claim_drafts(state: dict, actor: str, gid: str, tid: str | None, until: str
     drafts = []
     now_iso = clock.iso(now)
     for r in queries.open_runs(state, gid):
-        if machines.runs_here(state, r, actor) and r["lease_until"] and r["lease_until"] > now_iso:
+        if machines.runs_here(state, r, actor) and queries.lease_live(r, now_iso):
             drafts.append(Draft("run.finished", gid, {"run_id": r["id"], "result": "failed", "verified": False,
                                                       "evidence": [], "fingerprint": None,
                                                       "note": "superseded by a new turn of the same agent"}))
     if tid:
         c = state["todos"][tid].get("claim")
-        if machines.holds(state, c, actor) and c["lease_until"] > now_iso:
+        if machines.holds(state, c, actor) and queries.lease_live(c, now_iso):
             drafts.append(Draft("todo.renewed", gid, {"todo_id": tid, "lease_until": until}))
             out["fence"] = c["fence"]
         else:
@@ -288,8 +288,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings, out_of_scope}. Raises Conflict for a run finished differently, owned by another
     agent, or whose todo another agent claimed since (``claimed_by_other``, before any verify)."""
-    validate.choice(result, validate.RESULTS, "--result")
-    note = validate.text(note, "--note", required=False, limit=2000)
+    validate.choice(result, validate.RESULTS, "result")
+    note = validate.text(note, "note", required=False, limit=2000)
     state, run = _load_run(store, run_id)
     _may_finish(state, run, actor, result)
     if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
@@ -299,8 +299,8 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
         cmd = verify_command(state, run)
         if not cmd:
             raise UsageError(f"goal {run['goal']} has no verify command",
-                             f"set one: `loopx goal update {run['goal']} --verify CMD`, or finish without --verify",
-                             code="no_verify_command")
+                             "set the goal's verify command, or finish without verify", code="no_verify_command",
+                             details={"goal": run["goal"], "field": "verify"})
         check = run_verify(store, actor, run, cmd, verify_timeout)
     git, listing = _git_facts(store.project_dir)  # one `git status` for the fingerprint and the scope check
     same = workdir is None or os.path.realpath(workdir) == os.path.realpath(store.project_dir or "")
@@ -365,20 +365,20 @@ def _claim_kept(state: dict, run: dict) -> None:
     c = (t or {}).get("claim")
     if t and c and not machines.same_holder(c, run) and t["status"] not in ("done", "archived"):
         raise Conflict(f"{t['id']} is claimed by {c['holder']} until {c['lease_until']}: run {run['id']} of "
-                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn "
-                       "with `loopx next`", code="claimed_by_other",
-                       details={"holder": c["holder"], "lease_until": c["lease_until"]})
+                       f"{run['agent']} lost it", "the todo went to another agent; start a new turn",
+                       code="claimed_by_other", details={"todo": t["id"], "holder": c["holder"], "live": True,
+                                                         "action": "finish", "lease_until": c["lease_until"]})
 
 
 def _may_finish(state: dict, run: dict, actor: str, result: str) -> None:
     if run["finished"] is not None and run["result"] != result:
         raise Conflict(f"run {run['id']} was already finished as {run['result']} at {run['finished']}",
-                       "start a new turn with `loopx next`", code="run_finished")
+                       "start a new turn", code="run_finished", details={"run": run["id"], "reason": "run_over"})
     if actors.is_agent(actor) and not machines.runs_here(state, run, actor):
         raise Conflict(f"run {run['id']} belongs to {machines.who(state, run['agent'], run.get('node'))}, not "
                        f"{machines.who(state, actor, state['meta'].get('self_node'))}",
-                       "finish your own run (see `loopx history`); a run is finished on the machine that "
-                       "started it, or a human hands it over (`loopx handoff`)", code="run_not_yours")
+                       "finish your own run; a run is finished on the machine that started it, or a human "
+                       "hands it over", code="run_not_yours", details={"run": run["id"]})
 
 
 def _todo_drafts(state, run, result, backed, evs, drafts, out) -> tuple[dict, str | None]:
@@ -412,7 +412,7 @@ def spend_slot(store: Store, actor: str, run_id: str, slots: int = 1) -> dict:
     returns ``spent`` False with ``reason`` (run_open, not_verified, budget_exhausted) and
     ``message``. Receipt: {spent, repeat, run_id, goal_id, slots, ts, budget, reason, message,
     next_check_at}."""
-    slots = validate.count(slots, "--slots", low=1, high=1000)
+    slots = validate.count(slots, "slots", low=1, high=1000)
     out: dict = {}
 
     def plan(state, now):
@@ -486,8 +486,8 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     def plan(state, now):
         r = queries.resolve_run(state, run_id)
         if r["finished"] is not None:
-            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "start a new turn with `loopx next`",
-                           code="run_finished")
+            raise Conflict(f"run {r['id']} is already finished ({r['result']})", "start a new turn",
+                           code="run_finished", details={"run": r["id"], "reason": "run_over"})
         until = clock.iso(now + timedelta(seconds=secs))
         drafts = [Draft("run.renewed", r["goal"], {"run_id": r["id"], "lease_until": until})]
         t = queries.run_todo(state, r)

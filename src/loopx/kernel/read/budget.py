@@ -6,7 +6,7 @@ cooldown after the last run is still running), "frees_at": ISO | None (when a sl
 only when none is left), "ledger": [[ts, slots, run_id], ...] (the window's entries)}`` plus the real units of
 ``real_units`` (issue 14: what the hosts reported the goal's turns cost, against ``max_usd`` /
 ``max_tokens``) and the turn budget of ``turn_units``: ``{"turns": int (turns allowed per window:
-the quota's ``turns``, else ``TURNS_PER_SLOT`` x slots), "turns_started": int (runs started in the
+the quota's ``turns``, else ``quotas.TURNS_PER_SLOT`` x slots), "turns_started": int (runs started in the
 window, whatever their result), "turns_left": int, "turns_free_at": ISO | None (when a turn
 leaves the window; set only when none is left)}``. Every client (status, should-run, the packet, ``quota show``, the dashboard,
 ``loopx.api``) reads these numbers from here. ``now`` is a datetime or an ISO string.
@@ -14,7 +14,7 @@ leaves the window; set only when none is left)}``. Every client (status, should-
 
 from __future__ import annotations
 
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import clock, quotas
 from loopx.kernel.storage.clock import timedelta
 
 
@@ -66,16 +66,15 @@ def budget(state: dict, goal: dict, now) -> dict:
             **real_units(state, goal, now), **turn_units(state, goal, now)}
 
 
-TURNS_PER_SLOT = 2
 TURN_KEYS = ("turns", "turns_started", "turns_left", "turns_free_at")
 
 
 def turn_limit(goal: dict) -> int:
     """Turns the goal may start per window: the quota's ``turns`` (a human sets it with
-    ``loopx quota set --turns N``), else ``TURNS_PER_SLOT`` times its slots."""
+    ``loopx quota set --turns N``), else ``quotas.TURNS_PER_SLOT`` times its slots."""
     q = goal["quota"]
     t = q.get("turns")
-    return int(t) if isinstance(t, (int, float)) and t > 0 else TURNS_PER_SLOT * int(q["slots"])
+    return int(t) if isinstance(t, (int, float)) and t > 0 else quotas.TURNS_PER_SLOT * int(q["slots"])
 
 
 def turn_units(state: dict, goal: dict, now) -> dict:

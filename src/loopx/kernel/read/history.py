@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 
-from loopx.errors import UsageError
+from loopx.errors import FieldError
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import datetime
 
@@ -39,7 +39,7 @@ def events(store, *, goal_id: str | None = None, since: datetime | None = None,
     With ``machines`` ({node: machine name}, ``kernel.storage.machines.labels``; given when the store
     has records of several machines) each record also gets ``machine``."""
     if limit is not None and limit < 0:
-        raise UsageError("--limit must be 0 or more", "use e.g. --limit 100 (0 = everything)")
+        raise FieldError("limit", "{field} must be 0 or more", "use e.g. {field} 100 (0 = everything)")
     start = _since_iso(since)
     prefix = type_prefix or ""
     if limit:

@@ -7,7 +7,7 @@ exit_code, reset_at, run, goal, host, ts}, folded from ``run.finished`` data ``s
 from __future__ import annotations
 
 from loopx import hostfacts
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import actors, clock
 from loopx.kernel.storage.clock import timedelta
 
 HOST_KINDS = tuple(hostfacts.agent_hosts())     # the host table's rows (loopx.hostfacts)
@@ -26,7 +26,7 @@ def error_for(state: dict, goal: dict, agent: str | None) -> dict | None:
     run ended on one), or, without an agent, one of the goal's default host; else None."""
     errs = state.get("host_errors") or {}
     if agent:
-        return errs.get(f"agent:{agent}")
+        return errs.get(actors.agent(agent))
     host = goal.get("host")
     if not host:
         return None

@@ -17,7 +17,7 @@ does not compile (``check_pattern`` at start-goal).
 
 from __future__ import annotations
 
-from loopx.errors import UsageError
+from loopx.errors import FieldError
 
 MAX_METRICS = 50
 _LINE = r"^\s*([A-Za-z_][A-Za-z0-9_.\-/]{0,63})\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
@@ -39,7 +39,7 @@ def check_pattern(pattern: str | None) -> str | None:
     try:
         re.compile(pattern, re.M)
     except re.error as exc:
-        raise UsageError(f"--metric-pattern does not compile: {exc}",
+        raise FieldError("metric_pattern", f"{{field}} does not compile: {exc}",
                          r"write a regular expression with a group, e.g. 'accuracy (?P<value>[0-9.]+)'",
                          code="bad_metric_pattern") from None
     return pattern
@@ -100,6 +100,6 @@ def parse_claims(items) -> dict:
         except ValueError:
             v = None
         if not name.strip() or v is None:
-            raise UsageError(f"bad claim {text!r}", "write NAME=VALUE, e.g. --claim val_acc=0.93", code="bad_claim")
+            raise FieldError("claim", "bad claim " + repr(text), "write NAME=VALUE, e.g. {field} val_acc=0.93", code="bad_claim")
         out[name.strip()[:64]] = v
     return out

@@ -49,7 +49,7 @@ def judge(state: dict, todo: dict, cited: list[str], run_id: str | None = None) 
         e = failing[0]
         return _no("evidence_failing", f"evidence {e['id']} recorded exit {e['exit_code']} ({e['summary'][:80]}): "
                    f"{todo['id']} is not done on failing evidence",
-                   "make it pass and record a passing run (`loopx evidence add ... --exit-code 0`), then cite that")
+                   "make it pass and record a passing run (exit code 0), then cite that")
     if todo.get("verify"):
         ok = passing_verify(state, todo, cited, run_id)
         if ok:
@@ -57,8 +57,7 @@ def judge(state: dict, todo: dict, cited: list[str], run_id: str | None = None) 
                     "passing": ok}
         return _no("verify_required", f"{todo['id']} has its own verify command `{todo['verify'][:200]}` and no "
                    "passing run of it is cited or recorded by the current run",
-                   f"`loopx todo done {todo['id']}` runs it for you, or finish the turn with "
-                   "`loopx turn finish --run RUN --result completion --verify`")
+                   "closing the todo runs it for you, or finish the turn with its verify command run")
     passed = [e["id"] for e in evs if e.get("exit_code") == 0]
     work = [e["id"] for e in evs if e.get("exit_code") is None and e.get("kind") in SHOWS_WORK]
     if passed or work:
@@ -66,9 +65,8 @@ def judge(state: dict, todo: dict, cited: list[str], run_id: str | None = None) 
                 "passing": passed + work}
     if not evs:
         return _no("evidence_required", f"{todo['id']} cannot be done without evidence",
-                   "record it first: `loopx evidence add --kind test --command CMD --exit-code 0 ...`, "
-                   "then pass --evidence ID")
+                   "record it first (a test or command with exit code 0), then cite its id")
     kinds = sorted({e.get("kind") or "?" for e in evs})
     return _no("evidence_unproven", f"the cited evidence ({', '.join(kinds)}) neither passed (exit 0) nor shows "
                "the work: a note, or a test without an exit code, does not close a todo",
-               "cite a passing test or command (--exit-code 0), or a commit, diff, artifact or link")
+               "cite a passing test or command (exit code 0), or a commit, diff, artifact or link")

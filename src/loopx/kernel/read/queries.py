@@ -6,7 +6,7 @@ Times are compared as ISO-8601 UTC strings (they sort as text).
 
 from __future__ import annotations
 
-from loopx.errors import NotFound, UsageError
+from loopx.errors import FieldError, NotFound, UsageError
 from loopx.kernel.storage import fold, ids, machines
 
 OPEN_STATES = ("open", "claimed")
@@ -24,20 +24,19 @@ def resolve_goal(state: dict, goal_id: str | None, *, active_only: bool = False)
         if len(hits) == 1:
             return goals[hits[0]]
         if not hits:
-            raise NotFound(f"no goal {goal_id!r}", "list goals with `loopx goal list`")
+            raise NotFound(f"no goal {goal_id!r}", "list the goals", details={"reason": "no_such_goal", "goal": goal_id})
         raise UsageError(f"goal id {goal_id!r} is ambiguous: {', '.join(sorted(hits)[:5])}",
                          "type more of the goal id", code="ambiguous")
     if not goals:
-        raise UsageError("there is no goal yet", 'start one: loopx start-goal --goal-text "..."',
-                         code="no_goal")
+        raise UsageError("there is no goal yet", "start one", code="no_goal", details={"goals": 0})
     active = [g for g in goals.values() if g["status"] == "active"]
     if len(active) == 1:
         return active[0]
     if not active and not active_only and len(goals) == 1:
         return next(iter(goals.values()))
     choices = ", ".join(sorted(g["id"] for g in (active or goals.values()))[:8])
-    raise UsageError("more than one goal could be meant" if active else "no active goal",
-                     f"pass --goal-id (one of: {choices})", code="goal_required")
+    raise FieldError("goal_id", "more than one goal could be meant" if active else "no active goal",
+                     f"pass {{field}} (one of: {choices})", code="goal_required")
 
 
 def resolve_todo(state: dict, given: str) -> dict:
@@ -56,9 +55,15 @@ def resolve_evidence(state: dict, given: str) -> dict:
     return state["evidence"][ids.resolve("evidence", given, state["evidence"])]
 
 
+def lease_live(holder: dict | None, now_iso: str) -> bool:
+    """Whether ``holder`` (a todo's claim or a run: a dict with ``lease_until``, an ISO-8601 UTC
+    string) holds a lease that ends after ``now_iso``; False for None or a dict without a lease."""
+    return holder is not None and bool(holder.get("lease_until")) and str(holder["lease_until"]) > now_iso
+
+
 def claim_live(todo: dict, now_iso: str) -> bool:
-    c = todo.get("claim")
-    return c is not None and bool(c) and c["lease_until"] > now_iso
+    """Whether ``todo`` has a claim whose lease ends after ``now_iso``."""
+    return lease_live(todo.get("claim"), now_iso)
 
 
 def goal_todos(state: dict, goal_id: str) -> list[dict]:
@@ -143,7 +148,7 @@ def holdings(state: dict, now_iso: str, *, expired: bool = False) -> dict[str, l
         c = t.get("claim")
         if not c or t["status"] != "claimed":
             continue
-        live = c["lease_until"] > now_iso
+        live = lease_live(c, now_iso)
         if live or expired:
             held.setdefault(c["holder"], []).append({"id": t["id"], "title": t["title"], "goal": t["goal"],
                                                      "lease_until": c["lease_until"], "live": live})

@@ -11,6 +11,8 @@ The streak restarts after a goal, scope or quota update, a new todo in the goal 
 
 from __future__ import annotations
 
+from loopx.kernel.storage import quotas
+
 
 def reset_at(state: dict, goal: dict) -> tuple:
     """(ISO time, seq) of the last change a human makes to ``goal`` (update, new todo, decided
@@ -34,7 +36,7 @@ def streaks(state: dict, goal: dict, reset: tuple | None = None) -> dict[str, in
     if not per:
         return {}
     reset = reset_at(state, goal) if reset is None else reset
-    limit = max(1, int(goal["quota"].get("stall_after", 3)))
+    limit = max(1, int(quotas.value(goal, "stall_after")))
     out = {}
     for key, starts in per.items():
         n = sum(1 for ts, seq in starts[-limit:] if (ts, seq) > reset)
@@ -45,5 +47,5 @@ def streaks(state: dict, goal: dict, reset: tuple | None = None) -> dict[str, in
 
 def stalled(state: dict, goal: dict) -> dict[str, int]:
     """The todos (key "" for planning turns) whose streak reached the goal's ``stall_after``."""
-    limit = goal["quota"].get("stall_after", 3)
+    limit = quotas.value(goal, "stall_after")
     return {k: n for k, n in streaks(state, goal).items() if n >= limit}

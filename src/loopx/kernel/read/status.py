@@ -50,10 +50,10 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
     if gates:
         g = gates[0]
         return f"a human decides gate {g['id']}: loopx gate approve {g['id']}  (or reject with --note)"
-    running = [r for r in queries.open_runs(state, gid) if not r.get("lease_until") or r["lease_until"] > now_iso]
+    running = [r for r in queries.open_runs(state, gid) if not r.get("lease_until") or queries.lease_live(r, now_iso)]
     if running:
         r = max(running, key=lambda x: x.get("seq", 0))
-        who = (r.get("agent") or "?").removeprefix("agent:")
+        who = actors.agent_name(r.get("agent")) or r.get("agent") or "?"
         return (f"wait for {r['id']} ({who}, lease until {r.get('lease_until') or '?'})"
                 + (f"; {len(running) - 1} more open run(s)" if len(running) > 1 else ""))
     if setup_error:

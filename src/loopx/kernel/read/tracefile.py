@@ -38,8 +38,8 @@ def load(path: str) -> dict:
         if not isinstance(manifest, dict):
             raise ValueError("manifest.json is not an object")
     except (OSError, tarfile.TarError, KeyError, ValueError, EOFError) as exc:
-        raise UsageError(f"{path!r} is not a readable loopx trace: {exc}", "pass a file from `loopx trace export`",
-                         code="bad_trace") from None
+        raise UsageError(f"{path!r} is not a readable loopx trace: {exc}", "pass a file a trace export wrote",
+                         code="bad_trace", details={"path": path}) from None
     return {"path": path, "files": files, "manifest": manifest}
 
 

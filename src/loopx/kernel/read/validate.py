@@ -1,8 +1,12 @@
-"""Input checks shared by the kernel operations. Each raises UsageError (exit 2) with a hint."""
+"""Input checks shared by the kernel operations. Each raises FieldError (exit 2) with a hint.
+
+``field`` is the name the caller passed the value under (``"verify"``, ``"priority"``); messages
+name it as it is, and the CLI names the flag that sets it instead (loopx.commands.phrases). A
+label that is no input's name (``"gate kind"``) reads the same everywhere."""
 
 from __future__ import annotations
 
-from loopx.errors import UsageError
+from loopx.errors import FieldError
 
 TYPE_CHECKING = False  # typing is not imported at run time (hot commands validate their input)
 if TYPE_CHECKING:
@@ -17,64 +21,68 @@ MAX_TITLE = 500
 
 if TYPE_CHECKING:  # what ``text`` returns: a str when required
     @overload
-    def text(value, what: str, *, required: Literal[True] = ..., limit: int = ...) -> str: ...
+    def text(value, field: str, *, required: Literal[True] = ..., limit: int = ...) -> str: ...
     @overload
-    def text(value, what: str, *, required: bool, limit: int = ...) -> str | None: ...
+    def text(value, field: str, *, required: bool, limit: int = ...) -> str | None: ...
 
 
-def text(value, what: str, *, required: bool = True, limit: int = MAX_TEXT) -> str | None:
+def text(value, field: str, *, required: bool = True, limit: int = MAX_TEXT) -> str | None:
     """``value`` stripped, as a string; None when it is missing or empty and not ``required``.
-    Raises UsageError (exit 2) when it is required and missing or empty, or longer than ``limit``."""
+    Raises FieldError (exit 2) when it is required and missing or empty, or longer than ``limit``."""
     if value is None:
         if required:
-            raise UsageError(f"{what} is required", f"pass {what}")
+            raise FieldError(field, "{field} is required", "pass {field}")
         return None
     s = str(value).strip()
     if not s:
         if required:
-            raise UsageError(f"{what} is empty", f"pass a non-empty {what}")
+            raise FieldError(field, "{field} is empty", "pass a non-empty {field}")
         return None
     if len(s) > limit:
-        raise UsageError(f"{what} is too long ({len(s)} characters, limit {limit})",
+        raise FieldError(field, f"{{field}} is too long ({len(s)} characters, limit {limit})",
                          "shorten it; put long material in evidence or a file")
     return s
 
 
-def choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+def choice(value: str, allowed: tuple[str, ...], field: str) -> str:
+    """``value`` when it is one of ``allowed``, else FieldError (exit 2) listing them."""
     if value not in allowed:
-        raise UsageError(f"unknown {what} {value!r}", f"use one of: {', '.join(allowed)}")
+        raise FieldError(field, "unknown {field} " + repr(value), f"use one of: {', '.join(allowed)}")
     return value
 
 
-def count(value, what: str, *, low: int = 0, high: int = 1_000_000) -> int:
+def count(value, field: str, *, low: int = 0, high: int = 1_000_000) -> int:
+    """``value`` as an int in ``low..high``, else FieldError (exit 2)."""
     try:
         n = int(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{what} must be a whole number, not {value!r}", f"pass {what} as e.g. 3") from None
+        raise FieldError(field, "{field} must be a whole number, not " + repr(value), "pass {field} as e.g. 3") from None
     if not low <= n <= high:
-        raise UsageError(f"{what} must be between {low} and {high}", f"pass {what} in range")
+        raise FieldError(field, f"{{field}} must be between {low} and {high}", "pass {field} in range")
     return n
 
 
-def globs(values, what: str) -> list[str]:
+def globs(values, field: str) -> list[str]:
+    """The path globs ``values`` stripped; FieldError (exit 2) for an empty, NUL-holding or too long one."""
     out = []
     for v in values or []:
         s = str(v).strip()
         if not s or "\x00" in s or len(s) > 1000:
-            raise UsageError(f"bad {what} pattern {v!r}", "use a path glob such as 'src/**' or 'docs/*.md'")
+            raise FieldError(field, "bad {field} pattern " + repr(v), "use a path glob such as 'src/**' or 'docs/*.md'")
         out.append(s)
     return out
 
 
-def command(value, what: str) -> str | None:
-    """A command line loopx will run later (``--verify``). Refused when it holds a secret: the log
-    would store it redacted, and the redacted command would no longer run."""
-    cmd = text(value, what, required=False, limit=4000)
+def command(value, field: str) -> str | None:
+    """A command line loopx will run later (a todo's ``verify``). Refused (FieldError, exit 2, code
+    ``secret_in_command``) when it holds a secret: the log would store it redacted, and the
+    redacted command would no longer run."""
+    cmd = text(value, field, required=False, limit=4000)
     if cmd:
         from loopx.kernel.storage.redact import redact_text
 
         if redact_text(cmd) != cmd:
-            raise UsageError(f"{what} contains what looks like a secret; loopx never stores secrets",
-                             "read it from the environment instead, e.g. --verify 'pytest -q' with "
-                             "DB_PASSWORD exported before loopx runs it")
+            raise FieldError(field, "{field} contains what looks like a secret; loopx never stores secrets",
+                             "read it from the environment instead, e.g. run 'pytest -q' with "
+                             "DB_PASSWORD exported before loopx runs it", code="secret_in_command")
     return cmd

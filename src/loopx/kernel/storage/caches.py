@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import cjson, clock, fold, layout
+from loopx.kernel.storage import cjson, clock, fold, layout, quotas
 from loopx.kernel.storage.fs import atomic_write, stale_temporaries
 
 SNAPSHOT_VERSION = 3
@@ -171,7 +171,7 @@ def load_live(store) -> dict | None:
             torn[name] = tail
     now = clock.now()
     for gid, cut in state.get("spends_cut", {}).items():
-        window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+        window = quotas.value(state["goals"].get(gid), "window")
         if clock.iso(now - clock.timedelta(seconds=window)) < cut:
             return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
     state["meta"]["torn"] = torn

@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - interpreters without the C accelerator
     from datetime import UTC, datetime, timedelta
 
 from loopx.config import env
-from loopx.errors import UsageError
+from loopx.errors import FieldError, UsageError
 
 _DUR_PATTERN = r"(\d+(?:\.\d+)?)\s*([smhdw])"  # compiled on first use: `re` is not imported at start-up
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -116,5 +116,5 @@ def since_arg(text: str, ref: datetime) -> datetime:
     try:
         return parse_ts(text)
     except UsageError:
-        raise UsageError(f"--since {text!r} is neither a duration nor a time",
-                         "use e.g. --since 24h or --since 2026-01-31T09:00:00Z") from None
+        raise FieldError("since", "{field} " + repr(text) + " is neither a duration nor a time",
+                         "use e.g. {field} 24h or {field} 2026-01-31T09:00:00Z") from None

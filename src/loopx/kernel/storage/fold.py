@@ -55,7 +55,7 @@ the store's writer (every line written), the reducers' plain field copies (``_co
 from __future__ import annotations
 
 from loopx.kernel import reasons
-from loopx.kernel.storage import actors, events, trialfold
+from loopx.kernel.storage import actors, events, quotas, trialfold
 
 # The reducers' own logic, beyond what the event table says: bump it when a reducer or live_view
 # changes what it makes of the same records. FOLD_VERSION (at the end) adds the table's digest.
@@ -166,7 +166,7 @@ def _horizons(state: dict) -> dict:
         runs = sorted(per.get(gid, ()), reverse=True)
         keep = g.get("no_progress_streak", 0) + 2
         out[gid] = runs[:keep][-1] if runs else ("~", 0)  # "~" sorts after every timestamp
-        limit = max(1, int(g.get("quota", {}).get("stall_after", 3)))  # only the newest stall_after entries count
+        limit = max(1, int(quotas.value(g, "stall_after")))  # only the newest stall_after entries count
         streaks = [starts[-limit:][0][0] for starts in ((state.get("stalls") or {}).get(gid) or {}).values() if starts]
         if streaks and min(streaks) < out[gid][0]:  # a todo's stall streak: what may reset it stays in view
             out[gid] = (min(streaks), 0)
@@ -343,7 +343,7 @@ def _live_ledgers(state: dict, now_iso: str | None, out: dict) -> None:
         now = clock.parse_ts(now_iso)
         kept: dict[str, dict] = {name: {} for name in ledgers}
         for gid in set().union(*ledgers.values()):
-            window = state["goals"].get(gid, {}).get("quota", {}).get("window", 86400)
+            window = quotas.value(state["goals"].get(gid), "window")
             cut[gid] = max(cut.get(gid, ""), clock.iso(now - clock.timedelta(seconds=window)))
             for name, ledger in ledgers.items():
                 kept[name][gid] = [e for e in ledger.get(gid, []) if e[0] > cut[gid]]
@@ -435,8 +435,7 @@ def _goal_started(s, r, d):
         "status": "active", "priority": d.get("priority", 0), "verify": d.get("verify"),
         "scope": {"allow": list(scope.get("allow") or []), "deny": list(scope.get("deny") or []),
                   "protect": list(scope.get("protect") or [])},
-        "quota": {"slots": quota.get("slots", 48), "window": quota.get("window", 86400),
-                  "cooldown": quota.get("cooldown", 0), "stall_after": quota.get("stall_after", 3)},
+        "quota": {k: quota.get(k, v) for k, v in quotas.DEFAULTS.items()},
         "created": r["ts"], "updated": r["ts"], "created_by": r.get("actor"),
         "runs": 0, "no_progress_streak": 0, "last_run": None, "status_note": None,
     }

@@ -16,7 +16,6 @@ TYPE_CHECKING = False  # `typing` and `collections.abc` cost start-up time; anno
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-LISTING = {"run": "loopx history --rounds"}  # where to see the ids of a kind without a `list` action
 PREFIX = {"todo": "t-", "gate": "gate-", "evidence": "ev-", "run": "run-", "event": "e-", "watch": "w-", "trial": "tr-"}
 GOAL_ID = r"[a-z0-9][a-z0-9-]{0,63}\Z"        # patterns compiled on first use (start-up speed)
 AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
@@ -95,10 +94,10 @@ def slugify(text: str, limit: int = 40) -> str:
 
 def resolve(kind: str, given: str, ids: Iterable[str]) -> str:
     """The one id in ``ids`` that ``given`` names: exact, or a unique prefix with or without the
-    kind prefix. Raises NotFound or Ambiguous (exit 2) naming the candidates."""
-    listing = LISTING.get(kind, f"loopx {kind} list")
+    kind prefix. Raises NotFound or Ambiguous (exit 2) naming the candidates; UsageError for an
+    empty ``given``. Their details name the ``kind`` (and the ``id`` given)."""
     if not isinstance(given, str) or not given.strip():
-        raise UsageError(f"empty {kind} id", f"list them with `{listing}`")
+        raise UsageError(f"empty {kind} id", f"list the {kind} ids", details={"reason": "no_such_id", "kind": kind})
     given = given.strip()
     pool = ids if isinstance(ids, (dict, set, frozenset)) else set(ids)
     if given in pool:
@@ -109,6 +108,7 @@ def resolve(kind: str, given: str, ids: Iterable[str]) -> str:
     if len(hits) == 1:
         return hits[0]
     if not hits:
-        raise NotFound(f"no {kind} matches {given!r}", f"list them with `{listing}`")
+        raise NotFound(f"no {kind} matches {given!r}", f"list the {kind} ids",
+                       details={"reason": "no_such_id", "kind": kind, "id": given})
     shown = ", ".join(hits[:5]) + (" …" if len(hits) > 5 else "")
     raise Ambiguous(f"{kind} id {given!r} is ambiguous: {shown}", "type more characters of the id")

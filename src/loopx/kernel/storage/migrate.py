@@ -214,7 +214,8 @@ def run(store) -> dict | None:
                     pass
             raise StateError(f"migrating {stream}.jsonl to format 2 did not keep every record; nothing was changed",
                              f"the store stays in format 1 (a copy is in {os.path.relpath(backup, store.project_dir)}); "
-                             "run `loopx doctor` and report this")
+                             "check the store and report this", code="migration_lost_records",
+                             details={"backup": os.path.relpath(backup, store.project_dir)})
     info.update(format=FORMAT, migrated_from=1, migrated_at=clock.now_iso(), migrated_by=f"loopx {__version__}",
                 legacy_node=node, backup=os.path.relpath(backup, store.root))
     atomic_write(store.path(JOURNAL), json.dumps({"format": info}).encode())

@@ -89,12 +89,12 @@ class Store:
             root = os.path.join(os.path.abspath(project), DIRNAME)
             if not os.path.isdir(root):
                 raise NotConnected(f"{os.path.abspath(project)} is not connected to loopx",
-                                   f"run `loopx connect --project {project}`")
+                                   "connect it first", details={"reason": "connect_project", "project": project})
         else:
             found = find_root(os.getcwd())
             if found is None:
                 raise NotConnected("no .loopx/ here or in any parent directory",
-                                   "run `loopx connect` in the project's root")
+                                   "connect the project from its root", details={"reason": "connect_here"})
             root = found
         return cls(root)
 
@@ -186,10 +186,10 @@ class Store:
                     raise ValueError("no integer 'format' field")
             except FileNotFoundError:
                 raise StateError(f"{self.path(layout.FORMAT)} is missing",
-                                 "run `loopx connect` to recreate it (events are kept)") from None
+                                 "connect again to recreate it (events are kept)", details={"reason": "format_missing"}) from None
             except (OSError, ValueError) as exc:
                 raise StateError(f"{self.path(layout.FORMAT)} is unreadable: {exc}",
-                                 "restore it from git or run `loopx doctor`") from None
+                                 "restore it from git or check the store", details={"reason": "format_unreadable"}) from None
             self._format = info
         return self._format
 
@@ -305,7 +305,7 @@ class Store:
             reason = state["meta"]["read_only"]
             if reason:
                 raise ReadOnlyStore(f"the store is read-only: {reason}",
-                                    "nothing was written; see `loopx doctor`")
+                                    "nothing was written; check the store", details={"reason": "store_read_only"})
             now = clock.now()
             malformed = state["meta"].get("malformed", 0)
             repairs += self._housekeeping(state, now, reap)

@@ -75,7 +75,7 @@ def handoff(store: Store, actor: str, *, to: str, goal_id=None, todo=None, note:
     """Record a handoff from the caller to agent ``to``; a todo the caller holds is released so the
     receiver can claim it. Returns {from, to, goal_id, todo, released}."""
     ids.check_agent_name(to)
-    note = validate.text(note, "--note")
+    note = validate.text(note, "note")
     out: dict = {}
 
     def plan(state, now):

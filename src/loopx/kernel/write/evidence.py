@@ -106,12 +106,12 @@ def add(store: Store, actor: str, goal_id: str | None, *, kind: str, summary: st
     Returns {evidence_id, goal_id, todo, run, sha256, bytes, blob}. Raises UsageError (bad kind,
     unknown ids), OSError (reading the output, or writing its blob; no temporary file is left)."""
     validate.choice(kind, validate.EVIDENCE_KINDS, "evidence kind")
-    summary = validate.text(summary, "--summary", limit=2000)
-    command = validate.text(command, "--command", required=False, limit=4000)
+    summary = validate.text(summary, "summary", limit=2000)
+    command = validate.text(command, "command", required=False, limit=4000)
     if exit_code is not None:
-        exit_code = validate.count(exit_code, "--exit-code", low=-255, high=255)
+        exit_code = validate.count(exit_code, "exit_code", low=-255, high=255)
     if commit is not None:
-        commit = validate.text(commit, "--commit", limit=100)
+        commit = validate.text(commit, "commit", limit=100)
     body = digest = size = None
     if output is not None:
         body, digest, size = ingest(output)

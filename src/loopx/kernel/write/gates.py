@@ -21,8 +21,8 @@ def open_gate(store: Store, actor: str, goal_id: str | None, *, kind: str, quest
               blocks=None, context=None, run=None) -> dict:
     """Open a pending gate (``gate.opened``). ``blocks``: todo ids (empty = the whole goal)."""
     validate.choice(kind, validate.GATE_KINDS, "gate kind")
-    question = validate.text(question, "--question", limit=2000)
-    context = validate.text(context, "--context", required=False)
+    question = validate.text(question, "question", limit=2000)
+    context = validate.text(context, "context", required=False)
     out: dict = {}
 
     def plan(state, now):
@@ -60,11 +60,12 @@ def precheck(state: dict, actor: str, gate_ref: str, *, approve: bool, note=None
     """The checks ``decide`` makes, without writing (a shared goal's decision goes to the remote
     first). Returns the gate. Raises like ``decide``."""
     if not actors.is_human(actor):
-        raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+        raise HumanRequired("only a human can decide a gate", "ask a human to decide it", code="human_required",
+                            details={"reason": "gate_decide", "gate": gate_ref})
     from loopx.kernel.write import humans
 
     humans.check_channel(human, "gate.decide")
-    validate.text(note, "--note", required=not approve)
+    validate.text(note, "note", required=not approve)
     return _decidable(state, gate_ref, code)
 
 
@@ -78,11 +79,12 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     UsageError when ``code`` is given and does not match the gate's short code, or a rejection has
     no note."""
     if not actors.is_human(actor):
-        raise HumanRequired("only a human can decide a gate", "ask a human to run `loopx gate approve` in a terminal")
+        raise HumanRequired("only a human can decide a gate", "ask a human to decide it", code="human_required",
+                            details={"reason": "gate_decide", "gate": gate_ref})
     from loopx.kernel.write import humans
 
     humans.check_channel(human, "gate.decide")
-    note = validate.text(note, "--note", required=not approve)
+    note = validate.text(note, "note", required=not approve)
     out: dict = {}
 
     def plan(state, now):

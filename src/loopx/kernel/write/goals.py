@@ -7,14 +7,17 @@ forbids the change, StoreBusy/ReadOnlyStore from the store.
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, UsageError
+from loopx.errors import Conflict, FieldError, UsageError, either
 from loopx.kernel.read import queries, validate
-from loopx.kernel.storage import actors, clock, ids
+from loopx.kernel.storage import actors, clock, ids, quotas
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write.todos import added_drafts
 
-DEFAULT_QUOTA = {"slots": 48, "window": 86400, "cooldown": 0, "stall_after": 3}
 PERMISSION_MODES = ("read-only", "edit", "full")
+UPDATABLE = ("objective", "done_when", "verify", "priority", "host", "permission_mode", "max_parallel", "shared", "tz")
+SCOPE_LISTS = ("allow", "deny", "protect")
+QUOTA_FIELDS = ("slots", "window", "cooldown", "stall_after", "max_usd", "max_tokens", "host_reserve", "use_leftover",
+                "turns")
 OFF = ("off", "none", "")
 STATUS_EVENTS = {"paused": "goal.paused", "active": "goal.resumed", "done": "goal.completed",
                  "stopped": "goal.stopped"}
@@ -28,7 +31,7 @@ def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_u
     durations; ``max_usd`` a decimal amount, ``max_tokens`` a count, ``host_reserve`` a percentage
     0-100; ``turns`` a count of turns per window (``off``: the default, twice the slots);
     ``off`` clears ``max_usd``/``max_tokens``/``use_leftover`` (stored as None / 0).
-    Raises UsageError naming the flag."""
+    Raises FieldError naming the field."""
     out: dict = {}
     if max_usd is not None:
         if str(max_usd).strip().lower() in OFF:
@@ -39,29 +42,29 @@ def quota_policy(slots=None, window=None, cooldown=None, stall_after=None, max_u
             except ValueError:
                 v = -1.0
             if not (0 <= v <= 1_000_000) or v != v:
-                raise UsageError(f"--max-usd {max_usd!r} is not an amount", "use e.g. --max-usd 5.00 (or off)")
+                raise FieldError("max_usd", "{field} " + repr(max_usd) + " is not an amount", "use e.g. {field} 5.00 (or off)")
             out["max_usd"] = round(v, 6)
     if max_tokens is not None:
         out["max_tokens"] = None if str(max_tokens).strip().lower() in OFF else \
-            validate.count(max_tokens, "--max-tokens", high=10**12)
+            validate.count(max_tokens, "max_tokens", high=10**12)
     if host_reserve is not None:
-        out["host_reserve"] = validate.count(str(host_reserve).rstrip("%"), "--host-reserve", low=0, high=100)
+        out["host_reserve"] = validate.count(str(host_reserve).rstrip("%"), "host_reserve", low=0, high=100)
     if use_leftover is not None:
         out["use_leftover"] = 0 if str(use_leftover).strip().lower() in OFF else clock.parse_duration(use_leftover)
     if slots is not None:
-        out["slots"] = validate.count(slots, "--slots", high=100_000)
+        out["slots"] = validate.count(slots, "slots", high=100_000)
     if window is not None:
         w = clock.parse_duration(window)
         if w < 60:
-            raise UsageError("--window must be at least 60s", "use e.g. --window 24h")
+            raise FieldError("window", "{field} must be at least 60s", "use e.g. {field} 24h")
         out["window"] = w
     if cooldown is not None:
         out["cooldown"] = clock.parse_duration(cooldown) if str(cooldown) not in ("0", "0s") else 0
     if stall_after is not None:
-        out["stall_after"] = validate.count(stall_after, "--stall-after", low=1, high=1000)
+        out["stall_after"] = validate.count(stall_after, "stall_after", low=1, high=1000)
     if turns is not None:
         out["turns"] = None if str(turns).strip().lower() in OFF else \
-            validate.count(turns, "--turns", low=1, high=1_000_000)
+            validate.count(turns, "turns", low=1, high=1_000_000)
     return out
 
 
@@ -71,22 +74,22 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
                todos: list | None = None) -> dict:
     """Start a goal (``goal.started``) with optional first todos: titles, or ``{"title", "verify"}``
     dicts for todos with their own verify command. Returns {goal_id, todo_ids}."""
-    objective = validate.text(objective, "--goal-text")
-    done_when = validate.text(done_when, "--done-when", required=False)
-    verify = validate.command(verify, "--verify")
+    objective = validate.text(objective, "objective")
+    done_when = validate.text(done_when, "done_when", required=False)
+    verify = validate.command(verify, "verify")
     if goal_id is not None:
         ids.check_goal_id(goal_id)
     protect = [validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect or []]
-    scope = {"allow": validate.globs(allow, "--scope"), "deny": validate.globs(deny, "--deny"),
+    scope = {"allow": validate.globs(allow, "allow"), "deny": validate.globs(deny, "deny"),
              "protect": sorted(set(protect))}
-    policy = dict(DEFAULT_QUOTA, **(quota or {}))
+    policy = dict(quotas.DEFAULTS, **(quota or {}))
     titles: list[str | tuple[str, str | None]] = []
     for t in todos or []:  # a title, or {"title", "verify"} for a todo with its own verify command
         if isinstance(t, dict):
-            v = validate.command(t.get("verify"), "--todo-verify")
-            titles.append((validate.text(t.get("title"), "--todo", limit=validate.MAX_TITLE), v))
+            v = validate.command(t.get("verify"), "todo_verify")
+            titles.append((validate.text(t.get("title"), "todo", limit=validate.MAX_TITLE), v))
         else:
-            titles.append(validate.text(t, "--todo", limit=validate.MAX_TITLE))
+            titles.append(validate.text(t, "todo", limit=validate.MAX_TITLE))
     out: dict = {}
 
     def plan(state, now):
@@ -98,7 +101,8 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
                 gid = f"{base[:60]}-{n}"
                 n += 1
         elif gid in state["goals"]:
-            raise Conflict(f"goal {gid!r} already exists", f"see it with `loopx goal show {gid}` or pick another --goal-id")
+            raise Conflict(f"goal {gid!r} already exists", "look at it, or pick another goal_id",
+                           details={"reason": "goal_exists", "goal": gid, "field": "goal_id"})
         drafts = [Draft("goal.started", gid, {"objective": objective, "done_when": done_when,
                                               "verify": verify, "priority": priority, "scope": scope,
                                               "quota": policy})]
@@ -124,28 +128,28 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
     worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
     the store lock when the new value is above the current one and raises to refuse (the CLI
-    passes ``loopx.commands.human.require_human``)."""
+    passes ``loopx.kernel.write.humans.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
-        changes["objective"] = validate.text(fields["objective"], "--goal-text")
+        changes["objective"] = validate.text(fields["objective"], "objective")
     if fields.get("done_when") is not None:
-        changes["done_when"] = validate.text(fields["done_when"], "--done-when")
+        changes["done_when"] = validate.text(fields["done_when"], "done_when")
     if fields.get("verify") is not None:
-        changes["verify"] = validate.command(fields["verify"], "--verify")
+        changes["verify"] = validate.command(fields["verify"], "verify")
     if fields.get("priority") is not None:
-        changes["priority"] = validate.count(fields["priority"], "--priority", low=-1000, high=1000)
+        changes["priority"] = validate.count(fields["priority"], "priority", low=-1000, high=1000)
     if fields.get("host") is not None:
         from loopx import hostfacts
 
-        changes["host"] = validate.choice(fields["host"], tuple(hostfacts.agent_hosts()), "--host")
+        changes["host"] = validate.choice(fields["host"], tuple(hostfacts.agent_hosts()), "host")
     if fields.get("permission_mode") is not None:
         if actors.is_agent(actor):
             from loopx.errors import HumanRequired
 
             raise HumanRequired("an agent cannot set a goal's permission mode", "ask a human to set it")
-        changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "--permission-mode")
+        changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "permission_mode")
     if fields.get("max_parallel") is not None:
-        changes["max_parallel"] = validate.count(fields["max_parallel"], "--max-parallel", low=1, high=MAX_PARALLEL)
+        changes["max_parallel"] = validate.count(fields["max_parallel"], "max_parallel", low=1, high=MAX_PARALLEL)
     if fields.get("shared") is not None:
         changes["shared"] = bool(fields["shared"])
     if fields.get("tz") is not None:  # the zone of daily and weekly cadences (kernel.read.localtime)
@@ -153,12 +157,12 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
 
         tz = str(fields["tz"]).strip()
         if tz and not localtime.valid_zone(tz):
-            raise UsageError(f"--tz: unknown time zone {tz!r}", "use an IANA name such as Europe/Berlin or UTC",
+            raise FieldError("tz", "{field}: unknown time zone " + repr(tz), "use an IANA name such as Europe/Berlin or UTC",
                              code="bad_zone")
         changes["tz"] = tz or None
     if not changes:
-        raise UsageError("nothing to update", "pass --goal-text, --done-when, --verify, --priority, --host, "
-                                              "--permission-mode, --max-parallel, --shared or --tz")
+        raise UsageError("nothing to update", "pass " + either(UPDATABLE), code="nothing_to_update",
+                         details={"fields": list(UPDATABLE)})
     out: dict = {}
 
     def plan(state, now):
@@ -189,19 +193,21 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
 
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
-        if g["status"] == status == "active" and actor.startswith("human:"):
+        if g["status"] == status == "active" and actors.is_human(actor):
             from loopx.kernel.read.verify import open_error
 
             if open_error(state, g):  # "I fixed the setup": the next check retries
                 out.update(changed=True, retry=True)
-                return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "--note", required=False)
+                return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
                                                         or "the setup was fixed: retry the verify command"})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:
             raise Conflict(f"goal {g['id']} is {g['status']}; it cannot become {status}",
-                           "resume it first: `loopx goal resume`" if status != "active" else None)
-        return [Draft(STATUS_EVENTS[status], g["id"], {"note": validate.text(note, "--note", required=False)})]
+                           "resume it first" if status != "active" else None,
+                           details={"reason": "goal_not_active", "goal": g["id"], "status": g["status"]}
+                           if status != "active" else None)
+        return [Draft(STATUS_EVENTS[status], g["id"], {"note": validate.text(note, "note", required=False)})]
 
     store.transact(plan, actor=actor)
     return out
@@ -214,13 +220,14 @@ def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny
     ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     changes: dict = {}
     if allow is not None:
-        changes["allow"] = validate.globs(allow, "--allow")
+        changes["allow"] = validate.globs(allow, "allow")
     if deny is not None:
-        changes["deny"] = validate.globs(deny, "--deny")
+        changes["deny"] = validate.globs(deny, "deny")
     if protect is not None:
         changes["protect"] = sorted({validate.choice(p, validate.GATE_KINDS, "protected action") for p in protect})
     if not changes:
-        raise UsageError("nothing to set", "pass --allow, --deny or --protect (repeatable; --clear-* empties a list)")
+        raise UsageError("nothing to set", "pass " + either(SCOPE_LISTS) + " (an empty list clears one)",
+                         code="nothing_to_set", details={"fields": list(SCOPE_LISTS), "lists": True})
     out: dict = {}
 
     def plan(state, now):
@@ -257,11 +264,9 @@ def raises_quota(old: dict, policy: dict) -> bool:
     if more("slots", 1) or more("window", -1) or more("cooldown", -1) or more("stall_after", 1):
         return True
     if "turns" in policy:  # the turn budget: None means the default (twice the slots)
-        from loopx.kernel.read.budget import TURNS_PER_SLOT
-
         slots = policy.get("slots", old.get("slots", 0))
-        new = policy["turns"] or TURNS_PER_SLOT * slots
-        cur = old.get("turns") or TURNS_PER_SLOT * old.get("slots", 0)
+        new = policy["turns"] or quotas.TURNS_PER_SLOT * slots
+        cur = old.get("turns") or quotas.TURNS_PER_SLOT * old.get("slots", 0)
         return new > cur
     return False
 
@@ -284,8 +289,8 @@ def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict, *, hu
     loosening it (``loosened``: a money or token limit raised or cleared, the host reserve
     lowered) needs ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
     if not policy:
-        raise UsageError("nothing to set", "pass --slots, --window, --cooldown, --stall-after, --max-usd, "
-                                           "--max-tokens, --host-reserve, --use-leftover or --turns")
+        raise UsageError("nothing to set", "pass " + either(QUOTA_FIELDS), code="nothing_to_set",
+                         details={"fields": list(QUOTA_FIELDS)})
     out: dict = {}
 
     def plan(state, now):

@@ -179,7 +179,8 @@ def require_human(ctx_or_channel, what: str, *, via: str = "terminal") -> HumanC
     """Refuse unless a human is asking; returns the HumanChannel to pass to the kernel.
 
     ``ctx_or_channel``: a CLI Context (checked: no ``--agent``, no agent marker in this process or
-    any parent), or a HumanChannel already minted (returned as is). ``what``: a key of HUMAN_ONLY
+    any parent), None (the markers only: ``loopx run --agent PRESET`` names a host, not the caller),
+    or a HumanChannel already minted (returned as is). ``what``: a key of HUMAN_ONLY
     (or a free sentence). Raises HumanRequired (exit 4, code ``human_required``)."""
     if isinstance(ctx_or_channel, HumanChannel):
         return ctx_or_channel
@@ -212,7 +213,8 @@ def dashboard_channel(user_agent: str | None = None) -> HumanChannel:
     who = env("LOOPX_DASHBOARD_STARTED_BY") or agent_evidence(None)
     if who:
         raise HumanRequired(f"this dashboard was started from {who}, so it cannot record a human's decision",
-                            "start `loopx dashboard` from your own terminal", code="human_required")
+                            "start the dashboard from your own terminal", code="human_required",
+                            details={"reason": "dashboard_from_agent"})
 
     return HumanChannel(actors.human(), "dashboard", user_agent, _seal=_SEAL)
 

@@ -49,7 +49,7 @@ def reap_drafts(state: dict, now, *, skip: str | None = None) -> list[Draft]:
     now_iso = clock.iso(now)
     drafts = []
     for run in queries.open_runs(state):
-        if run["id"] == skip or not run.get("lease_until") or run["lease_until"] > now_iso:
+        if run["id"] == skip or not run.get("lease_until") or queries.lease_live(run, now_iso):
             continue
         if not machines.local(state, run.get("node")) and \
                 run["lease_until"] > clock.iso(now - clock.timedelta(seconds=machines.MAX_SKEW)):

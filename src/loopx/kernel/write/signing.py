@@ -14,6 +14,11 @@ principal = "<name>"``, and the allowed signers in ``allowed_signers`` next to `
   (next to ``config.toml``) signed by a key the *previous* entry allowed (the first by its own
   key). ``check()`` (used by ``doctor``) verifies that chain, that the allowed signers file is the
   one the last entry recorded, and lists the signer fingerprints, so a swapped file is reported.
+- The last human-signed signer set is also kept in the data folder (``signing-root.json``: the
+  hashes of the log's first and last entries and the entry count), which no sandbox can read or
+  write. ``check()`` compares the log with it, so a log replaced by one entry self-signed by
+  another key (with that key added to the allowed signers: a chain of its own that verifies) is
+  reported as re-rooted, and an entry appended outside ``configure`` as not signed by a human.
 
 Errors: ``SigningError`` (a StateError, exit 3) when ``ssh-keygen`` is missing or refuses.
 """
@@ -101,8 +106,8 @@ def message(gate: dict, standing: bool) -> bytes:
 def sign(data: bytes, key: str) -> str:
     """An armored SSH signature of ``data`` with ``key`` (namespace loopx-gate). Raises SigningError."""
     if not key or not os.path.exists(os.path.expanduser(key)):
-        raise SigningError(f"the signing key {key!r} does not exist",
-                           "set it with `loopx gate signing --enable --key ~/.ssh/id_ed25519`")
+        raise SigningError(f"the signing key {key!r} does not exist", "set an existing key in the signing settings",
+                           details={"reason": "signing_key_missing"})
     p = _run(["-Y", "sign", "-q", "-f", os.path.expanduser(key), "-n", NAMESPACE], data)
     sig = p.stdout.decode("ascii", "replace")
     if p.returncode != 0 or "BEGIN SSH SIGNATURE" not in sig:
@@ -154,7 +159,7 @@ def sign_approval(gate: dict, standing: bool) -> dict | None:
     fp = verify(data, sig, principal)
     if fp is None:
         raise SigningError(f"the signature does not verify for {principal!r} against {signers_path()}",
-                           "add your key with `loopx gate signing --enable --key PATH`")
+                           "add your key to the allowed signers", details={"reason": "signer_unknown"})
     return {"principal": principal, "sig": sig, "fingerprint": fp}
 
 
@@ -205,6 +210,53 @@ def _last_log_entry() -> dict | None:
     return log[-1] if log else None
 
 
+def root_path() -> str:
+    from loopx import config
+
+    return os.path.join(config.data_home(), "signing-root.json")
+
+
+def _entry_hash(e: dict) -> str:
+    import json
+
+    from loopx.kernel.storage.chain import sha256  # the built-in one: no OpenSSL
+
+    return sha256(json.dumps(e, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _write_root(log: list[dict]) -> None:
+    import json
+
+    from loopx.kernel.storage.fs import atomic_write
+
+    root = {"first": _entry_hash(log[0]), "last": _entry_hash(log[-1]), "entries": len(log)}
+    os.makedirs(os.path.dirname(root_path()), exist_ok=True)
+    atomic_write(root_path(), (json.dumps(root, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _root_problems(log: list[dict]) -> list[str]:
+    """What differs between the signing log and the last human-signed set in the data folder."""
+    import json
+
+    text = _read(root_path())
+    if text is None:
+        return [f"no record of the last human-signed signer set in {root_path()} (made by "
+                "`loopx gate signing` since this check exists)"] if log else []
+    try:
+        root = json.loads(text)
+        first, last, n = str(root["first"]), str(root["last"]), int(root["entries"])
+    except (ValueError, KeyError, TypeError):
+        return [f"{root_path()} is unreadable: the last human-signed signer set is unknown"]
+    if not log or "broken" in log[0] or _entry_hash(log[0]) != first:
+        return ["the signing log was re-rooted: its first entry is not the one a human signed "
+                f"(recorded in {root_path()})"]
+    if len(log) < n or "broken" in log[n - 1] or _entry_hash(log[n - 1]) != last:
+        return [f"the signing log lost or changed entry {n}, the last one a human signed"]
+    if len(log) > n:
+        return [f"signing log entries {n + 1}..{len(log)} were not made by a human through `loopx gate signing`"]
+    return []
+
+
 def _entry_text(e: dict) -> bytes:
     import json
 
@@ -243,7 +295,8 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     key = key or s.get("key")
     principal = principal or s.get("principal") or _default_principal()
     if not key:
-        raise SigningError("no signing key given", "pass --key ~/.ssh/id_ed25519 (or the .pub of an ssh-agent key)")
+        raise SigningError("no signing key given", "name the key file, e.g. ~/.ssh/id_ed25519 (or the .pub of an "
+                           "ssh-agent key)", details={"reason": "signing_key_required", "field": "key"})
     signers = _read(signers_path()) or ""
     if enable:
         line = f'{principal} namespaces="{NAMESPACE}" {public_key(key)}\n'
@@ -267,6 +320,7 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     atomic_write(signers_path(), signers.encode("utf-8"))
     with open(log_path(), "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
+    _write_root([*log, entry])
     config.set_user_value("signing.enabled", bool(enable))
     config.set_user_value("signing.key", os.path.expanduser(key))
     config.set_user_value("signing.principal", principal)
@@ -295,6 +349,7 @@ def check() -> dict:
         if verify(_entry_text(e), str(e.get("sig") or ""), str(e.get("principal") or ""), signers) is None:
             problems.append(f"signing log entry {e.get('seq')} is not signed by a key the entry before it allowed")
         prev = e
+    problems += _root_problems(log)
     current = _read(signers_path())
     if prev is not None and (current or "") != prev.get("allowed_signers"):
         problems.append(f"{signers_path()} differs from the signers the signing log last recorded "

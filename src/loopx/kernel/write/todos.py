@@ -8,7 +8,7 @@ no longer the current one; an expired lease can be claimed by anyone. Humans may
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, UsageError
+from loopx.errors import Conflict, FieldError, UsageError, either
 from loopx.kernel.read import queries, validate
 from loopx.kernel.storage import actors, clock, ids, machines
 from loopx.kernel.storage.clock import timedelta
@@ -17,15 +17,16 @@ from loopx.kernel.storage.store import Draft, Store
 DEFAULT_LEASE = 1800.0
 VERIFY_TIMEOUT = 1800.0  # seconds a todo's verify command may take in `todo done`
 MAX_LEASE = 7 * 86400.0
+UPDATABLE = ("title", "detail", "priority", "depends_on", "acceptance", "verify", "reopen")  # update's fields
 
 
 def lease_seconds(value) -> float:
     try:
         secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
     except UsageError as exc:
-        raise UsageError(f"--lease: {exc.message}", "use e.g. --lease 30m (at most 7d)") from None
+        raise FieldError("lease", "{field}: " + exc.message, "use e.g. {field} 30m (at most 7d)") from None
     if not 1 <= secs <= MAX_LEASE:
-        raise UsageError("--lease must be between 1s and 7d", "use e.g. --lease 30m")
+        raise FieldError("lease", "{field} must be between 1s and 7d", "use e.g. {field} 30m")
     return secs
 
 
@@ -38,18 +39,19 @@ def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int 
             cur = f"current holder {holder} (fence {claim['fence']})" if claim else "no current claim"
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
                            f"your current claim has fence {claim['fence']}; pass that" if mine and claim
-                           else "your lease was taken over; run `loopx next` for new work", code="stale_fence")
+                           else "your lease was taken over; ask for new work", code="stale_fence",
+                           details={"todo": todo["id"], "fence": fence, "taken_over": not (mine and claim)})
         if not mine:
-            raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence")
+            raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence",
+                           details={"todo": todo["id"], "fence": fence, "taken_over": False})
         return
     if claim and not mine and actors.is_agent(actor):
-        live = claim["lease_until"] > now_iso
+        live = queries.lease_live(claim, now_iso)
         raise Conflict(f"{todo['id']} is claimed by {holder}"
                        + (f" until {claim['lease_until']}" if live else f" (lease expired {claim['lease_until']})"),
-                       f"claim it first with `loopx todo claim {todo['id']}`" if not live
-                       else "pick another todo, or ask the holder for a handoff",
-                       code="claimed_by_other", details={"holder": claim["holder"], "lease_until": claim["lease_until"],
-                                                         "node": claim.get("node")})
+                       "claim it first" if not live else "pick another todo, or ask the holder for a handoff",
+                       code="claimed_by_other", details={"todo": todo["id"], "holder": claim["holder"], "live": live,
+                                                         "lease_until": claim["lease_until"], "node": claim.get("node")})
 
 
 def _writable(todo: dict) -> None:
@@ -94,11 +96,11 @@ def _goal_deps(state: dict, refs, goal_id: str) -> list[str]:
     for ref in refs or []:
         g = queries.resolve_goal(state, ref)
         if g["id"] == goal_id:
-            raise UsageError(f"a todo of goal {goal_id} cannot wait for its own goal",
-                             "use --depends-on TODO for an order inside the goal")
+            raise FieldError("depends_on_goal", f"a todo of goal {goal_id} cannot wait for its own goal",
+                             "use depends_on for an order inside the goal", code="depends_on_own_goal")
         if g["status"] == "stopped":
-            raise UsageError(f"goal {g['id']} is stopped and will never be done",
-                             f"resume it first (`loopx goal resume {g['id']}`) or drop --depends-on-goal")
+            raise FieldError("depends_on_goal", f"goal {g['id']} is stopped and will never be done",
+                             "resume it first or drop {field}", code="depends_on_stopped_goal", details={"goal": g["id"]})
         if _waits_on(state, g["id"], goal_id):
             raise UsageError(f"goal {g['id']} already waits for goal {goal_id}: the two would wait for each other",
                              "drop one of the two goal dependencies")
@@ -149,21 +151,22 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
     UsageError (unknown ids, a goal waiting on itself or in a cycle), Conflict (the goal is done or
     stopped)."""
     title = validate.text(title, "title", limit=validate.MAX_TITLE)
-    detail = validate.text(detail, "--detail", required=False)
-    acceptance = validate.text(acceptance, "--acceptance", required=False)
-    verify = validate.command(verify, "--verify")
-    priority = validate.count(priority, "--priority", low=-1000, high=1000)
+    detail = validate.text(detail, "detail", required=False)
+    acceptance = validate.text(acceptance, "acceptance", required=False)
+    verify = validate.command(verify, "verify")
+    priority = validate.count(priority, "priority", low=-1000, high=1000)
     every_s = None
     if every is not None:
         from loopx.kernel.write.watches import MAX_EVERY, MIN_EVERY, _duration
 
-        every_s = _duration(every, "--every", MIN_EVERY, MAX_EVERY)
+        every_s = _duration(every, "every", MIN_EVERY, MAX_EVERY)
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         if g["status"] in ("done", "stopped"):
-            raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
+            raise Conflict(f"goal {g['id']} is {g['status']}", "resume it first", code="goal_closed",
+                           details={"goal": g["id"], "status": g["status"]})
         deps = _deps(state, depends_on, g["id"])
         goal_deps = _goal_deps(state, depends_on_goals, g["id"])
         tid = ids.new_id("todo", state["todos"])
@@ -190,19 +193,21 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
         _writable(t)
         if t["status"] == "blocked":
             raise Conflict(f"{t['id']} is blocked: {t.get('note') or 'no reason given'}",
-                           f"reopen it with `loopx todo update {t['id']} --reopen`", code="todo_blocked")
+                           "a human reopens it", code="todo_blocked", details={"todo": t["id"]})
         c = t.get("claim")
         mine = machines.holds(state, c, actor)
-        if c and not mine and c["lease_until"] > now_iso:
+        if not mine and queries.lease_live(c, now_iso):
             raise Conflict(f"{t['id']} is claimed by {machines.who(state, c['holder'], c.get('node'))} until {c['lease_until']}",
-                           "pick another todo (`loopx todo list --ready`) or wait for the lease to expire",
-                           code="claimed_by_other", details={"holder": c["holder"], "lease_until": c["lease_until"]})
+                           "pick another todo (a ready one) or wait for the lease to expire", code="claimed_by_other",
+                           details={"todo": t["id"], "holder": c["holder"], "live": True, "action": "claim",
+                                    "lease_until": c["lease_until"]})
         for g in queries.pending_gates(state, t["goal"]):
             if not g["blocks"] or t["id"] in g["blocks"]:
                 raise Conflict(f"{t['id']} waits for gate {g['id']}: {g['question']}",
-                               "a human must decide it: `loopx gate show " + g["id"] + "`", code="gate_pending")
+                               f"a human must decide gate {g['id']}", code="gate_pending",
+                               details={"todo": t["id"], "gate": g["id"]})
         until = clock.iso(now + timedelta(seconds=secs))
-        if mine and c["lease_until"] > now_iso:
+        if mine and queries.lease_live(c, now_iso):
             out.update(holder=actor, lease_until=until, fence=c["fence"], renewed=True)
             return [Draft("todo.renewed", t["goal"], {"todo_id": t["id"], "lease_until": until})]
         out.update(holder=actor, lease_until=until, renewed=False, taken_over=c["holder"] if c else None)
@@ -219,7 +224,7 @@ def renew(store: Store, actor: str, todo_ref: str, lease=None, fence: int | None
         _writable(t)
         c = t.get("claim")
         if not c:
-            raise Conflict(f"{t['id']} is not claimed", f"claim it: `loopx todo claim {t['id']}`", code="not_claimed")
+            raise Conflict(f"{t['id']} is not claimed", "claim it first", code="not_claimed", details={"todo": t["id"]})
         _holder_check(state, t, actor, now_iso, fence)
         until = clock.iso(now + timedelta(seconds=secs))
         out.update(lease_until=until, fence=c["fence"])
@@ -236,28 +241,52 @@ def release(store: Store, actor: str, todo_ref: str, fence: int | None = None, n
             return []
         _holder_check(state, t, actor, now_iso, fence)
         out["changed"] = True
-        return [Draft("todo.released", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
+        return [Draft("todo.released", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "note", required=False)})]
 
     return _one(store, actor, todo_ref, build)
+
+
+def _checked_fields(title, detail, priority, acceptance, verify) -> dict:
+    """The given fields of ``update``, validated (FieldError, exit 2, for a bad one)."""
+    checks = (("title", title, lambda v: validate.text(v, "title", limit=validate.MAX_TITLE)),
+              ("detail", detail, lambda v: validate.text(v, "detail", required=False)),
+              ("priority", priority, lambda v: validate.count(v, "priority", low=-1000, high=1000)),
+              ("acceptance", acceptance, lambda v: validate.text(v, "acceptance", required=False)),
+              ("verify", verify, lambda v: validate.command(v, "verify")))
+    return {name: check(value) for name, value, check in checks if value is not None}
+
+
+def _reopen_drafts(state: dict, t: dict, actor: str, now_iso: str, human) -> list[Draft]:
+    """``todo.reopened`` for a todo that is not open: a blocked, done or archived one needs a
+    human's channel, one a human blocked by rejecting a gate a human actor, a claimed one the claim."""
+    rejected = t["status"] == "blocked" and t.get("blocked_by")
+    if rejected and not actors.is_human(actor):
+        from loopx.errors import HumanRequired
+
+        raise HumanRequired(f"{t['id']} is blocked because a human rejected gate {rejected['gate']}; "
+                            "only a human re-opens it",
+                            "re-plan: add a new todo that respects the human's note "
+                            f"({(rejected.get('note') or '')[:120]})")
+    if t["status"] not in ("blocked", "done", "archived", "claimed"):
+        return []
+    if t["status"] != "claimed":
+        from loopx.kernel.write import humans
+
+        humans.check_channel(human, "todo.reopen")
+    else:
+        _holder_check(state, t, actor, now_iso, None)  # reopening would drop another agent's claim
+    return [Draft("todo.reopened", t["goal"], {"todo_id": t["id"]})]
 
 
 def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, priority=None,
            depends_on=None, acceptance=None, verify=None, reopen: bool = False, human=None) -> dict:
     """Change a todo's fields; ``reopen`` sets a blocked, done or archived todo back to open,
-    which needs ``human`` (a ``humans.HumanChannel``; HumanRequired without one)."""
-    fields: dict = {}
-    if title is not None:
-        fields["title"] = validate.text(title, "--title", limit=validate.MAX_TITLE)
-    if detail is not None:
-        fields["detail"] = validate.text(detail, "--detail", required=False)
-    if priority is not None:
-        fields["priority"] = validate.count(priority, "--priority", low=-1000, high=1000)
-    if acceptance is not None:
-        fields["acceptance"] = validate.text(acceptance, "--acceptance", required=False)
-    if verify is not None:
-        fields["verify"] = validate.command(verify, "--verify")
+    which needs ``human`` (a ``humans.HumanChannel``; HumanRequired without one). Raises
+    UsageError (code ``nothing_to_update``, ``details["fields"]``: what may change) without a change."""
+    fields = _checked_fields(title, detail, priority, acceptance, verify)
     if not fields and depends_on is None and not reopen:
-        raise UsageError("nothing to update", "pass --title, --detail, --priority, --depends-on, --acceptance, --verify or --reopen")
+        raise UsageError("nothing to update", "pass " + either(UPDATABLE), code="nothing_to_update",
+                         details={"fields": list(UPDATABLE)})
 
     def build(state, t, now_iso, now, out):
         drafts = []
@@ -271,24 +300,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
             _holder_check(state, t, actor, now_iso, None)
             drafts.append(Draft("todo.updated", t["goal"], dict(f, todo_id=t["id"])))
         if reopen:
-            rejected = t["status"] == "blocked" and t.get("blocked_by")
-            if rejected and not actor.startswith("human:"):
-                from loopx.errors import HumanRequired
-
-                raise HumanRequired(f"{t['id']} is blocked because a human rejected gate {rejected['gate']}; "
-                                    "only a human re-opens it",
-                                    "re-plan: add a new todo that respects the human's note "
-                                    f"({(rejected.get('note') or '')[:120]})")
-            if t["status"] == "open":
-                pass
-            elif t["status"] in ("blocked", "done", "archived", "claimed"):
-                if t["status"] != "claimed":
-                    from loopx.kernel.write import humans
-
-                    humans.check_channel(human, "todo.reopen")
-                if t["status"] == "claimed":
-                    _holder_check(state, t, actor, now_iso, None)  # reopening would drop another agent's claim
-                drafts.append(Draft("todo.reopened", t["goal"], {"todo_id": t["id"]}))
+            drafts += _reopen_drafts(state, t, actor, now_iso, human)
         out.update(changed=sorted(f) + (["status"] if reopen else []))
         return drafts
 
@@ -296,7 +308,7 @@ def update(store: Store, actor: str, todo_ref: str, *, title=None, detail=None, 
 
 
 def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
-    reason = validate.text(reason, "--reason")
+    reason = validate.text(reason, "reason")
 
     def build(state, t, now_iso, now, out):
         _writable(t)
@@ -309,7 +321,7 @@ def block(store: Store, actor: str, todo_ref: str, reason: str) -> dict:
 def _current_run(state: dict, todo: dict, actor: str) -> dict | None:
     """The open run working on ``todo`` (the caller's own when the caller is an agent)."""
     runs = [r for r in queries.open_runs(state, todo["goal"]) if r.get("todo") == todo["id"]
-            and (not actor.startswith("agent:") or machines.runs_here(state, r, actor))]
+            and (not actors.is_agent(actor) or machines.runs_here(state, r, actor))]
     return max(runs, key=lambda r: r.get("seq", 0)) if runs else None
 
 
@@ -322,12 +334,13 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
     ``force`` (humans only, else HumanRequired) completes it anyway, recorded as ``forced``.
     ``next_titles`` adds successor todos in the same transaction.
     Returns {todo_id, evidence, next, forced, verify (the run_verify result or None)}."""
-    titles = [validate.text(t, "--next", limit=validate.MAX_TITLE) for t in next_titles or []]
-    if force and not actor.startswith("human:"):
+    titles = [validate.text(t, "next", limit=validate.MAX_TITLE) for t in next_titles or []]
+    if force and not actors.is_human(actor):
         from loopx.errors import HumanRequired
 
         raise HumanRequired("only a human can close a todo without passing evidence",
-                            "make its verify pass, or ask a human to run `loopx todo done ... --force-unverified`")
+                            "make its verify pass, or ask a human to force it", code="human_required",
+                            details={"field": "force"})
     evidence = list(evidence or [])
     ran = None
 
@@ -353,20 +366,19 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
             ran = checks.run_verify(store, actor, run or {"goal": t0["goal"], "id": None, "todo": t0["id"]},
                                     t0["verify"], VERIFY_TIMEOUT if verify_timeout is None else verify_timeout)
             if ran.get("setup_error"):
-                raise Conflict(ran["setup_error"]["message"], f"fix the setup, then run `loopx todo done {t0['id']}` again",
-                               code="verify_broken", details={"setup_error": ran["setup_error"],
+                raise Conflict(ran["setup_error"]["message"], "fix the setup, then close the todo again",
+                               code="verify_broken", details={"todo": t0["id"], "setup_error": ran["setup_error"],
                                                               "evidence_id": ran["evidence_id"]})
             if not ran["passed"]:
                 raise Conflict(f"{t0['id']} is not done: its verify command `{t0['verify'][:200]}` failed "
                                f"(exit {ran['exit_code']}, evidence {ran['evidence_id']})",
-                               f"fix it and run `loopx todo done {t0['id']}` again; only a human can override: "
-                               "--force-unverified", code="evidence_failing",
-                               details={"evidence_id": ran["evidence_id"], "exit_code": ran["exit_code"]})
+                               "fix it and close the todo again; only a human can override", code="evidence_failing",
+                               details={"todo": t0["id"], "evidence_id": ran["evidence_id"], "exit_code": ran["exit_code"],
+                                        "verify": True})
             evidence.append(ran["evidence_id"])
     if not evidence and not force:
-        raise UsageError("a todo cannot be done without evidence",
-                         "record it first: `loopx evidence add --kind test --summary ...`, then pass --evidence ID",
-                         code="evidence_required")
+        raise UsageError("a todo cannot be done without evidence", "record it first, then cite its id",
+                         code="evidence_required", details={"todo": t0["id"]})
 
     def build(state, t, now_iso, now, out):
         from loopx.kernel.read import proof
@@ -382,12 +394,12 @@ def done(store: Store, actor: str, todo_ref: str, evidence: list[str], *, next_t
             evs.append(e["id"])
         run = _current_run(state, t, actor)
         verdict = proof.judge(state, t, evs, run["id"] if run else None)
-        data = {"todo_id": t["id"], "evidence": evs, "note": validate.text(note, "--note", required=False)}
+        data = {"todo_id": t["id"], "evidence": evs, "note": validate.text(note, "note", required=False)}
         if not verdict["ok"]:
             if not force:
                 raise Conflict(verdict["message"], verdict["hint"] + (
-                    "; only a human can override: --force-unverified" if verdict["reason"] != "evidence_required"
-                    else ""), code=verdict["reason"], details={"evidence": evs})
+                    "; only a human can override" if verdict["reason"] != "evidence_required" else ""),
+                    code=verdict["reason"], details={"todo": t["id"], "evidence": evs})
             data.update(forced=True, unverified=verdict["message"])
         drafts = [Draft("todo.completed", t["goal"], data)]
         nxt = added_drafts(state, t["goal"], titles, drafts, priority=t.get("priority", 0))
@@ -404,6 +416,6 @@ def archive(store: Store, actor: str, todo_ref: str, note=None) -> dict:
             return []
         _holder_check(state, t, actor, now_iso, None)
         out["changed"] = True
-        return [Draft("todo.archived", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "--note", required=False)})]
+        return [Draft("todo.archived", t["goal"], {"todo_id": t["id"], "note": validate.text(note, "note", required=False)})]
 
     return _one(store, actor, todo_ref, build)

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, NotFound, UsageError
+from loopx.errors import Conflict, FieldError, NotFound, UsageError
 from loopx.kernel.read import experiments, queries, validate
 from loopx.kernel.storage import ids
 from loopx.kernel.storage.store import Draft, Store
@@ -30,30 +30,32 @@ def config(*, metric, direction="max", measure, trial_timeout=None, metric_patte
     from loopx.kernel.storage import clock
 
     if not metric:
-        raise UsageError("--experiment needs --metric NAME", "e.g. --metric val_acc --direction max", code="no_metric")
+        raise UsageError("an experiment needs a metric", "e.g. metric val_acc, direction max", code="no_metric",
+                         details={"field": "metric"})
     if not measure:
-        raise UsageError("--experiment needs --measure CMD", "e.g. --measure 'python eval.py'", code="no_measure")
-    metric = validate.text(metric, "--metric", limit=64)
-    validate.choice(direction or "max", ("max", "min"), "--direction")
+        raise UsageError("an experiment needs a measure command", "e.g. 'python eval.py'", code="no_measure",
+                         details={"field": "measure"})
+    metric = validate.text(metric, "metric", limit=64)
+    validate.choice(direction or "max", ("max", "min"), "direction")
     timeout = 600.0 if trial_timeout in (None, "") else clock.parse_duration(str(trial_timeout))
     if timeout <= 0:
-        raise UsageError("--trial-timeout must be positive", "e.g. --trial-timeout 300", code="bad_timeout")
+        raise FieldError("trial_timeout", "{field} must be positive", "e.g. {field} 300", code="bad_timeout")
     try:
         delta = float(min_delta) if min_delta not in (None, "") else 0.0
     except ValueError:
-        raise UsageError(f"--min-delta {min_delta!r} is not a number", "e.g. --min-delta 0.002") from None
+        raise FieldError("min_delta", "{field} " + repr(min_delta) + " is not a number", "e.g. {field} 0.002") from None
     if delta < 0:
-        raise UsageError("--min-delta cannot be negative", "e.g. --min-delta 0.002")
-    n = validate.count(plateau, "--plateau", low=1, high=10000) if plateau not in (None, "") else 0
+        raise FieldError("min_delta", "{field} cannot be negative", "e.g. {field} 0.002")
+    n = validate.count(plateau, "plateau", low=1, high=10000) if plateau not in (None, "") else 0
     paths = []
     for p in list(protect or ()) + list(holdout_paths or ()):
-        p = validate.text(p, "--protect-path", limit=500).strip()
+        p = validate.text(p, "protect_path", limit=500).strip()
         if p.startswith("/") or ".." in p.replace("\\", "/").split("/"):
             raise UsageError(f"{p!r} must be a path inside the project", "name it relative to the project root")
         paths.append(p)
-    return {"metric": metric, "direction": direction or "max", "measure": validate.command(measure, "--measure"),
-            "guard": validate.command(guard, "--guard") if guard else None,
-            "holdout": validate.command(holdout, "--holdout") if holdout else None,
+    return {"metric": metric, "direction": direction or "max", "measure": validate.command(measure, "measure"),
+            "guard": validate.command(guard, "guard") if guard else None,
+            "holdout": validate.command(holdout, "holdout") if holdout else None,
             "metric_pattern": metrics.check_pattern(metric_pattern), "min_delta": delta, "plateau": n,
             "trial_timeout": timeout, "protect": [p.rstrip("/") for p in protect or ()],
             "holdout_paths": [p.rstrip("/") for p in holdout_paths or ()]}
@@ -63,7 +65,8 @@ def start(store: Store, actor: str, goal_id: str, cfg: dict) -> dict:
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         if experiments.is_experiment(state, g["id"]):
-            raise Conflict(f"goal {g['id']} is already an experiment", f"see `loopx experiment show {g['id']}`")
+            raise Conflict(f"goal {g['id']} is already an experiment", "look at the experiment",
+                           details={"reason": "already_an_experiment", "goal": g["id"]})
         return [Draft("experiment.started", g["id"], cfg)]
 
     store.transact(plan, actor=actor)
@@ -87,11 +90,12 @@ def hypothesize(store: Store, actor: str, text: str, claims: dict | None = None,
         run = _open_run(state, actor, goal_id, run_id)
         if run is None and goal_id is None:
             raise NotFound("no open turn of yours on an experiment goal",
-                           "start one with `loopx next` (or pass --goal-id for the next trial)", code="no_open_trial")
+                           "start a turn first (or name the goal for the next trial)", code="no_open_trial",
+                           details={"field": "goal_id"})
         gid = run["goal"] if run else queries.resolve_goal(state, goal_id)["id"]
         if not experiments.is_experiment(state, gid):
-            raise UsageError(f"goal {gid} is not an experiment", "start one with `loopx start-goal --experiment ...`",
-                             code="not_an_experiment")
+            raise UsageError(f"goal {gid} is not an experiment", "start an experiment goal", code="not_an_experiment",
+                             details={"goal": gid, "action": "hypothesize"})
         if run is not None and run["finished"] is not None:
             raise Conflict(f"run {run['id']} is finished", "state the hypothesis during the turn", code="run_finished")
         rid = run["id"] if run else None
@@ -109,7 +113,8 @@ def record(store: Store, actor: str, goal_id: str, trial: dict, *, expect_fronti
     def plan(state, now):
         e = experiments.get(state, goal_id)
         if e is None:
-            raise UsageError(f"goal {goal_id} is not an experiment", "see `loopx experiment show`")
+            raise UsageError(f"goal {goal_id} is not an experiment", "look at the experiment goals",
+                             code="not_an_experiment", details={"goal": goal_id, "action": "record"})
         if expect_frontier is not ...:
             cur = (e.get("frontier") or {}).get("commit")
             if cur != expect_frontier:
@@ -126,13 +131,14 @@ def record(store: Store, actor: str, goal_id: str, trial: dict, *, expect_fronti
 
 def continue_after_plateau(store: Store, actor: str, goal_id: str | None, note: str | None, human) -> dict:
     humans.check_channel(human, "experiment.continue")
-    note = validate.text(note, "--note", required=False, limit=500)
+    note = validate.text(note, "note", required=False, limit=500)
     out: dict = {}
 
     def plan(state, now):
         g = queries.resolve_goal(state, goal_id)
         if not experiments.is_experiment(state, g["id"]):
-            raise UsageError(f"goal {g['id']} is not an experiment", "see `loopx goal show`", code="not_an_experiment")
+            raise UsageError(f"goal {g['id']} is not an experiment", "look at the goal", code="not_an_experiment",
+                             details={"goal": g["id"], "action": "continue"})
         out.update(goal_id=g["id"], note=note)
         return [Draft("experiment.continued", g["id"], {"note": note})]
 

@@ -16,7 +16,7 @@ loopx.kernel.read.watching, and running checks is loopx.kernel.policy.tick's job
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, UsageError
+from loopx.errors import Conflict, FieldError, UsageError
 from loopx.kernel.read import queries, validate
 from loopx.kernel.read.watching import DEFAULT_TIMEOUT, MAX_EVERY, MAX_TIMEOUT, MIN_EVERY, TRIGGERS
 from loopx.kernel.storage import clock
@@ -29,16 +29,18 @@ def _name_ok(name: str) -> str:
     return name
 
 
-def _duration(value, what: str, low: float, high: float, default: float | None = None) -> float:
+def _duration(value, field: str, low: float, high: float, default: float | None = None) -> float:
+    """``value`` (a duration such as ``30m``) in seconds, ``default`` when None; FieldError (exit 2)
+    when it does not parse or lies outside ``low..high`` seconds."""
     if value is None and default is not None:
         return default
     try:
         secs = clock.parse_duration(value)
     except UsageError as exc:
-        raise UsageError(f"{what}: {exc.message}", f"use e.g. {what} 30m") from None
+        raise FieldError(field, "{field}: " + exc.message, "use e.g. {field} 30m") from None
     if not low <= secs <= high:
-        raise UsageError(f"{what} must be between {clock.format_duration(low)} and {clock.format_duration(high)}",
-                         f"use e.g. {what} 30m")
+        raise FieldError(field, f"{{field}} must be between {clock.format_duration(low)} and {clock.format_duration(high)}",
+                         "use e.g. {field} 30m")
     return secs
 
 
@@ -58,25 +60,25 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
         match: str | None = None, todo: str | None = None, timeout=None, name: str | None = None) -> dict:
     """Add a watch (``watch.added``). ``every``/``timeout`` are durations (``30m``); returns the watch
     dict. Raises UsageError for bad input, Conflict for a taken name or a closed goal."""
-    every_s = _duration(every, "--every", MIN_EVERY, MAX_EVERY)
-    timeout_s = _duration(timeout, "--timeout", 1, MAX_TIMEOUT, DEFAULT_TIMEOUT)
-    check = validate.command(check, "--check") or ""
+    every_s = _duration(every, "every", MIN_EVERY, MAX_EVERY)
+    timeout_s = _duration(timeout, "timeout", 1, MAX_TIMEOUT, DEFAULT_TIMEOUT)
+    check = validate.command(check, "check") or ""
     if not check:
-        raise UsageError("--check needs a command", 'e.g. --check "gh pr checks 12"')
-    on = validate.choice(on or "change", TRIGGERS, "--on")
+        raise FieldError("check", "{field} needs a command", 'e.g. {field} "gh pr checks 12"')
+    on = validate.choice(on or "change", TRIGGERS, "on")
     if on == "match" and not match:
-        raise UsageError("--on match needs --match REGEX", "e.g. --match 'FAILED|error'")
+        raise FieldError("match", "on match needs {field} REGEX", "e.g. {field} 'FAILED|error'", code="match_required")
     if match is not None:
         import re
 
-        match = validate.text(match, "--match", limit=500)
+        match = validate.text(match, "match", limit=500)
         try:
             re.compile(match)
         except re.error as exc:
-            raise UsageError(f"--match is not a valid regular expression: {exc}", "check the pattern") from None
+            raise FieldError("match", f"{{field}} is not a valid regular expression: {exc}", "check the pattern") from None
         if on == "change":
             on = "match"
-    todo = validate.text(todo, "--todo", required=False, limit=validate.MAX_TITLE)
+    todo = validate.text(todo, "todo", required=False, limit=validate.MAX_TITLE)
     if name is not None:
         _name_ok(name)
     out: dict = {}
@@ -86,13 +88,14 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
 
         g = queries.resolve_goal(state, goal_id)
         if g["status"] in ("done", "stopped"):
-            raise Conflict(f"goal {g['id']} is {g['status']}", f"resume it first: `loopx goal resume {g['id']}`")
+            raise Conflict(f"goal {g['id']} is {g['status']}", "resume it first", code="goal_closed",
+                           details={"goal": g["id"], "status": g["status"]})
         live = {w["name"] for w in state.get("watches", {}).values() if w["status"] != "removed"}
         wid = ids.new_id("watch", state.get("watches", {}))
         wname = name or wid
         if wname in live:
-            raise Conflict(f"a watch named {wname!r} exists", "pick another --name or remove the old watch",
-                           code="watch_exists")
+            raise Conflict(f"a watch named {wname!r} exists", "pick another name or remove the old watch",
+                           code="watch_exists", details={"field": "name", "watch": wname})
         data = {"watch_id": wid, "name": wname, "every": every_s, "check": check, "on": on, "match": match,
                 "todo": todo, "timeout": timeout_s}
         out.update(data, goal_id=g["id"])
