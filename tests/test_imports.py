@@ -50,7 +50,7 @@ HOT_MODULES = frozenset({
     "loopx.kernel.storage.layout", "loopx.kernel.storage.logfold",
     "loopx.kernel.storage.anchors", "loopx.kernel.storage.chain", "loopx.kernel.storage.cjson",
     "loopx.kernel.storage.clock", "loopx.kernel.storage.events", "loopx.kernel.storage.fold", "loopx.kernel.storage.fs",
-    "loopx.kernel.storage.ids", "loopx.kernel.storage.machines", "loopx.kernel.storage.redact",
+    "loopx.kernel.storage.ids", "loopx.kernel.storage.machines", "loopx.kernel.storage.quotas", "loopx.kernel.storage.redact",
     "loopx.kernel.storage.registry", "loopx.kernel.storage.store", "loopx.kernel.storage.trialfold",
     "loopx.kernel.write", "loopx.kernel.write.evidence", "loopx.kernel.write.gates",
     "loopx.kernel.write.humans", "loopx.kernel.write.runs", "loopx.kernel.write.signing",
