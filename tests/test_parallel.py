@@ -321,12 +321,13 @@ def test_a_single_runner_leaves_the_checkout_as_if_it_had_worked_there(repo, cli
     """Under the kernel sandbox a single runner's turn works in a private clone shown at the
     project's own path (the project's .git outside every write grant) and its work lands in the
     checkout; without one it works in the checkout itself. Either way the agent's folder is the
-    project's, the user sees the agent's work on their branch, no run branch and no workspace left."""
+    project's, the user sees the agent's work where the agent left it (an uncommitted file stays
+    uncommitted: loopx commits nothing for it), no run branch and no workspace left."""
     from loopx import sandbox
 
     _goal(cli, todos=("one",), max_parallel=1)
+    (repo / "notes.txt").write_text("the user's own work in progress\n")  # untracked, carried in
     head = git(repo, "rev-parse", "HEAD").strip()
-    status = git(repo, "status", "--porcelain")
     r = run_loopx(["run", "--agent-cmd", AGENT, "--once", "--json"], cwd=repo)
     assert r.code == 0, r.err
     t = r.data["turns"][0]
@@ -334,14 +335,53 @@ def test_a_single_runner_leaves_the_checkout_as_if_it_had_worked_there(repo, cli
     where = (CWD_LOG / f"cwd-{t['run_id']}").read_text().strip()
     if sandbox.enforced():
         assert where == str(repo), where
-        assert t["worktree"]["kept"] is False and t["merge"]["action"] == "merged", t
-        assert git(repo, "log", "--format=%s", f"{head}..HEAD").startswith(f"loopx: {t['run_id']}")
-        assert git(repo, "status", "--porcelain") == status  # the agent's file is committed on the branch
+        assert t["worktree"]["kept"] is False and t["merge"]["action"] == "nothing", t
     else:
         assert "worktree" not in t and where == str(repo)
     assert (repo / f"work-{t['todo_id']}.txt").read_text().strip() == t["todo_id"]
+    assert git(repo, "rev-parse", "HEAD").strip() == head  # no commit the agent did not make
+    assert f"?? work-{t['todo_id']}.txt" in git(repo, "status", "--porcelain").splitlines()
+    assert (repo / "notes.txt").read_text() == "the user's own work in progress\n"
     assert not list((repo / ".loopx" / "worktrees").glob("*")) if (repo / ".loopx" / "worktrees").exists() else True
     assert _branches(repo) == []
+
+
+def test_an_edit_the_user_makes_during_a_sandboxed_turn_is_never_overwritten(repo, cli):
+    """The agent rewrites a file the user is also editing while the turn runs: loopx does not copy
+    the agent's version over the user's; it commits the agent's work in the workspace, where it
+    lands as a branch (here a merge that conflicts, kept for a human), and the user's edit stays.
+    The user's edit is made from outside the sandbox when the agent says it has written (a file in
+    CWD_LOG), and the agent waits for it: no timing involved."""
+    import threading
+
+    from loopx import sandbox
+
+    if not sandbox.enforced():
+        pytest.skip(f"the kernel sandbox is not available here: {sandbox.status()['line']}")
+    _goal(cli, todos=("one",), max_parallel=1)
+    user = repo / "README"
+    user.write_text("hello\nthe user's draft\n")  # uncommitted, carried into the workspace
+    agent = ('printf "agent version\\n" > README; : > "$CWD_LOG/written"; '
+             'i=0; while [ ! -e "$CWD_LOG/edited" ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done')
+
+    def the_user():
+        for _ in range(6000):
+            if (CWD_LOG / "written").exists():
+                with open(user, "a") as fh:
+                    fh.write("the user kept typing\n")
+                break
+            threading.Event().wait(0.05)
+        (CWD_LOG / "edited").write_text("")
+
+    typist = threading.Thread(target=the_user)
+    typist.start()
+    r = run_loopx(["run", "--agent-cmd", agent, "--once", "--json"], cwd=repo, timeout=600)
+    typist.join()
+    assert r.code == 0, r.err
+    t = r.data["turns"][0]
+    assert user.read_text() == "hello\nthe user's draft\nthe user kept typing\n"  # never overwritten
+    assert t["merge"]["action"] != "nothing", t
+    assert git(repo, "show", f"{t['worktree']['branch']}:README") == "agent version\n"  # kept, not lost
 
 
 def test_doctor_names_run_branches_that_keep_unmerged_work(repo, cli):

@@ -400,7 +400,7 @@ def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_w
         "set -u\n"
         "sed -i 's/a - b/a + b/' src/calc.py\n"
         "git add src/calc.py && git commit -q -m 'fix add'\n" + lines +  # a commit the pushes would carry
-        "echo 'NOTE = 1' > src/extra.py\n"  # left uncommitted: loopx commits it
+        "echo 'NOTE = 1' > src/extra.py\n"  # left uncommitted: it lands uncommitted
         "loopx evidence add --kind note --summary 'fixed add in a private clone' --todo \"$LOOPX_TODO_ID\"\n"
         "loopx todo done \"$LOOPX_TODO_ID\"\n"
         "pwd > src/where.txt\n")
@@ -425,12 +425,15 @@ def test_a_turn_works_in_a_private_clone_and_the_projects_git_is_outside_every_w
         assert git(proj, "rev-parse", "-q", "--verify", ref, check=False) == "", ref
     assert _hash_tree(guarded) == hashes
     assert git(remote, "for-each-ref", "--format=%(refname) %(objectname)") == remote_before
-    # ordinary work landed on the user's branch: the agent's commit, then loopx's for the rest
+    # ordinary work landed on the user's branch: the agent's commit; what it left uncommitted is
+    # uncommitted in the checkout, as if it had worked there (loopx commits nothing for it)
     log = git(proj, "log", "--format=%s", f"{main_before}..main").splitlines()
-    assert "fix add" in log and any(s.startswith("loopx: run-") for s in log), log
+    assert "fix add" in log and not any(s.startswith("loopx: run-") for s in log), log
     assert "a + b" in (proj / "src" / "calc.py").read_text()
-    assert (proj / "src" / "extra.py").exists()
-    assert git(proj, "status", "--porcelain") == status, "the user's own files stay theirs, uncommitted"
+    assert (proj / "src" / "extra.py").read_text() == "NOTE = 1\n"
+    now = git(proj, "status", "--porcelain").splitlines()
+    assert set(status.splitlines()) <= set(now), "the user's own files stay theirs, uncommitted"
+    assert set(now) - set(status.splitlines()) == {"?? src/extra.py", "?? src/git_attacks.txt", "?? src/where.txt"}
     state = Store.open(str(proj)).load()
     assert state["todos"][t["todo_id"]]["status"] == "done"
     ev = [e for e in state["evidence"].values() if e["summary"] == "fixed add in a private clone"]

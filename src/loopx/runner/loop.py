@@ -346,17 +346,27 @@ class Driver:
         from loopx.runner import worktree
 
         info = started["worktree"]
-        title = started.get("todo_id") or "planning"
         try:
-            worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})", info.get("carried"))
-            # a sequential turn lands the branch the user has checked out (the agent may have switched)
-            info["head"] = worktree.fetch_back(self.store, started["run_id"],
-                                               info["base"] if info.get("sequential") else None)
+            if info.get("sequential"):  # its uncommitted work stays uncommitted (bring_back)
+                info["pending"] = worktree.uncommitted(info["cwd"], info.get("carried") or {})
+                # a sequential turn lands the branch the user has checked out (the agent may have switched)
+                info["head"] = worktree.fetch_back(self.store, started["run_id"], info["base"])
+                return worktree.ahead(info["path"], info["base_sha"]) > 0 or bool(info["pending"])
+            self.commit_all(started)
+            info["head"] = worktree.fetch_back(self.store, started["run_id"])
             return worktree.ahead(info["path"], info["base_sha"]) > 0
         except LoopxError as exc:
             out["note"] = f"could not commit the worktree: {exc.message}"
             info["broken"] = exc.message  # its work is not in the project: the workspace is kept
             return None
+
+    def commit_all(self, started: dict) -> None:
+        """loopx's own commit of what the agent left uncommitted in its workspace."""
+        from loopx.runner import worktree
+
+        info = started["worktree"]
+        title = started.get("todo_id") or "planning"
+        worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})", info.get("carried"))
 
     def land(self, started: dict, out: dict) -> None:
         """Merge a verified run's branch back (or gate it), then remove the worktree. A failed run
@@ -409,11 +419,14 @@ class Driver:
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {info['broken']}").lstrip("; ")
             return
         try:
+            pending = self.pending_work(started)
             run = self.store.read(lambda st: queries.resolve_run(st, rid))
             res = merge.land_turn(self.store, self.actor, run, info["base"], info["base_sha"])
             others = worktree.moved_branches(self.store, rid, info.get("branches") or {}, info["base"])
             if others:
                 res["branches"] = merge.land_branches(self.store, self.actor, run, info.get("branches") or {}, others)
+            if pending and not self.copy_back(started, res, pending, out):
+                return  # the workspace is kept with what could not be brought back
             worktree.remove(self.store, rid, delete_branch=res["action"] in ("merged", "nothing"))
         except LoopxError as exc:
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {exc.message}").lstrip("; ")
@@ -422,6 +435,40 @@ class Driver:
         out["worktree"].update(kept=False, branch_kept=res["action"] not in ("merged", "nothing"))
         if res["action"] != "nothing":
             self.log(f"  {res['message']}")
+
+    def pending_work(self, started: dict) -> list[str]:
+        """The agent's uncommitted work that goes into the checkout as uncommitted work (as if it had
+        worked there). When the checkout changed under the turn at one of those paths (or its branch
+        moved), loopx commits that work in the workspace instead, and it lands as a branch (merge
+        commit, conflict todo or gate) like the agent's own commits: nothing the user wrote during the
+        turn is overwritten. Returns the paths to copy after landing."""
+        from loopx.runner import worktree
+
+        info = started["worktree"]
+        pending = info.get("pending") or []
+        if pending and not worktree.can_copy_back(self.store.project_dir, info["cwd"], pending,
+                                                  info.get("carried") or {}, info["base"], info["base_sha"]):
+            self.commit_all(started)
+            info["head"] = worktree.fetch_back(self.store, started["run_id"], info["base"])
+            return []
+        return pending
+
+    def copy_back(self, started: dict, res: dict, pending: list[str], out: dict) -> bool:
+        """Write the agent's uncommitted work into the checkout once its commits (if any) landed as a
+        fast-forward; False (the workspace kept, a note on the turn) when that is not so or a path
+        could not be written."""
+        from loopx.runner import worktree
+
+        info, P = started["worktree"], self.store.project_dir
+        now = worktree.git(P, "rev-parse", "-q", "--verify", f"refs/heads/{info['base']}", check=False).stdout.strip()
+        landed = now == (info.get("head") or info["base_sha"])
+        failed = worktree.copy_back(P, info["cwd"], pending) if landed else pending
+        if failed:
+            out["merge"] = res
+            out["note"] = ((out.get("note") or "") + f"; workspace kept: {len(failed)} uncommitted file(s) not "
+                           f"brought back ({', '.join(failed[:3])})").lstrip("; ")
+            return False
+        return True
 
     def finish_for_agent(self, state: dict, run: dict, out: dict, report: dict | None = None,
                          changed: bool | None = None) -> dict:

@@ -21,6 +21,9 @@ upload-pack ignores the one setting that would run a command from it.
 - ``commit_all(path, message, carried=None) -> bool``: commit whatever the agent left
   uncommitted (no ``.loopx/`` folder at any depth, no ``carried`` file it left unchanged); True
   when a commit was made.
+- ``uncommitted(cwd, carried) -> [rel]``: what the agent changed and left uncommitted in a
+  sequential turn's workspace; ``can_copy_back`` / ``copy_back`` bring it into the checkout as
+  uncommitted work, where it would have been had the agent worked there.
 - ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
 - ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
 
@@ -252,17 +255,79 @@ def ignored(project_dir: str, cwd: str) -> list[str]:
 
 
 def _unchanged(carried: dict) -> list[str]:
+    return [p for p, sha in carried.items() if _sha(p) == sha]
+
+
+_NO_STORE = (":(exclude).loopx", ":(exclude,glob)**/.loopx/**")
+
+
+def uncommitted(cwd: str, carried: dict) -> list[str]:
+    """Paths (relative to ``cwd``, the workspace's project folder) that differ from the workspace's
+    ``HEAD`` (staged, unstaged, deleted or untracked and not ignored; never under ``.loopx/``),
+    less the user's carried work in progress that the agent left as it found it, plus carried
+    files the agent removed. Sorted."""
+    changed = git(cwd, "diff", "--name-only", "-z", "--relative", "HEAD", "--", ".", *_NO_STORE).stdout.split("\0")
+    new = git(cwd, "ls-files", "-z", "--others", "--exclude-standard", "--", ".", *_NO_STORE).stdout.split("\0")
+    same = {os.path.relpath(p, cwd) for p in _unchanged(carried)}
+    gone = {os.path.relpath(p, cwd) for p in carried if not os.path.lexists(p)}
+    return sorted(({r for r in changed + new if r} | gone) - same)
+
+
+def _sha(path: str) -> str | None:
     import hashlib
 
-    same = []
-    for p, sha in carried.items():
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def can_copy_back(project_dir: str, cwd: str, pending: list[str], carried: dict, base: str, base_sha: str) -> bool:
+    """True when the checkout is as the turn found it at every ``pending`` path: ``base`` still at
+    ``base_sha``, each carried file as it was carried, every other path clean in git's eyes. Only
+    then can the agent's uncommitted work be written into the checkout without touching an edit
+    the user made during the turn."""
+    if git(project_dir, "rev-parse", "-q", "--verify", f"refs/heads/{base}", check=False).stdout.strip() != base_sha:
+        return False
+    others = []
+    for rel in pending:
+        key = os.path.join(cwd, rel)
+        if key in carried:
+            if _sha(os.path.join(project_dir, rel)) != carried[key]:
+                return False
+        else:
+            others.append(rel)
+    for i in range(0, len(others), 200):
+        if git(project_dir, "status", "--porcelain", "-z", "--untracked-files=all", "--",
+               *(":(literal)" + r for r in others[i:i + 200])).stdout.strip("\0"):
+            return False
+    return True
+
+
+def copy_back(project_dir: str, cwd: str, pending: list[str]) -> list[str]:
+    """Write each ``pending`` path of the workspace into the checkout as the agent left it (a file
+    with its mode, a symlink, or removed); returns the paths that could not be written."""
+    import stat
+
+    from loopx.kernel.storage import fs
+
+    failed = []
+    for rel in pending:
+        src, dst = os.path.join(cwd, rel), os.path.join(project_dir, rel)
         try:
-            with open(p, "rb") as fh:
-                if hashlib.sha256(fh.read()).hexdigest() == sha:
-                    same.append(p)
+            if os.path.islink(dst) or (os.path.lexists(dst) and not os.path.lexists(src)):
+                os.remove(dst)
+            if os.path.islink(src):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.symlink(os.readlink(src), dst)
+            elif os.path.isfile(src):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with open(src, "rb") as fh:
+                    fs.atomic_write(dst, fh.read(), mode=stat.S_IMODE(os.stat(src).st_mode))
         except OSError:
-            continue
-    return same
+            failed.append(rel)
+    return failed
 
 
 def commit_all(path: str, message: str, carried: dict | None = None) -> bool:
