@@ -7,6 +7,7 @@ kernel/storage/anchors.py and docs/security.md."""
 
 from __future__ import annotations
 
+from loopx.kernel.storage import anchors, machines
 from loopx.ops.check import result
 
 REMOTE_TIMEOUT = 15.0
@@ -15,8 +16,6 @@ REMOTE_NODE_REFS = "refs/loopx/remote-node-anchors/"  # + <remote>/<node>: each 
 
 
 def _remotes(cwd: str) -> list[str]:
-    from loopx.kernel.storage import anchors
-
     try:
         return [r for r in anchors.git(cwd, "remote").split() if r]
     except Exception:  # noqa: BLE001
@@ -27,8 +26,6 @@ def fetch_remote(cwd: str, remote: str) -> str | None:
     """Fetch ``remote``'s anchor ref into ``refs/loopx/remote-anchors/<remote>`` (a ref of loopx's own;
     no branch, index or working tree is touched). Returns its commit, or None when the remote has
     none. Raises RuntimeError/OSError/TimeoutExpired when the remote cannot be read."""
-    from loopx.kernel.storage import anchors
-
     listed = anchors.git(cwd, "ls-remote", remote, anchors.REF, timeout=REMOTE_TIMEOUT)
     if not listed:
         return None
@@ -41,8 +38,6 @@ def fetch_node_refs(cwd: str, remote: str) -> dict[str, str]:
     """Fetch ``remote``'s per-node anchor refs (``refs/loopx/node-anchors/*``, pushed when several
     machines write the store) into ``refs/loopx/remote-node-anchors/<remote>/*``. Returns
     {node: commit} ({} when there are none). Raises like ``fetch_remote``."""
-    from loopx.kernel.storage import anchors
-
     listed = anchors.git(cwd, "ls-remote", remote, anchors.NODE_REFS + "*", timeout=REMOTE_TIMEOUT)
     refs = {}
     for row in listed.splitlines():
@@ -59,8 +54,6 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     """One result per anchor source that exists: ``store.anchors.file``, ``store.anchors.git`` and
     ``store.anchors.remote.<name>`` (plus ``store.anchors.rewound.<name>`` when the local ref lacks
     what the remote holds); none when nothing was ever anchored."""
-    from loopx.kernel.storage import anchors
-
     store = t.store()
     if store.format_number() < 2:
         return []
@@ -111,8 +104,6 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
 def _check_remote(store, judge, out: list[dict], cwd: str, remote: str, tip: str | None, pid: str, here: str) -> None:
     """check_anchors' results for one remote: its anchor ref (and whether the local one was rewound)
     and the per-node anchors of the machines that push there."""
-    from loopx.kernel.storage import anchors
-
     cid = f"store.anchors.remote.{remote}"
     try:
         rtip = fetch_remote(cwd, remote)
@@ -151,8 +142,6 @@ def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:
     """The anchors on ``ref`` that speak of this store: each clone of a synced project has its own
     project id (the anchor's file name), so every project file at the ref's tip is read and the
     anchors naming at least one node whose records this store holds are kept."""
-    from loopx.kernel.storage import anchors
-
     out: list[dict] = []
     for name in anchors.git(cwd, "ls-tree", "--name-only", ref).splitlines():
         if name.endswith(".json"):
@@ -162,15 +151,11 @@ def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:
 
 
 def _several(store) -> bool:
-    from loopx.kernel.storage import machines
-
     return machines.several(store.load(view="live"))
 
 
 def _rewound(out: list, cwd: str, remote: str, rtip: str, tip: str | None) -> None:
     """An error when the local anchor ref does not contain ``rtip``, this clone's anchors on ``remote``."""
-    from loopx.kernel.storage import anchors
-
     if not tip or not anchors.is_ancestor(cwd, rtip, tip):
         out.append(result(f"store.anchors.rewound.{remote}", "error",
                           f"the local {anchors.REF} does not contain the anchors pushed to {remote} "
