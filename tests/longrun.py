@@ -120,17 +120,7 @@ class Sim:
         state = self.store.load()
         todo = state["todos"].get(tid or "") or {}
         if kind in ("honest", "codex"):
-            if todo.get("verify"):
-                open(os.path.join(self.dir, "src", f"{todo['title']}.done"), "w").close()
-                fin = turn.finish(self.store, actor, rid, "completion", verify=True)
-            elif tid:
-                ev = evidence.add(self.store, actor, gid, kind="artifact", summary="notes written", run=rid, todo=tid)
-                todos.done(self.store, actor, tid, [ev["evidence_id"]])
-                fin = turn.finish(self.store, actor, rid, "completion")
-            else:
-                fin = turn.finish(self.store, actor, rid, "no_progress", note="nothing to plan")
-            if fin["verified"]:
-                turn.spend_slot(self.store, actor, rid)
+            self._honest(actor, gid, tid, rid, todo)
         elif kind == "silent":
             pass  # exits without writing back: the lease lapses and the run is reaped
         elif kind == "failer":
@@ -139,29 +129,9 @@ class Sim:
             turn.close(self.store, actor, rid, "failed", "timed out after 30m",
                        report={"setup_error": {"reason": "host_timed_out", "message": "the host timed out"}})
         elif kind == "stray":
-            with open(os.path.join(self.dir, f"stray-{self.stats['turns']}.txt"), "w") as fh:
-                fh.write("outside the scope\n")
-            fin = turn.finish(self.store, actor, rid, "completion", verify=bool(turn.verify_command(state, state["runs"][rid])))
-            if fin.get("out_of_scope"):
-                self.stats["out_of_scope"] += 1
-                assert not fin["verified"] and fin["todo_status"] != "done", fin
-            os.remove(os.path.join(self.dir, f"stray-{self.stats['turns']}.txt"))
+            self._stray(actor, rid, state)
         elif kind == "claimer":
-            others = [x for x in state["todos"].values() if x["goal"] == gid and x.get("claim")
-                      and x["claim"]["holder"] != actor and x["status"] == "claimed"]
-            tries = [(x["id"], None, "claimed_by_other") for x in others[:1]]
-            if tid:  # its own todo with a stale fence: refused too, before the verify command runs
-                tries.append((tid, int(t["fence"] or 0) + 999, "stale_fence"))
-            for target, fence, code in tries:
-                before = self.lines()
-                try:
-                    todos.done(self.store, actor, target, [], fence=fence)
-                    raise AssertionError(f"{actor} closed {target} without holding it")
-                except LoopxError as exc:
-                    assert exc.code == code, (exc.code, code)
-                    assert self.lines() == before  # refused before any verify ran or evidence was written
-                    self.stats["refused_claims"] += 1
-            turn.finish(self.store, actor, rid, "no_progress")
+            self._claimer(actor, gid, t, state)
         elif kind == "unverified":
             turn.finish(self.store, actor, rid, "progress", note="did some of it")
         if self.rng.random() < 0.05 and tid:
@@ -169,6 +139,46 @@ class Sim:
                 gates.open_gate(self.store, actor, gid, kind="merge", question="merge it?", blocks=[tid])
             except LoopxError:
                 pass
+
+    def _honest(self, actor: str, gid: str, tid: str | None, rid: str, todo: dict) -> None:
+        if todo.get("verify"):
+            open(os.path.join(self.dir, "src", f"{todo['title']}.done"), "w").close()
+            fin = turn.finish(self.store, actor, rid, "completion", verify=True)
+        elif tid:
+            ev = evidence.add(self.store, actor, gid, kind="artifact", summary="notes written", run=rid, todo=tid)
+            todos.done(self.store, actor, tid, [ev["evidence_id"]])
+            fin = turn.finish(self.store, actor, rid, "completion")
+        else:
+            fin = turn.finish(self.store, actor, rid, "no_progress", note="nothing to plan")
+        if fin["verified"]:
+            turn.spend_slot(self.store, actor, rid)
+
+    def _stray(self, actor: str, rid: str, state: dict) -> None:
+        with open(os.path.join(self.dir, f"stray-{self.stats['turns']}.txt"), "w") as fh:
+            fh.write("outside the scope\n")
+        fin = turn.finish(self.store, actor, rid, "completion", verify=bool(turn.verify_command(state, state["runs"][rid])))
+        if fin.get("out_of_scope"):
+            self.stats["out_of_scope"] += 1
+            assert not fin["verified"] and fin["todo_status"] != "done", fin
+        os.remove(os.path.join(self.dir, f"stray-{self.stats['turns']}.txt"))
+
+    def _claimer(self, actor: str, gid: str, t: dict, state: dict) -> None:
+        tid, rid = t["todo_id"], t["run_id"]
+        others = [x for x in state["todos"].values() if x["goal"] == gid and x.get("claim")
+                  and x["claim"]["holder"] != actor and x["status"] == "claimed"]
+        tries = [(x["id"], None, "claimed_by_other") for x in others[:1]]
+        if tid:  # its own todo with a stale fence: refused too, before the verify command runs
+            tries.append((tid, int(t["fence"] or 0) + 999, "stale_fence"))
+        for target, fence, code in tries:
+            before = self.lines()
+            try:
+                todos.done(self.store, actor, target, [], fence=fence)
+                raise AssertionError(f"{actor} closed {target} without holding it")
+            except LoopxError as exc:
+                assert exc.code == code, (exc.code, code)
+                assert self.lines() == before  # refused before any verify ran or evidence was written
+                self.stats["refused_claims"] += 1
+        turn.finish(self.store, actor, rid, "no_progress")
 
     def human(self, answers: dict) -> bool:
         """Random human actions; True when one was taken (that tick is not idle)."""

@@ -245,57 +245,16 @@ def main(argv: list[str] | None = None) -> int:
         return forward(broker, argv)
     opts, rest = _split_globals(argv)
     fmt = opts["fmt"] or "text"
-    debug = opts["debug"]
-    command = "loopx"
-    done = False  # the handler returned: whatever fails now is the output, not the command
+    # the command's name once parsed, and whether its handler returned (whatever fails after that is
+    # the output, not the command)
+    run: dict = {"command": "loopx", "done": False}
     try:
-        if opts["error"] is not None:
-            raise opts["error"]
-        if not rest:
-            rest = ["status", "--orient"]
-        if rest == ["--version"]:
-            sys.stdout.write(f"loopx {__version__}\n")
-            return 0
-        fast = _fast(rest)
-        if fast is not None:
-            handler, render, command, args = fast
-        else:
-            handler, render, command, args = _parse(rest)
-            if handler is None:
-                return 0
-        from loopx.context import Context
-
-        ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
-                      debug=opts["debug"], command=command)
-        if fmt in TABULAR_FORMATS and command not in TABULAR:
-            raise UsageError(f"--format {fmt} is for tables ({', '.join(TABULAR)})", "use --format text or json")
-        reply = handler(ctx, **args)
-        done = True
-        if not isinstance(reply, output.Reply):
-            reply = output.Reply(reply or {})
-        migrated = getattr(getattr(ctx, "_store", None), "migrated", None)
-        if migrated:  # said once: only the write that migrated the store sees this
-            reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
-                              f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
-        if fmt in TABULAR_FORMATS:
-            import importlib
-
-            mod, fn = TABULAR[command]
-            output.print_text(getattr(importlib.import_module(f"loopx.commands.{mod}"), fn)(reply.data,
-                                                                                      TABULAR_FORMATS[fmt]).rstrip("\n"))
-        elif fmt != "text":
-            output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
-                                              warnings=reply.warnings))
-        else:
-            output.print_warnings(reply.warnings)
-            if not opts["quiet"]:
-                output.print_text((render or output.generic)(reply.data))
-        return reply.exit_code
+        return _run(opts, rest, fmt, run)
     except LoopxError as exc:
-        return _fail_with(fmt, command, exc)
+        return _fail_with(fmt, run["command"], exc)
     except KeyboardInterrupt:
-        return _fail(fmt, command, EXIT_INTERRUPTED, {"code": "interrupted", "message": "interrupted",
-                                                      "hint": None}, "interrupted", None)
+        return _fail(fmt, run["command"], EXIT_INTERRUPTED, {"code": "interrupted", "message": "interrupted",
+                                                             "hint": None}, "interrupted", None)
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
@@ -303,27 +262,85 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 0
     except OSError as exc:  # the store or an output stream cannot be used: a state problem, not a bug
-        where = f" {exc.filename}" if exc.filename else ""
-        msg = f"cannot read or write{where}: {exc.strerror or exc}"
-        hint = "check that path's type and permissions (`loopx doctor` checks the store)"
-        if done:  # e.g. stdout on a full disk: the command itself was carried out
-            msg = f"{command} was done, but its output could not be written: {exc.strerror or exc}"
-            hint = "do not run it again; `loopx status` and `loopx history` show what it did"
-        elif exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
-            hint = "free some disk space and retry (nothing was recorded)"
-        return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
+        return _os_error(fmt, run["command"], run["done"], exc)
     except RecursionError:
         msg = "input nested too deeply to read"
-        return _fail(fmt, command, EXIT_STATE, {"code": "too_deep", "message": msg, "hint": None}, msg, None)
+        return _fail(fmt, run["command"], EXIT_STATE, {"code": "too_deep", "message": msg, "hint": None}, msg, None)
     except Exception as exc:  # the one place an unexpected error becomes exit 70
-        if debug or env("LOOPX_DEBUG"):
+        if opts["debug"] or env("LOOPX_DEBUG"):
             import traceback
 
             traceback.print_exc()
         msg = f"internal error: {type(exc).__name__}: {exc}"
-        return _fail(fmt, command, EXIT_INTERNAL, {"code": "internal", "message": msg,
-                                                   "hint": "rerun with --debug and report it"},
+        return _fail(fmt, run["command"], EXIT_INTERNAL, {"code": "internal", "message": msg,
+                                                          "hint": "rerun with --debug and report it"},
                      msg, "rerun with --debug and report it")
+
+
+def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
+    """Parse ``rest``, call the command's handler and print its reply; the exit code. Records the
+    command's name and the handler's return in ``run`` for main's error messages."""
+    if opts["error"] is not None:
+        raise opts["error"]
+    if not rest:
+        rest = ["status", "--orient"]
+    if rest == ["--version"]:
+        sys.stdout.write(f"loopx {__version__}\n")
+        return 0
+    fast = _fast(rest)
+    handler, render, command, args = fast if fast is not None else _parse(rest)
+    if handler is None:
+        return 0
+    run["command"] = command
+    from loopx.context import Context
+
+    ctx = Context(project=opts["project"], fmt=fmt, agent=opts["agent"], quiet=opts["quiet"],
+                  debug=opts["debug"], command=command)
+    if fmt in TABULAR_FORMATS and command not in TABULAR:
+        raise UsageError(f"--format {fmt} is for tables ({', '.join(TABULAR)})", "use --format text or json")
+    reply = handler(ctx, **args)
+    run["done"] = True
+    return _print_reply(ctx, reply, fmt, command, render, opts["quiet"])
+
+
+def _print_reply(ctx, reply, fmt: str, command: str, render, quiet: bool) -> int:
+    """Print a handler's reply (a Reply, a dict or None) in ``fmt``; its exit code."""
+    from loopx import output
+
+    if not isinstance(reply, output.Reply):
+        reply = output.Reply(reply or {})
+    migrated = getattr(getattr(ctx, "_store", None), "migrated", None)
+    if migrated:  # said once: only the write that migrated the store sees this
+        reply.warnings = [*reply.warnings, "migrated .loopx/ in place to store format 2; a verified copy of the "
+                          f"old files is in .loopx/{migrated['backup'].rsplit('.loopx/', 1)[-1]}"]
+    if fmt in TABULAR_FORMATS:
+        import importlib
+
+        mod, fn = TABULAR[command]
+        output.print_text(getattr(importlib.import_module(f"loopx.commands.{mod}"), fn)(reply.data,
+                                                                                  TABULAR_FORMATS[fmt]).rstrip("\n"))
+    elif fmt != "text":
+        output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
+                                          warnings=reply.warnings))
+    else:
+        output.print_warnings(reply.warnings)
+        if not quiet:
+            output.print_text((render or output.generic)(reply.data))
+    return reply.exit_code
+
+
+def _os_error(fmt: str, command: str, done: bool, exc: OSError) -> int:
+    """An OSError as a one-line state error (exit 4): what could not be read or written, and what
+    to do; after the handler returned, that the command was carried out all the same."""
+    where = f" {exc.filename}" if exc.filename else ""
+    msg = f"cannot read or write{where}: {exc.strerror or exc}"
+    hint = "check that path's type and permissions (`loopx doctor` checks the store)"
+    if done:  # e.g. stdout on a full disk: the command itself was carried out
+        msg = f"{command} was done, but its output could not be written: {exc.strerror or exc}"
+        hint = "do not run it again; `loopx status` and `loopx history` show what it did"
+    elif exc.errno in (28, 122):  # ENOSPC, EDQUOT: nothing was recorded, nothing was left behind
+        hint = "free some disk space and retry (nothing was recorded)"
+    return _fail(fmt, command, EXIT_STATE, {"code": "io_error", "message": msg, "hint": hint}, msg, hint)
 
 
 def _parse(rest: list[str]):

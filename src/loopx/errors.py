@@ -95,6 +95,8 @@ class StateError(LoopxError):
 
 
 class NotConnected(StateError):
+    """No ``.loopx/`` in this folder or above it (exit 3)."""
+
     code = "not_connected"
 
 
@@ -112,6 +114,8 @@ class Conflict(LoopxError):
 
 
 class StoreBusy(Conflict):
+    """The store's lock stayed held by one writer for the whole wait (exit 4)."""
+
     code = "store_busy"
 
 
@@ -122,5 +126,7 @@ class HumanRequired(Conflict):
 
 
 class Interrupted(LoopxError):
+    """Ctrl-C stopped the command; what it had recorded stays (exit 130)."""
+
     exit_code = EXIT_INTERRUPTED
     code = "interrupted"

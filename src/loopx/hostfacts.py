@@ -1,4 +1,4 @@
-"""The one table of agent-host facts (issue 23): plain data per host, below the kernel, so the
+"""The one table of agent-host facts: plain data per host, below the kernel, so the
 guard, actors, the installer, presets, doctor and ``hooks --check`` all read the same row.
 
 ``HOSTS`` maps a host name to its row::

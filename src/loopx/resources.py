@@ -7,6 +7,9 @@ next to ``src/``. ``data_path`` returns whichever exists (the packaged copy firs
 
 from __future__ import annotations
 
+import os
+import sys
+import sysconfig
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -25,8 +28,6 @@ def data_path(*parts: str) -> Path:
 
 
 def _runnable(path: str) -> bool:
-    import os
-
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
@@ -39,10 +40,6 @@ def loopx_executable() -> str:
     else the interpreter's scripts folders (system and user scheme). A path that needs quoting is
     quoted. Falls back to ``<absolute python> -m loopx`` (a checkout run with ``python -m loopx``
     or ``PYTHONPATH``). Never raises."""
-    import os
-    import sys
-    import sysconfig
-
     if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
         from subprocess import list2cmdline
 
@@ -73,9 +70,6 @@ def _same_install(script: str) -> bool:
     """Whether the console script ``script`` runs the interpreter running now (its ``#!`` line),
     so a ``loopx`` of another installation on the same PATH folder is never chosen. Windows
     launchers (``.exe``) are taken as they are."""
-    import os
-    import sys
-
     if script.endswith(".exe"):
         return True
     try:

@@ -5,6 +5,10 @@ commit); a human approves the gate; loopx performs it once (``perform``, or ``lo
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.config import env
+from loopx.kernel.write.humans import require_human
+from loopx.output import Reply
+from loopx.sandbox import actions as act
 
 
 def register(sub, name, help_text):
@@ -28,26 +32,17 @@ def register(sub, name, help_text):
 
 def action_push(ctx, goal_id=None, remote=None, branch=None, sha=None, run=None) -> dict:
 
-    from loopx.config import env
-    from loopx.sandbox import actions as act
-
     return act.request_push(ctx.store(), ctx.actor, goal_id, remote, branch, sha,
                             run=run or env("LOOPX_RUN_ID"))
 
 
 def action_perform(ctx, gate=None):
-    from loopx.kernel.write.humans import require_human
-    from loopx.output import Reply
-    from loopx.sandbox import actions as act
-
     human = require_human(ctx, "action.perform")
     res = act.perform(ctx.store(), human.actor, gate)
     return Reply(res, exit_code=0 if res["performed"] else 1)
 
 
 def action_list(ctx, goal_id=None) -> dict:
-    from loopx.sandbox import actions as act
-
     return {"actions": act.listing(ctx.store().load())}
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from loopx.commands import actions, add
-from loopx.kernel.storage import actors
-from loopx.output import safe, table
+from loopx.kernel.read import queries
+from loopx.kernel.storage import actors, clock
+from loopx.kernel.write import agents
+from loopx.kernel.write.agents import shown_kind
+from loopx.output import Reply, safe, table
 
 
 def register(sub, name, help_text):
@@ -21,9 +24,6 @@ def register(sub, name, help_text):
 
 
 def agent_register(ctx, name, kind):
-    from loopx.kernel.write import agents
-    from loopx.output import Reply
-
     d = agents.register(ctx.store(), ctx.actor, name, kind)
     warnings = []
     if d["suggestion"]:
@@ -33,13 +33,9 @@ def agent_register(ctx, name, kind):
 
 
 def agent_list(ctx) -> dict:
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-
     state = ctx.store().load(view="live")  # agents and every claimed todo are in the live view
     now = clock.now_iso()
     held = queries.holdings(state, now)
-    from loopx.kernel.write.agents import shown_kind
 
     rows = [dict(a, kind=shown_kind(a), holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in
             sorted(state["agents"].values(), key=lambda a: a["name"])]

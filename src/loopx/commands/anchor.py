@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.errors import StateError
+from loopx.kernel.storage import anchors
 from loopx.output import safe
 
 
@@ -17,9 +19,6 @@ def register(sub, name, help_text):
 
 
 def anchor(ctx, push=None) -> dict:
-    from loopx.errors import StateError
-    from loopx.kernel.storage import anchors
-
     store = ctx.store()
     if store.format_number() < 2:
         raise StateError("this store has no hash chain yet (format 1)",

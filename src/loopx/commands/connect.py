@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from loopx.commands import add
 from loopx.errors import UsageError
-from loopx.kernel.storage import layout
+from loopx.kernel.storage import layout, registry
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import humans
+from loopx.ops import gitattrs
 from loopx.output import safe
 
 
@@ -15,9 +19,6 @@ def register(sub, name, help_text):
 
 
 def connect(ctx) -> dict:
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.store import Store
-
     project = os.path.abspath(ctx.project or os.getcwd())
     if not os.path.isdir(project):
         raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
@@ -26,7 +27,6 @@ def connect(ctx) -> dict:
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")
     _check_replacement(ctx, project, inner)
     store, created = Store.create(project)
-    from loopx.ops import gitattrs
 
     try:
         attrs = gitattrs.ensure(project)
@@ -49,11 +49,6 @@ def connect(ctx) -> dict:
 def _check_replacement(ctx, project: str, inner: str) -> None:
     """Connecting a project whose registered store is gone or was replaced (another project id)
     is human-only: until then the hooks deny protected actions there."""
-    import json
-
-    from loopx.kernel.storage import registry
-    from loopx.kernel.write import humans
-
     known = (registry.load().get(project) or {}).get("project_id")
     if not known:
         return

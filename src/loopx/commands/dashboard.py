@@ -4,9 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import webbrowser
 
 from loopx.commands import add
+from loopx.dashboard import service
+from loopx.dashboard.traceapi import TraceApi
+from loopx.errors import StateError, UsageError
+from loopx.kernel.read import tracefile
 from loopx.output import Reply, safe
 
 UNSAFE_WARNING = ("listening on {host}: anyone who can reach this address and obtain the launch link can "
@@ -37,9 +43,6 @@ def register(sub, name, help_text):
 
 def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, stop=False, unsafe_host=None,
               child=False, port_fallback=False, trace=None, no_verify=False):
-    from loopx.dashboard import service
-    from loopx.errors import UsageError
-
     if trace is not None or no_verify:
         if trace is None:
             raise UsageError("--no-verify goes with --trace FILE", "e.g. loopx dashboard --trace g1.tar.gz --no-verify")
@@ -55,17 +58,7 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
     if stop:
         return dict(service.stop(), mode="stop")
     port_n = service.check_port(port) if port is not None else None
-    warnings = []
-    if unsafe_host is not None:
-        unsafe_host = unsafe_host.strip()
-        if not unsafe_host or any(c.isspace() or c in "/?#@" for c in unsafe_host):
-            raise UsageError(f"--unsafe-host {unsafe_host!r} is not an address", "use e.g. --unsafe-host 0.0.0.0")
-        if unsafe_host in ("127.0.0.1", "localhost"):
-            unsafe_host = None
-        else:
-            warnings.append(UNSAFE_WARNING.format(host=unsafe_host))
-            if foreground:  # serving blocks: say it now, not when the server stops
-                sys.stderr.write(f"loopx: warning: {safe(warnings[-1])}\n")
+    unsafe_host, warnings = _listen_address(unsafe_host, foreground)
     if foreground:
         def announce(server):
             if not child:
@@ -83,8 +76,6 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
     d["mode"] = "background"
     d["opened"] = False
     if not no_open and graphical():
-        import webbrowser
-
         try:
             d["opened"] = bool(webbrowser.open(d["launch_url"]))
         except Exception:  # a missing or broken browser is not an error: the link is printed
@@ -92,15 +83,26 @@ def dashboard(ctx, port=None, no_open=False, foreground=False, status=False, sto
     return Reply(d, warnings=warnings + d.pop("warnings", []))
 
 
+def _listen_address(unsafe_host: str | None, foreground: bool) -> tuple[str | None, list[str]]:
+    """(address to listen on, None for 127.0.0.1; warnings) for ``--unsafe-host``. Raises
+    UsageError (exit 2) for something that is not an address."""
+    if unsafe_host is None:
+        return None, []
+    unsafe_host = unsafe_host.strip()
+    if not unsafe_host or any(c.isspace() or c in "/?#@" for c in unsafe_host):
+        raise UsageError(f"--unsafe-host {unsafe_host!r} is not an address", "use e.g. --unsafe-host 0.0.0.0")
+    if unsafe_host in ("127.0.0.1", "localhost"):
+        return None, []
+    warning = UNSAFE_WARNING.format(host=unsafe_host)
+    if foreground:  # serving blocks: say it now, not when the server stops
+        sys.stderr.write(f"loopx: warning: {safe(warning)}\n")
+    return unsafe_host, [warning]
+
+
 def browse_trace(ctx, path: str, *, port, no_open: bool, no_verify: bool) -> Reply:
     """Verify (unless ``no_verify``) and serve one trace archive read-only until Ctrl-C.
     Raises UsageError (bad_trace, exit 2) for a file that is not a trace and StateError
     (trace_not_verified, exit 3) for one that does not verify."""
-    from loopx.dashboard import service
-    from loopx.dashboard.traceapi import TraceApi
-    from loopx.errors import StateError
-    from loopx.kernel.read import tracefile
-
     archive = tracefile.load(path)
     verification = None
     if not no_verify:
@@ -128,8 +130,6 @@ def browse_trace(ctx, path: str, *, port, no_open: bool, no_verify: bool) -> Rep
 def graphical() -> bool:
     """Whether a browser window can open here. Without a display (ssh, containers) Python's
     webbrowser would start a text browser in this terminal, so the link is only printed."""
-    import os
-
     if sys.platform in ("win32", "darwin"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

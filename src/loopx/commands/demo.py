@@ -14,13 +14,27 @@ leaves the checkout clean; ``--dir`` picks another place. The output says where 
 
 from __future__ import annotations
 
-from loopx.commands import add
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from loopx import output
+from loopx.commands import add, demo_research
 from loopx.commands.demokit import agent_session as _agent_session  # shared with demo --research
 from loopx.commands.demokit import git as _git
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
-from loopx.config import env
-from loopx.kernel.storage import layout
+from loopx.config import data_home, env
+from loopx.errors import HumanRequired, UsageError
+from loopx.kernel.policy import review
+from loopx.kernel.storage import clock, layout
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, goals, humans, todos
+from loopx.output import safe
+from loopx.resources import data_path
+from loopx.runner import loop
+from loopx.runner.presets import quote
 
 GOAL = "demo"
 TODOS = [
@@ -48,8 +62,6 @@ def register(sub, name, help_text):
 def setup(path, actor: str) -> dict:
     """Copy the example project to ``path`` (a new or empty directory), git-init it, connect it
     and start goal ``demo``. Returns {dir, goal_id, todo_ids}."""
-    from loopx.kernel.write import goals, todos
-
     store = new_project(path, "demo-project", "shopcart: initial import (tests fail)", again="loopx demo")
     _git(path, "checkout", "-q", "-b", "loopx/fixes")
     py = _python()
@@ -68,26 +80,12 @@ def setup(path, actor: str) -> dict:
 
 def default_dir() -> str:
     """``demo`` in the user's loopx data folder (``$LOOPX_HOME/demo`` when set)."""
-    import os
-
-    from loopx.config import data_home
-
     return os.path.join(data_home(), layout.DEMO)
 
 
 def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
-    import sys
-
     if research:
-        from loopx.commands import demo_research
-
         return demo_research.run(ctx, dir=dir, approve=approve, timeout=timeout)
-    from pathlib import Path
-
-    from loopx import output
-    from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.store import Store
 
     path = Path(dir or default_dir()).resolve()
     if approve and (ctx.agent or _agent_session()):
@@ -117,7 +115,6 @@ def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
         stop = res.get("stop") or {}
         if res["exit_code"] or stop.get("decision") != "wait_human" or not stop.get("gate_id") or not approve:
             break
-        from loopx.kernel.write import gates, humans
 
         human = humans.require_human(ctx, "gate.decide", via="confirm-flag")
         gates.decide(store, human.actor, stop["gate_id"], approve=True, channel="confirm-flag",
@@ -132,21 +129,12 @@ def demo(ctx, dir=None, approve=False, timeout="5m", research=False):
 
 def _suite(path) -> str:
     """The last line of the demo project's unittest run (e.g. ``FAILED (failures=4)``)."""
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=path, capture_output=True, text=True)
     lines = [x for x in (proc.stderr + proc.stdout).splitlines() if x.strip()]
     return lines[-1].strip() if lines else f"exit {proc.returncode}"
 
 
 def _drive(store, secs, ctx, log, first_turn: int = 1):
-    import sys
-
-    from loopx.resources import data_path
-    from loopx.runner import loop
-    from loopx.runner.presets import quote
-
     agent = data_path("examples", "agents", "fixer.py")
     cmd = f"{_python()} {quote(str(agent))}"
     echo = None if ctx.json or ctx.quiet else sys.stderr
@@ -155,18 +143,12 @@ def _drive(store, secs, ctx, log, first_turn: int = 1):
 
 
 def _conclude(store, ctx, out, res):
-    from loopx.kernel.policy import review
-    from loopx.kernel.write import goals
-
     stop = out["stop"]
     if res["exit_code"]:
         out["stage"] = "agent_failed"
         return out, 1
     if stop.get("decision") == "wait_human" and stop.get("gate_id"):
         gid = stop["gate_id"]
-        from pathlib import Path
-
-        from loopx.runner.presets import quote
 
         flag = "" if out["dir"] == str(Path(default_dir()).resolve()) else f" --dir {quote(out['dir'])}"
         out.update(stage="gate", gate_id=gid, question=stop.get("question"),
@@ -174,8 +156,6 @@ def _conclude(store, ctx, out, res):
                    continue_command=f"loopx demo{flag}")
         return out, 0
     if stop.get("reason") in ("complete", "close_goal"):
-        from loopx.kernel.write import humans
-
         goals.set_status(store, ctx.actor, GOAL, "done", note="every todo done with evidence; merge approved",
                          human=humans.channel_or_none(ctx))
     state = store.load()
@@ -187,11 +167,7 @@ def _conclude(store, ctx, out, res):
 
 
 def render(d: dict) -> str:
-    from loopx.output import safe
-
     if d.get("goal_id") == "knn" and "summary" in d:
-        from loopx.commands import demo_research
-
         return demo_research.render(d)
 
     n = len(d["turns"])

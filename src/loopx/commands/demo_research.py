@@ -16,27 +16,38 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+from loopx import output
 from loopx.commands.demokit import agent_session as _agent_session  # the two demos share these
 from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
-from loopx.kernel.storage import layout
+from loopx.commands.experiment import holdout_lines
+from loopx.config import data_home
+from loopx.errors import HumanRequired, UsageError
+from loopx.kernel.policy import review, trialstep
+from loopx.kernel.read import experiments, queries
+from loopx.kernel.read import experiments as ex
+from loopx.kernel.storage import clock, layout
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import gates, goals, humans, trials
+from loopx.ops import trace
+from loopx.output import safe
+from loopx.resources import data_path
+from loopx.runner import loop
+from loopx.runner.presets import quote
+from loopx.sandbox import holdout_policy
 
 GOAL = "knn"
 
 
 def default_dir() -> str:
-    from loopx.config import data_home
-
     return os.path.join(data_home(), layout.DEMO_RESEARCH)
 
 
 def setup(path, actor: str) -> dict:
     """Copy the research project to ``path``, make it a git repository, connect it, start
     experiment goal ``knn`` and measure its baseline. Returns {dir, goal_id, baseline}."""
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.write import goals, trials
-
     store = new_project(path, "research-project", "knn: a k-nearest-neighbours classifier and its data",
                         again="loopx demo --research", ignore="__pycache__/\n")
     py = _python()
@@ -51,16 +62,6 @@ def setup(path, actor: str) -> dict:
 
 
 def run(ctx, dir=None, approve=False, timeout="2m"):
-    from pathlib import Path
-
-    from loopx import output
-    from loopx.errors import HumanRequired, UsageError
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.read import experiments, queries
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.store import Store
-    from loopx.kernel.write import humans
-
     path = Path(dir or default_dir()).resolve()
     if approve and (ctx.agent or _agent_session()):
         raise HumanRequired("--approve is for a human at a terminal, not an agent session",
@@ -86,8 +87,6 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
     pending = [g for g in queries.pending_gates(state, GOAL) if g["kind"] == "promote"]
     human = humans.channel_or_none(ctx)
     if not pending and stop.get("reason") == "plateau" and human is not None and not experiments.get(state, GOAL).get("promoted"):
-        from loopx.sandbox import holdout_policy
-
         p = trialstep.promote(store, human.actor, GOAL, confine=holdout_policy)
         out["holdout"] = p["holdout"]
         pending = [queries.resolve_gate(store.load(), p["gate_id"])]
@@ -100,8 +99,6 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
                    continue_command="loopx demo --research" + ("" if str(path) == str(Path(default_dir()).resolve())
                                                                else f" --dir {path}"))
         if approve:
-            from loopx.kernel.write import gates
-
             human = humans.require_human(ctx, "gate.decide", via="confirm-flag")
             gates.decide(store, human.actor, gate["id"], approve=True, channel="confirm-flag",
                          note="approved with `loopx demo --research --approve`", human=human)
@@ -116,10 +113,6 @@ def run(ctx, dir=None, approve=False, timeout="2m"):
 
 
 def _drive(store, secs, ctx, log):
-    from loopx.resources import data_path
-    from loopx.runner import loop
-    from loopx.runner.presets import quote
-
     agent = data_path("examples", "agents", "researcher.py")
     done_before = sum(1 for r in store.load()["runs"].values() if r["goal"] == GOAL)
     return loop.drive(store, "researcher", goal_id=GOAL, agent_cmd=f"{_python()} {quote(str(agent))}", timeout=secs,
@@ -127,10 +120,6 @@ def _drive(store, secs, ctx, log):
 
 
 def _finish(store, ctx, path) -> dict:
-    from loopx.kernel.policy import review
-    from loopx.kernel.write import goals, humans
-    from loopx.ops import trace
-
     g = store.load()["goals"][GOAL]
     if g["status"] != "done":
         goals.set_status(store, ctx.actor, GOAL, "done", note="the best configuration was promoted",
@@ -147,10 +136,6 @@ def _finish(store, ctx, path) -> dict:
 
 
 def render(d: dict) -> str:
-    from loopx.commands.experiment import holdout_lines
-    from loopx.kernel.read import experiments as ex
-    from loopx.output import safe
-
     n = len(d["turns"])
     L = [f"research demo: {safe(d['dir'])}  ({n} trial{'' if n == 1 else 's'} this time)"]
     for t in d["turns"]:

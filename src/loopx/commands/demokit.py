@@ -4,12 +4,19 @@ bundled example, and whether an agent asks."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+
+from loopx.context import agent_markers
+from loopx.errors import StateError
+from loopx.kernel.storage import gitcli, registry
+from loopx.kernel.storage.store import Store
+from loopx.resources import data_path
+from loopx.runner.presets import quote
+
 
 def python_command() -> str:
-    import sys
-
-    from loopx.runner.presets import quote
-
     return quote(sys.executable)
 
 
@@ -17,9 +24,6 @@ def git(cwd, *args, again: str = "loopx demo"):
     """``git ARGS`` in ``cwd`` (a new repository's branch is ``main``); its stdout. Raises
     StateError when git is missing (the hint names ``again``, the command to run once it is
     installed) or fails."""
-    from loopx.errors import StateError
-    from loopx.kernel.storage import gitcli
-
     try:
         proc = gitcli.run(cwd, "-c", "init.defaultBranch=main", *args, text=True)
     except gitcli.GitUnavailable as exc:
@@ -33,8 +37,6 @@ def git(cwd, *args, again: str = "loopx demo"):
 
 
 def agent_session() -> bool:
-    from loopx.context import agent_markers
-
     return bool(agent_markers())
 
 
@@ -43,14 +45,6 @@ def new_project(path, example: str, message: str, *, again: str, ignore: str | N
     on ``main`` with one commit (``message``; ``ignore``: a .gitignore written first), create its
     store and register it. Returns the Store. Raises StateError when the example is missing from
     this installation or git fails (``again``: the command to run once git is installed)."""
-    import os
-    import shutil
-
-    from loopx.errors import StateError
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.store import Store
-    from loopx.resources import data_path
-
     src = data_path("examples", example)
     if not src.is_dir():
         raise StateError(f"the bundled {example} is missing from this installation",

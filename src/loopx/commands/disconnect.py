@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 
 from loopx.commands import add
+from loopx.errors import NotFound
+from loopx.kernel.storage import registry
+from loopx.kernel.storage.fs import find_root
+from loopx.kernel.write.humans import require_human
 from loopx.output import safe
 
 
@@ -15,11 +19,6 @@ def register(sub, name, help_text):
 
 
 def disconnect(ctx, path=None) -> dict:
-    from loopx.errors import NotFound
-    from loopx.kernel.storage import registry
-    from loopx.kernel.storage.fs import find_root
-    from loopx.kernel.write.humans import require_human
-
     require_human(ctx, "disconnecting a project")
     target = path or ctx.project
     if target is None:

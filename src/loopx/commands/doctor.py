@@ -6,6 +6,8 @@ any project (installation checks only) and on a broken store."""
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.kernel.write.humans import require_human
+from loopx.ops import doctor as ops
 from loopx.output import Reply, safe, table
 
 MARK = {"ok": "ok", "warning": "WARN", "error": "ERROR", "skipped": "skip"}
@@ -20,10 +22,7 @@ def register(sub, name, help_text):
 
 
 def doctor(ctx, fix: bool = False) -> Reply:
-    from loopx.ops import doctor as ops
-
     if fix:  # listed as human-only (humans.AGENT_DENIED): repairs may drop records, e.g. a gate's use
-        from loopx.kernel.write.humans import require_human
 
         require_human(ctx, "doctor.fix")
     report = ops.run(ctx.project)

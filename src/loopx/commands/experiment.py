@@ -5,7 +5,14 @@ are shown only to a human (``promote`` runs the holdout; ``gate show`` shows the
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.commands.trial import _goal
+from loopx.errors import Conflict
+from loopx.kernel.policy import trialstep
+from loopx.kernel.read import experiments
+from loopx.kernel.read import experiments as ex
+from loopx.kernel.write import humans, trials
 from loopx.output import Reply, safe
+from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
 
 
 def register(sub, name, help_text):
@@ -32,15 +39,10 @@ def register(sub, name, help_text):
 
 
 def _gid(ctx, goal, goal_id=None):
-    from loopx.commands.trial import _goal
-
     return _goal(ctx.store().load(), goal or goal_id)
 
 
 def experiment_show(ctx, goal=None, goal_id=None):
-    from loopx.commands.trial import _goal
-    from loopx.kernel.read import experiments
-
     store = ctx.store()
     state = store.load(view="live")
     gid = store.read(lambda st: _goal(st, goal or goal_id), state)
@@ -52,8 +54,6 @@ def experiment_show(ctx, goal=None, goal_id=None):
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.read import experiments as ex
-
     b, f, best = d.get("baseline") or {}, d.get("frontier") or {}, d.get("best") or {}
     L = [f"experiment {d['goal_id']}: {d['metric']} ({'higher' if d['direction'] == 'max' else 'lower'} is better, "
          f"min delta {d['min_delta']:g})",
@@ -78,11 +78,6 @@ def render_show(d: dict) -> str:
 
 
 def experiment_baseline(ctx, goal=None):
-    from loopx.errors import Conflict
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.read import experiments
-    from loopx.kernel.write import humans
-
     human = humans.require_human(ctx, "experiment.baseline")
     store = ctx.store()
     gid = _gid(ctx, goal)
@@ -94,8 +89,6 @@ def experiment_baseline(ctx, goal=None):
 
 
 def render_trial(d: dict) -> str:
-    from loopx.kernel.read import experiments as ex
-
     line = f"baseline {d['trial_id']}: {d['decision']} {ex.fmt_value(d.get('value'))}"
     if d["decision"] == "crash":
         line += f" ({safe(d.get('reason') or '')})"
@@ -103,18 +96,12 @@ def render_trial(d: dict) -> str:
 
 
 def experiment_continue(ctx, goal=None, note=None):
-    from loopx.kernel.write import humans, trials
-
     human = humans.require_human(ctx, "experiment.continue")
     return trials.continue_after_plateau(ctx.store(), human.actor, _gid(ctx, goal), note, human)
 
 
 def experiment_promote(ctx, goal=None, as_branch=None):
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.write import humans
-
     human = humans.require_human(ctx, "experiment.promote")
-    from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
 
     res = trialstep.promote(ctx.store(), human.actor, _gid(ctx, goal), as_branch=as_branch, confine=holdout_policy)
     res["approve_command"] = f"loopx gate approve {res['gate_id']} --confirm {res['gate_id']}"
@@ -122,8 +109,6 @@ def experiment_promote(ctx, goal=None, as_branch=None):
 
 
 def holdout_lines(h: dict | None) -> list[str]:
-    from loopx.kernel.read import experiments as ex
-
     if h is None:
         return ["  holdout: none"]
     if h.get("timed_out") or h.get("exit_code") != 0:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from loopx import output
 from loopx.commands import actions, add
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock, gitcli, layout
+from loopx.kernel.storage.clock import format_duration
+from loopx.kernel.write import goals, humans
+from loopx.kernel.write.humans import require_human
 from loopx.output import Reply, safe, table
+from loopx.sync import transport as gs
 
 
 def register(sub, name, help_text):
@@ -47,8 +54,6 @@ def register(sub, name, help_text):
 
 
 def _goal_row(state, g, now_iso):
-    from loopx.kernel.read import queries
-
     groups = queries.by_status(state, g["id"], now_iso)
     return {"id": g["id"], "status": g["status"], "objective": g["objective"], "priority": g.get("priority", 0),
             "todos": {k: len(v) for k, v in groups.items()},
@@ -57,8 +62,6 @@ def _goal_row(state, g, now_iso):
 
 
 def goal_list(ctx) -> dict:
-    from loopx.kernel.storage import clock
-
     state = ctx.store().load()
     now = clock.now_iso()
     rows = [_goal_row(state, g, now) for g in sorted(state["goals"].values(), key=lambda g: g["created"])]
@@ -75,9 +78,6 @@ def render_list(d: dict) -> str:
 
 
 def goal_show(ctx, goal_id=None) -> dict:
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
     out = dict(g)
@@ -89,7 +89,6 @@ def render_show(d: dict) -> str:
     g = d["goal"]
     sc = g["scope"]
     q = g["quota"]
-    from loopx.kernel.storage.clock import format_duration
 
     lines = [f"goal {g['id']}  ({g['status']})", f"  objective:  {safe(g['objective'])}",
              f"  done when:  {safe(g.get('done_when')) or '-'}", f"  verify:     {safe(g.get('verify')) or '-'}",
@@ -109,9 +108,6 @@ def render_show(d: dict) -> str:
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
                 permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict | Reply:
-    from loopx.kernel.write import goals
-    from loopx.kernel.write.humans import require_human
-
     if permission_mode is not None:
         require_human(ctx, "setting a goal's permission mode")
     if verify is not None:  # a verify command decides what "verified" means: governance
@@ -125,8 +121,6 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
                             on_raise=lambda: require_human(ctx, "raising max_parallel"))
     if shared is None:
         return res
-    from loopx import output
-    from loopx.sync import transport as gs
 
     data = gs.read_status(store) or {}
     data["shared"] = bool(gs.shared_goals(store.load(view="live")))
@@ -137,7 +131,6 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
                          "never a branch) at most every LOOPX_SYNC_EVERY seconds, and `loopx run` claims "
                          "through the remote; agents should call `loopx next --sync`")
         tracked = ""
-        from loopx.kernel.storage import gitcli, layout
 
         try:
             tracked = gitcli.run(store.project_dir, "ls-files", layout.DIRNAME, timeout=10, text=True).stdout
@@ -152,11 +145,8 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
 
 
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
-    from loopx.kernel.write import goals, humans
-
     human = humans.channel_or_none(ctx) if status in ("done", "stopped") else None
     if status == "active":  # resuming what a human stopped is the human's call too
-        from loopx.kernel.read import queries
 
         store = ctx.store()
         g = queries.resolve_goal(store.load(), goal_id)

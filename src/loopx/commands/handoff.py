@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loopx.commands import add, goal_opt
+from loopx.kernel.write import agents
 from loopx.output import safe
 
 
@@ -16,8 +17,6 @@ def register(sub, name, help_text):
 
 
 def handoff(ctx, to, note, goal_id=None, todo=None) -> dict:
-    from loopx.kernel.write import agents
-
     return agents.handoff(ctx.store(), ctx.actor, to=to, goal_id=goal_id, todo=todo, note=note)
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.errors import LoopxError
+from loopx.kernel.policy import decide
+from loopx.kernel.read.schedule import HINT_MIN
+from loopx.kernel.storage import clock, ids, quotas
 
 SCHEDULERS = [
     "Claude Code: /loop 30m <prompt> in a session, or cron: claude -p \"$(loopx heartbeat-prompt --agent claude-code)\"",
@@ -19,8 +23,6 @@ def register(sub, name, help_text):
 
 
 def heartbeat_prompt(ctx, goal_id=None, agent_name=None) -> dict:
-    from loopx.kernel.storage import ids
-
     if goal_id:
         ids.check_goal_id(goal_id)
     agent = agent_name or ctx.agent
@@ -34,11 +36,6 @@ def recommend_schedule(ctx, goal_id: str | None) -> dict | None:
     """The fixed interval a scheduled automation (Codex app, cron) should use for the goal: the
     goal's budget spread over its window (window / slots), never more often than should-run's
     shortest ``scheduler_hint``; plus the current hint. None outside a connected project."""
-    from loopx.errors import LoopxError
-    from loopx.kernel.policy import decide
-    from loopx.kernel.read.schedule import HINT_MIN
-    from loopx.kernel.storage import clock, quotas
-
     try:
         store = ctx.store()
         state = store.load(view="live")

@@ -3,12 +3,19 @@ The entry points the hosts call are ``loopx hook`` (commands/hook.py)."""
 
 from __future__ import annotations
 
+from loopx import hostfacts, hosts
+from loopx.commands import add, goal_opt, scope_root
+from loopx.errors import Conflict, LoopxError
+from loopx.guard import verdicts
+from loopx.hosts import entry, hookconf
+from loopx.kernel.read import queries, validate
+from loopx.kernel.storage import clock
+from loopx.kernel.write import humans
+from loopx.ops import hosttrust
 from loopx.output import Reply, safe, table
 
 
 def register(sub, name, help_text):
-    from loopx.commands import add
-
     p = add(sub, name, help_text, handler=hooks_cmd, render=render_hooks,
             example="loopx hooks --install --host claude-code")
     mode = p.add_mutually_exclusive_group()
@@ -17,14 +24,12 @@ def register(sub, name, help_text):
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove loopx's hooks, keep everything else")
     mode.add_argument("--rules", dest="mode", action="store_const", const="rules",
                       help="show or change the goal's command -> gate-kind rules for the pre-tool guard")
-    from loopx import hostfacts
 
     p.add_argument("--host", default="all", help=f"{', '.join(hostfacts.hook_hosts())} or all (default all)")
     p.add_argument("--scope", default="project", help="project (default) or user")
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     p.add_argument("--force", action="store_true", help="replace or remove a plugin file you edited (a backup is kept)")
     p.add_argument("--max-continuations", dest="cap", metavar="N", help="continuation cap written into the stop hook (default 8)")
-    from loopx.commands import goal_opt
 
     goal_opt(p)
     p.add_argument("--add-rule", action="append", metavar="KIND=PATTERN",
@@ -40,24 +45,14 @@ def register(sub, name, help_text):
 def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=None, goal_id=None,
               add_rule=None, add_path_rule=None, protect_branch=None, no_defaults=False, reset_rules=False,
               try_command=None, force=False) -> Reply | dict:
-    from loopx import hosts
-    from loopx.commands import scope_root
-    from loopx.hosts import entry, hookconf
-    from loopx.kernel.storage import clock
-
     mode = mode or "check"
     if mode == "rules":
         return hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command)
-    from loopx import hostfacts
 
     chosen = hosts.expand_hosts(host, hostfacts.hook_hosts())
     if mode == "remove" and not dry_run:
-        from loopx.kernel.write import humans
-
         humans.require_human(ctx, "hooks.remove")
     if cap is not None:
-        from loopx.kernel.read import validate
-
         cap = validate.count(cap, "--max-continuations", high=1000)
     root = scope_root(ctx, scope)
     stamp = clock.now_iso().replace(":", "").replace("-", "")
@@ -66,14 +61,7 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     rows = []
     for h in chosen:
         if mode == "check":
-            row = hookconf.check(h, scope, root, entry.parse_cap(cap))
-            if row["status"] != "missing":
-                from loopx.ops import hosttrust
-
-                trust = hosttrust.trust_of(h, scope, root)
-                if trust:
-                    row["trust"] = trust  # installed but not trusted: the host runs none of it
-            rows.append(row)
+            rows.append(_check_row(h, scope, root, entry.parse_cap(cap)))
         elif mode == "install":
             rows.append(hookconf.install(h, scope, root, entry.parse_cap(cap), dry_run=dry_run, force=force, stamp=stamp))
         else:
@@ -81,26 +69,39 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
             "all_current": all(r["status"] == "current" and (r.get("trust") or {}).get("state") != "untrusted"
                                for r in rows)}
+    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0,
+                 _warnings(rows, chosen, installed=mode == "install" and not dry_run))
+
+
+def _check_row(host: str, scope: str, root: str, cap) -> dict:
+    """``hookconf.check``'s row for one host, with ``trust`` when the host has not trusted the
+    installed hooks (it then runs none of them)."""
+    row = hookconf.check(host, scope, root, cap)
+    if row["status"] != "missing":
+        trust = hosttrust.trust_of(host, scope, root)
+        if trust:
+            row["trust"] = trust
+    return row
+
+
+def _warnings(rows: list[dict], chosen: list[str], installed: bool) -> list[str]:
+    """What the user must do besides: trust hooks a host will not run, files left alone."""
     warnings = []
     for r in rows:
         if (r.get("trust") or {}).get("state") == "untrusted":
-            from loopx.ops import hosttrust
-
             warnings.append(f"error: {r['host']} will not run loopx's hooks, so the guard is off: {r['trust']['why']}; "
                             + hosttrust.fix(r["host"]))
-    if mode == "install" and not dry_run:
-        from loopx.ops import hosttrust
-
+    if installed:
         for h in chosen:
             if hostfacts.HOSTS.get(h, {}).get("hook_trust"):
                 warnings.append(f"{h} runs none of these hooks until you trust them: {hosttrust.fix(h)}")
-    if mode == "install" and not dry_run and "gemini" in chosen:
-        warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
+        if "gemini" in chosen:
+            warnings.append("gemini asks you to trust new or changed project hooks before it runs them")
     kept = [r["path"] for r in rows if (r.get("action") or "").startswith("kept")]
     if kept:
         warnings.append(f"{len(kept)} plugin file(s) you edited were left alone; --force replaces or removes them "
                         "(a backup is kept)")
-    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0, warnings)
+    return warnings
 
 
 def render_hooks(d: dict) -> str:
@@ -115,10 +116,6 @@ def _refuse_second_scope(ctx, chosen: list[str], scope: str) -> None:
     """Raise Conflict (exit 4) when a chosen host already has loopx's hooks in the other scope:
     hosts run the hooks of both scopes (Codex runs them concurrently), so every tool call would be
     checked twice and two stop hooks would race on one continuation counter."""
-    from loopx.commands import scope_root
-    from loopx.errors import Conflict, LoopxError
-    from loopx.hosts import hookconf
-
     other = "user" if scope == "project" else "project"
     try:
         other_root = scope_root(ctx, other)
@@ -140,16 +137,11 @@ def _refuse_second_scope(ctx, chosen: list[str], scope: str) -> None:
 
 
 def hook_rules(ctx, goal_id, add_rule, add_path_rule, protect_branch, no_defaults, reset_rules, try_command) -> dict:
-    from loopx.guard import verdicts
-    from loopx.kernel.read import queries
-
     store = ctx.store()
     rules = [verdicts.parse_rule(r, "command") for r in add_rule or []] + \
         [verdicts.parse_rule(r, "path") for r in add_path_rule or []]
     changed = bool(rules or protect_branch or no_defaults or reset_rules)
     if changed:
-        from loopx.kernel.write import humans
-
         human = humans.require_human(ctx, "guard.rules")
         verdicts.set_config(store, human.actor, goal_id, rules=rules, branches=protect_branch,
                          defaults=False if no_defaults else None, reset=reset_rules, human=human)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import shlex
 
 from loopx.commands import add
-from loopx.kernel.storage import layout
+from loopx.errors import LoopxError
+from loopx.kernel import reasons
+from loopx.kernel.policy import decide
+from loopx.kernel.storage import clock, layout, registry
+from loopx.kernel.storage.store import Store
+from loopx.notify.actions import gate_link
 from loopx.output import safe
 
 
@@ -14,14 +20,6 @@ def register(sub, name, help_text):
 
 
 def _project_items(path: str, info: dict) -> list[dict]:
-    import shlex
-
-    from loopx.errors import LoopxError
-    from loopx.kernel import reasons
-    from loopx.kernel.policy import decide
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.store import Store
-
     q = shlex.quote(path)
     if not os.path.isdir(os.path.join(path, layout.DIRNAME)):
         return [{"kind": "missing", "project": path, "ts": info.get("last_seen") or "",
@@ -61,16 +59,12 @@ def _project_items(path: str, info: dict) -> list[dict]:
 
 def _link(path: str, goal: str, gate: str) -> str | None:
     try:
-        from loopx.notify.actions import gate_link
-
         return gate_link(path, goal, gate)
     except Exception:  # noqa: BLE001 - the command still decides
         return None
 
 
 def inbox(ctx) -> dict:
-    from loopx.kernel.storage import registry
-
     items = []
     projects = registry.load()
     for path, info in sorted(projects.items()):

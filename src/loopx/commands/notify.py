@@ -8,6 +8,13 @@ See docs/notifications.md.
 from __future__ import annotations
 
 from loopx.commands import actions, add
+from loopx.config import config_path, set_user_value
+from loopx.errors import StateError, UsageError
+from loopx.kernel.read import notices, validate
+from loopx.kernel.storage import clock, ids
+from loopx.kernel.write.humans import require_human
+from loopx.notify import channels, outbox
+from loopx.notify.outbox import user_cfg
 from loopx.output import Reply, safe
 
 
@@ -35,8 +42,6 @@ def register(sub, name, help_text):
 
 
 def _public(cfg: dict) -> dict:
-    from loopx.notify import channels
-
     hook = cfg.get("webhook")
     if not isinstance(hook, dict):
         hook = {}
@@ -47,13 +52,6 @@ def _public(cfg: dict) -> dict:
 
 
 def notify_set(ctx, webhook=None, preset=None, template=None, desktop=None, no_webhook=False) -> dict:
-    from loopx.config import config_path, set_user_value
-    from loopx.errors import UsageError
-    from loopx.kernel.read import validate
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write.humans import require_human
-    from loopx.notify.outbox import user_cfg
-
     require_human(ctx, "changing notification targets")
     if webhook is None and preset is None and template is None and desktop is None and not no_webhook:
         raise UsageError("nothing to set", "pass --webhook URL, --preset, --template, --desktop on|off or --no-webhook")
@@ -89,10 +87,6 @@ def render_set(d: dict) -> str:
 
 
 def notify_test(ctx):
-    from loopx.kernel.storage import clock, ids
-    from loopx.notify import channels
-    from loopx.notify.outbox import user_cfg
-
     cfg = user_cfg()
     chans = channels.configured(cfg)
     notice = {"event_id": ids.event_id(), "type": "notify.test", "goal": None, "ts": clock.now_iso(),
@@ -110,10 +104,6 @@ def render_test(d: dict) -> str:
 
 
 def notify_list(ctx, limit=20) -> dict:
-    from loopx.errors import StateError
-    from loopx.kernel.read import notices, validate
-    from loopx.notify.outbox import user_cfg
-
     n = validate.count(limit, "--limit", low=1, high=200)
     out = _public(user_cfg())
     try:
@@ -142,8 +132,6 @@ def render_list(d: dict) -> str:
 
 
 def notify_send(ctx) -> dict:
-    from loopx.notify import outbox
-
     res = outbox.flush(ctx.store())
     return {"sent": len(res["sent"]), "failed": len(res["failed"]), "busy": res["busy"], "channels": res["channels"],
             "details": res["sent"] + res["failed"]}

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 from loopx.commands import add, goal_opt
+from loopx.errors import UsageError
+from loopx.kernel.policy import review
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.fs import atomic_write
+from loopx.output import safe
 
 
 def register(sub, name, help_text):
@@ -14,12 +21,6 @@ def register(sub, name, help_text):
 
 
 def review_packet(ctx, goal_id=None, since=None, output=None):
-    import os
-
-    from loopx.errors import UsageError
-    from loopx.kernel.policy import review
-    from loopx.kernel.storage import clock
-
     start = clock.since_arg(since, clock.now()) if since else None
     d = review.build(ctx.store(), goal_id=goal_id, since=start)
     md = review.render_markdown(d)
@@ -33,8 +34,6 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
         if os.path.isdir(path):
             raise UsageError(f"--output {output!r} is a directory", "name a file, e.g. --output review.md")
         try:
-            from loopx.kernel.storage.fs import atomic_write
-
             atomic_write(path, md)
         except OSError as exc:
             raise UsageError(f"cannot write {output!r}: {exc.strerror}", "pick a writable path") from None
@@ -43,8 +42,6 @@ def review_packet(ctx, goal_id=None, since=None, output=None):
 
 
 def render(d: dict) -> str:
-    from loopx.output import safe
-
     text = safe(d["markdown"], one_line=False)
     if d.get("output"):
         text += f"\n(written to {safe(d['output'])})"

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+from loopx import output
 from loopx.commands import add, goal_opt
+from loopx.errors import Interrupted, UsageError
+from loopx.kernel.read import validate
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.ids import check_agent_name
+from loopx.kernel.write import todos
+from loopx.kernel.write.humans import require_human
+from loopx.ops import hosttrust
+from loopx.output import safe
+from loopx.runner import loop, parallel, presets
+from loopx.usage.text import usage_line
 
 
 def register(sub, name, help_text):
@@ -44,15 +59,6 @@ DEFAULT_TIMEOUT = 1800.0
 
 def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=None, lease=None, dry_run=False,
         permission_mode=None, parallel=None, as_name=None, echo=False, allow_unguarded=False):
-    import sys
-
-    from loopx import output
-    from loopx.errors import UsageError
-    from loopx.kernel.read import validate
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import todos
-    from loopx.runner import loop, presets
-
     if not ctx.agent and not agent_cmd:
         raise UsageError("no agent to run", f"pass --agent ({', '.join(presets.names())}) or --agent-cmd 'CMD'")
     preset = None
@@ -62,23 +68,17 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
                              f"use one of {', '.join(presets.names())}, or add --agent-cmd 'CMD'")
         preset = ctx.agent
     if preset and not dry_run and not allow_unguarded:
-        from loopx.ops import hosttrust
-
         hosttrust.require_guard(ctx, preset)
     n = validate.count(max_turns, "--max-turns", low=1, high=100_000) if max_turns is not None else None
     secs = clock.parse_duration(timeout) if timeout is not None else DEFAULT_TIMEOUT
     if secs <= 0:
         raise UsageError("--timeout must be positive", "use e.g. --timeout 20m")
     if permission_mode is not None:
-        from loopx.kernel.write.humans import require_human
-
         require_human(None, "choosing a permission mode")  # --agent here names the host to drive
     want_echo = echo
     echo = sys.stderr if want_echo or not (ctx.json or ctx.quiet) else None
     name = as_name if as_name is not None else (ctx.agent or "shell")
     if as_name is not None:
-        from loopx.kernel.storage.ids import check_agent_name
-
         check_agent_name(as_name)
     if parallel is not None:
         count = validate.count(parallel, "--parallel", low=1, high=64)
@@ -104,11 +104,6 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
 
 
 def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lease, echo, permission_mode):
-    import os
-
-    from loopx import output
-    from loopx.runner import parallel
-
     store = ctx.store()
     gid, _base = parallel.check(store, goal_id, n, name)
     argv = ["--project", store.project_dir, "run", "--goal-id", gid, "--as", name]
@@ -126,8 +121,6 @@ def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lea
             argv += [flag, str(val)]
     res = parallel.spawn(argv, n, dict(os.environ), store.project_dir)
     if res["interrupted"]:
-        from loopx.errors import Interrupted
-
         raise Interrupted(f"interrupted: the {n} runners closed their runs", "run `loopx run --parallel` again to continue")
     return output.Reply(res, res["exit_code"])
 
@@ -135,8 +128,6 @@ def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lea
 def _stop_signals_interrupt() -> None:
     """SIGTERM (systemd stop, `kill`) and SIGHUP (terminal closed) take the Ctrl-C path: the agent's
     process group is stopped and the open run closed as failed, instead of orphaning both."""
-    import signal
-
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
@@ -147,8 +138,6 @@ def _stop_signals_interrupt() -> None:
 
 
 def render(d: dict) -> str:
-    from loopx.output import safe
-
     if "parallel" in d:
         return _render_parallel(d)
     if d.get("dry_run_packet"):
@@ -156,7 +145,6 @@ def render(d: dict) -> str:
     turns = d["turns"]
     spent = sum(t.get("slots") or 0 for t in turns)
     lines = [f"{len(turns)} turn(s), {spent} slot(s) spent"]
-    from loopx.usage.text import usage_line
 
     for t in turns:
         lines.append(f"  {t['run_id']} {t['todo_id'] or ('trial' if t.get('mode') == 'trial' else 'planning')}: {t['result']}"
@@ -183,8 +171,6 @@ def render(d: dict) -> str:
 
 
 def _render_parallel(d: dict) -> str:
-    from loopx.output import safe
-
     turns = d["turns"]
     spent = sum(t.get("slots") or 0 for t in turns)
     lines = [f"{d['parallel']} runner(s), {len(turns)} turn(s), {spent} slot(s) spent"]

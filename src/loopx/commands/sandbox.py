@@ -9,8 +9,18 @@ here (``LOOPX_SANDBOX=off`` or a system without Landlock or sandbox-exec): nothi
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
 
+from loopx import sandbox
 from loopx.commands import add
+from loopx.config import env as config_env
+from loopx.errors import StateError, UsageError
+from loopx.kernel.storage import ids
+from loopx.output import Reply
+from loopx.sandbox import hostfiles
+from loopx.sandbox.session import Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,16 +35,6 @@ def register(sub, name, help_text):
 
 
 def sandbox_run(ctx, command=None, as_agent=None) -> Reply:
-    import os
-    import subprocess
-
-    from loopx import sandbox
-    from loopx.config import env as config_env
-    from loopx.errors import StateError, UsageError
-    from loopx.kernel.storage import ids
-    from loopx.sandbox import hostfiles
-    from loopx.sandbox.session import Session
-
     argv = list(command or [])
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -44,7 +44,6 @@ def sandbox_run(ctx, command=None, as_agent=None) -> Reply:
     if not sandbox.enforced():
         raise StateError(st["line"], "nothing was run; on Linux 5.13+ Landlock must be enabled "
                          "(see `loopx doctor`), or run the command without loopx sandbox", code="sandbox_unavailable")
-    import shutil
 
     if shutil.which(argv[0]) is None:  # the launcher would exec it inside the sandbox: say so here, in one line
         raise UsageError(f"cannot run {argv[0]}: not found (or not executable)", "check the command and PATH",
@@ -63,7 +62,6 @@ def sandbox_run(ctx, command=None, as_agent=None) -> Reply:
         refused = sess.refused()
     finally:
         sess.close()
-    from loopx.output import Reply
 
     return Reply({"command": argv, "exit_code": code, "sandbox": st["mode"], "agent": agent, "refused": refused},
                  exit_code=code if 0 <= code < 256 else 1)

@@ -11,9 +11,15 @@ the text is for ``crontab -e`` or ``~/.config/systemd/user/``.
 from __future__ import annotations
 
 import os
+import shutil
 
 from loopx.commands import add
-from loopx.kernel.storage import layout
+from loopx.errors import UsageError
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock, layout
+from loopx.resources import loopx_executable
+from loopx.runner import presets
+from loopx.runner.presets import quote
 
 
 def register(sub, name, help_text):
@@ -35,9 +41,6 @@ def register(sub, name, help_text):
 
 def _every(text: str) -> tuple[int, str, str]:
     """(seconds, cron minute/hour fields, systemd OnCalendar) for ``--every``."""
-    from loopx.errors import UsageError
-    from loopx.kernel.storage import clock
-
     secs = int(clock.parse_duration(text))
     mins = secs // 60
     if secs % 60 == 0 and 1 <= mins < 60 and 60 % mins == 0:
@@ -51,8 +54,6 @@ def _every(text: str) -> tuple[int, str, str]:
 
 def _path_value(agent_cli: str | None, exe: str) -> str:
     """PATH for the job: loopx's folder, the agent CLI's folder, then this shell's absolute folders."""
-    import shutil
-
     parts = []
     first = exe.split(" ", 1)[0].strip("'\"")
     for d in (os.path.dirname(first), os.path.dirname(shutil.which(agent_cli) or "") if agent_cli else "",
@@ -63,13 +64,6 @@ def _path_value(agent_cli: str | None, exe: str) -> str:
 
 
 def schedule(ctx, kind, goal_id=None, every="15m", agent_cmd=None, timeout="30m") -> dict:
-    from loopx.errors import UsageError
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-    from loopx.resources import loopx_executable
-    from loopx.runner import presets
-    from loopx.runner.presets import quote
-
     store = ctx.store()
     if goal_id:
         goal_id = queries.resolve_goal(store.load(), goal_id)["id"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel.read import queries, scope
+from loopx.kernel.write import goals, humans
 from loopx.output import Reply, safe
 
 
@@ -30,8 +32,6 @@ def register(sub, name, help_text):
 
 
 def scope_show(ctx, goal_id=None) -> dict:
-    from loopx.kernel.read import queries
-
     g = queries.resolve_goal(ctx.store().load(), goal_id)
     return {"goal_id": g["id"], "scope": g["scope"]}
 
@@ -46,16 +46,12 @@ def render_show(d: dict) -> str:
 
 def scope_set(ctx, goal_id=None, allow=None, deny=None, protect=None, clear_allow=False, clear_deny=False,
               clear_protect=False) -> dict:
-    from loopx.kernel.write import goals, humans
-
     return goals.set_scope(ctx.store(), ctx.actor, goal_id, allow=[] if clear_allow else allow,
                            deny=[] if clear_deny else deny, protect=[] if clear_protect else protect,
                            human=humans.channel_or_none(ctx))
 
 
 def scope_check(ctx, path, goal_id=None):
-    from loopx.kernel.read import queries, scope
-
     store = ctx.store()
     g = queries.resolve_goal(store.load(), goal_id)
     rel = scope.project_relative(store.project_dir, path, os.getcwd())

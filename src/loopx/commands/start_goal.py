@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 
@@ -9,7 +10,13 @@ from loopx.commands import (
     add,
     goal_opt,  # noqa: F401
 )
+from loopx.errors import UsageError
+from loopx.kernel.policy import trialstep
+from loopx.kernel.read import budget
 from loopx.kernel.storage import quotas
+from loopx.kernel.storage.clock import format_duration
+from loopx.kernel.write import goals, trials
+from loopx.kernel.write.humans import require_human
 from loopx.output import Reply
 
 
@@ -63,8 +70,6 @@ def _experiment_args(p) -> None:
 def _todo_actions():
     """argparse actions pairing each ``--todo-verify CMD`` with the ``--todo`` right before it;
     both fill one list of ``{"title", "verify"?}`` dicts."""
-    import argparse
-
     class Todo(argparse.Action):
         def __call__(self, parser, ns, value, option_string=None):
             setattr(ns, self.dest, [*(getattr(ns, self.dest) or []), {"title": value}])
@@ -111,15 +116,9 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
                protect=None, slots=None, window=None, cooldown=None, priority=0, todos=None, guided=False,
                experiment=False, metric=None, direction="max", measure=None, trial_timeout=None, metric_pattern=None,
                min_delta=None, guard_cmd=None, holdout=None, plateau=None, protect_path=None, holdout_path=None):
-    from loopx.errors import UsageError
-    from loopx.kernel.write import goals
-    from loopx.kernel.write.humans import require_human
-
     require_human(ctx, "goal.start")
     exp_cfg = None
     if experiment or metric or measure:
-        from loopx.kernel.write import trials
-
         if not experiment:
             raise UsageError("--metric and --measure belong to an experiment goal", "add --experiment",
                              code="experiment_flag_missing")
@@ -148,8 +147,6 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
         raise UsageError("--goal-text is required", 'pass --goal-text "..." or use --guided on a terminal')
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown)
     if exp_cfg is not None:
-        from loopx.kernel.policy import trialstep
-
         trialstep.check_repo(ctx.store())  # before the goal exists: an experiment needs git
     res = goals.start_goal(ctx.store(), ctx.actor, objective=objective, goal_id=goal_id, done_when=done_when,
                            verify=verify, priority=priority, allow=allow, deny=deny, protect=protect,
@@ -178,9 +175,6 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
 
 def _unverified_note(ctx, goal_id: str) -> str:
     """What a goal without any verify command means for its budget (issue 21)."""
-    from loopx.kernel.read import budget
-    from loopx.kernel.storage.clock import format_duration
-
     g = ctx.store().load()["goals"][goal_id]
     return (f"no verify command: turns on {goal_id} are never verified and spend no slot; the turn budget "
             f"({budget.turn_limit(g)} turns per {format_duration(g['quota']['window'])}) and the stall "

@@ -105,92 +105,128 @@ def render(d: dict) -> str:
                 f"next: {d['next']}\nmore: {d['help']}")
     lines = [f"project {safe(d['project'])}"]
     if d.get("orient"):
-        for g in d["goals"]:
-            t = g["todos"]
-            dec = g.get("decision") or {}
-            flag = f"  NEEDS YOU: {dec['reason']}" if dec.get("needs_you") else ""
-            lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
-                         f"{flag}  {safe(g['objective'], limit=50)}")
-        if not d["goals"]:
-            lines.append("  no goals yet")
-        lines.append(f"next: {safe(d['next'])}")
-        lines.append("more: loopx status (full screen), loopx --help (all commands)")
-        return "\n".join(lines)
+        return _render_orient(d, lines)
     if not d["goals"]:
         lines.append("no goals yet")
     for g in d["goals"]:
-        t = g["todos"]
-        counts = ", ".join(f"{v} {k}" for k, v in t.items() if v) or "no todos"
-        b = g["budget"]
         lines.append("")
-        lines.append(f"goal {g['id']}  [{g['status']}]  {safe(g['objective'], limit=70)}")
-        x = g.get("experiment")
-        if x:
-            from loopx.kernel.read import experiments as ex
-
-            lines.append(f"  trials:  {x['trials']} ({x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed); "
-                         f"{x['metric']} {ex.fmt_value((x['baseline'] or {}).get('value'))} (baseline) -> "
-                         f"{ex.fmt_value((x['frontier'] or {}).get('value'))} (frontier); {x['since_improvement']} since "
-                         "the last improvement" + (f" of {x['plateau']}" if x["plateau"] else "")
-                         + (" PLATEAU" if x["plateaued"] else ""))
-        else:
-            lines.append(f"  todos:   {counts}")
-        dec = g.get("decision")
-        if dec:  # the one answer (should-run's); the lines below add detail, never another answer
-            head = "NEEDS YOU" if dec["needs_you"] else "decision"
-            lines.append(f"  {head}: {dec['decision']} ({dec['reason']}): {safe(dec['message'], limit=160)}")
-        for gate in g["needs_human"]:
-            if dec and dec.get("gate_id") == gate["gate_id"]:
-                continue  # the decision line above already asks it
-            lines.append(f"  gate:    {gate['gate_id']} ({gate['kind']}) asks: {safe(gate['question'], limit=90)}")
-        err = g.get("setup_error")
-        if err:
-            lines.append(f"  setup:   {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
-        for e in g.get("host_errors") or []:
-            lines.append(f"  host:    {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
-                         f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
-        for c in g["claimed"]:
-            lines.append(f"  held:    {c['id']} by {safe(_at(c['holder'], c.get('machine')))} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
-        for c in g["expired"]:
-            lines.append(f"  expired: {c['id']} (was {safe(_at(c['holder'], c.get('machine')))})  {safe(c['title'], limit=40)}")
-        for r in g["ready"][:3]:
-            lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
-        for w in g.get("waiting_on_goals", [])[:3]:
-            after = ", ".join(f"{x['id']} ({x['status']})" for x in w["goals"])
-            lines.append(f"  waits:   {w['id']}  {safe(w['title'], limit=40)}  (until goal {safe(after)} is done)")
-        for r in g["blocked"][:3]:
-            lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
-        from loopx.kernel.storage.clock import format_duration
-
-        for w in g.get("watches") or []:
-            lines.append(f"  watch:   {safe(w['name'])} every {format_duration(w['every'])} on {w['on']}, last "
-                         f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
-                         + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
-                         + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else ""))
-        money = "".join([_usd(b),
-                         f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
-                         + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
-        lines.append(f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last "
-                     f"{format_duration(b['window'])}")
-        lr = g["last_run"]
-        if lr:
-            from loopx.usage.text import usage_line
-
-            ver = " verified" if lr["verified"] and lr["result"] in ("progress", "completion") else ""
-            lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{ver}"
-                         f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
-                         + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
-        for r in g.get("open_runs") or []:
-            where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
-            lines.append(f"  running: {r['id']} by {safe(_at(r['agent'], r.get('machine')))} on {r['todo'] or 'planning'}{where}")
-        lines.append(f"  next:    {safe(g['next'])}")
-    if d["store"]["problems"] and not d.get("orient"):
+        lines.extend(_goal_lines(g))
+    if d["store"]["problems"]:
         lines.append("")
         lines.append("store: " + "; ".join(d["store"]["problems"]) + "  (run `loopx doctor`)")
     lines.extend(_sync_lines(d))
     lines.append("")
     lines.append(f"next: {safe(d['next'])}")
     return "\n".join(lines)
+
+
+def _render_orient(d: dict, lines: list[str]) -> str:
+    """``loopx`` alone: one line per goal and what to do next."""
+    for g in d["goals"]:
+        t = g["todos"]
+        dec = g.get("decision") or {}
+        flag = f"  NEEDS YOU: {dec['reason']}" if dec.get("needs_you") else ""
+        lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
+                     f"{flag}  {safe(g['objective'], limit=50)}")
+    if not d["goals"]:
+        lines.append("  no goals yet")
+    lines.append(f"next: {safe(d['next'])}")
+    lines.append("more: loopx status (full screen), loopx --help (all commands)")
+    return "\n".join(lines)
+
+
+def _goal_lines(g: dict) -> list[str]:
+    """One goal's block of the full status screen."""
+    lines = [f"goal {g['id']}  [{g['status']}]  {safe(g['objective'], limit=70)}", _progress_line(g)]
+    dec = g.get("decision")
+    if dec:  # the one answer (should-run's); the lines below add detail, never another answer
+        head = "NEEDS YOU" if dec["needs_you"] else "decision"
+        lines.append(f"  {head}: {dec['decision']} ({dec['reason']}): {safe(dec['message'], limit=160)}")
+    for gate in g["needs_human"]:
+        if dec and dec.get("gate_id") == gate["gate_id"]:
+            continue  # the decision line above already asks it
+        lines.append(f"  gate:    {gate['gate_id']} ({gate['kind']}) asks: {safe(gate['question'], limit=90)}")
+    err = g.get("setup_error")
+    if err:
+        lines.append(f"  setup:   {err.get('reason')} in {err.get('run')}: {safe(err.get('message'), limit=160)}")
+    for e in g.get("host_errors") or []:
+        lines.append(f"  host:    {e['reason']} ({safe(e['host'] or e['agent'])}, run {e['run']}): "
+                     f"{safe(e['message'], limit=90)}; retried at {_when(e['retry_at'])}Z")
+    lines.extend(_todo_lines(g))
+    lines.extend(_watch_lines(g))
+    lines.append(_budget_line(g["budget"]))
+    lines.extend(_run_lines(g))
+    lines.append(f"  next:    {safe(g['next'])}")
+    return lines
+
+
+def _progress_line(g: dict) -> str:
+    """The trials of an experiment goal, else the todo counts."""
+    x = g.get("experiment")
+    if not x:
+        counts = ", ".join(f"{v} {k}" for k, v in g["todos"].items() if v) or "no todos"
+        return f"  todos:   {counts}"
+    from loopx.kernel.read import experiments as ex
+
+    return (f"  trials:  {x['trials']} ({x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed); "
+            f"{x['metric']} {ex.fmt_value((x['baseline'] or {}).get('value'))} (baseline) -> "
+            f"{ex.fmt_value((x['frontier'] or {}).get('value'))} (frontier); {x['since_improvement']} since "
+            "the last improvement" + (f" of {x['plateau']}" if x["plateau"] else "")
+            + (" PLATEAU" if x["plateaued"] else ""))
+
+
+def _todo_lines(g: dict) -> list[str]:
+    """Held, expired, ready, waiting and blocked todos (the first three of each list)."""
+    lines = []
+    for c in g["claimed"]:
+        lines.append(f"  held:    {c['id']} by {safe(_at(c['holder'], c.get('machine')))} until {_when(c['lease_until'])}Z  {safe(c['title'], limit=40)}")
+    for c in g["expired"]:
+        lines.append(f"  expired: {c['id']} (was {safe(_at(c['holder'], c.get('machine')))})  {safe(c['title'], limit=40)}")
+    for r in g["ready"][:3]:
+        lines.append(f"  ready:   {r['id']}  {safe(r['title'], limit=60)}")
+    for w in g.get("waiting_on_goals", [])[:3]:
+        after = ", ".join(f"{x['id']} ({x['status']})" for x in w["goals"])
+        lines.append(f"  waits:   {w['id']}  {safe(w['title'], limit=40)}  (until goal {safe(after)} is done)")
+    for r in g["blocked"][:3]:
+        lines.append(f"  blocked: {r['id']}  {safe(r['title'], limit=40)}  ({safe(r['note'], limit=40)})")
+    return lines
+
+
+def _watch_lines(g: dict) -> list[str]:
+    from loopx.kernel.storage.clock import format_duration
+
+    return [f"  watch:   {safe(w['name'])} every {format_duration(w['every'])} on {w['on']}, last "
+            f"{w['outcome'] or 'never run'}" + (f" at {_when(w['last_run'])}Z" if w["last_run"] else "")
+            + (f", next {_when(w['next_due'])}Z" if w["next_due"] else f", {w['status']}")
+            + f", fired {w['fired']}x" + (" FAILING" if w["failing"] else "")
+            for w in g.get("watches") or []]
+
+
+def _budget_line(b: dict) -> str:
+    """Slots spent in the window, and money and tokens when runs report them or a cap is set."""
+    from loopx.kernel.storage.clock import format_duration
+
+    money = "".join([_usd(b),
+                     f", {b['spent_tokens']:,}" + (f"/{b['max_tokens']:,}" if b.get("max_tokens") is not None else "")
+                     + " tokens" if b.get("costed_runs") or b.get("max_tokens") is not None else ""])
+    return f"  budget:  {b['spent']}/{b['slots']} slot(s){money} used in the last {format_duration(b['window'])}"
+
+
+def _run_lines(g: dict) -> list[str]:
+    """The goal's last run and the runs open now."""
+    lines = []
+    lr = g["last_run"]
+    if lr:
+        from loopx.usage.text import usage_line
+
+        ver = " verified" if lr["verified"] and lr["result"] in ("progress", "completion") else ""
+        lines.append(f"  last run: {lr['id']} {lr['result'] or 'open'}{ver}"
+                     f" by {safe(lr['agent'])} at {_when(lr['finished'] or lr['started'])}Z"
+                     + (f" ({usage_line(lr.get('usage'))})" if lr.get("finished") else ""))
+    for r in g.get("open_runs") or []:
+        where = f" in {safe(r['worktree']['path'])} on {safe(r['worktree']['branch'])}" if r.get("worktree") else ""
+        lines.append(f"  running: {r['id']} by {safe(_at(r['agent'], r.get('machine')))} on {r['todo'] or 'planning'}{where}")
+    return lines
 
 
 def _usd(b: dict) -> str:

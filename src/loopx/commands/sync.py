@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from loopx.commands import add
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
+from loopx.sync import shared
+from loopx.sync import transport as gs
 
 
 def register(sub, name, help_text):
@@ -19,10 +23,6 @@ def register(sub, name, help_text):
 
 
 def sync_run(ctx, remote=None, status=False):
-    from loopx.kernel.storage import clock
-    from loopx.sync import shared
-    from loopx.sync import transport as gs
-
     store = ctx.store()
     if status:
         return sync_status(store, remote)
@@ -36,10 +36,6 @@ def sync_run(ctx, remote=None, status=False):
 def tentative(store, git, node: str) -> list[dict]:
     """Live claims in this clone's state that the local copy of refs/loopx/claims does not hold:
     made offline or without ``--sync``; they count only locally until claimed through the remote."""
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-    from loopx.sync import transport as gs
-
     _, claims = gs.read_claims(git)
     state = store.load(view="live")
     now = clock.now_iso()
@@ -54,13 +50,10 @@ def tentative(store, git, node: str) -> list[dict]:
 
 
 def sync_status(store, remote=None) -> dict:
-    from loopx.sync import transport as gs
-
     git = gs.project_git(store, remote)
     node = store.node_id()
     last = gs.read_status(store) or {}
     listing = git.out("for-each-ref", "--format=%(refname)", git.fetched)
-    from loopx.sync import shared
 
     pending = shared.tentative_view(store)
     return {"node": node, "remote": git.remote, "state_hash": gs.state_hash(store),

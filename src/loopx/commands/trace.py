@@ -4,6 +4,8 @@ packet in one archive that can be checked on another machine (src/loopx/ops/trac
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel.read import queries
+from loopx.ops import trace
 from loopx.output import Reply, safe
 
 
@@ -24,9 +26,6 @@ def register(sub, name, help_text):
 
 
 def trace_export(ctx, output, goal_id=None, redact_more=False) -> dict:
-    from loopx.kernel.read import queries
-    from loopx.ops import trace
-
     store = ctx.store()
     gid = queries.resolve_goal(store.load(), goal_id)["id"]
     return trace.export(store, gid, output, redact_more=redact_more)
@@ -46,8 +45,6 @@ def render_export(d: dict) -> str:
 
 
 def trace_verify(ctx, file) -> Reply:
-    from loopx.ops import trace
-
     d = trace.verify(file)
     return Reply(d, exit_code=0 if d["ok"] else 1)
 

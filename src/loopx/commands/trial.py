@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import marshal
+import os
+import sys
+
 from loopx.commands import actions, add, goal_opt
-from loopx.kernel.storage import layout
-from loopx.output import Reply, safe
+from loopx.errors import UsageError
+from loopx.kernel.policy import trialstep
+from loopx.kernel.read import experiments, metrics, queries
+from loopx.kernel.read import experiments as ex
+from loopx.kernel.storage import fs, layout
+from loopx.kernel.write import trials
+from loopx.output import Reply, _ascii_only, encode, safe
 
 
 def register(sub, name, help_text):
@@ -42,16 +53,10 @@ def register(sub, name, help_text):
 
 
 def trial_hypothesis(ctx, text, run=None, claim=None, goal_id=None):
-    from loopx.kernel.read import metrics
-    from loopx.kernel.write import trials
-
     return trials.hypothesize(ctx.store(), ctx.actor, text, metrics.parse_claims(claim), goal_id=goal_id, run_id=run)
 
 
 def _goal(state, goal_id):
-    from loopx.errors import UsageError
-    from loopx.kernel.read import experiments, queries
-
     if goal_id is None:
         exps = list(state.get("experiments") or {})
         if len(exps) == 1:
@@ -86,8 +91,6 @@ class Rows(list):
 
 
 def _cells(metric: str, r: dict) -> list[str]:
-    from loopx.kernel.read import experiments as ex
-
     return [r["id"], safe((r["hypothesis"] or "")[:48]), safe(r["agent"] or ""),
             ex.fmt_value(r["value"]) + (" (claim " + ", ".join(f"{v:g}" for v in r["claims"].values()) + ")"
                                          if r["claims"] else ""),
@@ -103,12 +106,6 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     disposable projection keyed by the experiment's trial count and last trial (in the live view),
     brought up to date from the live view's recent trials when only those are new, rebuilt from
     the full state otherwise. Flat cost: a listing after each new trial folds no history."""
-    import marshal
-    import os
-
-    from loopx.kernel.read import experiments
-    from loopx.kernel.storage import fs
-
     live = store.load(view="live")
     e = experiments.get(live, gid)
     assert e is not None  # trial_list resolved gid to an experiment goal (_goal)
@@ -172,8 +169,6 @@ def _read_bytes(store, gid: str, kind: str, key: list) -> bytes | None:
 
 
 def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
-    from loopx.kernel.storage import fs
-
     try:
         fs.atomic_write(_text_cache(store, gid, kind), " ".join(map(str, [CACHE_VERSION, *key])) + "\n" + text,
                         sync=False)
@@ -185,8 +180,6 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     """Every trial of the experiment goal as rows (``_row``) with the summary; the full listing
     (no ``decision``, no ``limit``) is answered from its rendered text (table, tsv or the JSON of
     the rows) in ``cache/`` while the experiment's trial count and last trial are unchanged."""
-    from loopx.kernel.read import experiments
-
     store = ctx.store()
     live = store.load(view="live")
     gid = store.read(lambda st: _goal(st, goal_id), live)
@@ -213,8 +206,6 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     out.cells = [cells[i] for i in pick] if len(pick) != len(rows) else cells
     data = {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out, "summary": summary}
     if whole and kind == "json":
-        from loopx.output import encode
-
         _write_text(store, gid, "json", key, encode(list(out), bool(key[-1])))
     elif whole:
         _write_text(store, gid, "txt", key[:2], _table(data))
@@ -224,17 +215,11 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
 
 def _ascii() -> bool:
     """Whether ``--format json`` writes ASCII only here (``loopx.output``: by stdout's encoding)."""
-    import sys
-
-    from loopx.output import _ascii_only
-
     return _ascii_only(sys.stdout)
 
 
 def tabular(d: dict, sep: str) -> str:
     """``trial list --format tsv|csv``: one header and one line per trial (a results.tsv)."""
-    from loopx.kernel.read import experiments
-
     if getattr(d["trials"], "text", None) is not None and sep == "\t":
         return d["trials"].text
     cols = experiments.TSV_COLUMNS
@@ -243,8 +228,6 @@ def tabular(d: dict, sep: str) -> str:
         lines.append(experiments.row_cells(d["metric"], r))
     if sep == "\t":
         return "\n".join("\t".join(str(c).replace("\n", " ") for c in row) for row in lines) + "\n"
-    import csv
-    import io
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -262,8 +245,6 @@ def _table(d: dict) -> str:
 
 
 def render_list(d: dict) -> str:
-    from loopx.kernel.read import experiments as ex
-
     t = d["trials"]
     if not t and not getattr(t, "total", 0):
         return f"no trials on {d['goal_id']} yet"
@@ -277,9 +258,6 @@ def render_list(d: dict) -> str:
 
 
 def trial_show(ctx, trial, diff=False):
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.read import experiments
-
     store = ctx.store()
     state = store.load()
     t = trialstep.resolve_trial(state, trial)
@@ -291,8 +269,6 @@ def trial_show(ctx, trial, diff=False):
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.read import experiments as ex
-
     L = [f"trial {d['id']} (#{d.get('number')}) on {d['goal']}: {d['decision']}" + (" (re-measured on a newer frontier)"
                                                                                     if d.get("remeasured") else ""),
          f"  hypothesis: {safe(d.get('hypothesis') or '')}", f"  agent: {safe(d.get('agent') or '')}",
@@ -320,6 +296,4 @@ def render_show(d: dict) -> str:
 
 
 def trial_apply(ctx, trial, into=None):
-    from loopx.kernel.policy import trialstep
-
     return Reply(trialstep.apply_trial(ctx.store(), ctx.actor, trial, into=into))

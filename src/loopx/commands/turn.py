@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
+from loopx import output
 from loopx.commands import actions, add
-from loopx.kernel.storage import layout
+from loopx.kernel.policy import trialstep, turn
+from loopx.kernel.storage import actors, layout
+from loopx.kernel.write import runs
+from loopx.kernel.write.humans import require_human
+from loopx.sync import shared
 
 
 def register(sub, name, help_text):
@@ -32,9 +39,6 @@ def register(sub, name, help_text):
 
 
 def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
-    from loopx import output
-    from loopx.kernel.policy import turn
-
     res = _trial_finish(ctx, run, result, note) or turn.finish(ctx.store(), ctx.actor, run, result,
                                                                evidence=evidence or (), verify=verify, note=note)
     warnings = res.pop("warnings", [])
@@ -52,16 +56,12 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
 def _trial_finish(ctx, run, result, note):
     """A run on a research experiment goal is measured by loopx (issue 20); only a store with an
     experiment worktree pays for the check."""
-    import os
-
     store = ctx.store()
     try:
         if not any(n.startswith("exp-") for n in os.listdir(store.path(layout.WORKTREES))):
             return None
     except OSError:
         return None
-    from loopx.kernel.policy import trialstep
-    from loopx.sync import shared
 
     return trialstep.finish_by_agent(store, ctx.actor, run, result, note, spend_slot=shared.spend_slot)
 
@@ -84,16 +84,11 @@ def render_finish(d: dict) -> str:
 
 
 def turn_handover(ctx, run):
-    from loopx.kernel.write import runs
-    from loopx.kernel.write.humans import require_human
-
     require_human(ctx, "run.handover")
     return runs.hand_over(ctx.store(), ctx.actor, run)
 
 
 def render_handover(d: dict) -> str:
-    from loopx.kernel.storage import actors
-
     if not d["moved"]:
         return f"{d['run_id']} already runs on this machine; nothing changed"
     return (f"{d['run_id']} ({d['agent']} on {d['todo_id'] or 'planning'}) now belongs to this machine: "
@@ -101,6 +96,4 @@ def render_handover(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
-    from loopx.sync import shared
-
     return shared.renew(ctx.store(), ctx.actor, run, lease=lease)

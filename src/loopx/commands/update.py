@@ -12,6 +12,7 @@ import sys
 from loopx.commands import actions, add
 from loopx.config import env
 from loopx.errors import UsageError
+from loopx.ops import update
 from loopx.output import Reply, safe
 
 
@@ -41,20 +42,14 @@ def register(sub, name, help_text):
 
 
 def check(ctx, index_url=None, find_links=None, pre=False) -> dict:
-    from loopx.ops import update
-
     return update.check(index_url, find_links, pre)
 
 
 def plan(ctx, to=None, index_url=None, find_links=None, pre=False) -> dict:
-    from loopx.ops import update
-
     return update.plan(to, index_url, find_links, pre)
 
 
 def apply(ctx, to=None, index_url=None, find_links=None, pre=False, yes=False) -> Reply:
-    from loopx.ops import update
-
     p = update.plan(to, index_url, find_links, pre)
     if not p["manual"] and not p["up_to_date"] and not yes:
         if ctx.json or not sys.stdin.isatty():

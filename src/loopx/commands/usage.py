@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from loopx import config
+from loopx import usage as u
 from loopx.commands import add
+from loopx.errors import UsageError
+from loopx.kernel.read import validate
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import format_duration
+from loopx.kernel.write.humans import require_human
+from loopx.output import safe
 
 HOST_CHOICES = ("claude-code", "codex", "all")
 
@@ -22,8 +30,6 @@ def register(sub, name, help_text):
 
 
 def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) -> dict:
-    from loopx.errors import UsageError
-
     if host is not None and host not in HOST_CHOICES:
         raise UsageError(f"unknown --host {host!r}", f"use one of {', '.join(HOST_CHOICES)}")
     if action == "set":
@@ -31,8 +37,6 @@ def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) ->
     if block_tokens is not None or week_tokens is not None:
         raise UsageError("--block-tokens and --week-tokens belong to `loopx usage set`",
                          "run: loopx usage set --host claude-code --block-tokens N")
-    from loopx import usage as u
-    from loopx.kernel.storage import clock
 
     now = clock.now()
     kinds = u.HOSTS if host in (None, "all") else (host,)
@@ -41,11 +45,6 @@ def usage(ctx, action="show", host=None, block_tokens=None, week_tokens=None) ->
 
 
 def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
-    from loopx import config
-    from loopx.errors import UsageError
-    from loopx.kernel.read import validate
-    from loopx.kernel.write.humans import require_human
-
     if host != "claude-code":
         raise UsageError("usage limits are set per host: only claude-code's windows are built by loopx",
                          "pass --host claude-code (Codex reports its own windows)")
@@ -64,14 +63,10 @@ def usage_set(ctx, host, block_tokens, week_tokens) -> dict:
 
 
 def _age(secs) -> str:
-    from loopx.kernel.storage.clock import format_duration
-
     return "age unknown" if secs is None else f"{format_duration(secs)} old" if secs else "just now"
 
 
 def render(d: dict) -> str:
-    from loopx.output import safe
-
     if "limits" in d:
         lim = d["limits"]
         return (f"{d['host']}: block {lim['block_tokens'] or 'not set'} tokens, week {lim['week_tokens'] or 'not set'} "

@@ -7,6 +7,13 @@ sandbox). See docs/scheduling.md.
 from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
+from loopx.errors import Conflict
+from loopx.kernel.policy import tick
+from loopx.kernel.read import queries, watching
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.clock import format_duration
+from loopx.kernel.write import watches
+from loopx.kernel.write.humans import require_human
 from loopx.output import Reply, safe, table
 
 
@@ -44,27 +51,18 @@ def register(sub, name, help_text):
 
 
 def watch_add(ctx, every, check, goal_id=None, on="change", match=None, todo=None, timeout=None, name=None):
-    from loopx.kernel.write import watches
-    from loopx.kernel.write.humans import require_human
-
     require_human(ctx, "adding a watch")
     return watches.add(ctx.store(), ctx.actor, goal_id, every=every, check=check, on=on, match=match, todo=todo,
                        timeout=timeout, name=name)
 
 
 def render_add(d: dict) -> str:
-    from loopx.kernel.storage.clock import format_duration
-
     return (f"added watch {d['name']} ({d['watch_id']}) on {d['goal_id']}: every {format_duration(d['every'])}, "
             f"on {d['on']}: {safe(d['check'])}\nchecks run from `loopx quota should-run` (cron); "
             f"try it now with `loopx watch run {d['name']}`")
 
 
 def _rows(ctx, goal_id=None) -> tuple[dict, list[dict]]:
-    from loopx.kernel.policy import tick
-    from loopx.kernel.read import queries, watching
-    from loopx.kernel.storage import clock
-
     store = ctx.store()
     state = store.load()
     gid = queries.resolve_goal(state, goal_id)["id"] if goal_id else None
@@ -81,8 +79,6 @@ def _when(v) -> str:
 
 
 def render_list(d: dict) -> str:
-    from loopx.kernel.storage.clock import format_duration
-
     if not d["watches"]:
         return "no watches (add one with `loopx watch add --every 10m --check CMD`)"
     return table([[w["name"], w["goal"], w["status"], format_duration(w["every"]), w["on"],
@@ -92,16 +88,12 @@ def render_list(d: dict) -> str:
 
 
 def watch_show(ctx, watch) -> dict:
-    from loopx.kernel.write import watches
-
     state, rows = _rows(ctx)
     w = watches.resolve(state, watch)
     return {"watch": next(r for r in rows if r["id"] == w["id"])}
 
 
 def render_show(d: dict) -> str:
-    from loopx.kernel.storage.clock import format_duration
-
     w = d["watch"]
     lines = [f"watch {w['name']} ({w['id']})  goal {w['goal']}  {w['status']}",
              f"  check:     {safe(w['check'])}",
@@ -123,11 +115,7 @@ def render_show(d: dict) -> str:
 
 
 def watch_status(ctx, watch, action) -> dict:
-    from loopx.kernel.write import watches
-
     if action == "remove":
-        from loopx.kernel.write.humans import require_human
-
         require_human(ctx, "removing a watch")
     return watches.set_status(ctx.store(), ctx.actor, watch, action)
 
@@ -139,16 +127,10 @@ def render_status(d: dict) -> str:
 
 
 def watch_run(ctx, watch=None):
-    from loopx.kernel.policy import tick
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import watches
-
     store = ctx.store()
     state = store.load()
     only = watches.resolve(state, watch)["id"] if watch else None
     if only and state["watches"][only]["status"] != "active":
-        from loopx.errors import Conflict
-
         raise Conflict(f"watch {watch} is paused", f"resume it first: `loopx watch resume {watch}`",
                        code="watch_paused")
     res = tick.tick(store, state, clock.now(), only=only, force=bool(only))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 
+from loopx import hostfacts, hosts
+from loopx.commands import add, scope_root
+from loopx.hosts import files, hookconf, plan
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.fs import project_dir
 from loopx.output import Reply, safe, table
 
 
 def register(sub, name, help_text):
-    from loopx.commands import add
-
     p = add(sub, name, help_text, handler=workflow_skills, render=render_skills,
             example="loopx workflow-skills --install --host claude-code --dry-run")
     mode = p.add_mutually_exclusive_group()
@@ -17,7 +20,6 @@ def register(sub, name, help_text):
     mode.add_argument("--check", dest="mode", action="store_const", const="check",
                       help="report missing, stale, modified and current files (default); exit 1 unless all current")
     mode.add_argument("--remove", dest="mode", action="store_const", const="remove", help="remove what loopx installed")
-    from loopx import hostfacts
 
     p.add_argument("--host", default="all", metavar="HOST",
                    help=f"{', '.join(hostfacts.names())} or all (default all)")
@@ -36,7 +38,6 @@ def choose_scope(ctx, scope: str | None) -> tuple[str, str]:
         return scope, "as asked (--scope)"
     if ctx.project:
         return "project", "--project names a project; --scope user installs for your home folder instead"
-    from loopx.kernel.storage.fs import project_dir
 
     found = project_dir()
     if found:
@@ -61,13 +62,8 @@ def outcome(action: str) -> str:
 
 
 def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force=False) -> Reply:
-    from loopx import hosts
-    from loopx.hosts import files, plan
-    from loopx.kernel.storage import clock
-
     mode = mode or "check"
     chosen = hosts.expand_hosts(host)
-    from loopx.commands import scope_root
 
     scope, why = choose_scope(ctx, scope)
     root = scope_root(ctx, scope)
@@ -92,7 +88,6 @@ def workflow_skills(ctx, mode=None, host="all", scope=None, dry_run=False, force
         files.save_manifest(manifest)
     hook_rows = []
     if mode == "install" and not dry_run:  # installed hooks follow this loopx (upgrade or move)
-        from loopx.hosts import hookconf
 
         hook_rows = hookconf.refresh_installed(scope, root)
     counts: dict[str, int] = {}
@@ -120,8 +115,6 @@ def sandbox_functions(hosts: list[str]) -> list[str]:
     for the user to add to their shell profile; loopx never writes them itself. ``loopx sandbox``
     runs the program found on ``PATH``, not the function, so the function does not call itself;
     ``command NAME`` still starts the host without the sandbox."""
-    from loopx import hostfacts
-
     out = []
     for h in hosts:
         argv = ((hostfacts.HOSTS.get(h) or {}).get("preset") or {}).get("argv") or []
@@ -136,8 +129,6 @@ def sandbox_functions(hosts: list[str]) -> list[str]:
 def _leftovers(items, manifest, chosen, root):
     """Files a previous loopx installed under this root's loopx skill folders that the current
     bundle no longer has (so --remove leaves nothing of loopx behind)."""
-    from loopx.hosts import files, plan
-
     known = {i.path for i in items}
     scope = "user" if root == os.path.expanduser("~") else "project"
     bases = {plan.skill_base(h, scope, root) + os.sep: h for h in chosen}

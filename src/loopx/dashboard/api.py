@@ -18,9 +18,19 @@ import time
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
-from loopx.kernel.storage import actors, layout
+from loopx.kernel import reasons
+from loopx.kernel.policy import decide, review, tick, trialstep
+from loopx.kernel.read import budget, experiments, fingerprint, notices, queries
+from loopx.kernel.read import watching as watches
+from loopx.kernel.read.status import summary
+from loopx.kernel.storage import actors, clock, layout, machines, registry
 from loopx.kernel.storage.clock import timedelta
+from loopx.kernel.storage.fold import NotInLiveView
 from loopx.kernel.storage.registry import project_key
+from loopx.kernel.storage.store import DIRNAME, Store
+from loopx.kernel.write import humans
+from loopx.kernel.write.agents import shown_kind
+from loopx.sync import shared
 
 GOAL_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GATE_RE = re.compile(r"^gate-[0-9a-f]{2,32}$")
@@ -68,8 +78,6 @@ class Api:
     # ------------------------------------------------------------------ projects and states
     def projects(self) -> list[dict]:
         """``[{key, path, name}]`` for every registered project, sorted by name."""
-        from loopx.kernel.storage import registry
-
         rows = [{"key": project_key(p), "path": p, "name": os.path.basename(p.rstrip("/\\")) or p}
                 for p in registry.load()]
         return sorted(rows, key=lambda r: (r["name"].lower(), r["path"]))
@@ -85,8 +93,6 @@ class Api:
     def state(self, path: str, view: str = "full") -> dict:
         """The folded state of the project at ``path`` (cached while its files are unchanged);
         ``view="live"`` the live view (what the overview needs: no history is folded)."""
-        from loopx.kernel.storage.store import DIRNAME, Store
-
         root = os.path.join(path, DIRNAME)
         if not os.path.isdir(root):
             raise StateError(f"{path} is no longer connected (no .loopx/)",
@@ -106,9 +112,6 @@ class Api:
         The git part of the fingerprint is reused for GIT_REUSE seconds per project."""
         if row["status"] != "active":
             return None
-        from loopx.kernel.policy import decide
-        from loopx.kernel.storage import clock
-        from loopx.kernel.storage.store import DIRNAME, Store
 
         try:  # the one input builder of every client (windows, watches, host errors): what should-run says
             return decide.for_client(Store(os.path.join(project_dir, DIRNAME)), state, row["id"],
@@ -118,8 +121,6 @@ class Api:
             return None
 
     def _git_part(self, project_dir: str) -> str:
-        from loopx.kernel.read import fingerprint
-
         now = time.monotonic()
         with self._lock:
             hit = self._git.get(project_dir)
@@ -134,8 +135,6 @@ class Api:
     def status(self, now_iso: str) -> dict:
         """All projects with their goals grouped as needs_you, running, ready, waiting, stopped.
         The answer is reused within the same clock second while no store file changed."""
-        from loopx.kernel.storage.store import DIRNAME
-
         listed = self.projects()
         key = (now_iso[:19], tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
         return self._shared("status", key, lambda: self._status_of(listed, now_iso))
@@ -161,15 +160,11 @@ class Api:
     def _overview(self, state: dict, p: dict, now_iso: str) -> tuple[dict, list]:
         """(status summary, the should-run answer per goal) of one project. Raises
         NotInLiveView on a live view that left out a record a rule looked up."""
-        from loopx.kernel.read.status import summary
-
         data = summary(state, now_iso, store_root=os.path.join(p["path"], layout.DIRNAME))
         hosts: dict = {}  # the hosts' usage windows, read once for every goal of the overview
         return data, [self.decision(state, g, p["path"], now_iso, hosts) for g in data["goals"]]
 
     def _status_of(self, listed: list[dict], now_iso: str) -> dict:
-        from loopx.kernel.storage.fold import NotInLiveView
-
         projects = []
         counts = dict.fromkeys(GROUPS, 0)
         for p in listed:
@@ -210,16 +205,11 @@ class Api:
         The page shows each one once as a system notification (the Notifications API). Read from
         each project's live view (which keeps the notices as they are); the answer is reused within
         the same clock second while no store file changed, computed once for concurrent requests."""
-        from loopx.kernel.storage.store import DIRNAME
-
         listed = self.projects()
         key = (now_iso[:19], limit, tuple((p["path"], _sig(os.path.join(p["path"], DIRNAME))) for p in listed))
         return self._shared("notices", key, lambda: self._notices_of(listed, now_iso, limit))
 
     def _notices_of(self, listed: list[dict], now_iso: str, limit: int) -> dict:
-        from loopx.kernel.read import notices
-        from loopx.kernel.storage import clock
-
         floor = clock.iso(clock.parse_ts(now_iso) - timedelta(seconds=notices.MAX_AGE))
         rows = []
         for p in listed:
@@ -238,9 +228,6 @@ class Api:
     # ------------------------------------------------------------------ goal page
     def goal(self, key, goal_id, now_iso: str) -> dict:
         """One goal: summary, todo board, gates, runs timeline, budget chart, recent evidence."""
-        from loopx.kernel.read import queries
-        from loopx.kernel.read.status import summary
-
         p = self.project(key)
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
             raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
@@ -257,15 +244,10 @@ class Api:
             board[st] = {"count": len(todos), "items": [_todo(t, state["goals"], state) for t in shown]}
         gates = sorted((g for g in state["gates"].values() if g["goal"] == goal_id),
                        key=lambda g: (g["status"] != "pending", g["created"]))
-        from loopx.kernel.storage import machines
 
         names = machines.labels(state) if machines.several(state) else None  # several machines: say which
         watch_rows = []
         if state.get("watches"):
-            from loopx.kernel.policy import tick
-            from loopx.kernel.read import watching as watches
-            from loopx.kernel.storage.store import DIRNAME, Store
-
             book = tick.load_book(Store(os.path.join(p["path"], DIRNAME)))
             watch_rows = watches.describe(state, book, now_iso, goal_id)
         return {
@@ -285,14 +267,9 @@ class Api:
         p = self.project(key)
         if not isinstance(goal_id, str) or not GOAL_RE.match(goal_id):
             raise ApiError(400, "bad_goal", "the goal id is malformed", "open the goal from the overview")
-        try:
-            from loopx.kernel.policy import review
-            from loopx.kernel.storage.store import DIRNAME, Store
 
-            d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
-            return {"available": True, "markdown": review.render_markdown(d)}
-        except (ImportError, AttributeError):
-            return {"available": False, "markdown": "", "message": "this loopx has no review packet yet"}
+        d = review.build(Store(os.path.join(p["path"], DIRNAME)), goal_id=goal_id)
+        return {"available": True, "markdown": review.render_markdown(d)}
 
     # ------------------------------------------------------------------ agents
     def agents(self, now_iso: str) -> dict:
@@ -305,8 +282,6 @@ class Api:
                 msg = exc.message if isinstance(exc, LoopxError) else f"{type(exc).__name__}: {exc}"
                 rows.append({"key": p["key"], "name": p["name"], "error": msg, "agents": [], "handoffs": []})
                 continue
-            from loopx.kernel.read import queries
-            from loopx.kernel.write.agents import shown_kind
 
             held = queries.holdings(state, now_iso, expired=True)
             agents = [dict(a, kind=shown_kind(a), holds=held.get(actors.agent(a["name"]), [])) for a in
@@ -319,9 +294,6 @@ class Api:
     def decide(self, body: dict, *, user_agent: str | None) -> dict:
         """Approve or reject a gate as the human running this server. ``body``: ``{project, gate,
         decision: approve|reject, code, note}``. Maps kernel errors to ApiError (400/403/404/409)."""
-        from loopx.kernel.storage.store import DIRNAME, Store
-        from loopx.kernel.write import humans
-
         if not isinstance(body, dict):
             raise ApiError(400, "bad_body", "the request body must be a JSON object")
         p = self.project(body.get("project"))
@@ -339,12 +311,10 @@ class Api:
             raise ApiError(404, "no_gate", f"no gate {gate_id} in {p['name']}", "reload the page")
         try:
             human = humans.dashboard_channel(user_agent)
-            from loopx.sync import shared
 
             out = shared.decide_gate(store, human.actor, gate_id, approve=decision == "approve",
                                 note=note or None, channel="dashboard", user_agent=user_agent, code=code, human=human)
             if decision == "approve" and out.get("kind") == "promote":  # research experiments: merge the frontier
-                from loopx.kernel.policy import trialstep
 
                 out["promoted"] = trialstep.promote_approved(store, human.actor)
             return out
@@ -368,7 +338,6 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
         return "stopped", row["status"], None
     if decision is None:
         return "waiting", "the decision could not be evaluated (`loopx quota should-run --explain`)", None
-    from loopx.kernel import reasons
 
     group, msg = reasons.group(decision), decision.get("message") or ""
     if group in ("ready", "waiting") and row["open_runs"]:  # detail: work is in flight while the answer stands
@@ -378,9 +347,6 @@ def classify(row: dict, decision: dict | None) -> tuple[str, str, str | None]:
 
 def budget_chart(state: dict, goal: dict, now_iso: str, bins: int = CHART_BINS) -> dict:
     """Slots spent per time bin over the goal's rolling window (oldest bin first)."""
-    from loopx.kernel.read import budget
-    from loopx.kernel.storage import clock
-
     b = budget.budget(state, goal, now_iso)
     start = clock.parse_ts(now_iso) - timedelta(seconds=b["window"])
     width = b["window"] / bins
@@ -429,7 +395,6 @@ def _with_decision(runs: list[dict], decision: dict | None) -> list[dict]:
 
 def _todo(t: dict, goals: dict | None = None, state: dict | None = None) -> dict:
     c = t.get("claim") or {}
-    from loopx.kernel.storage import machines
 
     return {"id": t["id"], "title": t["title"], "status": t["status"], "priority": t.get("priority", 0),
             "holder": c.get("holder"), "machine": machines.at(state, c.get("node")) if state and c else None, "lease_until": c.get("lease_until"), "since": c.get("since"),
@@ -460,9 +425,6 @@ def _experiment(state: dict, goal_id: str, project_dir: str) -> dict:
     human's view (the agent has no session), and a promotion is the human's decision."""
     if not (state.get("experiments") or {}).get(goal_id):
         return {}
-    from loopx.kernel.policy import trialstep
-    from loopx.kernel.read import experiments
-    from loopx.kernel.storage.store import DIRNAME, Store
 
     rows = experiments.rows(state, goal_id)[-EXP_POINTS:]
     trials = [{k: t.get(k) for k in ("id", "number", "hypothesis", "agent", "value", "delta", "decision", "commit",

@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import re
 import secrets
 import socket
+import socketserver
 import sys
 import threading
 import time
+from hashlib import sha256
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,6 +60,8 @@ from loopx.dashboard.shell import (  # noqa: F401 - re-exported for callers and 
     launch_token,
     static_bytes,
 )
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.actors import human_name
 
 MAX_LINE = 8192
 MAX_HEADER_BYTES = 16384
@@ -122,8 +127,6 @@ class DashboardServer(ThreadingHTTPServer):
 
     def server_bind(self):
         """Bind without HTTPServer's reverse DNS lookup (``getfqdn`` can stall for seconds)."""
-        import socketserver
-
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = self.server_address[:2]
 
@@ -361,8 +364,6 @@ class Handler(BaseHTTPRequestHandler):
         self._send(303, b"", "text/plain", extra=(("Location", "/"), ("Set-Cookie", cookie)), no_store=True)
 
     def _api_get(self, path: str, query: dict) -> None:
-        from loopx.kernel.storage import clock
-
         q = {k: v[0] for k, v in query.items() if len(v) == 1}
         srv = self.server
         if srv.trace is not None:
@@ -371,8 +372,6 @@ class Handler(BaseHTTPRequestHandler):
         try:
             now = clock.now_iso()
             if path == "/api/session":
-                from loopx.kernel.storage.actors import human_name
-
                 data = {"csrf": srv.csrf, "version": __version__, "human": human_name(), "header": TOKEN_HEADER}
             elif path == "/api/status":
                 data = srv.api.status(now)
@@ -431,7 +430,6 @@ class Handler(BaseHTTPRequestHandler):
         if memo is not None and memo[0] is data:
             return memo[1]
         body = json.dumps({**data, "generated_at": None}, sort_keys=True, ensure_ascii=True, default=str).encode()
-        from hashlib import sha256
 
         tag = '"' + sha256(body).hexdigest()[:24] + '"'
         memos[path] = (data, tag)
@@ -508,8 +506,6 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 

@@ -15,16 +15,28 @@ ever signalled after that health check proved the pid belongs to it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import webbrowser
+from contextlib import nullcontext
 
+import loopx
 from loopx import __version__, config
-from loopx.errors import Conflict, StateError, UsageError
+from loopx.dashboard.server import build_id, launch_token, make_server
+from loopx.errors import Conflict, LoopxError, StateError, UsageError
+from loopx.kernel.read import notices
+from loopx.kernel.storage import clock, registry
+from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.store import DIRNAME, Store
+from loopx.kernel.write.humans import agent_evidence
+from loopx.notify import channels, outbox
 
 STATE_NAME = "dashboard.json"
 LOG_NAME = "dashboard.log"
@@ -54,8 +66,6 @@ def _serve(server, open_browser: bool, on_close=None) -> dict:
     """Open the launch URL if asked, serve until a signal stops ``server``, then close it (and call
     ``on_close``). Returns ``{"stopped": True, "port"}``."""
     if open_browser:
-        import webbrowser
-
         webbrowser.open(server.launch_url)
     try:
         server.serve_forever(poll_interval=0.5)
@@ -67,8 +77,6 @@ def _serve(server, open_browser: bool, on_close=None) -> dict:
 
 
 def home() -> str:
-    from loopx.kernel.storage import registry
-
     return registry.home()
 
 
@@ -114,7 +122,6 @@ def read_state() -> dict | None:
 
 def write_state(info: dict) -> None:
     os.makedirs(home(), exist_ok=True)
-    from loopx.kernel.storage.fs import atomic_write
 
     atomic_write(state_path(), json.dumps(info, indent=2) + "\n", mode=0o600)
 
@@ -140,8 +147,6 @@ def connect_host(host: str | None) -> str:
 def probe(port: int, timeout: float = 2.0, host: str | None = None) -> dict | None:
     """``/api/health`` of a dashboard on ``host`` (default 127.0.0.1):``port``, or None when nothing
     sane answers."""
-    import http.client
-
     addr = connect_host(host)
     conn = http.client.HTTPConnection(addr, port, timeout=timeout)
     try:
@@ -240,8 +245,6 @@ def stop() -> dict:
 
 
 def _lock():
-    from loopx.kernel.storage.store import Store
-
     d = os.path.join(home(), "dashboard")
     os.makedirs(d, exist_ok=True)
     return Store(d).lock(timeout=START_TIMEOUT + STOP_TIMEOUT + 5)
@@ -279,8 +282,6 @@ def ensure(port: int | None = None, unsafe_host: str | None = None) -> dict:
 
 
 def _build() -> str:
-    from loopx.dashboard.server import build_id
-
     return build_id()
 
 
@@ -291,15 +292,11 @@ def current(health: dict | None) -> bool:
 
 
 def _launch(info: dict) -> str:
-    from loopx.dashboard.server import launch_token
-
     return f"http://{connect_host(info.get('host'))}:{info['port']}/launch?token={launch_token(info['token'])}"
 
 
 def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
     """Start ``loopx dashboard --foreground`` detached; wait until it has written its state."""
-    import loopx
-
     os.makedirs(home(), exist_ok=True)
     _trim_log()
     args = [sys.executable, "-m", "loopx", "dashboard", "--foreground", "--no-open", "--port", str(port), "--child"]
@@ -308,7 +305,6 @@ def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
     if unsafe_host:
         args += ["--unsafe-host", unsafe_host]
     env = dict(os.environ)
-    from loopx.kernel.write.humans import agent_evidence
 
     who = agent_evidence(None)  # judged here: the detached server no longer has the agent among its parents
     if who:
@@ -360,13 +356,9 @@ def _log_tail() -> str:
 # ---------------------------------------------------------------------- serving in this process
 def bind(port: int, *, fallback: bool, unsafe_host: str | None = None):
     """Bind the server (falling back to any free port when allowed). Raises Conflict when taken."""
-    from loopx.dashboard.server import make_server
-
     host = unsafe_host or "127.0.0.1"
     extra: tuple[str, ...] = ()
     if unsafe_host and unsafe_host in ("0.0.0.0", "::"):
-        import socket
-
         extra = (socket.gethostname(), socket.getfqdn())
     try:
         return make_server(host, port, extra_hosts=extra, log=sys.stderr)
@@ -382,8 +374,6 @@ def serve(port: int, *, fallback: bool, unsafe_host: str | None, announce, open_
     """Run the server in this process until SIGTERM/SIGINT. ``announce(server)`` is called once it
     listens (prints the launch URL). Refuses (Conflict) when a dashboard of this version runs.
     ``child``: spawned by ``ensure()``, which holds the service lock and has cleared the way."""
-    from contextlib import nullcontext
-
     with nullcontext() if child else _lock():
         info = read_state()
         health = _live(info)
@@ -417,12 +407,6 @@ def _notify_loop(stopping: threading.Event) -> None:
 
 def flush_all() -> int:
     """One pass: flush each registered project that has pending notices; returns how many were sent."""
-    from loopx.errors import LoopxError
-    from loopx.kernel.read import notices
-    from loopx.kernel.storage import clock, registry
-    from loopx.kernel.storage.store import DIRNAME, Store
-    from loopx.notify import channels, outbox
-
     cfg = outbox.user_cfg()
     if not channels.configured(cfg):
         return 0
@@ -446,8 +430,6 @@ def serve_trace(trace, port: int, *, announce, open_browser: bool) -> dict:
     """Serve one trace archive (a ``TraceApi``) read-only on 127.0.0.1:``port`` in this process
     until SIGTERM/SIGINT. Independent of the background service: no state file, no lock, no
     notifications, no project. Raises Conflict when the port is taken."""
-    from loopx.dashboard.server import make_server
-
     try:
         server = make_server("127.0.0.1", port, log=sys.stderr, trace=trace)
     except OSError as exc:

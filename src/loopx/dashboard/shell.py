@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from importlib import resources
 
 from loopx import __version__
 
@@ -63,8 +64,6 @@ def _sign(secret: str, nonce: str) -> str:
 def build_id() -> str:
     """A short hash of this loopx version and the dashboard's code and static files: a running
     server with another build (an upgrade, or an edited checkout) is replaced by the service."""
-    from importlib import resources
-
     h = hashlib.sha256(__version__.encode())
     root = resources.files("loopx.dashboard")
     for name in ("__init__.py", "api.py", "server.py", "service.py", "shell.py", "traceapi.py"):
@@ -76,8 +75,6 @@ def build_id() -> str:
 
 def static_bytes(name: str) -> bytes:
     """One allow-listed static file from the package (``name`` must be a value of STATIC)."""
-    from importlib import resources
-
     if name not in {v[0] for v in STATIC.values()}:
         raise KeyError(name)
     data = resources.files("loopx.dashboard").joinpath("static", name).read_bytes()

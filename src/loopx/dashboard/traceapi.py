@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.read import tracefile
+
 ENTRIES_SHOWN = 20000  # a 200-hour run has a few thousand records; the page renders what it gets
 
 
@@ -21,8 +23,6 @@ class TraceApi:
     read_only = True
 
     def __init__(self, archive: dict, verification: dict | None, path: str) -> None:
-        from loopx.kernel.read import tracefile
-
         self.files = archive["files"]
         m = archive["manifest"]
         self.timeline = tracefile.timeline(archive)

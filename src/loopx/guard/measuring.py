@@ -13,7 +13,10 @@ also denied to reads: a file tool that reads it, and a shell command that names 
 from __future__ import annotations
 
 import os
+import shlex
 
+from loopx import config
+from loopx.guard import shell
 from loopx.kernel.read import scope, worktrees
 from loopx.kernel.storage import layout
 
@@ -21,7 +24,6 @@ from loopx.kernel.storage import layout
 def _script_paths(command: str | None, project_dir: str) -> list[str]:
     if not command:
         return []
-    import shlex
 
     try:
         words = shlex.split(command)
@@ -117,8 +119,6 @@ def _check_reads(reads, cwd: str | None, project_dir: str, hold: dict, results: 
 
 def _check_commands(state: dict, commands, cwd: str | None, project_dir: str, table: dict, hold: dict,
                     results: str | None, read_only, matches) -> dict:
-    from loopx.guard import shell
-
     hold = dict(hold)  # running the holdout command's script shows its numbers: named in a command, it is denied
     for gid, e in (state.get("experiments") or {}).items():
         for p in _script_paths(e.get("holdout"), project_dir):
@@ -156,8 +156,6 @@ def _named(prog: str, paths, base: str | None, project_dir: str, table: dict, ho
 
 def _results_dir() -> str:
     """Where promotions keep the holdout's result for the human (trialstep.holdout_file)."""
-    from loopx import config
-
     return os.path.realpath(os.path.join(config.data_home(), layout.HOLDOUT))
 
 

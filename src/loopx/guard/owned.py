@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+from loopx import hostfacts
+
 BEGIN = "<!-- loopx:begin"
 END = "<!-- loopx:end -->"
 _cache: dict = {}
@@ -31,8 +33,6 @@ def _roots(project_dir: str) -> tuple[str, str]:
 def targets(project_dir: str) -> dict:
     """``{"files": set, "skills": [dir], "blocks": set}`` of absolute real paths for the project
     and the user's home (both scopes), from the host table. Cached per process and environment."""
-    from loopx import hostfacts
-
     proj, home = _roots(project_dir)
     key = (proj, home, *(os.environ.get(v) or "" for v in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR",
                                                             "XDG_CONFIG_HOME")), tuple(hostfacts.HOSTS))
@@ -58,8 +58,6 @@ def _real(path: str) -> str:
 
 
 def _is_loopx_skill(name: str) -> bool:
-    from loopx import hostfacts
-
     return name == hostfacts.SKILL_PREFIX or name.startswith(hostfacts.SKILL_PREFIX + "-")
 
 
@@ -132,8 +130,6 @@ def names() -> frozenset:
     """Every path component of the files and folders above (project-relative table paths and the
     instruction files' names): a shell word with one of them may name an owned path, so the
     guard resolves it."""
-    from loopx import hostfacts
-
     key = ("names", tuple(hostfacts.HOSTS))
     hit = _names_cache.get(key)
     if hit is not None:

@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
+import subprocess
+
+from loopx.resources import loopx_executable
 
 SHELLS = ("posix", "cmd", "pwsh")
 _PLAIN = re.compile(r"^[A-Za-z0-9_./\\:+=@,-]+$")
@@ -29,8 +33,6 @@ def loopx_argv() -> list[str]:
     """The argv that starts this installation's loopx: ``[abs path of the loopx script]`` or
     ``[sys.executable, "-m", "loopx"]``, from ``resources.loopx_executable()`` (a command string,
     quoted or not for the platform's shell)."""
-    from loopx.resources import loopx_executable
-
     exe = loopx_executable()
     if os.path.isfile(exe):
         return [exe]
@@ -52,8 +54,6 @@ def render(argv: list[str], shell: str) -> str:
     if shell == "posix":
         return " ".join(shlex.quote(a) for a in argv)
     if shell == "cmd":
-        import subprocess
-
         if any("%" in a or "!" in a for a in argv):  # cmd.exe expands %VAR% (and !VAR!) even inside quotes
             raise ValueError("a word with % or ! cannot be quoted for cmd.exe: " + next(a for a in argv if "%" in a or "!" in a))
         return subprocess.list2cmdline(argv)
@@ -170,8 +170,6 @@ def program_of(command: str, shell: str | None = None) -> str | None:
 def can_start(program: str, path_env: str | None = None) -> tuple[bool, str]:
     """``(ok, where)``: whether ``program`` resolves to an executable file (an absolute path is
     checked as is; a bare name is looked up on ``path_env``, default this process's PATH)."""
-    import shutil
-
     if os.path.isabs(program) or os.sep in program or (os.altsep and os.altsep in program):
         ok = os.path.isfile(program) and os.access(program, os.X_OK)
         return ok, program

@@ -24,6 +24,9 @@ import re
 from dataclasses import dataclass
 
 from loopx import __version__
+from loopx.kernel.storage import registry
+from loopx.kernel.storage.chain import sha256  # the built-in one: hashlib loads OpenSSL (~4 MB)
+from loopx.kernel.storage.fs import atomic_write, resolve
 
 BEGIN_RE = re.compile(r"<!-- loopx:begin[^>]*?hash=([0-9a-f]{12})[^>]*-->\n?")
 BEGIN_ANY = re.compile(r"<!-- loopx:begin[^>]*-->\n?")
@@ -44,8 +47,6 @@ class Item:
 
 
 def sha(text: str) -> str:
-    from loopx.kernel.storage.chain import sha256  # the built-in one: hashlib loads OpenSSL (~4 MB)
-
     return sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -56,8 +57,6 @@ def block_text(content: str) -> str:
 
 # ------------------------------------------------------------------ manifest
 def manifest_path() -> str:
-    from loopx.kernel.storage import registry
-
     return os.path.join(registry.home(), "hosts", "manifest.json")
 
 
@@ -81,8 +80,6 @@ def save_manifest(data: dict) -> None:
 def write_text(path: str, text: str) -> None:
     """Write ``text`` atomically through ``kernel.fs.atomic_write``: a symlink keeps pointing at
     its target, which gets the new text; the target's file mode is kept. Creates parent folders."""
-    from loopx.kernel.storage.fs import atomic_write, resolve
-
     os.makedirs(os.path.dirname(resolve(path)) or ".", exist_ok=True)
     atomic_write(path, text)
 

@@ -20,8 +20,9 @@ import json
 import os
 import re
 
+from loopx import hostfacts
 from loopx.errors import StateError
-from loopx.hosts import cmdline, files
+from loopx.hosts import adapters, cmdline, files
 
 _OURS = re.compile(r"loopx(?:\.exe)?['\"]?\s+hook\s")
 
@@ -32,8 +33,6 @@ def command_prefix() -> str:
 
 
 def _adapter(host: str):
-    from loopx.hosts import adapters
-
     return adapters.get(host)
 
 
@@ -154,8 +153,6 @@ def refresh_installed(scope: str, root: str) -> list[dict]:
     """Re-write loopx's hooks for every host where they are installed but not current (after an
     upgrade or a move of loopx). Hosts without loopx hooks stay untouched (hooks are opt-in);
     edited plugin files are kept. Used by ``loopx workflow-skills --install``."""
-    from loopx import hostfacts
-
     rows = []
     for host in hostfacts.hook_hosts():
         try:

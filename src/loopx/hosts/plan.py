@@ -24,7 +24,10 @@ import os
 from pathlib import Path
 
 from loopx import hostfacts
+from loopx.errors import StateError
+from loopx.exe import loopx_command
 from loopx.hosts.files import Item
+from loopx.resources import data_path
 
 # where each host's files go is its row of the host table (loopx.hostfacts: skills, doc, extra)
 SKILL_DIR = {h: r["skills"]["project"] for h, r in hostfacts.HOSTS.items()}
@@ -73,8 +76,6 @@ def with_loopx_path(text: str, exe: str | None = None) -> str:
     installed it (``exe``, default this one), so a host whose shell resets PATH (Codex runs
     ``bash -lc``) can still run every ``loopx`` line of the skill. A moved loopx makes the skill
     ``stale`` (like the hooks) until ``workflow-skills --install`` writes it again."""
-    from loopx.exe import loopx_command
-
     exe = exe or loopx_command()
     note = (f"\n> This loopx is `{exe}`. If `loopx` is not found in your shell (a login shell may reset PATH), "
             f"run `{exe}` wherever a line below says `loopx`.\n")
@@ -86,12 +87,8 @@ def with_loopx_path(text: str, exe: str | None = None) -> str:
 
 def skills_root() -> Path:
     """The bundled skills: ``loopx/_data/skills`` in a wheel, the repository's ``skills/`` in a checkout."""
-    from loopx.resources import data_path
-
     p = data_path("skills")
     if not p.is_dir():
-        from loopx.errors import StateError
-
         raise StateError(f"loopx's bundled skills are missing from this installation ({p})",
                          "reinstall loopx (pipx reinstall loopx, or pip install --force-reinstall)")
     return p

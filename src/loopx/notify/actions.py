@@ -12,12 +12,17 @@ text gets the same lines, so every preset (ntfy, Slack, Discord, the desktop) sh
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+from urllib.parse import quote
+
+from loopx.config import env
+from loopx.kernel.storage import fold, registry
+from loopx.kernel.storage.registry import project_key
 
 
 def _quote(path: str) -> str:
-    import shlex
-
     return shlex.quote(path)
 
 
@@ -25,11 +30,6 @@ def dashboard_base() -> str:
     """The dashboard's address: the running one's (its state file, ``dashboard.json`` in the user
     data folder, which ``loopx.dashboard.service`` writes; read here directly because that module
     sends notifications itself), else where ``loopx dashboard`` would start it."""
-    import json
-
-    from loopx.config import env
-    from loopx.kernel.storage import registry
-
     try:
         with open(os.path.join(registry.home(), "dashboard.json"), encoding="utf-8") as fh:
             info = json.load(fh)
@@ -47,10 +47,6 @@ def dashboard_base() -> str:
 
 def gate_link(project_dir: str, goal_id: str | None, gate_id: str | None, base: str | None = None) -> str:
     """The dashboard page of ``gate_id``'s goal (no token: signing in is the human's own session)."""
-    from urllib.parse import quote
-
-    from loopx.kernel.storage.registry import project_key
-
     base = base or dashboard_base()
     tail = f"/{quote(gate_id, safe='')}" if gate_id else ""
     return f"{base}/#/goal/{project_key(project_dir)}/{quote(goal_id or '', safe='')}{tail}"
@@ -59,8 +55,6 @@ def gate_link(project_dir: str, goal_id: str | None, gate_id: str | None, base: 
 def enrich(notice: dict, state: dict, project_dir: str) -> dict:
     """The notice with what a person needs to act on it (see the module doc). Never raises for a
     gate or goal the state no longer shows (it sends what it has)."""
-    from loopx.kernel.storage import fold
-
     out = dict(notice)
     name = os.path.basename(project_dir.rstrip("/\\")) or project_dir
     out["project"], out["project_path"] = name, project_dir

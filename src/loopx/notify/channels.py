@@ -8,8 +8,15 @@ is redacted before it leaves the machine.
 
 from __future__ import annotations
 
+import json  # not at import: should-run asks ``configured`` after every decision
 import os
+import shutil
+import subprocess
 import sys
+import urllib.error
+import urllib.request
+
+from loopx.kernel.storage.redact import redact_text
 
 PRESETS = ("json", "ntfy", "slack", "discord")
 ACTION_FIELDS = ("project_path", "goal_objective", "gate_id", "question", "command", "reject_command", "link")
@@ -28,8 +35,6 @@ def configured(cfg: dict) -> list[str]:
 
 
 def _fields(notice: dict, project: str) -> dict:
-    from loopx.kernel.storage.redact import redact_text
-
     out = {"event_id": notice.get("event_id"), "type": notice.get("type"), "goal": notice.get("goal"),
            "reason": notice.get("reason"), "ts": notice.get("ts"), "project": notice.get("project") or project,
            "title": redact_text(str(notice.get("title") or ""))[:200],
@@ -42,8 +47,6 @@ def _fields(notice: dict, project: str) -> dict:
 
 def webhook_request(wcfg: dict, notice: dict, project: str) -> tuple[bytes, dict]:
     """(body, headers) for the webhook, from its ``preset`` or ``template``."""
-    import json  # not at import: should-run asks ``configured`` after every decision
-
     f = _fields(notice, project)
     preset = wcfg.get("preset") or "json"
     headers = {"User-Agent": "loopx-notify", "X-Loopx-Event": str(f["event_id"])}
@@ -72,9 +75,6 @@ def webhook_request(wcfg: dict, notice: dict, project: str) -> tuple[bytes, dict
 
 
 def send_webhook(wcfg: dict, notice: dict, project: str) -> dict:
-    import urllib.error
-    import urllib.request
-
     url = str(wcfg.get("url") or "")
     if not url.startswith(("http://", "https://")):
         return {"ok": False, "skipped": False, "detail": "the webhook URL must start with http:// or https://"}
@@ -92,9 +92,6 @@ def send_webhook(wcfg: dict, notice: dict, project: str) -> dict:
 
 def desktop_command(title: str, body: str) -> list[str] | None:
     """The platform's own notification command, or None when it has none installed."""
-    import json
-    import shutil
-
     if sys.platform == "darwin":
         if not shutil.which("osascript"):
             return None
@@ -115,8 +112,6 @@ def desktop_command(title: str, body: str) -> list[str] | None:
 
 
 def send_desktop(notice: dict, project: str) -> dict:
-    import subprocess
-
     f = _fields(notice, project)
     cmd = desktop_command(f["title"], f"{f['body']} ({project})")
     if cmd is None:

@@ -7,6 +7,7 @@ kernel/storage/anchors.py and docs/security.md."""
 
 from __future__ import annotations
 
+from loopx.kernel.storage import anchors, machines
 from loopx.ops.check import result
 
 REMOTE_TIMEOUT = 15.0
@@ -15,8 +16,6 @@ REMOTE_NODE_REFS = "refs/loopx/remote-node-anchors/"  # + <remote>/<node>: each 
 
 
 def _remotes(cwd: str) -> list[str]:
-    from loopx.kernel.storage import anchors
-
     try:
         return [r for r in anchors.git(cwd, "remote").split() if r]
     except Exception:  # noqa: BLE001
@@ -27,8 +26,6 @@ def fetch_remote(cwd: str, remote: str) -> str | None:
     """Fetch ``remote``'s anchor ref into ``refs/loopx/remote-anchors/<remote>`` (a ref of loopx's own;
     no branch, index or working tree is touched). Returns its commit, or None when the remote has
     none. Raises RuntimeError/OSError/TimeoutExpired when the remote cannot be read."""
-    from loopx.kernel.storage import anchors
-
     listed = anchors.git(cwd, "ls-remote", remote, anchors.REF, timeout=REMOTE_TIMEOUT)
     if not listed:
         return None
@@ -41,8 +38,6 @@ def fetch_node_refs(cwd: str, remote: str) -> dict[str, str]:
     """Fetch ``remote``'s per-node anchor refs (``refs/loopx/node-anchors/*``, pushed when several
     machines write the store) into ``refs/loopx/remote-node-anchors/<remote>/*``. Returns
     {node: commit} ({} when there are none). Raises like ``fetch_remote``."""
-    from loopx.kernel.storage import anchors
-
     listed = anchors.git(cwd, "ls-remote", remote, anchors.NODE_REFS + "*", timeout=REMOTE_TIMEOUT)
     refs = {}
     for row in listed.splitlines():
@@ -59,8 +54,6 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     """One result per anchor source that exists: ``store.anchors.file``, ``store.anchors.git`` and
     ``store.anchors.remote.<name>`` (plus ``store.anchors.rewound.<name>`` when the local ref lacks
     what the remote holds); none when nothing was ever anchored."""
-    from loopx.kernel.storage import anchors
-
     store = t.store()
     if store.format_number() < 2:
         return []
@@ -104,47 +97,51 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     if not remotes:
         return out
     for remote in _remotes(cwd):
-        cid = f"store.anchors.remote.{remote}"
-        try:
-            rtip = fetch_remote(cwd, remote)
-        except Exception as exc:  # noqa: BLE001 - an unreachable remote is a warning, not a failure
-            out.append(result(cid, "warning", f"the anchors on remote {remote} cannot be read: "
-                                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                              None))
-            continue
-        fix = "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on as tampered"
-        if rtip is not None:
-            _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
-            judge(cid, f"{anchors.REF} on remote {remote}", rfound, fix)
-            writer = rfound[-1].get("node") if rfound else None
-            mine = writer == here if writer else not _several(store)  # another machine's anchors are not ours
-            if mine:
-                _rewound(out, cwd, remote, rtip, tip)
-        try:
-            nodes = fetch_node_refs(cwd, remote)
-        except Exception as exc:  # noqa: BLE001
-            out.append(result(f"store.anchors.nodes.{remote}", "warning", f"the per-node anchors on remote {remote} "
-                              f"cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", None))
-            continue
-        if not nodes:
-            continue
-        found_all: list[dict] = []
-        ours = set(store.load(view="live")["meta"].get("chain") or {})
-        for node in sorted(nodes):
-            found_all += _node_anchors(cwd, f"{REMOTE_NODE_REFS}{remote}/{node}", ours)
-        judge(f"store.anchors.nodes.{remote}", f"{anchors.NODE_REFS}* ({len(nodes)} node(s)) on remote {remote}",
-              sorted(found_all, key=lambda a: a.get("at") or ""), fix)
-        if here in nodes:
-            _rewound(out, cwd, remote, nodes[here], tip)
+        _check_remote(store, judge, out, cwd, remote, tip, pid, here)
     return out
+
+
+def _check_remote(store, judge, out: list[dict], cwd: str, remote: str, tip: str | None, pid: str, here: str) -> None:
+    """check_anchors' results for one remote: its anchor ref (and whether the local one was rewound)
+    and the per-node anchors of the machines that push there."""
+    cid = f"store.anchors.remote.{remote}"
+    try:
+        rtip = fetch_remote(cwd, remote)
+    except Exception as exc:  # noqa: BLE001 - an unreachable remote is a warning, not a failure
+        out.append(result(cid, "warning", f"the anchors on remote {remote} cannot be read: "
+                                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                          None))
+        return
+    fix = "the pushed anchor is the one the agent cannot rewrite: treat the local log from that seq on as tampered"
+    if rtip is not None:
+        _t, rfound = anchors.read_ref(cwd, REMOTE_REF + remote, pid)
+        judge(cid, f"{anchors.REF} on remote {remote}", rfound, fix)
+        writer = rfound[-1].get("node") if rfound else None
+        mine = writer == here if writer else not _several(store)  # another machine's anchors are not ours
+        if mine:
+            _rewound(out, cwd, remote, rtip, tip)
+    try:
+        nodes = fetch_node_refs(cwd, remote)
+    except Exception as exc:  # noqa: BLE001
+        out.append(result(f"store.anchors.nodes.{remote}", "warning", f"the per-node anchors on remote {remote} "
+                          f"cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", None))
+        return
+    if not nodes:
+        return
+    found_all: list[dict] = []
+    ours = set(store.load(view="live")["meta"].get("chain") or {})
+    for node in sorted(nodes):
+        found_all += _node_anchors(cwd, f"{REMOTE_NODE_REFS}{remote}/{node}", ours)
+    judge(f"store.anchors.nodes.{remote}", f"{anchors.NODE_REFS}* ({len(nodes)} node(s)) on remote {remote}",
+          sorted(found_all, key=lambda a: a.get("at") or ""), fix)
+    if here in nodes:
+        _rewound(out, cwd, remote, nodes[here], tip)
 
 
 def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:
     """The anchors on ``ref`` that speak of this store: each clone of a synced project has its own
     project id (the anchor's file name), so every project file at the ref's tip is read and the
     anchors naming at least one node whose records this store holds are kept."""
-    from loopx.kernel.storage import anchors
-
     out: list[dict] = []
     for name in anchors.git(cwd, "ls-tree", "--name-only", ref).splitlines():
         if name.endswith(".json"):
@@ -154,15 +151,11 @@ def _node_anchors(cwd: str, ref: str, ours: set) -> list[dict]:
 
 
 def _several(store) -> bool:
-    from loopx.kernel.storage import machines
-
     return machines.several(store.load(view="live"))
 
 
 def _rewound(out: list, cwd: str, remote: str, rtip: str, tip: str | None) -> None:
     """An error when the local anchor ref does not contain ``rtip``, this clone's anchors on ``remote``."""
-    from loopx.kernel.storage import anchors
-
     if not tip or not anchors.is_ancestor(cwd, rtip, tip):
         out.append(result(f"store.anchors.rewound.{remote}", "error",
                           f"the local {anchors.REF} does not contain the anchors pushed to {remote} "

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import zipfile
 
 from loopx.errors import StateError
+from loopx.kernel.storage import registry
+from loopx.kernel.storage.fs import atomic_write
+from loopx.ops.channel import _dist_path, find_distribution
 
 SKIP_META = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 KEEP = 3  # backup wheels kept in <loopx data folder>/update-backups/
@@ -31,15 +35,11 @@ def _digest(data: bytes) -> str:
 
 
 def backup_dir() -> str:
-    from loopx.kernel.storage import registry
-
     return os.path.join(registry.home(), "update-backups")
 
 
 def backup_path(dest_dir: str | None = None) -> str | None:
     """Where ``backup_wheel`` will write the running installation's wheel (None: no metadata)."""
-    from loopx.ops.channel import find_distribution
-
     dist = find_distribution()
     if dist is None:
         return None
@@ -47,8 +47,6 @@ def backup_path(dest_dir: str | None = None) -> str | None:
 
 
 def backup_wheel(dest_dir: str | None = None) -> str:
-    from loopx.ops.channel import _dist_path, find_distribution
-
     dist = find_distribution()
     dpath = _dist_path(dist) if dist is not None else None
     if dist is None or dpath is None or not dist.files:
@@ -58,9 +56,6 @@ def backup_wheel(dest_dir: str | None = None) -> str:
     dest_dir = dest_dir or backup_dir()
     os.makedirs(dest_dir, exist_ok=True)
     path = os.path.join(dest_dir, f"loopx-{dist.version}-{_tag(dist)}.whl")
-    import io
-
-    from loopx.kernel.storage.fs import atomic_write
 
     buf = io.BytesIO()
     records = []

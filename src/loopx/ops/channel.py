@@ -21,6 +21,7 @@ must never touch.
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from urllib.parse import unquote, urlparse
 
 import loopx
 from loopx.errors import StateError
+from loopx.kernel.storage.gitcli import git_dir
 
 NAME = "loopx"
 MANUAL = ("editable", "vcs", "source", "system", "unknown")
@@ -63,8 +65,6 @@ def _dist_path(dist) -> str | None:
 
 def find_distribution():
     """The installed distribution that provides the running ``loopx`` package, or None."""
-    import importlib.metadata as md
-
     pkg_dir = os.path.realpath(os.path.dirname(loopx.__file__))
     for dist in md.distributions(path=[os.path.dirname(pkg_dir)]):
         if _norm(dist.metadata.get("Name") or "") == NAME:
@@ -92,8 +92,6 @@ def read_direct_url(dist) -> dict | None:
 
 def _git_checkout(path: str) -> str | None:
     """The git checkout (a folder with ``.git`` and ``pyproject.toml``) at most 6 levels above ``path``."""
-    from loopx.kernel.storage.gitcli import git_dir
-
     found = git_dir(path)
     top = os.path.dirname(found) if found else None
     if top and os.path.exists(os.path.join(top, "pyproject.toml")) \

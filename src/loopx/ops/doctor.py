@@ -16,12 +16,24 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from loopx import __version__
+from loopx import __version__, config, resources, sandbox
 from loopx.config import env
-from loopx.kernel.storage import caches
+from loopx.dashboard import service
+from loopx.errors import LoopxError
+from loopx.kernel.read import worktrees
+from loopx.kernel.read.verify import open_error
+from loopx.kernel.storage import caches, clock, fold, gitcli, machines
+from loopx.kernel.storage.clock import UTC, datetime
+from loopx.kernel.storage.fs import project_dir
 from loopx.kernel.storage.layout import DIRNAME
+from loopx.kernel.storage.store import Store
+from loopx.kernel.write import signing
+from loopx.ops import channel, fixes, hostcheck, pathcheck, storechecks
 from loopx.ops.check import result
+from loopx.ops.storescan import scan
+from loopx.sync import skew
 
 PROBLEM = ("warning", "error")
 MIN_PYTHON = (3, 11)
@@ -40,8 +52,6 @@ class Target:
     def scan(self) -> dict:
         """The one pass over every line (``ops.storescan.scan``), made once and shared by the checks."""
         if self._scan is None:
-            from loopx.ops.storescan import scan
-
             self._scan = scan(self.root or "")
         return self._scan
 
@@ -57,9 +67,6 @@ class Target:
         While signing is off it holds only the gates that were ever signed (all the signing check
         reads); its other counters (``meta.events``, agents) are not the store's."""
         if getattr(self, "_light", None) is None:
-            from loopx.kernel.storage import fold
-            from loopx.kernel.write import signing
-
             state = fold.empty()
             gates = self.scan["gates"]
             # signing off: the signing check reads only the gates that end up signed, so only gates a
@@ -79,8 +86,6 @@ def _doctor_store(t: Target):
     be had without folding the history (no usable cache, a checkpoint of an older loopx), it is
     ``t.light_state()``, which holds what doctor's checks read from it (chain heads, machines,
     gates). A full load (``view="full"``) is the store's own, without saving a snapshot."""
-    from loopx.kernel.storage.store import Store
-
     class _DoctorStore(Store):
         _live = None
 
@@ -108,14 +113,10 @@ def check_python(t: Target) -> dict:
 
 
 def check_path(t: Target) -> dict:
-    from loopx.ops import pathcheck
-
     return pathcheck.check()
 
 
 def check_install(t: Target) -> dict:
-    from loopx.ops import channel
-
     try:
         info = channel.detect()
     except Exception as exc:  # detection reads foreign metadata; never let it break doctor
@@ -134,14 +135,8 @@ def check_install(t: Target) -> dict:
 
 def check_package(t: Target) -> dict:
     """The files the code needs beside it: bundled skills, examples, the dashboard's static shell."""
-    from pathlib import Path
-
-    try:
-        from loopx.resources import data_path
-    except ImportError:
-        return result("package", "skipped", "this loopx has no bundled-data lookup")
-    wanted = {"skills": data_path("skills", "loopx", "SKILL.md"),
-              "examples": data_path("examples", "demo-project"),
+    wanted = {"skills": resources.data_path("skills", "loopx", "SKILL.md"),
+              "examples": resources.data_path("examples", "demo-project"),
               "dashboard shell": Path(__file__).resolve().parent.parent / "dashboard" / "static" / "index.html"}
     missing = [name for name, p in wanted.items() if not p.exists()]
     if missing:
@@ -152,12 +147,7 @@ def check_package(t: Target) -> dict:
 
 def check_dashboard(t: Target) -> dict:
     try:
-        from loopx.dashboard import service  # built by the dashboard issue
-        status_fn = service.status
-    except (ImportError, AttributeError):
-        return result("dashboard", "skipped", "this loopx has no dashboard service to ask")
-    try:
-        st = status_fn()
+        st = service.status()
     except Exception as exc:
         return result("dashboard", "warning", f"could not read the dashboard's status: {exc}",
                       "loopx dashboard --stop, then loopx dashboard")
@@ -173,8 +163,6 @@ def check_dashboard(t: Target) -> dict:
 
 def check_sandbox(t: Target) -> dict:
     """Whether ``loopx run`` and ``loopx sandbox`` can confine agents here (loopx.sandbox)."""
-    from loopx import sandbox
-
     st = sandbox.status()
     if sandbox.enforced():
         return result("sandbox", "ok", st["line"].removeprefix("sandbox: "))
@@ -184,9 +172,6 @@ def check_sandbox(t: Target) -> dict:
 
 
 def check_clock(t: Target) -> dict:
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.clock import UTC, datetime
-
     fixed = env("LOOPX_NOW")
     if fixed:
         return result("clock", "warning", f"LOOPX_NOW={fixed} freezes loopx's clock (meant for tests)",
@@ -215,9 +200,6 @@ def _clock_of_machines(t: Target, now) -> dict | None:
     (``loopx.sync.skew.offsets``: records stamped in this clock's future), or this machine when
     most others are ahead of it; ``ok`` when the clocks agree. None for a single machine's store
     (then only this clock against the newest record)."""
-    from loopx.kernel.storage import clock, machines
-    from loopx.sync import skew
-
     store = t.store()
     state = store.load(view="live")
     if not machines.several(state):
@@ -246,22 +228,16 @@ def _clock_of_machines(t: Target, now) -> dict | None:
 
 # ------------------------------------------------------------------ project
 def check_store(t: Target) -> list[dict]:
-    from loopx.ops import storechecks
-
     return storechecks.all_checks(t)
 
 
 def check_gitignore(t: Target) -> dict:
-    from loopx.ops import storechecks
-
     return storechecks.gitignore(t)
 
 
 def check_worktrees(t: Target) -> dict:
     """Worktrees of parallel runs left under ``.loopx/worktrees/`` (a failed run keeps its worktree
     so a human can look at it; a finished run's is removed)."""
-    from loopx.kernel.read import worktrees
-
     kept = worktrees.listing(t.root or "")
     if not kept:
         branches = _run_branches(t.project_dir)
@@ -280,8 +256,6 @@ def check_worktrees(t: Target) -> dict:
 
 def _run_branches(project_dir: str | None) -> list[str]:
     """``loopx/*`` branches (runs whose work waits at a gate, conflicted, or was not verified)."""
-    from loopx.kernel.storage import gitcli
-
     if not project_dir or gitcli.git_dir(project_dir) is None:
         return []
     try:
@@ -293,17 +267,12 @@ def _run_branches(project_dir: str | None) -> list[str]:
 
 
 def check_location(t: Target) -> dict:
-    from loopx.ops import pathcheck
-
     return pathcheck.location(t.root or "")
 
 
 def check_setup(t: Target) -> list[dict]:
     """Setup errors the runs recorded (``verify_broken``): the verify command could not run under
     the scheduler's environment, which doctor cannot see otherwise, so it reads the run's record."""
-    from loopx.errors import LoopxError
-    from loopx.kernel.read.verify import open_error
-
     if t.root and t.scan["format"]["ok"]:
         facts = t.scan["setup"]
         if not any(rid in facts["runs_with_error"] for rid in facts["last_runs"].values()):
@@ -336,16 +305,12 @@ def check_setup(t: Target) -> list[dict]:
 
 
 def check_hosts(t: Target) -> list[dict]:
-    from loopx.ops import hostcheck
-
     return hostcheck.check(t.project_dir)
 
 
 def check_config(t: Target) -> dict:
     """The user's config file parses (usage limits, notification targets and signing live there;
     a broken file is otherwise noticed only by the commands that write it)."""
-    from loopx import config
-
     problem = config.user_config_problem()
     if problem:
         return result("config", "error", problem + "; the usage limits and notification targets in it are not "
@@ -358,8 +323,6 @@ def check_config(t: Target) -> dict:
 def check_signing(t: Target) -> list[dict]:
     """Signed approvals: the signing log chain, the allowed signers file, signer fingerprints, and
     (in a project) approvals whose signature does not verify or signatures while signing is off."""
-    from loopx.kernel.write import signing
-
     s = signing.check()
     out = []
     if not s["enabled"] and not s["entries"] and not s["problems"]:
@@ -391,8 +354,6 @@ PROJECT_CHECKS = (check_store, check_gitignore, check_worktrees, check_location,
 
 def find_project(project: str | None) -> tuple[str | None, dict | None]:
     """(project dir with a .loopx/, or None; a check result when ``project`` is given but unusable)."""
-    from loopx.kernel.storage.fs import project_dir
-
     if project:
         p = os.path.abspath(project)
         if os.path.isdir(os.path.join(p, DIRNAME)):
@@ -435,8 +396,6 @@ def _safely(fn, t: Target) -> list[dict]:
 # ------------------------------------------------------------------ fixes
 def apply_fixes(report: dict, actor: str) -> list[dict]:
     """Run the safe fixes ``report`` offers. Returns ``[{fix, done (bool), detail}]``."""
-    from loopx.ops import fixes
-
     t = Target(report["project"])
     done: list[dict] = []
     ran = set()

@@ -8,13 +8,17 @@ import contextlib
 import os
 import shutil
 
-from loopx.kernel.storage import caches, layout
+from loopx.errors import ReadOnlyStore
+from loopx.kernel.storage import caches, clock, layout
+from loopx.kernel.storage.fs import atomic_write
 from loopx.kernel.storage.layout import STREAMS
+from loopx.ops.hostcheck import refresh
+from loopx.ops.hostcheck import rewrite_hooks as rewrite
+from loopx.ops.storechecks import missing_ignore_rules, stale_temporaries
+from loopx.ops.storescan import quarantine_bad_lines
 
 
 def _writable(store) -> None:
-    from loopx.errors import ReadOnlyStore
-
     store.format_info()
     reason = store.read_only_reason()
     if reason:
@@ -23,9 +27,6 @@ def _writable(store) -> None:
 
 def repair_store(t, actor: str) -> str:
     """Quarantine a torn tail (the store's own repair) and undecodable lines, under the lock."""
-    from loopx.kernel.storage import clock
-    from loopx.ops.storescan import quarantine_bad_lines
-
     store = t.store()
     _writable(store)
     with store.lock():
@@ -60,8 +61,6 @@ def rebuild_cache(t, actor: str) -> str:
 
 
 def add_ignore_rules(t, actor: str) -> str:
-    from loopx.ops.storechecks import missing_ignore_rules
-
     missing = missing_ignore_rules(t.root)
     if not missing:
         return "already ignored"
@@ -73,7 +72,6 @@ def add_ignore_rules(t, actor: str) -> str:
         text = "# written by loopx: machine-local files\n"
     if text and not text.endswith("\n"):
         text += "\n"
-    from loopx.kernel.storage.fs import atomic_write
 
     atomic_write(path, text + "".join(r + "\n" for r in missing))
     return f"added {', '.join(missing)} to .loopx/.gitignore"
@@ -81,8 +79,6 @@ def add_ignore_rules(t, actor: str) -> str:
 
 def remove_temporaries(t, actor: str) -> str:
     """Delete the stale ``*.tmp`` files doctor found (never a file younger than STALE_AFTER)."""
-    from loopx.ops.storechecks import stale_temporaries
-
     removed = 0
     for path in stale_temporaries(t):
         with contextlib.suppress(FileNotFoundError):
@@ -92,14 +88,10 @@ def remove_temporaries(t, actor: str) -> str:
 
 
 def refresh_skills(t, actor: str) -> str:
-    from loopx.ops.hostcheck import refresh
-
     return refresh(t.project_dir)
 
 
 def rewrite_hooks(t, actor: str) -> str:
-    from loopx.ops.hostcheck import rewrite_hooks as rewrite
-
     return rewrite(t.project_dir)
 
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.gitcli import git_dir
+
 RULE = ".loopx/**/*.jsonl merge=union"
 COMMENT = "# loopx: the append-only logs merge by union (readers drop duplicates and order them)"
 
@@ -21,9 +24,6 @@ def has_rule(text: str) -> bool:
 
 
 def ensure(project_dir: str) -> str:
-    from loopx.kernel.storage.fs import atomic_write
-    from loopx.kernel.storage.gitcli import git_dir
-
     if git_dir(project_dir) is None:
         return "not_git"
     path = os.path.join(project_dir, ".gitattributes")

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 
+from loopx import hostfacts
+from loopx.hosts import adapters, files, hookconf, plan
+from loopx.kernel.storage import clock
+from loopx.ops import hosttrust
 from loopx.ops.check import result
 
 
 def _installer():
-    try:
-        from loopx import hostfacts
-        from loopx.hosts import files, plan
-    except ImportError:
-        return None
     return tuple(hostfacts.names()), files, plan
 
 
@@ -76,11 +75,6 @@ def hooks(scope: str, root: str) -> list[dict]:
     """One result per hook host whose configuration holds loopx entries (hooks are opt-in): an
     error when an installed hook cannot start (the host would run nothing and treat that as
     "allow"), a warning when the entries are stale (another loopx path, an older loopx)."""
-    try:
-        from loopx import hostfacts
-        from loopx.hosts import hookconf
-    except ImportError:
-        return [result(f"hooks.{scope}", "skipped", "this loopx has no hook installer to ask")]
     out = []
     for host in hostfacts.hook_hosts():
         cid = f"hooks.{scope}.{host}"
@@ -117,8 +111,6 @@ def hooks(scope: str, root: str) -> list[dict]:
             out.append(result(cid, "warning", f"loopx's plugin {path} was edited; it is never overwritten",
                               fix + " --force (keeps a backup)"))
         else:
-            from loopx.ops import hosttrust
-
             trust = hosttrust.trust_of(host, scope, root)
             if trust and trust["state"] == "untrusted":
                 out.append(result(cid, "error", f"loopx's {host} hooks in {path} are installed but {host} will not run "
@@ -132,8 +124,6 @@ def hooks(scope: str, root: str) -> list[dict]:
 
 
 def _disabled(host: str, scope: str, root: str) -> str | None:
-    from loopx.hosts import adapters
-
     fn = getattr(adapters.get(host), "disabled", None)
     try:
         return fn(scope, root) if fn else None
@@ -143,8 +133,6 @@ def _disabled(host: str, scope: str, root: str) -> str | None:
 
 def rewrite_hooks(project_dir: str | None) -> str:
     """Re-write stale loopx hook entries (both scopes) so they start this loopx."""
-    from loopx.hosts import hookconf
-
     done = []
     for scope, root in _scopes(project_dir):
         rows = hookconf.refresh_installed(scope, root)
@@ -154,8 +142,6 @@ def rewrite_hooks(project_dir: str | None) -> str:
 
 
 def check(project_dir: str | None) -> list[dict]:
-    if _installer() is None:
-        return [result("hosts", "skipped", "this loopx has no host installer to ask about skills and hooks")]
     out = []
     for scope, root in _scopes(project_dir):
         try:
@@ -170,8 +156,6 @@ def check(project_dir: str | None) -> list[dict]:
 
 def refresh(project_dir: str | None) -> str:
     """Reinstall stale and missing (previously installed) items; never touch edited ones."""
-    from loopx.kernel.storage import clock
-
     _, files, _ = _installer()
     stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")
     done = []

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 
+from loopx import hostfacts
+from loopx.errors import LoopxError, StateError
+from loopx.hosts import adapters, hookconf
+
 
 def trust_of(host: str, scope: str, root: str) -> dict | None:
     """``{"state", "why", "how"}`` for ``host``'s installed hooks in ``scope``, or None when the
     host needs no trust (or has no way to ask). Never raises."""
-    from loopx import hostfacts
-    from loopx.hosts import adapters
-
     row = hostfacts.HOSTS.get(host) or {}
     if not row.get("hook_trust"):
         return None
@@ -27,18 +28,12 @@ def trust_of(host: str, scope: str, root: str) -> dict | None:
 
 
 def fix(host: str) -> str:
-    from loopx.hosts import adapters
-
     return getattr(adapters.get(host), "TRUST_FIX", f"trust loopx's hooks in {host}")
 
 
 def require_guard(ctx, host: str) -> None:
     """Raise StateError (exit 3, code ``host_unguarded``) when ``host`` has loopx's hooks installed
     (either scope) but will not run them: the turn would run with the guard off."""
-    from loopx import hostfacts
-    from loopx.errors import LoopxError, StateError
-    from loopx.hosts import hookconf
-
     if not (hostfacts.HOSTS.get(host) or {}).get("hook_trust"):
         return
     try:

@@ -8,24 +8,21 @@ the commands read from them: each goal's status summary, should-run decision and
 
 from __future__ import annotations
 
+from loopx.kernel.policy import decide
+from loopx.kernel.read import fingerprint, status
+from loopx.kernel.storage import caches, clock, fold, layout, logfold
 from loopx.ops.check import result
 
 NAME = "store.snapshot"
 
 
 def _forward(store, state: dict, offsets: dict) -> dict:
-    from loopx.kernel.storage import fold, layout, logfold
-
     for name in layout.STREAMS:
         logfold.fold_stream(store, state, name, offsets[name])
     return fold.guarded(state)
 
 
 def _answers(state: dict, now) -> dict:
-    from loopx.kernel.policy import decide
-    from loopx.kernel.read import fingerprint, status
-    from loopx.kernel.storage import clock
-
     now_iso = clock.iso(now)
     out = {}
     for gid in sorted(state["goals"]):
@@ -38,8 +35,6 @@ def _answers(state: dict, now) -> dict:
 
 def check(store, snapshot_bytes: int) -> dict:
     """The ``store.snapshot`` result for a store whose full snapshot is too large to compare."""
-    from loopx.kernel.storage import caches, clock, fold, layout
-
     size = f"{snapshot_bytes / (1 << 20):.0f} MB"
     cached, offsets = caches.load_snapshot(store, layout.LIVE)
     if not offsets:

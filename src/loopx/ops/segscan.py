@@ -33,10 +33,25 @@ to gain from it; elsewhere, and for small stores, they run one after the other i
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import json
+import marshal
+import operator
 import os
+import re
+import struct
+import sys
+import tempfile
+import threading
+import zlib
+from array import array
 
-from loopx.kernel.storage import layout
+from loopx.kernel.storage import chain, fold, layout
+from loopx.kernel.storage.codec import CONFLICT, decode, order_key
+from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.logfold import BAD_SAMPLES
+from loopx.kernel.storage.store import Store
 
 TYPE_CHECKING = False  # typing is not imported at run time (this module runs in forked scanners too)
 if TYPE_CHECKING:
@@ -53,8 +68,6 @@ _SEQ = None
 def _seq_pattern():
     global _SEQ
     if _SEQ is None:
-        import re
-
         _SEQ = re.compile(rb'"seq":(\d+)')
     return _SEQ
 
@@ -62,8 +75,6 @@ def _seq_pattern():
 def units(root: str, stream: str) -> tuple[list[tuple], dict]:
     """The units of ``stream`` in file order: ``(path, fname, closed, start, end, last)`` tuples, and
     ``{"exists", "size", "unreadable"}`` about its files (never raises)."""
-    from loopx.kernel.storage.store import Store
-
     store = Store(root)
     paths = [(p, True) for p in store.stream_paths(stream)[:-1]] + [(os.path.join(root, layout.open_log(stream)), False)]
     out: list[tuple] = []
@@ -169,13 +180,7 @@ def _read_lines(fh, start: int, end: int, last: bool, res: dict):
         res["torn"] = len(tail)
 
 
-def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:
-    import json
-    import struct
-    import zlib
-
-    from loopx.kernel.storage import chain, fold
-    from loopx.kernel.storage.codec import CONFLICT, decode, order_key
+def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
 
     crc32 = zlib.crc32
     if _FORKED:  # OpenSSL's SHA-256 is several times faster (CPU instructions); its ~4 MB of RSS stay
@@ -342,8 +347,6 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     res["last_seq"] = max(seqs) if seqs else 0
     res["seq_runs"] = _seq_runs(seqs)
     if ids:
-        from array import array
-
         ids.sort()
         res["ids"] = array("q", ids).tobytes()
     for node in runs:  # a run that did not fit: the first of the first such node, as the merge reads them
@@ -428,8 +431,6 @@ def _widen(fd: int) -> None:
 
 def _child(fn, jobs: list[tuple], wfd: int, others: list) -> None:  # pragma: no cover - runs forked
     """Run ``jobs`` in a forked process, sending each ``(ok, result)`` to ``wfd``; never returns."""
-    import marshal
-
     global _FORKED
     _FORKED = True
     try:
@@ -450,8 +451,6 @@ def _child(fn, jobs: list[tuple], wfd: int, others: list) -> None:  # pragma: no
 
 def _receive(f) -> tuple:
     """One ``(ok, result)`` from a child's pipe; ``(None, None)`` when the child is gone."""
-    import marshal
-
     head = f.read(8)
     if len(head) < 8:
         return None, None
@@ -472,9 +471,6 @@ def _workers() -> int:
     """How many processes to scan with: the cores this process may use (at most MAX_WORKERS); 1 off
     Linux (only there is ``fork`` safe) and in a process that runs other threads (a fork copies
     their locks in whatever state they are)."""
-    import sys
-    import threading
-
     if not sys.platform.startswith("linux") or threading.active_count() > 1:
         return 1
     try:
@@ -488,8 +484,6 @@ def scan_store(root: str) -> dict:
     """Scan both streams of the store at ``root``. Returns ``{"streams": {name: StreamScan}, "chain": the
     chain summary (``Merge.chain``), "anchors": ``AnchorFacts``, "gates": [the gate records, in the order a
     reader folds them], "processes": how many processes scanned (0: this one)}``."""
-    from loopx.kernel.storage.layout import STREAMS
-
     jobs: list[tuple] = []
     merger = Merge()
     total = 0
@@ -513,8 +507,6 @@ def _by_time(jobs: list[tuple]) -> list[tuple]:
     """``jobs`` ordered by the clock of each unit's first line, so the two streams' units that cover
     the same time are merged together and the chain ends waiting for their other half stay few;
     each stream's units keep their file order (if the clock says otherwise, nothing is reordered)."""
-    from loopx.kernel.storage import chain
-
     match = chain._header_match()
     keyed = []
     for job in jobs:
@@ -570,6 +562,36 @@ class Merge:
 
     def add(self, name: str, unit: tuple, r: dict) -> None:
         s, acc = self.streams[name], self._seq[name]
+        self._add_counts(s, acc, unit, r)
+        acc["runs"].extend(r["seq_runs"])
+        acc["count"] += r["seq_count"]
+        s["last_seq"] = max(s["last_seq"], r["last_seq"])
+        if r["ids"]:
+            if self._ids is None:
+                self._ids = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+            self._ids.write(r["ids"])
+            acc["ids"].append((self._ids_end, len(r["ids"])))
+            self._ids_end += len(r["ids"])
+        for f, q in r["explained"].items():
+            self.explained.setdefault(f, set()).update(q)
+        if r["seq_runs"]:
+            self.units.setdefault(name, []).append((unit, r["seq_runs"][0][0], r["last_seq"]))
+        for node, q in r["node_last_seq"].items():
+            if q > self.last_seq.get((node, name), 0):
+                self.last_seq[(node, name)] = q
+        if r["gates"]:
+            self._added += 1
+            self.gates.setdefault(name, []).append((self._added, r["gates"]))
+        for goal, last in r["last_runs"].items():
+            if goal not in self.last_runs or last[0] > self.last_runs[goal][0]:
+                self.last_runs[goal] = last
+        self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
+        self._add_chain(name, r)
+
+    @staticmethod
+    def _add_counts(s: dict, acc: dict, unit: tuple, r: dict) -> None:
+        """Add one unit's line counts, bad-line samples (numbered within their file), torn tail and
+        record types to its stream's summary ``s``."""
         path, fname, closed, _start, _end, last = unit
         if r["unreadable"]:
             s["unreadable"] = r["unreadable"]
@@ -591,32 +613,6 @@ class Merge:
             s["unknown_types"][k] = s["unknown_types"].get(k, 0) + v
         if r["newest_ts"] and (s["newest_ts"] is None or r["newest_ts"] > s["newest_ts"]):
             s["newest_ts"] = r["newest_ts"]
-        acc["runs"].extend(r["seq_runs"])
-        acc["count"] += r["seq_count"]
-        s["last_seq"] = max(s["last_seq"], r["last_seq"])
-        if r["ids"]:
-            if self._ids is None:
-                import tempfile
-
-                self._ids = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
-            self._ids.write(r["ids"])
-            acc["ids"].append((self._ids_end, len(r["ids"])))
-            self._ids_end += len(r["ids"])
-        for f, q in r["explained"].items():
-            self.explained.setdefault(f, set()).update(q)
-        if r["seq_runs"]:
-            self.units.setdefault(name, []).append((unit, r["seq_runs"][0][0], r["last_seq"]))
-        for node, q in r["node_last_seq"].items():
-            if q > self.last_seq.get((node, name), 0):
-                self.last_seq[(node, name)] = q
-        if r["gates"]:
-            self._added += 1
-            self.gates.setdefault(name, []).append((self._added, r["gates"]))
-        for goal, last in r["last_runs"].items():
-            if goal not in self.last_runs or last[0] > self.last_runs[goal][0]:
-                self.last_runs[goal] = last
-        self.setup_runs.update(x for x in r["setup_runs"] if isinstance(x, str))
-        self._add_chain(name, r)
 
     def close(self) -> None:
         """Remove the temporary file of id digests (also when the scan stops half way)."""
@@ -629,8 +625,6 @@ class Merge:
             self.chain["holds"], self.chain["why"] = False, why
 
     def _add_chain(self, name: str, r: dict) -> None:
-        import struct
-
         out = self.chain
         out["unchained"] += r["unchained"]
         if r["disorder"] is not None:
@@ -650,15 +644,7 @@ class Merge:
                 if not has_prev:
                     roots[node] = roots.get(node, 0) + 1
                 else:
-                    key = (node, e_prev)
-                    x = exits.pop(key, None)
-                    if x is not None:
-                        if not x < e_hlc:
-                            self._fail(f"{name} seq {e_seq}: its prev names a later record")
-                    elif key in waiting:
-                        self._fail(f"{name} seq {e_seq}: two records name the same prev")
-                    else:
-                        waiting[key] = e_hlc
+                    self._link_entry(name, node, e_prev, e_hlc, e_seq)
                 key = (node, x_hash)
                 e = waiting.pop(key, None)
                 if e is not None:
@@ -675,11 +661,19 @@ class Merge:
             out["chained"] += count
             out["nodes"][node] = out["nodes"].get(node, 0) + count
 
-    def finish(self) -> dict:
-        import heapq
-        import itertools
-        import operator
+    def _link_entry(self, name: str, node: str, e_prev, e_hlc: tuple, e_seq: int) -> None:
+        """Match a run's first record to the exit its prev names (seen before, or waited for)."""
+        key = (node, e_prev)
+        x = self._exits.pop(key, None)
+        if x is not None:
+            if not x < e_hlc:
+                self._fail(f"{name} seq {e_seq}: its prev names a later record")
+        elif key in self._waiting:
+            self._fail(f"{name} seq {e_seq}: two records name the same prev")
+        else:
+            self._waiting[key] = e_hlc
 
+    def finish(self) -> dict:
         for name, s in self.streams.items():
             acc = self._seq[name]
             # seq: repeats are the records beyond the distinct values; gaps are what no run covers
@@ -767,9 +761,6 @@ class AnchorFacts:
 
     @staticmethod
     def _hash_line(body: bytes, stream: str, seqs: set, todo: set, found: dict) -> None:
-        from loopx.kernel.storage import chain
-        from loopx.kernel.storage.codec import decode
-
         head = chain._header(body)
         if head is not None:
             seq, node = head[0], head[2]
@@ -787,8 +778,6 @@ class AnchorFacts:
 
 def _digests(fd: int, at: int, size: int, step: int = 1 << 12):
     """The 8-byte digests stored at ``[at, at + size)`` of the file ``fd``, read ``step`` bytes at a time."""
-    from array import array
-
     end = at + size
     while at < end:
         part = array("q")
@@ -807,10 +796,6 @@ class GateRecords:
         self.blobs = blobs  # stream -> [(added, compressed lines)], in file order
 
     def _records(self, stream: str):
-        import zlib
-
-        from loopx.kernel.storage.codec import decode, order_key
-
         for added, blob in self.blobs.get(stream, []):
             for i, body in enumerate(zlib.decompress(blob).split(b"\n")):
                 rec = decode(body)
@@ -819,10 +804,6 @@ class GateRecords:
     def signed(self) -> set:
         """The ids of the gates some record of which carries a ``signature`` (only lines that could
         name one are decoded): no other gate can end up signed."""
-        import zlib
-
-        from loopx.kernel.storage.codec import decode
-
         out: set = set()
         for stream_blobs in self.blobs.values():
             for _added, blob in stream_blobs:
@@ -835,8 +816,6 @@ class GateRecords:
         return out
 
     def __iter__(self):
-        import heapq
-
         keys = []
         for stream in self.blobs:
             prev = None
@@ -866,6 +845,4 @@ def _each_once(recs):
 def _reader_order(recs: list[dict]) -> list[dict]:
     """``recs`` in the order a reader folds them: ``order_key`` order, each id once (which is file
     order for a log that was never merged)."""
-    from loopx.kernel.storage.codec import order_key
-
     return list(_each_once(sorted(recs, key=order_key)))

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import layout
+from loopx.kernel.storage import caches, chain, fold, gitcli, layout, logfold
+from loopx.kernel.storage.caches import unmarshal
+from loopx.kernel.storage.fs import stale_temporaries as find
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.store import FORMAT
+from loopx.ops import livecheck
+from loopx.ops.anchorcheck import check_anchors
 from loopx.ops.check import result
 
 IGNORE_RULES = layout.LOCAL[:4]  # what a store made before parallel runs ignores (worktrees/ is added on use)
@@ -39,7 +43,6 @@ def check_chain(t) -> dict:
     fmt = t.scan["format"]
     if not fmt["ok"] or fmt["format"] > FORMAT:
         return result("store.chain", "skipped", "not checked: format.json is unusable")
-    from loopx.kernel.storage import chain
 
     store = t.store()
     found = t.scan["chain"]
@@ -102,8 +105,6 @@ def _machine_names(store) -> dict:
 
 def _cached_heads(store) -> dict:
     """The chain heads the cached views recorded (whatever the log looks like now)."""
-    from loopx.kernel.storage.caches import unmarshal
-
     best: dict = {}
     for name in (layout.SNAPSHOT, layout.LIVE):
         try:
@@ -222,14 +223,12 @@ def check_snapshot(t) -> dict:
         return result("store.snapshot", "ok", "no full snapshot yet (a read of the whole history writes one; writers keep only the live view)")
     if not t.scan["format"]["ok"] or t.scan["format"]["format"] > FORMAT:
         return result("store.snapshot", "skipped", "not compared: format.json is unusable")
-    from loopx.kernel.storage import caches, fold, logfold
 
     store = t.store()
     if too_large(store, snap):
         # Comparing it would hold two full states (about 1.2 GB at a million events) and fold the
         # whole log once more: doctor's time and memory stay flat instead (issue 26). What the hot
         # commands read, the live view, is compared with one rebuilt from the newest checkpoint.
-        from loopx.ops import livecheck
 
         return livecheck.check(store, os.path.getsize(snap))
     cached, offsets = caches.load_snapshot(store)
@@ -260,8 +259,6 @@ def all_checks(t) -> list[dict]:
         out.append(result("store.chain", "error", f"the hash chain cannot be checked: {exc}",
                           "run `loopx doctor --debug` and report this"))
     try:
-        from loopx.ops.anchorcheck import check_anchors
-
         out.extend(check_anchors(t))
     except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
         out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
@@ -277,8 +274,6 @@ def all_checks(t) -> list[dict]:
 def stale_temporaries(t) -> list[str]:
     """Temporary files (``*.tmp``) under ``.loopx/`` older than ``kernel.fs.STALE_AFTER``: left by a
     write that died (a full disk, a kill) between creating and renaming them."""
-    from loopx.kernel.storage.fs import stale_temporaries as find
-
     return find(t.root) if t.root and os.path.isdir(t.root) else []
 
 
@@ -339,8 +334,6 @@ def gitignore(t) -> dict:
 
 def _git_not_ignored(project_dir: str) -> list[str]:
     """Paths git would not ignore (only when the project is a git work tree and git is installed)."""
-    from loopx.kernel.storage import gitcli
-
     if gitcli.git_dir(project_dir) is None:
         return []
     paths = [f"{layout.DIRNAME}/{layout.LOCK}", f"{layout.DIRNAME}/{layout.SNAPSHOT}"]

@@ -27,6 +27,7 @@ from loopx.kernel.storage import layout
 from loopx.kernel.storage.codec import CONFLICT, decode
 from loopx.kernel.storage.fs import atomic_write
 from loopx.kernel.storage.store import Draft
+from loopx.ops import segscan
 
 _SEQ = re.compile(rb'"seq":(\d+)')
 
@@ -50,8 +51,6 @@ def scan(root: str) -> dict:
     """Scan ``root`` (the ``.loopx`` directory) in one pass over every line (``ops.segscan``).
     Never raises on damaged content. Besides ``format`` and ``streams`` (the module
     docstring), the result holds ``chain`` (``segscan._chain``), ``anchors`` and ``gates``."""
-    from loopx.ops import segscan
-
     facts = segscan.scan_store(root)
     return {"format": read_format(root), **facts}
 

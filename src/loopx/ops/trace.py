@@ -32,9 +32,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import tarfile
 
 from loopx.errors import UsageError
-from loopx.kernel.storage import layout
+from loopx.kernel.policy import review
+from loopx.kernel.read import queries, tracefile
+from loopx.kernel.storage import anchors, chain, clock, layout, privacy
+from loopx.kernel.storage.codec import decode, encode
 from loopx.kernel.storage.fs import atomic_write
 
 
@@ -51,10 +55,6 @@ def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> di
     "records", "blobs", "verified_before_redaction"}}``. ``redact_more``: also replace what is
     private but not secret (src/loopx/kernel/storage/privacy.py), after checking the unredacted
     archive. Raises NotFound (unknown goal), UsageError (output inside the store or unwritable)."""
-    from loopx.kernel.policy import review
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import anchors, chain, clock
-
     state = store.load()
     gid = queries.resolve_goal(state, goal_id)["id"]
     path = os.path.abspath(output)
@@ -124,10 +124,6 @@ def _redact_more(records: list[dict], members: dict, manifest: dict):
     packet and the anchors' reasons. A changed record keeps the SHA-256 of its original line as
     ``hash`` (the chain is verified over it); a changed blob keeps its original name and is listed
     in ``manifest["redact_more"]["blobs"]``. Returns (records, members, manifest, summary)."""
-    from loopx.kernel.read import tracefile
-    from loopx.kernel.storage import chain, privacy
-    from loopx.kernel.storage.codec import decode, encode
-
     plain = dict(members, **{"records.jsonl": _jsonl(records)})
     check = tracefile.verify({"files": plain, "manifest": dict(manifest, files={
         n: chain.sha256(b).hexdigest() for n, b in plain.items()})})
@@ -168,8 +164,6 @@ def _redact_more(records: list[dict], members: dict, manifest: dict):
 
 
 def _write(path: str, output: str, members: dict[str, bytes]) -> None:
-    import tarfile
-
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for name, data in members.items():
@@ -187,6 +181,4 @@ def verify(path: str) -> dict:
     """Check an archive end to end (``loopx.kernel.read.tracefile.verify``). Returns ``{"ok": bool,
     "goal_id", "records", "stubs", "redacted", "blobs", "redacted_blobs", "anchors", "redact_more",
     "problems": [str]}``. Raises UsageError when the file is not a readable trace."""
-    from loopx.kernel.read import tracefile
-
     return tracefile.verify(tracefile.load(path))

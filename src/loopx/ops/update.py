@@ -9,17 +9,25 @@ or ``LOOPX_INDEX_URL``. Never migrates data. Raises UsageError (2) / StateError 
 
 from __future__ import annotations
 
+import html as htmllib
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
 import sysconfig
+import tarfile
+import urllib.request
+import zipfile
 from typing import Any
 
 from loopx import __version__
 from loopx.config import env
 from loopx.errors import StateError, UsageError
-from loopx.ops.channel import NAME, install_command, url_path
+from loopx.kernel.storage import gitcli
+from loopx.ops.backup import backup_path, backup_wheel
+from loopx.ops.channel import MANAGER_HINT, NAME, detect, install_command, url_path
 
 _V = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|rc|c|alpha|beta)[-_.]?(\d*))?(?:[-_.]?post[-_.]?(\d*))?"
                 r"(?:[-_.]?dev[-_.]?(\d*))?(?:\+[a-z0-9.]+)?$", re.I)
@@ -72,8 +80,6 @@ def _listing(location: str) -> list[dict]:
     ``{filename, yanked: bool, requires_python: str | None}`` (PEP 691 JSON or the PEP 503/592 HTML
     attributes ``data-yanked`` and ``data-requires-python``; a plain folder's wheels and sdists are
     read for their ``Requires-Python``)."""
-    import urllib.request
-
     if location.startswith("file:") or "://" not in location:
         path = url_path(location) if location.startswith("file:") else location
         if os.path.isdir(path):
@@ -108,8 +114,6 @@ _ATTR = re.compile(r'([a-z][a-z0-9_-]*)\s*(?:=\s*(?:"([^"]*)"|\'([^\']*)\'|([^\s
 
 
 def _anchors(html: str) -> list[dict]:
-    import html as htmllib
-
     out = []
     for m in _A.finditer(html):
         attrs = {a.group(1).lower(): htmllib.unescape(a.group(2) or a.group(3) or a.group(4) or "")
@@ -127,14 +131,10 @@ def _file_requires_python(path: str) -> str | None:
     """``Requires-Python`` from a wheel's METADATA or an sdist's PKG-INFO; None when absent/unreadable."""
     try:
         if path.endswith(".whl"):
-            import zipfile
-
             with zipfile.ZipFile(path) as zf:
                 name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
                 meta = zf.read(name).decode("utf-8", "replace") if name else ""
         elif path.endswith(".tar.gz"):
-            import tarfile
-
             with tarfile.open(path) as tf:
                 member = next((m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
                 fh = tf.extractfile(member) if member else None
@@ -142,8 +142,6 @@ def _file_requires_python(path: str) -> str | None:
         else:
             return None
     except (OSError, ValueError, KeyError, EOFError) as exc:  # a damaged archive offers nothing usable
-        import tarfile
-        import zipfile
 
         if isinstance(exc, (zipfile.BadZipFile, tarfile.TarError)):
             return "<0"
@@ -158,8 +156,6 @@ def python_ok(spec: str | None, python: str | None = None) -> bool:
     """Whether the interpreter version ``python`` (default: this one) satisfies the PEP 440
     specifier ``spec`` (``>=3.12``, ``>=3.9,!=3.11.*``, ``~=3.10``, ``==3.11.*``). An empty spec is
     satisfied; one loopx cannot parse is not (pip skips such a release too)."""
-    import sys
-
     if not spec or not spec.strip():
         return True
     have = _release(python or ".".join(map(str, sys.version_info[:3])))
@@ -211,8 +207,6 @@ def check(index_url=None, find_links=None, pre: bool = False, info: dict | None 
     """``{installed, newest, update_available, checked, reason, index}``; for an editable or source
     install also ``{channel, source_dir, steps, rollback_steps}`` (the git steps; no index is read).
     ``newest`` is the newest release pip would install here (see ``available``)."""
-    from loopx.ops.channel import detect
-
     index_url, find_links = index_options(index_url, find_links)
     out = {"installed": __version__, "newest": None, "update_available": False, "checked": False,
            "reason": None, "index": index_url or find_links, "index_url": index_url, "find_links": find_links}
@@ -251,15 +245,11 @@ def manual_steps(info: dict) -> tuple[list[str], list[str]]:
         return ([f'{info["python"]} -m pip install --upgrade "loopx @ git+{url}"'],
                 [f'{info["python"]} -m pip install "loopx @ git+{url}@{commit}"'] if commit else [])
     if ch == "system":
-        from loopx.ops.channel import MANAGER_HINT
-
         return [MANAGER_HINT.get(info.get("manager") or "", "update it with your system package manager")], []
     return ["reinstall loopx with pip, pipx or uv tool"], []
 
 
 def _git_head(src: str) -> str | None:
-    from loopx.kernel.storage import gitcli
-
     out = gitcli.output(src, "rev-parse", "HEAD", timeout=10)
     return out.decode("utf-8", "replace").strip() or None if out is not None else None
 
@@ -267,8 +257,6 @@ def _git_head(src: str) -> str | None:
 def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = False, info: dict | None = None) -> dict:
     """``{channel, summary, manual, installed, target, up_to_date, command [argv], rollback [argv],
     steps [str], rollback_steps [str], smoke [argv]}``."""
-    from loopx.ops.channel import detect
-
     info = info or detect()
     index_url, find_links = index_options(index_url, find_links)
     out = {"channel": info["channel"], "summary": info["summary"], "manual": info["manual"],
@@ -307,8 +295,6 @@ def plan(to: str | None = None, index_url=None, find_links=None, pre: bool = Fal
 def _plan_rollback(out: dict, info: dict, on_index: bool, index_url, find_links) -> None:
     """The way back: the installed version from the same index, else (pip channels) a wheel
     rebuilt from the installation itself before anything changes, else none."""
-    from loopx.ops.backup import backup_path
-
     wheel = backup_path() if info["channel"] in FILE_CHANNELS else None
     if on_index:
         out["rollback_source"], out["rollback"] = "index", install_command(info, __version__, index_url, find_links)
@@ -336,8 +322,6 @@ def install_file_command(info: dict, wheel: str) -> list[str]:
 
 
 def _shell(argv: list[str]) -> str:
-    import shlex
-
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -399,8 +383,6 @@ def apply(p: dict) -> dict:
         raise StateError(f"no way back to loopx {p['installed']}: the index does not offer it",
                          "add it to the index first, so a failed update can be undone")
     if p["rollback_source"] == "backup":
-        from loopx.ops.backup import backup_wheel
-
         out["backup"] = backup_wheel()
         p["rollback"][-1] = out["backup"]
     out["install"] = _run(p["command"])

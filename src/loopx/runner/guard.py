@@ -17,6 +17,10 @@ for a signal N). On Windows the agent is started directly (no guard; a job objec
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 GRACE = 3.0
 
 GUARD = r"""
@@ -59,9 +63,5 @@ os._exit(128 - rc if rc < 0 else rc)
 def wrap(command, *, shell: bool, grace: float = GRACE) -> list[str]:
     """The argv that runs ``command`` (argv list, or a shell string when ``shell``) under the
     guard, for a child of the calling process. POSIX only."""
-    import json
-    import os
-    import sys
-
     spec = json.dumps({"cmd": command, "shell": shell})
     return [sys.executable, "-I", "-S", "-c", GUARD, str(os.getpid()), str(grace), spec]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from loopx import hostfacts
 from loopx.kernel.storage import layout
 
 
@@ -24,8 +25,6 @@ def copy_hooks(project_dir: str, cwd: str, host: str | None = None) -> list[str]
     exists in ``project_dir`` but not in ``cwd``; returns the copied paths relative to the
     project. Never raises: a file that cannot be copied is skipped (the turn's guard count shows
     the result)."""
-    from loopx import hostfacts
-
     hosts = [host] if host in hostfacts.HOSTS else hostfacts.names()
     rels: list[str] = []
     for h in hosts:
@@ -62,8 +61,6 @@ def copy_hooks(project_dir: str, cwd: str, host: str | None = None) -> list[str]
 
 def env_for(host: str | None, cwd: str) -> dict:
     """``{"PWD": cwd, <the host's project-folder variable>: cwd}``."""
-    from loopx import hostfacts
-
     out = {"PWD": cwd}
     var = (hostfacts.HOSTS.get(host or "") or {}).get("project_dir_var")
     if var:

@@ -37,12 +37,22 @@ from __future__ import annotations
 import json
 import os
 
-from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError
-from loopx.kernel.policy import decide, turn
+from loopx import sandbox
+from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError, UsageError
+from loopx.kernel.policy import decide, packet, turn
 from loopx.kernel.read import fingerprint, queries
-from loopx.kernel.storage import actors, clock, layout
-from loopx.runner import presets, process
+from loopx.kernel.storage import actors, agentproc, clock, layout
+from loopx.kernel.storage.ids import check_agent_name
+from loopx.kernel.write import goals
+from loopx.notify.outbox import after_decision
+from loopx.runner import changes, hostenv, merge, outcome, presets, process, report, worktree
+from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
 from loopx.runner.lease import RunnerLock
+from loopx.sandbox import status as sandbox_status
+from loopx.sandbox.actions import perform_approved
+from loopx.sandbox.session import Session
+from loopx.sync import shared
+from loopx.sync import transport as gs
 from loopx.usage.text import usage_line
 
 TYPE_CHECKING = False
@@ -98,7 +108,6 @@ class Driver:
     def env(self, started: dict, prompt_file: str, json_file: str, cwd: str | None = None) -> dict:
         env = dict(os.environ)
         if cwd:  # the host works where the turn runs: PWD and its own project variable (issue 23)
-            from loopx.runner import hostenv
 
             env.update(hostenv.env_for(self.spec["kind"] if self.spec else None, cwd))
         env.update(LOOPX_AGENT=self.agent, LOOPX_RUN_ID=started["run_id"], LOOPX_GOAL_ID=started["goal_id"],
@@ -110,8 +119,6 @@ class Driver:
     def confine(self, cmd, shell: bool, env: dict, cwd: str, started: dict):
         """The agent's command and environment inside the sandbox (loopx.sandbox.session)."""
         if self.sandbox is None:
-            from loopx.sandbox.session import Session
-
             self.sandbox = Session(self.store, lambda: (self.agent, self.run_id),
                                    host=self.spec["kind"] if self.spec else None)
         self.run_id = started["run_id"]
@@ -121,8 +128,6 @@ class Driver:
 
     def workspace(self, started: dict) -> str:
         """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
-        from loopx.runner import hostenv, worktree
-
         rid = started["run_id"]
         try:
             assert self.base is not None  # isolate is switched on together with the base branch
@@ -144,9 +149,6 @@ class Driver:
         sandbox applies and the project is a git repository on a branch with a commit, so the
         project's ``.git`` stays outside every write grant; its work is brought back after the
         turn (``land``). Elsewhere it works in the project, as without a sandbox."""
-        from loopx import sandbox
-        from loopx.runner import worktree
-
         if not sandbox.enforced():
             return False
         try:
@@ -167,8 +169,6 @@ class Driver:
         self.run_id = rid
         mode = self.mode_for(started["goal_id"])
         if mode and started.get("packet"):
-            from loopx.kernel.policy import packet
-
             started["packet"]["permission_mode"] = mode
             started["packet_text"] = packet.render(started["packet"])
         self.turn_mode = mode
@@ -186,7 +186,6 @@ class Driver:
         self.todos_before = {k for k, t in live["todos"].items() if t["goal"] == started["goal_id"]}
         self.todos_left_out = sum((live.get("closed") or {}).get(started["goal_id"], {}).values())
         cwd = self.store.project_dir
-        from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
 
         where = trials.prepare(self, started)
         if where is not None:
@@ -195,23 +194,18 @@ class Driver:
         elif self.isolate or self.private_workspace():
             cwd = self.workspace(started)
         self.workdir = cwd  # where the scope of the turn's changes is checked (turn.finish)
-        from loopx.runner import changes
 
         before = changes.head(cwd)
         try:
             cmd, shell = self.command(started, prompt_file, json_file)
 
             def tick():
-                from loopx.sync import shared
-
                 try:
                     shared.renew(self.store, self.actor, rid, lease=self.lease)
                 except Exception:  # noqa: BLE001 - renewal is best effort; the reaper handles the rest
                     pass
 
             def attached(pid):
-                from loopx.kernel.storage import agentproc
-
                 turn.attach(self.store, self.actor, rid, agentproc.describe(pid))
 
             stdin = started["packet_text"] if shell or presets.packet_on_stdin(self.preset) else ""
@@ -235,8 +229,6 @@ class Driver:
     def measure(self, res: dict, before: str | None, cwd: str | None = None) -> dict:
         """What the turn cost and changed (in ``cwd``, the run's worktree in parallel mode), and
         whether the host could work at all."""
-        from loopx.runner import changes, outcome, report
-
         rep = report.parse(self.spec["report"] if self.spec else None, res.get("output", res["output_tail"]))
         diff = changes.measure(cwd or self.store.project_dir, before)
         changed = None if diff is None else bool(diff["files"] or diff["commit_count"] or diff["untracked"])
@@ -244,7 +236,6 @@ class Driver:
             res["exit_code"], res["timed_out"], res.get("output", res["output_tail"]), rep,
             preset=self.preset if self.spec else None, now=clock.now(), changed=changed,
             retry_lines=res.get("retry_lines") if res.get("gave_up") else None)
-        from loopx.runner import hostenv
 
         host = self.spec["kind"] if self.spec else None
         calls, denied = hostenv.guard_calls(self.store.project_dir, getattr(self, "run_id", None) or "")
@@ -272,8 +263,6 @@ class Driver:
             raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
                               "run `loopx run` again to continue")
         if started.get("trial_where"):
-            from loopx.runner import trial as trials
-
             return trials.settle(self, started, res, meas, out, report)
         setup = meas.get("setup_error")
         if setup:
@@ -304,8 +293,6 @@ class Driver:
             out["note"] = ((out.get("note") or "") + f"; changed outside the scope: {', '.join(fin['out_of_scope'][:5])}"
                            ).lstrip("; ")
         if fin["verified"] and fin["result"] in ("progress", "completion"):
-            from loopx.sync import shared
-
             receipt = shared.spend_slot(self.store, self.actor, rid)
             out["spend"] = receipt
             out["slots"] = receipt["slots"] if receipt["spent"] else 0
@@ -316,8 +303,6 @@ class Driver:
     def complete_goal(self, goal_id: str) -> dict | None:
         """All todos are done: run the goal's verify command (the goal's command decides the goal)
         and mark the goal done when it passes. None when the goal has no verify command."""
-        from loopx.kernel.write import goals
-
         state = self.store.load(view="live")  # goals, pending gates and open runs are all in the live view
         g = state["goals"].get(goal_id or "")
         if not g or not g.get("verify") or queries.pending_gates(state, g["id"]) or queries.open_runs(state, g["id"]):
@@ -343,8 +328,6 @@ class Driver:
     # ------------------------------------------------------------------ parallel runs
     def commit_worktree(self, started: dict, out: dict) -> bool | None:
         """Commit what the agent left in its worktree; True when its branch is ahead of the base."""
-        from loopx.runner import worktree
-
         info = started["worktree"]
         try:
             if info.get("sequential"):  # its uncommitted work stays uncommitted (bring_back)
@@ -362,8 +345,6 @@ class Driver:
 
     def commit_all(self, started: dict) -> None:
         """loopx's own commit of what the agent left uncommitted in its workspace."""
-        from loopx.runner import worktree
-
         info = started["worktree"]
         title = started.get("todo_id") or "planning"
         worktree.commit_all(info["path"], f"loopx: {started['run_id']} ({title})", info.get("carried"))
@@ -372,8 +353,6 @@ class Driver:
         """Merge a verified run's branch back (or gate it), then remove the worktree. A failed run
         keeps its worktree for a human (``loopx doctor`` lists it); a branch with unmerged work is
         kept when the merge waits at a gate, conflicts, or the run was not verified."""
-        from loopx.runner import merge, worktree
-
         info = started["worktree"]
         rid = started["run_id"]
         if info.get("sequential"):
@@ -412,8 +391,6 @@ class Driver:
         the turn's result (``loopx.runner.merge.land_turn``: fast-forward, else a merge commit,
         else a conflict todo or a gate), then remove the workspace. What cannot be brought back
         stays on the run's branch, and the workspace is kept, for a human (``loopx doctor``)."""
-        from loopx.runner import merge, worktree
-
         info, rid = started["worktree"], started["run_id"]
         if info.get("broken"):
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {info['broken']}").lstrip("; ")
@@ -442,8 +419,6 @@ class Driver:
         moved), loopx commits that work in the workspace instead, and it lands as a branch (merge
         commit, conflict todo or gate) like the agent's own commits: nothing the user wrote during the
         turn is overwritten. Returns the paths to copy after landing."""
-        from loopx.runner import worktree
-
         info = started["worktree"]
         pending = info.get("pending") or []
         if pending and not worktree.can_copy_back(self.store.project_dir, info["cwd"], pending,
@@ -457,8 +432,6 @@ class Driver:
         """Write the agent's uncommitted work into the checkout once its commits (if any) landed as a
         fast-forward; False (the workspace kept, a note on the turn) when that is not so or a path
         could not be written."""
-        from loopx.runner import worktree
-
         info, P = started["worktree"], self.store.project_dir
         now = worktree.git(P, "rev-parse", "-q", "--verify", f"refs/heads/{info['base']}", check=False).stdout.strip()
         landed = now == (info.get("head") or info["base_sha"])
@@ -544,37 +517,17 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     limit = 1 if once else max_turns
     checked_goal = False
     if not dry_run:
-        from loopx.sandbox import status as sandbox_status
-
         out["sandbox"] = sandbox_status()
         drv.log(out["sandbox"]["line"])
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
         while True:
-            if not dry_run:  # approved merge gates of earlier parallel runs (also after max_parallel went down)
-                from loopx.runner import merge
-
-                for m in merge.merge_approved(store, drv.actor):
-                    out.setdefault("merges", []).append(m)
-                    drv.log(f"approved merge: {m['message']}")
-                from loopx.sandbox.actions import perform_approved  # approved pushes: loopx makes them, once
-
-                for a in perform_approved(store, drv.actor):
-                    out.setdefault("actions", []).append(a)
-                    drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
+            if not dry_run:
+                _approved_work(store, drv, out)
             if limit is not None and len(out["turns"]) >= limit:
                 out["stopped_because"] = "once" if once else "max_turns"
                 break
-            if not dry_run:  # a shared goal syncs first (bounded; loopx.sync.shared.shared_tick)
-                from loopx.sync import shared
-
-                note = shared.shared_tick(store, goal_id)
-                if note:
-                    drv.log(note)
-            d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
-                                  tick=not dry_run, on_decided=None if dry_run else _notify)
-            if d["decision"] == "error":
-                raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+            d = _decide(store, drv, goal_id, dry_run)
             if (d["decision"] == "stop" and d["reason"] == "complete" and not dry_run
                     and not checked_goal):  # parallel runners too: merges waiting at a gate hold it back
                 checked_goal = True
@@ -595,14 +548,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             if not started["started"]:
                 out.update(stop=started["decision"], stopped_because="decision")
                 break
-            number = first_turn + len(out["turns"])
-            drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or ('a trial' if started.get('mode') == 'trial' else 'planning')}")
-            try:
-                t = drv.turn(started)
-            except KeyboardInterrupt:  # outside the agent wait (verify, finish): still close the run
-                turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
-                raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
-            t["number"] = number
+            t = _take_turn(store, drv, started, first_turn + len(out["turns"]))
             out["turns"].append(t)
             drv.log(_turn_line(t))
             if t["result"] == "failed" and (t["timed_out"] or t["agent_exit"] != 0 or t.get("setup_error")):
@@ -615,11 +561,47 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     return out
 
 
+def _approved_work(store, drv: Driver, out: dict) -> None:
+    """What humans approved since: merge gates of earlier parallel runs (also after max_parallel
+    went down) and pushes, which loopx makes itself, once. Appends to out's merges and actions."""
+    for m in merge.merge_approved(store, drv.actor):
+        out.setdefault("merges", []).append(m)
+        drv.log(f"approved merge: {m['message']}")
+    for a in perform_approved(store, drv.actor):
+        out.setdefault("actions", []).append(a)
+        drv.log(f"approved action {a['gate_id']}: {'performed' if a.get('performed') else 'failed'}")
+
+
+def _decide(store, drv: Driver, goal_id: str | None, dry_run: bool) -> dict:
+    """should-run's decision for the next turn; a shared goal syncs first (bounded, see
+    loopx.sync.shared.shared_tick). Raises StateError (exit 3) when the store cannot answer."""
+    if not dry_run:
+        note = shared.shared_tick(store, goal_id)
+        if note:
+            drv.log(note)
+    d = decide.should_run(store, goal_id=goal_id, agent=drv.agent, actor=drv.actor, record=not dry_run,
+                          tick=not dry_run, on_decided=None if dry_run else _notify)
+    if d["decision"] == "error":
+        raise StateError(d["message"], "see `loopx doctor`", code=d["reason"])
+    return d
+
+
+def _take_turn(store, drv: Driver, started: dict, number: int) -> dict:
+    """Run the started turn ``number``; its turn dict. Raises Interrupted on Ctrl-C outside the
+    agent wait (verify, finish), after closing the run as failed."""
+    drv.log(f"turn {number}: {started['run_id']} on {started['todo_id'] or ('a trial' if started.get('mode') == 'trial' else 'planning')}")
+    try:
+        t = drv.turn(started)
+    except KeyboardInterrupt:
+        turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
+        raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
+    t["number"] = number
+    return t
+
+
 def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run: bool) -> str | None:
     """When the goal allows several runners: take a slot, rename the agent ``<name>-<slot>`` and
     switch to one worktree per turn. Returns the goal to drive (fixed in parallel mode)."""
-    from loopx.kernel.write import goals
-
     state = store.load(view="live")
     if goal_id is None:
         d = store.read(lambda st: decide.evaluate(st, clock.now()), state)
@@ -630,8 +612,6 @@ def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run:
     n = goals.max_parallel(goal) if goal else 1
     if n <= 1:
         return goal_id
-    from loopx.kernel.storage.ids import check_agent_name
-    from loopx.runner import worktree
 
     base = worktree.base_branch(store.project_dir)  # UsageError before any slot or claim is taken
     check_agent_name(f"{drv.agent}-{n}")  # the longest runner name must be a valid agent name
@@ -648,8 +628,6 @@ def _parallel_setup(store, drv: Driver, goal_id: str | None, out: dict, dry_run:
 def _require_goal_modes(store, goal_id: str | None, preset: str) -> None:
     """A preset needs a permission mode: ``--permission-mode`` or the goal's default. Raises
     UsageError (``permission_mode_required``) naming the goals without one."""
-    from loopx.errors import UsageError
-
     state = store.load(view="live")  # every goal is in the live view
     goals = [queries.resolve_goal(state, goal_id)] if goal_id else \
         [g for g in state["goals"].values() if g["status"] == "active"]
@@ -676,17 +654,12 @@ def _turn_line(t: dict) -> str:
 
 def _notify(store, state, d) -> None:
     """Send queued notifications after a decision (loopx.notify.outbox)."""
-    from loopx.notify.outbox import after_decision
-
     after_decision(store, state, d)
 
 
 def _start_turn(store, drv, goal_id: str, lease) -> dict:
     """``turn.next_turn``, or for a shared goal the claim through the git remote
     (``loopx.sync.shared.next_turn_synced``); an unreachable remote is a ``wait`` (shared claims wait)."""
-    from loopx.sync import shared
-    from loopx.sync import transport as gs
-
     if not gs.shared_goals(store.load(view="live"), goal_id):
         return turn.next_turn(store, drv.actor, goal_id=goal_id, lease=lease, driven=True)
     try:

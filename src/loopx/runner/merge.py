@@ -30,6 +30,7 @@ import time
 
 from loopx.kernel.read import worktrees
 from loopx.kernel.storage import fs, layout
+from loopx.kernel.write import evidence, gates, todos
 from loopx.runner import worktree as wt
 
 MERGE_LOCK_TIMEOUT = 600.0
@@ -103,8 +104,6 @@ def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> lis
     left alone (and a branch the agent made is not made) and the agent's commit stays under
     ``refs/loopx/landing/<run>/<name>`` with a note on the run. A change of a ``.loopx/`` path is never brought in. Returns one dict per branch:
     ``{"branch", "action": "moved"|"kept", "commit", "message"}``."""
-    from loopx.kernel.write import evidence
-
     P = store.project_dir
     out = []
     with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
@@ -135,8 +134,6 @@ def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> lis
 
 def _refuse_store(store, actor, run, branch: str, base: str, stat: str) -> dict | None:
     """A ``refused`` dict (and a note on the run) when ``branch`` changes a ``.loopx/`` path."""
-    from loopx.kernel.write import evidence
-
     names = wt.git(store.project_dir, "diff", "--name-only", "-z", f"{base}...{branch}").stdout.split("\0")
     bad = [n for n in names if n and ".loopx" in n.split("/")]
     if not bad:
@@ -151,8 +148,6 @@ def _merged_already(project_dir: str, base: str, branch: str) -> bool:
 
 
 def _gate(store, actor, run, branch, base, stat, why) -> dict:
-    from loopx.kernel.write import gates
-
     question = _QUESTION.format(branch=branch, base=base)
     kind = "gated" if why == "goal protects merges" else "deferred"
     for g in store.load(view="live")["gates"].values():  # every pending gate is in the live view
@@ -169,8 +164,6 @@ def _gate(store, actor, run, branch, base, stat, why) -> dict:
 
 
 def _conflict_todo(store, actor, run, branch, base, files) -> str:
-    from loopx.kernel.write import todos
-
     title = f"Resolve the merge conflict of {branch} into {base}"
     state = store.load(view="live")  # every todo that is not done or archived is in the live view
     for t in state["todos"].values():
@@ -196,8 +189,6 @@ def _checkout_of(project_dir: str, base: str) -> str | None:
 
 
 def _merge(store, actor, run, branch, base, stat) -> dict:
-    from loopx.kernel.write import evidence
-
     P = store.project_dir
     for _attempt in range(3):
         base_sha = wt.git(P, "rev-parse", "--verify", base + "^{commit}").stdout.strip()

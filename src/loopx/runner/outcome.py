@@ -20,8 +20,10 @@ silent for its own reasons). Never raises.
 
 from __future__ import annotations
 
+import json
 import re
 
+from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import datetime, timedelta
 
 NOT_LOGGED_IN = ("not logged in", "please run /login", "please log in", "run `codex login`", "codex login",
@@ -54,8 +56,6 @@ def _plain(line: str) -> str:
     """A JSON event line's ``message`` (or ``error.message``), else the line itself."""
     line = line.strip()
     if line.startswith("{"):
-        import json
-
         try:
             obj = json.loads(line)
         except ValueError:
@@ -87,8 +87,6 @@ def reset_time(text: str, now: datetime) -> str | None:
     """The reset time a rate-limit message names (ISO), or None: ``...|<epoch seconds>`` (Claude
     Code), ``resets_at``/``reset at`` epoch or ISO, ``try again in 2 hours 5 minutes`` /
     ``resets in 30m`` / ``retry after 120 seconds``."""
-    from loopx.kernel.storage import clock
-
     m = _rx("pipe", r"\|\s*(\d{10})\b").search(text) or _rx("epoch", r"reset[s_ ]*(?:at)?\W{0,4}(\d{10})\b").search(text)
     if m:
         return clock.iso(datetime.fromtimestamp(int(m.group(1)), tz=now.tzinfo))

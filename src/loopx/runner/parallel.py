@@ -25,16 +25,15 @@ import subprocess
 import sys
 
 from loopx.errors import UsageError
+from loopx.kernel.policy import decide
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock
+from loopx.kernel.storage.ids import check_agent_name
+from loopx.kernel.write import goals
+from loopx.runner import worktree
 
 
 def check(store, goal_id: str | None, n: int, name: str = "shell") -> tuple[str, str]:
-    from loopx.kernel.policy import decide
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.ids import check_agent_name
-    from loopx.kernel.write import goals
-    from loopx.runner import worktree
-
     state = store.load(view="live")
     if goal_id is None:
         gid = store.read(lambda st: decide.evaluate(st, clock.now()), state).get("goal_id")

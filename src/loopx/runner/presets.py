@@ -18,15 +18,17 @@ table. Other presets (the hosts issue's ``pi``) may be plain argv lists: they th
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 
+from loopx import hostfacts
 from loopx.errors import UsageError
+from loopx.exe import loopx_command
 
 MODES = ("read-only", "edit", "full")
 
 def _from_table() -> dict[str, dict | list]:
-    from loopx import hostfacts
-
     return {h: {"argv": list(r["preset"]["argv"]), "report": r["preset"]["report"], "kind": h,
                 "modes": {m: (list(f) if f is not None else None) for m, f in r["preset"]["modes"].items()},
                 **({"root": r["preset"]["root"]} if r["preset"].get("root") else {})}
@@ -45,8 +47,6 @@ def retrying(preset: str | None) -> tuple:
     """``((pattern, n), ...)``: the lines ``preset``'s host prints when it only waits and retries
     (the host table's ``preset.retrying``; ``runner.process.RetryWatch`` reads them): the runner
     stops the host after ``n`` of them instead of at the turn's timeout."""
-    from loopx import hostfacts
-
     row = (hostfacts.HOSTS.get(preset or "") or {}).get("preset") or {}
     return tuple(row.get("retrying") or ())
 
@@ -104,8 +104,6 @@ def argv_for(preset: str, packet_text: str, prompt_file: str, mode: str | None =
 
 def fill_flags(flags: list[str], verify: str | None) -> list[str]:
     """``flags`` with ``{loopx}`` and ``{verify}`` filled in; a pair whose value would be empty is left out."""
-    from loopx.exe import loopx_command
-
     out: list[str] = []
     i = 0
     while i < len(flags):
@@ -121,8 +119,6 @@ def fill_flags(flags: list[str], verify: str | None) -> list[str]:
 
 
 def _check_root(preset: str, mode: str | None) -> None:
-    import os
-
     note = (spec(preset).get("root") or {})
     if mode and note.get(mode) and hasattr(os, "geteuid") and os.geteuid() == 0 and not os.environ.get(note.get("env") or ""):
         raise UsageError(f"{preset} will not start in permission mode {mode} as root", note[mode],
@@ -142,13 +138,10 @@ def check(preset: str, mode: str | None = None) -> None:
 
 def quote(arg: str) -> str:
     """``arg`` quoted for the platform's shell (``sh`` on POSIX, ``cmd.exe`` on Windows)."""
-    import os
-
     if os.name == "nt":  # pragma: no cover - exercised on the Windows CI leg
         import subprocess
 
         return subprocess.list2cmdline([arg])
-    import shlex
 
     return shlex.quote(arg)
 

@@ -16,6 +16,7 @@ those lines of the host's own output (the last few), which say why.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,8 +37,6 @@ class RetryWatch:
     host got an answer and moved on) starts the count again. ``lines`` keeps the last matches."""
 
     def __init__(self, rules) -> None:
-        import re
-
         self.rules = [(re.compile(p, re.I), max(1, int(n))) for p, n in rules or ()]
         self.counts = [0] * len(self.rules)
         self.lines: list[str] = []

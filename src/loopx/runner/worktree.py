@@ -33,11 +33,15 @@ with git's message.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import stat
 
 from loopx.errors import UsageError
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import gitcli, layout
+from loopx.kernel.storage import fs, gitcli, layout
+from loopx.kernel.storage.fs import ensure_lines
 from loopx.kernel.storage.gitcli import GitError  # noqa: F401 - the runner's callers name it here
 
 GIT_TIMEOUT = gitcli.TIMEOUT
@@ -72,8 +76,6 @@ def base_branch(project_dir: str) -> str:
 
 def _ignore_worktrees(store) -> None:
     """Make sure ``.loopx/.gitignore`` lists ``worktrees/`` (stores made before parallel runs)."""
-    from loopx.kernel.storage.fs import ensure_lines
-
     ensure_lines(store.path(layout.GITIGNORE), (worktrees.DIRNAME + "/",))
 
 
@@ -191,9 +193,6 @@ def carry(project_dir: str, cwd: str, also=()) -> dict:
     the agent sees what it would see in the checkout; ``also`` names more copied files (relative
     to the project: the installed hook files). Returns ``{path in the workspace: sha256}``:
     ``commit_all`` leaves such a file out unless the agent changed it."""
-    import hashlib
-    import shutil
-
     listed = git(project_dir, "ls-files", "-z", "--modified", "--others", "--exclude-standard", "--", ".",
                  ":(exclude,glob)**/.loopx/**", ":(exclude).loopx").stdout.split("\0")
     folders = git(project_dir, "ls-files", "-z", "--others", "--directory", "--exclude-standard", "--", ".",
@@ -274,8 +273,6 @@ def uncommitted(cwd: str, carried: dict) -> list[str]:
 
 
 def _sha(path: str) -> str | None:
-    import hashlib
-
     try:
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()
@@ -308,10 +305,6 @@ def can_copy_back(project_dir: str, cwd: str, pending: list[str], carried: dict,
 def copy_back(project_dir: str, cwd: str, pending: list[str]) -> list[str]:
     """Write each ``pending`` path of the workspace into the checkout as the agent left it (a file
     with its mode, a symlink, or removed); returns the paths that could not be written."""
-    import stat
-
-    from loopx.kernel.storage import fs
-
     failed = []
     for rel in pending:
         src, dst = os.path.join(cwd, rel), os.path.join(project_dir, rel)
@@ -353,8 +346,6 @@ def diff_stat(project_dir: str, base: str, branch: str) -> str:
 
 
 def remove(store, run_id: str, *, delete_branch: bool) -> None:
-    import shutil
-
     path = worktrees.path(store.root, run_id)
     if os.path.isdir(path) and is_clone(path):
         shutil.rmtree(path, ignore_errors=True)

@@ -21,7 +21,10 @@ agent's one channel to the store is the broker (``loopx.sandbox.broker``).
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 
+from loopx.sandbox import profile as prof
 from loopx.sandbox.core import (  # noqa: F401
     BROKER_ENV,
     INSIDE_ENV,
@@ -34,16 +37,11 @@ from loopx.sandbox.core import (  # noqa: F401
     verify_policy,
     wrap,
 )
+from loopx.sandbox.envscrub import scrub_env
 
 
 def run_sandboxed(argv, cwd: str, profile: dict | None = None, *, store=None, timeout: float | None = None,
                   env: dict | None = None):
-    import subprocess
-    import tempfile
-
-    from loopx.sandbox import profile as prof
-    from loopx.sandbox.envscrub import scrub_env
-
     env = scrub_env(dict(os.environ if env is None else env))
     if not enforced():
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -60,6 +58,5 @@ def holdout_policy(code_dir: str, data_dirs, scratch: str) -> dict | None:
     None. ``loopx experiment promote`` passes it to ``trialstep.promote``."""
     if not enforced():
         return None
-    from loopx.sandbox import profile as prof
 
     return prof.holdout(code_dir, data_dirs, scratch)

@@ -33,7 +33,9 @@ import re
 import tempfile
 
 from loopx.errors import StateError, UsageError
+from loopx.kernel.read import queries
 from loopx.kernel.storage import gitcli
+from loopx.kernel.write import evidence, gates
 
 MARK = "loopx-action"
 _REMOTE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -52,8 +54,6 @@ def question(action: dict) -> str:
 
 def request_push(store, actor: str, goal_id: str | None, remote: str, branch: str, sha: str,
                  run: str | None = None) -> dict:
-    from loopx.kernel.write import gates
-
     branch = branch.removeprefix("refs/heads/")
     if not _REMOTE.match(remote or ""):
         raise UsageError(f"bad remote name {remote!r}", "name a configured remote, e.g. --remote origin")
@@ -85,9 +85,6 @@ def pending_action(g: dict) -> dict | None:
 
 
 def perform(store, actor: str, gate_ref: str) -> dict:
-    from loopx.kernel.read import queries
-    from loopx.kernel.write import evidence, gates
-
     state = store.load()
     g = queries.resolve_gate(state, gate_ref)
     a = pending_action(g)
@@ -125,8 +122,6 @@ def perform(store, actor: str, gate_ref: str) -> dict:
 
 
 def perform_approved(store, actor: str) -> list[dict]:
-    from loopx.kernel.write import gates
-
     done = []
     # between every two turns: the live view, which keeps the usable approvals of each kind
     # (fold.APPROVALS_KEPT per goal and kind, the rest counted in approvals_left)

@@ -23,6 +23,10 @@ import subprocess
 import sys
 import threading
 
+from loopx.kernel.read import queries
+from loopx.kernel.storage import actors
+from loopx.kernel.write import evidence
+
 MAX_REQUEST = 8 * 1024 * 1024
 
 # (words, flags that make it refused) an agent may run through the broker; anything else is refused
@@ -176,10 +180,6 @@ class Broker:
         with self._lock:
             self.refused.append({"argv": argv, "why": why})
         try:
-            from loopx.kernel.read import queries
-            from loopx.kernel.storage import actors
-            from loopx.kernel.write import evidence
-
             state = self.store.load()
             run = queries.resolve_run(state, run_id) if run_id else None
             goal = run["goal"] if run else None

@@ -4,8 +4,12 @@ wrapping an argv in the launcher, and the policy verify commands run under. See 
 
 from __future__ import annotations
 
+import json  # lazily: `next` pins its git calls through loopx.sandbox.gitpin, which loads this package
 import os
 import sys
+
+from loopx.config import env
+from loopx.sandbox import landlock, seatbelt
 
 BROKER_ENV = "LOOPX_BROKER"       # the broker socket's path (a non-secret name: hosts pass it on)
 INSIDE_ENV = "LOOPX_SANDBOXED"    # set inside every sandbox loopx starts (informational, not trusted)
@@ -15,8 +19,6 @@ _active: dict | None = None       # the policy verify commands run under in this
 
 
 def mode() -> str:
-    from loopx.config import env
-
     v = (env("LOOPX_SANDBOX") or "").strip().lower()
     if v in ("off", "0", "no", "false", "none"):
         return "off"
@@ -35,8 +37,6 @@ def status() -> dict:
     m = mode()
     abi = 0
     if m == "landlock":
-        from loopx.sandbox import landlock
-
         abi = landlock.abi()
         net = "TCP connect limited to allowed ports" if abi >= 4 else "network not filtered (Landlock ABI < 4)"
         line = f"sandbox: Landlock ABI {abi} (files: allow-list; {net})"
@@ -57,10 +57,8 @@ def enforced() -> bool:
 
 def wrap(argv: list[str], policy: dict) -> list[str]:
     if mode() == "seatbelt":  # pragma: no cover - macOS, untested here
-        from loopx.sandbox import seatbelt
 
         return ["sandbox-exec", "-p", seatbelt.profile(policy), *argv]
-    import json  # lazily: `next` pins its git calls through loopx.sandbox.gitpin, which loads this package
 
     return [sys.executable, "-m", "loopx.sandbox.exec", json.dumps(policy, separators=(",", ":")), "--", *argv]
 
@@ -77,8 +75,6 @@ def verify_policy() -> dict | None:
         return _active
     path = os.environ.get(VERIFY_ENV)
     if path and enforced():
-        import json
-
         try:
             with open(path, encoding="utf-8") as fh:
                 return json.load(fh)

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from loopx.sandbox import landlock, mounts
+
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
@@ -27,7 +29,6 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"loopx sandbox: unreadable policy: {exc}\n")
         return 126
-    from loopx.sandbox import landlock, mounts
 
     m = policy.get("mount") or {}
     view = None if m.get("off") else policy.get("view")

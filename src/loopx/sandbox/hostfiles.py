@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 
 from loopx import hostfacts
+from loopx.hosts import files
 
 
 def owned(project_dir: str, home: str) -> list[str]:
     out = [os.path.abspath(p) for p in (hostfacts.owned_files("project", project_dir, all_homes=True)
                                         + hostfacts.owned_files("user", home, all_homes=True))]
     try:
-        from loopx.hosts import files
-
         out.extend(os.path.abspath(p) for p in files.load_manifest().get("files", {}))
     except Exception:  # noqa: BLE001 - no manifest, nothing installed
         pass

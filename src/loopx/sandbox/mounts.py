@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -137,8 +138,6 @@ def own_pids() -> int | None:
     every kernel). Forks: returns None in the child (pid 1 of the new namespace, ``/proc``
     remounted), or in the parent the exit status to leave with once the child ended (signals are
     passed on to it). Returns -1 (and does not fork) when this system does not allow it."""
-    import signal
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWPID) != 0:
         return -1

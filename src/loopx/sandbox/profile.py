@@ -32,9 +32,17 @@ followed into a grant.
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import sys
 
+import loopx
+from loopx import config
 from loopx.config import env
+from loopx.guard import measuring
+from loopx.kernel.read import worktrees
+from loopx.kernel.storage.gitcli import git_dir
+from loopx.sandbox import hostfiles
 
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sys",
                "/dev", "/run/systemd/resolve", "/run/resolvconf", "/snap", "/nix/store", "/var/lib/dpkg")
@@ -106,8 +114,6 @@ def carve(root: str, protected: list[str]) -> tuple[list[str], list[str]]:
 
 def _git_dirs(cwd: str) -> tuple[str | None, str | None]:
     """``(git_dir, common_dir)`` of the checkout at ``cwd`` (read from files: no git call)."""
-    from loopx.kernel.storage.gitcli import git_dir
-
     g = git_dir(cwd)
     if g is None:
         return None, None
@@ -132,14 +138,10 @@ def _git_dirs(cwd: str) -> tuple[str | None, str | None]:
 
 
 def loopx_package() -> str:
-    import loopx
-
     return _real(os.path.dirname(loopx.__file__))
 
 
 def denied_paths(home: str) -> list[str]:
-    from loopx import config
-
     out = [_real(os.path.join(home, p)) for p in SECRET_HOME]
     out += [_real(config.data_home()), _real(os.path.dirname(config.config_path()))]
     return out
@@ -147,9 +149,6 @@ def denied_paths(home: str) -> list[str]:
 
 def first_word(cmd, shell: bool, cwd: str) -> str | None:
     """The program a command line starts (``~`` expanded, resolved on PATH or against ``cwd``)."""
-    import shlex
-    import shutil
-
     try:
         word = (shlex.split(cmd) if shell else list(cmd))[0]
     except (ValueError, IndexError):
@@ -163,8 +162,6 @@ def first_word(cmd, shell: bool, cwd: str) -> str | None:
 
 def named_files(cmd, shell: bool, cwd: str) -> list[str]:
     """The existing files a command line names (``python agent.py``: the script), ``~`` expanded."""
-    import shlex
-
     try:
         words = shlex.split(cmd) if shell else list(cmd)
     except ValueError:
@@ -204,8 +201,6 @@ def program_reads(exe: str | None) -> tuple[list[str], list[str]]:
 def _protected(store, project: str, cwd: str, home: str, denied: list[str]) -> tuple[list[str], str, str | None, bool]:
     """``(protected, git dir of cwd, common git dir, in_main)``: every path kept out of the write
     grants (module docstring)."""
-    from loopx.sandbox import hostfiles
-
     protected = list(denied)
     if store is not None:
         protected.append(_real(store.root))
@@ -233,8 +228,6 @@ def _protected(store, project: str, cwd: str, home: str, denied: list[str]) -> t
 
 
 def _make_states(host: str | None, home: str) -> list[str]:
-    from loopx.sandbox import hostfiles
-
     states = hostfiles.state_dirs(host, home)
     for d in states:  # a host creates its state folders on first use: they must exist to be granted
         if not os.path.splitext(d)[1] and not os.path.lexists(d):  # a folder, not a file such as ~/.claude.json
@@ -309,8 +302,6 @@ def hidden_paths(store, cwd: str) -> list[str]:
     worktree. Existing paths only, real and absolute."""
     if store is None:
         return []
-    from loopx.guard import measuring
-    from loopx.kernel.read import worktrees
 
     state = store.load(view="live")
     rels = list(measuring.holdout(state))

@@ -17,7 +17,9 @@ import shutil
 import tempfile
 
 from loopx import sandbox
-from loopx.sandbox import profile
+from loopx.sandbox import gitpin, profile
+from loopx.sandbox.broker import Broker
+from loopx.sandbox.gitpin import main_dirs
 
 
 class Session:
@@ -31,10 +33,7 @@ class Session:
         self.broker = None
         self._git_saved = None
         if self.on and store is not None:
-            from loopx.sandbox import gitpin
-
             self._git_saved = gitpin.pin_process(store.project_dir)
-            from loopx.sandbox.broker import Broker
 
             self.broker = Broker(store, identity, self.root, self.verify_file, before=self.clean_git).start()
         self._policies: dict = {}
@@ -83,8 +82,6 @@ class Session:
         """Remove what an agent could plant in the main checkout's writable ``.git`` to steer git
         calls made outside the sandbox: a ``commondir`` file (a main repository never has one).
         loopx's own calls are pinned anyway (``gitpin``); this protects the user's own git."""
-        from loopx.sandbox.gitpin import main_dirs
-
         if self.store is None:
             return
         for where in {self.store.project_dir, self.workdir or self.store.project_dir}:
@@ -107,8 +104,6 @@ class Session:
         if self.broker is not None:
             self.broker.close()
         if self._git_saved is not None:
-            from loopx.sandbox import gitpin
-
             gitpin.unpin(self._git_saved)
             self._git_saved = None
         sandbox.activate(None)

@@ -8,14 +8,14 @@ before. Kept apart from ``loopx.sandbox`` so the import stays small.
 
 from __future__ import annotations
 
+from loopx.sandbox import core as sandbox
+from loopx.sandbox.envscrub import scrub_env
+
 
 def confine(command: str, env: dict):
-    from loopx.sandbox import core as sandbox
-
     pol = sandbox.verify_policy()
     if pol is None:
         return command, True, env
-    from loopx.sandbox.envscrub import scrub_env
 
     run_env = scrub_env(env)
     run_env.pop(sandbox.VERIFY_ENV, None)

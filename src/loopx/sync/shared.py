@@ -23,9 +23,18 @@ that reaches the remote (``flush``).
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, LoopxError
-from loopx.kernel.storage import layout
+import json
+import os
+
+from loopx.errors import Conflict, LoopxError, UsageError
+from loopx.kernel.policy import packet, turn
+from loopx.kernel.read import budget, queries
+from loopx.kernel.storage import clock, layout
+from loopx.kernel.storage.clock import timedelta
+from loopx.kernel.storage.fs import atomic_write, locked
+from loopx.kernel.write import gates, todos
 from loopx.sync import transport as gs
+from loopx.sync.sharing import is_shared
 
 
 def _ago(at, now) -> str:
@@ -60,8 +69,6 @@ def _refold(store, git) -> None:
 def read_pending(store) -> dict:
     """``cache/pending.json``: {"spends": [{run_id, goal_id, slots, at}], "renewals": {todo_id:
     {until, agent, run_id}}}: what was recorded locally while the remote did not answer."""
-    import json
-
     try:
         with open(store.path(layout.PENDING), "rb") as fh:
             data = json.loads(fh.read())
@@ -79,18 +86,11 @@ def read_pending(store) -> dict:
 
 
 def _write_pending(store, data: dict) -> None:
-    import json
-    import os
-
-    from loopx.kernel.storage.fs import atomic_write
-
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
     atomic_write(store.path(layout.PENDING), json.dumps(data, sort_keys=True).encode(), sync=False)
 
 
 def _queue(store, kind: str, key: str | None, item: dict) -> None:
-    from loopx.kernel.storage.fs import locked
-
     with locked(store.path(layout.PENDING_LOCK), 30.0):
         data = read_pending(store)
         if kind == "spends":
@@ -106,9 +106,6 @@ def flush(store, git: gs.Git) -> dict:
     renewal extends this clone's entry in the claims ledger unless another machine holds the todo
     now (reported as ``lost``). Returns {"spends": n, "renewals": n, "lost": [todo_id]}. Raises
     RemoteUnreachable."""
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.fs import locked
-
     out = {"spends": 0, "renewals": 0, "lost": []}
     with locked(store.path(layout.PENDING_LOCK), 30.0):
         data = read_pending(store)
@@ -162,11 +159,6 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
     ``kw``: decide's keywords (note, channel, user_agent, code, human, standing, signature).
     Returns decide's dict (plus ``shared`` {ledger, tries}). Raises what decide raises, Conflict
     (exit 4, ``gate_decided``) naming the machine that decided first, RemoteUnreachable (exit 3)."""
-    from loopx.errors import UsageError
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import gates
-
     try:  # pending gates are in the live view; an old decided one only in the full state
         state, g = store.read(lambda st: (st, queries.resolve_gate(st, gate_ref)))
     except UsageError:
@@ -224,11 +216,6 @@ def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | Non
     remote does not answer the spend is recorded locally and marked ``tentative`` (pushed by the
     next sync). Returns the receipt of ``turn.spend_slot`` (plus ``shared`` {tries} or
     ``tentative`` True)."""
-    from loopx.kernel.policy import turn
-    from loopx.kernel.read import budget
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.clock import timedelta
-
     state, r = turn._load_run(store, run_id)
     g = state["goals"][r["goal"]]
     local = lambda: turn.spend_slot(store, actor, r["id"], slots)  # noqa: E731
@@ -293,11 +280,6 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
     "t-3f9a was claimed on host-b 40 s earlier"). When the remote does not answer the lease is
     renewed locally, marked ``tentative`` and pushed by the next sync. Returns {run_id,
     lease_until} (plus ``shared`` or ``tentative``)."""
-    from loopx.kernel.policy import turn
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.clock import timedelta
-    from loopx.kernel.write import todos
-
     state, r = turn._load_run(store, run_id)
     tid = r.get("todo")
     if not goal_is_shared(state, r["goal"]) or not tid or r["finished"] is not None:
@@ -345,9 +327,6 @@ def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
     this clone knows), so other runs can take the rest: one compare-and-swap on
     ``refs/loopx/ledger/reservations``, then ``gate.reserved`` records. Returns the gate ids
     reserved. Raises RemoteUnreachable."""
-    from loopx.kernel.storage import clock
-    from loopx.kernel.write import gates
-
     state = store.load()
     run = state["runs"].get(run_id)
     if run is None or run["finished"] is not None or not goal_is_shared(state, run["goal"]):
@@ -412,12 +391,8 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
     after one small read when nothing is shared (``sharing.is_shared``), and when another process is
     syncing. Returns a one-line note when the remote could not be reached (the loop goes on
     locally), else None."""
-    from loopx.sync.sharing import is_shared
-
     if not is_shared(store.root):
         return None
-    from loopx.errors import LoopxError
-    from loopx.kernel.storage import clock
 
     last = gs.read_status(store) or {}
     try:
@@ -429,7 +404,6 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
     remote = last.get("remote")
     try:
         git = gs.project_git(store, remote)
-        from loopx.kernel.storage.fs import locked
 
         with locked(store.path(layout.SYNC_LOCK), 0):
             gs.exchange(store, git)
@@ -452,11 +426,6 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
     when every ready todo is claimed elsewhere the decision is ``wait`` (reason
     ``claimed_elsewhere`` when this clone lost a race: "t-3f9a was claimed on host-b 4 s earlier").
     Raises RemoteUnreachable (exit 3), StateError, Conflict."""
-    from loopx.kernel.policy import turn
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.clock import timedelta
-    from loopx.kernel.write import todos
     git = gs.project_git(store, remote)
     with gs.sync_lock(store):
         ex = gs.exchange(store, git)
@@ -512,9 +481,6 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
 
 def _rebuild_packet(store, res: dict, actor: str, driven: bool) -> None:
     """The turn packet again, now that approvals are reserved for the run (it lists them)."""
-    from loopx.kernel.policy import packet
-    from loopx.kernel.storage import clock
-
     p = store.read(lambda st: packet.build(st, res["goal_id"], res["todo_id"], res["run_id"], res["lease_until"],
                                            actor, clock.now(), res["mode"], fence=res.get("fence"), driven=driven))
     res.update(packet=p, packet_text=packet.render(p))

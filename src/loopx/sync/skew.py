@@ -23,7 +23,10 @@ machines look ahead of this one, this machine is the one behind. ``doctor`` repo
 
 from __future__ import annotations
 
-from loopx.kernel.storage import layout
+import json
+
+from loopx.kernel.storage import clock, layout, machines
+from loopx.kernel.storage.fs import atomic_write
 from loopx.kernel.storage.machines import (
     MAX_SKEW,  # seconds: beyond this a lease is over whatever the clocks say
 )
@@ -42,8 +45,6 @@ class ClaimClock:
     the entries of the last ledger read. Never raises on a missing or damaged cache file."""
 
     def __init__(self, store) -> None:
-        import json
-
         self.path = store.path(layout.CLAIMS_SEEN)
         try:
             with open(self.path, encoding="utf-8") as fh:
@@ -54,8 +55,6 @@ class ClaimClock:
         self.keys: set[str] = set()
 
     def live(self, claims: dict, now, node: str | None = None) -> dict:
-        from loopx.kernel.storage import clock
-
         now_iso = clock.iso(now)
         floor = clock.iso(now - clock.timedelta(seconds=MAX_SKEW))
         out = {}
@@ -80,10 +79,6 @@ class ClaimClock:
         return out
 
     def save(self) -> None:
-        import json
-
-        from loopx.kernel.storage.fs import atomic_write
-
         keep = {k: v for k, v in self.seen.items() if k in self.keys}
         try:
             atomic_write(self.path, json.dumps(keep, sort_keys=True).encode(), sync=False)
@@ -97,8 +92,6 @@ def offsets(store, state: dict, now) -> dict:
     nodes whose newest record is stamped more than SLACK in this clock's future (at least that far
     ahead); ``self_behind``: when most of the other nodes are, how far this clock is behind (their
     median). Reads at most SCAN_RECORDS records from the end of the events log."""
-    from loopx.kernel.storage import clock, machines
-
     me = state["meta"].get("self_node")
     chain = state["meta"].get("chain") or {}
     nodes = state.get("nodes") or {}

@@ -19,9 +19,13 @@ without a ref of its own (carried by another node) makes the import check the st
 
 from __future__ import annotations
 
+import json
 import os
+from json import loads
 
 from loopx.kernel.storage import layout
+from loopx.kernel.storage.codec import decode
+from loopx.kernel.storage.fs import atomic_write
 
 STREAMS = ("events", "evidence")
 TAIL = 32  # bytes before a remembered offset that must still be there
@@ -31,8 +35,6 @@ TAIL = 32  # bytes before a remembered offset that must still be there
 def read_heads(store) -> dict:
     """``cache/sync-heads.json``: {"node", "push": {stream: {"seg", "off", "tail"}}, "heads":
     {node: commit imported last}}; {} when absent or unreadable."""
-    import json
-
     try:
         with open(store.path(layout.SYNC_HEADS), "rb") as fh:
             data = json.loads(fh.read())
@@ -42,10 +44,6 @@ def read_heads(store) -> dict:
 
 
 def write_heads(store, data: dict) -> None:
-    import json
-
-    from loopx.kernel.storage.fs import atomic_write
-
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
     atomic_write(store.path(layout.SYNC_HEADS), json.dumps(data, sort_keys=True).encode(), sync=False)
 
@@ -136,10 +134,6 @@ def all_lines(store) -> tuple[dict[str, list[bytes]], dict]:
 def pick(lines: dict[str, list[bytes]], others, skip_ids=frozenset()) -> dict[str, list[tuple]]:
     """The good lines whose ``node`` is not one of ``others`` (the nodes that carry their own
     records) and whose id is not in ``skip_ids``: {stream: [(id, node, line)]}, each id once."""
-    from json import loads
-
-    from loopx.kernel.storage.codec import decode
-
     out: dict[str, list[tuple]] = {}
     seen = set()
     for stream, group in lines.items():

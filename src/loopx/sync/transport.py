@@ -20,11 +20,21 @@ Every git call is bounded by ``LOOPX_SYNC_TIMEOUT`` seconds (default 30); the ho
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import random
+import time
+from json import loads
 
 from loopx.config import env
 from loopx.errors import Conflict, StateError
-from loopx.kernel.storage import gitcli, layout
+from loopx.kernel.read import queries
+from loopx.kernel.storage import clock, gitcli, layout, machines
+from loopx.kernel.storage.fs import atomic_write, locked
+from loopx.kernel.storage.store import decode
+from loopx.sync import streams
+from loopx.sync.skew import ClaimClock
 
 NODES = "refs/loopx/nodes/"
 FETCHED = "refs/loopx/fetched/"
@@ -106,8 +116,6 @@ class Git:
         """Write a commit whose tree is exactly ``files`` on top of ``parent`` and point the local
         ``ref`` at it, in one ``git fast-import`` (instead of hash-object, mktree, commit-tree and
         update-ref). Returns the commit."""
-        import time
-
         msg = message.encode()
         parts = [f"commit {ref}\nmark :1\ncommitter loopx <loopx@localhost> {int(time.time())} +0000\n".encode(),
                  b"data %d\n" % len(msg), msg, b"\n"]
@@ -206,10 +214,6 @@ def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | Non
     read (before the lock, which is safe because only this clone's own new records can appear
     meanwhile and the caller holds the sync lock). Returns (lines appended, complete: False when a
     stream was left for the next sync because its tail is torn)."""
-    from json import loads
-
-    from loopx.kernel.storage.store import decode
-
     added, complete = 0, True
     if any(_torn(store, stream) for stream in STREAMS):
         store.transact(lambda state, now: [], actor="loopx:sync")  # the writer repairs a torn tail first
@@ -275,8 +279,6 @@ def ensure_node(store) -> str:
     """This clone's node id, after naming its machine in the store once (``node.registered``, which
     the push then carries; see kernel/storage/machines.py). The transaction that writes it also
     creates the id and migrates a format-1 store."""
-    from loopx.kernel.storage import machines
-
     return machines.register(store)
 
 
@@ -286,8 +288,6 @@ def exchange(store, git: Git) -> dict:
     shared ledgers, and import the records this clone lacks: only what changed since the last sync
     is read (``loopx.sync.streams``). Returns {"node", "pushed", "imported", "nodes"}.
     Raises RemoteUnreachable (exit 3) when the remote does not answer in time."""
-    from loopx.sync import streams
-
     node = ensure_node(store)
     fetched = git.fetched
     git.fetch(f"+{NODES}*:{fetched}*", *LEDGER_SPECS)
@@ -329,8 +329,6 @@ def push_own(store, git: Git, node: str) -> int:
 
 def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, dict, bool]:
     """(lines pushed, the sync cache, whether the positions had to be rebuilt by a full pass)."""
-    from loopx.sync import streams
-
     cache = streams.read_heads(store)
     if cache.get("node") != node:
         cache = {"node": node}
@@ -363,10 +361,6 @@ def _push(store, git: Git, node: str, others: dict, refs: dict) -> tuple[int, di
 
 def _ids(blob: bytes):
     """(line, id) of each good line of ``blob``."""
-    from json import loads
-
-    from loopx.kernel.storage.store import decode
-
     for line in blob.split(b"\n"):
         if line:
             try:
@@ -378,9 +372,6 @@ def _ids(blob: bytes):
 def state_hash(store) -> str:
     """SHA-256 of the folded state (everything but ``meta``, canonical JSON): the same on every
     clone that holds the same records."""
-    import hashlib
-    import json
-
     state = store.load(save_snapshot=True)
     body = {k: v for k, v in state.items() if k != "meta"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
@@ -390,8 +381,6 @@ def state_hash(store) -> str:
 def read_ledger(git: Git, ref: str) -> tuple[str | None, dict]:
     """(commit, document) of the local copy of the shared ledger ``ref`` ((None, {}) when absent).
     Raises StateError (exit 3, ``ledger_damaged``) when its file is not a JSON object."""
-    import json
-
     raw = git.run("cat-file", "--batch", data=f"{ref}^{{commit}}\n{ref}:{LEDGERS[ref]}\n".encode()).stdout
     got = []
     i = 0
@@ -438,9 +427,7 @@ def live_claims(claims: dict, now_iso: str, node: str | None = None) -> dict:
 
 def host_name() -> str:
     """This machine's name (``loopx.kernel.storage.machines.host_name``: the one definition)."""
-    from loopx.kernel.storage.machines import host_name as name
-
-    return name()
+    return machines.host_name()
 
 
 def cas(git: Git, ref: str, step, message: str) -> dict:
@@ -451,10 +438,6 @@ def cas(git: Git, ref: str, step, message: str) -> dict:
     again on the newer document (at most CAS_TRIES, with a random pause that grows with each try);
     ``new_doc`` None pushes nothing. Returns {"result": the last step's result, "tries": int,
     "pushed": bool}. Raises RemoteUnreachable (exit 3), Conflict when the ref kept moving."""
-    import json
-    import random
-    import time
-
     for attempt in range(1, CAS_TRIES + 1):
         if not git.fetch(f"+{ref}:{ref}"):  # the remote has none (yet, or deleted): neither has this copy
             git.run("update-ref", "-d", ref, check=False)
@@ -479,9 +462,6 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
     live claim on; this node's other entries (runs finished or released here) are dropped by the
     same push, so the remote frees them before their lease ends. Returns {"todo_id": str|None, "tries": int, "lost":
     [{"todo_id", "host", "node", "seconds"}]}. Raises RemoteUnreachable, Conflict."""
-    from loopx.kernel.storage import clock
-    from loopx.sync.skew import ClaimClock
-
     node = ensure_node(store)
     lost: list[dict] = []
     wanted: list = [None]
@@ -509,8 +489,6 @@ def claim(store, git: Git, pick, agent: str, until: str, keep=None) -> dict:
 
 
 def _seconds_between(at, now) -> int | None:
-    from loopx.kernel.storage import clock
-
     try:
         return max(0, int((now - clock.parse_ts(at)).total_seconds()))
     except Exception:  # noqa: BLE001 - a malformed entry only loses the figure
@@ -519,18 +497,12 @@ def _seconds_between(at, now) -> int | None:
 
 def sync_lock(store):
     """The per-clone lock around a sync (two agents on one machine take turns at git)."""
-    from loopx.kernel.storage.fs import locked
-
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
     return locked(store.path(layout.SYNC_LOCK), max(timeout() * 2, 30.0))
 
 
 def write_status(store, data: dict) -> None:
     """Keep the last sync's outcome in ``cache/sync.json`` (read by ``status``; machine-local)."""
-    import json
-
-    from loopx.kernel.storage.fs import atomic_write
-
     try:
         atomic_write(store.path(layout.SYNC), json.dumps(data, sort_keys=True).encode(), sync=False)
     except OSError:
@@ -540,9 +512,6 @@ def write_status(store, data: dict) -> None:
 def local_view(store, state: dict) -> dict:
     """What ``status`` shows about sync without touching git: the last sync and the tentative
     claims (live in ``state`` but absent from the copy of refs/loopx/claims the last sync saw)."""
-    from loopx.kernel.read import queries
-    from loopx.kernel.storage import clock
-
     last = read_status(store) or {}
     held = last.get("claims") or {}
     now = clock.now_iso()
@@ -556,8 +525,6 @@ def local_view(store, state: dict) -> dict:
 def note_synced(store, remote: str, error: str | None = None, git: Git | None = None) -> dict:
     """Record a sync attempt in ``cache/sync.json``: when, which remote, whether a goal is shared
     (so should-run knows without loading the state) and the error when the remote did not answer."""
-    from loopx.kernel.storage import clock
-
     data = read_status(store) or {}
     data.update(attempt=clock.now_iso(), remote=remote, error=error, node=store.node_id())
     if error is None:
@@ -585,8 +552,6 @@ def every() -> float:
 
 
 def read_status(store) -> dict | None:
-    import json
-
     try:
         with open(store.path(layout.SYNC), "rb") as fh:
             data = json.loads(fh.read())

@@ -1,1 +1,2 @@
-"""kernel.policy: see docs/architecture.md (layers)."""
+"""The policy: the should-run decision and its cache, the turn lifecycle and the turn and review
+packets; see docs/architecture.md, "The governed loop"."""

@@ -30,10 +30,13 @@ from __future__ import annotations
 import html
 import re
 
+from loopx.kernel import reasons
 from loopx.kernel.policy import decide
-from loopx.kernel.read import budget, queries
-from loopx.kernel.storage import clock
+from loopx.kernel.read import budget, experiments, queries
+from loopx.kernel.read import experiments as ex
+from loopx.kernel.storage import clock, machines
 from loopx.kernel.storage.clock import datetime
+from loopx.usage.text import usage_line
 
 LIST = 20
 _CTRL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
@@ -71,7 +74,6 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
     out["next_steps"] = _next_steps(out, d)
     _with_machines(out, state, runs)
     if (state.get("experiments") or {}).get(gid):  # research experiments (issue 20): the same read model
-        from loopx.kernel.read import experiments
 
         summary = experiments.summary(state, gid)
         assert summary is not None  # the goal has an experiment (the test above)
@@ -82,8 +84,6 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
 
 
 def _experiment_md(x: dict) -> list[str]:
-    from loopx.kernel.read import experiments as ex
-
     b, f = x.get("baseline") or {}, x.get("frontier") or {}
     L = ["", "## Experiment", "",
          f"{_t(x['metric'])} ({'higher' if x['direction'] == 'max' else 'lower'} is better): baseline "
@@ -106,8 +106,6 @@ def _experiment_md(x: dict) -> list[str]:
 def _with_machines(out: dict, state: dict, runs: list[dict]) -> None:
     """When the store holds records of several machines, name the machine of each turn, decided
     gate, done todo and failure (``machine``, ``decided_on``) and list them (``machines``)."""
-    from loopx.kernel.storage import machines
-
     if not machines.several(state):
         return
     names = machines.labels(state)
@@ -196,7 +194,6 @@ def _next_steps(r: dict, d: dict) -> list[str]:
     for t in r["progress"]["blocked"][:5]:
         steps.append(f"Unblock {t['id']} ({t['title'][:80]}): {t.get('note') or 'no reason recorded'}")
     if d["reason"] != "gate_pending" or not r["gates"]["pending"]:  # the registry's command for the decision
-        from loopx.kernel import reasons
 
         steps.append(f"should-run says {d['decision']} ({d['reason']}): {d['message']} "
                      f"(`{reasons.next_command(d)}`)")
@@ -252,7 +249,6 @@ def render_markdown(d: dict) -> str:
                  + (f" ({r['cost_unknown']} turn(s) without a price)" if r.get("cost_unknown") and usd_known else "")
                  + ".")
         L.append("")
-        from loopx.usage.text import usage_line
 
         for t in r["turns"]:
             c = t.get("changes")

@@ -24,10 +24,18 @@ store lock.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import time
 
+from loopx.errors import LoopxError
 from loopx.kernel.read import watching as watches
-from loopx.kernel.storage import actors, clock, layout
+from loopx.kernel.storage import actors, bounded, clock, ids, layout
+from loopx.kernel.storage.fs import atomic_write, locked
+from loopx.kernel.storage.redact import redact_text
+from loopx.kernel.storage.store import Draft
 
 EXCERPT = 600
 OUTPUT_CAP = 256 * 1024
@@ -38,8 +46,6 @@ def load_book(store) -> dict:
     """The bookkeeping dict (``{}`` when missing or unreadable: it is a disposable cache). Entries
     that do not have the expected shape (a hand-edited or damaged file) are dropped, so their
     watches count as never checked and run at once."""
-    import json
-
     try:
         with open(store.path(layout.WATCH_BOOK), encoding="utf-8") as fh:
             data = json.load(fh)
@@ -62,10 +68,6 @@ def _entry_ok(v) -> bool:
 
 
 def _save_book(store, book: dict) -> None:
-    import json
-
-    from loopx.kernel.storage.fs import atomic_write
-
     try:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         atomic_write(store.path(layout.WATCH_BOOK), json.dumps(book, sort_keys=True).encode(), sync=False)
@@ -93,12 +95,6 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
     """Run ``command`` through the shell in ``cwd`` with a hard ``timeout`` (seconds; its whole
     process group is killed). Returns ``{outcome: pass|fail|error, exit_code, hash, excerpt, matched,
     error, duration}``: output (stdout + stderr) redacted, then hashed (sha256) and cut to an excerpt."""
-    import hashlib
-    import time
-
-    from loopx.kernel.storage import bounded
-    from loopx.kernel.storage.redact import redact_text
-
     t0 = time.monotonic()
     error = None
     try:  # the limit covers the check's whole process group, and a background child cannot hold us
@@ -114,8 +110,6 @@ def run_check(command: str, cwd: str, timeout: float, match: str | None = None) 
         error = f"the check could not run (exit {code})"
     matched = False
     if match and error is None:
-        import re
-
         try:
             matched = re.search(match, text) is not None
         except re.error as exc:
@@ -168,8 +162,6 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
     if not due_w and not due_t:
         out["book"] = {}
         return out
-    from loopx.kernel.storage.fs import locked
-    from loopx.kernel.storage.store import Draft
 
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
     held = locked.now(store.path(layout.WATCH_LOCK))
@@ -205,8 +197,6 @@ def _record(store, results, due_t, out, Draft) -> None:
     fired: dict[str, str] = {}
 
     def plan(state, now):
-        from loopx.kernel.storage import ids
-
         drafts = []
         fired.clear()
         taken = set(state["todos"])
@@ -240,7 +230,6 @@ def _record(store, results, due_t, out, Draft) -> None:
     try:
         records, _ = store.transact(plan, actor=ACTOR)
     except Exception as exc:  # a busy or read-only store never fails the check; next tick retries
-        from loopx.errors import LoopxError
 
         if not isinstance(exc, LoopxError):
             raise

@@ -25,14 +25,25 @@ promotion (``experiment.promoted``). Git errors raise TrialGitError (Conflict, e
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
 
+from loopx import config
 from loopx.errors import Conflict, StateError, UsageError
+from loopx.guard import measuring
+from loopx.kernel.policy import turn
 from loopx.kernel.read import experiments, metrics, queries, worktrees
-from loopx.kernel.storage import clock, gitcli, ids, layout
+from loopx.kernel.storage import cjson, clock, fs, gitcli, ids, layout
+from loopx.kernel.storage.fs import ensure_lines, locked
 from loopx.kernel.storage.gitcli import GitError as TrialGitError  # one git error for loopx's own git calls
-from loopx.kernel.write import trials
+from loopx.kernel.storage.gitcli import git_dir
+from loopx.kernel.write import evidence, gates, trials
+from loopx.sandbox import core as sandbox
+from loopx.sandbox.envscrub import scrub_env
+from loopx.sandbox.verify import confine
 
 TAIL_LINES = 30
 TAIL_CHARS = 4000
@@ -52,22 +63,17 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
     one (``loopx.sandbox.verify.confine``: ``loopx run``'s agent sandbox, or the policy a broker
     named), as the goal's verify commands do. Returns {exit_code (None when it could not start or
     timed out), timed_out, output, tail, duration (s)}. Never raises for the command's own failure."""
-    import signal
-
     started = time.monotonic()
     full_env = dict(os.environ if env is None else env)
     full_env["LOOPX_TRIAL"] = "1"
     argv: str | list[str] = command
     shell = True
     if policy is not None:  # the holdout's own profile
-        from loopx.sandbox import core as sandbox
-        from loopx.sandbox.envscrub import scrub_env
 
         full_env = scrub_env(full_env)
         full_env.update(TMPDIR=policy.get("tmpdir") or full_env.get("TMPDIR", "/tmp"), **{sandbox.INSIDE_ENV: "1"})
         argv, shell = sandbox.wrap(sandbox.shell_argv(command), policy), False
     elif confined:  # the measuring runs code the agent wrote: in the agent's sandbox
-        from loopx.sandbox.verify import confine
 
         argv, shell, full_env = confine(command, full_env)
     try:
@@ -146,8 +152,6 @@ def project_cwd(store, wt_path: str) -> str:
 
 def check_repo(store) -> None:
     """UsageError unless the project is a git repository with a commit (what an experiment needs)."""
-    from loopx.kernel.storage.gitcli import git_dir
-
     if git_dir(store.project_dir) is None:
         raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
                          "run `git init` and commit, then start the experiment", code="not_git")
@@ -160,9 +164,6 @@ def create_worktree(store, goal_id: str) -> dict:
     """The experiment's worktree on ``loopx/exp/<goal>`` from the project's current commit.
     Returns {worktree (relative to the project), branch, base_branch, base_commit}. Raises
     UsageError when the project is not a git repository with a commit."""
-    from loopx.kernel.storage.fs import ensure_lines
-    from loopx.kernel.storage.gitcli import git_dir
-
     if git_dir(store.project_dir) is None:
         raise UsageError(f"{store.project_dir} is not a git repository; experiments keep every trial as a commit",
                          "run `git init` and commit, then start the experiment", code="not_git")
@@ -418,8 +419,6 @@ def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
     ``before`` and ``after``, as paths relative to the project. The guard denies such edits where
     it sees them; this catches every other way (an agent without hooks, an interpreter, a commit
     the agent made itself), so a trial is never measured by a measure command the agent changed."""
-    from loopx.guard import measuring
-
     table = measuring.protected(store.load(view="live"), store.project_dir)
     if not table:
         return []
@@ -440,8 +439,6 @@ def _record(store, actor, gid, data, expect):
     """Record the trial if the frontier is still ``expect`` (``...``: whatever it is); None when it
     moved (measure again). A keep moves the branch under the same lock, so the branch and the log
     advance in one order."""
-    from loopx.kernel.storage.fs import locked
-
     with locked(_lock_path(store, gid), 600.0):
         try:
             rec = trials.record(store, actor, gid, data, expect_frontier=expect)
@@ -523,8 +520,6 @@ def diff(store, trial_id: str) -> str:
 def holdout_file(store, gate_id: str) -> str:
     """Where the holdout result of a promotion waits for the human: the user's data folder
     (outside the project, human-only for the guard), never ``.loopx/``."""
-    from loopx import config
-
     pid = store.format_info().get("project_id") or "project"
     return os.path.join(config.data_home(), layout.holdout(pid, gate_id))
 
@@ -534,8 +529,6 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
     ``confine(code_dir, data_dirs, scratch)`` returns (``loopx.sandbox.holdout_policy``: the code and
     its data readable, no network, writes in the scratch folder only; None: unconfined). Returns
     {exit_code, timed_out, metrics, value, duration, tail}."""
-    import tempfile
-
     scratch = tempfile.mkdtemp(prefix="loopx-holdout-")
     wt = os.path.join(scratch, "wt")
     git(store.project_dir, "worktree", "add", "-q", "--detach", wt, commit)
@@ -560,8 +553,6 @@ def run_holdout(store, e: dict, commit: str, confine=None) -> dict:
 def _copy_untracked(project_dir: str, run_dir: str, rels) -> None:
     """Holdout data git does not track (kept out of the agent's reach entirely, docs/experiments.md)
     is copied from the project into the holdout's scratch checkout."""
-    import shutil
-
     for rel in rels:
         src, dst = os.path.join(project_dir, rel), os.path.join(run_dir, rel)
         if os.path.lexists(dst) or not os.path.exists(src):
@@ -583,8 +574,6 @@ def tracked_holdout(store, rels) -> list[str]:
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
-    from loopx.kernel.storage import cjson
-
     try:
         with open(holdout_file(store, gate_id), encoding="utf-8") as fh:
             return cjson.loads(fh.read())
@@ -597,9 +586,6 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     baseline to frontier; the holdout (when the experiment has one) runs now and its result goes
     to ``holdout_file`` for the human (the gate says where to see it). Returns {gate_id, question,
     trial_id, holdout (the numbers; callers show them to a human only), holdout_file, as_branch}."""
-    from loopx.kernel.storage import cjson, fs
-    from loopx.kernel.write import gates
-
     state = store.load()
     g = queries.resolve_goal(state, goal_id)
     e = experiments.get(state, g["id"])
@@ -643,8 +629,6 @@ def promote_approved(store, actor: str) -> list[dict]:
     """Merge every approved ``promote`` gate not promoted yet: the frontier commit into the branch
     the experiment started from (a fast-forward or a merge commit, never touching a checkout's
     uncommitted work), or a new branch. Records ``experiment.promoted`` with the holdout result."""
-    from loopx.kernel.storage import cjson
-
     state = store.load()
     done = []
     for gid, e in (state.get("experiments") or {}).items():
@@ -706,9 +690,6 @@ def finish_turn(store, actor: str, run_id: str, rec: dict | None, *, spend_slot,
     caller's: ``loopx.sync.shared.spend_slot``, which charges a shared goal through its remote; the
     policy layer does not talk to remotes); a discard or crash is ``no_progress`` and spends none
     (an agent that failed: ``failed``). Returns turn.finish's dict plus ``trial`` and ``spend``."""
-    from loopx.kernel.policy import turn
-    from loopx.kernel.write import evidence
-
     if rec is None:
         fin = turn.finish(store, actor, run_id, result or "failed", note=note, report=report)
         return dict(fin, trial=None, spend=None)

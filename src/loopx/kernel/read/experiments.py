@@ -14,6 +14,8 @@ show about an experiment goal.
 
 from __future__ import annotations
 
+from loopx.kernel.storage import actors
+
 COLUMNS = ("id", "number", "hypothesis", "agent", "value", "delta", "decision", "commit", "duration")
 TSV_COLUMNS = ("trial", "commit", "metric", "value", "delta", "decision", "agent", "duration_s", "hypothesis")
 
@@ -116,8 +118,6 @@ def value_rule(e: dict) -> tuple | None:
 def packet_part(state: dict, e: dict, run_id: str, actor: str, cut, n) -> dict:
     """The turn packet's ``experiment`` field: the rules of the trial, the frontier, the recent
     trials (hypothesis, value, decision; never a holdout number) and the hypothesis command."""
-    from loopx.kernel.storage import actors
-
     who = f"loopx --agent {actors.agent_name(actor)}" if actors.is_agent(actor) else "loopx"
     recent = rows(state, e["goal"])[-n(6):]
     front = e.get("frontier") or {}

@@ -12,7 +12,10 @@ read by loopx); an unknown zone name falls back to the next one. Times are ``dat
 from __future__ import annotations
 
 import os
+import time
+from zoneinfo import ZoneInfo  # imported only for a named zone and a whole-day cadence
 
+from loopx.config import env
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import UTC, datetime, timedelta
 
@@ -26,7 +29,6 @@ def zone_name(state: dict | None = None, goal_id: str | None = None) -> str | No
         tz = ((state.get("goals") or {}).get(goal_id) or {}).get("tz")
         if tz:
             return tz
-    from loopx.config import env
 
     for name in (env("LOOPX_TZ"), os.environ.get("TZ")):
         if name and "/" in name or name == "UTC":
@@ -40,8 +42,6 @@ def _zone(name: str | None):
     if name == "UTC":
         return UTC
     try:
-        from zoneinfo import ZoneInfo  # imported only for a named zone and a whole-day cadence
-
         return ZoneInfo(name)
     except Exception:  # noqa: BLE001 - unknown or unreadable zone: the system's local time
         return None
@@ -60,8 +60,6 @@ def _to_wall(t: datetime, zone) -> datetime:
 
 def _from_wall(wall: datetime, zone) -> datetime:
     if zone is None:
-        import time
-
         return datetime.fromtimestamp(time.mktime(wall.timetuple()), UTC)  # tm_isdst -1: the rules decide
     return wall.replace(tzinfo=zone).astimezone(UTC)
 

@@ -17,7 +17,10 @@ does not compile (``check_pattern`` at start-goal).
 
 from __future__ import annotations
 
+import re
+
 from loopx.errors import FieldError
+from loopx.kernel.storage import cjson
 
 MAX_METRICS = 50
 _LINE = r"^\s*([A-Za-z_][A-Za-z0-9_.\-/]{0,63})\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
@@ -34,7 +37,6 @@ def check_pattern(pattern: str | None) -> str | None:
     """``pattern`` when it compiles, else UsageError (exit 2)."""
     if pattern is None:
         return None
-    import re
 
     try:
         re.compile(pattern, re.M)
@@ -46,8 +48,6 @@ def check_pattern(pattern: str | None) -> str | None:
 
 
 def read(output: str, metric: str, pattern: str | None = None) -> dict:
-    import re
-
     text = output or ""
     metrics: dict[str, float] = {}
     source = None
@@ -66,8 +66,6 @@ def read(output: str, metric: str, pattern: str | None = None) -> dict:
         return {"metrics": metrics, "value": metrics.get(metric), "source": source}
     lines = [x for x in text.splitlines() if x.strip()]
     if lines and lines[-1].lstrip().startswith("{"):
-        from loopx.kernel.storage import cjson
-
         try:
             obj = cjson.loads(lines[-1].strip())
         except ValueError:

@@ -71,6 +71,12 @@ def next_step(state: dict, goal: dict, groups: dict, gates: list[dict], ready: l
         if hit is not None:
             return f"{hit[1]}: " + hit[2].split("; ", 1)[-1]
         return "loopx run --agent-cmd CMD   # each turn is a trial that loopx measures (docs/experiments.md)"
+    return _next_for_todos(state, goal, groups, ready, budget_now)
+
+
+def _next_for_todos(state: dict, goal: dict, groups: dict, ready: list[dict], budget_now: dict | None) -> str:
+    """next_step's answer once nothing blocks the goal: from its todos, the budget and its watches."""
+    gid = goal["id"]
     if ready and budget_now is not None and budget_now["slots"] and budget_now["left"] <= 0:
         return "wait: the budget of this window is spent (see `loopx quota should-run --explain`)"
     if ready and goal.get("no_progress_streak"):

@@ -16,8 +16,11 @@ Rows of ``records.jsonl`` (src/loopx/ops/trace.py has the archive's layout):
 from __future__ import annotations
 
 import json
+import tarfile
 
 from loopx.errors import UsageError
+from loopx.kernel.storage import chain
+from loopx.kernel.storage.codec import decode
 
 MAX_MEMBER = 1 << 30
 
@@ -25,8 +28,6 @@ MAX_MEMBER = 1 << 30
 def load(path: str) -> dict:
     """``{"path", "files": {member: bytes}, "manifest": dict}``. Raises UsageError (code
     ``bad_trace``) when ``path`` is not a readable trace archive."""
-    import tarfile
-
     try:
         with tarfile.open(path, "r:gz") as tar:
             files = {}
@@ -46,8 +47,6 @@ def load(path: str) -> dict:
 def rows(archive: dict):
     """Yield ``(n, row, rec | None, problem | None)`` for each line of records.jsonl: ``rec`` is the
     decoded record of a full or redacted row (None for a stub), ``problem`` says why a row is unusable."""
-    from loopx.kernel.storage.codec import decode
-
     text = archive["files"].get("records.jsonl", b"").decode("utf-8", "replace")
     for n, raw in enumerate(text.splitlines(), 1):
         try:
@@ -97,8 +96,6 @@ def verify(archive: dict) -> dict:
 
 def _check_members(files: dict, manifest: dict) -> list[str]:
     """Problems with the archive's members against ``manifest.json``'s SHA-256 list."""
-    from loopx.kernel.storage import chain
-
     problems: list[str] = []
     for name, digest in (manifest.get("files") or {}).items():
         if name not in files:
@@ -122,8 +119,6 @@ class _ChainWalk:
 
     def _fields(self, n: int, row: dict, rec: dict | None, stream: str) -> tuple:
         """(node, hlc, prev, seq, hash) of one row, counting it. Raises KeyError, TypeError."""
-        from loopx.kernel.storage import chain
-
         if rec is None:
             s = row["stub"]
             fields = s["node"], s["hlc"], s["prev"], s["seq"], s["hash"]
@@ -185,8 +180,6 @@ def _check_heads(manifest: dict, walk: _ChainWalk, problems: list[str]) -> None:
 
 def _check_blobs(files: dict, needed: set[str], redacted: set[str], problems: list[str]) -> None:
     """Each evidence blob the records cite is present and (unless redacted) matches its SHA-256."""
-    from loopx.kernel.storage import chain
-
     for sha in sorted(needed):
         data = files.get(f"blobs/{sha}")
         if data is None:

@@ -25,15 +25,16 @@ from __future__ import annotations
 import json
 import os
 
+from loopx.config import data_home
 from loopx.kernel.storage import layout
+from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
+from loopx.kernel.storage.fs import atomic_write
 
 _LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohup", "timeout", "perl", "node",
               "ruby", "loopx", "daemon", "daemonize", "start-stop-daemon")
 
 
 def _path() -> str:
-    from loopx.config import data_home
-
     return os.path.join(data_home(), layout.AGENT_SESSIONS)
 
 
@@ -79,7 +80,6 @@ def note(markers: list[str]) -> None:
     data = _load()
     if str(sid) in data and _alive(data[str(sid)]):
         return
-    from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
 
     host = os.getpid()
     pid = os.getppid()
@@ -96,12 +96,11 @@ def note(markers: list[str]) -> None:
         return
     data = {k: v for k, v in data.items() if isinstance(v, dict) and _alive(v)}
     data[str(sid)] = {"sid": sid, "host": host, "start": st["start"], "markers": list(markers)}
-    try:
-        from loopx.kernel.storage.fs import atomic_write
 
+    try:
         os.makedirs(os.path.dirname(_path()), exist_ok=True)
         atomic_write(_path(), json.dumps(data, sort_keys=True), sync=False)
-    except (OSError, ImportError):
+    except OSError:
         pass
 
 

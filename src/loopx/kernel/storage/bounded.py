@@ -19,13 +19,14 @@ but it holds nothing of loopx's either. On Windows the process itself is killed 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import tempfile
 
 OUTPUT_CAP = 4 * 1024 * 1024  # bytes of each stream kept (the end of it)
 
 
 def _kill_group(pid: int, proc) -> None:
-    import signal
-
     try:
         if os.name == "posix":
             os.killpg(pid, signal.SIGKILL)
@@ -48,9 +49,6 @@ def run(command: str | list[str], *, cwd: str, timeout: float, env: dict | None 
     Returns ``{"code": int | None (None when killed at the limit), "timed_out": bool, "stdout": bytes,
     "stderr": bytes}`` (with ``merge`` both streams go to ``stdout`` in the order written; each is
     the last ``cap`` bytes). Raises OSError when the shell cannot be started."""
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryFile() as out, (tempfile.TemporaryFile() if not merge else _Same(out)) as err:
         proc = subprocess.Popen(command, shell=shell, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT if merge else err,

@@ -1,6 +1,6 @@
 """Store format 2's record chain: node ids, the hybrid logical clock and the per-node hash chain.
 
-Every record of a format-2 store carries (docs/architecture.md#flat-cost-issue-11; docs/file-format.md):
+Every record of a format-2 store carries (docs/architecture.md#flat-cost; docs/file-format.md):
 
 - ``node``: the id of the clone that wrote it (``n-`` + 16 hex, kept in ``.loopx/node``, which is
   machine-local and git-ignored, so two clones never write as the same node);

@@ -22,24 +22,25 @@ Returns ``{"backup": path, "records": n, "node": legacy node}`` or None when not
 
 from __future__ import annotations
 
+import heapq
+import json
 import os
+from json import loads
 
-from loopx.kernel.storage import layout
+from loopx import __version__
+from loopx.errors import StateError
+from loopx.kernel.storage import clock, layout
+from loopx.kernel.storage.chain import next_hlc, sha256
+from loopx.kernel.storage.fs import atomic_write, ensure_lines, move_into_place
 
 JOURNAL = "migrating.json"
 
 
 def legacy_node(project_id: str) -> str:
-    from hashlib import sha256
-
     return "n-" + sha256(f"{project_id}:format-1".encode()).hexdigest()[:16]
 
 
 def _copy_verified(src: str, dest: str) -> str:
-    from hashlib import sha256
-
-    from loopx.errors import StateError
-
     h = sha256()
     with open(src, "rb") as fi, open(dest, "wb") as fo:
         while True:
@@ -64,8 +65,6 @@ def _copy_verified(src: str, dest: str) -> str:
 
 
 def _backup(store) -> str:
-    from loopx.kernel.storage import clock
-
     names = [n for n in (layout.FORMAT, *map(layout.open_log, layout.STREAMS)) if os.path.exists(store.path(n))]
     base = store.path(layout.FORMAT1_BACKUP)
     dest = base
@@ -89,8 +88,6 @@ def _backup(store) -> str:
 def _lines(path: str, stream: str, rank: int, decode):
     """(key, stream, raw line, record | None) for each line of ``path``; unreadable lines inherit the
     key of the record before them, so they keep their place."""
-    from json import loads
-
     key = ("", rank, 0)
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -125,10 +122,6 @@ def _upgrade(rec: dict, node: str, hlc: list, prev: str | None) -> dict:
 
 def resume(store) -> bool:
     """Finish a migration whose journal exists (the new files are complete); True when one was."""
-    import json
-
-    from loopx.kernel.storage.fs import atomic_write, move_into_place
-
     jpath = store.path(JOURNAL)
     try:
         with open(jpath, "rb") as fh:
@@ -149,14 +142,6 @@ def resume(store) -> bool:
 
 def run(store) -> dict | None:
     """Migrate ``store`` to format 2 (see the module docstring). Call with the lock held."""
-    import heapq
-    import json
-
-    from loopx import __version__
-    from loopx.errors import StateError
-    from loopx.kernel.storage import clock
-    from loopx.kernel.storage.chain import next_hlc, sha256
-    from loopx.kernel.storage.fs import atomic_write
     FORMAT, decode, encode = store.FORMAT, store.decode, store.encode
 
     if resume(store):
@@ -227,6 +212,4 @@ def run(store) -> dict | None:
 
 def _ignore_new_files(store) -> None:
     """Add format 2's machine-local entries (``node``, ``backup/``) to ``.loopx/.gitignore``."""
-    from loopx.kernel.storage.fs import ensure_lines
-
     ensure_lines(store.path(layout.GITIGNORE), (layout.NODE, layout.BACKUP + "/"))

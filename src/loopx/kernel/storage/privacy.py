@@ -30,8 +30,13 @@ names, and are kept (the chain is keyed by them).
 
 from __future__ import annotations
 
+import getpass
+import ipaddress
 import os
 import re
+import socket
+
+from loopx import config
 
 RULES = ("url", "email", "home-path", "user", "host", "ip")
 
@@ -72,8 +77,6 @@ def private_host(host: str) -> bool:
     in a private, link-local or CGNAT range, a single-label name (``buildbox``), or a name in a
     private domain (``.internal``, ``.corp``, ``.lan``, ``.local``...). ``localhost`` and loopback
     addresses are not private information."""
-    import ipaddress
-
     h = host.strip("[]").lower().rstrip(".")
     if not h or h == "localhost":
         return False
@@ -92,11 +95,6 @@ def private_host(host: str) -> bool:
 def local_names() -> tuple[set[str], set[str]]:
     """(user names, host names) of the machine that exports: the account, its home folder's name,
     the host name and its short form, ``$LOOPX_HOST`` (sync's machine name)."""
-    import getpass
-    import socket
-
-    from loopx import config
-
     users, hosts = set(), set()
     try:
         users.add(getpass.getuser())

@@ -10,6 +10,8 @@ returns None and the caller uses ``subprocess`` as before.
 from __future__ import annotations
 
 import os
+import select
+import time
 
 KILL = 9  # SIGKILL on every platform that has posix_spawn
 
@@ -23,8 +25,6 @@ def output(argv: list[str], timeout: float, env: dict | None = None) -> tuple[in
     spawn = getattr(os, "posix_spawnp", None)
     if spawn is None:
         return None
-    import select
-    import time
 
     rd, wr = os.pipe()
     try:

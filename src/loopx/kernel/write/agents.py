@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from loopx import hostfacts
 from loopx.errors import UsageError
 from loopx.kernel.read import queries, validate
@@ -19,8 +22,6 @@ def check_kind(kind) -> str:
     """``kind`` when it is a lowercase word (``[a-z][a-z0-9]*`` joined by ``-``, ``_`` or ``.``, at
     most 32 characters): a known host or any other (``deepseek``, ``aider``). Raises UsageError
     naming the known hosts."""
-    import re
-
     if not isinstance(kind, str) or len(kind) > 32 or not re.fullmatch(_KIND, kind):
         raise UsageError(f"invalid agent kind {kind!r}",
                          f"a lowercase word such as deepseek or aider; known hosts: {', '.join(KNOWN_KINDS)}")
@@ -29,8 +30,6 @@ def check_kind(kind) -> str:
 
 def suggestion(kind: str) -> str | None:
     """A known kind ``kind`` was probably meant to be (``codx`` -> ``codex``), or None."""
-    import difflib
-
     if kind in KNOWN_KINDS:
         return None
     if kind in _ALIASES:

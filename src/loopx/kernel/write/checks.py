@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.read import worktrees
+from loopx.kernel.read.verify import diagnose
+from loopx.kernel.storage import bounded
+from loopx.kernel.write import evidence
+from loopx.sandbox.verify import confine  # the agent's code runs in the turn's sandbox, when there is one
+
 
 def run_verify(store, actor: str, run: dict, command: str, timeout: float, cwd: str | None = None) -> dict:
-    from loopx.kernel.read import worktrees
-    from loopx.kernel.read.verify import diagnose
-    from loopx.kernel.write import evidence
-
     timed_out = False
     cwd = cwd or worktrees.project_in(store.root, run.get("id"), store.project_dir) or store.project_dir
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_RUN_ID",)}
-    from loopx.kernel.storage import bounded
-    from loopx.sandbox.verify import confine  # the agent's code runs in the turn's sandbox, when there is one
 
     argv, shell, run_env = confine(command, env)
     try:  # the limit covers the command's process group; a background child cannot hold the turn

@@ -7,10 +7,13 @@ forbids the change, StoreBusy/ReadOnlyStore from the store.
 
 from __future__ import annotations
 
-from loopx.errors import Conflict, FieldError, UsageError, either
-from loopx.kernel.read import queries, validate
+from loopx import hostfacts
+from loopx.errors import Conflict, FieldError, HumanRequired, UsageError, either
+from loopx.kernel.read import localtime, queries, validate
+from loopx.kernel.read.verify import open_error
 from loopx.kernel.storage import actors, clock, ids, quotas
 from loopx.kernel.storage.store import Draft, Store
+from loopx.kernel.write import humans
 from loopx.kernel.write.todos import added_drafts
 
 PERMISSION_MODES = ("read-only", "edit", "full")
@@ -139,13 +142,9 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     if fields.get("priority") is not None:
         changes["priority"] = validate.count(fields["priority"], "priority", low=-1000, high=1000)
     if fields.get("host") is not None:
-        from loopx import hostfacts
-
         changes["host"] = validate.choice(fields["host"], tuple(hostfacts.agent_hosts()), "host")
     if fields.get("permission_mode") is not None:
         if actors.is_agent(actor):
-            from loopx.errors import HumanRequired
-
             raise HumanRequired("an agent cannot set a goal's permission mode", "ask a human to set it")
         changes["permission_mode"] = validate.choice(fields["permission_mode"], PERMISSION_MODES, "permission_mode")
     if fields.get("max_parallel") is not None:
@@ -153,7 +152,6 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     if fields.get("shared") is not None:
         changes["shared"] = bool(fields["shared"])
     if fields.get("tz") is not None:  # the zone of daily and weekly cadences (kernel.read.localtime)
-        from loopx.kernel.read import localtime
 
         tz = str(fields["tz"]).strip()
         if tz and not localtime.valid_zone(tz):
@@ -189,17 +187,13 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
         g = queries.resolve_goal(state, goal_id)
         if status in ("done", "stopped") and g["status"] != status and (
                 g["scope"].get("protect") or queries.pending_gates(state, g["id"])):
-            from loopx.kernel.write import humans
-
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
-        if g["status"] == status == "active" and actors.is_human(actor):
-            from loopx.kernel.read.verify import open_error
-
-            if open_error(state, g):  # "I fixed the setup": the next check retries
-                out.update(changed=True, retry=True)
-                return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
-                                                        or "the setup was fixed: retry the verify command"})]
+        # "I fixed the setup": the next check retries
+        if g["status"] == status == "active" and actors.is_human(actor) and open_error(state, g):
+            out.update(changed=True, retry=True)
+            return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
+                                                    or "the setup was fixed: retry the verify command"})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:
@@ -234,8 +228,6 @@ def set_scope(store: Store, actor: str, goal_id: str | None, *, allow=None, deny
         g = queries.resolve_goal(state, goal_id)
         scope = dict(g["scope"], **changes)
         if widens(g["scope"], scope):
-            from loopx.kernel.write import humans
-
             humans.check_channel(human, "scope.widen")
         out.update(goal_id=g["id"], scope=scope)
         return [Draft("scope.set", g["id"], changes)]
@@ -297,8 +289,6 @@ def set_quota(store: Store, actor: str, goal_id: str | None, policy: dict, *, hu
         g = queries.resolve_goal(state, goal_id)
         looser = loosened(g["quota"], policy)
         if looser or raises_quota(g["quota"], policy):
-            from loopx.kernel.write import humans
-
             humans.check_channel(human, "quota.raise")
         out["loosened"] = looser
         out.update(goal_id=g["id"], quota=dict(g["quota"], **policy))

@@ -16,8 +16,8 @@
 from __future__ import annotations
 
 from loopx.errors import Conflict, FieldError, NotFound, UsageError
-from loopx.kernel.read import experiments, queries, validate
-from loopx.kernel.storage import ids
+from loopx.kernel.read import experiments, metrics, queries, validate
+from loopx.kernel.storage import clock, ids
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import humans
 
@@ -26,9 +26,6 @@ MAX_HYPOTHESIS = 500
 
 def config(*, metric, direction="max", measure, trial_timeout=None, metric_pattern=None, min_delta=None,
            guard=None, holdout=None, plateau=None, protect=(), holdout_paths=()) -> dict:
-    from loopx.kernel.read import metrics
-    from loopx.kernel.storage import clock
-
     if not metric:
         raise UsageError("an experiment needs a metric", "e.g. metric val_acc, direction max", code="no_metric",
                          details={"field": "metric"})

@@ -16,10 +16,12 @@ loopx.kernel.read.watching, and running checks is loopx.kernel.policy.tick's job
 
 from __future__ import annotations
 
+import re
+
 from loopx.errors import Conflict, FieldError, UsageError
 from loopx.kernel.read import queries, validate
 from loopx.kernel.read.watching import DEFAULT_TIMEOUT, MAX_EVERY, MAX_TIMEOUT, MIN_EVERY, TRIGGERS
-from loopx.kernel.storage import clock
+from loopx.kernel.storage import clock, ids
 from loopx.kernel.storage.store import Draft, Store
 
 
@@ -47,8 +49,6 @@ def _duration(value, field: str, low: float, high: float, default: float | None 
 def resolve(state: dict, ref: str) -> dict:
     """The live watch named or identified by ``ref`` (name, id or unique id prefix).
     Raises NotFound or Ambiguous (exit 2)."""
-    from loopx.kernel.storage import ids
-
     pool = {w["id"]: w for w in (state.get("watches") or {}).values() if w["status"] != "removed"}
     for w in pool.values():
         if w["name"] == ref:
@@ -69,8 +69,6 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
     if on == "match" and not match:
         raise FieldError("match", "on match needs {field} REGEX", "e.g. {field} 'FAILED|error'", code="match_required")
     if match is not None:
-        import re
-
         match = validate.text(match, "match", limit=500)
         try:
             re.compile(match)
@@ -84,8 +82,6 @@ def add(store: Store, actor: str, goal_id: str | None, *, every, check: str, on:
     out: dict = {}
 
     def plan(state, now):
-        from loopx.kernel.storage import ids
-
         g = queries.resolve_goal(state, goal_id)
         if g["status"] in ("done", "stopped"):
             raise Conflict(f"goal {g['id']} is {g['status']}", "resume it first", code="goal_closed",
