@@ -210,7 +210,7 @@ def test_install_says_what_it_wrote(project, home, cli):
     r = cli("workflow-skills", "--install", "--host", "claude-code")
     assert r.code == 0
     assert "missing" not in r.out and "created  .claude/skills/loopx/SKILL.md" in r.out
-    assert r.out.rstrip().endswith("4 created")
+    assert "\n4 created\n" in r.out  # the count closes the file list (the sandbox's shell functions follow)
     data = cli("workflow-skills", "--install", "--host", "claude-code", json=True).data
     assert data["outcomes"] == {"unchanged": 4} and {f["outcome"] for f in data["files"]} == {"unchanged"}
     gone = cli("workflow-skills", "--remove", "--host", "claude-code")

@@ -73,7 +73,7 @@ def land_turn(store, actor: str, run: dict, base: str, base_sha: str) -> dict:
     merge commit, conflict todo or gate. Returns an ``integrate``-shaped dict."""
     branch = worktrees.branch(run["id"])
     P = store.project_dir
-    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+    with fs.locked(store.path(layout.MERGE_LOCK), MERGE_LOCK_TIMEOUT):
         if wt.git(P, "rev-parse", "-q", "--verify", "refs/heads/" + branch, check=False).returncode \
                 or _merged_already(P, base, branch):
             wt.git(P, "branch", "-D", branch, check=False)
@@ -106,7 +106,7 @@ def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> lis
     ``{"branch", "action": "moved"|"kept", "commit", "message"}``."""
     P = store.project_dir
     out = []
-    with fs.locked(store.path("cache", "merge.lock"), MERGE_LOCK_TIMEOUT):
+    with fs.locked(store.path(layout.MERGE_LOCK), MERGE_LOCK_TIMEOUT):
         for name, sha in sorted(moved.items()):
             ref = f"refs/loopx/landing/{run['id']}/{name}"
             cur = wt.git(P, "rev-parse", "-q", "--verify", f"refs/heads/{name}", check=False).stdout.strip()
@@ -114,7 +114,7 @@ def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> lis
             ok = bool(was) and cur == was and wt.git(P, "merge-base", "--is-ancestor", was, sha,
                                                      check=False).returncode == 0
             names = wt.git(P, "diff", "--name-only", "-z", f"{was}..{sha}", check=False).stdout if ok else ""
-            ok = ok and not any(".loopx" in n.split("/") for n in names.split("\0") if n)
+            ok = ok and not any(layout.DIRNAME in n.split("/") for n in names.split("\0") if n)
             where = _checkout_of(P, name) if ok else None
             if ok:
                 ok = (wt.git(where, "merge", "--ff-only", "-q", sha, check=False) if where else
@@ -135,7 +135,7 @@ def land_branches(store, actor: str, run: dict, start: dict, moved: dict) -> lis
 def _refuse_store(store, actor, run, branch: str, base: str, stat: str) -> dict | None:
     """A ``refused`` dict (and a note on the run) when ``branch`` changes a ``.loopx/`` path."""
     names = wt.git(store.project_dir, "diff", "--name-only", "-z", f"{base}...{branch}").stdout.split("\0")
-    bad = [n for n in names if n and ".loopx" in n.split("/")]
+    bad = [n for n in names if n and layout.DIRNAME in n.split("/")]
     if not bad:
         return None
     msg = f"{branch} was not brought into {base}: it changes loopx's store ({', '.join(bad[:3])})"

@@ -118,7 +118,7 @@ def create(store, run_id: str, base: str, *, view: bool = False) -> dict:
     os.makedirs(cwd, exist_ok=True)
     # an empty store folder where the project has its own, read-only in the sandbox: nothing
     # store-shaped is made there and brought back (``.loopx/`` is never committed, see commit_all)
-    os.makedirs(os.path.join(cwd, ".loopx"), exist_ok=True)
+    os.makedirs(os.path.join(cwd, layout.DIRNAME), exist_ok=True)
     return {"path": path, "branch": worktrees.branch(run_id), "branches": branches, "base": base, "base_sha": base_sha, "cwd": cwd}
 
 

@@ -41,6 +41,7 @@ from loopx import config
 from loopx.config import env
 from loopx.guard import measuring
 from loopx.kernel.read import worktrees
+from loopx.kernel.storage import layout
 from loopx.kernel.storage.gitcli import git_dir
 from loopx.sandbox import hostfiles
 
@@ -204,8 +205,8 @@ def _protected(store, project: str, cwd: str, home: str, denied: list[str]) -> t
     protected = list(denied)
     if store is not None:
         protected.append(_real(store.root))
-    if os.path.isdir(os.path.join(cwd, ".loopx")):  # a workspace's own (empty, or tracked) store folder
-        protected.append(_real(os.path.join(cwd, ".loopx")))
+    if os.path.isdir(os.path.join(cwd, layout.DIRNAME)):  # a workspace's own (empty, or tracked) store folder
+        protected.append(_real(os.path.join(cwd, layout.DIRNAME)))
     main_git, _ = _git_dirs(project)
     wt_git, common = _git_dirs(cwd)
     in_main = bool(wt_git and wt_git == common)
