@@ -23,7 +23,7 @@ import shlex
 import shutil
 import subprocess
 
-from loopx.resources import loopx_executable
+from loopx import resources
 
 SHELLS = ("posix", "cmd", "pwsh")
 _PLAIN = re.compile(r"^[A-Za-z0-9_./\\:+=@,-]+$")
@@ -33,7 +33,7 @@ def loopx_argv() -> list[str]:
     """The argv that starts this installation's loopx: ``[abs path of the loopx script]`` or
     ``[sys.executable, "-m", "loopx"]``, from ``resources.loopx_executable()`` (a command string,
     quoted or not for the platform's shell)."""
-    exe = loopx_executable()
+    exe = resources.loopx_executable()
     if os.path.isfile(exe):
         return [exe]
     suffix = " -m loopx"
