@@ -22,6 +22,9 @@ REPO = HERE.parent
 SRC = REPO / "src"
 sys.path.insert(0, str(SRC))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(HERE))
+
+from gendoc import splice, write_or_check  # noqa: E402
 
 from loopx import errors  # noqa: E402
 from test_layers import LAYERS  # noqa: E402
@@ -80,21 +83,13 @@ def render(text: str) -> str:
     """``text`` with every generated section replaced. Raises ValueError when a marker is missing."""
     for name, make in SECTIONS.items():
         begin, end = _marker(name)
-        a, b = text.index(begin) + len(begin), text.index(end)
-        text = text[:a] + "\n" + make() + "\n" + text[b:]
+        text = splice(text, begin, end, make())
     return text
 
 
 def main(argv: list[str]) -> int:
-    text = DOC.read_text(encoding="utf-8")
-    new = render(text)
-    if "--check" in argv:
-        if new != text:
-            print("docs/architecture.md: a generated table is out of date; run `python docs/gen_arch.py`")
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return write_or_check(DOC, render, argv,
+                          "docs/architecture.md: a generated table is out of date; run `python docs/gen_arch.py`")
 
 
 if __name__ == "__main__":

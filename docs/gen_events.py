@@ -13,6 +13,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))
+
+from gendoc import splice, write_or_check  # noqa: E402
 
 from loopx.kernel.storage import events  # noqa: E402
 
@@ -24,20 +27,12 @@ END = "<!-- /events -->"
 def render(text: str, table: dict | None = None) -> str:
     """``text`` with the generated section replaced by ``table``'s (default ``events.EVENTS``).
     Raises ValueError when a marker is missing."""
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:a] + "\n" + events.markdown(table) + "\n" + text[b:]
+    return splice(text, BEGIN, END, events.markdown(table))
 
 
 def main(argv: list[str]) -> int:
-    text = DOC.read_text(encoding="utf-8")
-    new = render(text)
-    if "--check" in argv:
-        if new != text:
-            print("docs/file-format.md: the event table is out of date; run `python docs/gen_events.py`")
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return write_or_check(DOC, render, argv,
+                          "docs/file-format.md: the event table is out of date; run `python docs/gen_events.py`")
 
 
 if __name__ == "__main__":

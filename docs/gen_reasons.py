@@ -12,6 +12,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))
+
+from gendoc import splice, write_or_check  # noqa: E402
 
 from loopx.kernel import reasons  # noqa: E402
 
@@ -22,20 +25,12 @@ END = "<!-- /reasons -->"
 
 def render(text: str) -> str:
     """``text`` with the generated section replaced. Raises ValueError when a marker is missing."""
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:a] + "\n" + reasons.markdown() + "\n" + text[b:]
+    return splice(text, BEGIN, END, reasons.markdown())
 
 
 def main(argv: list[str]) -> int:
-    text = DOC.read_text(encoding="utf-8")
-    new = render(text)
-    if "--check" in argv:
-        if new != text:
-            print("docs/loop.md: the reason table is out of date; run `python docs/gen_reasons.py`")
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return write_or_check(DOC, render, argv,
+                          "docs/loop.md: the reason table is out of date; run `python docs/gen_reasons.py`")
 
 
 if __name__ == "__main__":
