@@ -309,7 +309,8 @@ def copy_back(project_dir: str, cwd: str, pending: list[str]) -> list[str]:
     for rel in pending:
         src, dst = os.path.join(cwd, rel), os.path.join(project_dir, rel)
         try:
-            if os.path.islink(dst) or (os.path.lexists(dst) and not os.path.lexists(src)):
+            # never write through a link of the checkout; a link or a removal replaces what is there
+            if os.path.islink(dst) or (os.path.lexists(dst) and (os.path.islink(src) or not os.path.lexists(src))):
                 os.remove(dst)
             if os.path.islink(src):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
