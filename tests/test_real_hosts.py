@@ -197,6 +197,25 @@ def loopx_run(w: dict, agent: str, env: dict, timeout: float = 240):
     return r, doc.get("data") or {}
 
 
+def failing_turn(w: dict, agent: str, mode: str, env_for, *, permission: str = "full", turn_timeout: str = "10m"):
+    """One ``loopx run --once`` turn of ``agent`` against a scripted model that is ``down`` (nothing
+    listens on its port any more) or answers every request with ``mode`` (``429``, ``529``).
+    ``env_for(port)`` gives the host's environment. Returns ``(turn, model, result)``: the run's
+    turn dict (empty when loopx printed none), the model (its requests) and the process result."""
+    model = ScriptedModel([], mode="ok" if mode == "down" else mode)
+    port = model.start()
+    if mode == "down":
+        model.stop()
+    try:
+        r = run_loopx(["--agent", agent, "run", "--once", "--goal-id", "g1", "--permission-mode", permission,
+                       "--timeout", turn_timeout, "--json"], cwd=w["project"], env=env_for(port), timeout=300)
+    finally:
+        if mode != "down":
+            model.stop()
+    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    return turn, model, r
+
+
 def test_pi_hostile_turn_is_guarded_and_recorded(world, cli):
     host_bin("pi")
     assert cli("hooks", "--install", "--host", "pi").code == 0
@@ -224,16 +243,7 @@ def test_pi_hostile_turn_is_guarded_and_recorded(world, cli):
 @pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
 def test_pi_endpoint_down_and_429_are_classified(world, cli, mode, reason):
     host_bin("pi")
-    model = ScriptedModel([], mode=mode if mode != "down" else "ok")
-    port = model.start()
-    if mode == "down":
-        model.stop()  # nothing listens on the port any more
-    try:
-        r, data = loopx_run(world, "pi", pi_env(world, port))
-    finally:
-        if mode != "down":
-            model.stop()
-    turn = (data.get("turns") or [{}])[0]
+    turn, _, r = failing_turn(world, "pi", mode, lambda port: pi_env(world, port), permission="edit", turn_timeout="3m")
     assert (turn.get("setup_error") or {}).get("reason") == reason, (r.out[-3000:], r.err[-2000:])
 
 
@@ -278,17 +288,7 @@ def test_gemini_endpoint_down_and_429_are_classified_without_waiting_for_the_tim
     # Gemini CLI retries both for minutes ("Attempt N failed ... Retrying with backoff", retry-after
     # ignored): the runner stops it at its third attempt and classifies its own words
     host_bin("gemini")
-    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
-    port = model.start()
-    if mode == "down":
-        model.stop()
-    try:
-        r = run_loopx(["--agent", "gemini", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
-                       "--timeout", "10m", "--json"], cwd=world["project"], env=gemini_env(world, port), timeout=300)
-    finally:
-        if mode != "down":
-            model.stop()
-    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    turn, model, r = failing_turn(world, "gemini", mode, lambda port: gemini_env(world, port))
     err = turn.get("setup_error") or {}
     assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-2000:])
     if mode == "429":
@@ -476,18 +476,8 @@ def test_claude_code_edit_mode_runs_loopx_write_back_and_nothing_else_in_the_she
 @pytest.mark.parametrize("mode, reason", [("down", "host_offline"), ("429", "host_rate_limited")])
 def test_codex_endpoint_down_and_429_are_classified_without_waiting_for_the_timeout(world, cli, mode, reason):
     host_bin("codex")
-    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
-    port = model.start()
-    if mode == "down":
-        model.stop()  # nothing listens: codex prints "Reconnecting... waiting for network" and waits
-    try:
-        r = run_loopx(["--agent", "codex", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
-                       "--timeout", "10m", "--json"], cwd=world["project"],
-                      env=codex_env(world, port, retries=False), timeout=300)  # fewer retries: a quicker stage
-    finally:
-        if mode != "down":
-            model.stop()
-    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    # down: codex prints "Reconnecting... waiting for network" and waits; fewer retries: a quicker stage
+    turn, _, r = failing_turn(world, "codex", mode, lambda port: codex_env(world, port, retries=False))
     assert not turn.get("timed_out") and (turn.get("setup_error") or {}).get("reason") == reason, \
         (r.out[-3000:], r.err[-1000:])
 
@@ -532,18 +522,8 @@ def test_claude_code_parallel_2_guards_both_worktrees_and_records_both_turns(wor
 def test_claude_code_endpoint_down_429_and_529_are_classified(world, cli, mode, reason):
     host_bin("claude")
     (world["home"] / ".claude").mkdir(parents=True, exist_ok=True)
-    model = ScriptedModel([], mode=mode if mode != "down" else "ok")
-    port = model.start()
-    if mode == "down":
-        model.stop()
-    env = dict(claude_env(world, port), CLAUDE_CODE_MAX_RETRIES="1")  # one retry: a quicker stage
-    try:
-        r = run_loopx(["--agent", "claude-code", "run", "--once", "--goal-id", "g1", "--permission-mode", "full",
-                       "--timeout", "10m", "--json"], cwd=world["project"], env=env, timeout=300)
-    finally:
-        if mode != "down":
-            model.stop()
-    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    turn, _, r = failing_turn(world, "claude-code", mode,  # one retry: a quicker stage
+                              lambda port: dict(claude_env(world, port), CLAUDE_CODE_MAX_RETRIES="1"))
     err = turn.get("setup_error") or {}
     assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-1000:])
     if mode == "429":
@@ -575,17 +555,7 @@ def test_opencode_endpoint_down_and_429_are_classified_without_waiting_for_the_t
     # OpenCode prints nothing while it retries (an endpoint that is down: for ever, with backoff);
     # the preset's --print-logs shows its "stream error" lines and the runner stops it at the third
     host_bin("opencode")
-    model = ScriptedModel([], mode="429" if mode == "429" else "ok")
-    port = model.start()
-    if mode == "down":
-        model.stop()
-    try:
-        r = run_loopx(["--agent", "opencode", "run", "--once", "--goal-id", "g1", "--permission-mode", "edit",
-                       "--timeout", "10m", "--json"], cwd=world["project"], env=opencode_env(world, port), timeout=300)
-    finally:
-        if mode != "down":
-            model.stop()
-    turn = ((json.loads(r.out) if r.out.strip() else {}).get("data") or {}).get("turns", [{}])[0]
+    turn, _, r = failing_turn(world, "opencode", mode, lambda port: opencode_env(world, port), permission="edit")
     err = turn.get("setup_error") or {}
     assert not turn.get("timed_out") and err.get("reason") == reason, (r.out[-3000:], r.err[-2000:])
     if mode == "429":
