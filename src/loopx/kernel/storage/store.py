@@ -320,11 +320,26 @@ class Store:
             else:
                 lines = sum(m["lines"] for m in state["meta"]["files"].values())
                 caches.save_snapshot(self, state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
-        if records:  # at most daily, the chain heads are anchored (one stat when not due; never raises)
+        if records and self._anchor_due():  # at most daily, the chain heads are anchored (never raises)
             from loopx.kernel.storage import anchors
 
             anchors.maybe_daily(self)
         return records, state
+
+    def _anchor_due(self) -> bool:
+        """``anchors.maybe_daily``'s one ``stat``, made before importing that module (and the git
+        adapter behind it) on every write: False only when the data folder's anchors file of this
+        project is younger than a day; maybe_daily decides again in any other case."""
+        try:
+            pid = self.format_info().get("project_id")
+            if not pid:
+                return False
+            from loopx.config import data_home
+
+            age = clock.now().timestamp() - os.stat(os.path.join(data_home(), layout.anchors(pid))).st_mtime
+        except Exception:  # noqa: BLE001 - missing, unreadable, a bad clock: let maybe_daily decide
+            return True
+        return age >= 86400.0  # anchors.DAY
 
     def _migrate(self) -> list[_Draft]:
         """Under the lock: migrate a format-1 store (writable, older format) to this format; the
