@@ -176,7 +176,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
         return drafts
 
-    records, state = store.transact(plan, actor=actor, reap=False)  # the plan reaps itself
+    # the plan reaps itself; the view the decision was made on stands for the state under the lock
+    # while nothing was appended since (Store.transact's ``seen``)
+    records, state = store.transact(plan, actor=actor, reap=False, seen=seen)
     if out.pop("lost_race", False):
         return out
     for rec in records:
@@ -354,7 +356,9 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts
 
-    store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
+    # the plan reaps every other expired run; the view the run was read from stands for the state
+    # under the lock while nothing was appended since (a verify wrote its evidence: read again)
+    store.transact(plan, actor=actor, reap=False, seen=state)
     return out
 
 

@@ -283,7 +283,7 @@ class Store:
         blocks others."""
         return locked(self.path(layout.LOCK), lock_timeout() if timeout is None else timeout)
 
-    def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
+    def transact(self, plan, *, actor: str, reap: bool = True, seen: dict | None = None) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.
 
         ``plan(state, now)`` sees the state folded under the lock and returns a list of Draft
@@ -292,13 +292,23 @@ class Store:
         the plan then refuses: torn tails are repaired and, with ``reap``, the registered housekeeping
         runs (``register_housekeeping``: the write layer's run reaper closes runs whose lease ended as
         failed and releases their claims), so the plan sees the state after that.
+        ``seen``: a live view this process read moments ago (``load(view="live")``) and left
+        unchanged; it stands for the state under the lock when no byte was appended since
+        (``caches.still_current``), which saves reading the view a second time (``next``,
+        ``turn finish``). The transaction then changes and saves it.
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
             repairs = self._repair_torn_tails() + self._migrate()
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
-            state = caches.load_live(self) if self.format_number() >= FORMAT else None
+            state = None
+            if self.format_number() >= FORMAT:
+                if seen is not None and not repairs and caches.still_current(self, seen):
+                    state = seen
+                    state["meta"]["read_only"] = self.read_only_reason(state)
+                else:
+                    state = caches.load_live(self)
             live = state is not None
             if state is None:
                 state = self.load(save_snapshot=False)
