@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 
 from loopx import __version__
-from loopx.config import env
+from loopx.config import seconds
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
@@ -45,11 +45,8 @@ GITIGNORE = "# written by loopx: machine-local files\n" + "".join(x + "\n" for x
 
 
 def lock_timeout() -> float:
-    """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10)."""
-    try:
-        return max(0.0, float(env("LOOPX_LOCK_TIMEOUT") or "10"))
-    except ValueError:
-        return 10.0
+    """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10; UsageError when malformed)."""
+    return seconds("LOOPX_LOCK_TIMEOUT")
 
 
 class Draft:
