@@ -292,7 +292,7 @@ class Store:
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
-            repairs = self._repair_torn_tails() + self._migrate()
+            repairs = self.repair_torn_tails() + self._migrate()
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
             state = caches.load_live(self) if self.format_number() >= FORMAT else None
@@ -441,8 +441,9 @@ class Store:
             meta["tail"] = (bytes.fromhex(meta.get("tail", "")) + blob)[-32:].hex()
         return records
 
-    def _repair_torn_tails(self) -> list[_Draft]:
-        """Under the lock: move an unterminated last line to quarantine/ and truncate."""
+    def repair_torn_tails(self) -> list[_Draft]:
+        """Under the lock (every transaction, and ``doctor --fix``): move an unterminated last line
+        of each open log to quarantine/ and truncate it; the ``store.repaired`` drafts to record."""
         drafts = []
         for name in STREAMS:
             p = self.path(layout.open_log(name))
