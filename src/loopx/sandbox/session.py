@@ -1,9 +1,9 @@
 """One sandbox session of a ``loopx run`` (or ``loopx sandbox``): a private folder outside the
 project (``TMPDIR`` and the broker's socket), the broker, and the policy for each working folder.
 
-``Session(store, identity, host=None)``; ``confine(cmd, shell, env, cwd, branch=None) ->
+``Session(store, identity, host=None)``; ``confine(cmd, shell, env, cwd) ->
 (argv, env)``: the agent's command line wrapped in the sandbox and its environment (credentials
-removed, ``TMPDIR`` private, ``LOOPX_BROKER`` set). ``policy_for(cwd, branch)`` builds (and
+removed, ``TMPDIR`` private, ``LOOPX_BROKER`` set). ``policy_for(cwd)`` builds (and
 caches) the policy; verify commands this process runs use the last one (``loopx.sandbox.activate``).
 ``close()`` stops the broker and removes the private folder. Without an enforcing sandbox
 (``loopx.sandbox.enforced()`` false) ``confine`` returns the command unchanged.
@@ -39,16 +39,15 @@ class Session:
         self._policies: dict = {}
         self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
-    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=(),
-                   view: bool = False, shared=()) -> dict:
-        key = (os.path.realpath(cwd), branch, exe, tuple(named), view, tuple(shared))
+    def policy_for(self, cwd: str, exe: str | None = None, named=(), view: bool = False, shared=()) -> dict:
+        key = (os.path.realpath(cwd), exe, tuple(named), view, tuple(shared))
         if key not in self._policies:
             files, dirs = profile.program_reads(exe)
             for f in named:  # a script the command line names, and the folder it imports from
                 more_files, more_dirs = profile.program_reads(f)
                 files, dirs = files + more_files, dirs + more_dirs
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
-                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files,
+                                                extra_read=dirs, extra_read_files=files,
                                                 view=view, shared=shared)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
@@ -65,8 +64,7 @@ class Session:
                 out[sandbox.BROKER_ENV] = self.broker.path
         return out
 
-    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False,
-                shared=()):
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, view: bool = False, shared=()):
         """``view``: ``cwd`` is a turn's private clone, shown at the project's path, with the
         project's own ``shared`` paths (what git ignores) at their place (``profile.build``)."""
         if not self.on:
@@ -74,7 +72,7 @@ class Session:
         self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
-        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
+        pol = self.policy_for(cwd, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
                               view, shared)
         return sandbox.wrap(argv, pol), False, self.env(env)
 

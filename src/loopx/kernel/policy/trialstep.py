@@ -178,10 +178,115 @@ def create_worktree(store, goal_id: str) -> dict:
     if rev(store.project_dir, "refs/heads/" + branch):
         raise UsageError(f"branch {branch} already exists", f"delete it (`git branch -D {branch}`) or pick another goal_id",
                          code="branch_exists", details={"branch": branch, "field": "goal_id"})
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, head)
+    git(store.project_dir, "update-ref", "refs/heads/" + branch, head, "")  # created, never moved here
+    try:
+        make_clone(store, path, head, branch)
+    except TrialGitError:
+        git(store.project_dir, "update-ref", "-d", "refs/heads/" + branch, head, check=False)
+        raise
     return {"worktree": os.path.relpath(path, store.project_dir), "branch": branch, "base_branch": base,
             "base_commit": head}
+
+
+def is_clone(path: str) -> bool:
+    """True for a private clone (its own ``.git`` folder); False for a linked worktree (an
+    experiment started by loopx before trials ran in private clones)."""
+    return os.path.isdir(os.path.join(path, ".git"))
+
+
+def _source(store) -> str:
+    return os.path.realpath(git_dir(store.project_dir) or store.project_dir)
+
+
+def make_clone(store, path: str, commit: str, branch: str | None = None) -> None:
+    """A private clone of the project at ``path`` (``gitcli.clone_shared``) checked out at
+    ``commit``, on ``branch`` (the experiment's own) or detached (a parallel trial): the agent's
+    commits and refs stay in its own ``.git``, and the project's objects are read through
+    alternates. No remote (a push from it goes nowhere), the project's identity, and an empty
+    ``.loopx/`` folder (read-only in the sandbox: nothing store-shaped is made there)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    gitcli.clone_shared(_source(store), path)
+    for key in ("user.name", "user.email"):
+        val = git(store.project_dir, "config", key, check=False).stdout.strip()
+        if val:
+            git(path, "config", key, val)
+    if branch:
+        git(path, "checkout", "-q", "-B", branch, commit)
+    else:
+        git(path, "checkout", "-q", "--detach", commit)
+    for name in git(path, "for-each-ref", "--format=%(refname)", "refs/heads/").stdout.split():
+        if name != "refs/heads/" + (branch or ""):
+            git(path, "update-ref", "-d", name, check=False)
+    git(path, "remote", "remove", "origin", check=False)
+    os.makedirs(os.path.join(project_cwd(store, path), layout.DIRNAME), exist_ok=True)
+
+
+def _alternates(store, path: str) -> None:
+    """The clone reads the project's objects again (its ``objects/info/alternates`` is the
+    agent's to write inside the sandbox: rewritten before each trial)."""
+    info = os.path.join(path, ".git", "objects", "info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "alternates"), "w", encoding="utf-8") as fh:
+        fh.write(os.path.join(_source(store), "objects") + "\n")
+
+
+def own_worktree(store, e: dict, commit: str | None = None) -> str:
+    """The experiment's own worktree, a private clone; made again when it is missing, and made
+    from a linked worktree of an experiment that older loopx started (removed first: its trials
+    are commits and refs of the project already; uncommitted files in it are dropped, as the next
+    trial's reset would). ``commit``: where a new clone starts (default: the branch's commit)."""
+    path = os.path.join(store.project_dir, e["worktree"])
+    if is_clone(path):
+        _alternates(store, path)
+        return path
+    if os.path.lexists(path):
+        git(store.project_dir, "worktree", "remove", "--force", path, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+    git(store.project_dir, "worktree", "prune", check=False)
+    start_at = commit or rev(store.project_dir, "refs/heads/" + e["branch"]) or (e.get("frontier") or {}).get("commit") \
+        or e.get("base_commit")
+    assert start_at is not None  # an experiment starts at a commit (create_worktree)
+    make_clone(store, path, start_at, e["branch"])
+    return path
+
+
+def drop(store, path: str) -> None:
+    """Remove a parallel trial's folder (a private clone; a linked worktree of older loopx)."""
+    if is_clone(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        git(store.project_dir, "worktree", "remove", "--force", path, check=False)
+    git(store.project_dir, "worktree", "prune", check=False)
+
+
+def publish(store, path: str, tid: str, commit: str) -> None:
+    """Point the project's ``refs/loopx/trials/<tid>`` at ``commit``, the ``HEAD`` of the trial's
+    folder: from a private clone loopx fetches it (outside the sandbox, hooks off; the project's
+    ``.git`` is in no grant of the agent's), then checks the ref is that commit."""
+    ref = trial_ref(tid)
+    if is_clone(path):
+        git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+            f"+HEAD:{ref}")
+        if rev(store.project_dir, ref) != commit:
+            raise TrialGitError(f"the trial's commit {commit[:12]} did not reach the project's {ref}",
+                                "see `git status` in the experiment's worktree (`loopx experiment show`)")
+    else:
+        _set_ref(store.project_dir, ref, commit)
+
+
+def _unlock(path: str) -> None:
+    """A private clone's ``.git`` is the agent's: a lock or a half-done operation it left there
+    would fail loopx's commit of the trial."""
+    if not is_clone(path):
+        return
+    g = os.path.join(path, ".git")
+    for name in ("index.lock", "HEAD.lock", "CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD"):
+        try:
+            os.remove(os.path.join(g, name))
+        except OSError:
+            pass
+    for name in ("rebase-merge", "rebase-apply", "sequencer"):
+        shutil.rmtree(os.path.join(g, name), ignore_errors=True)
 
 
 def _commit_all(path: str, message: str) -> str | None:
@@ -195,9 +300,8 @@ def _commit_all(path: str, message: str) -> str | None:
 
 def _reset(path: str, commit: str, branch: str | None = None) -> None:
     """Make ``path``'s work tree exactly ``commit`` (untracked files removed, ignored ones kept)."""
-    if branch:
-        git(path, "checkout", "-q", "-f", branch)
-        git(path, "reset", "-q", "--hard", commit)
+    if branch:  # -B: the branch is made again where the agent deleted it in its clone
+        git(path, "checkout", "-q", "-f", "-B", branch, commit)
     else:
         git(path, "checkout", "-q", "-f", "--detach", commit)
     git(path, "clean", "-q", "-f", "-d")
@@ -259,8 +363,8 @@ def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) 
     try:
         trials.start(store, actor, goal_id, dict(cfg, **wt))
     except Exception:
-        git(store.project_dir, "worktree", "remove", "--force", worktree_path(store, goal_id), check=False)
-        git(store.project_dir, "branch", "-D", wt["branch"], check=False)
+        shutil.rmtree(worktree_path(store, goal_id), ignore_errors=True)
+        git(store.project_dir, "update-ref", "-d", "refs/heads/" + wt["branch"], check=False)
         raise
     out = dict(wt, goal_id=goal_id, baseline=None)
     if baseline:
@@ -272,10 +376,11 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
     """The first trial: the unchanged code at the branch's commit, measured; kept when it measured."""
     state = store.load()
     e = _known(state, goal_id)  # started by ``start`` or checked by ``experiment baseline``
-    path = os.path.join(store.project_dir, e["worktree"])
+    path = own_worktree(store, e)
     if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
         head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
         if head:
+            git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], head)
             _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
     assert commit is not None  # the worktree was made at a commit (create_worktree) and is reset to one
@@ -318,9 +423,10 @@ def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
                          details={"goal": goal_id})
     if parallel:
         path = worktrees.path(store.root, run_id)
-        git(store.project_dir, "worktree", "add", "-q", "--detach", path, front)
+        make_clone(store, path, front)
     else:
-        path = os.path.join(store.project_dir, e["worktree"])
+        git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], front)  # the branch is the frontier
+        path = own_worktree(store, e, front)
         _reset(path, front, e["branch"])
     return {"path": path, "cwd": project_cwd(store, path), "parallel": parallel, "base": front}
 
@@ -350,10 +456,11 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     common = {"trial_id": tid, "run": run_id, "hypothesis": hypothesis, "agent": run.get("agent"),
               "claims": said.get("claims") or {}, "tokens": usage.get("total_tokens"),
               "cost_usd": usage.get("cost_usd"), "baseline": False}
+    _unlock(path)
     git(path, "checkout", "-q", "--detach")  # commit beside the branch: only a keep moves it
     commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
     if commit is not None:
-        _set_ref(store.project_dir, trial_ref(tid), commit)
+        publish(store, path, tid, commit)
     replays = 0
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
@@ -380,7 +487,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
                         reason=f"the change no longer applies on the frontier {fcommit[:12]}"), ...)
                     break
                 measured, on = replayed, fcommit
-                _set_ref(store.project_dir, trial_ref(tid), measured)
+                publish(store, path, tid, measured)
             touched = touched_measuring(store, where["cwd"], on, measured)
             if touched:  # a trial that changed the measuring measures nothing: only a human changes it
                 rec = _record(store, actor, gid, dict(
@@ -465,12 +572,19 @@ def _replay(path: str, commit: str, onto: str) -> str | None:
 
 def _after(store, e: dict, rec: dict, path: str, where: dict) -> None:
     """Leave the worktrees at the frontier: the experiment's own checks out its branch again."""
-    proj = store.project_dir
     if where.get("parallel"):
-        git(proj, "worktree", "remove", "--force", path, check=False)
-        git(proj, "worktree", "prune", check=False)
+        drop(store, path)
         return  # the experiment's own worktree is brought to the frontier by the next `prepare`
-    _reset(path, "refs/heads/" + e["branch"], e["branch"])
+    _to_frontier(store, path, e["branch"])
+
+
+def _to_frontier(store, path: str, branch: str) -> None:
+    """The experiment's own worktree on its branch at the project's frontier (the project's
+    ``loopx/exp/<goal>``, which only loopx moves; a private clone's own branch follows it)."""
+    front = rev(store.project_dir, "refs/heads/" + branch)
+    if front is None or not os.path.isdir(path):
+        return
+    _reset(path, front, branch)
 
 
 # ------------------------------------------------------------------ replay, promotion
@@ -481,7 +595,7 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     state = store.load()
     t = resolve_trial(state, trial_id)
     e = _known(state, t["goal"])  # a trial is recorded only on an experiment goal
-    target = into or os.path.join(store.project_dir, e["worktree"])
+    target = into or own_worktree(store, e)
     ref = trial_ref(t["id"])
     if t.get("baseline"):
         raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
@@ -716,10 +830,9 @@ def reset_worktree(store, goal_id: str, where: dict | None) -> None:
     if e is None:
         return
     if where and where.get("parallel"):
-        git(store.project_dir, "worktree", "remove", "--force", where["path"], check=False)
-        git(store.project_dir, "worktree", "prune", check=False)
+        drop(store, where["path"])
         return
-    _reset(os.path.join(store.project_dir, e["worktree"]), "refs/heads/" + e["branch"], e["branch"])
+    _to_frontier(store, os.path.join(store.project_dir, e["worktree"]), e["branch"])
 
 
 def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None, *, spend_slot) -> dict | None:

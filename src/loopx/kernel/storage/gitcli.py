@@ -261,3 +261,19 @@ def identity_options(cwd: str) -> list[str]:
     if git(cwd, "config", "user.email", check=False).out:
         return []
     return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+
+
+def clone_shared(source: str, path: str, timeout: float = TIMEOUT) -> None:
+    """A private clone of the repository whose git folder is ``source`` at ``path`` (``git clone
+    --shared --no-checkout --no-tags``): its own ``.git`` (index, refs, new objects), the source's
+    objects read through ``objects/info/alternates`` and never written. Hooks and the fsmonitor
+    off; the clone names its own folders. Raises GitError."""
+    env = pinned_env(os.path.dirname(path))
+    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):
+        env.pop(k, None)
+    try:
+        res = run(os.path.dirname(path), "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path,
+                  base=env, timeout=timeout, text=True)
+    except GitUnavailable as exc:
+        raise GitError(str(exc), "check that git is installed and on PATH") from None
+    checked(res, "see `git status` in the project")
