@@ -115,3 +115,29 @@ def test_a_hostile_trial_agent_cannot_touch_the_projects_git_and_its_work_still_
     wt = repo / ".loopx" / "worktrees" / "exp-knn"
     assert (wt / ".git").is_dir()
     assert not [p for p in (repo / ".loopx" / "worktrees").iterdir() if p.name != "exp-knn"]  # parallel: removed
+
+
+def test_an_experiment_that_older_loopx_started_in_a_linked_worktree_keeps_working_and_keeps_its_trials(repo):  # noqa: F811
+    from test_experiments import drive, start
+
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6", "0.6"]], 2)
+    before = trials(repo)
+    wt = repo / ".loopx" / "worktrees" / "exp-knn"
+    # what loopx made before trials ran in private clones: a linked worktree on the experiment's branch
+    import shutil
+
+    shutil.rmtree(wt)
+    git(repo, "worktree", "add", "-q", str(wt), "loopx/exp/knn")
+    assert (wt / ".git").is_file()
+    drive(repo, [["raise to 0.8", "0.8"]], 1)
+    ts = trials(repo)
+    assert [t["id"] for t in ts[:3]] == [t["id"] for t in before]  # no trial lost
+    assert [t["decision"] for t in ts] == ["keep", "keep", "discard", "keep"] and ts[-1]["value"] == 0.8
+    for t in ts:
+        assert git(repo, "rev-parse", f"refs/loopx/trials/{t['id']}").strip() == t["commit"]
+    assert git(repo, "rev-parse", "loopx/exp/knn").strip() == ts[-1]["commit"]
+    assert (wt / ".git").is_dir() and (wt / "param.txt").read_text() == "0.8\n"  # now a private clone
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    # `trial show --diff` still shows a trial made in the linked worktree
+    assert "+0.6" in run_loopx(["trial", "show", before[2]["id"], "--diff", "--json"], cwd=repo).data["diff"]
