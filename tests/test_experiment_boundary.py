@@ -141,3 +141,45 @@ def test_an_experiment_that_older_loopx_started_in_a_linked_worktree_keeps_worki
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     # `trial show --diff` still shows a trial made in the linked worktree
     assert "+0.6" in run_loopx(["trial", "show", before[2]["id"], "--diff", "--json"], cwd=repo).data["diff"]
+
+
+def test_holdout_data_git_tracks_is_refused_at_start_goal_and_at_promotion(repo):  # noqa: F811
+    """A tracked holdout file is in git's object store, which every trial reads (`git show
+    HEAD:data/holdout.csv`): start-goal refuses it (exit 3, one line, the fix), and a promotion
+    refuses while it is tracked again (committed on the base branch since), before the holdout runs."""
+    from test_experiments import drive, start
+
+    (repo / ".gitignore").write_text("")
+    git(repo, "add", "-f", "data/holdout.csv", ".gitignore")
+    git(repo, "commit", "-q", "-m", "the holdout data, tracked")
+    py = sys.executable
+    args = ["start-goal", "--goal-text", "tune", "--goal-id", "knn", "--experiment", "--metric", "val_acc",
+            "--measure", f"{py} eval.py", "--holdout", f"{py} holdout.py", "--holdout-path", "data/holdout.csv"]
+    r = run_loopx(args, cwd=repo)
+    assert r.code == 3, r.out + r.err
+    assert r.err.count("\n") == 2 and "Traceback" not in r.err  # the error line and its hint
+    assert "data/holdout.csv is tracked by git" in r.err and "git rm --cached data/holdout.csv" in r.err
+    j = run_loopx([*args, "--json"], cwd=repo)
+    assert j.code == 3 and j.json["error"]["code"] == "holdout_tracked"
+    assert "knn" not in run_loopx(["status", "--json"], cwd=repo).out  # no goal, no branch was made
+    assert "loopx/exp/knn" not in git(repo, "for-each-ref")
+    # untracked (only staged as removed, not committed: HEAD still holds it): still refused
+    git(repo, "rm", "-q", "--cached", "data/holdout.csv")
+    assert run_loopx(args, cwd=repo).code == 3
+    (repo / ".gitignore").write_text("data/holdout.csv\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "untrack the holdout data")
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    # a human commits the holdout data on the base branch since: the promotion refuses, nothing runs
+    git(repo, "add", "-f", "data/holdout.csv")
+    git(repo, "commit", "-q", "-m", "oops, the holdout data")
+    p = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo, timeout=120)
+    assert p.code == 3 and p.json["error"]["code"] == "holdout_tracked", p.out
+    assert "promote again" in p.json["error"]["hint"]
+    assert run_loopx(["gate", "list", "--json"], cwd=repo).data["gates"] == []
+    git(repo, "rm", "-q", "--cached", "data/holdout.csv")
+    git(repo, "commit", "-q", "-m", "untrack it again")
+    p = run_loopx(["experiment", "promote", "knn", "--json"], cwd=repo, timeout=120)
+    assert p.code == 0, p.err
+    assert p.data["holdout"]["value"] is not None

@@ -678,13 +678,28 @@ def _copy_untracked(project_dir: str, run_dir: str, rels) -> None:
             shutil.copy2(src, dst)
 
 
-def tracked_holdout(store, rels) -> list[str]:
-    """The holdout paths git tracks in the project (readable through its object store)."""
+def tracked_holdout(store, rels, commits=("HEAD",)) -> list[str]:
+    """The holdout paths git tracks in the project: in its index or in one of ``commits`` (a
+    tracked file is in git's object store, which every trial reads through its clone's alternates:
+    `git show HEAD:PATH`, no file view can hide it)."""
     out = []
     for rel in rels:
-        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0:
+        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0 or any(
+                c and git(store.project_dir, "ls-tree", "-r", "--name-only", c, "--", rel, check=False).stdout.strip()
+                for c in commits):
             out.append(rel)
     return out
+
+
+def refuse_tracked_holdout(store, rels, commits=("HEAD",), when: str = "start the experiment") -> None:
+    """StateError (exit 3, ``holdout_tracked``) when git tracks holdout data (``tracked_holdout``)."""
+    tracked = tracked_holdout(store, rels, commits)
+    if tracked:
+        names = " ".join(tracked[:3])
+        raise StateError(f"holdout data {', '.join(tracked[:3])} is tracked by git: the agent could read it from "
+                         "git's object store (`git show`)",
+                         f"untrack it (`git rm --cached {names}`, list it in .gitignore, commit), then {when}",
+                         code="holdout_tracked", details={"paths": tracked})
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
@@ -714,6 +729,10 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
                          "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
     if as_branch:
         git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    base_branch = e.get("base_branch")
+    refuse_tracked_holdout(store, e.get("holdout_paths") or (),
+                           ("HEAD", front["commit"], "refs/heads/" + base_branch if base_branch else None),
+                           when="promote again")
     pending = [x for x in queries.pending_gates(state, g["id"]) if x["kind"] == "promote"]
     if pending:
         raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", "a human decides it first",
