@@ -8,14 +8,14 @@ trials. Holdout data git tracks is refused at start-goal and at promotion."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from conftest import run_loopx
-from test_experiments import EVAL, GIT_ENV, git, trials  # noqa: F401 - the repo fixture's helpers
-from test_experiments import repo  # noqa: F401 - a fixture
+from test_experiments import drive, git, repo, start, trials  # noqa: F401 - repo: the fixture
 
 PLANTED = "PLANTED-BY-THE-AGENT\n"
 HOSTILE = """
@@ -118,15 +118,11 @@ def test_a_hostile_trial_agent_cannot_touch_the_projects_git_and_its_work_still_
 
 
 def test_an_experiment_that_older_loopx_started_in_a_linked_worktree_keeps_working_and_keeps_its_trials(repo):  # noqa: F811
-    from test_experiments import drive, start
-
     start(repo)
     drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6", "0.6"]], 2)
     before = trials(repo)
     wt = repo / ".loopx" / "worktrees" / "exp-knn"
     # what loopx made before trials ran in private clones: a linked worktree on the experiment's branch
-    import shutil
-
     shutil.rmtree(wt)
     git(repo, "worktree", "add", "-q", str(wt), "loopx/exp/knn")
     assert (wt / ".git").is_file()
@@ -147,8 +143,6 @@ def test_holdout_data_git_tracks_is_refused_at_start_goal_and_at_promotion(repo)
     """A tracked holdout file is in git's object store, which every trial reads (`git show
     HEAD:data/holdout.csv`): start-goal refuses it (exit 3, one line, the fix), and a promotion
     refuses while it is tracked again (committed on the base branch since), before the holdout runs."""
-    from test_experiments import drive, start
-
     (repo / ".gitignore").write_text("")
     git(repo, "add", "-f", "data/holdout.csv", ".gitignore")
     git(repo, "commit", "-q", "-m", "the holdout data, tracked")

@@ -269,7 +269,7 @@ def publish(store, path: str, tid: str, commit: str) -> None:
             f"+HEAD:{ref}")
         if rev(store.project_dir, ref) != commit:
             raise TrialGitError(f"the trial's commit {commit[:12]} did not reach the project's {ref}",
-                                "see `git status` in the experiment's worktree (`loopx experiment show`)")
+                                "look at the trial's folder under .loopx/worktrees/")
     else:
         _set_ref(store.project_dir, ref, commit)
 
@@ -695,11 +695,10 @@ def refuse_tracked_holdout(store, rels, commits=("HEAD",), when: str = "start th
     """StateError (exit 3, ``holdout_tracked``) when git tracks holdout data (``tracked_holdout``)."""
     tracked = tracked_holdout(store, rels, commits)
     if tracked:
-        names = " ".join(tracked[:3])
         raise StateError(f"holdout data {', '.join(tracked[:3])} is tracked by git: the agent could read it from "
-                         "git's object store (`git show`)",
-                         f"untrack it (`git rm --cached {names}`, list it in .gitignore, commit), then {when}",
-                         code="holdout_tracked", details={"paths": tracked})
+                         "git's object store",
+                         f"untrack it (remove it from git's index, ignore it, commit), then {when}",
+                         code="holdout_tracked", details={"paths": tracked, "then": when})
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
