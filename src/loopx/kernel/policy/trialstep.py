@@ -1,12 +1,17 @@
 """The trial step of research experiments (issue 20): git, the measure command and the decision.
 
-An experiment goal has its own git worktree, ``.loopx/worktrees/exp-<goal>`` on branch
-``loopx/exp/<goal>`` (the user's checkout is never reset or touched); the branch is the frontier.
-A trial is made in that worktree (or, with ``loopx run --parallel``, in a detached worktree of its
-run started at the frontier commit). When the turn ends, ``settle`` (loopx, not the agent):
+An experiment goal has its own worktree, ``.loopx/worktrees/exp-<goal>``: a private clone of the
+project (``make_clone``: its own ``.git``, the project's objects read through alternates; the
+user's checkout is never reset or touched) on branch ``loopx/exp/<goal>``. The project's branch of
+that name is the frontier, and only loopx moves it. A trial is made in that clone (or, with
+``loopx run --parallel``, in a private clone of its run detached at the frontier commit), so the
+sandbox grants the agent nothing of the project's ``.git`` (issue 22); a linked worktree that
+older loopx made is made a clone at the next trial (``own_worktree``). When the turn ends,
+``settle`` (loopx, not the agent, outside the sandbox):
 
-1. commits what the agent left (detached, so the branch does not move) and points
-   ``refs/loopx/trials/<trial-id>`` at the commit (every trial stays reachable, never a branch);
+1. commits what the agent left (detached, so the branch does not move) and fetches the commit into
+   the project's ``refs/loopx/trials/<trial-id>`` (``publish``: every trial stays reachable, never
+   a branch);
 2. when the frontier moved since the trial started, replays the change on top of the new frontier
    (``git cherry-pick``) and measures that, or records the trial ``stale`` when it no longer applies;
 3. runs the measure command (and the guard command) through ``launch`` with the trial timeout, the
@@ -161,7 +166,8 @@ def check_repo(store) -> None:
 
 
 def create_worktree(store, goal_id: str) -> dict:
-    """The experiment's worktree on ``loopx/exp/<goal>`` from the project's current commit.
+    """The branch ``loopx/exp/<goal>`` at the project's current commit and the experiment's
+    worktree, a private clone on it (``make_clone``).
     Returns {worktree (relative to the project), branch, base_branch, base_commit}. Raises
     UsageError when the project is not a git repository with a commit."""
     if git_dir(store.project_dir) is None:

@@ -31,6 +31,10 @@ repository hooks and the fsmonitor off (``GIT_CONFIG_COUNT``). ``pin_process(cwd
 for every git call of the process (``loopx run`` while a sandboxed agent runs, and the broker's
 calls), ``unpin`` restores.
 
+Cloning: ``clone_shared(source, path)`` makes a private clone (``git clone --shared``) whose own
+``.git`` a sandbox may grant while the source's objects stay read-only (a turn's workspace, an
+experiment's trials).
+
 Errors: ``run`` raises ``GitUnavailable`` (an OSError) when git is not installed, cannot start or
 outlives ``timeout``; a non-zero exit is in the Result, and ``checked`` (or ``git(..., check=True)``)
 turns it into ``GitError`` (a Conflict, exit 4, code ``git_failed``) with git's last line and a
