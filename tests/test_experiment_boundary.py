@@ -47,6 +47,9 @@ for name, cmd in tries.items():
     out[name] = [p.returncode, (p.stdout + p.stderr)[-300:]]
 open(os.path.join(os.environ["PEEK_OUT"], "attempts.json"), "w").write(json.dumps(out))
 open("param.txt", "w").write("0.7\\n")  # the ordinary work of the trial
+# and it leaves its own .git in the way of loopx's commit and fetch: a lock, and a planted commondir
+open(".git/index.lock", "w").close()
+open(".git/commondir", "w").write(gd + "\\n")
 """
 
 

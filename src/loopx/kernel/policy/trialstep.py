@@ -244,6 +244,7 @@ def own_worktree(store, e: dict, commit: str | None = None) -> str:
     path = os.path.join(store.project_dir, e["worktree"])
     if is_clone(path):
         _alternates(store, path)
+        _unlock(path)
         return path
     if os.path.lexists(path):
         git(store.project_dir, "worktree", "remove", "--force", path, check=False)
@@ -282,11 +283,12 @@ def publish(store, path: str, tid: str, commit: str) -> None:
 
 def _unlock(path: str) -> None:
     """A private clone's ``.git`` is the agent's: a lock or a half-done operation it left there
-    would fail loopx's commit of the trial."""
+    would fail loopx's commit of the trial, and a planted ``commondir`` would steer the fetch of
+    the trial's commit (loopx's own calls there are pinned and never follow it)."""
     if not is_clone(path):
         return
     g = os.path.join(path, ".git")
-    for name in ("index.lock", "HEAD.lock", "CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD"):
+    for name in ("index.lock", "HEAD.lock", "CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD", "commondir"):
         try:
             os.remove(os.path.join(g, name))
         except OSError:
