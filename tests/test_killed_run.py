@@ -9,6 +9,7 @@ SIGKILL, waits until the agent's process group is gone (the runner's guard ends 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -124,3 +125,74 @@ def test_the_next_run_brings_a_killed_turns_work_back_and_takes_its_turn(proj):
     doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
     found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
     assert found["status"] == "ok", found
+
+
+def test_a_killed_turn_after_the_user_committed_lands_as_a_merge_with_its_uncommitted_work_committed(proj):
+    """The user's branch moved while the runner was dead: as at a normal turn end, the agent's
+    uncommitted file cannot be written as uncommitted work over a checkout that moved, so loopx
+    commits it in the workspace and the branch lands as a merge commit; nothing of either side lost."""
+    killed = _kill_mid_turn(proj)
+    (proj / "USER.md").write_text("the user's commit\n")
+    git(proj, "add", "USER.md")
+    git(proj, "commit", "-q", "-m", "the user's commit")
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true"], cwd=proj, env=_env(proj), timeout=600)
+    assert r.code == 0, r.out + r.err
+    assert f"run {killed['id']}, killed mid-turn: closed as failed; its workspace brought back" in r.err, r.err
+    log = git(proj, "log", "--format=%s", "main").splitlines()
+    assert "fix add" in log and "the user's commit" in log, log
+    assert any(s.startswith(f"loopx: {killed['id']}") for s in log), log
+    assert git(proj, "show", "main:src/extra.py") == "NOTE = 1"
+    assert "a + b" in git(proj, "show", "main:src/calc.py")
+    assert not (proj / ".loopx" / "worktrees" / killed["id"]).exists()
+
+
+def _open_run(cli) -> str:
+    r = cli("--agent", "bot", "next", json=True)
+    assert r.code == 0 and r.data["started"], r.out + r.err
+    return r.data["run_id"]
+
+
+def test_a_workspace_left_while_loopx_was_still_making_it_is_removed_and_its_run_closed(proj, cli):
+    """Killed between the record and the agent's start: no agent ran in that clone (the carried
+    copies of the user's files are the user's, still in the checkout): it is removed."""
+    rid = _open_run(cli)
+    ws = proj / ".loopx" / "worktrees" / rid
+    ws.mkdir(parents=True)
+    (ws / "notes.txt").write_text("the user's own draft\n")
+    (ws.parent / f"{rid}.json").write_text(json.dumps({"run_id": rid, "sequential": True, "creating": True}))
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert found["status"] == "warning" and f"{rid} (killed mid-turn)" in found["finding"], found
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                  timeout=600)
+    assert r.code == 0, r.out + r.err
+    assert r.data["recovered"] == [{"run_id": rid, "closed": True, "kept": False, "merge": None,
+                                    "note": "an unfinished workspace removed"}]
+    assert not ws.exists() and not (ws.parent / f"{rid}.json").exists()
+    assert Store.open(str(proj)).load()["runs"][rid]["result"] == "failed"
+    assert (proj / "notes.txt").read_text() == "the user's own draft\n"
+
+
+def test_a_workspace_without_a_record_in_the_way_of_a_resumed_run_is_a_one_line_conflict(proj, cli):
+    """A leftover no runner can vouch for (an older loopx's, or its agent still running): the
+    resumed turn stops with a one-line error and a hint (exit 4), never git's clone message."""
+    rid = _open_run(cli)
+    (proj / ".loopx" / "worktrees" / rid).mkdir(parents=True)
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true"], cwd=proj, env=_env(proj), timeout=600)
+    assert r.code == 4, r.out + r.err
+    assert f"the workspace of run {rid} is still there" in r.err and "hint:" in r.err and "rm -rf" in r.err, r.err
+    assert "Traceback" not in r.err and "git clone" not in r.err
+    assert Store.open(str(proj)).load()["runs"][rid]["finished"] is None  # nothing closed behind its back
+
+
+def test_doctor_tells_how_to_remove_a_parallel_runs_clone(proj):
+    """A parallel run's workspace is a private clone: `git worktree remove` does not apply to it."""
+    ws = proj / ".loopx" / "worktrees" / "run-abc123"
+    ws.parent.mkdir(parents=True, exist_ok=True)
+    git(proj, "clone", "-q", "--shared", str(proj), str(ws))
+    git(proj, "branch", "loopx/run-abc123")
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert found["status"] == "warning" and "run-abc123 (a parallel run's, kept for a look)" in found["finding"]
+    assert found["fix"].endswith(f"when done: rm -rf {ws} && git branch -D loopx/run-abc123"), found
+    assert "worktree remove" not in found["fix"]

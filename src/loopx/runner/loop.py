@@ -537,8 +537,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
         drv.log(out["sandbox"]["line"])
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
-        if not dry_run and not drv.isolate:
-            _recover(store, drv, out)
+        _recover(store, drv, out, dry_run)
         while True:
             if not dry_run:
                 _approved_work(store, drv, out)
@@ -579,9 +578,10 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
     return out
 
 
-def _recover(store, drv: Driver, out: dict) -> None:
-    """Bring back the workspaces of turns whose runner died mid-turn (``loopx.runner.recover``)."""
-    got = recover.recover(store, drv)
+def _recover(store, drv: Driver, out: dict, dry_run: bool) -> None:
+    """Bring back the workspaces of turns whose runner died mid-turn (``loopx.runner.recover``);
+    a sequential runner only (a parallel one leaves them to it: ``loopx doctor`` names them)."""
+    got = [] if dry_run or drv.isolate else recover.recover(store, drv)
     if got:
         out["recovered"] = got
     for r in got:

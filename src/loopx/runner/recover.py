@@ -96,8 +96,12 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
 
 def refuse_leftover(store, run_id: str) -> None:
     path = worktrees.path(store.root, run_id)
-    if os.path.lexists(path):
-        raise Conflict(f"the workspace of run {run_id} is still there ({path}): its agent may still run",
-                       "wait for it to end (or stop it: `loopx status` names its process group), then run "
-                       "`loopx run` again: it brings that turn's work back first; `loopx doctor` names it",
-                       code="workspace_left")
+    if not os.path.lexists(path):
+        return
+    if worktrees.record(store.root, run_id):  # recover() left it: its agent still runs, or a runner holds its goal
+        raise Conflict(f"the workspace of run {run_id} is still there ({path}): its agent still runs",
+                       "wait for it to end (or stop it: `loopx doctor` names the workspace), then run `loopx run` "
+                       "again: it brings that turn's work back first", code="workspace_left")
+    raise Conflict(f"the workspace of run {run_id} is still there ({path}) and loopx has no record of it "
+                   "(an older loopx made it)", f"look in it (`git -C {path} log`, `git -C {path} status`) and "
+                   f"bring back what you need; then rm -rf {path} and run again", code="workspace_left")
