@@ -98,6 +98,8 @@ def test_the_next_run_brings_a_killed_turns_work_back_and_takes_its_turn(proj):
     rid = killed["id"]
     assert (proj / ".loopx" / "worktrees" / rid).is_dir()
     assert Store.open(str(proj)).load()["runs"][rid]["finished"] is None  # the run is still open
+    packet = proj / ".loopx" / "cache" / f"{rid}.packet.txt"
+    assert packet.exists()  # the killed runner never removed it
 
     doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
     found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
@@ -117,7 +119,7 @@ def test_the_next_run_brings_a_killed_turns_work_back_and_takes_its_turn(proj):
     status = set(git(proj, "status", "--porcelain").splitlines())
     assert {"?? src/extra.py", "?? ready", "?? notes.txt"} <= status, status
     # the workspace is gone, the stale run closed, the new turn ran
-    assert not (proj / ".loopx" / "worktrees" / rid).exists()
+    assert not (proj / ".loopx" / "worktrees" / rid).exists() and not packet.exists()
     state = Store.open(str(proj)).load()
     assert state["runs"][rid]["finished"] and state["runs"][rid]["result"] == "failed"
     assert r.data["turns"] and r.data["turns"][0]["run_id"] != rid
@@ -196,3 +198,49 @@ def test_doctor_tells_how_to_remove_a_parallel_runs_clone(proj):
     assert found["status"] == "warning" and "run-abc123 (a parallel run's, kept for a look)" in found["finding"]
     assert found["fix"].endswith(f"when done: rm -rf {ws} && git branch -D loopx/run-abc123"), found
     assert "worktree remove" not in found["fix"]
+
+
+def test_a_workspace_a_runner_kept_for_a_human_is_left_alone_and_named_with_why(proj, cli):
+    """A turn whose work could not all be brought back keeps its workspace (marked kept in its
+    record): the next run does not try again (no repeated merges or conflict todos), doctor names
+    it with why and how to remove the clone."""
+    from loopx.kernel.policy import turn
+
+    rid = _open_run(cli)
+    turn.close(Store.open(str(proj)), "agent:bot", rid, "failed", "test")
+    ws = proj / ".loopx" / "worktrees" / rid
+    ws.parent.mkdir(parents=True, exist_ok=True)
+    git(proj, "clone", "-q", "--shared", str(proj), str(ws))
+    (ws / "left.txt").write_text("not brought back\n")
+    (ws.parent / f"{rid}.json").write_text(json.dumps({"run_id": rid, "sequential": True,
+                                                       "kept": "workspace kept: 1 uncommitted file(s) not brought back"}))
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                  timeout=600)
+    assert r.code == 0, r.out + r.err
+    assert "recovered" not in r.data and (ws / "left.txt").exists()
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert f"{rid} (kept: workspace kept: 1 uncommitted file(s) not brought back)" in found["finding"], found
+    assert f"rm -rf {ws}" in found["fix"] and "loopx run" not in found["fix"], found
+
+
+def test_a_record_this_loopx_cannot_use_keeps_the_workspace_named_never_deleted(proj, cli):
+    rid = _open_run(cli)
+    ws = proj / ".loopx" / "worktrees" / rid
+    ws.parent.mkdir(parents=True, exist_ok=True)
+    git(proj, "clone", "-q", "--shared", str(proj), str(ws))
+    (ws / "work.txt").write_text("the agent's\n")
+    (ws.parent / f"{rid}.json").write_text(json.dumps({"run_id": rid, "sequential": True}))  # no base: unusable
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                  timeout=600)
+    assert r.code == 0, r.out + r.err
+    got = r.data["recovered"]
+    assert [(g["run_id"], g["closed"], g["kept"]) for g in got] == [(rid, True, True)], got
+    assert (ws / "work.txt").read_text() == "the agent's\n"
+    assert json.loads((ws.parent / f"{rid}.json").read_text())["kept"].startswith("workspace kept")
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert f"{rid} (kept: workspace kept" in found["finding"] and f"rm -rf {ws}" in found["fix"], found
+    again = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                      timeout=600)
+    assert again.code == 0 and "recovered" not in again.data, again.out + again.err

@@ -40,7 +40,7 @@ import os
 from loopx import sandbox
 from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError, UsageError
 from loopx.kernel.policy import decide, packet, turn
-from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.read import fingerprint, queries, worktrees
 from loopx.kernel.storage import actors, agentproc, clock, layout
 from loopx.kernel.storage.ids import check_agent_name
 from loopx.kernel.write import goals
@@ -422,7 +422,7 @@ class Driver:
     def kept(self, started: dict, out: dict) -> None:
         """Mark a sequential workspace kept for a human in its record (``loopx doctor`` names it
         with why; the next runner does not try to bring it back again)."""
-        rec = worktree.worktrees.record(self.store.root, started["run_id"])
+        rec = worktrees.record(self.store.root, started["run_id"])
         try:
             worktree.save_record(self.store, started["run_id"], dict(rec or {}, sequential=True,
                                                                      kept=out.get("note") or "kept"))

@@ -24,7 +24,7 @@ import shutil
 from loopx.errors import Conflict, LoopxError
 from loopx.kernel.policy import turn
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import agentproc
+from loopx.kernel.storage import agentproc, layout
 from loopx.runner import worktree
 from loopx.runner.lease import RunnerLock
 
@@ -73,6 +73,11 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
     closed = run.get("finished") is None
     if closed:
         turn.close(store, drv.actor, rid, "failed", NOTE)
+    for ext in (".packet.txt", ".packet.json"):  # the killed runner's packet files
+        try:
+            os.remove(store.path(layout.CACHE, rid + ext))
+        except OSError:
+            pass
     if rec.get("creating"):  # loopx was still making the clone: no agent ran in it
         shutil.rmtree(worktrees.path(store.root, rid), ignore_errors=True)
         worktree.drop_record(store, rid)
