@@ -63,11 +63,11 @@ def _env(proj) -> dict:
     return {"HOME": os.environ["HOME"]}
 
 
-def _kill_mid_turn(proj) -> dict:
+def _kill_mid_turn(proj, agent: str = "bot") -> dict:
     """Start a real `loopx run`, wait for its agent's marker, SIGKILL the runner, wait until the
     agent's process group is gone. Returns the killed run."""
-    runner = subprocess.Popen([sys.executable, "-m", "loopx", "--agent", "bot", "run", "--once", "--agent-cmd",
-                               "sh agent.sh"], cwd=proj, env=subprocess_env(_env(proj)),
+    runner = subprocess.Popen([sys.executable, "-m", "loopx", "--agent", agent, "run", "--once", "--agent-cmd",
+                               "sh \"$LOOPX_PROJECT_DIR/agent.sh\""], cwd=proj, env=subprocess_env(_env(proj)),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wts = proj / ".loopx" / "worktrees"
     try:
@@ -195,7 +195,7 @@ def test_doctor_tells_how_to_remove_a_parallel_runs_clone(proj):
     git(proj, "branch", "loopx/run-abc123")
     doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
     found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
-    assert found["status"] == "warning" and "run-abc123 (a parallel run's, kept for a look)" in found["finding"]
+    assert found["status"] == "warning" and "run-abc123 (a failed run's, kept for a look)" in found["finding"]
     assert found["fix"].endswith(f"when done: rm -rf {ws} && git branch -D loopx/run-abc123"), found
     assert "worktree remove" not in found["fix"]
 
@@ -244,3 +244,28 @@ def test_a_record_this_loopx_cannot_use_keeps_the_workspace_named_never_deleted(
     again = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
                       timeout=600)
     assert again.code == 0 and "recovered" not in again.data, again.out + again.err
+
+
+def test_a_killed_parallel_runners_clone_is_kept_named_and_its_slot_runs_again(proj, cli):
+    """A goal that allows two runners: each works in its own clone on `loopx/<run>`. Killed
+    mid-turn, the next runner on that slot closes the run as failed and keeps its clone for a
+    look (as for a failed parallel run: its commit is there), instead of failing on it."""
+    assert cli("goal", "update", "g1", "--max-parallel", 2).code == 0
+    killed = _kill_mid_turn(proj)
+    rid = killed["id"]
+    assert killed["agent"] == "agent:bot-1", killed["agent"]
+    ws = proj / ".loopx" / "worktrees" / rid
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert f"{rid} (killed mid-turn)" in found["finding"] and "loopx run" in found["fix"], found
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                  timeout=600)
+    assert r.code == 0, r.out + r.err
+    assert [(g["run_id"], g["closed"], g["kept"]) for g in r.data["recovered"]] == [(rid, True, True)]
+    assert r.data["turns"] and r.data["turns"][0]["run_id"] != rid
+    assert Store.open(str(proj)).load()["runs"][rid]["result"] == "failed"
+    assert "fix add" in git(ws, "log", "--format=%s", "-1") and (ws / "src" / "extra.py").exists()
+    doc = run_loopx(["doctor", "--json"], cwd=proj, env=_env(proj))
+    found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
+    assert f"{rid} (kept: workspace kept: a --parallel run whose runner died mid-turn" in found["finding"], found
+    assert f"rm -rf {ws}" in found["fix"], found

@@ -250,17 +250,17 @@ def check_worktrees(t: Target) -> dict:
         return result("worktrees", "ok", "no worktree of a parallel run is left behind")
     for w in kept:
         rec = worktrees.record(t.root or "", w["run_id"]) or {}
-        w["killed"] = bool(rec.get("sequential")) and not rec.get("kept")
+        w["killed"] = bool(rec) and not rec.get("kept")
         w["why"] = "killed mid-turn" if w["killed"] else (f"kept: {rec['kept']}" if rec.get("kept") else
-                                                          "a parallel run's, kept for a look")
+                                                          "a failed run's, kept for a look")
     killed = [w for w in kept if w["killed"]]
     names = "; ".join(f"{w['run_id']} ({w['why']})" for w in kept[:10]) + (" ..." if len(kept) > 10 else "")
     finding = f"{len(kept)} run workspace(s) left in .loopx/worktrees/: {names}"
     if killed:
         return result("worktrees", "warning", finding,
-                      f"run `loopx run` again (as cron does): before its first turn it brings the work of "
-                      f"{killed[0]['run_id']} back into your checkout (its commits, its uncommitted files) and "
-                      f"closes the run; or look in {killed[0]['path']}")
+                      f"run `loopx run` again (as cron does): before its first turn it closes {killed[0]['run_id']} "
+                      f"and brings its work back into your checkout (its commits, its uncommitted files; a "
+                      f"--parallel run's clone is kept for a look); or look in {killed[0]['path']}")
     return result("worktrees", "warning", finding, _remove_hint(t.project_dir, kept[0]))
 
 

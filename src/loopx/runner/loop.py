@@ -130,12 +130,13 @@ class Driver:
         """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
         rid = started["run_id"]
         recover.refuse_leftover(self.store, rid)  # a resumed run whose killed turn's workspace is still there
+        lk = self.locks.get(started["goal_id"])
         ids = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started.get("todo_id"),
-               "mode": started.get("mode")}
+               "mode": started.get("mode"), "slot": lk.slot if lk else 1}
         try:
             assert self.base is not None  # isolate is switched on together with the base branch
-            if not self.isolate:  # a runner killed from here on leaves what the next one needs
-                worktree.save_record(self.store, rid, dict(ids, sequential=True, creating=True))
+            # a runner killed from here on leaves what the next one needs (loopx.runner.recover)
+            worktree.save_record(self.store, rid, dict(ids, sequential=not self.isolate, creating=True))
             started["worktree"] = dict(worktree.create(self.store, rid, self.base, view=not self.isolate),
                                        sequential=not self.isolate)
         except LoopxError as exc:
@@ -147,7 +148,7 @@ class Driver:
         if started["worktree"]["sequential"]:  # the agent sees the checkout as the user left it
             started["worktree"]["carried"] = worktree.carry(self.store.project_dir, cwd, hooks)
             started["worktree"]["shared"] = worktree.ignored(self.store.project_dir, cwd)
-            worktree.save_record(self.store, rid, dict(started["worktree"], **ids))
+        worktree.save_record(self.store, rid, dict(started["worktree"], **ids))
         return cwd
 
     def private_workspace(self) -> bool:
@@ -365,7 +366,7 @@ class Driver:
             self.bring_back(started, out)
             return
         if out["result"] == "failed":
-            return
+            return self.kept(started, {"note": "the run failed"})
         res = None
         try:
             if out["verified"] and out["result"] in ("progress", "completion"):
@@ -378,7 +379,7 @@ class Driver:
         except LoopxError as exc:
             out["merge"] = res
             out["note"] = ((out.get("note") or "") + f"; worktree kept: {exc.message}").lstrip("; ")
-            return
+            return self.kept(started, out)
         out["merge"] = res
         out["worktree"].update(kept=False, branch_kept=keep_branch)
         if res:
@@ -390,6 +391,8 @@ class Driver:
         if (started.get("worktree") or {}).get("sequential"):
             self.commit_worktree(started, out)
             self.bring_back(started, out)
+        elif started.get("worktree"):
+            self.kept(started, {"note": "the run failed"})
         return out
 
     def bring_back(self, started: dict, out: dict) -> None:
@@ -420,12 +423,11 @@ class Driver:
             self.log(f"  {res['message']}")
 
     def kept(self, started: dict, out: dict) -> None:
-        """Mark a sequential workspace kept for a human in its record (``loopx doctor`` names it
-        with why; the next runner does not try to bring it back again)."""
+        """Mark a workspace kept for a human in its record (``loopx doctor`` names it with why; the
+        next runner does not take it for a killed turn's)."""
         rec = worktrees.record(self.store.root, started["run_id"])
         try:
-            worktree.save_record(self.store, started["run_id"], dict(rec or {}, sequential=True,
-                                                                     kept=out.get("note") or "kept"))
+            worktree.save_record(self.store, started["run_id"], dict(rec or {}, kept=out.get("note") or "kept"))
         except OSError:
             pass
 
@@ -579,9 +581,8 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
 
 
 def _recover(store, drv: Driver, out: dict, dry_run: bool) -> None:
-    """Bring back the workspaces of turns whose runner died mid-turn (``loopx.runner.recover``);
-    a sequential runner only (a parallel one leaves them to it: ``loopx doctor`` names them)."""
-    got = [] if dry_run or drv.isolate else recover.recover(store, drv)
+    """Bring back the workspaces of turns whose runner died mid-turn (``loopx.runner.recover``)."""
+    got = [] if dry_run else recover.recover(store, drv)
     if got:
         out["recovered"] = got
     for r in got:

@@ -3,9 +3,10 @@ crash, a reboot): the next ``loopx run`` brings it back before its first turn (d
 
 Each sequential turn's clone has a record beside it (``loopx.kernel.read.worktrees.record``).
 A clone with a record that no runner kept for a human, whose agent no longer runs here and whose
-goal no runner holds (the goal's runner lock is free), is a killed turn's: its run is closed as
-``failed`` (when still open: nothing is verified or spent for it), then its work is brought back
-exactly as the end of a turn would (``Driver.commit_worktree`` and ``Driver.bring_back``: the
+runner slot no live runner holds (the goal's slot lock is free, or held by this runner: its
+previous self), is a killed turn's: its run is closed as ``failed`` (when still open: nothing is
+verified or spent for it). A ``--parallel`` run's clone is then kept for a look, as a failed
+parallel run's is. A sequential turn's work is brought back exactly as the end of a turn would (``Driver.commit_worktree`` and ``Driver.bring_back``: the
 agent's commits into the user's branch, its uncommitted work into the checkout; what cannot be
 brought back stays in the workspace, kept and named by ``loopx doctor``). A record left while
 loopx was still making the clone (``creating``) means no agent ran: that clone is removed.
@@ -32,23 +33,24 @@ NOTE = "the runner died mid-turn; the next `loopx run` brought its workspace bac
 
 
 def leftovers(store) -> list[tuple[str, dict]]:
-    """``[(run_id, record)]``: sequential workspaces with a record that no runner kept."""
+    """``[(run_id, record)]``: run workspaces with a record that no runner kept."""
     out = []
     for w in worktrees.listing(store.root):
         rec = worktrees.record(store.root, w["run_id"])
-        if rec and rec.get("sequential") and not rec.get("kept"):
+        if rec and not rec.get("kept"):
             out.append((w["run_id"], rec))
     return out
 
 
-def _free(store, goal_id: str) -> RunnerLock | None:
-    """The goal's runner lock when no runner holds it (taken: release it after), else None."""
-    lk = RunnerLock(store, goal_id)
-    try:
-        lk.acquire()
-    except Conflict:
-        return None
-    return lk
+def _free(store, drv, goal_id: str, slot: int) -> RunnerLock | bool:
+    """True when ``drv`` holds the goal's slot ``slot`` itself (its runner before it died ran
+    there); the slot's lock when no runner holds it (release it after); False when another live
+    runner holds it (that one owns the workspace)."""
+    mine = drv.locks.get(goal_id)
+    if mine is not None and mine.slot == slot:
+        return True
+    lk = RunnerLock(store, goal_id, slot)
+    return lk if lk.take(slot) else False
 
 
 def recover(store, drv) -> list[dict]:
@@ -58,13 +60,14 @@ def recover(store, drv) -> list[dict]:
         run = state["runs"].get(rid)
         if run is None or agentproc.alive(run.get("process")):
             continue  # not this store's run, or its agent still runs: `loopx doctor` names it
-        lk = _free(store, run["goal"])
-        if lk is None:
-            continue  # a runner of its goal is alive: that one owns it
+        lk = _free(store, drv, run["goal"], int(rec.get("slot") or 1))
+        if lk is False:
+            continue  # a live runner is on its slot: that one owns it
         try:
             out.append(_bring_back(store, drv, run, rec))
         finally:
-            lk.release()
+            if isinstance(lk, RunnerLock):
+                lk.release()
     return out
 
 
@@ -83,7 +86,11 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
         worktree.drop_record(store, rid)
         return {"run_id": rid, "closed": closed, "kept": False, "note": "an unfinished workspace removed",
                 "merge": None}
-    info = {k: v for k, v in rec.items() if k not in ("run_id", "goal_id", "todo_id", "mode", "kept")}
+    if not rec.get("sequential"):  # a parallel run: failed, its workspace kept for a look (as when it fails)
+        note = "workspace kept: a --parallel run whose runner died mid-turn (its work is in the clone)"
+        drv.kept({"run_id": rid}, {"note": note})
+        return {"run_id": rid, "closed": closed, "kept": True, "note": note, "merge": None}
+    info = {k: v for k, v in rec.items() if k not in ("run_id", "goal_id", "todo_id", "mode", "kept", "slot")}
     started = {"run_id": rid, "goal_id": run["goal"], "todo_id": run.get("todo"), "mode": run.get("mode"),
                "worktree": info}
     res: dict = {"run_id": rid, "merge": None, "note": None,
