@@ -63,7 +63,7 @@ def _env(proj) -> dict:
     return {"HOME": os.environ["HOME"]}
 
 
-def _kill_mid_turn(proj, agent: str = "bot") -> dict:
+def _kill_mid_turn(proj, agent: str = "bot", sig: int = signal.SIGKILL) -> dict:
     """Start a real `loopx run`, wait for its agent's marker, SIGKILL the runner, wait until the
     agent's process group is gone. Returns the killed run."""
     runner = subprocess.Popen([sys.executable, "-m", "loopx", "--agent", agent, "run", "--once", "--agent-cmd",
@@ -79,8 +79,8 @@ def _kill_mid_turn(proj, agent: str = "bot") -> dict:
         assert runner.poll() is None, runner.stderr.read().decode() if runner.stderr else ""
         runs = [r for r in Store.open(str(proj)).load()["runs"].values() if r.get("process")]
         assert len(runs) == 1, runs
-        runner.send_signal(signal.SIGKILL)
-        runner.wait()
+        runner.send_signal(sig)
+        runner.wait(timeout=300)
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -269,3 +269,18 @@ def test_a_killed_parallel_runners_clone_is_kept_named_and_its_slot_runs_again(p
     found = [c for c in doc.data["checks"] if c["id"] == "worktrees"][0]
     assert f"{rid} (kept: workspace kept: a --parallel run whose runner died mid-turn" in found["finding"], found
     assert f"rm -rf {ws}" in found["fix"], found
+
+
+def test_after_ctrl_c_the_next_run_brings_the_interrupted_turns_work_back(proj):
+    """Ctrl-C closes the run as failed (exit 130) before its work is brought back: the next run
+    brings it back as for a killed runner."""
+    main_before = git(proj, "rev-parse", "main")
+    stopped = _kill_mid_turn(proj, sig=signal.SIGINT)
+    run = Store.open(str(proj)).load()["runs"][stopped["id"]]
+    assert run["result"] == "failed" and "interrupted" in run["note"], run
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=_env(proj),
+                  timeout=600)
+    assert r.code == 0, r.out + r.err
+    assert [(g["run_id"], g["closed"], g["kept"]) for g in r.data["recovered"]] == [(stopped["id"], False, False)]
+    assert git(proj, "log", "--format=%s", f"{main_before}..main").splitlines() == ["fix add"]
+    assert (proj / "src" / "extra.py").read_text() == "NOTE = 1\n"

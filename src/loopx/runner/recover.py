@@ -99,7 +99,7 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
     try:
         drv.commit_worktree(started, res)
         drv.bring_back(started, res)
-    except (LoopxError, OSError, KeyError) as exc:  # a record this loopx cannot use: keep it, named
+    except (LoopxError, OSError, KeyError, TypeError, AttributeError, ValueError) as exc:  # a record this loopx cannot use: keep it, named
         res["note"] = f"workspace kept: {getattr(exc, 'message', None) or exc}"
         drv.kept(started, res)
     return {"run_id": rid, "closed": closed, "kept": res["worktree"]["kept"], "note": res["note"],
