@@ -33,6 +33,7 @@ to gain from it; elsewhere, and for small stores, they run one after the other i
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import json
@@ -134,11 +135,16 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     except OSError as exc:
         res["unreadable"] = f"{exc.strerror or exc}"
         return res
-    with fh:
-        try:
+    gc_was = gc.isenabled()
+    gc.disable()  # the records are freed as they go (no cycles): the collector would only walk them
+    try:
+        with fh:
             _check_lines(fh, fname, start, end, last, res)
-        except OSError as exc:  # a read failed half way: nothing of the unit counts, as when it cannot be opened
-            return dict(_empty(), unreadable=f"{exc.strerror or exc}")
+    except OSError as exc:  # a read failed half way: nothing of the unit counts, as when it cannot be opened
+        return dict(_empty(), unreadable=f"{exc.strerror or exc}")
+    finally:
+        if gc_was:
+            gc.enable()
     return res
 
 
@@ -180,8 +186,39 @@ def _read_lines(fh, start: int, end: int, last: bool, res: dict):
         res["torn"] = len(tail)
 
 
-def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
+def _read_blocks(fh, start: int, end: int, last: bool, res: dict):
+    """Yield ``(offset, block)``: the complete lines of ``[start, end)`` of ``fh``, several at a
+    time (each block ends with a newline; ``offset`` is where it starts in the file), reading
+    ``CHUNK`` bytes at a time; the bytes after the last line end count as ``torn`` when ``last``."""
+    fh.seek(start)
+    left = end - start
+    tail = b""
+    at = start  # the file offset of ``tail``'s first byte
+    first = True
+    while left > 0:
+        block = fh.read(min(CHUNK, left))
+        if not block:
+            break
+        left -= len(block)
+        if first:
+            first = False
+            if start == 0 and block.startswith(b"\xef\xbb\xbf"):
+                res["bom"] = True
+        if tail:
+            block = tail + block
+        cut = block.rfind(b"\n") + 1
+        if cut:
+            tail = block[cut:]
+            yield at, block[:cut] if cut < len(block) else block
+            at += cut
+        else:
+            tail = block
+        del block
+    if last:
+        res["torn"] = len(tail)
 
+
+def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
     crc32 = zlib.crc32
     if _FORKED:  # OpenSSL's SHA-256 is several times faster (CPU instructions); its ~4 MB of RSS stay
         from hashlib import sha256 as sha  # in the forked process
@@ -221,121 +258,127 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     # the few records doctor folds without the history: gates (the signing check), the machines
     # (node.registered, store.migrated: the chain and anchor checks' names)
     gate_types = frozenset([t for t in fold.REDUCERS if t.startswith("gate.")] + ["node.registered", "store.migrated"])
+    special = gate_types | {"run.started", "run.finished", "run.reported", "store.repaired"}
     gate_lines: list[bytes] = []
     good = 0
     n = 0
-    off = start  # where the line starts in the file
     valid_nodes: set = set()
-    for n, body in enumerate(_read_lines(fh, start, end, last, res), 1):
-        line_start = off
-        off += len(body) + 1
-        rec = None
-        head = None  # (seq, node, hlc, prev) as chain.verify reads them
-        fast = False
-        # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
-        # fields checked as chain.check_fields does); codec.decode decides every other line
-        if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
-            try:
-                if crc32(body[:-18]) == int(body[-10:-2], 16):
-                    text = body.decode()
-                    obj, stop = scan_once(text, 0)
-                    if stop == len(text) and type(obj) is dict and type(obj.get("type")) is str \
-                            and type(obj.get("seq")) is int:
-                        check_shape(obj)
-                        if "node" in obj:
-                            node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
-                            if node not in valid_nodes:
-                                check_fields(obj)
-                                valid_nodes.add(node)
-                            if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
-                                    or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
-                                    or not (prev is None or (type(prev) is str and len(prev) == 64)):
-                                check_fields(obj)  # raises: the same message as codec.decode
-                            if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
-                                    and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
-                                head = (obj["seq"], node, hlc, prev)  # what the header says too
-                            else:  # a repeated key: the chain reads the line's header, as chain.verify does
-                                h5 = chain._header(body)
-                                head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
-                        rec = obj
-                        fast = True
-            except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
-                rec, head = None, None
-        if rec is None:
-            if body[-1:] == b"\r":
-                res["crlf"] += 1
-            if not body.strip():
-                continue
-            try:
-                rec = decode(body)  # the readers' own verdict
-            except ValueError as exc:
-                conflict = body.startswith(CONFLICT)
-                res["conflict"] = res["conflict"] or conflict
-                res["bad_count"] += 1
-                if len(bad) < BAD_SAMPLES:
-                    m = _seq_pattern().search(body)
-                    bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
-                                "text": body[:80].decode("utf-8", "replace"), "file": fname,
-                                "seq": int(m[1]) if m and len(m[1]) < 19 else None})
-                rec = None
-            h5 = chain._header(body)
-            if h5 is not None:
-                head = (h5[0], h5[2], h5[3], h5[4])
-        if rec is not None:
-            good += 1
-            seq = rec["seq"]
-            seqs.append(seq)
-            rid = rec.get("id")
-            if rid:
-                # the id's hash: the pool's processes are forked, so they share this process's hash
-                # seed and their hashes compare (a collision among a million ids: ~1e-8)
-                ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
-            rtype = rec["type"]
-            if rtype not in reducers:
-                unknown[rtype] = unknown.get(rtype, 0) + 1
-            ts = rec.get("ts")
-            if type(ts) is str and ts > newest:
-                newest = ts
-            if rtype in gate_types:
-                gate_lines.append(body)  # the main process decodes them again when it folds them
-            elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
-                key = order_key(rec)
-                seen = last_runs.get(rec["goal"])
-                if seen is None or key > seen[0]:
-                    last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
-            elif (rtype == "run.finished" or rtype == "run.reported") \
-                    and isinstance(rec["data"].get("setup_error"), dict):
-                res["setup_runs"].append(rec["data"].get("run_id"))
-            elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
-                d = rec["data"]
-                ex = res["explained"].setdefault(str(d.get("file", "")), [])
-                ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
-            if head is None and "node" in rec:
-                head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
-        if head is None:
+    for off, block in _read_blocks(fh, start, end, last, res):
+        # the block decoded once: each line's JSON is read in place (``scan_once`` at its start must
+        # end exactly at its end, which is the verdict of reading the line alone)
+        try:
+            text = block.decode()
+        except UnicodeDecodeError:  # a line that is not UTF-8: every line of the block the slow way
+            text = None
+        same = text is not None and len(text) == len(block)  # ASCII: a line's offsets are the same in both
+        b0 = s0 = 0
+        blen = len(block)
+        while b0 < blen:
+            b1 = block.index(b"\n", b0)
+            s1 = b1 if same else (text.index("\n", s0) if text is not None else 0)
+            n += 1
+            body = block[b0:b1]
+            line_start = off + b0
+            b0 = b1 + 1
+            sb = s0
+            s0 = s1 + 1
+            rec = None
+            head = None  # (seq, node, hlc, prev) as chain.verify reads them
+            fast = False
+            # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
+            # fields checked as chain.check_fields does); codec.decode decides every other line
+            if text is not None and body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
+                try:
+                    if crc32(body[:-18]) == int(body[-10:-2], 16):
+                        obj, stop = scan_once(text, sb)
+                        if stop == s1 and type(obj) is dict and type(obj.get("type")) is str \
+                                and type(obj.get("seq")) is int:
+                            check_shape(obj)
+                            if "node" in obj:
+                                node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
+                                if node not in valid_nodes:
+                                    check_fields(obj)
+                                    valid_nodes.add(node)
+                                if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
+                                        or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
+                                        or not (prev is None or (type(prev) is str and len(prev) == 64)):
+                                    check_fields(obj)  # raises: the same message as codec.decode
+                                if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
+                                        and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
+                                    head = (obj["seq"], node, hlc, prev)  # what the header says too
+                                else:  # a repeated key: the chain reads the line's header, as chain.verify does
+                                    h5 = chain._header(body)
+                                    head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
+                            rec = obj
+                            fast = True
+                except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
+                    rec, head = None, None
+            if rec is None:
+                if body[-1:] == b"\r":
+                    res["crlf"] += 1
+                if not body.strip():
+                    continue
+                try:
+                    rec = decode(body)  # the readers' own verdict
+                except ValueError as exc:
+                    conflict = body.startswith(CONFLICT)
+                    res["conflict"] = res["conflict"] or conflict
+                    res["bad_count"] += 1
+                    if len(bad) < BAD_SAMPLES:
+                        m = _seq_pattern().search(body)
+                        bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
+                                    "text": body[:80].decode("utf-8", "replace"), "file": fname,
+                                    "seq": int(m[1]) if m and len(m[1]) < 19 else None})
+                    rec = None
+                h5 = chain._header(body)
+                if h5 is not None:
+                    head = (h5[0], h5[2], h5[3], h5[4])
             if rec is not None:
-                res["unchained"] += 1
-                if res["first_unchained"] is None:
-                    res["first_unchained"] = rec["seq"]
-            continue
-        seq, node, hlc, prev = head
-        h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
-        run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
-        if run is not None and prev == run[4] and hlc > run[3]:
-            run[3] = hlc
-            run[4] = h
-            run[5] = seq
-            run[6] += 1
-            if seq > run[7]:
-                run[7] = seq
-        else:
-            if run is not None and not hlc > run[3] and res["disorder"] is None:
-                res["disorder"] = {"node": node, "seq": seq}
-            if run is not None:  # the node's previous run is closed: packed now, not kept as objects
-                pack_run(node, run)
-            elif node not in runs:
-                runs[node] = bytearray()
-            run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
+                good += 1
+                seq = rec["seq"]
+                seqs.append(seq)
+                rid = rec.get("id")
+                if rid:
+                    # the id's hash: the pool's processes are forked, so they share this process's hash
+                    # seed and their hashes compare (a collision among a million ids: ~1e-8)
+                    ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
+                rtype = rec["type"]
+                if rtype not in reducers:
+                    unknown[rtype] = unknown.get(rtype, 0) + 1
+                ts = rec.get("ts")
+                if type(ts) is str and ts > newest:
+                    newest = ts
+                if rtype in special:
+                    if rtype in gate_types:
+                        gate_lines.append(body)  # the main process decodes them again when it folds them
+                    else:
+                        _special(rec, rtype, last_runs, res)
+                if head is None and "node" in rec:
+                    head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
+            if head is None:
+                if rec is not None:
+                    res["unchained"] += 1
+                    if res["first_unchained"] is None:
+                        res["first_unchained"] = rec["seq"]
+                continue
+            seq, node, hlc, prev = head
+            h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
+            run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
+            if run is not None and prev == run[4] and hlc > run[3]:
+                run[3] = hlc
+                run[4] = h
+                run[5] = seq
+                run[6] += 1
+                if seq > run[7]:
+                    run[7] = seq
+            else:
+                if run is not None and not hlc > run[3] and res["disorder"] is None:
+                    res["disorder"] = {"node": node, "seq": seq}
+                if run is not None:  # the node's previous run is closed: packed now, not kept as objects
+                    pack_run(node, run)
+                elif node not in runs:
+                    runs[node] = bytearray()
+                run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
     for node, run in node_last.items():
         pack_run(node, run)
     node_seq.update(node_top)
@@ -355,6 +398,22 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         runs[node] = bytes(runs[node])
     if gate_lines:
         res["gates"] = zlib.compress(b"\n".join(gate_lines), 1)
+
+
+def _special(rec: dict, rtype: str, last_runs: dict, res: dict) -> None:
+    """What the setup and seq checks keep of a run or repair record (rare lines, out of the loop)."""
+    if rtype == "run.started":  # each goal's last run (fold order), for the setup check
+        key = order_key(rec)
+        seen = last_runs.get(rec["goal"])
+        if seen is None or key > seen[0]:
+            last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
+    elif rtype in ("run.finished", "run.reported"):
+        if isinstance(rec["data"].get("setup_error"), dict):
+            res["setup_runs"].append(rec["data"].get("run_id"))
+    elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
+        d = rec["data"]
+        ex = res["explained"].setdefault(str(d.get("file", "")), [])
+        ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
 
 
 _RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
