@@ -48,7 +48,7 @@ import threading
 import zlib
 from array import array
 
-from loopx.kernel.storage import chain, fold, layout
+from loopx.kernel.storage import chain, events, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, decode, order_key
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.logfold import BAD_SAMPLES
@@ -228,6 +228,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         sha = chain._SHA256
     scan_once = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
     check_shape = fold.check_shape
+    shapes = _shapes()
+    absent = _ABSENT
     check_fields = chain.check_fields
     canonical = chain.canonical
     reducers = fold.REDUCERS
@@ -291,9 +293,25 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                 try:
                     if crc32(body[:-18]) == int(body[-10:-2], 16):
                         obj, stop = scan_once(text, sb)
-                        if stop == s1 and type(obj) is dict and type(obj.get("type")) is str \
-                                and type(obj.get("seq")) is int:
-                            check_shape(obj)
+                        rtype = obj.get("type") if type(obj) is dict else None
+                        if stop == s1 and type(rtype) is str and type(obj.get("seq")) is int:
+                            # fold.check_shape's checks with exact types (what JSON gives); any doubt
+                            # (a subclass such as bool for int, a wrong type) goes to check_shape itself
+                            goal, data = obj.get("goal"), obj.get("data")
+                            if type(obj.get("ts")) is str and type(obj.get("actor", "")) is str \
+                                    and (goal is None or type(goal) is str) and type(data) is dict:
+                                for key, exact, required, strs in shapes.get(rtype, ()):
+                                    v = data.get(key, absent)
+                                    if v is absent:
+                                        if required:
+                                            check_shape(obj)
+                                            break
+                                    elif (exact is not None and type(v) not in exact) or \
+                                            (strs and type(v) is list and not all(type(x) is str for x in v)):
+                                        check_shape(obj)
+                                        break
+                            else:
+                                check_shape(obj)
                             if "node" in obj:
                                 node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
                                 if node not in valid_nodes:
@@ -398,6 +416,20 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         runs[node] = bytes(runs[node])
     if gate_lines:
         res["gates"] = zlib.compress(b"\n".join(gate_lines), 1)
+
+
+_ABSENT = object()
+_SHAPES: dict | None = None
+
+
+def _shapes() -> dict:
+    """{type: ((field, its exact types or None for any, required, strs), ...)}: ``fold.check_data``'s
+    plans (``events.plans``) with the exact types a JSON value of each field may have."""
+    global _SHAPES
+    if _SHAPES is None:
+        _SHAPES = {t: tuple((k, frozenset(types) if types else None, required, strs) for k, types, required, strs in plan)
+                   for t, plan in events.plans().items()}
+    return _SHAPES
 
 
 def _special(rec: dict, rtype: str, last_runs: dict, res: dict) -> None:
