@@ -341,3 +341,29 @@ def test_units_a_scanning_process_did_not_send_run_here_with_the_same_answer(seg
     assert got["streams"] == here["streams"] and got["chain"] == here["chain"] and got["setup"] == here["setup"]
     gates = list(got["gates"])
     assert gates == list(here["gates"]) and {r["type"] for r in gates} >= {"gate.opened", "gate.approved"}
+
+
+def test_repeated_ids_are_counted_across_units_and_ranges_of_values():
+    """The merge counts repeated id digests one range of values at a time (``_ID_PARTS``): repeats
+    in different units, at the edges of the ranges and at the ends of the 64-bit space are all
+    counted, as many as a sort of every digest finds."""
+    import random
+    from array import array
+
+    rnd = random.Random(7)
+    edges = segscan._ID_CUTS[1:] + [-(1 << 63), (1 << 63) - 1]
+    pool = [rnd.randrange(-(1 << 63), 1 << 63) for _ in range(3000)] + edges + [c - 1 for c in edges[:-2]]
+    units = [[rnd.choice(pool) for _ in range(rnd.randrange(0, 900))] for _ in range(12)]
+    units[3] = []  # a unit without ids
+    merger = segscan.Merge()
+    merger.stream("events", {"exists": True, "size": 0, "unreadable": None})
+    try:
+        for i, ids in enumerate(units):
+            r = segscan._empty()
+            r["ids"] = array("q", sorted(ids)).tobytes()
+            merger.add("events", ("p", "events.jsonl", False, i, i + 1, False), r)
+        got = merger.finish()["streams"]["events"]["dup_ids"]
+    finally:
+        merger.close()
+    every = [d for ids in units for d in ids]
+    assert got == len(every) - len(set(every)) > 100

@@ -33,12 +33,11 @@ to gain from it; elsewhere, and for small stores, they run one after the other i
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
-import itertools
 import json
 import marshal
-import operator
 import os
 import re
 import struct
@@ -448,6 +447,9 @@ def _special(rec: dict, rtype: str, last_runs: dict, res: dict) -> None:
         ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
 
 
+_ID_PARTS = 64  # the id digests are counted for repeats one range of values at a time (at 1M records,
+                # 16k digests each: a small set, whatever the size of the store up to ~100M records)
+_ID_CUTS = [-(1 << 63) + (i << 64) // _ID_PARTS for i in range(_ID_PARTS)]  # where each range starts
 _RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
 
 
@@ -661,7 +663,8 @@ class Merge:
             if self._ids is None:
                 self._ids = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
             self._ids.write(r["ids"])
-            acc["ids"].append((self._ids_end, len(r["ids"])))
+            digests = array("q", r["ids"])  # sorted: where each range of values (``_ID_PARTS``) starts
+            acc["ids"].append((self._ids_end, [8 * bisect.bisect_left(digests, b) for b in _ID_CUTS] + [len(r["ids"])]))
             self._ids_end += len(r["ids"])
         for f, q in r["explained"].items():
             self.explained.setdefault(f, set()).update(q)
@@ -792,12 +795,17 @@ class Merge:
             if acc["ids"] and self._ids is not None:  # the file exists once a unit had ids
                 self._ids.flush()
                 fd = self._ids.fileno()
-                # each unit's digests are sorted: merge them lazily from the file, a small buffer each
-                parts = [_digests(fd, at, size) for at, size in acc["ids"]]
+                # each unit's digests are sorted and cut into ranges of values: one range of every
+                # unit at a time is read back from the file, and its repeats counted by a set
+                dups = 0
+                for p in range(_ID_PARTS):
+                    part = array("q")
+                    for at, cuts in acc["ids"]:
+                        if cuts[p + 1] > cuts[p]:
+                            part.frombytes(os.pread(fd, cuts[p + 1] - cuts[p], at + cuts[p]))
+                    dups += len(part) - len(set(part))
                 acc["ids"] = None
-                one, two = itertools.tee(heapq.merge(*parts))
-                next(two, None)
-                s["dup_ids"] = sum(map(operator.eq, one, two))
+                s["dup_ids"] = dups
         self.close()
         out = self.chain
         if self._waiting:
@@ -865,16 +873,6 @@ class AnchorFacts:
             seq, node = rec["seq"], rec.get("node")
         if seq in seqs and (node, stream, seq) in todo:
             found[(node, stream, seq)] = chain.line_hash(body)
-
-
-def _digests(fd: int, at: int, size: int, step: int = 1 << 12):
-    """The 8-byte digests stored at ``[at, at + size)`` of the file ``fd``, read ``step`` bytes at a time."""
-    end = at + size
-    while at < end:
-        part = array("q")
-        part.frombytes(os.pread(fd, min(step, end - at), at))
-        at += step
-        yield from part
 
 
 class GateRecords:
