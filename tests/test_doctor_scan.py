@@ -232,6 +232,12 @@ def test_the_fast_path_accepts_exactly_what_the_reader_accepts(segmented, mode):
         line(raw.replace('"type":"', '"type":"x', 1)),              # an unknown type
         line("[1,2"),                                               # not an object
         line(raw + ',"ts":5'),                                      # ts is not a string
+        line(json.dumps({k: v for k, v in body.items() if k != "goal"}, separators=(",", ":"))[:-1]),  # no goal
+        line(json.dumps({k: v for k, v in body.items() if k != "actor"}, separators=(",", ":"))[:-1]),  # no actor
+        line(json.dumps({k: v for k, v in body.items() if k != "ts"}, separators=(",", ":"))[:-1]),  # no ts
+        line(raw.replace('"seq":', '"seq":true,"x":', 1)),          # a bool seq (an int to the reader)
+        line("[" + raw + "}]"),                                     # a list holding a record
+        line(raw + ',"data":{"' + "x" * 3 + '":[1]}'),              # another data object (the last wins)
         b"",                                                        # a blank line
     ]
     seg.write_bytes(seg.read_bytes() + b"\n".join(odd) + b"\n")

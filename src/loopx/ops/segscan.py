@@ -292,27 +292,25 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                 try:
                     if crc32(body[:-18]) == int(body[-10:-2], 16):
                         obj, stop = scan_once(text, sb)
-                        rtype = obj.get("type") if type(obj) is dict else None
-                        if stop == s1 and type(rtype) is str and type(obj.get("seq")) is int:
-                            # fold.check_shape's checks with exact types (what JSON gives); any doubt
-                            # (a subclass such as bool for int, a wrong type) goes to check_shape itself
-                            goal, data = obj.get("goal"), obj.get("data")
-                            if type(obj.get("ts")) is str and type(obj.get("actor", "")) is str \
-                                    and (goal is None or type(goal) is str) and type(data) is dict:
-                                for key, exact, required, strs in shapes.get(rtype, ()):
-                                    v = data.get(key, absent)
-                                    if v is absent:
-                                        if required:
-                                            check_shape(obj)
-                                            break
-                                    elif (exact is not None and type(v) not in exact) or \
-                                            (strs and type(v) is list and not all(type(x) is str for x in v)):
+                        # a record as loopx writes it has every key (one without, or not an object,
+                        # raises here and goes the slow way); fold.check_shape's checks with exact
+                        # types (what JSON gives), any doubt (such as bool for int) to check_shape itself
+                        rtype, seq, ts, goal, data = obj["type"], obj["seq"], obj["ts"], obj["goal"], obj["data"]
+                        if stop == s1 and type(rtype) is str and type(seq) is int and type(ts) is str \
+                                and type(obj["actor"]) is str and (goal is None or type(goal) is str) \
+                                and type(data) is dict:
+                            for key, exact, required, strs in shapes.get(rtype, ()):
+                                v = data.get(key, absent)
+                                if v is absent:
+                                    if required:
                                         check_shape(obj)
                                         break
-                            else:
-                                check_shape(obj)
+                                elif (exact is not None and type(v) not in exact) or \
+                                        (strs and type(v) is list and not all(type(x) is str for x in v)):
+                                    check_shape(obj)
+                                    break
                             if "node" in obj:
-                                node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
+                                node, hlc, prev = obj["node"], obj["hlc"], obj["prev"]
                                 if node not in valid_nodes:
                                     check_fields(obj)
                                     valid_nodes.add(node)
@@ -322,13 +320,13 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                                     check_fields(obj)  # raises: the same message as codec.decode
                                 if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
                                         and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
-                                    head = (obj["seq"], node, hlc, prev)  # what the header says too
+                                    head = (seq, node, hlc, prev)  # what the header says too
                                 else:  # a repeated key: the chain reads the line's header, as chain.verify does
                                     h5 = chain._header(body)
                                     head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
                             rec = obj
                             fast = True
-                except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
+                except (KeyError, ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
                     rec, head = None, None
             if rec is None:
                 if body[-1:] == b"\r":
@@ -352,17 +350,16 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                     head = (h5[0], h5[2], h5[3], h5[4])
             if rec is not None:
                 good += 1
-                seq = rec["seq"]
+                if not fast:
+                    seq, rtype, ts = rec["seq"], rec["type"], rec.get("ts")
                 seqs.append(seq)
                 rid = rec.get("id")
                 if rid:
                     # the id's hash: the pool's processes are forked, so they share this process's hash
                     # seed and their hashes compare (a collision among a million ids: ~1e-8)
                     ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
-                rtype = rec["type"]
                 if rtype not in reducers:
                     unknown[rtype] = unknown.get(rtype, 0) + 1
-                ts = rec.get("ts")
                 if type(ts) is str and ts > newest:
                     newest = ts
                 if rtype in special:
