@@ -715,54 +715,56 @@ class Merge:
         if self.chain["holds"]:
             self.chain["holds"], self.chain["why"] = False, why
 
-    def _add_chain(self, name: str, r: dict) -> None:
+    def _add_chain(self, name: str, r: dict) -> None:  # noqa: C901, PLR0912 - a loop over every run of the store (250k at 1M records): its links inline, a call per run is what it cannot afford
         out = self.chain
         out["unchained"] += r["unchained"]
         if r["disorder"] is not None:
             self._fail(f"{name} seq {r['disorder']['seq']}: the clock goes back")
         exits, waiting, roots, heads, last_hlc = self._exits, self._waiting, self._roots, self._heads, self._last_hlc
+        fail = self._fail
         for node, packed in r["runs"].items():
             first = True
             count = 0
+            head = heads.get(node)
+            top = head[0] if head is not None else None
+            x_hlc = None
             for e_ms, e_ctr, e_seq, e_prev, has_prev, x_ms, x_ctr, x_seq, x_hash, n in struct.iter_unpack(_RUN, packed):
                 e_hlc, x_hlc = (e_ms, e_ctr), (x_ms, x_ctr)
                 if first:
                     lh = last_hlc.get((name, node))
                     if lh is not None and not e_hlc > lh:
-                        self._fail(f"{name} seq {e_seq}: the clock goes back")
+                        fail(f"{name} seq {e_seq}: the clock goes back")
                     first = False
                 count += n
                 if not has_prev:
                     roots[node] = roots.get(node, 0) + 1
-                else:
-                    self._link_entry(name, node, e_prev, e_hlc, e_seq)
+                else:  # the run's first record: the exit its prev names (seen before, or waited for)
+                    key = (node, e_prev)
+                    x = exits.pop(key, None)
+                    if x is not None:
+                        if not x < e_hlc:
+                            fail(f"{name} seq {e_seq}: its prev names a later record")
+                    elif key in waiting:
+                        fail(f"{name} seq {e_seq}: two records name the same prev")
+                    else:
+                        waiting[key] = e_hlc
                 key = (node, x_hash)
                 e = waiting.pop(key, None)
                 if e is not None:
                     if not x_hlc < e:
-                        self._fail(f"{name} seq {x_seq}: a prev names a later record")
+                        fail(f"{name} seq {x_seq}: a prev names a later record")
                 elif key in exits:
-                    self._fail(f"{name} seq {x_seq}: two records with the same bytes")
+                    fail(f"{name} seq {x_seq}: two records with the same bytes")
                 else:
                     exits[key] = x_hlc
-                h = heads.get(node)
-                if h is None or x_hlc > h[0]:
-                    heads[node] = (x_hlc, x_hash, name, x_seq)
+                if top is None or x_hlc > top:
+                    top, head = x_hlc, (x_hlc, x_hash, name, x_seq)
+            if head is not None:
+                heads[node] = head
+            if x_hlc is not None:
                 last_hlc[(name, node)] = x_hlc
             out["chained"] += count
             out["nodes"][node] = out["nodes"].get(node, 0) + count
-
-    def _link_entry(self, name: str, node: str, e_prev, e_hlc: tuple, e_seq: int) -> None:
-        """Match a run's first record to the exit its prev names (seen before, or waited for)."""
-        key = (node, e_prev)
-        x = self._exits.pop(key, None)
-        if x is not None:
-            if not x < e_hlc:
-                self._fail(f"{name} seq {e_seq}: its prev names a later record")
-        elif key in self._waiting:
-            self._fail(f"{name} seq {e_seq}: two records name the same prev")
-        else:
-            self._waiting[key] = e_hlc
 
     def finish(self) -> dict:
         for name, s in self.streams.items():
