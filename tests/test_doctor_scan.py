@@ -373,3 +373,21 @@ def test_repeated_ids_are_counted_across_units_and_ranges_of_values():
         merger.close()
     every = [d for ids in units for d in ids]
     assert got == len(every) - len(set(every)) > 100
+
+
+def test_a_prev_in_capitals_is_a_broken_link(segmented, cli, mode):
+    """A forged line whose prev is the right hash in capital hex digits (CRC made anew): the chain
+    compares the hash as text (the runs now carry it as text, no longer as bytes), and the pass and
+    ``chain.verify`` both call the chain broken."""
+    seg = segmented / "events" / "000002.jsonl"
+    lines = _lines(seg)
+    rec = decode(lines[2].rstrip(b"\n"))
+    assert rec["prev"] is not None and rec["prev"] != rec["prev"].upper()
+    rec["prev"] = rec["prev"].upper()
+    lines[2] = _forge(rec)
+    seg.write_bytes(b"".join(lines))
+    got = _same_as_readers(segmented)
+    assert not got["chain"]["holds"]
+    checks = _checks(cli)
+    assert checks["store.lines"]["status"] == "ok"  # the line itself is well formed
+    assert checks["store.chain"]["status"] == "error"

@@ -40,7 +40,6 @@ import json
 import marshal
 import os
 import re
-import struct
 import sys
 import tempfile
 import threading
@@ -236,22 +235,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     ids: list[int] = []
     unknown = res["unknown_types"]
     bad = res["bad"]
-    runs: dict = res["runs"]        # node -> its runs, packed (``_RUN``), but the current one
-    node_top: dict = {}             # node -> its largest seq
-    pack_fail: dict = {}            # node -> entry seq of its first run that does not pack
-    pack = struct.Struct(_RUN).pack
-
-    def pack_run(node, run) -> None:  # [entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
-                                      #  largest seq]
-        e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, rn, top = run
-        if top > node_top.get(node, top - 1):
-            node_top[node] = top
-        try:
-            runs[node] += pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
-                               e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), rn)
-        except (struct.error, ValueError, TypeError, IndexError):
-            pack_fail.setdefault(node, e_seq)
-
+    runs: dict = res["runs"]        # node -> its runs, each [entry hlc, entry prev, entry seq, exit hlc,
+                                    # exit hash, exit seq, records, largest seq] (plain data: ``marshal``)
     node_last: dict = {}            # node -> its current run (the last of runs[node])
     node_seq = res["node_last_seq"]
     newest = ""
@@ -388,14 +373,12 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
             else:
                 if run is not None and not hlc > run[3] and res["disorder"] is None:
                     res["disorder"] = {"node": node, "seq": seq}
-                if run is not None:  # the node's previous run is closed: packed now, not kept as objects
-                    pack_run(node, run)
-                elif node not in runs:
-                    runs[node] = bytearray()
                 run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
-    for node, run in node_last.items():
-        pack_run(node, run)
-    node_seq.update(node_top)
+                if node in runs:
+                    runs[node].append(run)
+                else:
+                    runs[node] = [run]
+    node_seq.update({node: max(r[7] for r in rs) for node, rs in runs.items()})
     res["lines"] = n
     res["good"] = good
     res["newest_ts"] = newest or None
@@ -406,10 +389,6 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     if ids:
         ids.sort()
         res["ids"] = array("q", ids).tobytes()
-    for node in runs:  # a run that did not fit: the first of the first such node, as the merge reads them
-        if node in pack_fail and res["disorder"] is None:
-            res["disorder"] = {"node": node, "seq": pack_fail[node]}
-        runs[node] = bytes(runs[node])
     if gate_lines:
         res["gates"] = zlib.compress(b"\n".join(gate_lines), 1)
 
@@ -447,7 +426,6 @@ def _special(rec: dict, rtype: str, last_runs: dict, res: dict) -> None:
 _ID_PARTS = 64  # the id digests are counted for repeats one range of values at a time (at 1M records,
                 # 16k digests each: a small set, whatever the size of the store up to ~100M records)
 _ID_CUTS = [-(1 << 63) + (i << 64) // _ID_PARTS for i in range(_ID_PARTS)]  # where each range starts
-_RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
 
 
 def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
@@ -722,21 +700,20 @@ class Merge:
             self._fail(f"{name} seq {r['disorder']['seq']}: the clock goes back")
         exits, waiting, roots, heads, last_hlc = self._exits, self._waiting, self._roots, self._heads, self._last_hlc
         fail = self._fail
-        for node, packed in r["runs"].items():
+        for node, unit_runs in r["runs"].items():
             first = True
             count = 0
             head = heads.get(node)
             top = head[0] if head is not None else None
             x_hlc = None
-            for e_ms, e_ctr, e_seq, e_prev, has_prev, x_ms, x_ctr, x_seq, x_hash, n in struct.iter_unpack(_RUN, packed):
-                e_hlc, x_hlc = (e_ms, e_ctr), (x_ms, x_ctr)
+            for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n, _top in unit_runs:
                 if first:
                     lh = last_hlc.get((name, node))
                     if lh is not None and not e_hlc > lh:
                         fail(f"{name} seq {e_seq}: the clock goes back")
                     first = False
                 count += n
-                if not has_prev:
+                if e_prev is None:
                     roots[node] = roots.get(node, 0) + 1
                 else:  # the run's first record: the exit its prev names (seen before, or waited for)
                     key = (node, e_prev)
@@ -814,7 +791,7 @@ class Merge:
         if out["chained"] and out["unchained"]:
             self._fail("records without chain fields")
         out["records"] = out["chained"] + out["unchained"]
-        out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
+        out["heads"] = {node: {"hash": h, "stream": st, "seq": seq, "hlc": list(hlc)}
                         for node, (hlc, h, st, seq) in self._heads.items()}
         repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
         return {"streams": self.streams, "chain": out, "gates": GateRecords(self.gates),
