@@ -2,7 +2,8 @@
 the anchored hashes, in parallel over the closed segments.
 
 The log is cut into *units* (pieces of at most ``UNIT_BYTES`` of a file, ending on a line end);
-``scan_unit`` reads one unit, ``CHUNK`` bytes at a time, and checks each line once (CRC, JSON, the
+``scan_unit`` reads one unit, ``CHUNK`` bytes at a time (each block of whole lines decoded once, each
+line's JSON read in place; the cyclic GC paused, as records have no cycles), and checks each line once (CRC, JSON, the
 record's shape and chain fields; ``codec.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
@@ -10,7 +11,7 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
 - ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
   without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()``, sorted (for repeated
   ids; the processes are forked, so they share this process's hash seed; the merge writes them to
-  a temporary file and merges them from there, a small buffer per unit);
+  a temporary file and counts repeats one range of values at a time, a set per range);
 - the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
