@@ -81,7 +81,10 @@ def _section(path: str, p: argparse.ArgumentParser, level: int) -> list[str]:
 def render() -> str:
     parser = build_parser()
     lines = [HEAD.format(global_help=GLOBAL_HELP), "## Environment", "",
-             "Read only through `loopx.config` (generated from its `VARS` table):", "",
+             "Read only through `loopx.config` (generated from its `VARS` table). An empty variable counts as unset. "
+             "A number of seconds may have a fraction; a negative one counts as 0 (`LOOPX_SYNC_TIMEOUT`: 1), and one "
+             "that is not a number (`10s`, `inf`) stops the command that reads it with exit 2 (code `bad_env`), "
+             "naming the variable.", "",
              "| variable | default | meaning |", "|---|---|---|"]
     lines += [f"| `{k}` | {f'`{d}`' if d else '—'} | {m.replace('|', '/')} |" for k, (d, m) in sorted(VARS.items())]
     lines += ["", "## Commands", ""]

@@ -154,3 +154,118 @@ def test_every_field_a_reducer_reads_is_declared():
                   for name in ("fold.py", "trialfold.py"))
     read = set(re.findall(r'\bd(?:\.get)?[\[(]"(\w+)"', src))
     assert read and read <= declared, sorted(read - declared)
+
+
+# ---------------------------------------------------------------- the reducers' code (issue 25)
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _copy_of_the_repo(tmp_path: Path) -> Path:
+    """src/loopx, the event table's generator and docs/file-format.md, and tests/tools, copied."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "src" / "loopx", copy / "src" / "loopx", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "tests" / "tools", copy / "tests" / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "docs").mkdir()
+    for name in ("gen_events.py", "gendoc.py", "file-format.md"):
+        shutil.copy(REPO / "docs" / name, copy / "docs" / name)
+    return copy
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def _fold_version(root: Path) -> str:
+    """FOLD_VERSION as a fresh process importing loopx from ``root``/src computes it."""
+    code = "from loopx.kernel.storage import fold; print(fold.__file__); print(fold.FOLD_VERSION)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(root / "src")})
+    where, version = proc.stdout.split()
+    assert Path(where).is_relative_to(root / "src")
+    return version
+
+
+def test_the_reducers_code_is_the_one_fold_version_was_recorded_for():
+    """A reducer's logic reaches FOLD_VERSION through the digest recorded in fold.REDUCER_DIGEST
+    (nothing reads source at run time). Changing that code without recording its digest fails
+    here, so a cache folded by the old logic can never be served by the new one."""
+    tool = _load(REPO / "tests" / "tools" / "reducer_digest.py", "reducer_digest")
+    assert tool.digest() == fold.REDUCER_DIGEST, (
+        "reducer code changed: record the new digest with `python tests/tools/reducer_digest.py --write` "
+        "(fold.REDUCER_DIGEST; FOLD_VERSION then changes and every cache is rebuilt from the log)")
+    assert f".{fold.REDUCER_DIGEST}." in fold.FOLD_VERSION == fold.version()
+
+
+def test_the_reducer_digest_sees_logic_and_not_docstrings_comments_or_event_rows(tmp_path):
+    """On a copy of the code: a reworded docstring, a comment, a reflowed line and a new row of the
+    event table leave the digest alone (a new field stays one row); a changed reducer, a changed
+    live-view rule, a changed quota default and a changed line check each change it; and
+    ``--write`` records it where FOLD_VERSION reads it."""
+    copy = _copy_of_the_repo(tmp_path)
+    storage = copy / "src" / "loopx" / "kernel" / "storage"
+    tool = _load(copy / "tests" / "tools" / "reducer_digest.py", "reducer_digest_copy")
+    first = tool.digest()
+    assert first == fold.REDUCER_DIGEST
+    _edit(storage / "fold.py", "def _goal_updated(s, r, d):\n", "def _goal_updated(s, r, d):\n    \"\"\"Copy.\"\"\"\n")
+    _edit(storage / "fold.py", "    _copy(g, r, d)\n    g[\"updated\"] = r[\"ts\"]\n",
+          "    _copy(g, r, d)  # the table's copies\n    g[\"updated\"] = (\n        r[\"ts\"])\n")
+    _edit(storage / "trialfold.py", "LIVE_TRIALS = 40", "LIVE_TRIALS = 40  # a comment")
+    _edit(storage / "events.py", '("objective", "s", COPY, ""), ("done_when", "", COPY, ""),',
+          '("objective", "s", COPY, ""), ("reviewer", "s?", COPY, "who reviews"), ("done_when", "", COPY, ""),')
+    assert tool.digest() == first
+    seen = {first}
+    for name, old, new in [
+        ("fold.py", '    g["updated_seq"] = r["seq"]\n\n\ndef _goal_status', '\n\ndef _goal_status'),
+        ("fold.py", "HANDOFF_KEEP = 200", "HANDOFF_KEEP = 100"),
+        ("quotas.py", '"stall_after": 3}', '"stall_after": 4}'),
+        ("events.py", '"n": (int, float)', '"n": (int,)'),
+        ("trialfold.py", 'DECISIONS = ("keep", "discard", "crash", "stale")', 'DECISIONS = ("keep", "discard", "crash")'),
+        ("logfold.py", "BAD_SAMPLES = 20", "BAD_SAMPLES = 21"),
+    ]:
+        _edit(storage / name, old, new)
+        now = tool.digest()
+        assert now not in seen, (name, old)
+        seen.add(now)
+    before = _fold_version(copy)
+    assert tool.write(now)
+    assert tool.digest() == now  # recording it is no change of the code
+    after = _fold_version(copy)
+    assert after != before and f".{now}." in after
+
+
+def test_a_row_added_to_events_py_moves_fold_version_and_the_doc_with_nothing_else_edited(tmp_path):
+    """The promise of a new field, on a copy of the code edited as a developer would: one row in
+    events.py, and FOLD_VERSION changes by itself, the reducer copies the field, the doc check
+    says the table is stale until the generator runs, and no reducer digest needs recording."""
+    copy = _copy_of_the_repo(tmp_path)
+    _edit(copy / "src" / "loopx" / "kernel" / "storage" / "events.py",
+          '("objective", "s", COPY, ""), ("done_when", "", COPY, ""),',
+          '("objective", "s", COPY, ""), ("reviewer", "s?", COPY, "who reviews the goal\'s work"), '
+          '("done_when", "", COPY, ""),')
+    assert _fold_version(copy) != fold.FOLD_VERSION
+    tool = _load(copy / "tests" / "tools" / "reducer_digest.py", "reducer_digest_row")
+    assert tool.digest() == fold.REDUCER_DIGEST  # a row is not reducer code: nothing to record
+
+    gen = [sys.executable, str(copy / "docs" / "gen_events.py")]
+    stale = subprocess.run([*gen, "--check"], capture_output=True, text=True)
+    assert stale.returncode == 1 and "out of date" in stale.stdout
+    subprocess.run(gen, check=True)
+    assert subprocess.run([*gen, "--check"], capture_output=True, text=True).returncode == 0
+    assert "`reviewer` string or null — who reviews the goal's work" in (copy / "docs" / "file-format.md").read_text()
+
+    code = ("from loopx.kernel.storage import fold\n"
+            "s = fold.empty()\n"
+            "fold.apply(s, {'type': 'goal.started', 'goal': 'g1', 'ts': 't', 'seq': 1, 'data': {'objective': 'x'}})\n"
+            "u = {'type': 'goal.updated', 'goal': 'g1', 'ts': 't', 'seq': 2, 'data': {'reviewer': 'ada'}}\n"
+            "fold.check_shape(u); fold.apply(s, u); print(s['goals']['g1']['reviewer'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(copy / "src")})
+    assert proc.stdout.strip() == "ada"

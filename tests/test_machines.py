@@ -164,6 +164,39 @@ def test_the_machine_name_is_written_once_per_node_and_is_part_of_its_chain(two)
     assert sorted(a.json("history", "--limit", "0")["machines"].values()) == ["host-a", "host-b2"]
 
 
+def test_a_machine_writing_right_after_a_sync_links_to_its_own_newest_record(two):
+    """Each record's ``prev`` is the newest record of its own node, never the newest of the store:
+    a and b take turns, each writing (both streams) right after a sync brought in the other's
+    newer records, and in both clones each node's records still form one chain. (Computing prev
+    from the newest record of any node once a second node exists fails here, issue 25.)"""
+    from loopx.kernel.storage import chain
+    from loopx.kernel.storage.codec import decode
+
+    a, b = two
+    for rnd in range(2):
+        for me, other in ((a, b), (b, a)):
+            assert other("todo", "add", f"{other.host} {rnd}", "--goal-id", "g1") == 0
+            assert other("sync") == 0 and me("sync") == 0  # me now holds other's newest record
+            assert me("todo", "add", f"{me.host} after {rnd}", "--goal-id", "g1") == 0
+            assert me("evidence", "add", "--goal-id", "g1", "--kind", "note", "--summary", f"{me.host} {rnd}") == 0
+    assert a("sync") == 0 and b("sync") == 0 and a("sync") == 0
+    for m in (a, b):
+        store = Store.open(str(m.path))
+        per_node: dict[str, set] = {}
+        for stream in ("events", "evidence"):
+            for body in store.iter_lines(stream):
+                rec = decode(body)
+                per_node.setdefault(rec["node"], set()).add((tuple(rec["hlc"]), rec["prev"], chain.line_hash(body)))
+        assert len(per_node) == 2, m.host
+        for node, found in per_node.items():
+            recs = sorted(found)
+            assert len(recs) >= 6, node
+            assert recs[0][1] is None, node  # the node's first record starts its chain
+            for n, (p, r) in enumerate(zip(recs, recs[1:], strict=False), 1):
+                assert r[1] == p[2], f"{m.host}: record {n} of node {node} does not link to the node's record before it"
+        assert chain.verify(store)["broken"] is None
+
+
 def test_a_union_merge_names_the_machines_that_wrote_after_meeting(tmp_path, monkeypatch, capsys):
     """No sync: .loopx/ committed on two clones and merged by git (merge=union). A clone names its
     machine at its first write to a store that holds another node's records."""

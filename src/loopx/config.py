@@ -3,6 +3,10 @@
 Environment variables are declared in ``VARS`` (name -> (default, meaning)); ``env(name)`` is the
 only way code reads them, so docs/cli.md's environment table (generated from ``VARS``) cannot miss
 one. Unknown names raise ``KeyError`` at the call site, which a test exercises for every module.
+A number of seconds (``LOOPX_LOCK_TIMEOUT``, ``LOOPX_NOTIFY_BUDGET``, ``LOOPX_SYNC_EVERY``,
+``LOOPX_SYNC_TIMEOUT``) is read through ``seconds(name, floor)``: unset or empty means the ``VARS``
+default, a value below ``floor`` counts as ``floor``, and anything that is not a finite number is a
+``UsageError`` (exit 2) naming the variable, never a silent default.
 
 The user's config file is TOML (read with the standard library's ``tomllib``) at
 ``$LOOPX_HOME/config.toml`` when ``LOOPX_HOME`` is set, else the platform's config location:
@@ -69,6 +73,27 @@ def env(name: str) -> str | None:
     default = VARS[name][0]
     value = os.environ.get(name)
     return value if value else default
+
+
+def seconds(name: str, floor: float = 0.0) -> float:
+    """``LOOPX_*`` variable ``name`` as a number of seconds: its ``VARS`` default when unset or
+    empty, at least ``floor``. Raises UsageError (exit 2) naming the variable when the value is not
+    a finite number ("10s", "inf", "nan"), so a typo is never silently replaced by the default."""
+    raw = env(name)
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = _INF
+    if not abs(value) < _INF:  # not a number, inf or nan
+        from loopx.errors import UsageError
+
+        raise UsageError(f"{name} must be a number of seconds, not {raw!r}",
+                         f"set it to a number such as {name}={VARS[name][0]}, or unset it for the default",
+                         code="bad_env", details={"variable": name})
+    return max(floor, value)
+
+
+_INF = float("inf")
 
 
 def data_home() -> str:
@@ -163,7 +188,7 @@ def set_user_value(dotted: str, value) -> dict:
     from loopx.kernel.storage.fs import atomic_write, locked
 
     os.makedirs(data_home(), exist_ok=True)
-    with locked(os.path.join(data_home(), layout.DATA_LOCK), float(env("LOOPX_LOCK_TIMEOUT") or 10)):
+    with locked(os.path.join(data_home(), layout.DATA_LOCK), seconds("LOOPX_LOCK_TIMEOUT")):
         cfg = load_user_config()
         node = cfg
         for part in parts[:-1]:

@@ -153,7 +153,10 @@ def quota_should_run(ctx, goal_id=None, skip_exit=None, explain=False, record=Tr
         skip = validate.count(skip_exit, "--skip-exit", low=0, high=255)
     shared = False
     if record:
+        from loopx.config import seconds
         from loopx.sync.sharing import is_shared
+
+        seconds("LOOPX_NOTIFY_BUDGET")  # malformed: exit 2 on every recorded poll (the send itself never fails one)
 
         root = ctx.root()
         shared = is_shared(root)

@@ -35,13 +35,11 @@ def user_cfg() -> dict:
 
 
 def budget() -> float:
-    """Seconds a decision may spend sending notifications (``LOOPX_NOTIFY_BUDGET``, default 3)."""
-    from loopx.config import env
+    """Seconds a decision may spend sending notifications (``LOOPX_NOTIFY_BUDGET``, default 3;
+    UsageError when malformed)."""
+    from loopx.config import seconds
 
-    try:
-        return max(0.0, float(env("LOOPX_NOTIFY_BUDGET") or "3"))
-    except ValueError:
-        return 3.0
+    return seconds("LOOPX_NOTIFY_BUDGET")
 
 
 def _send_within(ch, channel: str, cfg: dict, notice: dict, project: str, seconds: float) -> dict:

@@ -30,7 +30,7 @@ def repair_store(t, actor: str) -> str:
     store = t.store()
     _writable(store)
     with store.lock():
-        drafts = store._repair_torn_tails()
+        drafts = store.repair_torn_tails()
         stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")
         for name in STREAMS:
             d = quarantine_bad_lines(store, name, stamp)

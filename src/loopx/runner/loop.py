@@ -44,7 +44,7 @@ from loopx.kernel.read import fingerprint, queries
 from loopx.kernel.storage import actors, agentproc, clock, layout
 from loopx.kernel.storage.ids import check_agent_name
 from loopx.kernel.write import goals
-from loopx.notify.outbox import after_decision
+from loopx.notify.outbox import after_decision, budget
 from loopx.runner import changes, hostenv, merge, outcome, presets, process, report, worktree
 from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
 from loopx.runner.lease import RunnerLock
@@ -576,6 +576,7 @@ def _decide(store, drv: Driver, goal_id: str | None, dry_run: bool) -> dict:
     """should-run's decision for the next turn; a shared goal syncs first (bounded, see
     loopx.sync.shared.shared_tick). Raises StateError (exit 3) when the store cannot answer."""
     if not dry_run:
+        budget()  # a malformed LOOPX_NOTIFY_BUDGET is exit 2 here (sending after the decision never fails it)
         note = shared.shared_tick(store, goal_id)
         if note:
             drv.log(note)

@@ -401,6 +401,7 @@ def shared_tick(store, goal_id: str | None = None) -> str | None:
         age = None
     if age is not None and 0 <= age < gs.every():
         return None
+    gs.timeout()  # a malformed LOOPX_SYNC_TIMEOUT is a usage error (exit 2) here, not a sync warning
     remote = last.get("remote")
     try:
         git = gs.project_git(store, remote)

@@ -27,7 +27,7 @@ import random
 import time
 from json import loads
 
-from loopx.config import env
+from loopx.config import env, seconds
 from loopx.errors import Conflict, StateError
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout, machines
@@ -57,11 +57,9 @@ class RemoteUnreachable(StateError):
 
 
 def timeout() -> float:
-    """Seconds each git call may take (``LOOPX_SYNC_TIMEOUT``, default 30)."""
-    try:
-        return max(1.0, float(env("LOOPX_SYNC_TIMEOUT") or "30"))
-    except ValueError:
-        return 30.0
+    """Seconds each git call may take (``LOOPX_SYNC_TIMEOUT``, default 30, at least 1; UsageError
+    when malformed)."""
+    return seconds("LOOPX_SYNC_TIMEOUT", 1.0)
 
 
 class Git:
@@ -544,11 +542,9 @@ def shared_goals(state: dict, goal_id: str | None = None) -> list[str]:
 
 
 def every() -> float:
-    """Seconds between automatic syncs of shared goals (``LOOPX_SYNC_EVERY``, default 60)."""
-    try:
-        return max(0.0, float(env("LOOPX_SYNC_EVERY") or "60"))
-    except ValueError:
-        return 60.0
+    """Seconds between automatic syncs of shared goals (``LOOPX_SYNC_EVERY``, default 60; UsageError
+    when malformed)."""
+    return seconds("LOOPX_SYNC_EVERY")
 
 
 def read_status(store) -> dict | None:

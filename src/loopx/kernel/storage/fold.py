@@ -57,11 +57,17 @@ from __future__ import annotations
 from loopx.kernel import reasons
 from loopx.kernel.storage import actors, events, quotas, trialfold
 
-# The reducers' own logic, beyond what the event table says: bump it when a reducer or live_view
-# changes what it makes of the same records. FOLD_VERSION (at the end) adds the table's digest.
-# 12: FOLD_VERSION carries the event table's digest; 11: the turn ledger (`turns`) and per-todo
-# stall streaks; 10: claims carry the node that made them; 9: gates carry `reserved`; 8: nodes.
-REVISION = 12
+# FOLD_VERSION (at the end) is REVISION, REDUCER_DIGEST, the event table's digest and what the
+# state and the live view keep; a cache made under another one is rebuilt from the log.
+# REDUCER_DIGEST is the digest of the reducers' code (this module, trialfold, logfold, quotas,
+# actors and events.py without its table), recorded by `python tests/tools/reducer_digest.py
+# --write`; tests/test_events.py fails when the code changed and it was not recorded, so a changed
+# reducer always changes FOLD_VERSION. Bump REVISION only for a change that code cannot show.
+# 13: REDUCER_DIGEST; 12: FOLD_VERSION carries the event table's digest; 11: the turn ledger
+# (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 9: gates carry
+# `reserved`; 8: nodes.
+REVISION = 13
+REDUCER_DIGEST = "764c317d8859"
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
@@ -868,11 +874,12 @@ REDUCERS = {
 
 
 def version(table: dict | None = None) -> str:
-    """The fold's version: ``REVISION``, the digest of the event table (default ``events.EVENTS``)
-    and the numbers of what the folded state and the live view keep. A cached snapshot, live view
-    or checkpoint made under another version is stale and rebuilt from the log."""
+    """The fold's version: ``REVISION``, ``REDUCER_DIGEST`` (the reducers' code), the digest of the
+    event table (default ``events.EVENTS``) and the numbers of what the folded state and the live
+    view keep. A cached snapshot, live view or checkpoint made under another version is stale and
+    rebuilt from the log."""
     keeps = (HANDOFF_KEEP, APPROVALS_KEPT, EVIDENCE_KEPT, STALL_KEEP, NOTICE_KEEP, trialfold.LIVE_TRIALS, sorted(NOTICE_REASONS))
-    return f"{REVISION}.{events.digest(table)}.{events.crc(repr(keeps).encode())}"
+    return f"{REVISION}.{REDUCER_DIGEST}.{events.digest(table)}.{events.crc(repr(keeps).encode())}"
 
 
 # what every cache of folded state is stamped with (store: snapshots and checkpoints)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 
 from loopx import __version__
-from loopx.config import env
+from loopx.config import seconds
 from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
@@ -45,11 +45,8 @@ GITIGNORE = "# written by loopx: machine-local files\n" + "".join(x + "\n" for x
 
 
 def lock_timeout() -> float:
-    """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10)."""
-    try:
-        return max(0.0, float(env("LOOPX_LOCK_TIMEOUT") or "10"))
-    except ValueError:
-        return 10.0
+    """Seconds a writer waits for the lock (``LOOPX_LOCK_TIMEOUT``, default 10; UsageError when malformed)."""
+    return seconds("LOOPX_LOCK_TIMEOUT")
 
 
 class Draft:
@@ -295,7 +292,7 @@ class Store:
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
-            repairs = self._repair_torn_tails() + self._migrate()
+            repairs = self.repair_torn_tails() + self._migrate()
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
             state = caches.load_live(self) if self.format_number() >= FORMAT else None
@@ -444,8 +441,9 @@ class Store:
             meta["tail"] = (bytes.fromhex(meta.get("tail", "")) + blob)[-32:].hex()
         return records
 
-    def _repair_torn_tails(self) -> list[_Draft]:
-        """Under the lock: move an unterminated last line to quarantine/ and truncate."""
+    def repair_torn_tails(self) -> list[_Draft]:
+        """Under the lock (every transaction, and ``doctor --fix``): move an unterminated last line
+        of each open log to quarantine/ and truncate it; the ``store.repaired`` drafts to record."""
         drafts = []
         for name in STREAMS:
             p = self.path(layout.open_log(name))
