@@ -282,6 +282,34 @@ def test_no_progress_then_no_change_skips(store, clk, cli):
     assert r.code == 0 and r.data["decision"] == "skip"
 
 
+def test_the_fingerprint_is_asked_only_for_the_todos_before_the_one_that_runs(store, clk):
+    """The value rule needs the fingerprint (a `git status`) for a todo whose last turn made no
+    progress; once a todo ahead of it runs, the answer does not depend on it, so a plain decision
+    never asks (a cached answer then needs no git call), while --explain still traces every todo."""
+    start(store, clk, todos_=("first",))
+    work_turn(store, clk, "no_progress")  # "first" is unchanged since its turn
+    urgent = todos.add(store, "human:tester", "g1", "urgent", priority=5)["todo_id"]
+    state = store.load()
+    first = next(t["id"] for t in todos.queries.goal_todos(state, "g1") if t["title"] == "first")
+    same = next(r["fp_after"] for r in state["runs"].values() if r["todo"] == first)  # nothing changed since
+    asked = []
+
+    def fingerprint(goal_id):
+        asked.append(goal_id)
+        return same
+
+    d = decide.evaluate(state, clk.now, goal_id="g1", fingerprint=fingerprint)
+    assert (d["decision"], d["todo_id"], asked) == ("run", urgent, [])
+    d = decide.evaluate(state, clk.now, goal_id="g1", fingerprint=fingerprint, explain=True)
+    assert (d["decision"], d["todo_id"], asked) == ("run", urgent, ["g1"])
+    assert [r["detail"] for r in d["rules"] if r["rule"] == "value"] == [f"1 todo(s) worth a turn ({first} unchanged)"]
+    # the todo ahead is taken: now the unchanged one decides, and the fingerprint is asked
+    todos.claim(store, "agent:other", urgent, lease="10m")
+    asked.clear()
+    d = decide.evaluate(store.load(), clk.now, goal_id="g1", fingerprint=fingerprint)
+    assert (d["decision"], d["reason"], asked) == ("skip", "no_change", ["g1"])
+
+
 def test_new_todo_turns_skip_into_run(store, clk, cli):
     start(store, clk, todos_=("first",))  # one todo: its no-progress run leaves nothing else
     work_turn(store, clk, "no_progress")

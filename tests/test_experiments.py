@@ -61,6 +61,7 @@ def repo(tmp_path, monkeypatch) -> Path:
     (proj / "holdout.py").write_text(HOLDOUT)
     (proj / "param.txt").write_text("0.5\n")
     (proj / "data" / "holdout.csv").write_text("\n".join(str(i) for i in range(10)) + "\n")
+    (proj / ".gitignore").write_text("data/holdout.csv\n")  # holdout data git tracks is refused
     git(proj, "init", "-q", "-b", "main")
     git(proj, "add", "-A")
     git(proj, "commit", "-q", "-m", "init")
@@ -239,7 +240,7 @@ def test_the_hostile_agent_cannot_touch_the_measuring_nor_read_the_holdout(repo,
         ("Bash", {"command": "tee data/holdout.csv < /dev/null"}),
         ("Bash", {"command": "cat data/holdout.csv"}),
         ("Bash", {"command": "python3 -c 'print(1)' && head -n3 ../exp-knn/data/holdout.csv"}),
-        ("Bash", {"command": "wc -l data/hold*.csv"}),
+        ("Bash", {"command": "wc -l ../../../data/hold*.csv"}),  # the project's copy (untracked: none in the clone)
         ("Bash", {"command": f"{sys.executable} holdout.py"}),
         ("Read", {"file_path": str(wt / "data" / "holdout.csv")}),
         ("Read", {"file_path": str(repo / "data" / "holdout.csv")}),
@@ -524,28 +525,20 @@ open("param.txt", "w").write("0.7\\n")
 """
 
 
-@pytest.mark.parametrize("tracked", [False, True], ids=["untracked", "tracked"])
-def test_the_holdout_is_not_readable_inside_the_agents_sandbox(repo, tmp_path, tracked):
+def test_the_holdout_is_not_readable_inside_the_agents_sandbox(repo, tmp_path):
     """Issue 20's acceptance 2 (the read): a trial's agent really tries to read the holdout data
     (the project's copy, the worktree's, a symbolic link, a hard link, `git show`) and sees none of
     it, while the promotion gate still shows the holdout numbers to the human. Holdout data git
-    tracks stays in git's object store: start-goal warns, and `git show` is the documented limit."""
+    tracks is refused at start-goal (tests/test_experiment_boundary.py)."""
     _sandboxed()
     secret = "SECRETROW"
     (repo / "data" / "holdout.csv").write_text("".join(f"{secret}{i}\n" for i in range(10)))
-    if tracked:
-        git(repo, "add", "data/holdout.csv")
-    else:
-        git(repo, "rm", "-q", "--cached", "data/holdout.csv")
-        (repo / ".gitignore").write_text("data/holdout.csv\n")
-        git(repo, "add", ".gitignore")
-    git(repo, "commit", "-q", "-m", "holdout data")
+    assert git(repo, "ls-files", "data") == ""  # untracked (ignored): not in git's object store
     py = sys.executable
     r = run_loopx(["start-goal", "--goal-text", "tune", "--goal-id", "knn", "--experiment", "--metric", "val_acc",
                    "--measure", f"{py} eval.py", "--min-delta", "0.01", "--holdout", f"{py} holdout.py",
                    "--holdout-path", "data/holdout.csv", "--json"], cwd=repo)
     assert r.code == 0, r.err
-    assert any("tracked by git" in w for w in r.json["warnings"]) == tracked, r.json["warnings"]
     out = tmp_path / "peek-out"
     out.mkdir()
     (tmp_path / "peek.py").write_text(PEEKING_AGENT)
@@ -553,10 +546,7 @@ def test_the_holdout_is_not_readable_inside_the_agents_sandbox(repo, tmp_path, t
                   env={"PEEK_OUT": str(out), "LOOPX_SANDBOX_WRITE": str(out)}, timeout=180)
     assert d.code in (0, 1), d.err
     peek = json.loads((out / "peek.json").read_text())
-    limit = ("git_show_head", "git_show_project") if tracked else ()
     for name, (code, text) in peek.items():
-        if name in limit:
-            continue
         assert secret not in text, (name, code, text)
         assert code != 0 or name == "ls_data", (name, code, text)
     assert [t["decision"] for t in trials(repo)] == ["keep", "keep"]

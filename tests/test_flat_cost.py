@@ -98,6 +98,8 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
     # is blamed on loopx; subprocess_env puts src/ on PYTHONPATH and loopx has no runtime dependencies.
     # Started as the console script of pip >= 25 starts it (`python -m` would add runpy's imports).
     env = subprocess_env({"LOOPX_HOME": str(proj / "home"), **({"LOOPX_AGENT": agent} if agent else {})})
+    if RUN in args:  # `turn finish`: the agent's `next` opens the run it finishes (untimed, not counted)
+        args = [_open_run(proj, env) if a == RUN else a for a in args]
     script = f"import sys\nsys.argv = ['loopx', *{args!r}]\nfrom loopx.cli import entry\nentry()\n"
     proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", script], cwd=proj, env=env,
                           capture_output=True, text=True, input=stdin, timeout=120)
@@ -107,6 +109,18 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
             mods.add(line.rsplit("|", 1)[1].strip())
     assert mods, proc.stderr
     return mods
+
+
+RUN = "{run}"  # in a HOT command: the id of a run the same agent's `next` just opened
+
+
+def _open_run(proj: Path, env: dict) -> str:
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "loopx", "next", "--goal-id", "goal-2", "--format", "json"], cwd=proj,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["data"]["run_id"]
 
 
 def _hook_payload(event: str, proj: Path, **extra) -> str:
@@ -132,6 +146,10 @@ HOT = [
     (["history", "--limit", "20"], NOTHING, None, None),
     (["todo", "list"], NOTHING, None, None),
     (["next", "--goal-id", "goal-1", "--format", "json"], NOTHING, None, "imports-next"),
+    # the end of every turn: no experiment, sync or sandbox code unless the store has an experiment worktree
+    (["turn", "finish", "--run", RUN, "--result", "progress", "--quiet"],
+     NOTHING | {"loopx.kernel.policy.trialstep", "loopx.sync.shared", "loopx.sandbox", "loopx.guard"}, None,
+     "imports-finish"),
     (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
     # an `ls`: the guard parses it, finds no write and no protected action, and compiles no pattern

@@ -1,7 +1,7 @@
 """Lazy imports only where someone waits (issue 25, item 4).
 
-The hot modules, the ones a hot command (should-run, status, next, todo add, evidence add, gate
-open, history, the hooks: tests/test_flat_cost.py's HOT) imports, may import inside functions, so a
+The hot modules, the ones a hot command (should-run, status, next, turn finish, todo add, evidence
+add, gate open, history, the hooks: tests/test_flat_cost.py's HOT) imports, may import inside functions, so a
 command pays only for what it uses, and so may the modules in ``LAZY_BY_CONTRACT``. Every other
 module imports at the top, where a reader sees its dependencies. The exceptions are a platform-only
 module (it does not exist on the other platform, or the import sits under an ``if`` on the
@@ -26,7 +26,7 @@ HOT_MODULES = frozenset({
     "loopx.cli",
     "loopx.commands", "loopx.commands.evidence", "loopx.commands.gate", "loopx.commands.history",
     "loopx.commands.hook", "loopx.commands.next", "loopx.commands.quota", "loopx.commands.status",
-    "loopx.commands.todo",
+    "loopx.commands.todo", "loopx.commands.turn",
     "loopx.config",
     "loopx.context",
     "loopx.errors",

@@ -189,3 +189,33 @@ def test_status_says_complete_when_the_view_left_out_every_done_todo(project, mo
     assert store.load(view="live")["closed"]["g1"]["done"] == 1  # the done todo is left out
     assert _summary(store, "live") == _summary(store, "full")
     assert _summary(store, "live")["goals"][0]["next"] == "goal looks complete: loopx goal done g1"
+
+
+def test_a_view_read_before_the_lock_stands_in_only_while_nothing_was_appended(busy, monkeypatch):
+    """``Store.transact(seen=...)`` (``next``, ``turn finish``): the view this process read moments
+    ago stands for the state under the lock (no second read), but a record appended since, by
+    anyone, makes the transaction read the files again, so the plan never decides on a stale view."""
+    store = busy[0]
+    from loopx.kernel.storage import caches
+    from loopx.kernel.storage.store import Draft
+
+    reads = []
+    real = caches.load_live
+    monkeypatch.setattr(caches, "load_live", lambda store: reads.append(1) or real(store))
+    seen_by_plan = {}
+
+    def plan(state, now):
+        seen_by_plan["titles"] = {t["title"] for t in state["todos"].values()}
+        return [Draft("project.noted", None, {})]
+
+    view = store.load(view="live")
+    reads.clear()
+    store.transact(plan, actor=H, seen=view)
+    assert reads == []  # the view read moments ago was still current: not read again
+
+    stale = store.load(view="live")
+    todos.add(store, H, "g1", "added by another writer")
+    reads.clear()
+    store.transact(plan, actor=H, seen=stale)
+    assert reads == [1] and "added by another writer" in seen_by_plan["titles"]
+    assert "added by another writer" in {t["title"] for t in store.load(view="live")["todos"].values()}

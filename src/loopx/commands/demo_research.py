@@ -49,7 +49,7 @@ def setup(path, actor: str) -> dict:
     """Copy the research project to ``path``, make it a git repository, connect it, start
     experiment goal ``knn`` and measure its baseline. Returns {dir, goal_id, baseline}."""
     store = new_project(path, "research-project", "knn: a k-nearest-neighbours classifier and its data",
-                        again="loopx demo --research", ignore="__pycache__/\n")
+                        again="loopx demo --research", ignore="__pycache__/\ndata/holdout.csv\n")  # holdout data: never tracked
     py = _python()
     cfg = trials.config(metric="val_acc", direction="max", measure=f"{py} eval.py", trial_timeout="2m",
                         min_delta="0.005", holdout=f"{py} holdout.py", plateau="3",

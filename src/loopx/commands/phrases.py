@@ -108,6 +108,8 @@ HINTS: dict[str, Phrase] = {
     "no_frontier": lambda d: f"fix the measure command, then `loopx experiment baseline {d['goal']}`",
     "baseline_trial": lambda d: "pick a trial the agent made (`loopx trial list`)",
     "nothing_to_promote": lambda d: "run trials first (`loopx run`)",
+    "holdout_tracked": lambda d: (f"untrack it: `git rm --cached {' '.join(d['paths'][:3])}`, list it in .gitignore "
+                                  f"and commit, then {d.get('then') or 'try again'}"),
     "promote_pending": lambda d: f"decide it: loopx gate show {d['gate']}",
     "no_base_branch": lambda d: "promote with --as-branch NAME",
     "bad_trace": lambda d: "pass a file from `loopx trace export`",

@@ -64,7 +64,8 @@ def _experiment_args(p) -> None:
     x.add_argument("--protect-path", action="append", metavar="PATH",
                    help="a file the measuring reads; the agent may not change it (repeatable)")
     x.add_argument("--holdout-path", action="append", metavar="PATH",
-                   help="holdout data; the agent may neither read nor change it (repeatable)")
+                   help="holdout data, untracked by git (a tracked path is refused, exit 3); the agent may "
+                        "neither read nor change it (repeatable)")
 
 
 def _todo_actions():
@@ -148,6 +149,8 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown)
     if exp_cfg is not None:
         trialstep.check_repo(ctx.store())  # before the goal exists: an experiment needs git
+        # holdout data git tracks is in the object store every trial reads: refused, not warned about
+        trialstep.refuse_tracked_holdout(ctx.store(), exp_cfg.get("holdout_paths") or ())
     res = goals.start_goal(ctx.store(), ctx.actor, objective=objective, goal_id=goal_id, done_when=done_when,
                            verify=verify, priority=priority, allow=allow, deny=deny, protect=protect,
                            quota=policy, todos=todos)
@@ -157,13 +160,6 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
         res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
         res["baseline"] = _baseline_view(exp.get("baseline"))
         res["next"] = "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
-        tracked = trialstep.tracked_holdout(ctx.store(), exp_cfg.get("holdout_paths") or ())
-        if tracked:
-            return Reply(res, warnings=[
-                f"holdout data tracked by git ({', '.join(tracked[:3])}): the agent's sandbox hides the files, "
-                "but git's object store still holds them (`git show`); to keep the holdout out of the agent's "
-                "reach, untrack it (`git rm --cached`, add it to .gitignore): loopx copies untracked holdout "
-                "data into the holdout's own scratch checkout (docs/experiments.md)"])
         return res
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"

@@ -6,11 +6,11 @@ import os
 
 from loopx import output
 from loopx.commands import actions, add
-from loopx.kernel.policy import trialstep, turn
-from loopx.kernel.storage import actors, layout
-from loopx.kernel.write import runs
-from loopx.kernel.write.humans import require_human
-from loopx.sync import shared
+from loopx.kernel.policy import turn
+from loopx.kernel.storage import layout
+
+# A hot module (`turn finish` ends every turn): the experiment, sync and handover code loads only
+# on the path that needs it (tests/test_imports.py).
 
 
 def register(sub, name, help_text):
@@ -62,6 +62,8 @@ def _trial_finish(ctx, run, result, note):
             return None
     except OSError:
         return None
+    from loopx.kernel.policy import trialstep
+    from loopx.sync import shared
 
     return trialstep.finish_by_agent(store, ctx.actor, run, result, note, spend_slot=shared.spend_slot)
 
@@ -84,11 +86,16 @@ def render_finish(d: dict) -> str:
 
 
 def turn_handover(ctx, run):
+    from loopx.kernel.write import runs
+    from loopx.kernel.write.humans import require_human
+
     require_human(ctx, "run.handover")
     return runs.hand_over(ctx.store(), ctx.actor, run)
 
 
 def render_handover(d: dict) -> str:
+    from loopx.kernel.storage import actors
+
     if not d["moved"]:
         return f"{d['run_id']} already runs on this machine; nothing changed"
     return (f"{d['run_id']} ({d['agent']} on {d['todo_id'] or 'planning'}) now belongs to this machine: "
@@ -96,4 +103,6 @@ def render_handover(d: dict) -> str:
 
 
 def turn_renew(ctx, run, lease=None):
+    from loopx.sync import shared
+
     return shared.renew(ctx.store(), ctx.actor, run, lease=lease)

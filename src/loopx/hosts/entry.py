@@ -158,11 +158,12 @@ def _left_open(store, counter: str, agent: str) -> str | None:
     from loopx.kernel.storage import actors, fold
 
     # the live view keeps every open run: one it left out is finished (or unknown), nothing to close
-    run = fold.held(store.load(view="live").get("runs") or {}, rid)
+    view = store.load(view="live")
+    run = fold.held(view.get("runs") or {}, rid)
     if not run or run.get("finished") is not None:
         return None
     turn.close(store, actors.agent(agent), rid, "no_progress",
-               "the agent stopped without finishing the turn loopx's stop hook started; closed by the hook")
+               "the agent stopped without finishing the turn loopx's stop hook started; closed by the hook", seen=view)
     return rid
 
 

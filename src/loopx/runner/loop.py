@@ -123,7 +123,7 @@ class Driver:
                                    host=self.spec["kind"] if self.spec else None)
         self.run_id = started["run_id"]
         wt = started.get("worktree") or {}
-        return self.sandbox.confine(cmd, shell, env, cwd, wt.get("branch"), view=bool(wt.get("sequential")),
+        return self.sandbox.confine(cmd, shell, env, cwd, view=bool(wt.get("sequential")),
                                     shared=wt.get("shared") or ())
 
     def workspace(self, started: dict) -> str:

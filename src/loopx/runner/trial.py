@@ -1,7 +1,7 @@
 """The runner's side of research experiments (issue 20): a turn on an experiment goal is a trial.
 
-``prepare(driver, started) -> dict | None``: where the agent works (the experiment's worktree, or
-a detached worktree of the run in parallel mode; loopx.kernel.policy.trialstep.prepare), None for
+``prepare(driver, started) -> dict | None``: where the agent works (the experiment's own private
+clone, or a private clone of the run in parallel mode; loopx.kernel.policy.trialstep.prepare), None for
 an ordinary goal. ``settle(driver, started, res, meas, out, report) -> out``: after the agent
 exited, loopx commits, measures, decides (trialstep.settle) and closes the run
 (trialstep.finish_turn); ``out`` gains ``trial`` (the recorded trial).

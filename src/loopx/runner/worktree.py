@@ -141,15 +141,7 @@ def _like_the_project(project_dir: str, path: str, source: str) -> None:
 
 
 def _clone(source: str, path: str) -> None:
-    env = gitcli.pinned_env(os.path.dirname(path))  # hooks and fsmonitor off ...
-    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):  # ... and a clone names its own folders
-        env.pop(k, None)
-    try:
-        res = gitcli.run(os.path.dirname(path), "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path,
-                         base=env, timeout=GIT_TIMEOUT, text=True)
-    except gitcli.GitUnavailable as exc:
-        raise GitError(str(exc), "check that git is installed and on PATH") from None
-    gitcli.checked(res, "see `git status` in the project")
+    gitcli.clone_shared(source, path, GIT_TIMEOUT)
 
 
 def is_clone(path: str) -> bool:

@@ -6,10 +6,11 @@ is the policy ``loopx.sandbox.exec`` applies (``loopx.sandbox.landlock.apply``):
     {"read": [dir], "read_files": [file], "write": [dir], "write_files": [file],
      "connect": [port] | None, "tmpdir": str, "protected": [path], "denied": [path]}
 
-- writable: ``cwd`` (the project, or the run's worktree) minus every protected path, the private
-  ``tmpdir``, the host's own state folders minus the files loopx installed in them, a linked
-  worktree's own git folder with the object store and the ``refs/heads/loopx/`` namespace (so the
-  agent commits on its run's branch), and ``LOOPX_SANDBOX_WRITE`` (a human's ``os.pathsep`` list);
+- writable: ``cwd`` (the project, or the turn's or trial's private clone with its own ``.git``)
+  minus every protected path, the private ``tmpdir``, the host's own state folders minus the files
+  loopx installed in them, and ``LOOPX_SANDBOX_WRITE`` (a human's ``os.pathsep`` list); never
+  anything of the project's ``.git`` when ``cwd`` is a clone (every workspace ``loopx run`` makes,
+  an experiment's trials included);
 - protected (outside every write grant): ``.loopx/``, the project's git folder (config, hooks,
   refs; all of it for the main checkout), loopx's installed package, every file loopx installs for
   a host (``loopx.sandbox.hostfiles``) and loopx's data and config folders;
@@ -260,18 +261,6 @@ def _write_roots(candidates, protected: list[str], denied: list[str]) -> tuple[l
     return roots, carved, carved_files
 
 
-def _linked_worktree(wt_git: str | None, common: str | None, branch: str | None) -> list[str]:
-    """A linked worktree (an experiment's) commits through its own git folder, the object store
-    and its branch's ref: those are reopened for writing."""
-    if not (wt_git and common and wt_git != common and branch):
-        return []
-    heads = os.path.join(common, "refs", "heads", *branch.split("/")[:-1])
-    logs = os.path.join(common, "logs", "refs", "heads", *branch.split("/")[:-1])
-    for folder in (heads, logs):
-        os.makedirs(folder, exist_ok=True)
-    return [wt_git, os.path.join(common, "objects"), _real(heads), _real(logs)]
-
-
 def _reads(project: str, cwd: str, home: str, states: list[str], denied: list[str], extra_read=()) -> list[str]:
     cands = list(SYSTEM_READ) + etc_reads()[0] + [sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                   os.path.dirname(loopx_package())]
@@ -347,7 +336,7 @@ def _carve_all(grants: list[str], hidden: list[str]) -> tuple[list[str], list[st
 
 
 def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(), extra_write=(),
-          worktree_branch: str | None = None, extra_read_files=(), hidden=None, view: bool = False,
+          extra_read_files=(), hidden=None, view: bool = False,
           shared=()) -> dict:
     """The agent's policy (module docstring). ``hidden``: paths no grant may show (an experiment's
     holdout data; default ``hidden_paths(store, cwd)``): an empty read-only view over each in the
@@ -369,7 +358,6 @@ def build(store, cwd: str, *, host: str | None = None, tmpdir: str, extra_read=(
         [cwd, *git_root, tmpdir, *states, *shared, *[p for p in (env("LOOPX_SANDBOX_WRITE") or "").split(os.pathsep) if p],
          *extra_write], protected, denied)
     reopen: list[str] = [cwd] if any(_under(cwd, p) for p in protected) else []
-    reopen += _linked_worktree(wt_git_dir or None, common, worktree_branch)
     carved += reopen
     devs = [dev for dev in DEV_WRITE if os.path.isdir(dev)]
     write = roots + reopen + devs

@@ -1,12 +1,18 @@
 """One sandbox session of a ``loopx run`` (or ``loopx sandbox``): a private folder outside the
 project (``TMPDIR`` and the broker's socket), the broker, and the policy for each working folder.
 
-``Session(store, identity, host=None)``; ``confine(cmd, shell, env, cwd, branch=None) ->
+``Session(store, identity, host=None)``; ``confine(cmd, shell, env, cwd) ->
 (argv, env)``: the agent's command line wrapped in the sandbox and its environment (credentials
-removed, ``TMPDIR`` private, ``LOOPX_BROKER`` set). ``policy_for(cwd, branch)`` builds (and
+removed, ``TMPDIR`` private, ``LOOPX_BROKER`` set). ``policy_for(cwd)`` builds (and
 caches) the policy; verify commands this process runs use the last one (``loopx.sandbox.activate``).
 ``close()`` stops the broker and removes the private folder. Without an enforcing sandbox
 (``loopx.sandbox.enforced()`` false) ``confine`` returns the command unchanged.
+
+A process that is killed (SIGKILL, or SIGTERM/SIGHUP, which ``loopx run`` does not catch) never
+reaches ``close()``: its folder (``broker.sock``, ``tmp/``, ``verify-policy.json``) stays in the
+temporary folder. Each folder names its owner (``owner``: pid, the process's start time, its PID
+namespace); ``reap_stale()``, run when a session starts, removes the folders of this user whose
+owner is gone (Linux; a folder without an owner file, or of another PID namespace, is left alone).
 """
 
 from __future__ import annotations
@@ -21,12 +27,59 @@ from loopx.sandbox import gitpin, profile
 from loopx.sandbox.broker import Broker
 from loopx.sandbox.gitpin import main_dirs
 
+PREFIX = "loopx-sbx-"
+OWNER = "owner"
+
+
+def _owner(pid: int) -> str | None:
+    """``"pid starttime pidns"`` of a live process here, None when it is gone (or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            start = fh.read().rsplit(")", 1)[1].split()[19]  # field 22: the start time, so a reused pid differs
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except (OSError, IndexError):
+        return None
+    return f"{pid} {start} {ns}"
+
+
+def reap_stale(where: str | None = None) -> list[str]:
+    """Remove the session folders under ``where`` (default: the temporary folder) that belong to
+    this user and whose owner process is gone; returns them. Never raises."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    where = where or tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(where) if n.startswith(PREFIX)]
+        ns = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return []
+    gone = []
+    for n in names:
+        path = os.path.join(where, n)
+        try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue
+            with open(os.path.join(path, OWNER), encoding="utf-8") as fh:
+                pid, start, their_ns = fh.read().split()
+        except (OSError, ValueError):
+            continue
+        if their_ns != ns or _owner(int(pid)) == f"{pid} {start} {ns}":
+            continue  # another PID namespace (cannot tell), or the owner still runs
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
 
 class Session:
     def __init__(self, store, identity, host: str | None = None) -> None:
         self.store, self.host = store, host
         self.on = sandbox.enforced()
-        self.root = tempfile.mkdtemp(prefix="loopx-sbx-")
+        reap_stale()
+        self.root = tempfile.mkdtemp(prefix=PREFIX)
+        me = _owner(os.getpid())
+        if me:
+            with open(os.path.join(self.root, OWNER), "w", encoding="utf-8") as fh:
+                fh.write(me)
         self.tmp = os.path.join(self.root, "tmp")
         os.mkdir(self.tmp, 0o700)
         self.verify_file = os.path.join(self.root, "verify-policy.json")
@@ -39,16 +92,15 @@ class Session:
         self._policies: dict = {}
         self.workdir: str | None = None  # the agent's working folder (a turn's private workspace)
 
-    def policy_for(self, cwd: str, branch: str | None = None, exe: str | None = None, named=(),
-                   view: bool = False, shared=()) -> dict:
-        key = (os.path.realpath(cwd), branch, exe, tuple(named), view, tuple(shared))
+    def policy_for(self, cwd: str, exe: str | None = None, named=(), view: bool = False, shared=()) -> dict:
+        key = (os.path.realpath(cwd), exe, tuple(named), view, tuple(shared))
         if key not in self._policies:
             files, dirs = profile.program_reads(exe)
             for f in named:  # a script the command line names, and the folder it imports from
                 more_files, more_dirs = profile.program_reads(f)
                 files, dirs = files + more_files, dirs + more_dirs
             self._policies[key] = profile.build(self.store, cwd, host=self.host, tmpdir=self.tmp,
-                                                worktree_branch=branch, extra_read=dirs, extra_read_files=files,
+                                                extra_read=dirs, extra_read_files=files,
                                                 view=view, shared=shared)
         pol = self._policies[key]
         with open(self.verify_file, "w", encoding="utf-8") as fh:
@@ -65,8 +117,7 @@ class Session:
                 out[sandbox.BROKER_ENV] = self.broker.path
         return out
 
-    def confine(self, cmd, shell: bool, env: dict, cwd: str, branch: str | None = None, view: bool = False,
-                shared=()):
+    def confine(self, cmd, shell: bool, env: dict, cwd: str, view: bool = False, shared=()):
         """``view``: ``cwd`` is a turn's private clone, shown at the project's path, with the
         project's own ``shared`` paths (what git ignores) at their place (``profile.build``)."""
         if not self.on:
@@ -74,7 +125,7 @@ class Session:
         self.workdir = cwd
         self.clean_git()
         argv = sandbox.shell_argv(cmd) if shell else list(cmd)
-        pol = self.policy_for(cwd, branch, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
+        pol = self.policy_for(cwd, profile.first_word(cmd, shell, cwd), profile.named_files(cmd, shell, cwd),
                               view, shared)
         return sandbox.wrap(argv, pol), False, self.env(env)
 

@@ -133,8 +133,10 @@ def _last_judged(state: dict, goal_id: str, keys: list) -> dict:
 class _Eval:
     """Evaluation of one goal; ``rules`` collects the trace for ``--explain``."""
 
-    def __init__(self, state, goal, now, agent, fingerprint, book=None, host_windows=None, caller_path=...):
+    def __init__(self, state, goal, now, agent, fingerprint, book=None, host_windows=None, caller_path=...,
+                 explain=False):
         self.state, self.goal, self.now, self.agent = state, goal, now, agent
+        self.explain = explain  # the trace of every todo is wanted, not only the decision
         self.book = book  # watch bookkeeping (loopx.kernel.policy.tick), for next-due times
         self.caller_path = caller_path
         self.retry_setup = False
@@ -479,6 +481,11 @@ class _Eval:
 
         avail, stalled, unchanged = [], [], []
         for k in keys:
+            if avail and not self.explain:
+                # the decision is the first todo worth a turn; the ones after it only fill --explain's
+                # trace, so their fingerprint (a `git status`) is not asked, and an answer that never
+                # asked it is cached without the git part (decision_cache: no git call on a hit)
+                break
             if streaks.get(k, 0) >= stall_after:
                 stalled.append(k)
                 continue
@@ -558,7 +565,7 @@ def evaluate(state: dict, now: datetime, *, goal_id: str | None = None, agent: s
                          msg + ' (`loopx start-goal --goal-text "..."`)', now)
     results = []
     for g in goals:
-        ev = _Eval(state, g, now, agent, fingerprint, book, host_windows, caller_path)
+        ev = _Eval(state, g, now, agent, fingerprint, book, host_windows, caller_path, explain)
         out = ev.finish(ev.run())
         if explain:
             out["rules"] = [{"rule": "store", "outcome": "pass", "detail": "store readable"}] + ev.rules

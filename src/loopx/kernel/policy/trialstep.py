@@ -1,12 +1,17 @@
 """The trial step of research experiments (issue 20): git, the measure command and the decision.
 
-An experiment goal has its own git worktree, ``.loopx/worktrees/exp-<goal>`` on branch
-``loopx/exp/<goal>`` (the user's checkout is never reset or touched); the branch is the frontier.
-A trial is made in that worktree (or, with ``loopx run --parallel``, in a detached worktree of its
-run started at the frontier commit). When the turn ends, ``settle`` (loopx, not the agent):
+An experiment goal has its own worktree, ``.loopx/worktrees/exp-<goal>``: a private clone of the
+project (``make_clone``: its own ``.git``, the project's objects read through alternates; the
+user's checkout is never reset or touched) on branch ``loopx/exp/<goal>``. The project's branch of
+that name is the frontier, and only loopx moves it. A trial is made in that clone (or, with
+``loopx run --parallel``, in a private clone of its run detached at the frontier commit), so the
+sandbox grants the agent nothing of the project's ``.git`` (issue 22); a linked worktree that
+older loopx made is made a clone at the next trial (``own_worktree``). When the turn ends,
+``settle`` (loopx, not the agent, outside the sandbox):
 
-1. commits what the agent left (detached, so the branch does not move) and points
-   ``refs/loopx/trials/<trial-id>`` at the commit (every trial stays reachable, never a branch);
+1. commits what the agent left (detached, so the branch does not move) and fetches the commit into
+   the project's ``refs/loopx/trials/<trial-id>`` (``publish``: every trial stays reachable, never
+   a branch);
 2. when the frontier moved since the trial started, replays the change on top of the new frontier
    (``git cherry-pick``) and measures that, or records the trial ``stale`` when it no longer applies;
 3. runs the measure command (and the guard command) through ``launch`` with the trial timeout, the
@@ -161,7 +166,8 @@ def check_repo(store) -> None:
 
 
 def create_worktree(store, goal_id: str) -> dict:
-    """The experiment's worktree on ``loopx/exp/<goal>`` from the project's current commit.
+    """The branch ``loopx/exp/<goal>`` at the project's current commit and the experiment's
+    worktree, a private clone on it (``make_clone``).
     Returns {worktree (relative to the project), branch, base_branch, base_commit}. Raises
     UsageError when the project is not a git repository with a commit."""
     if git_dir(store.project_dir) is None:
@@ -178,10 +184,117 @@ def create_worktree(store, goal_id: str) -> dict:
     if rev(store.project_dir, "refs/heads/" + branch):
         raise UsageError(f"branch {branch} already exists", f"delete it (`git branch -D {branch}`) or pick another goal_id",
                          code="branch_exists", details={"branch": branch, "field": "goal_id"})
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    git(store.project_dir, "worktree", "add", "-q", "-b", branch, path, head)
+    git(store.project_dir, "update-ref", "refs/heads/" + branch, head, "")  # created, never moved here
+    try:
+        make_clone(store, path, head, branch)
+    except TrialGitError:
+        git(store.project_dir, "update-ref", "-d", "refs/heads/" + branch, head, check=False)
+        raise
     return {"worktree": os.path.relpath(path, store.project_dir), "branch": branch, "base_branch": base,
             "base_commit": head}
+
+
+def is_clone(path: str) -> bool:
+    """True for a private clone (its own ``.git`` folder); False for a linked worktree (an
+    experiment started by loopx before trials ran in private clones)."""
+    return os.path.isdir(os.path.join(path, ".git"))
+
+
+def _source(store) -> str:
+    return os.path.realpath(git_dir(store.project_dir) or store.project_dir)
+
+
+def make_clone(store, path: str, commit: str, branch: str | None = None) -> None:
+    """A private clone of the project at ``path`` (``gitcli.clone_shared``) checked out at
+    ``commit``, on ``branch`` (the experiment's own) or detached (a parallel trial): the agent's
+    commits and refs stay in its own ``.git``, and the project's objects are read through
+    alternates. No remote (a push from it goes nowhere), the project's identity, and an empty
+    ``.loopx/`` folder (read-only in the sandbox: nothing store-shaped is made there)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    gitcli.clone_shared(_source(store), path)
+    for key in ("user.name", "user.email"):
+        val = git(store.project_dir, "config", key, check=False).stdout.strip()
+        if val:
+            git(path, "config", key, val)
+    if branch:
+        git(path, "checkout", "-q", "-B", branch, commit)
+    else:
+        git(path, "checkout", "-q", "--detach", commit)
+    for name in git(path, "for-each-ref", "--format=%(refname)", "refs/heads/").stdout.split():
+        if name != "refs/heads/" + (branch or ""):
+            git(path, "update-ref", "-d", name, check=False)
+    git(path, "remote", "remove", "origin", check=False)
+    os.makedirs(os.path.join(project_cwd(store, path), layout.DIRNAME), exist_ok=True)
+
+
+def _alternates(store, path: str) -> None:
+    """The clone reads the project's objects again (its ``objects/info/alternates`` is the
+    agent's to write inside the sandbox: rewritten before each trial)."""
+    info = os.path.join(path, ".git", "objects", "info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "alternates"), "w", encoding="utf-8") as fh:
+        fh.write(os.path.join(_source(store), "objects") + "\n")
+
+
+def own_worktree(store, e: dict, commit: str | None = None) -> str:
+    """The experiment's own worktree, a private clone; made again when it is missing, and made
+    from a linked worktree of an experiment that older loopx started (removed first: its trials
+    are commits and refs of the project already; uncommitted files in it are dropped, as the next
+    trial's reset would). ``commit``: where a new clone starts (default: the branch's commit)."""
+    path = os.path.join(store.project_dir, e["worktree"])
+    if is_clone(path):
+        _alternates(store, path)
+        _unlock(path)
+        return path
+    if os.path.lexists(path):
+        git(store.project_dir, "worktree", "remove", "--force", path, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+    git(store.project_dir, "worktree", "prune", check=False)
+    start_at = commit or rev(store.project_dir, "refs/heads/" + e["branch"]) or (e.get("frontier") or {}).get("commit") \
+        or e.get("base_commit")
+    assert start_at is not None  # an experiment starts at a commit (create_worktree)
+    make_clone(store, path, start_at, e["branch"])
+    return path
+
+
+def drop(store, path: str) -> None:
+    """Remove a parallel trial's folder (a private clone; a linked worktree of older loopx)."""
+    if is_clone(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        git(store.project_dir, "worktree", "remove", "--force", path, check=False)
+    git(store.project_dir, "worktree", "prune", check=False)
+
+
+def publish(store, path: str, tid: str, commit: str) -> None:
+    """Point the project's ``refs/loopx/trials/<tid>`` at ``commit``, the ``HEAD`` of the trial's
+    folder: from a private clone loopx fetches it (outside the sandbox, hooks off; the project's
+    ``.git`` is in no grant of the agent's), then checks the ref is that commit."""
+    ref = trial_ref(tid)
+    if is_clone(path):
+        git(store.project_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head", os.path.join(path, ".git"),
+            f"+HEAD:{ref}")
+        if rev(store.project_dir, ref) != commit:
+            raise TrialGitError(f"the trial's commit {commit[:12]} did not reach the project's {ref}",
+                                "look at the trial's folder under .loopx/worktrees/")
+    else:
+        _set_ref(store.project_dir, ref, commit)
+
+
+def _unlock(path: str) -> None:
+    """A private clone's ``.git`` is the agent's: a lock or a half-done operation it left there
+    would fail loopx's commit of the trial, and a planted ``commondir`` would steer the fetch of
+    the trial's commit (loopx's own calls there are pinned and never follow it)."""
+    if not is_clone(path):
+        return
+    g = os.path.join(path, ".git")
+    for name in ("index.lock", "HEAD.lock", "CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD", "commondir"):
+        try:
+            os.remove(os.path.join(g, name))
+        except OSError:
+            pass
+    for name in ("rebase-merge", "rebase-apply", "sequencer"):
+        shutil.rmtree(os.path.join(g, name), ignore_errors=True)
 
 
 def _commit_all(path: str, message: str) -> str | None:
@@ -195,9 +308,8 @@ def _commit_all(path: str, message: str) -> str | None:
 
 def _reset(path: str, commit: str, branch: str | None = None) -> None:
     """Make ``path``'s work tree exactly ``commit`` (untracked files removed, ignored ones kept)."""
-    if branch:
-        git(path, "checkout", "-q", "-f", branch)
-        git(path, "reset", "-q", "--hard", commit)
+    if branch:  # -B: the branch is made again where the agent deleted it in its clone
+        git(path, "checkout", "-q", "-f", "-B", branch, commit)
     else:
         git(path, "checkout", "-q", "-f", "--detach", commit)
     git(path, "clean", "-q", "-f", "-d")
@@ -259,8 +371,8 @@ def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) 
     try:
         trials.start(store, actor, goal_id, dict(cfg, **wt))
     except Exception:
-        git(store.project_dir, "worktree", "remove", "--force", worktree_path(store, goal_id), check=False)
-        git(store.project_dir, "branch", "-D", wt["branch"], check=False)
+        shutil.rmtree(worktree_path(store, goal_id), ignore_errors=True)
+        git(store.project_dir, "update-ref", "-d", "refs/heads/" + wt["branch"], check=False)
         raise
     out = dict(wt, goal_id=goal_id, baseline=None)
     if baseline:
@@ -272,10 +384,11 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
     """The first trial: the unchanged code at the branch's commit, measured; kept when it measured."""
     state = store.load()
     e = _known(state, goal_id)  # started by ``start`` or checked by ``experiment baseline``
-    path = os.path.join(store.project_dir, e["worktree"])
+    path = own_worktree(store, e)
     if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
         head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
         if head:
+            git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], head)
             _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
     assert commit is not None  # the worktree was made at a commit (create_worktree) and is reset to one
@@ -318,9 +431,10 @@ def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
                          details={"goal": goal_id})
     if parallel:
         path = worktrees.path(store.root, run_id)
-        git(store.project_dir, "worktree", "add", "-q", "--detach", path, front)
+        make_clone(store, path, front)
     else:
-        path = os.path.join(store.project_dir, e["worktree"])
+        git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], front)  # the branch is the frontier
+        path = own_worktree(store, e, front)
         _reset(path, front, e["branch"])
     return {"path": path, "cwd": project_cwd(store, path), "parallel": parallel, "base": front}
 
@@ -350,10 +464,11 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     common = {"trial_id": tid, "run": run_id, "hypothesis": hypothesis, "agent": run.get("agent"),
               "claims": said.get("claims") or {}, "tokens": usage.get("total_tokens"),
               "cost_usd": usage.get("cost_usd"), "baseline": False}
+    _unlock(path)
     git(path, "checkout", "-q", "--detach")  # commit beside the branch: only a keep moves it
     commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
     if commit is not None:
-        _set_ref(store.project_dir, trial_ref(tid), commit)
+        publish(store, path, tid, commit)
     replays = 0
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
@@ -380,7 +495,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
                         reason=f"the change no longer applies on the frontier {fcommit[:12]}"), ...)
                     break
                 measured, on = replayed, fcommit
-                _set_ref(store.project_dir, trial_ref(tid), measured)
+                publish(store, path, tid, measured)
             touched = touched_measuring(store, where["cwd"], on, measured)
             if touched:  # a trial that changed the measuring measures nothing: only a human changes it
                 rec = _record(store, actor, gid, dict(
@@ -465,12 +580,19 @@ def _replay(path: str, commit: str, onto: str) -> str | None:
 
 def _after(store, e: dict, rec: dict, path: str, where: dict) -> None:
     """Leave the worktrees at the frontier: the experiment's own checks out its branch again."""
-    proj = store.project_dir
     if where.get("parallel"):
-        git(proj, "worktree", "remove", "--force", path, check=False)
-        git(proj, "worktree", "prune", check=False)
+        drop(store, path)
         return  # the experiment's own worktree is brought to the frontier by the next `prepare`
-    _reset(path, "refs/heads/" + e["branch"], e["branch"])
+    _to_frontier(store, path, e["branch"])
+
+
+def _to_frontier(store, path: str, branch: str) -> None:
+    """The experiment's own worktree on its branch at the project's frontier (the project's
+    ``loopx/exp/<goal>``, which only loopx moves; a private clone's own branch follows it)."""
+    front = rev(store.project_dir, "refs/heads/" + branch)
+    if front is None or not os.path.isdir(path):
+        return
+    _reset(path, front, branch)
 
 
 # ------------------------------------------------------------------ replay, promotion
@@ -481,7 +603,7 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     state = store.load()
     t = resolve_trial(state, trial_id)
     e = _known(state, t["goal"])  # a trial is recorded only on an experiment goal
-    target = into or os.path.join(store.project_dir, e["worktree"])
+    target = into or own_worktree(store, e)
     ref = trial_ref(t["id"])
     if t.get("baseline"):
         raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
@@ -564,13 +686,27 @@ def _copy_untracked(project_dir: str, run_dir: str, rels) -> None:
             shutil.copy2(src, dst)
 
 
-def tracked_holdout(store, rels) -> list[str]:
-    """The holdout paths git tracks in the project (readable through its object store)."""
+def tracked_holdout(store, rels, commits=("HEAD",)) -> list[str]:
+    """The holdout paths git tracks in the project: in its index or in one of ``commits`` (a
+    tracked file is in git's object store, which every trial reads through its clone's alternates:
+    `git show HEAD:PATH`, no file view can hide it)."""
     out = []
     for rel in rels:
-        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0:
+        if git(store.project_dir, "ls-files", "--error-unmatch", "--", rel, check=False).returncode == 0 or any(
+                c and git(store.project_dir, "ls-tree", "-r", "--name-only", c, "--", rel, check=False).stdout.strip()
+                for c in commits):
             out.append(rel)
     return out
+
+
+def refuse_tracked_holdout(store, rels, commits=("HEAD",), when: str = "start the experiment") -> None:
+    """StateError (exit 3, ``holdout_tracked``) when git tracks holdout data (``tracked_holdout``)."""
+    tracked = tracked_holdout(store, rels, commits)
+    if tracked:
+        raise StateError(f"holdout data {', '.join(tracked[:3])} is tracked by git: the agent could read it from "
+                         "git's object store",
+                         f"untrack it (remove it from git's index, ignore it, commit), then {when}",
+                         code="holdout_tracked", details={"paths": tracked, "then": when})
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
@@ -600,6 +736,10 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
                          "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
     if as_branch:
         git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    base_branch = e.get("base_branch")
+    refuse_tracked_holdout(store, e.get("holdout_paths") or (),
+                           ("HEAD", front["commit"], "refs/heads/" + base_branch if base_branch else None),
+                           when="promote again")
     pending = [x for x in queries.pending_gates(state, g["id"]) if x["kind"] == "promote"]
     if pending:
         raise Conflict(f"gate {pending[0]['id']} already asks to promote {g['id']}", "a human decides it first",
@@ -716,10 +856,9 @@ def reset_worktree(store, goal_id: str, where: dict | None) -> None:
     if e is None:
         return
     if where and where.get("parallel"):
-        git(store.project_dir, "worktree", "remove", "--force", where["path"], check=False)
-        git(store.project_dir, "worktree", "prune", check=False)
+        drop(store, where["path"])
         return
-    _reset(os.path.join(store.project_dir, e["worktree"]), "refs/heads/" + e["branch"], e["branch"])
+    _to_frontier(store, os.path.join(store.project_dir, e["worktree"]), e["branch"])
 
 
 def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | None, *, spend_slot) -> dict | None:

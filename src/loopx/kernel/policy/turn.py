@@ -176,7 +176,9 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
         out.update(todo_id=tid, run_id=rid, lease_until=until, mode=again.get("mode") or "work", decision=again)
         return drafts
 
-    records, state = store.transact(plan, actor=actor, reap=False)  # the plan reaps itself
+    # the plan reaps itself; the view the decision was made on stands for the state under the lock
+    # while nothing was appended since (Store.transact's ``seen``)
+    records, state = store.transact(plan, actor=actor, reap=False, seen=seen)
     if out.pop("lost_race", False):
         return out
     for rec in records:
@@ -273,7 +275,7 @@ def run_verify(store: Store, actor: str, run: dict, command: str, timeout: float
 
 def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), verify: bool = False,
            note: str | None = None, verify_timeout: float | None = None, verified_by: dict | None = None,
-           report: dict | None = None, workdir: str | None = None) -> dict:
+           report: dict | None = None, workdir: str | None = None, seen: dict | None = None) -> dict:
     """Close a run with ``result`` (progress|completion|no_progress|failed|blocked).
 
     ``verify`` runs the todo's (else the goal's) verify command first and records it as evidence;
@@ -287,10 +289,11 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     and its completion does not close the todo (a human looks first).
     Returns {run_id, goal_id, todo_id, result, verified, evidence, verify, todo_status, repeat,
     warnings, out_of_scope}. Raises Conflict for a run finished differently, owned by another
-    agent, or whose todo another agent claimed since (``claimed_by_other``, before any verify)."""
+    agent, or whose todo another agent claimed since (``claimed_by_other``, before any verify).
+    ``seen``: the live view the caller read moments ago (``close``), used instead of reading it again."""
     validate.choice(result, validate.RESULTS, "result")
     note = validate.text(note, "note", required=False, limit=2000)
-    state, run = _load_run(store, run_id)
+    state, run = _load_run(store, run_id, seen)
     _may_finish(state, run, actor, result)
     if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
         _claim_kept(state, run)
@@ -354,7 +357,9 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
                    evidence=evs, verify=check, todo_status=todo_status, repeat=False, fingerprint=fp)
         return drafts
 
-    store.transact(plan, actor=actor, reap=False)  # the plan reaps every other expired run
+    # the plan reaps every other expired run; the view the run was read from stands for the state
+    # under the lock while nothing was appended since (a verify wrote its evidence: read again)
+    store.transact(plan, actor=actor, reap=False, seen=state)
     return out
 
 
@@ -500,10 +505,11 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     return out
 
 
-def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
-    """(state, run): the live view when it holds the run (an open run always is), else the full state
-    (a run finished long ago). Raises like ``queries.resolve_run``."""
-    state = store.load(view="live")
+def _load_run(store: Store, run_id: str, seen: dict | None = None) -> tuple[dict, dict]:
+    """(state, run): the live view (``seen`` when the caller read it moments ago) when it holds the
+    run (an open run always is), else the full state (a run finished long ago). Raises like
+    ``queries.resolve_run``."""
+    state = store.load(view="live") if seen is None else seen
     try:
         run = queries.resolve_run(state, run_id)
         queries.run_todo(state, run)  # fold.NotInLiveView: its todo was closed and left out of the view
@@ -513,14 +519,16 @@ def _load_run(store: Store, run_id: str) -> tuple[dict, dict]:
         return state, queries.resolve_run(state, run_id)
 
 
-def close(store: Store, actor: str, run_id: str, result: str, note: str, report: dict | None = None) -> dict:
+def close(store: Store, actor: str, run_id: str, result: str, note: str, report: dict | None = None,
+          seen: dict | None = None) -> dict:
     """Close an open run without verification (the runner uses it on timeout, Ctrl-C and host
-    setup errors); releases the claim. A run already finished is left as it is."""
-    state, run = _load_run(store, run_id)
+    setup errors); releases the claim. A run already finished is left as it is. ``seen``: the
+    live view the caller read moments ago (the stop hook), used instead of reading it again."""
+    state, run = _load_run(store, run_id, seen)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
     return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],
-                  run_id, result, note=note, report=report)
+                  run_id, result, note=note, report=report, seen=state)
 
 
 REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import gitcli, layout
+from loopx.kernel.storage import layout
+
+# A hot module: every write ends with ``maybe_daily``, which needs git only on the day an anchor is
+# due, so the git adapter loads in the functions that call it.
 
 REF = "refs/loopx/anchors"
 NODE_REFS = "refs/loopx/node-anchors/"  # on a remote, per node, when several machines write the store
@@ -39,6 +42,8 @@ def data_path(project_id: str) -> str:
 
 def git_dir_of(project_dir: str) -> str | None:
     """The work tree top holding ``project_dir`` (``gitcli.checkout``), or None outside git."""
+    from loopx.kernel.storage import gitcli
+
     return gitcli.checkout(project_dir)
 
 
@@ -46,6 +51,8 @@ def git(cwd: str, *args: str, data: bytes | None = None, timeout: float = 20.0) 
     """Run git in ``cwd`` as loopx (its own commit identity); stdout stripped. Raises
     gitcli.GitUnavailable (an OSError: git missing, or past ``timeout``) or RuntimeError (a
     non-zero exit, with git's message)."""
+    from loopx.kernel.storage import gitcli
+
     res = gitcli.run(cwd, *args, data=data, timeout=timeout, identity=True)
     if not res.ok:
         raise RuntimeError(res.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
@@ -184,6 +191,8 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
     if not commits:
         return tip, []
     req = "".join(f"{c}:{project_id}.json\n" for c in commits).encode()
+    from loopx.kernel.storage import gitcli
+
     data, out, seen = gitcli.run(cwd, "cat-file", "--batch", data=req, timeout=30).stdout, [], set()
     i = 0
     while i < len(data):
@@ -209,6 +218,8 @@ def read_ref(cwd: str, ref: str, project_id: str, limit: int = 2000) -> tuple[st
 
 def is_ancestor(cwd: str, older: str, newer: str) -> bool:
     """True when commit ``older`` is in ``newer``'s history."""
+    from loopx.kernel.storage import gitcli
+
     return gitcli.run(cwd, "merge-base", "--is-ancestor", older, newer, timeout=20).ok
 
 

@@ -169,14 +169,44 @@ def load_live(store) -> dict | None:
             return None  # too far behind, or the tail refers to something the view left out
         if tail:
             torn[name] = tail
-    now = clock.now()
-    for gid, cut in state.get("spends_cut", {}).items():
-        window = quotas.value(state["goals"].get(gid), "window")
-        if clock.iso(now - clock.timedelta(seconds=window)) < cut:
-            return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
+    if not _window_kept(state):
+        return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
     state["meta"]["torn"] = torn
     state["meta"]["read_only"] = store.read_only_reason(state)
     state["meta"]["self_node"] = store.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
     if checkpoint:
         save_snapshot(store, state, full=False)
     return fold.guarded(state)
+
+
+def _window_kept(state: dict) -> bool:
+    """Whether every goal's quota window still starts after what the live view dropped of its
+    spends (``spends_cut``) at the current time."""
+    now = clock.now()
+    for gid, cut in state.get("spends_cut", {}).items():
+        window = quotas.value(state["goals"].get(gid), "window")
+        if clock.iso(now - clock.timedelta(seconds=window)) < cut:
+            return False
+    return True
+
+
+def still_current(store, state: dict) -> bool:
+    """Whether the live view ``state``, read by this process moments ago and not changed since,
+    is what ``load_live`` would return now (the caller holds the lock, so nothing can be appended
+    meanwhile): no torn tail, no segment closed since, each open file of the size and mtime the
+    view recorded, and its quota windows still covered. One ``stat`` per stream instead of reading
+    and unmarshalling the view again."""
+    meta = state["meta"]
+    if not fold.is_live(state) or meta.get("torn") or not _window_kept(state):
+        return False
+    for name in layout.STREAMS:
+        m = meta["files"][name]
+        if m.get("mtime") is None or os.path.exists(store.segment_path(name, m.get("segments", 0) + 1)):
+            return False
+        try:
+            st = os.stat(store.path(layout.open_log(name)))
+        except OSError:
+            return False
+        if st.st_size != m["offset"] or st.st_mtime_ns != m["mtime"]:
+            return False
+    return True

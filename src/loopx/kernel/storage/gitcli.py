@@ -31,6 +31,10 @@ repository hooks and the fsmonitor off (``GIT_CONFIG_COUNT``). ``pin_process(cwd
 for every git call of the process (``loopx run`` while a sandboxed agent runs, and the broker's
 calls), ``unpin`` restores.
 
+Cloning: ``clone_shared(source, path)`` makes a private clone (``git clone --shared``) whose own
+``.git`` a sandbox may grant while the source's objects stay read-only (a turn's workspace, an
+experiment's trials).
+
 Errors: ``run`` raises ``GitUnavailable`` (an OSError) when git is not installed, cannot start or
 outlives ``timeout``; a non-zero exit is in the Result, and ``checked`` (or ``git(..., check=True)``)
 turns it into ``GitError`` (a Conflict, exit 4, code ``git_failed``) with git's last line and a
@@ -261,3 +265,19 @@ def identity_options(cwd: str) -> list[str]:
     if git(cwd, "config", "user.email", check=False).out:
         return []
     return ["-c", "user.name=loopx", "-c", "user.email=loopx@localhost"]
+
+
+def clone_shared(source: str, path: str, timeout: float = TIMEOUT) -> None:
+    """A private clone of the repository whose git folder is ``source`` at ``path`` (``git clone
+    --shared --no-checkout --no-tags``): its own ``.git`` (index, refs, new objects), the source's
+    objects read through ``objects/info/alternates`` and never written. Hooks and the fsmonitor
+    off; the clone names its own folders. Raises GitError."""
+    env = pinned_env(os.path.dirname(path))
+    for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"):
+        env.pop(k, None)
+    try:
+        res = run(os.path.dirname(path), "clone", "-q", "--shared", "--no-checkout", "--no-tags", source, path,
+                  base=env, timeout=timeout, text=True)
+    except GitUnavailable as exc:
+        raise GitError(str(exc), "check that git is installed and on PATH") from None
+    checked(res, "see `git status` in the project")

@@ -280,7 +280,7 @@ class Store:
         blocks others."""
         return locked(self.path(layout.LOCK), lock_timeout() if timeout is None else timeout)
 
-    def transact(self, plan, *, actor: str, reap: bool = True) -> tuple[list[dict], dict]:
+    def transact(self, plan, *, actor: str, reap: bool = True, seen: dict | None = None) -> tuple[list[dict], dict]:
         """Run one compare-and-append transaction.
 
         ``plan(state, now)`` sees the state folded under the lock and returns a list of Draft
@@ -289,13 +289,23 @@ class Store:
         the plan then refuses: torn tails are repaired and, with ``reap``, the registered housekeeping
         runs (``register_housekeeping``: the write layer's run reaper closes runs whose lease ended as
         failed and releases their claims), so the plan sees the state after that.
+        ``seen``: a live view this process read moments ago (``load(view="live")``) and left
+        unchanged; it stands for the state under the lock when no byte was appended since
+        (``caches.still_current``), which saves reading the view a second time (``next``,
+        ``turn finish``). The transaction then changes and saves it.
         Returns (records written, state after). Raises StoreBusy, ReadOnlyStore, StateError.
         """
         with self.lock():
             repairs = self.repair_torn_tails() + self._migrate()
             # the live view when it is current (a write then reads and rewrites only what is open),
             # else the full state; see docs/architecture.md "Flat cost"
-            state = caches.load_live(self) if self.format_number() >= FORMAT else None
+            state = None
+            if self.format_number() >= FORMAT:
+                if seen is not None and not repairs and caches.still_current(self, seen):
+                    state = seen
+                    state["meta"]["read_only"] = self.read_only_reason(state)
+                else:
+                    state = caches.load_live(self)
             live = state is not None
             if state is None:
                 state = self.load(save_snapshot=False)
@@ -317,11 +327,26 @@ class Store:
             else:
                 lines = sum(m["lines"] for m in state["meta"]["files"].values())
                 caches.save_snapshot(self, state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
-        if records:  # at most daily, the chain heads are anchored (one stat when not due; never raises)
+        if records and self._anchor_due():  # at most daily, the chain heads are anchored (never raises)
             from loopx.kernel.storage import anchors
 
             anchors.maybe_daily(self)
         return records, state
+
+    def _anchor_due(self) -> bool:
+        """``anchors.maybe_daily``'s one ``stat``, made before importing that module (and the git
+        adapter behind it) on every write: False only when the data folder's anchors file of this
+        project is younger than a day; maybe_daily decides again in any other case."""
+        try:
+            pid = self.format_info().get("project_id")
+            if not pid:
+                return False
+            from loopx.config import data_home
+
+            age = clock.now().timestamp() - os.stat(os.path.join(data_home(), layout.anchors(pid))).st_mtime
+        except Exception:  # noqa: BLE001 - missing, unreadable, a bad clock: let maybe_daily decide
+            return True
+        return age >= 86400.0  # anchors.DAY
 
     def _migrate(self) -> list[_Draft]:
         """Under the lock: migrate a format-1 store (writable, older format) to this format; the
