@@ -72,12 +72,14 @@ def _kill_mid_turn(proj, agent: str = "bot", sig: int = signal.SIGKILL) -> dict:
     wts = proj / ".loopx" / "worktrees"
     try:
         end = time.monotonic() + 300
-        while time.monotonic() < end and runner.poll() is None:
+        runs: list = []
+        while time.monotonic() < end and runner.poll() is None:  # the marker, and the agent's group recorded
             if any((w / "ready").exists() for w in wts.glob("run-*") if w.is_dir()):
-                break
+                runs = [r for r in Store.open(str(proj)).load()["runs"].values() if r.get("process")]
+                if runs:
+                    break
             time.sleep(0.05)
         assert runner.poll() is None, runner.stderr.read().decode() if runner.stderr else ""
-        runs = [r for r in Store.open(str(proj)).load()["runs"].values() if r.get("process")]
         assert len(runs) == 1, runs
         runner.send_signal(sig)
         runner.wait(timeout=300)
