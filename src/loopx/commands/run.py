@@ -9,11 +9,11 @@ import sys
 from loopx import output
 from loopx.commands import add, goal_opt
 from loopx.errors import Interrupted, UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.read import validate
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.ids import check_agent_name
 from loopx.kernel.write import todos
-from loopx.kernel.write.humans import require_human
 from loopx.ops import hosttrust
 from loopx.output import safe
 from loopx.runner import loop, parallel, presets

@@ -13,7 +13,7 @@ and retries, or reports the conflict in one line. Only then is the local record 
   machine never exceed the goal's slots;
 - approval reservations: ``reserve`` (``refs/loopx/ledger/reservations``): a single-use approval
   of a shared goal is reserved for one run when that run starts; the guard checks the local
-  ``gate.reserved`` record (``gates.usable``), so hooks never touch the network.
+  ``gate.reserved`` record (``approvals.usable``), so hooks never touch the network.
 
 An unreachable remote (every git call bounded by ``LOOPX_SYNC_TIMEOUT``): a claim or a gate
 decision waits (exit 3, nothing recorded); a spend or a lease renewal is recorded locally, marked

@@ -270,7 +270,7 @@ def _reopen_drafts(state: dict, t: dict, actor: str, now_iso: str, human) -> lis
     if t["status"] not in ("blocked", "done", "archived", "claimed"):
         return []
     if t["status"] != "claimed":
-        from loopx.kernel.write import humans
+        from loopx.kernel import humans
 
         humans.check_channel(human, "todo.reopen")
     else:
