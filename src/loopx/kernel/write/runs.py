@@ -7,12 +7,9 @@ plan runs; the turn commands also call it inside their own plans.
 
 from __future__ import annotations
 
-from loopx.kernel import humans
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, fold, machines
 from loopx.kernel.storage.store import Draft
-
-humans.HUMAN_ONLY.setdefault("run.handover", "handing a run over to another machine")
 
 
 def hand_over(store, actor: str, run_id: str) -> dict:
