@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from loopx.errors import UsageError
-from loopx.guard.rules import DEFAULT_BRANCHES, judge
+from loopx.guard.rules import DEFAULT_BRANCHES, LazyGit, judge
 from loopx.kernel.read import approvals, queries, scope, validate, worktrees
 from loopx.kernel.storage.store import Draft, Store
 
@@ -48,9 +48,9 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
     """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
     maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
     kind, for a script loopx cannot read)."""
-    from loopx.guard import gitpush, shell
+    from loopx.guard import shell
 
-    git = git or gitpush.Git(branch_of)
+    git = git or LazyGit(branch_of)
     hits = []
     for s in shell.commands(command, cwd=cwd):
         line = s.text
@@ -293,13 +293,11 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     than one hard link, or a change of a file loopx installed for a host (``governance_path``;
     ``texts``: what an edit tool removes and writes, ``owned.block_change``). ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
     goal only approvals reserved for an open run of this clone count."""
-    from loopx.guard import gitpush
-
     if node is None and any(g.get("shared") for g in state["goals"].values()):
         node = local_node(project_dir)
     node = node or ""
     cwd = cwd or project_dir
-    git = git or gitpush.Git(branch_of)
+    git = git or LazyGit(branch_of)
     for command in commands:
         verdict = _governance(command, cwd)
         if verdict:
