@@ -232,6 +232,12 @@ def test_the_fast_path_accepts_exactly_what_the_reader_accepts(segmented, mode):
         line(raw.replace('"type":"', '"type":"x', 1)),              # an unknown type
         line("[1,2"),                                               # not an object
         line(raw + ',"ts":5'),                                      # ts is not a string
+        line(json.dumps({k: v for k, v in body.items() if k != "goal"}, separators=(",", ":"))[:-1]),  # no goal
+        line(json.dumps({k: v for k, v in body.items() if k != "actor"}, separators=(",", ":"))[:-1]),  # no actor
+        line(json.dumps({k: v for k, v in body.items() if k != "ts"}, separators=(",", ":"))[:-1]),  # no ts
+        line(raw.replace('"seq":', '"seq":true,"x":', 1)),          # a bool seq (an int to the reader)
+        line("[" + raw + "}]"),                                     # a list holding a record
+        line(raw + ',"data":{"' + "x" * 3 + '":[1]}'),              # another data object (the last wins)
         b"",                                                        # a blank line
     ]
     seg.write_bytes(seg.read_bytes() + b"\n".join(odd) + b"\n")
@@ -341,3 +347,47 @@ def test_units_a_scanning_process_did_not_send_run_here_with_the_same_answer(seg
     assert got["streams"] == here["streams"] and got["chain"] == here["chain"] and got["setup"] == here["setup"]
     gates = list(got["gates"])
     assert gates == list(here["gates"]) and {r["type"] for r in gates} >= {"gate.opened", "gate.approved"}
+
+
+def test_repeated_ids_are_counted_across_units_and_ranges_of_values():
+    """The merge counts repeated id digests one range of values at a time (``_ID_PARTS``): repeats
+    in different units, at the edges of the ranges and at the ends of the 64-bit space are all
+    counted, as many as a sort of every digest finds."""
+    import random
+    from array import array
+
+    rnd = random.Random(7)
+    edges = segscan._ID_CUTS[1:] + [-(1 << 63), (1 << 63) - 1]
+    pool = [rnd.randrange(-(1 << 63), 1 << 63) for _ in range(3000)] + edges + [c - 1 for c in edges[:-2]]
+    units = [[rnd.choice(pool) for _ in range(rnd.randrange(0, 900))] for _ in range(12)]
+    units[3] = []  # a unit without ids
+    merger = segscan.Merge()
+    merger.stream("events", {"exists": True, "size": 0, "unreadable": None})
+    try:
+        for i, ids in enumerate(units):
+            r = segscan._empty()
+            r["ids"] = array("q", sorted(ids)).tobytes()
+            merger.add("events", ("p", "events.jsonl", False, i, i + 1, False), r)
+        got = merger.finish()["streams"]["events"]["dup_ids"]
+    finally:
+        merger.close()
+    every = [d for ids in units for d in ids]
+    assert got == len(every) - len(set(every)) > 100
+
+
+def test_a_prev_in_capitals_is_a_broken_link(segmented, cli, mode):
+    """A forged line whose prev is the right hash in capital hex digits (CRC made anew): the chain
+    compares the hash as text (the runs now carry it as text, no longer as bytes), and the pass and
+    ``chain.verify`` both call the chain broken."""
+    seg = segmented / "events" / "000002.jsonl"
+    lines = _lines(seg)
+    rec = decode(lines[2].rstrip(b"\n"))
+    assert rec["prev"] is not None and rec["prev"] != rec["prev"].upper()
+    rec["prev"] = rec["prev"].upper()
+    lines[2] = _forge(rec)
+    seg.write_bytes(b"".join(lines))
+    got = _same_as_readers(segmented)
+    assert not got["chain"]["holds"]
+    checks = _checks(cli)
+    assert checks["store.lines"]["status"] == "ok"  # the line itself is well formed
+    assert checks["store.chain"]["status"] == "error"

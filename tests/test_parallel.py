@@ -281,7 +281,7 @@ def test_ctrl_c_stops_every_runner_and_closes_their_runs(repo, cli):
     assert p.returncode == 130, err
     runs = _state(repo)["runs"].values()
     assert len(runs) == 2 and all(r["finished"] and r["result"] == "failed" for r in runs)
-    kept = sorted(x.name for x in (repo / ".loopx" / "worktrees").iterdir())
+    kept = sorted(x.name for x in (repo / ".loopx" / "worktrees").iterdir() if x.is_dir())
     assert kept == sorted(r["id"] for r in runs)  # failed runs keep their worktrees for a look
 
 

@@ -236,8 +236,10 @@ def check_gitignore(t: Target) -> dict:
 
 
 def check_worktrees(t: Target) -> dict:
-    """Worktrees of parallel runs left under ``.loopx/worktrees/`` (a failed run keeps its worktree
-    so a human can look at it; a finished run's is removed)."""
+    """Run workspaces left under ``.loopx/worktrees/``: a turn killed with its runner (the next
+    ``loopx run`` brings its work back), a sequential turn's workspace kept because its work could
+    not all be brought back, a failed parallel run's (kept for a look; a finished run's is
+    removed). Each is a private clone (``rm -rf``), or a linked worktree made by an older loopx."""
     kept = worktrees.listing(t.root or "")
     if not kept:
         branches = _run_branches(t.project_dir)
@@ -246,12 +248,31 @@ def check_worktrees(t: Target) -> dict:
                                              f"branch(es) keep unmerged work ({', '.join(branches[:5])}"
                                              f"{' ...' if len(branches) > 5 else ''})")
         return result("worktrees", "ok", "no worktree of a parallel run is left behind")
-    names = ", ".join(f"{w['run_id']} ({w['branch']})" for w in kept[:10]) + (" ..." if len(kept) > 10 else "")
-    first = kept[0]
-    return result("worktrees", "warning",
-                  f"{len(kept)} worktree(s) of parallel runs kept for a look: {names}",
-                  f"look in {first['path']}; when done: git worktree remove --force {first['path']} "
-                  f"&& git branch -D {first['branch']}")
+    for w in kept:
+        rec = worktrees.record(t.root or "", w["run_id"]) or {}
+        w["killed"] = bool(rec) and not rec.get("kept")
+        w["why"] = "killed mid-turn" if w["killed"] else (f"kept: {rec['kept']}" if rec.get("kept") else
+                                                          "a failed run's, kept for a look")
+    killed = [w for w in kept if w["killed"]]
+    names = "; ".join(f"{w['run_id']} ({w['why']})" for w in kept[:10]) + (" ..." if len(kept) > 10 else "")
+    finding = f"{len(kept)} run workspace(s) left in .loopx/worktrees/: {names}"
+    if killed:
+        return result("worktrees", "warning", finding,
+                      f"run `loopx run` again (as cron does): before its first turn it closes {killed[0]['run_id']} "
+                      f"and brings its work back into your checkout (its commits, its uncommitted files; a "
+                      f"--parallel run's clone is kept for a look); or look in {killed[0]['path']}")
+    return result("worktrees", "warning", finding, _remove_hint(t.project_dir, kept[0]))
+
+
+def _remove_hint(project_dir: str | None, w: dict) -> str:
+    """How to look at a kept workspace and remove it: a private clone is a folder (``rm -rf``), a
+    linked worktree of an older loopx is git's (``git worktree remove``)."""
+    path, branch = w["path"], w["branch"]
+    drop = f" && git branch -D {branch}" if branch in _run_branches(project_dir) else ""
+    if os.path.isdir(os.path.join(path, ".git")):
+        return (f"look in {path} (`git -C {path} log --oneline -5`, `git -C {path} status`); "
+                f"when done: rm -rf {path}{drop}")
+    return f"look in {path}; when done: git worktree remove --force {path}{drop}"
 
 
 def _run_branches(project_dir: str | None) -> list[str]:

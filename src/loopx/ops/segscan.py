@@ -2,7 +2,8 @@
 the anchored hashes, in parallel over the closed segments.
 
 The log is cut into *units* (pieces of at most ``UNIT_BYTES`` of a file, ending on a line end);
-``scan_unit`` reads one unit, ``CHUNK`` bytes at a time, and checks each line once (CRC, JSON, the
+``scan_unit`` reads one unit, ``CHUNK`` bytes at a time (each block of whole lines decoded once, each
+line's JSON read in place; the cyclic GC paused, as records have no cycles), and checks each line once (CRC, JSON, the
 record's shape and chain fields; ``codec.decode`` decides every line the fast path does not accept
 outright, so the verdict is the same as a reader's) and returns a small summary:
 
@@ -10,7 +11,7 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
 - ``seq`` as sorted runs ``[[first, last], ...]`` (so gaps and repeats are found across units
   without a set of every ``seq``), and each ``id`` as its 8-byte ``hash()``, sorted (for repeated
   ids; the processes are forked, so they share this process's hash seed; the merge writes them to
-  a temporary file and merges them from there, a small buffer per unit);
+  a temporary file and counts repeats one range of values at a time, a set per range);
 - the hash chain as *runs*: per node, the stretches of records where each line's ``prev`` is the
   hash of the node's previous line in the same unit (with a larger ``hlc``); only a run's first
   record (its ``prev``) and last record (its hash) leave the unit;
@@ -33,21 +34,20 @@ to gain from it; elsewhere, and for small stores, they run one after the other i
 
 from __future__ import annotations
 
+import bisect
+import gc
 import heapq
-import itertools
 import json
 import marshal
-import operator
 import os
 import re
-import struct
 import sys
 import tempfile
 import threading
 import zlib
 from array import array
 
-from loopx.kernel.storage import chain, fold, layout
+from loopx.kernel.storage import chain, events, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, decode, order_key
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.logfold import BAD_SAMPLES
@@ -134,11 +134,16 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     except OSError as exc:
         res["unreadable"] = f"{exc.strerror or exc}"
         return res
-    with fh:
-        try:
+    gc_was = gc.isenabled()
+    gc.disable()  # the records are freed as they go (no cycles): the collector would only walk them
+    try:
+        with fh:
             _check_lines(fh, fname, start, end, last, res)
-        except OSError as exc:  # a read failed half way: nothing of the unit counts, as when it cannot be opened
-            return dict(_empty(), unreadable=f"{exc.strerror or exc}")
+    except OSError as exc:  # a read failed half way: nothing of the unit counts, as when it cannot be opened
+        return dict(_empty(), unreadable=f"{exc.strerror or exc}")
+    finally:
+        if gc_was:
+            gc.enable()
     return res
 
 
@@ -180,8 +185,39 @@ def _read_lines(fh, start: int, end: int, last: bool, res: dict):
         res["torn"] = len(tail)
 
 
-def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
+def _read_blocks(fh, start: int, end: int, last: bool, res: dict):
+    """Yield ``(offset, block)``: the complete lines of ``[start, end)`` of ``fh``, several at a
+    time (each block ends with a newline; ``offset`` is where it starts in the file), reading
+    ``CHUNK`` bytes at a time; the bytes after the last line end count as ``torn`` when ``last``."""
+    fh.seek(start)
+    left = end - start
+    tail = b""
+    at = start  # the file offset of ``tail``'s first byte
+    first = True
+    while left > 0:
+        block = fh.read(min(CHUNK, left))
+        if not block:
+            break
+        left -= len(block)
+        if first:
+            first = False
+            if start == 0 and block.startswith(b"\xef\xbb\xbf"):
+                res["bom"] = True
+        if tail:
+            block = tail + block
+        cut = block.rfind(b"\n") + 1
+        if cut:
+            tail = block[cut:]
+            yield at, block[:cut] if cut < len(block) else block
+            at += cut
+        else:
+            tail = block
+        del block
+    if last:
+        res["torn"] = len(tail)
 
+
+def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) -> None:  # noqa: C901, PLR0912, PLR0915 - the scan loop: one pass over every line of the store, its checks inline because a call per line is what this loop cannot afford
     crc32 = zlib.crc32
     if _FORKED:  # OpenSSL's SHA-256 is several times faster (CPU instructions); its ~4 MB of RSS stay
         from hashlib import sha256 as sha  # in the forked process
@@ -191,6 +227,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
         sha = chain._SHA256
     scan_once = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__; typeshed omits it
     check_shape = fold.check_shape
+    shapes = _shapes()
+    absent = _ABSENT
     check_fields = chain.check_fields
     canonical = chain.canonical
     reducers = fold.REDUCERS
@@ -198,22 +236,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     ids: list[int] = []
     unknown = res["unknown_types"]
     bad = res["bad"]
-    runs: dict = res["runs"]        # node -> its runs, packed (``_RUN``), but the current one
-    node_top: dict = {}             # node -> its largest seq
-    pack_fail: dict = {}            # node -> entry seq of its first run that does not pack
-    pack = struct.Struct(_RUN).pack
-
-    def pack_run(node, run) -> None:  # [entry_hlc, entry_prev, entry_seq, exit_hlc, exit_hash, exit_seq, n,
-                                      #  largest seq]
-        e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, rn, top = run
-        if top > node_top.get(node, top - 1):
-            node_top[node] = top
-        try:
-            runs[node] += pack(e_hlc[0], e_hlc[1], e_seq, bytes.fromhex(e_prev) if e_prev is not None else b"",
-                               e_prev is not None, x_hlc[0], x_hlc[1], x_seq, bytes.fromhex(x_hash), rn)
-        except (struct.error, ValueError, TypeError, IndexError):
-            pack_fail.setdefault(node, e_seq)
-
+    runs: dict = res["runs"]        # node -> its runs, each [entry hlc, entry prev, entry seq, exit hlc,
+                                    # exit hash, exit seq, records, largest seq] (plain data: ``marshal``)
     node_last: dict = {}            # node -> its current run (the last of runs[node])
     node_seq = res["node_last_seq"]
     newest = ""
@@ -221,124 +245,141 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     # the few records doctor folds without the history: gates (the signing check), the machines
     # (node.registered, store.migrated: the chain and anchor checks' names)
     gate_types = frozenset([t for t in fold.REDUCERS if t.startswith("gate.")] + ["node.registered", "store.migrated"])
+    special = gate_types | {"run.started", "run.finished", "run.reported", "store.repaired"}
     gate_lines: list[bytes] = []
     good = 0
     n = 0
-    off = start  # where the line starts in the file
     valid_nodes: set = set()
-    for n, body in enumerate(_read_lines(fh, start, end, last, res), 1):
-        line_start = off
-        off += len(body) + 1
-        rec = None
-        head = None  # (seq, node, hlc, prev) as chain.verify reads them
-        fast = False
-        # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
-        # fields checked as chain.check_fields does); codec.decode decides every other line
-        if body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
-            try:
-                if crc32(body[:-18]) == int(body[-10:-2], 16):
-                    text = body.decode()
-                    obj, stop = scan_once(text, 0)
-                    if stop == len(text) and type(obj) is dict and type(obj.get("type")) is str \
-                            and type(obj.get("seq")) is int:
-                        check_shape(obj)
-                        if "node" in obj:
-                            node, hlc, prev = obj["node"], obj.get("hlc"), obj.get("prev")
-                            if node not in valid_nodes:
-                                check_fields(obj)
-                                valid_nodes.add(node)
-                            if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
-                                    or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
-                                    or not (prev is None or (type(prev) is str and len(prev) == 64)):
-                                check_fields(obj)  # raises: the same message as codec.decode
-                            if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
-                                    and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
-                                head = (obj["seq"], node, hlc, prev)  # what the header says too
-                            else:  # a repeated key: the chain reads the line's header, as chain.verify does
-                                h5 = chain._header(body)
-                                head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
-                        rec = obj
-                        fast = True
-            except (ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
-                rec, head = None, None
-        if rec is None:
-            if body[-1:] == b"\r":
-                res["crlf"] += 1
-            if not body.strip():
-                continue
-            try:
-                rec = decode(body)  # the readers' own verdict
-            except ValueError as exc:
-                conflict = body.startswith(CONFLICT)
-                res["conflict"] = res["conflict"] or conflict
-                res["bad_count"] += 1
-                if len(bad) < BAD_SAMPLES:
-                    m = _seq_pattern().search(body)
-                    bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
-                                "text": body[:80].decode("utf-8", "replace"), "file": fname,
-                                "seq": int(m[1]) if m and len(m[1]) < 19 else None})
-                rec = None
-            h5 = chain._header(body)
-            if h5 is not None:
-                head = (h5[0], h5[2], h5[3], h5[4])
-        if rec is not None:
-            good += 1
-            seq = rec["seq"]
-            seqs.append(seq)
-            rid = rec.get("id")
-            if rid:
-                # the id's hash: the pool's processes are forked, so they share this process's hash
-                # seed and their hashes compare (a collision among a million ids: ~1e-8)
-                ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
-            rtype = rec["type"]
-            if rtype not in reducers:
-                unknown[rtype] = unknown.get(rtype, 0) + 1
-            ts = rec.get("ts")
-            if type(ts) is str and ts > newest:
-                newest = ts
-            if rtype in gate_types:
-                gate_lines.append(body)  # the main process decodes them again when it folds them
-            elif rtype == "run.started":  # each goal's last run (fold order), for the setup check
-                key = order_key(rec)
-                seen = last_runs.get(rec["goal"])
-                if seen is None or key > seen[0]:
-                    last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
-            elif (rtype == "run.finished" or rtype == "run.reported") \
-                    and isinstance(rec["data"].get("setup_error"), dict):
-                res["setup_runs"].append(rec["data"].get("run_id"))
-            elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
-                d = rec["data"]
-                ex = res["explained"].setdefault(str(d.get("file", "")), [])
-                ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
-            if head is None and "node" in rec:
-                head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
-        if head is None:
+    for off, block in _read_blocks(fh, start, end, last, res):
+        # the block decoded once: each line's JSON is read in place (``scan_once`` at its start must
+        # end exactly at its end, which is the verdict of reading the line alone)
+        try:
+            text = block.decode()
+        except UnicodeDecodeError:  # a line that is not UTF-8: every line of the block the slow way
+            text = None
+        same = text is not None and len(text) == len(block)  # ASCII: a line's offsets are the same in both
+        b0 = s0 = 0
+        blen = len(block)
+        while b0 < blen:
+            b1 = block.index(b"\n", b0)
+            s1 = b1 if same else (text.index("\n", s0) if text is not None else 0)
+            n += 1
+            body = block[b0:b1]
+            line_start = off + b0
+            b0 = b1 + 1
+            sb = s0
+            s0 = s1 + 1
+            rec = None
+            head = None  # (seq, node, hlc, prev) as chain.verify reads them
+            fast = False
+            # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
+            # fields checked as chain.check_fields does); codec.decode decides every other line
+            if text is not None and body[-18:-10] == b',"crc":"' and body[-2:] == b'"}':
+                try:
+                    if crc32(body[:-18]) == int(body[-10:-2], 16):
+                        obj, stop = scan_once(text, sb)
+                        # a record as loopx writes it has every key (one without, or not an object,
+                        # raises here and goes the slow way); fold.check_shape's checks with exact
+                        # types (what JSON gives), any doubt (such as bool for int) to check_shape itself
+                        rtype, seq, ts, goal, data = obj["type"], obj["seq"], obj["ts"], obj["goal"], obj["data"]
+                        if stop == s1 and type(rtype) is str and type(seq) is int and type(ts) is str \
+                                and type(obj["actor"]) is str and (goal is None or type(goal) is str) \
+                                and type(data) is dict:
+                            for key, exact, required, strs in shapes.get(rtype, ()):
+                                v = data.get(key, absent)
+                                if v is absent:
+                                    if required:
+                                        check_shape(obj)
+                                        break
+                                elif (exact is not None and type(v) not in exact) or \
+                                        (strs and type(v) is list and not all(type(x) is str for x in v)):
+                                    check_shape(obj)
+                                    break
+                            if "node" in obj:
+                                node, hlc, prev = obj["node"], obj["hlc"], obj["prev"]
+                                if node not in valid_nodes:
+                                    check_fields(obj)
+                                    valid_nodes.add(node)
+                                if type(hlc) is not list or len(hlc) != 2 or type(hlc[0]) is not int \
+                                        or type(hlc[1]) is not int or hlc[0] < 0 or hlc[1] < 0 \
+                                        or not (prev is None or (type(prev) is str and len(prev) == 64)):
+                                    check_fields(obj)  # raises: the same message as codec.decode
+                                if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
+                                        and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
+                                    head = (seq, node, hlc, prev)  # what the header says too
+                                else:  # a repeated key: the chain reads the line's header, as chain.verify does
+                                    h5 = chain._header(body)
+                                    head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
+                            rec = obj
+                            fast = True
+                except (KeyError, ValueError, StopIteration, UnicodeDecodeError, TypeError, RecursionError):
+                    rec, head = None, None
+            if rec is None:
+                if body[-1:] == b"\r":
+                    res["crlf"] += 1
+                if not body.strip():
+                    continue
+                try:
+                    rec = decode(body)  # the readers' own verdict
+                except ValueError as exc:
+                    conflict = body.startswith(CONFLICT)
+                    res["conflict"] = res["conflict"] or conflict
+                    res["bad_count"] += 1
+                    if len(bad) < BAD_SAMPLES:
+                        m = _seq_pattern().search(body)
+                        bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
+                                    "text": body[:80].decode("utf-8", "replace"), "file": fname,
+                                    "seq": int(m[1]) if m and len(m[1]) < 19 else None})
+                    rec = None
+                h5 = chain._header(body)
+                if h5 is not None:
+                    head = (h5[0], h5[2], h5[3], h5[4])
             if rec is not None:
-                res["unchained"] += 1
-                if res["first_unchained"] is None:
-                    res["first_unchained"] = rec["seq"]
-            continue
-        seq, node, hlc, prev = head
-        h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
-        run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
-        if run is not None and prev == run[4] and hlc > run[3]:
-            run[3] = hlc
-            run[4] = h
-            run[5] = seq
-            run[6] += 1
-            if seq > run[7]:
-                run[7] = seq
-        else:
-            if run is not None and not hlc > run[3] and res["disorder"] is None:
-                res["disorder"] = {"node": node, "seq": seq}
-            if run is not None:  # the node's previous run is closed: packed now, not kept as objects
-                pack_run(node, run)
-            elif node not in runs:
-                runs[node] = bytearray()
-            run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
-    for node, run in node_last.items():
-        pack_run(node, run)
-    node_seq.update(node_top)
+                good += 1
+                if not fast:
+                    seq, rtype, ts = rec["seq"], rec["type"], rec.get("ts")
+                seqs.append(seq)
+                rid = rec.get("id")
+                if rid:
+                    # the id's hash: the pool's processes are forked, so they share this process's hash
+                    # seed and their hashes compare (a collision among a million ids: ~1e-8)
+                    ids.append(hash(rid) if type(rid) is str else hash(repr(rid)))
+                if rtype not in reducers:
+                    unknown[rtype] = unknown.get(rtype, 0) + 1
+                if type(ts) is str and ts > newest:
+                    newest = ts
+                if rtype in special:
+                    if rtype in gate_types:
+                        gate_lines.append(body)  # the main process decodes them again when it folds them
+                    else:
+                        _special(rec, rtype, last_runs, res)
+                if head is None and "node" in rec:
+                    head = (seq, rec.get("node") or "", rec.get("hlc"), rec.get("prev"))
+            if head is None:
+                if rec is not None:
+                    res["unchained"] += 1
+                    if res["first_unchained"] is None:
+                        res["first_unchained"] = rec["seq"]
+                continue
+            seq, node, hlc, prev = head
+            h = sha(body).hexdigest() if fast else sha(canonical(body)).hexdigest()
+            run = node_last.get(node)  # the node's current run: its last record's hlc [3] and hash [4]
+            if run is not None and prev == run[4] and hlc > run[3]:
+                run[3] = hlc
+                run[4] = h
+                run[5] = seq
+                run[6] += 1
+                if seq > run[7]:
+                    run[7] = seq
+            else:
+                if run is not None and not hlc > run[3] and res["disorder"] is None:
+                    res["disorder"] = {"node": node, "seq": seq}
+                run = node_last[node] = [hlc, prev, seq, hlc, h, seq, 1, seq]
+                if node in runs:
+                    runs[node].append(run)
+                else:
+                    runs[node] = [run]
+    node_seq.update({node: max(r[7] for r in rs) for node, rs in runs.items()})
     res["lines"] = n
     res["good"] = good
     res["newest_ts"] = newest or None
@@ -349,15 +390,43 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
     if ids:
         ids.sort()
         res["ids"] = array("q", ids).tobytes()
-    for node in runs:  # a run that did not fit: the first of the first such node, as the merge reads them
-        if node in pack_fail and res["disorder"] is None:
-            res["disorder"] = {"node": node, "seq": pack_fail[node]}
-        runs[node] = bytes(runs[node])
     if gate_lines:
         res["gates"] = zlib.compress(b"\n".join(gate_lines), 1)
 
 
-_RUN = "<qqq32sBqqq32sq"  # entry hlc (ms, counter), entry seq, entry prev, has prev; exit hlc, seq, hash; records
+_ABSENT = object()
+_SHAPES: dict | None = None
+
+
+def _shapes() -> dict:
+    """{type: ((field, its exact types or None for any, required, strs), ...)}: ``fold.check_data``'s
+    plans (``events.plans``) with the exact types a JSON value of each field may have."""
+    global _SHAPES
+    if _SHAPES is None:
+        _SHAPES = {t: tuple((k, frozenset(types) if types else None, required, strs) for k, types, required, strs in plan)
+                   for t, plan in events.plans().items()}
+    return _SHAPES
+
+
+def _special(rec: dict, rtype: str, last_runs: dict, res: dict) -> None:
+    """What the setup and seq checks keep of a run or repair record (rare lines, out of the loop)."""
+    if rtype == "run.started":  # each goal's last run (fold order), for the setup check
+        key = order_key(rec)
+        seen = last_runs.get(rec["goal"])
+        if seen is None or key > seen[0]:
+            last_runs[rec["goal"]] = (key, rec["data"].get("run_id"))
+    elif rtype in ("run.finished", "run.reported"):
+        if isinstance(rec["data"].get("setup_error"), dict):
+            res["setup_runs"].append(rec["data"].get("run_id"))
+    elif rtype == "store.repaired" and isinstance(rec.get("data"), dict):
+        d = rec["data"]
+        ex = res["explained"].setdefault(str(d.get("file", "")), [])
+        ex.extend(q for q in d.get("seqs") or [] if isinstance(q, int))
+
+
+_ID_PARTS = 64  # the id digests are counted for repeats one range of values at a time (at 1M records,
+                # 16k digests each: a small set, whatever the size of the store up to ~100M records)
+_ID_CUTS = [-(1 << 63) + (i << 64) // _ID_PARTS for i in range(_ID_PARTS)]  # where each range starts
 
 
 def _results(fn, jobs: list[tuple], total_bytes: int, used: dict):
@@ -570,7 +639,8 @@ class Merge:
             if self._ids is None:
                 self._ids = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
             self._ids.write(r["ids"])
-            acc["ids"].append((self._ids_end, len(r["ids"])))
+            digests = array("q", r["ids"])  # sorted: where each range of values (``_ID_PARTS``) starts
+            acc["ids"].append((self._ids_end, [8 * bisect.bisect_left(digests, b) for b in _ID_CUTS] + [len(r["ids"])]))
             self._ids_end += len(r["ids"])
         for f, q in r["explained"].items():
             self.explained.setdefault(f, set()).update(q)
@@ -624,54 +694,55 @@ class Merge:
         if self.chain["holds"]:
             self.chain["holds"], self.chain["why"] = False, why
 
-    def _add_chain(self, name: str, r: dict) -> None:
+    def _add_chain(self, name: str, r: dict) -> None:  # noqa: C901, PLR0912 - a loop over every run of the store (250k at 1M records): its links inline, a call per run is what it cannot afford
         out = self.chain
         out["unchained"] += r["unchained"]
         if r["disorder"] is not None:
             self._fail(f"{name} seq {r['disorder']['seq']}: the clock goes back")
         exits, waiting, roots, heads, last_hlc = self._exits, self._waiting, self._roots, self._heads, self._last_hlc
-        for node, packed in r["runs"].items():
+        fail = self._fail
+        for node, unit_runs in r["runs"].items():
             first = True
             count = 0
-            for e_ms, e_ctr, e_seq, e_prev, has_prev, x_ms, x_ctr, x_seq, x_hash, n in struct.iter_unpack(_RUN, packed):
-                e_hlc, x_hlc = (e_ms, e_ctr), (x_ms, x_ctr)
+            head = heads.get(node)
+            top = head[0] if head is not None else None
+            x_hlc = None
+            for e_hlc, e_prev, e_seq, x_hlc, x_hash, x_seq, n, _top in unit_runs:
                 if first:
                     lh = last_hlc.get((name, node))
                     if lh is not None and not e_hlc > lh:
-                        self._fail(f"{name} seq {e_seq}: the clock goes back")
+                        fail(f"{name} seq {e_seq}: the clock goes back")
                     first = False
                 count += n
-                if not has_prev:
+                if e_prev is None:
                     roots[node] = roots.get(node, 0) + 1
-                else:
-                    self._link_entry(name, node, e_prev, e_hlc, e_seq)
+                else:  # the run's first record: the exit its prev names (seen before, or waited for)
+                    key = (node, e_prev)
+                    x = exits.pop(key, None)
+                    if x is not None:
+                        if not x < e_hlc:
+                            fail(f"{name} seq {e_seq}: its prev names a later record")
+                    elif key in waiting:
+                        fail(f"{name} seq {e_seq}: two records name the same prev")
+                    else:
+                        waiting[key] = e_hlc
                 key = (node, x_hash)
                 e = waiting.pop(key, None)
                 if e is not None:
                     if not x_hlc < e:
-                        self._fail(f"{name} seq {x_seq}: a prev names a later record")
+                        fail(f"{name} seq {x_seq}: a prev names a later record")
                 elif key in exits:
-                    self._fail(f"{name} seq {x_seq}: two records with the same bytes")
+                    fail(f"{name} seq {x_seq}: two records with the same bytes")
                 else:
                     exits[key] = x_hlc
-                h = heads.get(node)
-                if h is None or x_hlc > h[0]:
-                    heads[node] = (x_hlc, x_hash, name, x_seq)
+                if top is None or x_hlc > top:
+                    top, head = x_hlc, (x_hlc, x_hash, name, x_seq)
+            if head is not None:
+                heads[node] = head
+            if x_hlc is not None:
                 last_hlc[(name, node)] = x_hlc
             out["chained"] += count
             out["nodes"][node] = out["nodes"].get(node, 0) + count
-
-    def _link_entry(self, name: str, node: str, e_prev, e_hlc: tuple, e_seq: int) -> None:
-        """Match a run's first record to the exit its prev names (seen before, or waited for)."""
-        key = (node, e_prev)
-        x = self._exits.pop(key, None)
-        if x is not None:
-            if not x < e_hlc:
-                self._fail(f"{name} seq {e_seq}: its prev names a later record")
-        elif key in self._waiting:
-            self._fail(f"{name} seq {e_seq}: two records name the same prev")
-        else:
-            self._waiting[key] = e_hlc
 
     def finish(self) -> dict:
         for name, s in self.streams.items():
@@ -701,12 +772,17 @@ class Merge:
             if acc["ids"] and self._ids is not None:  # the file exists once a unit had ids
                 self._ids.flush()
                 fd = self._ids.fileno()
-                # each unit's digests are sorted: merge them lazily from the file, a small buffer each
-                parts = [_digests(fd, at, size) for at, size in acc["ids"]]
+                # each unit's digests are sorted and cut into ranges of values: one range of every
+                # unit at a time is read back from the file, and its repeats counted by a set
+                dups = 0
+                for p in range(_ID_PARTS):
+                    part = array("q")
+                    for at, cuts in acc["ids"]:
+                        if cuts[p + 1] > cuts[p]:
+                            part.frombytes(os.pread(fd, cuts[p + 1] - cuts[p], at + cuts[p]))
+                    dups += len(part) - len(set(part))
                 acc["ids"] = None
-                one, two = itertools.tee(heapq.merge(*parts))
-                next(two, None)
-                s["dup_ids"] = sum(map(operator.eq, one, two))
+                s["dup_ids"] = dups
         self.close()
         out = self.chain
         if self._waiting:
@@ -716,7 +792,7 @@ class Merge:
         if out["chained"] and out["unchained"]:
             self._fail("records without chain fields")
         out["records"] = out["chained"] + out["unchained"]
-        out["heads"] = {node: {"hash": h.hex(), "stream": st, "seq": seq, "hlc": list(hlc)}
+        out["heads"] = {node: {"hash": h, "stream": st, "seq": seq, "hlc": list(hlc)}
                         for node, (hlc, h, st, seq) in self._heads.items()}
         repaired = {(f.split(".")[0], q) for f, qs in self.explained.items() for q in qs}
         return {"streams": self.streams, "chain": out, "gates": GateRecords(self.gates),
@@ -774,16 +850,6 @@ class AnchorFacts:
             seq, node = rec["seq"], rec.get("node")
         if seq in seqs and (node, stream, seq) in todo:
             found[(node, stream, seq)] = chain.line_hash(body)
-
-
-def _digests(fd: int, at: int, size: int, step: int = 1 << 12):
-    """The 8-byte digests stored at ``[at, at + size)`` of the file ``fd``, read ``step`` bytes at a time."""
-    end = at + size
-    while at < end:
-        part = array("q")
-        part.frombytes(os.pread(fd, min(step, end - at), at))
-        at += step
-        yield from part
 
 
 class GateRecords:

@@ -51,6 +51,15 @@ class RunnerLock:
                        "wait for one to finish, or (a human) raise `loopx goal update --max-parallel N`",
                        code="runner_busy")
 
+    def take(self, i: int) -> bool:
+        """Take slot ``i`` now when it is free (``loopx.runner.recover``: no runner is on it)."""
+        path = self._slot_path(i)
+        held = locked.now(path)
+        if held is None:
+            return False
+        self.held, self.slot, self.path = held, i, path
+        return True
+
     def release(self) -> None:
         if self.held is not None:
             self.held.release()

@@ -40,12 +40,12 @@ import os
 from loopx import sandbox
 from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError, UsageError
 from loopx.kernel.policy import decide, packet, turn
-from loopx.kernel.read import fingerprint, queries
+from loopx.kernel.read import fingerprint, queries, worktrees
 from loopx.kernel.storage import actors, agentproc, clock, layout
 from loopx.kernel.storage.ids import check_agent_name
 from loopx.kernel.write import goals
 from loopx.notify.outbox import after_decision, budget
-from loopx.runner import changes, hostenv, merge, outcome, presets, process, report, worktree
+from loopx.runner import changes, hostenv, merge, outcome, presets, process, recover, report, worktree
 from loopx.runner import trial as trials  # research experiments: a turn is a trial (issue 20)
 from loopx.runner.lease import RunnerLock
 from loopx.sandbox import status as sandbox_status
@@ -129,8 +129,14 @@ class Driver:
     def workspace(self, started: dict) -> str:
         """Make the turn's workspace (``loopx.runner.worktree``); returns where the agent works."""
         rid = started["run_id"]
+        recover.refuse_leftover(self.store, rid)  # a resumed run whose killed turn's workspace is still there
+        lk = self.locks.get(started["goal_id"])
+        ids = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started.get("todo_id"),
+               "mode": started.get("mode"), "slot": lk.slot if lk else 1}
         try:
             assert self.base is not None  # isolate is switched on together with the base branch
+            # a runner killed from here on leaves what the next one needs (loopx.runner.recover)
+            worktree.save_record(self.store, rid, dict(ids, sequential=not self.isolate, creating=True))
             started["worktree"] = dict(worktree.create(self.store, rid, self.base, view=not self.isolate),
                                        sequential=not self.isolate)
         except LoopxError as exc:
@@ -142,6 +148,7 @@ class Driver:
         if started["worktree"]["sequential"]:  # the agent sees the checkout as the user left it
             started["worktree"]["carried"] = worktree.carry(self.store.project_dir, cwd, hooks)
             started["worktree"]["shared"] = worktree.ignored(self.store.project_dir, cwd)
+        worktree.save_record(self.store, rid, dict(started["worktree"], **ids))
         return cwd
 
     def private_workspace(self) -> bool:
@@ -359,7 +366,7 @@ class Driver:
             self.bring_back(started, out)
             return
         if out["result"] == "failed":
-            return
+            return self.kept(started, {"note": "the run failed"})
         res = None
         try:
             if out["verified"] and out["result"] in ("progress", "completion"):
@@ -372,7 +379,7 @@ class Driver:
         except LoopxError as exc:
             out["merge"] = res
             out["note"] = ((out.get("note") or "") + f"; worktree kept: {exc.message}").lstrip("; ")
-            return
+            return self.kept(started, out)
         out["merge"] = res
         out["worktree"].update(kept=False, branch_kept=keep_branch)
         if res:
@@ -384,6 +391,8 @@ class Driver:
         if (started.get("worktree") or {}).get("sequential"):
             self.commit_worktree(started, out)
             self.bring_back(started, out)
+        elif started.get("worktree"):
+            self.kept(started, {"note": "the run failed"})
         return out
 
     def bring_back(self, started: dict, out: dict) -> None:
@@ -394,7 +403,7 @@ class Driver:
         info, rid = started["worktree"], started["run_id"]
         if info.get("broken"):
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {info['broken']}").lstrip("; ")
-            return
+            return self.kept(started, out)
         try:
             pending = self.pending_work(started)
             run = self.store.read(lambda st: queries.resolve_run(st, rid))
@@ -403,15 +412,24 @@ class Driver:
             if others:
                 res["branches"] = merge.land_branches(self.store, self.actor, run, info.get("branches") or {}, others)
             if pending and not self.copy_back(started, res, pending, out):
-                return  # the workspace is kept with what could not be brought back
+                return self.kept(started, out)  # the workspace is kept with what could not be brought back
             worktree.remove(self.store, rid, delete_branch=res["action"] in ("merged", "nothing"))
         except LoopxError as exc:
             out["note"] = ((out.get("note") or "") + f"; workspace kept: {exc.message}").lstrip("; ")
-            return
+            return self.kept(started, out)
         out["merge"] = res
         out["worktree"].update(kept=False, branch_kept=res["action"] not in ("merged", "nothing"))
         if res["action"] != "nothing":
             self.log(f"  {res['message']}")
+
+    def kept(self, started: dict, out: dict) -> None:
+        """Mark a workspace kept for a human in its record (``loopx doctor`` names it with why; the
+        next runner does not take it for a killed turn's)."""
+        rec = worktrees.record(self.store.root, started["run_id"])
+        try:
+            worktree.save_record(self.store, started["run_id"], dict(rec or {}, kept=out.get("note") or "kept"))
+        except OSError:
+            pass
 
     def pending_work(self, started: dict) -> list[str]:
         """The agent's uncommitted work that goes into the checkout as uncommitted work (as if it had
@@ -521,6 +539,7 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
         drv.log(out["sandbox"]["line"])
     goal_id = _parallel_setup(store, drv, goal_id, out, dry_run)
     try:
+        _recover(store, drv, out, dry_run)
         while True:
             if not dry_run:
                 _approved_work(store, drv, out)
@@ -559,6 +578,16 @@ def drive(store, agent: str, *, goal_id: str | None = None, preset: str | None =
             out["sandbox"]["refused"] = drv.sandbox.refused()
         drv.release()
     return out
+
+
+def _recover(store, drv: Driver, out: dict, dry_run: bool) -> None:
+    """Bring back the workspaces of turns whose runner died mid-turn (``loopx.runner.recover``)."""
+    got = [] if dry_run else recover.recover(store, drv)
+    if got:
+        out["recovered"] = got
+    for r in got:
+        what = f"kept ({r['note']})" if r["kept"] else "brought back"
+        drv.log(f"run {r['run_id']}, killed mid-turn: {'closed as failed; ' if r['closed'] else ''}its workspace {what}")
 
 
 def _approved_work(store, drv: Driver, out: dict) -> None:

@@ -25,7 +25,12 @@ upload-pack ignores the one setting that would run a command from it.
   sequential turn's workspace; ``can_copy_back`` / ``copy_back`` bring it into the checkout as
   uncommitted work, where it would have been had the agent worked there.
 - ``ahead(path, base_sha) -> int``: commits on the run's branch that the base did not have.
-- ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch).
+- ``remove(store, run_id, delete_branch) -> None``: remove the worktree (and the branch), and its
+  record.
+- ``save_record(store, run_id, info)`` / ``drop_record(store, run_id)``: a sequential turn's
+  workspace record (``loopx.kernel.read.worktrees.record``), written before the clone is made and
+  again once the agent can start, so a runner killed at any point leaves what the next one needs
+  to bring the turn's work back (``loopx.runner.recover``).
 
 All git calls use the user's own ``git``; a failing call raises GitError (a Conflict, exit 4)
 with git's message.
@@ -34,6 +39,7 @@ with git's message.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -338,6 +344,19 @@ def diff_stat(project_dir: str, base: str, branch: str) -> str:
     return git(project_dir, "diff", "--stat", f"{base}...{branch}").stdout.rstrip()
 
 
+def save_record(store, run_id: str, info: dict) -> None:
+    _ignore_worktrees(store)
+    os.makedirs(os.path.join(store.root, worktrees.DIRNAME), exist_ok=True)
+    fs.atomic_write(worktrees.record_path(store.root, run_id), json.dumps(info, sort_keys=True))
+
+
+def drop_record(store, run_id: str) -> None:
+    try:
+        os.remove(worktrees.record_path(store.root, run_id))
+    except FileNotFoundError:
+        pass
+
+
 def remove(store, run_id: str, *, delete_branch: bool) -> None:
     path = worktrees.path(store.root, run_id)
     if os.path.isdir(path) and is_clone(path):
@@ -347,3 +366,5 @@ def remove(store, run_id: str, *, delete_branch: bool) -> None:
     git(store.project_dir, "worktree", "prune", check=False)
     if delete_branch:
         git(store.project_dir, "branch", "-D", worktrees.branch(run_id), check=False)
+    if not os.path.lexists(path):
+        drop_record(store, run_id)

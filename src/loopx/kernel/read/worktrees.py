@@ -8,6 +8,12 @@
 - ``for_run(store_root, run_id) -> str | None``: the folder when it exists.
 - ``listing(store_root) -> [{"run_id", "path", "branch"}]``: the run worktree folders present
   (an experiment's own ``exp-<goal>`` worktree is not a run's and is not listed).
+- ``record_path(store_root, run_id) -> str`` / ``record(store_root, run_id) -> dict | None``: a
+  sequential turn's workspace record, ``.loopx/worktrees/<run-id>.json`` beside the clone (outside
+  the sandbox's write grant): what bringing its work back needs (``base``, ``base_sha``,
+  ``carried``, ...), ``creating`` while loopx makes the clone, ``kept`` (why) once a runner kept
+  the workspace for a human. A leftover clone with a record and no ``kept`` is a turn whose runner
+  died (``loopx.runner.recover``).
 - ``prefix(project_dir) -> str``: the project's folder relative to the top of its git work tree
   (``""`` at the top, ``"services/api"`` in a monorepo).
 - ``project_in(store_root, run_id, project_dir) -> str | None``: where the project lies inside
@@ -49,6 +55,24 @@ def listing(store_root: str) -> list[dict]:
         return []
     return [{"run_id": n, "path": path(store_root, n), "branch": branch(n)} for n in names
             if os.path.isdir(path(store_root, n)) and not n.startswith(EXPERIMENT_PREFIX)]
+
+
+RECORD_SUFFIX = ".json"
+
+
+def record_path(store_root: str, run_id: str) -> str:
+    return path(store_root, run_id) + RECORD_SUFFIX
+
+
+def record(store_root: str, run_id: str) -> dict | None:
+    import json
+
+    try:
+        with open(record_path(store_root, run_id), encoding="utf-8") as fh:
+            got = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def prefix(project_dir: str) -> str:
