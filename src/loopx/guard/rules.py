@@ -28,6 +28,8 @@ TYPE_CHECKING = False  # typing is not imported at run time (every pre-tool hook
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from loopx.guard.gitpush import Git
+
     Verdict = tuple[str | None, str | None]
     Rule = Callable[["Call"], Verdict]
 
@@ -105,7 +107,8 @@ class LazyGit:
     __slots__ = ("_branch_of", "_git")
 
     def __init__(self, branch_of=None) -> None:
-        self._branch_of, self._git = branch_of, None
+        self._branch_of = branch_of
+        self._git: Git | None = None
 
     def __getattr__(self, name: str):
         if self._git is None:
