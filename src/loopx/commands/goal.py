@@ -160,5 +160,7 @@ def render_status(d: dict) -> str:
     if not d["changed"]:
         return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
     if d.get("retry"):
+        if str(d.get("setup_error") or "").startswith("host_"):
+            return f"goal {d['goal_id']}: the agent's host will be tried again on the next check ({d['setup_error']} cleared)"
         return f"goal {d['goal_id']}: the verify command will be tried again on the next check"
     return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

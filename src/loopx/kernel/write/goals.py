@@ -190,10 +190,13 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
         # "I fixed the setup": the next check retries
-        if g["status"] == status == "active" and actors.is_human(actor) and open_error(state, g):
-            out.update(changed=True, retry=True)
+        err = open_error(state, g) if g["status"] == status == "active" and actors.is_human(actor) else None
+        if err:
+            host = str(err.get("reason") or "").startswith("host_")  # the agent's host, not the verify command
+            out.update(changed=True, retry=True, setup_error=err.get("reason"))
             return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
-                                                    or "the setup was fixed: retry the verify command"})]
+                                                    or ("the host was fixed: retry the agent" if host else
+                                                        "the setup was fixed: retry the verify command")})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:
