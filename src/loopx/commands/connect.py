@@ -7,9 +7,9 @@ import os
 
 from loopx.commands import add
 from loopx.errors import UsageError
+from loopx.kernel import humans
 from loopx.kernel.storage import fs, layout, registry
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import humans
 from loopx.ops import gitattrs
 from loopx.output import safe
 

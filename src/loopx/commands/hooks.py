@@ -8,10 +8,10 @@ from loopx.commands import add, goal_opt, scope_root
 from loopx.errors import Conflict, LoopxError
 from loopx.guard import verdicts
 from loopx.hosts import entry, hookconf
+from loopx.kernel import humans
 from loopx.kernel.read import queries, validate
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.fs import project_dir
-from loopx.kernel.write import humans
 from loopx.ops import hosttrust
 from loopx.output import Reply, safe, table
 
