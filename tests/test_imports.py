@@ -76,6 +76,8 @@ PLATFORM_ONLY = frozenset({"fcntl", "msvcrt", "winreg", "_winapi", "ctypes", "te
 KEPT: dict[tuple[str, str], str] = {
     ("loopx.ops.segscan", "hashlib"): "only the forked scan processes hash with OpenSSL (faster); the main "
                                       "process must not load it (~4 MB of RSS, docs/performance.md)",
+    ("loopx.parsing", "difflib"): "only a mistyped command looks for the close names; every argparse "
+                                  "command would pay for difflib (heapq) otherwise",
     ("loopx.guard.gitpush", "fnmatch"): "fnmatch imports re (milliseconds): only a push whose target "
                                         "branch is compared with the protected ones pays for it",
 }
