@@ -262,7 +262,7 @@ def test_ambiguous_goal_and_gate_prefixes(goal, project, cli):
                                          (["todo", "lst"], "`loopx todo list`")])
 def test_a_mistyped_command_names_the_close_one(argv, meant, cli):
     r = cli(*argv)
-    assert r.code == 2 and r.err.startswith(f"loopx: error: unknown ") and meant in r.err, r.err
+    assert r.code == 2 and r.err.startswith("loopx: error: unknown ") and meant in r.err, r.err
     assert len(r.err.strip().splitlines()) == 2 and "choose from" not in r.err, r.err  # not all 38 names on a line
 
 
