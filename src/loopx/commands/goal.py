@@ -22,7 +22,7 @@ def register(sub, name, help_text):
     s = add(acts, "show", "show one goal", handler=goal_show, render=render_show, command="goal show",
             example="loopx goal show my-goal")
     s.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
-    u = add(acts, "update", "change objective, done_when, verify command, priority or max_parallel", handler=goal_update,
+    u = add(acts, "update", "change objective, done_when, verify command, priority, max_parallel or an experiment's measuring", handler=goal_update,
             command="goal update", example='loopx goal update my-goal --done-when "CI is green"')
     u.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
     u.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT")
