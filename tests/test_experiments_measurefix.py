@@ -32,7 +32,7 @@ def show(proj) -> dict:
     return r.data
 
 
-def test_a_typo_in_the_measure_is_fixed_with_goal_update_then_frozen_once_a_baseline_measured(repo):
+def test_a_typo_in_the_measure_is_fixed_with_goal_update_then_frozen_once_a_baseline_measured(repo):  # noqa: F811
     r = start_typo(repo)
     assert r.code == 0, r.err  # the goal started; its baseline did not measure
     assert "crashed" in r.out
@@ -77,7 +77,7 @@ def test_a_typo_in_the_measure_is_fixed_with_goal_update_then_frozen_once_a_base
     assert show(repo)["guard"] is None
 
 
-def test_bad_values_and_plain_goals_are_one_line_errors(repo):
+def test_bad_values_and_plain_goals_are_one_line_errors(repo):  # noqa: F811
     assert start_typo(repo).code == 0
     for args, code in ((["--trial-timeout", "-5"], 2), (["--min-delta", "x"], 2), (["--metric-pattern", "(open"], 2)):
         r = run_loopx(["goal", "update", "knn", *args], cwd=repo)
@@ -88,7 +88,7 @@ def test_bad_values_and_plain_goals_are_one_line_errors(repo):
     assert r.code == 2 and r.json["error"]["code"] == "not_an_experiment"
 
 
-def test_the_protected_measuring_follows_the_new_command(repo, monkeypatch):
+def test_the_protected_measuring_follows_the_new_command(repo, monkeypatch):  # noqa: F811
     (repo / "eval2.py").write_text("print('val_acc: 0.7')\n")
     git(repo, "add", "eval2.py")
     git(repo, "commit", "-q", "-m", "eval2")
@@ -110,7 +110,7 @@ def test_the_protected_measuring_follows_the_new_command(repo, monkeypatch):
     assert refusal(["goal", "update", "knn", "--measure", "x"])
 
 
-def test_an_uncommitted_fix_of_the_measure_is_named(repo):
+def test_an_uncommitted_fix_of_the_measure_is_named(repo):  # noqa: F811
     (repo / "eval.py").write_text("import sys\nsys.exit(5)\n")
     git(repo, "commit", "-q", "-am", "break eval")
     r = run_loopx(["start-goal", "--goal-text", "tune", "--goal-id", "knn", "--experiment", "--metric", "val_acc",
