@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from loopx import output
 from loopx.commands import actions, add
+from loopx.kernel import humans
+from loopx.kernel.humans import require_human
 from loopx.kernel.policy import trialstep
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout
 from loopx.kernel.storage.clock import format_duration
-from loopx.kernel.write import goals, humans, trials
-from loopx.kernel.write.humans import require_human
+from loopx.kernel.write import goals, trials
 from loopx.output import Reply, safe, table
 from loopx.sync import transport as gs
 
