@@ -86,13 +86,36 @@ def experiment_baseline(ctx, goal=None):
         raise Conflict(f"experiment {gid} has a measured baseline and frontier already",
                        "a new baseline would rewrite the results; start a new experiment goal instead",
                        code="baseline_measured")
-    return trialstep.measure_baseline(store, human.actor, gid)
+    e = experiments.get(store.load(), gid)
+    note = trialstep.uncommitted_note(store, e)  # said before measuring: the baseline measures the commit
+    res = trialstep.measure_baseline(store, human.actor, gid)
+    if res["decision"] != "crash":
+        return Reply(res, 0, [note] if note else [])
+    res["next"] = baseline_fix(gid, res)
+    return Reply(res, 1, [note] if note else [])  # a crashed baseline is a clean "no": nothing to trial yet
+
+
+def baseline_fix(gid: str, t: dict) -> str:
+    """The next step after a crashed baseline ``t``: the fix, then the baseline again."""
+    reason = str(t.get("reason") or "")
+    if "timed out" in reason:
+        fix = f"loopx goal update {gid} --trial-timeout DUR"
+    elif reason.startswith("the guard"):
+        fix = f"fix the guard (loopx goal update {gid} --guard CMD) or commit the fix of the code"
+    else:
+        fix = f"fix the measure command (loopx goal update {gid} --measure CMD) or commit the fix of what it runs"
+    return f"{fix}, then: loopx experiment baseline {gid}"
+
+
+def tail_lines(t: dict, n: int = 5) -> list[str]:
+    return ["    " + safe(x) for x in (t.get("tail") or "").splitlines()[-n:]]
 
 
 def render_trial(d: dict) -> str:
     line = f"baseline {d['trial_id']}: {d['decision']} {ex.fmt_value(d.get('value'))}"
     if d["decision"] == "crash":
         line += f" ({safe(d.get('reason') or '')})"
+        return "\n".join([line, *tail_lines(d), f"next: {d['next']}"])
     return line
 
 

@@ -93,6 +93,11 @@ AGENT_DENIED: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
     (("experiment", "baseline"), None, "experiment.baseline"),
     (("start-goal",), None, "goal.start"),
     (("goal", "update"), "--verify", "goal.verify"),
+    (("goal", "update"), "--measure", "experiment.measuring"),
+    (("goal", "update"), "--metric-pattern", "experiment.measuring"),
+    (("goal", "update"), "--trial-timeout", "experiment.measuring"),
+    (("goal", "update"), "--guard", "experiment.measuring"),
+    (("goal", "update"), "--min-delta", "experiment.measuring"),
     (("action", "perform"), None, "action.perform"),
 )
 HUMAN_ONLY.setdefault("goal.start", "starting a goal (its scope and verify command)")
@@ -104,6 +109,8 @@ HUMAN_ONLY.setdefault("doctor.fix", "repairing the store")
 HUMAN_ONLY.setdefault("experiment.continue", "answering an experiment's plateau")
 HUMAN_ONLY.setdefault("experiment.promote", "asking to promote an experiment (it runs the holdout)")
 HUMAN_ONLY.setdefault("experiment.baseline", "measuring an experiment's baseline again")
+HUMAN_ONLY.setdefault("experiment.measuring", "changing how an experiment measures (measure command, metric "
+                      "pattern, trial timeout, guard, min delta)")
 
 _GLOBALS_WITH_VALUE = {"--project", "--format", "--agent"}
 _SEAL = object()

@@ -406,6 +406,25 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
         "tail": m["tail"] if decision == "crash" else None, "baseline": True, "claims": {}})
 
 
+def uncommitted_note(store, e: dict | None) -> str | None:
+    """One line when files the measuring reads (``measuring.measure_files``) have uncommitted
+    changes in the project: the baseline and every trial measure committed code, so such a fix is
+    not what gets measured. None when they are clean, or git cannot tell."""
+    files = measuring.measure_files(e, store.project_dir) if e else []
+    if not files:
+        return None
+    try:
+        res = git(store.project_dir, "status", "--porcelain", "--untracked-files=all", "--", *files, check=False)
+    except (gitcli.GitError, gitcli.GitUnavailable):
+        return None
+    dirty = [line[3:].strip() for line in res.stdout.splitlines() if line.strip()]
+    if not dirty:
+        return None
+    names = ", ".join(dirty[:5]) + (", ..." if len(dirty) > 5 else "")
+    return (f"{names}: uncommitted changes are not measured (the baseline and the trials measure committed code); "
+            f"commit them first: git commit {' '.join(dirty[:5])}")
+
+
 def for_goal(state: dict, goal_id: str | None) -> dict | None:
     return experiments.get(state, goal_id)
 

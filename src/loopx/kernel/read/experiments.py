@@ -104,7 +104,8 @@ def value_rule(e: dict) -> tuple | None:
     if e.get("frontier") is None:
         return ("wait_human", "baseline_crashed",
                 f"the baseline of experiment {e['goal']} did not measure (`loopx trial list`); fix the measure "
-                f"command, then `loopx experiment baseline {e['goal']}`", {})
+                f"command (`loopx goal update {e['goal']} --measure CMD`) or commit the fix of what it runs, then "
+                f"`loopx experiment baseline {e['goal']}`", {})
     n = e.get("plateau") or 0
     if n and e["since_improvement"] >= n:
         return ("wait_human", "plateau",
