@@ -154,13 +154,38 @@ def test_fix_keeps_quarantined_bytes_and_records_the_repair(goal, cli, project):
 def test_damaged_line_quarantined_without_leaving_a_seq_gap_warning(goal, cli, project):
     path = events_file(project)
     lines = path.read_bytes().split(b"\n")
-    lines[2] = lines[2].replace(b'"seq":3', b'"seq":3 ', 1)  # crc no longer matches
+    lines[2] = lines[2].replace(b'"seq":3', b'"seq":3x', 1)  # damaged: no longer JSON
     path.write_bytes(b"\n".join(lines))
     r, checks = doctor(cli)
     assert checks["store.lines"]["status"] == "error"
     r, checks = doctor(cli, "--fix")
     assert r.code == 0, problems(checks)
     assert checks["store.seq"]["status"] == "ok"
+
+
+def test_a_hand_edited_line_is_never_dropped_and_status_does_not_pretend_the_project_is_empty(goal, cli, project):
+    path = events_file(project)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"Make the tests pass", b"Make the tests PASS", 1))  # valid JSON, stale CRC
+    edited = path.read_bytes()
+    r = cli("status")
+    assert "no goals could be read" in r.out and "no goals yet" not in r.out, r.out
+    assert "could not be read" in r.out and "next: loopx doctor" in r.out and "start-goal" not in r.out, r.out
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    lines = checks["store.lines"]
+    assert lines["status"] == "error" and "edited by hand" in lines["finding"], lines
+    assert "undo the edit of .loopx/events.jsonl line 1" in lines["fix"] and not lines["fixable"], lines
+    assert "git log" not in lines["fix"] and "git does not track .loopx/" in lines["fix"], lines  # not a git repo
+    assert path.read_bytes() == edited  # the edited record stays where it was: nothing moved to quarantine
+    seed_garbage(project)  # a damaged line beside it: --fix moves that one, never the edited one
+    r, checks = doctor(cli, "--fix")
+    assert b"Make the tests PASS" in path.read_bytes() and b"not json at all" not in path.read_bytes()
+    assert "moves the other 1 bad line(s)" not in checks["store.lines"]["fix"]  # after the fix: only the edit left
+    path.write_bytes(path.read_bytes().replace(b"Make the tests PASS", b"Make the tests pass", 1))  # undone
+    assert cli("todo", "list", json=True).data["todos"], "the goal's todos came back"
+    r, checks = doctor(cli)
+    assert checks["store.lines"]["status"] == "ok", checks["store.lines"]
 
 
 def test_conflict_markers_are_reported_and_never_rewritten(goal, cli, project):

@@ -47,6 +47,7 @@ class Target:
         self.project_dir = project_dir
         self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
         self._scan: dict | None = None
+        self._log_tracked: bool | None = None  # whether git tracks .loopx/ (storechecks.restore_hint)
 
     @property
     def scan(self) -> dict:
