@@ -208,6 +208,19 @@ def test_corrupt_format_json_does_not_break_doctor(goal, cli, project):
     assert checks["store.lines"]["status"] == "ok"  # the events are still scanned
 
 
+def test_missing_format_json_is_one_finding_that_connect_fixes(goal, cli, project):
+    (project / ".loopx" / "format.json").unlink()
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert {k: c["finding"] for k, c in problems(checks).items()} == \
+        {"store.format": ".loopx/format.json is missing (the store cannot be read without it)"}, problems(checks)
+    assert "loopx connect" in checks["store.format"]["fix"]
+    assert cli("connect").code == 0
+    r, checks = doctor(cli)
+    assert r.code == 0, problems(checks)
+    assert cli("todo", "list", json=True).data["todos"]  # the events were untouched
+
+
 def test_merged_logs_duplicate_ids_are_read_once_and_explained(goal, cli, project):
     path = events_file(project)
     before = Store.open(str(project)).load()

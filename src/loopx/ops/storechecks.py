@@ -23,6 +23,9 @@ IGNORE_RULES = layout.LOCAL[:4]  # what a store made before parallel runs ignore
 
 def check_format(t) -> dict:
     fmt = t.scan["format"]
+    if not fmt["ok"] and fmt["error"] == "format.json is missing":
+        return result("store.format", "error", ".loopx/format.json is missing (the store cannot be read without it)",
+                      "`loopx connect` recreates it; the event files are untouched")
     if not fmt["ok"]:
         return result("store.format", "error", f".loopx/{fmt['error']}",
                       "restore it from git (`git checkout -- .loopx/format.json`); the event files are "
@@ -270,11 +273,14 @@ def all_checks(t) -> list[dict]:
     except Exception as exc:  # noqa: BLE001 - a damaged store must never break doctor
         out.append(result("store.chain", "error", f"the hash chain cannot be checked: {exc}",
                           "run `loopx doctor --debug` and report this"))
-    try:
-        out.extend(check_anchors(t))
-    except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
-        out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
-                          "run `loopx doctor --debug` and report this"))
+    if not t.scan["format"]["ok"]:  # store.format reports it once
+        out.append(result("store.anchors", "skipped", "not checked: format.json is unusable"))
+    else:
+        try:
+            out.extend(check_anchors(t))
+        except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
+            out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
+                              "run `loopx doctor --debug` and report this"))
     try:
         out.append(check_snapshot(t))
     except Exception as exc:  # a damaged cache must never break doctor
