@@ -65,7 +65,9 @@ HINTS: dict[str, Phrase] = {
     "nothing_to_update": lambda d: "pass " + either(d["flags"]),
     "nothing_to_set": lambda d: "pass " + either(d["flags"]) + (" (repeatable; --clear-* empties a list)"
                                                                   if d.get("lists") else ""),
-    "stale_fence": lambda d: "your lease was taken over; run `loopx next` for new work" if d.get("taken_over") else None,
+    "stale_fence": lambda d: ("nobody holds it: claim it with `loopx next`" if d.get("unclaimed") else
+                              "your lease was taken over; run `loopx next` for new work" if d.get("taken_over")
+                              else None),
     "claimed_by_other": _claimed,
     "not_claimed": lambda d: f"claim it: `loopx todo claim {d['todo']}`",
     "todo_blocked": lambda d: f"reopen it with `loopx todo update {d['todo']} --reopen`",
