@@ -109,6 +109,9 @@ HINTS: dict[str, Phrase] = {
     "branch_exists": lambda d: f"delete it (`git branch -D {d['branch']}`) or pick another --goal-id",
     "no_frontier": lambda d: f"fix the measure command, then `loopx experiment baseline {d['goal']}`",
     "baseline_trial": lambda d: "pick a trial the agent made (`loopx trial list`)",
+    "trial_not_applicable": lambda d: (f"apply it to a separate checkout of its parent (your checkout stays as it "
+                                       f"is): `git worktree add ../trial-{d['trial']} {d['parent']}`, then "
+                                       f"`loopx trial apply {d['trial']} --into ../trial-{d['trial']}`"),
     "nothing_to_promote": lambda d: "run trials first (`loopx run`)",
     "holdout_tracked": lambda d: (f"untrack it: `git rm --cached {' '.join(d['paths'][:3])}`, list it in .gitignore "
                                   f"and commit, then {d.get('then') or 'try again'}"),

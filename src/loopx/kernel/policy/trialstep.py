@@ -618,8 +618,12 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     if p.returncode != 0:
         p = gitcli.git(target, "apply", "-", data=diff, check=False, pinned=False)
     if p.returncode != 0:
-        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {p.stderr.strip()[-200:]}",
-                            "apply it on its own parent: `git checkout " + (t.get("parent") or "")[:12] + "`")
+        why = "; ".join(line.strip() for line in p.stderr.strip().splitlines()[-3:] if line.strip())
+        parent = (t.get("parent") or "")[:12]
+        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {why[-200:]}",
+                            f"apply it to a separate checkout of its parent commit {parent} (the worktree "
+                            "here stays as it is)", code="trial_not_applicable",
+                            details={"trial": t["id"], "parent": parent, "into": target})
     files = git(store.project_dir, "diff", "--name-only", f"{ref}^", ref).stdout.split()
     trials.applied(store, actor, t["goal"], t["id"], target)
     return {"trial_id": t["id"], "into": target, "files": files}
