@@ -322,6 +322,9 @@ def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(rep
     main_before = git(repo, "rev-parse", "main")
     assert run_loopx(["gate", "reject", gate, "--confirm", gate, "--note", "not yet"], cwd=repo).code == 0
     assert git(repo, "rev-parse", "main") == main_before
+    bad = run_loopx(["experiment", "promote", "knn", "--as-branch", "bad branch name"], cwd=repo)
+    assert bad.code == 2 and "--as-branch: 'bad branch name' is not a valid git branch name" in bad.err, bad.err
+    assert "git status" not in bad.err and "hint: pick a name" in bad.err, bad.err
     r = run_loopx(["experiment", "promote", "knn", "--as-branch", "knn-best", "--json"], cwd=repo)
     assert r.code == 0, r.err
     g2 = r.data["gate_id"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     Phrase = Callable[[dict], str | None]
 
 # kernel field -> the flag that sets it, where the flag is "--" + the field with dashes
-_SAME = ("acceptance", "allow", "check", "claim", "command", "commit", "context", "cooldown", "deny",
+_SAME = ("acceptance", "allow", "as_branch", "check", "claim", "command", "commit", "context", "cooldown", "deny",
          "depends_on", "depends_on_goal", "detail", "direction", "done_when", "every", "evidence", "exit_code",
          "goal_id", "guard", "holdout", "host", "host_reserve", "key", "lease", "limit", "match",
          "max_parallel", "max_tokens", "max_usd", "measure", "metric", "metric_pattern", "min_delta", "name",

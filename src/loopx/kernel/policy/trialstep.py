@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from loopx import config
-from loopx.errors import Conflict, StateError, UsageError
+from loopx.errors import Conflict, FieldError, StateError, UsageError
 from loopx.guard import measuring
 from loopx.kernel.policy import turn
 from loopx.kernel.read import experiments, metrics, queries, worktrees
@@ -738,8 +738,10 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     if not front or not s["kept"]:
         raise StateError(f"experiment {g['id']} has no kept improvement to promote",
                          "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
-    if as_branch:
-        git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    if as_branch and git(store.project_dir, "check-ref-format", "--branch", as_branch, check=False).returncode:
+        raise FieldError("as_branch", f"{{field}}: {as_branch!r} is not a valid git branch name",
+                         "pick a name without spaces, `..`, `~`, `^`, `:`, `?`, `*` or `[` (e.g. knn-best)",
+                         code="bad_branch_name", details={"branch": as_branch})
     base_branch = e.get("base_branch")
     refuse_tracked_holdout(store, e.get("holdout_paths") or (),
                            ("HEAD", front["commit"], "refs/heads/" + base_branch if base_branch else None),
