@@ -167,10 +167,17 @@ def test_a_hand_edited_line_is_never_dropped_and_status_does_not_pretend_the_pro
     path = events_file(project)
     raw = path.read_bytes()
     path.write_bytes(raw.replace(b"Make the tests pass", b"Make the tests PASS", 1))  # valid JSON, stale CRC
-    edited = path.read_bytes()
     r = cli("status")
     assert "no goals could be read" in r.out and "no goals yet" not in r.out, r.out
     assert "could not be read" in r.out and "next: loopx doctor" in r.out and "start-goal" not in r.out, r.out
+    # starting over never takes the lost goal's id (it would inherit its todos, budget and gates)
+    again = cli("start-goal", "--goal-text", "Make the tests pass", "--goal-id", "g1", "--done-when", "x")
+    assert again.code == 4 and "its start could not be read" in again.err and "loopx doctor" in again.err, again.err
+    fresh = cli("start-goal", "--goal-text", "g1", "--done-when", "x", json=True)  # its slug is the lost id
+    assert fresh.code == 0 and fresh.data["goal_id"] != "g1" and not fresh.data["todo_ids"], fresh.data
+    todos = cli("todo", "list", "--goal-id", fresh.data["goal_id"], json=True).data["todos"]
+    assert todos == [], todos
+    edited = path.read_bytes()
     r, checks = doctor(cli, "--fix")
     assert r.code == 1
     lines = checks["store.lines"]

@@ -78,6 +78,7 @@ HINTS: dict[str, Phrase] = {
     "no_such_goal": lambda d: "list goals with `loopx goal list`",
     "no_such_id": lambda d: f"list them with `{_LISTING.get(d['kind'], 'loopx ' + d['kind'] + ' list')}`",
     "no_goal": lambda d: 'start one: loopx start-goal --goal-text "..."',
+    "goal_unreadable": lambda d: "run `loopx doctor` (it names the unreadable line), or pick another --goal-id",
     "depends_on_own_goal": lambda d: "use --depends-on TODO for an order inside the goal",
     "depends_on_stopped_goal": lambda d: f"resume it first (`loopx goal resume {d['goal']}`) or drop --depends-on-goal",
     "human_required": lambda d: ("make its verify pass, or ask a human to run `loopx todo done ... --force-unverified`"
