@@ -484,3 +484,18 @@ def test_a_console_script_of_old_pip_is_named_as_slower(tmp_path, cli, monkeypat
     r, checks = doctor(cli)
     assert checks["path"]["status"] == "ok" and "pip < 25" in checks["path"]["finding"]
     assert "pip install -U pip" in checks["path"]["fix"]
+
+
+def test_fix_hints_name_git_history_only_when_git_tracks_the_log(goal, cli, project):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-f", ".loopx/events.jsonl")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "log")
+    path = events_file(project)
+    path.write_bytes(path.read_bytes().replace(b"Make the tests pass", b"Make the tests PASS", 1))
+    r, checks = doctor(cli)
+    assert "`git log -p .loopx/`" in checks["store.lines"]["fix"], checks["store.lines"]
