@@ -180,6 +180,10 @@ def test_double_dash_ends_options(goal, project):
 def test_version(project):
     r = run_loopx(["--version"], project)
     assert r.code == 0 and r.out.startswith("loopx ")
+    for argv in (["--version", "--format", "json"], ["--format", "json", "--version"], ["--version", "--json"]):
+        r = run_loopx(argv, project)
+        doc = json.loads(r.out)  # the envelope every command prints, not plain text
+        assert r.code == 0 and doc["ok"] and doc["command"] == "version" and doc["data"]["version"], argv
 
 
 # ----------------------------------------------------------------- help

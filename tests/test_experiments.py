@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +125,19 @@ def test_keep_discard_crash_and_every_trial_replayable(repo):
     ap = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
     assert ap.code == 0, ap.err
     assert (wt / "param.txt").read_text() == "0.6\n"
+    # after another edit there it no longer applies: one line, and a hint that leaves the checkout alone
+    (wt / "param.txt").write_text("0.9\n")
+    again = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
+    assert again.code == 4 and "\\n" not in again.err and "does not apply" in again.err, again.err
+    hint = again.err.split("hint: ", 1)[1]
+    assert "git checkout" not in hint and "git worktree add" in hint, hint
+    for cmd in re.findall(r"`([^`]+)`", hint):  # follow the hint as written
+        argv = shlex.split(cmd)
+        r = subprocess.run(argv, cwd=repo, capture_output=True, text=True) if argv[0] == "git" \
+            else run_loopx(argv[1:], cwd=repo)
+        assert (r.returncode if argv[0] == "git" else r.code) == 0, (cmd, r)
+    assert (repo.parent / f"trial-{dropped['id']}" / "param.txt").read_text() == "0.6\n"
+    assert (repo / "param.txt").read_text() == "0.5\n" and git(repo, "rev-parse", "HEAD") == head
     # tsv and csv: one header and one row per trial
     tsv = run_loopx(["trial", "list", "--format", "tsv"], cwd=repo).out.splitlines()
     assert tsv[0].split("\t")[:6] == ["trial", "commit", "metric", "value", "delta", "decision"]
@@ -307,6 +322,9 @@ def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(rep
     main_before = git(repo, "rev-parse", "main")
     assert run_loopx(["gate", "reject", gate, "--confirm", gate, "--note", "not yet"], cwd=repo).code == 0
     assert git(repo, "rev-parse", "main") == main_before
+    bad = run_loopx(["experiment", "promote", "knn", "--as-branch", "bad branch name"], cwd=repo)
+    assert bad.code == 2 and "--as-branch: 'bad branch name' is not a valid git branch name" in bad.err, bad.err
+    assert "git status" not in bad.err and "hint: pick a name" in bad.err, bad.err
     r = run_loopx(["experiment", "promote", "knn", "--as-branch", "knn-best", "--json"], cwd=repo)
     assert r.code == 0, r.err
     g2 = r.data["gate_id"]

@@ -106,8 +106,9 @@ def render(d: dict) -> str:
     lines = [f"project {safe(d['project'])}"]
     if d.get("orient"):
         return _render_orient(d, lines)
+    lost = (d["store"].get("files") or {}).get("events", {}).get("bad_lines")
     if not d["goals"]:
-        lines.append("no goals yet")
+        lines.append("no goals could be read" if lost else "no goals yet")
     for g in d["goals"]:
         lines.append("")
         lines.extend(_goal_lines(g))
@@ -129,7 +130,8 @@ def _render_orient(d: dict, lines: list[str]) -> str:
         lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                      f"{flag}  {safe(g['objective'], limit=50)}")
     if not d["goals"]:
-        lines.append("  no goals yet")
+        lost = (d["store"].get("files") or {}).get("events", {}).get("bad_lines")
+        lines.append("  no goals could be read" if lost else "  no goals yet")
     lines.append(f"next: {safe(d['next'])}")
     lines.append("more: loopx status (full screen), loopx --help (all commands)")
     return "\n".join(lines)

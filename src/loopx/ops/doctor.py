@@ -47,6 +47,7 @@ class Target:
         self.project_dir = project_dir
         self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
         self._scan: dict | None = None
+        self._log_tracked: bool | None = None  # whether git tracks .loopx/ (storechecks.restore_hint)
 
     @property
     def scan(self) -> dict:
@@ -179,7 +180,9 @@ def check_clock(t: Target) -> dict:
     if t.root is None:
         return result("clock", "ok", "system clock in use")
     now = datetime.now(UTC)
-    skewed = _clock_of_machines(t, now)
+    # several machines' clocks are compared through the store, which format.json must make readable
+    # (store.format reports it); the newest record against this clock needs only the scan
+    skewed = _clock_of_machines(t, now) if t.scan["format"]["ok"] else None
     if skewed is not None:
         return skewed
     newest = max((s["newest_ts"] for s in t.scan["streams"].values() if s["newest_ts"]), default=None)

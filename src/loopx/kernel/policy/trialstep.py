@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from loopx import config
-from loopx.errors import Conflict, StateError, UsageError
+from loopx.errors import Conflict, FieldError, StateError, UsageError
 from loopx.guard import measuring
 from loopx.kernel.policy import turn
 from loopx.kernel.read import experiments, metrics, queries, worktrees
@@ -637,8 +637,12 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     if p.returncode != 0:
         p = gitcli.git(target, "apply", "-", data=diff, check=False, pinned=False)
     if p.returncode != 0:
-        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {p.stderr.strip()[-200:]}",
-                            "apply it on its own parent: `git checkout " + (t.get("parent") or "")[:12] + "`")
+        why = "; ".join(line.strip() for line in p.stderr.strip().splitlines()[-3:] if line.strip())
+        parent = (t.get("parent") or "")[:12]
+        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {why[-200:]}",
+                            f"apply it to a separate checkout of its parent commit {parent} (the worktree "
+                            "here stays as it is)", code="trial_not_applicable",
+                            details={"trial": t["id"], "parent": parent, "into": target})
     files = git(store.project_dir, "diff", "--name-only", f"{ref}^", ref).stdout.split()
     trials.applied(store, actor, t["goal"], t["id"], target)
     return {"trial_id": t["id"], "into": target, "files": files}
@@ -753,8 +757,10 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     if not front or not s["kept"]:
         raise StateError(f"experiment {g['id']} has no kept improvement to promote",
                          "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
-    if as_branch:
-        git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    if as_branch and git(store.project_dir, "check-ref-format", "--branch", as_branch, check=False).returncode:
+        raise FieldError("as_branch", f"{{field}}: {as_branch!r} is not a valid git branch name",
+                         "pick a name without spaces, `..`, `~`, `^`, `:`, `?`, `*` or `[` (e.g. knn-best)",
+                         code="bad_branch_name", details={"branch": as_branch})
     base_branch = e.get("base_branch")
     refuse_tracked_holdout(store, e.get("holdout_paths") or (),
                            ("HEAD", front["commit"], "refs/heads/" + base_branch if base_branch else None),

@@ -97,15 +97,20 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
 
     def plan(state, now):
         gid = goal_id
+        lost = _lost_goals(state)
         if gid is None:
             base = ids.slugify(objective)
             gid, n = base, 2
-            while gid in state["goals"]:
+            while gid in state["goals"] or gid in lost:
                 gid = f"{base[:60]}-{n}"
                 n += 1
         elif gid in state["goals"]:
             raise Conflict(f"goal {gid!r} already exists", "look at it, or pick another goal_id",
                            details={"reason": "goal_exists", "goal": gid, "field": "goal_id"})
+        elif gid in lost:
+            raise Conflict(f"goal {gid!r} has records (todos, gates or spends) but its start could not be read",
+                           "find out why first (the store has unreadable lines), or pick another goal_id",
+                           code="goal_unreadable", details={"goal": gid, "field": "goal_id"})
         drafts = [Draft("goal.started", gid, {"objective": objective, "done_when": done_when,
                                               "verify": verify, "priority": priority, "scope": scope,
                                               "quota": policy})]
@@ -115,6 +120,20 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
 
     store.transact(plan, actor=actor)
     return out
+
+
+def _lost_goals(state: dict) -> set:
+    """Goal ids that records still name (todos, gates, runs, spends) but whose ``goal.started`` is
+    not in the state: its line was unreadable (edited, damaged). A new goal must not take such an
+    id, or it would inherit the lost goal's todos, spent budget and approved gates."""
+    goals = state["goals"]
+    lost = {g for g in state.get("spends") or {} if g not in goals}
+    for coll in ("todos", "gates", "runs"):
+        for v in (state.get(coll) or {}).values():
+            g = v.get("goal") if isinstance(v, dict) else None
+            if g and g not in goals:
+                lost.add(g)
+    return lost
 
 
 MAX_PARALLEL = 64

@@ -23,12 +23,16 @@ def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int 
     mine = machines.holds(state, claim, actor)  # the agent on this machine (kernel.storage.machines)
     holder = machines.who(state, claim["holder"], claim.get("node")) if claim else None
     if fence is not None:
-        if not claim or claim["fence"] != fence:
-            cur = f"current holder {holder} (fence {claim['fence']})" if claim else "no current claim"
+        if not claim:
+            raise Conflict(f"stale fence {fence} for {todo['id']}: nobody holds a claim on it",
+                           "claim it first (ask for new work)", code="stale_fence",
+                           details={"todo": todo["id"], "fence": fence, "taken_over": False, "unclaimed": True})
+        if claim["fence"] != fence:
+            cur = f"current holder {holder} (fence {claim['fence']})"
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
-                           f"your current claim has fence {claim['fence']}; pass that" if mine and claim
+                           f"your current claim has fence {claim['fence']}; pass that" if mine
                            else "your lease was taken over; ask for new work", code="stale_fence",
-                           details={"todo": todo["id"], "fence": fence, "taken_over": not (mine and claim)})
+                           details={"todo": todo["id"], "fence": fence, "taken_over": not mine})
         if not mine:
             raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence",
                            details={"todo": todo["id"], "fence": fence, "taken_over": False})
