@@ -88,8 +88,7 @@ def _experiment_md(x: dict) -> list[str]:
     L = ["", "## Experiment", "",
          f"{_t(x['metric'])} ({'higher' if x['direction'] == 'max' else 'lower'} is better): baseline "
          f"{ex.fmt_value(b.get('value'))}, frontier {ex.fmt_value(f.get('value'))} ({ex.fmt_delta(x['total_improvement'])}); "
-         f"{x['trials']} trials, {x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed"
-         + (f", {x['stale']} stale" if x["stale"] else "") + ".", ""]
+         f"{ex.tally(x)}.", ""]
     p = x.get("promoted")
     if p:
         h = p.get("holdout") or {}
