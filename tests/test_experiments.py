@@ -135,6 +135,14 @@ def test_keep_discard_crash_and_every_trial_replayable(repo):
     assert counts in run_loopx(["trial", "list"], cwd=repo).out
     assert counts in run_loopx(["experiment", "show"], cwd=repo).out
     assert "trials:  4 (baseline, 1 kept, 1 discarded, 1 crashed)" in run_loopx(["status"], cwd=repo).out
+    # the review packet names each trial's run by its trial, whose work loopx committed; no host
+    # reported usage, so the cost is unknown everywhere (never 0.00 USD)
+    md = run_loopx(["review-packet", "--goal-id", "knn"], cwd=repo).out
+    assert f"on trial {kept['id']}: usage unknown; 1 file(s) +1/-1, committed by loopx ({kept['commit'][:10]})" in md, md
+    assert "uncommitted" not in md and "on planning" not in md and "&gt;" not in md
+    assert "Reported cost of the period: unknown (3 turn(s) reported no usage)." in md
+    q = run_loopx(["quota", "show"], cwd=repo).out
+    assert "cost in the window: unknown, tokens unknown" in q and "0.00 USD" not in q, q
 
 
 def test_a_claimed_metric_decides_nothing_and_shows_as_a_claim(repo):
