@@ -442,6 +442,17 @@ def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
     assert f.data["trial"]["decision"] == "keep" and f.data["result"] == "progress" and f.data["spend"]["spent"]
     assert any("--result no_progress was not used" in w for w in f.json["warnings"])
     assert trials(repo)[-1]["hypothesis"] == "0.8 is better"
+    # the trial packet speaks of trials: no todo to stay on, no zero todo counts, no slot to spend by hand
+    text = n.data["packet_text"]
+    for todo_words in ("Work on this one todo", "TODOS:", "spend-slot", "todo add", "A todo is done"):
+        assert todo_words not in text, todo_words
+    assert "Make one change for this trial" in text and "(loopx measures)" in text
+    # finished by hand with a discard: no word of a failed verify command or a todo to reopen
+    n2 = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    (wt / "param.txt").write_text("0.6\n")
+    f2 = run_loopx(["turn", "finish", "--run", n2.data["run_id"], "--result", "progress"], cwd=repo, env=agent)
+    assert f2.code == 0 and "discard" in f2.out, f2.out + f2.err
+    assert "verify" not in f2.out + f2.err and "--reopen" not in f2.err and "measured -> evidence" in f2.out
 
 
 
