@@ -200,11 +200,7 @@ def render(p: dict) -> str:
         L.append("PROTECTED ACTIONS (need an approved gate): "
                  + ", ".join(f"{x['action']} [{_approval_word(x)}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
                              for x in p["protected"]))
-    c = p["counts"]
-    if c["total"] or not p.get("experiment"):  # a trial turn on an experiment without todos: no line of zeros
-        L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
-    if p["queue"]:
-        L.append("QUEUE AFTER THIS: " + "; ".join(f"{x['id']} {x['title']}" for x in p["queue"]))
+    L += _todo_lines(p)
     if p["gates"]:
         L.append("PENDING GATES:")
         L += [f"  {x['id']} ({x['kind']}): {x['question']}" for x in p["gates"]]
@@ -228,6 +224,18 @@ def render(p: dict) -> str:
             L.append(f"  {label + ':':<25} {p['commands'][k]}")
     L += ["", "RULES:"] + [f"  - {r}" for r in p["rules"]]
     return "\n".join(L) + "\n"
+
+
+def _todo_lines(p: dict) -> list[str]:
+    """The packet's TODOS and QUEUE AFTER THIS lines (a trial turn on an experiment without todos:
+    no line of zeros)."""
+    c = p["counts"]
+    L = []
+    if c["total"] or not p.get("experiment"):
+        L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
+    if p["queue"]:
+        L.append("QUEUE AFTER THIS: " + "; ".join(f"{x['id']} {x['title']}" for x in p["queue"]))
+    return L
 
 
 def _approval_word(x: dict) -> str:
