@@ -453,6 +453,11 @@ def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
     f2 = run_loopx(["turn", "finish", "--run", n2.data["run_id"], "--result", "progress"], cwd=repo, env=agent)
     assert f2.code == 0 and "discard" in f2.out, f2.out + f2.err
     assert "verify" not in f2.out + f2.err and "--reopen" not in f2.err and "measured -> evidence" in f2.out
+    assert "spent" not in f2.out  # a discard spends nothing
+    n3 = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    (wt / "param.txt").write_text("0.9\n")
+    f3 = run_loopx(["turn", "finish", "--run", n3.data["run_id"], "--result", "progress"], cwd=repo, env=agent)
+    assert "keep" in f3.out and "loopx spent 1 slot(s) for the keep" in f3.out and "spend-slot" not in f3.out, f3.out
 
 
 

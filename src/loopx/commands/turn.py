@@ -83,6 +83,9 @@ def render_finish(d: dict) -> str:
         line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"
     if d.get("todo_id"):
         line += f"\n  todo {d['todo_id']} is {d.get('todo_status')}"
+    spend = d.get("spend") or {}
+    if d.get("trial") and spend.get("spent") and not spend.get("repeat"):  # a keep: loopx charged it itself
+        line += f"\n  loopx spent {spend.get('slots', 1)} slot(s) for the keep"
     if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat") and not d.get("trial"):
         line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
     return line
