@@ -25,12 +25,13 @@ from loopx.commands.demokit import python_command as _python
 from loopx.commands.experiment import holdout_lines
 from loopx.config import data_home
 from loopx.errors import HumanRequired, UsageError
+from loopx.kernel import humans
 from loopx.kernel.policy import review, trialstep
 from loopx.kernel.read import experiments, queries
 from loopx.kernel.read import experiments as ex
 from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import gates, goals, humans, trials
+from loopx.kernel.write import gates, goals, trials
 from loopx.ops import trace
 from loopx.output import safe
 from loopx.resources import data_path

@@ -7,10 +7,11 @@ from __future__ import annotations
 from loopx.commands import actions, add, goal_opt
 from loopx.commands.trial import _goal
 from loopx.errors import Conflict
+from loopx.kernel import humans
 from loopx.kernel.policy import trialstep
 from loopx.kernel.read import experiments
 from loopx.kernel.read import experiments as ex
-from loopx.kernel.write import humans, trials
+from loopx.kernel.write import trials
 from loopx.output import Reply, safe
 from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from loopx import output
 from loopx.commands import actions, add
+from loopx.kernel import humans
+from loopx.kernel.humans import require_human
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout
 from loopx.kernel.storage.clock import format_duration
-from loopx.kernel.write import goals, humans
-from loopx.kernel.write.humans import require_human
+from loopx.kernel.write import goals
 from loopx.output import Reply, safe, table
 from loopx.sync import transport as gs
 
@@ -159,5 +160,7 @@ def render_status(d: dict) -> str:
     if not d["changed"]:
         return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
     if d.get("retry"):
+        if str(d.get("setup_error") or "").startswith("host_"):
+            return f"goal {d['goal_id']}: the agent's host will be tried again on the next check ({d['setup_error']} cleared)"
         return f"goal {d['goal_id']}: the verify command will be tried again on the next check"
     return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

@@ -112,8 +112,9 @@ def render_show(d: dict) -> str:
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None, max_usd=None,
               max_tokens=None, host_reserve=None, use_leftover=None, turns=None) -> dict:
+    from loopx.kernel import humans
     from loopx.kernel.read import queries
-    from loopx.kernel.write import goals, humans
+    from loopx.kernel.write import goals
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after,
                                 max_usd=max_usd, max_tokens=max_tokens, host_reserve=host_reserve,
@@ -123,7 +124,7 @@ def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_a
         quota = queries.resolve_goal(store.load(), goal_id)["quota"]
         looser = goals.loosened(quota, policy) + (["the turn budget"] if goals.raises_quota(quota, policy) else [])
         if looser:
-            from loopx.kernel.write.humans import require_human
+            from loopx.kernel.humans import require_human
 
             require_human(ctx, "loosening " + ", ".join(looser))
     return goals.set_quota(store, ctx.actor, goal_id, policy, human=humans.channel_or_none(ctx))

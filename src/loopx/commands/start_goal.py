@@ -11,12 +11,12 @@ from loopx.commands import (
     goal_opt,  # noqa: F401
 )
 from loopx.errors import UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.policy import trialstep
 from loopx.kernel.read import budget
 from loopx.kernel.storage import quotas
 from loopx.kernel.storage.clock import format_duration
 from loopx.kernel.write import goals, trials
-from loopx.kernel.write.humans import require_human
 from loopx.output import Reply
 
 

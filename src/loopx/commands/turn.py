@@ -92,8 +92,8 @@ def render_finish(d: dict) -> str:
 
 
 def turn_handover(ctx, run):
+    from loopx.kernel.humans import require_human
     from loopx.kernel.write import runs
-    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "run.handover")
     return runs.hand_over(ctx.store(), ctx.actor, run)

@@ -22,7 +22,7 @@ from loopx import __version__, config, resources, sandbox
 from loopx.config import env
 from loopx.dashboard import service
 from loopx.errors import LoopxError
-from loopx.kernel.read import worktrees
+from loopx.kernel.read import hosts, worktrees
 from loopx.kernel.read.verify import open_error
 from loopx.kernel.storage import caches, clock, fold, gitcli, machines
 from loopx.kernel.storage.clock import UTC, datetime
@@ -312,6 +312,12 @@ def check_setup(t: Target) -> list[dict]:
     for g in sorted(state["goals"].values(), key=lambda g: g["id"]):
         err = open_error(state, g) if g["status"] == "active" else None
         if not err:
+            continue
+        if str(err.get("reason") or "").startswith("host_"):  # the agent's host, not the verify command
+            out.append(result(f"setup.{g['id']}", "error",
+                              f"goal {g['id']}: {err.get('reason')}: run {err['run']}: {err.get('message')}"
+                              f" (exit {err.get('exit_code')}; tried again at {hosts.retry_at(dict(err, ts=err.get('ts') or err['finished']))})",
+                              f"fix the agent's host, then `loopx goal resume {g['id']}` to try at once"))
             continue
         where = ", ".join(f"{w} -> {p or 'not found'}" for w, p in (err.get("resolved") or {}).items())
         path = err.get("path")

@@ -102,7 +102,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                              "decided_by": b.get("by"), "blocks": [x["id"]]})
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.write.gates import covering_gate, last_used
+        from loopx.kernel.read.approvals import covering_gate, last_used
         from loopx.kernel.write.signing import (
             approval_counts as verify_gate,  # guard.verdicts.verify_gate, without
         )

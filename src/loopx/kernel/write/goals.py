@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from loopx import hostfacts
 from loopx.errors import Conflict, FieldError, HumanRequired, UsageError, either
+from loopx.kernel import humans
 from loopx.kernel.read import localtime, queries, validate
 from loopx.kernel.read.verify import open_error
 from loopx.kernel.storage import actors, clock, ids, quotas
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import humans
 from loopx.kernel.write.todos import added_drafts
 
 PERMISSION_MODES = ("read-only", "edit", "full")
@@ -131,7 +131,7 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
     worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
     the store lock when the new value is above the current one and raises to refuse (the CLI
-    passes ``loopx.kernel.write.humans.require_human``)."""
+    passes ``loopx.kernel.humans.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "objective")
@@ -190,10 +190,13 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
         # "I fixed the setup": the next check retries
-        if g["status"] == status == "active" and actors.is_human(actor) and open_error(state, g):
-            out.update(changed=True, retry=True)
+        err = open_error(state, g) if g["status"] == status == "active" and actors.is_human(actor) else None
+        if err:
+            host = str(err.get("reason") or "").startswith("host_")  # the agent's host, not the verify command
+            out.update(changed=True, retry=True, setup_error=err.get("reason"))
             return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
-                                                    or "the setup was fixed: retry the verify command"})]
+                                                    or ("the host was fixed: retry the agent" if host else
+                                                        "the setup was fixed: retry the verify command")})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:

@@ -16,10 +16,10 @@
 from __future__ import annotations
 
 from loopx.errors import Conflict, FieldError, NotFound, UsageError
+from loopx.kernel import humans
 from loopx.kernel.read import experiments, metrics, queries, validate
 from loopx.kernel.storage import clock, ids
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import humans
 
 MAX_HYPOTHESIS = 500
 

@@ -51,6 +51,7 @@ HUMAN_ONLY: dict[str, str] = {
     "todo.reopen": "re-opening a todo",
     "force_unverified": "--force-unverified",
     "signing.config": "changing approval signing (allowed signers, signing on or off)",
+    "run.handover": "handing a run over to another machine",
 }
 
 # loopx command lines an agent's tool call may never run: (words, flag that must be present or
