@@ -141,13 +141,12 @@ def render(d: dict) -> str:
     L = [f"research demo: {safe(d['dir'])}  ({n} trial{'' if n == 1 else 's'} this time)"]
     for t in d["turns"]:
         tr = t.get("trial") or {}
-        L.append(f"  trial {tr.get('number', '?')}: {tr.get('decision', t['result']):8} "
-                 f"val_acc {ex.fmt_value(tr.get('value')):7} {safe((tr.get('hypothesis') or '')[:70])}")
+        L.append(f"  trial {tr.get('number', '?')} {tr.get('trial_id') or '-'}: {tr.get('decision', t['result']):8} "
+                 f"val_acc {ex.fmt_value(tr.get('value')):7} {safe(ex.clip(tr.get('hypothesis'), 64))}")
     s = d.get("summary") or {}
     if s:
         L.append(f"baseline {ex.fmt_value((s.get('baseline') or {}).get('value'))} -> frontier "
-                 f"{ex.fmt_value((s.get('frontier') or {}).get('value'))}: {s['kept']} kept, {s['discarded']} discarded, "
-                 f"{s['crashed']} crashed")
+                 f"{ex.fmt_value((s.get('frontier') or {}).get('value'))}; {ex.tally(s)}")
     if d["stage"] == "gate":
         L += ["", "The loop stopped at the plateau; promotion is your decision:", f"  {d['gate_id']}: {safe(d['question'])}"]
         if "holdout" in d:

@@ -62,8 +62,7 @@ def render_show(d: dict) -> str:
          f"  frontier   {ex.fmt_value(f.get('value'))}  ({f.get('trial', '-')}, {(f.get('commit') or '')[:12]} on {d['branch']})",
          f"  best seen  {ex.fmt_value(best.get('value'))}  ({best.get('trial', '-')}{'' if best.get('kept', True) else ', not kept'})",
          f"  improvement {ex.fmt_delta(d['total_improvement'])} over the baseline",
-         f"  trials {d['trials']}: {d['kept']} kept, {d['discarded']} discarded, {d['crashed']} crashed"
-         + (f", {d['stale']} stale" if d["stale"] else ""),
+         f"  {ex.tally(d)}",
          f"  since the last improvement: {d['since_improvement']}" + (f" of {d['plateau']} (plateau)" if d["plateau"] else "")
          + ("  -> waiting for a human" if d["plateaued"] else "")]
     if d.get("cost_per_kept") is not None:

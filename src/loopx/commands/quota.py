@@ -96,9 +96,12 @@ def render_show(d: dict) -> str:
         if q["next_turn_at"]:
             line += f"; the next turn may start at {q['next_turn_at']}"
         unpriced = q.get("unpriced_runs") or 0
-        usd = "unknown" if unpriced and unpriced == q["costed_runs"] else f"{q['spent_usd']:.2f} USD"
+        # turns ran but none reported usage: the cost is unknown, never 0.00 USD (nor 0 tokens)
+        unreported = not q["costed_runs"] and bool(q["turns_started"])
+        usd = "unknown" if unreported or (unpriced and unpriced == q["costed_runs"]) else f"{q['spent_usd']:.2f} USD"
+        toks = "tokens unknown" if unreported else f"{q['spent_tokens']:,} tokens"
         line += f"\n  cost in the window: {usd}" + (
-            f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {q['spent_tokens']:,} tokens" + (
+            f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {toks}" + (
             f" of {q['max_tokens']:,}" if q["max_tokens"] is not None else "") + \
             f" ({q['costed_runs']} run(s) reported usage" + (
                 f", {q['unpriced_runs']} without a price: their cost is unknown" if q.get("unpriced_runs") else "") + \

@@ -170,7 +170,7 @@ def _progress_line(g: dict) -> str:
         return f"  todos:   {counts}"
     from loopx.kernel.read import experiments as ex
 
-    return (f"  trials:  {x['trials']} ({x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed); "
+    return (f"  trials:  {x['trials']} ({ex.tally(x, total=False)}); "
             f"{x['metric']} {ex.fmt_value((x['baseline'] or {}).get('value'))} (baseline) -> "
             f"{ex.fmt_value((x['frontier'] or {}).get('value'))} (frontier); {x['since_improvement']} since "
             "the last improvement" + (f" of {x['plateau']}" if x["plateau"] else "")

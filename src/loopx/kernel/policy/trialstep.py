@@ -774,7 +774,7 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     base = (e.get("baseline") or {}).get("value")
     question = (f"Promote trial {front['trial']} of experiment {g['id']} ({front['commit'][:12]}): {e['metric']} "
                 f"{experiments.fmt_value(base)} (baseline) -> {experiments.fmt_value(front['value'])} (frontier), "
-                f"{s['kept']} kept of {s['trials'] - 1} trials; into {'new branch ' if as_branch else ''}{into}? "
+                f"{experiments.tally(s)}; into {'new branch ' if as_branch else ''}{into}? "
                 + ("The holdout result is shown to you only (`loopx gate show` on this gate, or the dashboard)."
                    if holdout is not None else "(no holdout command)"))
     res = gates.open_gate(store, actor, g["id"], kind="promote", question=question[:1900],
