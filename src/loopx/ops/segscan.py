@@ -159,30 +159,12 @@ CHUNK = 1 << 18  # a unit is read this much at a time (its lines are never all h
 
 
 def _read_lines(fh, start: int, end: int, last: bool, res: dict):
-    """Yield the complete lines of ``[start, end)`` of ``fh`` (without their newline), reading
-    ``CHUNK`` bytes at a time; the bytes after the last line end count as ``torn`` when ``last``."""
-    fh.seek(start)
-    left = end - start
-    tail = b""
-    first = True
-    while left > 0:
-        block = fh.read(min(CHUNK, left))
-        if not block:
-            break
-        left -= len(block)
-        if first:
-            first = False
-            if start == 0 and block.startswith(b"\xef\xbb\xbf"):
-                res["bom"] = True
-        if tail:
-            block = tail + block
+    """Yield the complete lines of ``[start, end)`` of ``fh`` (without their newline), a block of
+    ``_read_blocks`` at a time; the bytes after the last line end count as ``torn`` when ``last``."""
+    for _off, block in _read_blocks(fh, start, end, last, res):
         lines = block.split(b"\n")
-        del block
-        tail = lines.pop()  # the bytes after the last line end
+        lines.pop()  # each block ends with a newline: the empty piece after it
         yield from lines
-        del lines
-    if last:
-        res["torn"] = len(tail)
 
 
 def _read_blocks(fh, start: int, end: int, last: bool, res: dict):
