@@ -4,7 +4,7 @@ are shown only to a human (``promote`` runs the holdout; ``gate show`` shows the
 
 from __future__ import annotations
 
-from loopx.commands import actions, add, goal_opt
+from loopx.commands import actions, add, goal_opt, stop_signals_interrupt
 from loopx.commands.trial import _goal
 from loopx.errors import Conflict
 from loopx.kernel.policy import trialstep
@@ -85,6 +85,7 @@ def experiment_baseline(ctx, goal=None):
         raise Conflict(f"experiment {gid} has a measured baseline and frontier already",
                        "a new baseline would rewrite the results; start a new experiment goal instead",
                        code="baseline_measured")
+    stop_signals_interrupt()  # the measure command ends with this command, SIGTERM or not
     return trialstep.measure_baseline(store, human.actor, gid)
 
 
@@ -103,6 +104,7 @@ def experiment_continue(ctx, goal=None, note=None):
 def experiment_promote(ctx, goal=None, as_branch=None):
     human = humans.require_human(ctx, "experiment.promote")
 
+    stop_signals_interrupt()  # the holdout command ends with this command, SIGTERM or not
     res = trialstep.promote(ctx.store(), human.actor, _gid(ctx, goal), as_branch=as_branch, confine=holdout_policy)
     res["approve_command"] = f"loopx gate approve {res['gate_id']} --confirm {res['gate_id']}"
     return Reply(res)

@@ -62,9 +62,11 @@ def _trial_finish(ctx, run, result, note):
             return None
     except OSError:
         return None
+    from loopx.commands import stop_signals_interrupt
     from loopx.kernel.policy import trialstep
     from loopx.sync import shared
 
+    stop_signals_interrupt()  # the measure command ends with this command, SIGTERM or not
     return trialstep.finish_by_agent(store, ctx.actor, run, result, note, spend_slot=shared.spend_slot)
 
 

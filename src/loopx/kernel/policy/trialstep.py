@@ -93,9 +93,28 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        if not hasattr(os, "killpg"):  # Windows: no process groups to signal
-            proc.kill()
-        for sig in (() if not hasattr(os, "killpg") else (signal.SIGTERM, signal.SIGKILL)):
+        end_group(proc)
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out = b""
+    except BaseException:  # Ctrl-C or SIGTERM while it runs: the command and its group do not outlive loopx
+        end_group(proc)
+        raise
+    text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
+    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
+            "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s process group (it leads one: ``start_new_session``): SIGTERM, SIGKILL after
+    2 s, and SIGKILL once more for what the leader left behind in its group, even when a second
+    Ctrl-C cuts the wait short."""
+    if not hasattr(os, "killpg"):  # Windows: no process groups to signal
+        proc.kill()
+        return
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(proc.pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -105,18 +124,11 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
                 break
             except subprocess.TimeoutExpired:
                 continue
+    finally:
         try:
-            if hasattr(os, "killpg"):
-                os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
+            os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            out = b""
-    text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
-    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
-            "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
 
 
 def tail(text: str) -> str:
