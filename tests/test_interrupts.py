@@ -153,3 +153,88 @@ def test_sigterm_while_the_baseline_is_measured_ends_the_measure_before_loopx_ex
     finally:
         for pid in _with_token(token):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def plain_goal(project, cli, tmp_path, monkeypatch):
+    """A goal with one todo and no verify command in a git project: a turn that changes nothing is
+    `no_progress` and leaves the fingerprint as it was."""
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("needs git")
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    mark = tmp_path / "mark"
+    mark.mkdir()
+    (project / "app.py").write_text("X = 1\n")
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "add", "app.py")
+    _git(project, "commit", "-q", "-m", "init")
+    assert cli("start-goal", "--goal-text", "Fix it", "--goal-id", "g1", "--todo", "fix it").code == 0
+    return project, mark, {"LOOPX_SANDBOX_WRITE": str(mark)}
+
+
+def _next_run_takes_a_turn(proj, env) -> None:
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=proj, env=env)
+    assert sr.data["decision"] == "run", sr.data
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "true", "--json"], cwd=proj, env=env,
+                  timeout=300)
+    assert r.code == 0, r.out + r.err
+    assert len(r.data["turns"]) == 1 and r.data["turns"][0]["result"] == "no_progress", r.data
+
+
+@posix_only
+def test_after_an_interrupted_turn_the_next_run_takes_a_turn(plain_goal):
+    """An interrupted turn is no attempt at the work: the next `loopx run` (as its hint says) runs
+    a turn, never `skip (no_change)`."""
+    proj, mark, env = plain_goal
+    ready = mark / "ready"
+    agent = (f"{sys.executable} -c \"import os, time; open({str(ready) + '.tmp'!r}, 'w').close(); "
+             f"os.replace({str(ready) + '.tmp'!r}, {str(ready)!r}); time.sleep(600)\"")
+    proc = subprocess.Popen([sys.executable, "-m", "loopx", "--agent", "bot", "run", "--once", "--agent-cmd", agent],
+                            cwd=proj, env=subprocess_env(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 300
+        while not ready.exists() and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        assert ready.exists(), proc.stderr.read().decode() if proc.poll() is not None else "no marker"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert "run `loopx run` again to continue" in err.decode()
+    _next_run_takes_a_turn(proj, env)
+    # and a turn that was judged (no progress, nothing changed since) still makes the next one a skip
+    sr = run_loopx(["quota", "should-run", "--json"], cwd=proj, env=env)
+    assert (sr.data["decision"], sr.data["reason"]) == ("skip", "no_change"), sr.data
+
+
+def test_after_an_agent_command_that_does_not_exist_the_next_run_takes_a_turn(plain_goal):
+    proj, _mark, env = plain_goal
+    r = run_loopx(["--agent", "bot", "run", "--once", "--agent-cmd", "no-such-agent-cmd-4e1f", "--json"], cwd=proj,
+                  env=env, timeout=300)
+    assert r.code == 1 and r.data["turns"][0]["agent_exit"] == 127, r.out + r.err
+    _next_run_takes_a_turn(proj, env)
+
+
+@posix_only
+@needs_proc_and_git
+def test_a_measure_that_times_out_says_so_and_the_turns_duration_covers_the_measure(exp_repo):
+    proj, mark, env = exp_repo
+    token, ready = f"measure-{uuid.uuid4().hex}", mark / "ready"
+    argv = _start_argv(token, ready)
+    argv[argv.index("--trial-timeout") + 1] = "2s"
+    assert run_loopx(argv, cwd=proj, env=env, timeout=300).code == 0
+    agent = f"{sys.executable} -c \"open('slow', 'w').write('1')\""  # the trial's measure blocks: a timeout
+    r = run_loopx(["run", "--agent-cmd", agent, "--once", "--json"], cwd=proj, env=env, timeout=300)
+    assert r.code == 0, r.out + r.err
+    t = r.data["turns"][0]
+    assert t["trial"]["decision"] == "crash" and "timed out after 2s" in t["trial"]["reason"], t
+    # the turn took at least the measure's time limit; the agent's part is reported beside it
+    assert t["duration"] >= 2 and t["agent_duration"] <= t["duration"], t
+    shown = run_loopx(["trial", "show", t["trial"]["trial_id"]], cwd=proj, env=env)
+    assert "loopx: timed out after 2s; its process group was killed" in shown.out, shown.out
+    assert _gone(token) == []

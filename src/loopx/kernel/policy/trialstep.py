@@ -67,7 +67,9 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
     is given; with ``confined``, inside the sandbox of the turn this process serves when there is
     one (``loopx.sandbox.verify.confine``: ``loopx run``'s agent sandbox, or the policy a broker
     named), as the goal's verify commands do. Returns {exit_code (None when it could not start or
-    timed out), timed_out, output, tail, duration (s)}. Never raises for the command's own failure."""
+    timed out), timed_out, output, tail, duration (s)}; after a timeout the output ends with a line
+    that says so. Never raises for the command's own failure; Ctrl-C or SIGTERM (KeyboardInterrupt)
+    while it runs ends its whole group before it propagates."""
     started = time.monotonic()
     full_env = dict(os.environ if env is None else env)
     full_env["LOOPX_TRIAL"] = "1"
@@ -102,6 +104,9 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
         end_group(proc)
         raise
     text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
+    if timed_out:  # the command's own last words are a shell's "Terminated" at best: say why
+        text = text + ("" if not text or text.endswith("\n") else "\n") + \
+            f"loopx: timed out after {clock.format_duration(timeout)}; its process group was killed\n"
     return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
             "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
 
