@@ -238,3 +238,30 @@ def test_a_measure_that_times_out_says_so_and_the_turns_duration_covers_the_meas
     shown = run_loopx(["trial", "show", t["trial"]["trial_id"]], cwd=proj, env=env)
     assert "loopx: timed out after 2s; its process group was killed" in shown.out, shown.out
     assert _gone(token) == []
+
+
+@posix_only
+@needs_proc_and_git
+def test_sigterm_to_turn_finish_while_its_verify_runs_ends_the_verify_command(project, cli, tmp_path):
+    """The runner stops an agent's whole group with SIGTERM: a `loopx turn finish --verify` in it
+    ends its verify command (a process group of its own) before it exits 130."""
+    mark = tmp_path / "mark"
+    mark.mkdir()
+    token, ready = f"verify-{uuid.uuid4().hex}", mark / "ready"
+    (project / "slow").write_text("1")
+    (project / "measure.py").write_text(MEASURE)
+    assert cli("start-goal", "--goal-text", "Fix it", "--goal-id", "g1", "--todo", "fix it", "--todo-verify",
+               f"{sys.executable} measure.py {token} {ready}").code == 0
+    env = {"LOOPX_SANDBOX_WRITE": str(mark)}
+    nxt = run_loopx(["--agent", "bot", "next", "--json"], cwd=project, env=env)
+    assert nxt.code == 0, nxt.out + nxt.err
+    run_id = nxt.data["run_id"]
+    code, err = _interrupt_when_ready(["--agent", "bot", "turn", "finish", "--run", run_id, "--result", "progress",
+                                       "--verify"], project, env, ready, signal.SIGTERM)
+    try:
+        assert code == 130, err
+        assert "Traceback" not in err, err
+        assert _gone(token) == [], "the verify command outlived loopx"
+    finally:
+        for pid in _with_token(token):
+            os.kill(pid, signal.SIGKILL)
