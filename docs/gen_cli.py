@@ -21,7 +21,8 @@ HEAD = """# loopx command reference
 Generated from the parser by `python docs/gen_cli.py`; a test fails when it is out of date.
 
 Every command accepts the global options before or after its name, prints one JSON envelope with
-`--format json`, and uses these exit codes:
+`--format json` (so does `loopx --version`: command `version`, `data.version`), and uses
+these exit codes:
 
 | exit | meaning |
 |---|---|

@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 NOW = "2026-12-01T09:00:00Z"
 FAKE_PROJECT, FAKE_HOME = "/home/alice/shop", "/home/alice"
+FAKE_LOOPX = "/home/alice/.venvs/loopx/bin/loopx"  # this venv's loopx script, as the docs show it
 BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
 ANY_BLOCK = re.compile(r"^```([a-z]*)\n(.*?)^```\n", re.M | re.S)
 FILE_LINE = re.compile(r"^# (~?[\w./-]+\.(?:py|sh|txt|toml|json|md))(?::.*)?$")
@@ -121,8 +122,9 @@ class Session:
     def normalise(self, text: str) -> str:
         text = text.replace(self.project, FAKE_PROJECT).replace(self.home, FAKE_HOME)
         text = text.replace(os.path.realpath(self.project), FAKE_PROJECT)
-        # the packet's write-back lines name the absolute loopx (issue 23): the docs say loopx
-        text = text.replace(os.path.join(os.path.dirname(sys.executable), "loopx") + " ", "loopx ")
+        # the packet's write-back lines name the absolute loopx (issue 23: an agent's login shell may
+        # reset PATH): the docs show it where getting-started.md installs it
+        text = text.replace(os.path.join(os.path.dirname(sys.executable), "loopx"), FAKE_LOOPX)
         text = text.replace(sys.executable, "python")
         import re
 

@@ -91,7 +91,7 @@ def cli(capsys):
 
 def human_channel(via: str = "confirm-flag"):
     """A human channel as the CLI's terminal path mints it (tests call the kernel directly)."""
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     return humans.HumanChannel("human:tester", via, _seal=humans._SEAL)
 

@@ -25,11 +25,12 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 from loopx.errors import LoopxError
+from loopx.kernel import humans
 from loopx.kernel.policy import decide, turn
 from loopx.kernel.read import budget, queries, stall
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import evidence, gates, goals, humans, todos
+from loopx.kernel.write import evidence, gates, goals, todos
 
 START = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 AGENTS = ("honest", "silent", "failer", "timeout", "stray", "claimer", "unverified", "codex")

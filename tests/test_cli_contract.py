@@ -180,6 +180,10 @@ def test_double_dash_ends_options(goal, project):
 def test_version(project):
     r = run_loopx(["--version"], project)
     assert r.code == 0 and r.out.startswith("loopx ")
+    for argv in (["--version", "--format", "json"], ["--format", "json", "--version"], ["--version", "--json"]):
+        r = run_loopx(argv, project)
+        doc = json.loads(r.out)  # the envelope every command prints, not plain text
+        assert r.code == 0 and doc["ok"] and doc["command"] == "version" and doc["data"]["version"], argv
 
 
 # ----------------------------------------------------------------- help
@@ -256,3 +260,16 @@ def test_ambiguous_goal_and_gate_prefixes(goal, project, cli):
         assert cli("gate", "open", "--goal-id", "g1", "--kind", "merge", "--question", q).code == 0
     r = cli("gate", "show", "gate-", json=True)
     assert envelope(r, ok=False, code=2)["error"]["code"] == "ambiguous"
+
+
+@pytest.mark.parametrize("argv, meant", [(["stauts"], "`loopx status`"), (["statu"], "`loopx status`"),
+                                         (["todo", "lst"], "`loopx todo list`")])
+def test_a_mistyped_command_names_the_close_one(argv, meant, cli):
+    r = cli(*argv)
+    assert r.code == 2 and r.err.startswith("loopx: error: unknown ") and meant in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 2 and "choose from" not in r.err, r.err  # not all 38 names on a line
+
+
+def test_a_command_that_is_nothing_like_one_points_at_the_help(cli):
+    r = cli("zzzz")
+    assert r.code == 2 and "unknown command 'zzzz'" in r.err and "`loopx --help` lists the commands" in r.err, r.err

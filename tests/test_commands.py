@@ -17,6 +17,22 @@ def test_connect_is_idempotent_and_writes_gitignore(project, cli):
     assert "lock" in gi and "cache/" in gi
 
 
+def test_connect_in_a_subfolder_of_a_project_is_refused_unless_named(project, cli, monkeypatch):
+    """A bare connect below a connected project would make a store that hides the outer goals from
+    every command run there: a usage error with the way out; `--project .` makes one on purpose."""
+    assert cli("start-goal", "--goal-text", "Outer goal", "--goal-id", "outer").code == 0
+    sub = project / "tests" / "unit"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    r = cli("connect")
+    assert r.code == 2 and "inside the loopx project" in r.err and "--project ." in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 2 and "Traceback" not in r.err  # the error and its hint
+    assert not (sub / ".loopx").exists()
+    assert "outer" in cli("status", json=True).out  # the outer goal is still what commands here see
+    r = cli("connect", "--project", ".", json=True)
+    assert r.code == 0 and r.data["created"] is True and (sub / ".loopx" / "format.json").is_file()
+
+
 def test_connect_registers_project_in_user_registry(project, cli, tmp_path):
     from loopx.kernel.storage import registry
 

@@ -107,3 +107,27 @@ def test_every_reason_decide_can_give_is_declared_in_the_registry():
     assert codes and codes <= declared, codes - declared
     for r in reasons.ROWS:
         assert r.group in reasons.GROUPS and set(r.clock) <= set(reasons.CLOCK), r
+
+
+def test_operations_md_lists_every_doctor_check():
+    """docs/operations.md's table of doctor's checks names every check id the code can report
+    (``result("id", ...)``, ``judge("id", ...)`` and ``cid = f"..."`` in loopx/ops)."""
+    import re
+
+    ids = set()
+    for f in (REPO / "src" / "loopx" / "ops").glob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        if "from loopx.ops.check import" not in text:
+            continue
+        ids |= set(re.findall(r'(?:\bresult|\bjudge)\(f?"([a-z][\w.{}\[\]\'-]*)"', text))
+        ids |= set(re.findall(r'\bcid = f?"([a-z][\w.{}\[\]\'-]*)"', text))
+    ids = {re.sub(r"\{[^}]*\}", "*", i) for i in ids}
+    ops = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = ops[ops.index("### The checks"):ops.index("### What `--fix` does")]
+    documented = {re.sub(r"<[^>]*>", "*", d) for row in re.findall(r"^\| (.+?) \|", table, re.M)
+                  for d in re.findall(r"`([^`]+)`", row)}
+    assert {"store.chain", "sandbox", "signing", "setup"} <= ids, ids
+    from fnmatch import fnmatchcase
+
+    missing = {i for i in ids if not any(fnmatchcase(d, i) or d.startswith(i + ".") for d in documented)}
+    assert not missing, f"doctor checks missing from docs/operations.md's table: {sorted(missing)}"

@@ -154,13 +154,45 @@ def test_fix_keeps_quarantined_bytes_and_records_the_repair(goal, cli, project):
 def test_damaged_line_quarantined_without_leaving_a_seq_gap_warning(goal, cli, project):
     path = events_file(project)
     lines = path.read_bytes().split(b"\n")
-    lines[2] = lines[2].replace(b'"seq":3', b'"seq":3 ', 1)  # crc no longer matches
+    lines[2] = lines[2].replace(b'"seq":3', b'"seq":3x', 1)  # damaged: no longer JSON
     path.write_bytes(b"\n".join(lines))
     r, checks = doctor(cli)
     assert checks["store.lines"]["status"] == "error"
     r, checks = doctor(cli, "--fix")
     assert r.code == 0, problems(checks)
     assert checks["store.seq"]["status"] == "ok"
+
+
+def test_a_hand_edited_line_is_never_dropped_and_status_does_not_pretend_the_project_is_empty(goal, cli, project):
+    path = events_file(project)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"Make the tests pass", b"Make the tests PASS", 1))  # valid JSON, stale CRC
+    r = cli("status")
+    assert "no goals could be read" in r.out and "no goals yet" not in r.out, r.out
+    assert "could not be read" in r.out and "next: loopx doctor" in r.out and "start-goal" not in r.out, r.out
+    # starting over never takes the lost goal's id (it would inherit its todos, budget and gates)
+    again = cli("start-goal", "--goal-text", "Make the tests pass", "--goal-id", "g1", "--done-when", "x")
+    assert again.code == 4 and "its start could not be read" in again.err and "loopx doctor" in again.err, again.err
+    fresh = cli("start-goal", "--goal-text", "g1", "--done-when", "x", json=True)  # its slug is the lost id
+    assert fresh.code == 0 and fresh.data["goal_id"] != "g1" and not fresh.data["todo_ids"], fresh.data
+    todos = cli("todo", "list", "--goal-id", fresh.data["goal_id"], json=True).data["todos"]
+    assert todos == [], todos
+    edited = path.read_bytes()
+    r, checks = doctor(cli, "--fix")
+    assert r.code == 1
+    lines = checks["store.lines"]
+    assert lines["status"] == "error" and "edited by hand" in lines["finding"], lines
+    assert "undo the edit of .loopx/events.jsonl line 1" in lines["fix"] and not lines["fixable"], lines
+    assert "git log" not in lines["fix"] and "git does not track .loopx/" in lines["fix"], lines  # not a git repo
+    assert path.read_bytes() == edited  # the edited record stays where it was: nothing moved to quarantine
+    seed_garbage(project)  # a damaged line beside it: --fix moves that one, never the edited one
+    r, checks = doctor(cli, "--fix")
+    assert b"Make the tests PASS" in path.read_bytes() and b"not json at all" not in path.read_bytes()
+    assert "moves the other 1 bad line(s)" not in checks["store.lines"]["fix"]  # after the fix: only the edit left
+    path.write_bytes(path.read_bytes().replace(b"Make the tests PASS", b"Make the tests pass", 1))  # undone
+    assert cli("todo", "list", json=True).data["todos"], "the goal's todos came back"
+    r, checks = doctor(cli)
+    assert checks["store.lines"]["status"] == "ok", checks["store.lines"]
 
 
 def test_conflict_markers_are_reported_and_never_rewritten(goal, cli, project):
@@ -181,6 +213,19 @@ def test_corrupt_format_json_does_not_break_doctor(goal, cli, project):
     assert checks["store.format"]["status"] == "error"
     assert "git checkout" in checks["store.format"]["fix"]
     assert checks["store.lines"]["status"] == "ok"  # the events are still scanned
+
+
+def test_missing_format_json_is_one_finding_that_connect_fixes(goal, cli, project):
+    (project / ".loopx" / "format.json").unlink()
+    r, checks = doctor(cli)
+    assert r.code == 1
+    assert {k: c["finding"] for k, c in problems(checks).items()} == \
+        {"store.format": ".loopx/format.json is missing (the store cannot be read without it)"}, problems(checks)
+    assert "loopx connect" in checks["store.format"]["fix"]
+    assert cli("connect").code == 0
+    r, checks = doctor(cli)
+    assert r.code == 0, problems(checks)
+    assert cli("todo", "list", json=True).data["todos"]  # the events were untouched
 
 
 def test_merged_logs_duplicate_ids_are_read_once_and_explained(goal, cli, project):
@@ -439,3 +484,18 @@ def test_a_console_script_of_old_pip_is_named_as_slower(tmp_path, cli, monkeypat
     r, checks = doctor(cli)
     assert checks["path"]["status"] == "ok" and "pip < 25" in checks["path"]["finding"]
     assert "pip install -U pip" in checks["path"]["fix"]
+
+
+def test_fix_hints_name_git_history_only_when_git_tracks_the_log(goal, cli, project):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-f", ".loopx/events.jsonl")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "log")
+    path = events_file(project)
+    path.write_bytes(path.read_bytes().replace(b"Make the tests pass", b"Make the tests PASS", 1))
+    r, checks = doctor(cli)
+    assert "`git log -p .loopx/`" in checks["store.lines"]["fix"], checks["store.lines"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +125,19 @@ def test_keep_discard_crash_and_every_trial_replayable(repo):
     ap = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
     assert ap.code == 0, ap.err
     assert (wt / "param.txt").read_text() == "0.6\n"
+    # after another edit there it no longer applies: one line, and a hint that leaves the checkout alone
+    (wt / "param.txt").write_text("0.9\n")
+    again = run_loopx(["trial", "apply", dropped["id"]], cwd=repo)
+    assert again.code == 4 and "\\n" not in again.err and "does not apply" in again.err, again.err
+    hint = again.err.split("hint: ", 1)[1]
+    assert "git checkout" not in hint and "git worktree add" in hint, hint
+    for cmd in re.findall(r"`([^`]+)`", hint):  # follow the hint as written
+        argv = shlex.split(cmd)
+        r = subprocess.run(argv, cwd=repo, capture_output=True, text=True) if argv[0] == "git" \
+            else run_loopx(argv[1:], cwd=repo)
+        assert (r.returncode if argv[0] == "git" else r.code) == 0, (cmd, r)
+    assert (repo.parent / f"trial-{dropped['id']}" / "param.txt").read_text() == "0.6\n"
+    assert (repo / "param.txt").read_text() == "0.5\n" and git(repo, "rev-parse", "HEAD") == head
     # tsv and csv: one header and one row per trial
     tsv = run_loopx(["trial", "list", "--format", "tsv"], cwd=repo).out.splitlines()
     assert tsv[0].split("\t")[:6] == ["trial", "commit", "metric", "value", "delta", "decision"]
@@ -130,6 +145,19 @@ def test_keep_discard_crash_and_every_trial_replayable(repo):
     csv = run_loopx(["trial", "list", "--format", "csv"], cwd=repo).out.splitlines()
     assert len(csv) == 5 and csv[2].startswith(kept["id"] + ",")
     assert run_loopx(["status", "--format", "csv"], cwd=repo).code == 2
+    # the counts add up: the baseline is counted among the trials and named, never hidden in "kept"
+    counts = "4 trials: baseline, 1 kept, 1 discarded, 1 crashed"
+    assert counts in run_loopx(["trial", "list"], cwd=repo).out
+    assert counts in run_loopx(["experiment", "show"], cwd=repo).out
+    assert "trials:  4 (baseline, 1 kept, 1 discarded, 1 crashed)" in run_loopx(["status"], cwd=repo).out
+    # the review packet names each trial's run by its trial, whose work loopx committed; no host
+    # reported usage, so the cost is unknown everywhere (never 0.00 USD)
+    md = run_loopx(["review-packet", "--goal-id", "knn"], cwd=repo).out
+    assert f"on trial {kept['id']}: usage unknown; 1 file(s) +1/-1, committed by loopx ({kept['commit'][:10]})" in md, md
+    assert "uncommitted" not in md and "on planning" not in md and "&gt;" not in md
+    assert "Reported cost of the period: unknown (3 turn(s) reported no usage)." in md
+    q = run_loopx(["quota", "show"], cwd=repo).out
+    assert "cost in the window: unknown, tokens unknown" in q and "0.00 USD" not in q, q
 
 
 def test_a_claimed_metric_decides_nothing_and_shows_as_a_claim(repo):
@@ -267,6 +295,7 @@ def test_promotion_is_a_human_decision_and_the_holdout_is_theirs_only(repo):
     assert holdout["value"] == pytest.approx(0.7123)
     secret = "0.7123"
     assert "tr-" in r.data["question"] and "0.5 (baseline) -> 0.7 (frontier)" in r.data["question"]
+    assert "2 trials: baseline, 1 kept, 0 discarded, 0 crashed" in r.data["question"]  # as trial list counts
     assert secret not in r.data["question"]
     # nowhere an agent looks: the store's files, the packet, the agent's view of the gate and experiment
     for f in (repo / ".loopx").rglob("*"):
@@ -307,6 +336,9 @@ def test_a_rejected_promotion_leaves_everything_and_as_branch_makes_a_branch(rep
     main_before = git(repo, "rev-parse", "main")
     assert run_loopx(["gate", "reject", gate, "--confirm", gate, "--note", "not yet"], cwd=repo).code == 0
     assert git(repo, "rev-parse", "main") == main_before
+    bad = run_loopx(["experiment", "promote", "knn", "--as-branch", "bad branch name"], cwd=repo)
+    assert bad.code == 2 and "--as-branch: 'bad branch name' is not a valid git branch name" in bad.err, bad.err
+    assert "git status" not in bad.err and "hint: pick a name" in bad.err, bad.err
     r = run_loopx(["experiment", "promote", "knn", "--as-branch", "knn-best", "--json"], cwd=repo)
     assert r.code == 0, r.err
     g2 = r.data["gate_id"]
@@ -428,6 +460,22 @@ def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
     assert f.data["trial"]["decision"] == "keep" and f.data["result"] == "progress" and f.data["spend"]["spent"]
     assert any("--result no_progress was not used" in w for w in f.json["warnings"])
     assert trials(repo)[-1]["hypothesis"] == "0.8 is better"
+    # the trial packet speaks of trials: no todo to stay on, no zero todo counts, no slot to spend by hand
+    text = n.data["packet_text"]
+    for todo_words in ("Work on this one todo", "TODOS:", "spend-slot", "todo add", "A todo is done"):
+        assert todo_words not in text, todo_words
+    assert "Make one change for this trial" in text and "(loopx measures)" in text
+    # finished by hand with a discard: no word of a failed verify command or a todo to reopen
+    n2 = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    (wt / "param.txt").write_text("0.6\n")
+    f2 = run_loopx(["turn", "finish", "--run", n2.data["run_id"], "--result", "progress"], cwd=repo, env=agent)
+    assert f2.code == 0 and "discard" in f2.out, f2.out + f2.err
+    assert "verify" not in f2.out + f2.err and "--reopen" not in f2.err and "measured -> evidence" in f2.out
+    assert "spent" not in f2.out  # a discard spends nothing
+    n3 = run_loopx(["next", "--json"], cwd=repo, env=agent)
+    (wt / "param.txt").write_text("0.9\n")
+    f3 = run_loopx(["turn", "finish", "--run", n3.data["run_id"], "--result", "progress"], cwd=repo, env=agent)
+    assert "keep" in f3.out and "loopx spent 1 slot(s) for the keep" in f3.out and "spend-slot" not in f3.out, f3.out
 
 
 
@@ -574,3 +622,28 @@ def test_the_json_listing_from_its_cache_is_byte_for_byte_the_one_encoded_fresh(
     assert json.loads(run_loopx(["trial", "list", "--json"], cwd=repo).out)["data"]["trials"] == []  # is what is served
     limited = json.loads(run_loopx(["trial", "list", "--json", "--limit", "1"], cwd=repo).out)["data"]["trials"]
     assert [t["id"] for t in limited] == [rows[-1]["id"]]  # a filtered list never reads it
+
+
+def test_counts_and_hypotheses_read_the_same_everywhere():
+    """One phrase for the counts (the baseline named), hypotheses cut at a word boundary with "…"."""
+    from loopx.commands import demo_research, trial
+    from loopx.kernel.read import experiments as ex
+
+    s = {"trials": 5, "baseline": {"value": 0.5}, "kept": 3, "discarded": 0, "crashed": 1, "stale": 0,
+         "frontier": {"value": 0.8}}
+    assert ex.tally(s) == "5 trials: baseline, 3 kept, 0 discarded, 1 crashed"
+    assert ex.tally(s, total=False) == "baseline, 3 kept, 0 discarded, 1 crashed"
+    assert ex.tally(dict(s, baseline=None, stale=2)) == "5 trials: 3 kept, 0 discarded, 1 crashed, 2 stale"
+    long = "k=5: k=1 memorises the 8% label noise: a vote among 5 neighbours should smooth it"
+    assert ex.clip(long, 48) == "k=5: k=1 memorises the 8% label noise: a vote…"
+    assert ex.clip("short", 48) == "short" and len(ex.clip("x" * 100, 48)) == 48
+    row = {"id": "tr-1", "hypothesis": long, "agent": "a", "value": 0.5, "claims": {}, "delta": None,
+           "decision": "keep", "commit": None, "duration": None}
+    assert trial._cells("val_acc", row)[1] == "k=5: k=1 memorises the 8% label noise: a vote…"
+    d = {"dir": "/tmp/rd", "stage": "gate", "gate_id": "gate-1", "question": "Promote?", "approve_command": "A",
+         "continue_command": "C", "summary": s,
+         "turns": [{"result": "progress", "trial": {"trial_id": "tr-bbb331", "number": 2, "decision": "keep",
+                                                    "value": 0.6, "hypothesis": long}}]}
+    text = demo_research.render(d)
+    assert "trial 2 tr-bbb331: keep" in text and "among 5…" in text  # the turn's trial id; cut after a word
+    assert "5 trials: baseline, 3 kept, 0 discarded, 1 crashed" in text

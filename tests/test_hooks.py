@@ -229,6 +229,20 @@ def test_session_start_prints_nothing_without_goals(project):
 
 
 # ------------------------------------------------------------------ hooks --install/--check/--remove
+def test_hooks_install_outside_a_project_says_where_the_hooks_went(tmp_path, monkeypatch, cli):
+    """Outside any loopx project the project scope is the current folder: installing there is
+    allowed (a project may be connected later) but never silent."""
+    folder = tmp_path / "not-a-project"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    r = cli("hooks", "--install", "--host", "claude-code")
+    assert r.code == 0, r.err
+    assert (folder / ".claude" / "settings.local.json").is_file()
+    assert "no loopx project here" in r.err and "--scope user" in r.err, r.err
+    r = cli("hooks", "--install", "--host", "claude-code", "--dry-run", "--project", str(folder))
+    assert "no loopx project here" not in r.err  # the folder was named: no surprise to warn of
+
+
 def test_hooks_install_check_remove_keep_user_settings(project, cli):
     settings = project / ".claude" / "settings.local.json"
     settings.parent.mkdir()

@@ -489,3 +489,23 @@ def test_codex_usage_limit_reset_at_a_clock_time_is_read_as_the_window():
     assert err["reason"] == "host_rate_limited" and err["reset_at"] == expected(22, 49), err
     assert outcome.reset_time("try again at 9:05 am", now) == expected(9, 5)
     assert outcome.reset_time("try again at 12:30 AM", now) == expected(0, 30)
+
+
+@pytest.mark.skipif(not POSIX, reason="a fake host executable")
+def test_a_host_that_timed_out_is_worded_as_the_hosts_problem_by_doctor_and_resume(goal, project, tmp_path):
+    """A real host (here a fake codex) that hangs until the turn's time limit is a host setup error:
+    doctor names the host's error (not "could not run its verify command `None`"), and `goal resume`
+    says the host is tried again, not the verify command."""
+    bindir = fake_host(tmp_path, "codex", "cat > /dev/null\nexec sleep 3600\n")
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    r = run_loopx(["--agent", "codex", "run", "--once", "--permission-mode", "edit", "--timeout", "1s", "--json"],
+                  cwd=project, env=env, timeout=300)
+    turn = json.loads(r.out)["data"]["turns"][0]
+    assert turn["timed_out"] and turn["setup_error"]["reason"] == "host_timed_out", turn
+    doc = run_loopx(["doctor", "--format", "json"], cwd=project, env=env, timeout=300)
+    setup = [c for c in json.loads(doc.out)["data"]["checks"] if c["id"] == f"setup.{goal}"]
+    assert len(setup) == 1 and "host_timed_out" in setup[0]["finding"], [c for c in json.loads(doc.out)["data"]["checks"] if "setup" in c["id"] or c["status"] != "ok"]
+    assert "verify command" not in setup[0]["finding"] and "None" not in setup[0]["finding"], setup
+    assert "host" in setup[0]["fix"] and f"loopx goal resume {goal}" in setup[0]["fix"], setup
+    res = run_loopx(["goal", "resume", goal], cwd=project, timeout=60)
+    assert res.code == 0 and "host will be tried again" in res.out and "host_timed_out" in res.out, res.out

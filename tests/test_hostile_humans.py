@@ -18,8 +18,9 @@ import pytest
 from conftest import REPO, human_channel, run_loopx, subprocess_env
 from loopx.errors import HumanRequired
 from loopx.guard import verdicts
+from loopx.kernel import humans
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import gates, goals, humans, todos
+from loopx.kernel.write import gates, goals, todos
 
 
 @pytest.fixture

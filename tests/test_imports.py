@@ -35,10 +35,10 @@ HOT_MODULES = frozenset({
     "loopx.hosts", "loopx.hosts.adapters", "loopx.hosts.adapters.base", "loopx.hosts.adapters.claude_code",
     "loopx.hosts.entry",
     "loopx.kernel",
-    "loopx.guard", "loopx.guard.gitpush", "loopx.guard.rules", "loopx.guard.shell", "loopx.guard.verdicts",
+    "loopx.guard", "loopx.guard.rules", "loopx.guard.shell", "loopx.guard.verdicts",
     "loopx.kernel.policy", "loopx.kernel.policy.decide", "loopx.kernel.policy.decision_cache",
     "loopx.kernel.policy.packet", "loopx.kernel.policy.turn",
-    "loopx.kernel.read", "loopx.kernel.read.budget", "loopx.kernel.read.fingerprint",
+    "loopx.kernel.read", "loopx.kernel.read.approvals", "loopx.kernel.read.budget", "loopx.kernel.read.fingerprint",
     "loopx.kernel.read.gitrefs", "loopx.kernel.read.history", "loopx.kernel.read.hosts",
     "loopx.kernel.read.notices", "loopx.kernel.read.queries", "loopx.kernel.read.schedule",
     "loopx.kernel.read.scope", "loopx.kernel.read.stall", "loopx.kernel.read.status",
@@ -53,7 +53,7 @@ HOT_MODULES = frozenset({
     "loopx.kernel.storage.ids", "loopx.kernel.storage.machines", "loopx.kernel.storage.quotas", "loopx.kernel.storage.redact",
     "loopx.kernel.storage.registry", "loopx.kernel.storage.store", "loopx.kernel.storage.trialfold",
     "loopx.kernel.write", "loopx.kernel.write.evidence", "loopx.kernel.write.gates",
-    "loopx.kernel.write.humans", "loopx.kernel.write.runs", "loopx.kernel.write.signing",
+    "loopx.kernel.humans", "loopx.kernel.write.runs", "loopx.kernel.write.signing",
     "loopx.kernel.write.todos",
     "loopx.notify", "loopx.notify.outbox",
     "loopx.sync", "loopx.sync.sharing",
@@ -76,6 +76,10 @@ PLATFORM_ONLY = frozenset({"fcntl", "msvcrt", "winreg", "_winapi", "ctypes", "te
 KEPT: dict[tuple[str, str], str] = {
     ("loopx.ops.segscan", "hashlib"): "only the forked scan processes hash with OpenSSL (faster); the main "
                                       "process must not load it (~4 MB of RSS, docs/performance.md)",
+    ("loopx.parsing", "difflib"): "only a mistyped command looks for the close names; every argparse "
+                                  "command would pay for difflib (heapq) otherwise",
+    ("loopx.guard.gitpush", "fnmatch"): "fnmatch imports re (milliseconds): only a push whose target "
+                                        "branch is compared with the protected ones pays for it",
 }
 
 

@@ -432,7 +432,7 @@ class TodoMachine(RuleBasedStateMachine):
         tid = self._pick(i)
         t = self.model[tid]
         refused = t["status"] == "claimed" and self._other_holds(t, actor)
-        from loopx.kernel.write import humans
+        from loopx.kernel import humans
 
         human = humans.HumanChannel("human:tester", "terminal", _seal=humans._SEAL)  # a human asked
         self._expect(lambda: todos.update(self.store, actor, tid, reopen=True, human=human), refused)

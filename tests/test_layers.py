@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "loopx.kernel.read": 2,
     "loopx.usage": 2,  # the hosts' own usage files, read-only (issue 14); should-run's window rule reads it
     "loopx.kernel.write": 3,
-    # the pre-tool guard reads the state and the gates (write.gates, humans, signing); the trial step
+    # the pre-tool guard reads the state and the gates (read.approvals, humans, write.signing); the trial step
     # of the policy layer asks it what an experiment's measuring is (guard.measuring)
     "loopx.guard": 4,
     "loopx.kernel.policy": 5,

@@ -148,3 +148,12 @@ def test_bad_lease_durations_are_usage_errors(project, claimed, lease):
 def test_bad_loopx_now_is_a_usage_error(project, claimed):
     r = run_loopx(["todo", "list"], project, env={"LOOPX_NOW": "yesterday"})
     assert r.code == 2 and "LOOPX_NOW" in r.err and "hint:" in r.err
+
+
+def test_a_fence_before_any_claim_says_nobody_holds_it(project):
+    r = lx(project, 0, "start-goal", "--goal-text", "lease test", "--goal-id", "g", "--todo", "work")
+    todo = r.data["todo_ids"][0]
+    text = run_loopx(["--agent", "shell", "todo", "done", todo, "--fence", "5"], project, env={"LOOPX_NOW": at(1)})
+    assert text.code == 4, text.err
+    assert "nobody holds a claim" in text.err and "claim it with `loopx next`" in text.err, text.err
+    assert "taken over" not in text.err, text.err

@@ -20,6 +20,7 @@ import pytest
 from conftest import human_channel
 from loopx.cli import main
 from loopx.kernel.policy import decide, turn
+from loopx.kernel.read import approvals
 from loopx.kernel.storage import caches, clock, fold
 from loopx.kernel.storage.store import Draft, Store
 from loopx.kernel.write import evidence, gates, goals, todos
@@ -434,7 +435,7 @@ def test_the_guard_denies_and_allows_on_the_view_as_on_the_full_state(project, m
     assert live["approvals_left"] == {"g1": {"release": 2}}  # so a denial of a release asks the full state
     for kind in ("merge", "release"):
         assert verdicts.gate_state(live, "g1", kind) == verdicts.gate_state(full, "g1", kind)
-        assert gates.last_used(live, "g1", kind) == gates.last_used(full, "g1", kind)
+        assert approvals.last_used(live, "g1", kind) == approvals.last_used(full, "g1", kind)
     assert verdicts.gate_state(live, "g1", "merge")[1]["id"] == standing
 
 
@@ -451,26 +452,26 @@ def test_a_denial_asks_the_full_state_when_the_view_left_out_a_usable_approval(p
     _at(monkeypatch, t0, 0)
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="release often", goal_id="g1", protect=["release"], quota={"slots": 1000})
-    approvals = []
+    approved = []
     for _ in range(fold.APPROVALS_KEPT + 2):
         g = gates.open_gate(store, H, "g1", kind="release", question="publish?")["gate_id"]
         gates.decide(store, H, g, approve=True, channel="confirm-flag", human=human_channel())
-        approvals.append(g)
+        approved.append(g)
     store.load(save_snapshot="refresh")
-    for g in approvals[2:]:  # the kept ones are used: the view now holds no usable approval
+    for g in approved[2:]:  # the kept ones are used: the view now holds no usable approval
         assert gates.use(store, "guard:test", g, "npm publish")
     live = store.load(view="live")
     assert live["approvals_left"] == {"g1": {"release": 2}}
-    assert not any(gates.usable(g) for g in live["gates"].values() if g["kind"] == "release")
+    assert not any(approvals.usable(g) for g in live["gates"].values() if g["kind"] == "release")
     payload = json.dumps({"session_id": "s", "cwd": str(project), "hook_event_name": "PreToolUse",
                           "tool_name": "Bash", "tool_input": {"command": "npm publish"}})
     response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
-    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[1], info  # the newest left-out one
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approved[1], info  # the newest left-out one
     response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
-    assert info["allow"] is True and info["uses"][0]["gate_id"] == approvals[0], info
+    assert info["allow"] is True and info["uses"][0]["gate_id"] == approved[0], info
     response, info = entry.dispatch("pre-tool", "claude-code", io.StringIO(payload), project=str(project))
     assert info["allow"] is False and info["kind"] == "release", info  # all used now: denied
     from loopx.guard import verdicts
 
     full = verdicts.evaluate(store.load(), commands=["npm publish"], project_dir=str(project), cwd=str(project))
-    assert info["reason"] == full["reason"] and approvals[-1] in info["reason"]  # the newest used one, as on the full state
+    assert info["reason"] == full["reason"] and approved[-1] in info["reason"]  # the newest used one, as on the full state

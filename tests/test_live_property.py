@@ -25,7 +25,7 @@ from conftest import human_channel
 from loopx.errors import LoopxError
 from loopx.guard import verdicts as guard
 from loopx.kernel.policy import decide, packet, turn
-from loopx.kernel.read import budget, fingerprint, notices, queries, stall, status
+from loopx.kernel.read import approvals, budget, fingerprint, notices, queries, stall, status
 from loopx.kernel.storage import actors, clock, fold
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import agents, evidence, gates, goals, todos
@@ -83,7 +83,7 @@ def _guard(state: dict, full: dict, goal_id: str, kind: str):
     """What the pre-tool guard reads, with the hook's rule (hosts.entry): a view that left out
     usable approvals of this kind (``approvals_left``) answers a denial by asking the full state."""
     def read(s):
-        return guard.gate_state(s, goal_id, kind), gates.last_used(s, goal_id, kind)
+        return guard.gate_state(s, goal_id, kind), approvals.last_used(s, goal_id, kind)
 
     answer = read(state)
     if answer[0][0] != "approved" and fold.is_live(state) and (
@@ -217,7 +217,7 @@ class LiveViewMachine(RuleBasedStateMachine):
 
     @rule(goal=st.sampled_from(GOALS), kind=st.sampled_from(KINDS))
     def use_gate(self, goal, kind):
-        g = gates.covering_gate(self._state(), goal, kind)
+        g = approvals.covering_gate(self._state(), goal, kind)
         if g is not None:
             self._try(gates.use, self.store, "agent:ada", g["id"], f"git push ({kind})")
 

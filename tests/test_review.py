@@ -51,7 +51,9 @@ def test_markdown_has_every_section_and_escapes_agent_text(store):
     for head in ("# Review: g1", "## Progress", "## Rounds", "## Gates", "## Key evidence",
                  "## Stalls and failures", "## Next steps"):
         assert head in md
-    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert "<script>" not in md and "&lt;script>" in md  # < and & escaped: no tag can open
+    assert "&gt;" not in md  # a lone > opens nothing: "val_acc 0.5 -> 0.8" reads as itself in a terminal
+    assert review._t("val_acc 0.58 -> 0.84 <b>&amp;") == "val_acc 0.58 -> 0.84 &lt;b>&amp;amp;"
     assert "- [x] parse the header" in md and "**pending**" in md
 
 

@@ -305,3 +305,18 @@ def _alive(pid: int, started: str | None, wait: float = 60.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_a_custom_agent_that_ran_out_of_time_does_not_lock_itself_out(project, cli):
+    """The turn's time limit is the user's: a custom agent command that exceeds it failed its turn;
+    it is no host setup error (those make the agent wait 30 minutes for a human), so the next
+    `loopx run` starts a turn."""
+    _goal(cli)
+    r = run_loopx(["run", "--agent-cmd", "sleep 120 & wait", "--timeout", "1s", "--once", "--json"],
+                  cwd=project, timeout=60)
+    first = json.loads(r.out)["data"]["turns"][0]
+    assert first["timed_out"] and not first.get("setup_error"), first
+    r = run_loopx(["run", "--agent-cmd", "touch done.txt", "--once", "--json"], cwd=project, timeout=60)
+    d = json.loads(r.out)["data"]
+    assert d["turns"], d  # a turn ran: not held back by a host error
+    assert "host_timed_out" not in json.dumps(d), d

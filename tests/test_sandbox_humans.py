@@ -107,7 +107,7 @@ def test_resuming_a_stopped_goal_is_a_humans_call_pausing_is_not(project, cli):
 
 def test_a_dashboard_spawned_from_an_agent_session_gets_no_decision_rights(project, monkeypatch):
     from loopx.errors import HumanRequired
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     monkeypatch.setenv("LOOPX_DASHBOARD_STARTED_BY", "an agent session (CLAUDECODE set)")
     with pytest.raises(HumanRequired):

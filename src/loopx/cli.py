@@ -285,7 +285,12 @@ def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
     if not rest:
         rest = ["status", "--orient"]
     if rest == ["--version"]:
-        sys.stdout.write(f"loopx {__version__}\n")
+        if fmt == "json":  # the same envelope as every command's
+            from loopx import output
+
+            output.print_json(output.envelope("version", data={"version": __version__}))
+        else:
+            sys.stdout.write(f"loopx {__version__}\n")
         return 0
     fast = _fast(rest)
     handler, render, command, args = fast if fast is not None else _parse(rest)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
 from loopx.config import env
-from loopx.kernel.write.humans import require_human
+from loopx.kernel.humans import require_human
 from loopx.output import Reply
 from loopx.sandbox import actions as act
 

@@ -7,9 +7,9 @@ import os
 
 from loopx.commands import add
 from loopx.errors import UsageError
-from loopx.kernel.storage import layout, registry
+from loopx.kernel import humans
+from loopx.kernel.storage import fs, layout, registry
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import humans
 from loopx.ops import gitattrs
 from loopx.output import safe
 
@@ -20,6 +20,8 @@ def register(sub, name, help_text):
 
 def connect(ctx) -> dict:
     project = os.path.abspath(ctx.project or os.getcwd())
+    if not ctx.project:
+        _check_nested(project)
     if not os.path.isdir(project):
         raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
     inner = os.path.join(project, layout.DIRNAME)
@@ -44,6 +46,18 @@ def connect(ctx) -> dict:
             "format": info.get("format"), "project_id": info.get("project_id"),
             "goals": len(state["goals"]), "active_goals": len(goals), "next": nxt,
             "read_only": state["meta"]["read_only"], "gitattributes": attrs}
+
+
+def _check_nested(here: str) -> None:
+    """A bare ``loopx connect`` in a subfolder of a connected project would make a second store
+    there that hides the outer project's goals from every command run below it: refused, unless
+    the folder is named explicitly (``--project .``)."""
+    outer = fs.project_dir(os.path.dirname(here))
+    if outer and os.path.isfile(os.path.join(outer, layout.DIRNAME, layout.FORMAT)) \
+            and not os.path.isdir(os.path.join(here, layout.DIRNAME)):
+        raise UsageError(f"{here} is inside the loopx project {outer}; loopx commands here already use it",
+                         "run loopx from here as it is, or `loopx connect --project .` to make a separate project "
+                         "(its store hides the outer one's goals below this folder)")
 
 
 def _check_replacement(ctx, project: str, inner: str) -> None:

@@ -27,10 +27,11 @@ from loopx.commands.demokit import new_project
 from loopx.commands.demokit import python_command as _python
 from loopx.config import data_home, env
 from loopx.errors import HumanRequired, UsageError
+from loopx.kernel import humans
 from loopx.kernel.policy import review
 from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import gates, goals, humans, todos
+from loopx.kernel.write import gates, goals, todos
 from loopx.output import safe
 from loopx.resources import data_path
 from loopx.runner import loop

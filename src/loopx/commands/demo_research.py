@@ -25,12 +25,13 @@ from loopx.commands.demokit import python_command as _python
 from loopx.commands.experiment import holdout_lines
 from loopx.config import data_home
 from loopx.errors import HumanRequired, UsageError
+from loopx.kernel import humans
 from loopx.kernel.policy import review, trialstep
 from loopx.kernel.read import experiments, queries
 from loopx.kernel.read import experiments as ex
 from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import gates, goals, humans, trials
+from loopx.kernel.write import gates, goals, trials
 from loopx.ops import trace
 from loopx.output import safe
 from loopx.resources import data_path
@@ -140,13 +141,12 @@ def render(d: dict) -> str:
     L = [f"research demo: {safe(d['dir'])}  ({n} trial{'' if n == 1 else 's'} this time)"]
     for t in d["turns"]:
         tr = t.get("trial") or {}
-        L.append(f"  trial {tr.get('number', '?')}: {tr.get('decision', t['result']):8} "
-                 f"val_acc {ex.fmt_value(tr.get('value')):7} {safe((tr.get('hypothesis') or '')[:70])}")
+        L.append(f"  trial {tr.get('number', '?')} {tr.get('trial_id') or '-'}: {tr.get('decision', t['result']):8} "
+                 f"val_acc {ex.fmt_value(tr.get('value')):7} {safe(ex.clip(tr.get('hypothesis'), 64))}")
     s = d.get("summary") or {}
     if s:
         L.append(f"baseline {ex.fmt_value((s.get('baseline') or {}).get('value'))} -> frontier "
-                 f"{ex.fmt_value((s.get('frontier') or {}).get('value'))}: {s['kept']} kept, {s['discarded']} discarded, "
-                 f"{s['crashed']} crashed")
+                 f"{ex.fmt_value((s.get('frontier') or {}).get('value'))}; {ex.tally(s)}")
     if d["stage"] == "gate":
         L += ["", "The loop stopped at the plateau; promotion is your decision:", f"  {d['gate_id']}: {safe(d['question'])}"]
         if "holdout" in d:

@@ -6,9 +6,9 @@ import os
 
 from loopx.commands import add
 from loopx.errors import NotFound
+from loopx.kernel.humans import require_human
 from loopx.kernel.storage import registry
 from loopx.kernel.storage.fs import find_root
-from loopx.kernel.write.humans import require_human
 from loopx.output import safe
 
 

@@ -6,7 +6,7 @@ any project (installation checks only) and on a broken store."""
 from __future__ import annotations
 
 from loopx.commands import add
-from loopx.kernel.write.humans import require_human
+from loopx.kernel.humans import require_human
 from loopx.ops import doctor as ops
 from loopx.output import Reply, safe, table
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from loopx.commands import actions, add, goal_opt, stop_signals_interrupt
 from loopx.commands.trial import _goal
 from loopx.errors import Conflict
+from loopx.kernel import humans
 from loopx.kernel.policy import trialstep
 from loopx.kernel.read import experiments
 from loopx.kernel.read import experiments as ex
-from loopx.kernel.write import humans, trials
+from loopx.kernel.write import trials
 from loopx.output import Reply, safe
 from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
 
@@ -61,8 +62,7 @@ def render_show(d: dict) -> str:
          f"  frontier   {ex.fmt_value(f.get('value'))}  ({f.get('trial', '-')}, {(f.get('commit') or '')[:12]} on {d['branch']})",
          f"  best seen  {ex.fmt_value(best.get('value'))}  ({best.get('trial', '-')}{'' if best.get('kept', True) else ', not kept'})",
          f"  improvement {ex.fmt_delta(d['total_improvement'])} over the baseline",
-         f"  trials {d['trials']}: {d['kept']} kept, {d['discarded']} discarded, {d['crashed']} crashed"
-         + (f", {d['stale']} stale" if d["stale"] else ""),
+         f"  {ex.tally(d)}",
          f"  since the last improvement: {d['since_improvement']}" + (f" of {d['plateau']} (plateau)" if d["plateau"] else "")
          + ("  -> waiting for a human" if d["plateaued"] else "")]
     if d.get("cost_per_kept") is not None:
@@ -85,14 +85,37 @@ def experiment_baseline(ctx, goal=None):
         raise Conflict(f"experiment {gid} has a measured baseline and frontier already",
                        "a new baseline would rewrite the results; start a new experiment goal instead",
                        code="baseline_measured")
+    e = experiments.get(store.load(), gid)
+    note = trialstep.uncommitted_note(store, e)  # said before measuring: the baseline measures the commit
     stop_signals_interrupt()  # the measure command ends with this command, SIGTERM or not
-    return trialstep.measure_baseline(store, human.actor, gid)
+    res = trialstep.measure_baseline(store, human.actor, gid)
+    if res["decision"] != "crash":
+        return Reply(res, 0, [note] if note else [])
+    res["next"] = baseline_fix(gid, res)
+    return Reply(res, 1, [note] if note else [])  # a crashed baseline is a clean "no": nothing to trial yet
+
+
+def baseline_fix(gid: str, t: dict) -> str:
+    """The next step after a crashed baseline ``t``: the fix, then the baseline again."""
+    reason = str(t.get("reason") or "")
+    if "timed out" in reason:
+        fix = f"loopx goal update {gid} --trial-timeout DUR"
+    elif reason.startswith("the guard"):
+        fix = f"fix the guard (loopx goal update {gid} --guard CMD) or commit the fix of the code"
+    else:
+        fix = f"fix the measure command (loopx goal update {gid} --measure CMD) or commit the fix of what it runs"
+    return f"{fix}, then: loopx experiment baseline {gid}"
+
+
+def tail_lines(t: dict, n: int = 5) -> list[str]:
+    return ["    " + safe(x) for x in (t.get("tail") or "").splitlines()[-n:]]
 
 
 def render_trial(d: dict) -> str:
     line = f"baseline {d['trial_id']}: {d['decision']} {ex.fmt_value(d.get('value'))}"
     if d["decision"] == "crash":
         line += f" ({safe(d.get('reason') or '')})"
+        return "\n".join([line, *tail_lines(d), f"next: {d['next']}"])
     return line
 
 

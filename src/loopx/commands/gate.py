@@ -2,7 +2,7 @@
 
 Approve and reject are for humans only: they refuse when the caller is an agent (``--agent``,
 ``LOOPX_AGENT`` or an agent host's environment marker, here or in a parent process; see
-``loopx.kernel.write.humans``) and need either the gate's code typed on the
+``loopx.kernel.humans``) and need either the gate's code typed on the
 controlling terminal (channel ``terminal``) or ``--confirm ID`` (channel ``confirm-flag``).
 """
 
@@ -116,7 +116,7 @@ def gate_show(ctx, gate) -> dict:
     g = queries.resolve_gate(ctx.store().load(), gate)
     out: dict = {"gate": dict(_brief(g), code=gates.short_code(g["id"]))}
     if g["kind"] == "promote":  # the holdout result of a research experiment: for a human's eyes only
-        from loopx.kernel.write import humans
+        from loopx.kernel import humans
 
         if humans.channel_or_none(ctx) is not None:
             from loopx.kernel.policy import trialstep
@@ -180,8 +180,9 @@ def _tty_confirm(gate: dict, approve: bool) -> bool:
 
 def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> dict:
     from loopx.errors import HumanRequired, UsageError
+    from loopx.kernel import humans
     from loopx.kernel.read import queries
-    from loopx.kernel.write import gates, humans
+    from loopx.kernel.write import gates
 
     human = humans.require_human(ctx, "gate.standing" if standing else "gate.decide")
     store = ctx.store()
@@ -214,7 +215,8 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
 
 
 def gate_signing(ctx, enable=None, key=None, principal=None) -> dict:
-    from loopx.kernel.write import humans, signing
+    from loopx.kernel import humans
+    from loopx.kernel.write import signing
 
     if enable is None:
         return dict(signing.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
@@ -246,18 +248,17 @@ def render_decide(d: dict) -> str:
 
 
 def gate_check(ctx, action, goal_id=None):
-    from loopx.kernel.read import queries
-    from loopx.kernel.write import gates
+    from loopx.kernel.read import approvals, queries
 
     state = ctx.store().load()
     g = queries.resolve_goal(state, goal_id)
     from loopx.guard.verdicts import verify_gate
 
-    hit = gates.covering_gate(state, g["id"], action, verify=verify_gate)
+    hit = approvals.covering_gate(state, g["id"], action, verify=verify_gate)
     pending = [x["id"] for x in queries.pending_gates(state, g["id"]) if x["kind"] == action]
-    used = gates.last_used(state, g["id"], action) if hit is None else None
+    used = approvals.last_used(state, g["id"], action) if hit is None else None
     unsigned = [x["id"] for x in state["gates"].values() if x["goal"] == g["id"] and x["kind"] == action
-                and gates.usable(x) and not verify_gate(x)]
+                and approvals.usable(x) and not verify_gate(x)]
     data = {"goal_id": g["id"], "action": action, "allowed": hit is not None, "gate_id": hit["id"] if hit else None,
             "standing": bool(hit and hit.get("standing")), "used": used["id"] if used else None,
             "pending": pending, "protected": action in g["scope"]["protect"], "unsigned": unsigned}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from loopx import output
 from loopx.commands import actions, add
+from loopx.kernel import humans
+from loopx.kernel.humans import require_human
+from loopx.kernel.policy import trialstep
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout
 from loopx.kernel.storage.clock import format_duration
-from loopx.kernel.write import goals, humans
-from loopx.kernel.write.humans import require_human
+from loopx.kernel.write import goals, trials
 from loopx.output import Reply, safe, table
 from loopx.sync import transport as gs
 
@@ -21,7 +23,7 @@ def register(sub, name, help_text):
     s = add(acts, "show", "show one goal", handler=goal_show, render=render_show, command="goal show",
             example="loopx goal show my-goal")
     s.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
-    u = add(acts, "update", "change objective, done_when, verify command, priority or max_parallel", handler=goal_update,
+    u = add(acts, "update", "change objective, done_when, verify command, priority, max_parallel or an experiment's measuring", handler=goal_update,
             command="goal update", example='loopx goal update my-goal --done-when "CI is green"')
     u.add_argument("goal_id", nargs="?", metavar="GOAL_ID")
     u.add_argument("--goal-text", "--objective", dest="objective", metavar="TEXT")
@@ -39,6 +41,14 @@ def register(sub, name, help_text):
                    help="sync the goal across machines through the git remote's refs/loopx/* (human-only)")
     u.add_argument("--unshared", dest="shared", action="store_const", const=False,
                    help="stop syncing the goal automatically (human-only)")
+    x = u.add_argument_group("research experiment (human-only; docs/experiments.md)")
+    x.add_argument("--measure", metavar="CMD", help="the experiment's measure command (only while no baseline "
+                                                    "was measured; then run `loopx experiment baseline`)")
+    x.add_argument("--metric-pattern", metavar="REGEX", help="read the value with this regex ('' for the default "
+                                                             "readers; only while no baseline was measured)")
+    x.add_argument("--trial-timeout", metavar="DUR", help="time limit of one measure and guard")
+    x.add_argument("--guard", dest="guard_cmd", metavar="CMD", help="a command that must pass for a keep ('' for none)")
+    x.add_argument("--min-delta", metavar="X", help="an improvement must beat the frontier by more than X")
     u.add_argument("--tz", metavar="ZONE",
                    help="time zone of the goal's daily and weekly cadences (an IANA name such as Europe/Berlin; "
                         "'' for the user's zone): they keep their local time across DST changes")
@@ -107,7 +117,22 @@ def render_show(d: dict) -> str:
 
 
 def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, priority=None, host=None,
-                permission_mode=None, max_parallel=None, shared=None, tz=None) -> dict | Reply:
+                permission_mode=None, max_parallel=None, shared=None, tz=None, measure=None, metric_pattern=None,
+                trial_timeout=None, guard_cmd=None, min_delta=None) -> dict | Reply:
+    measuring = trials.measuring_changes(measure=measure, metric_pattern=metric_pattern, trial_timeout=trial_timeout,
+                                         guard=guard_cmd, min_delta=min_delta)
+    if measuring:  # how an experiment measures is governance, like a verify command
+        human = require_human(ctx, "experiment.measuring")
+        res = trials.update_measuring(ctx.store(), human.actor, goal_id, measuring, human)
+        if any(v is not None for v in (objective, done_when, verify, priority, host, permission_mode, max_parallel,
+                                       shared, tz)):
+            more = goal_update(ctx, res["goal_id"], objective, done_when, verify, priority, host, permission_mode,
+                               max_parallel, shared, tz)
+            more_data = more.data if isinstance(more, Reply) else more
+            res["changed"] = sorted(set(res["changed"]) | set(more_data.get("changed") or []))
+        if res["baseline_needed"]:
+            res["next"] = f"loopx experiment baseline {res['goal_id']}"
+        return Reply(res, 0, _uncommitted(ctx, res["goal_id"]))
     if permission_mode is not None:
         require_human(ctx, "setting a goal's permission mode")
     if verify is not None:  # a verify command decides what "verified" means: governance
@@ -144,6 +169,14 @@ def goal_update(ctx, goal_id=None, objective=None, done_when=None, verify=None, 
     return res
 
 
+def _uncommitted(ctx, goal_id: str) -> list[str]:
+    """A one-line warning when the measuring's files have uncommitted changes (the baseline and
+    every trial measure committed code)."""
+    store = ctx.store()
+    line = trialstep.uncommitted_note(store, trialstep.for_goal(store.load(), goal_id))
+    return [line] if line else []
+
+
 def goal_status(ctx, goal_id=None, status="active", note=None) -> dict:
     human = humans.channel_or_none(ctx) if status in ("done", "stopped") else None
     if status == "active":  # resuming what a human stopped is the human's call too
@@ -159,5 +192,7 @@ def render_status(d: dict) -> str:
     if not d["changed"]:
         return f"goal {d['goal_id']} is already {d['status']} (nothing changed)"
     if d.get("retry"):
+        if str(d.get("setup_error") or "").startswith("host_"):
+            return f"goal {d['goal_id']}: the agent's host will be tried again on the next check ({d['setup_error']} cleared)"
         return f"goal {d['goal_id']}: the verify command will be tried again on the next check"
     return f"goal {d['goal_id']}: {d['previous']} -> {d['status']}"

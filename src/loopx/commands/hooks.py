@@ -8,9 +8,10 @@ from loopx.commands import add, goal_opt, scope_root
 from loopx.errors import Conflict, LoopxError
 from loopx.guard import verdicts
 from loopx.hosts import entry, hookconf
+from loopx.kernel import humans
 from loopx.kernel.read import queries, validate
 from loopx.kernel.storage import clock
-from loopx.kernel.write import humans
+from loopx.kernel.storage.fs import project_dir
 from loopx.ops import hosttrust
 from loopx.output import Reply, safe, table
 
@@ -69,8 +70,11 @@ def hooks_cmd(ctx, mode=None, host="all", scope="project", dry_run=False, cap=No
     data = {"mode": mode, "scope": scope, "root": root, "dry_run": dry_run, "hooks": rows,
             "all_current": all(r["status"] == "current" and (r.get("trust") or {}).get("state") != "untrusted"
                                for r in rows)}
-    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0,
-                 _warnings(rows, chosen, installed=mode == "install" and not dry_run))
+    warnings = _warnings(rows, chosen, installed=mode == "install" and not dry_run)
+    if mode == "install" and scope == "project" and not ctx.project and project_dir() is None:
+        warnings.append(f"no loopx project here: the hooks went into this folder ({root}); run `loopx connect` "
+                        "in the project's root, or install with --scope user")
+    return Reply(data, 1 if mode == "check" and not data["all_current"] else 0, warnings)
 
 
 def _check_row(host: str, scope: str, root: str, cap) -> dict:

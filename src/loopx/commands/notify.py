@@ -10,9 +10,9 @@ from __future__ import annotations
 from loopx.commands import actions, add
 from loopx.config import config_path, set_user_value
 from loopx.errors import StateError, UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.read import notices, validate
 from loopx.kernel.storage import clock, ids
-from loopx.kernel.write.humans import require_human
 from loopx.notify import channels, outbox
 from loopx.notify.outbox import user_cfg
 from loopx.output import Reply, safe

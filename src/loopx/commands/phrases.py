@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     Phrase = Callable[[dict], str | None]
 
 # kernel field -> the flag that sets it, where the flag is "--" + the field with dashes
-_SAME = ("acceptance", "allow", "check", "claim", "command", "commit", "context", "cooldown", "deny",
+_SAME = ("acceptance", "allow", "as_branch", "check", "claim", "command", "commit", "context", "cooldown", "deny",
          "depends_on", "depends_on_goal", "detail", "direction", "done_when", "every", "evidence", "exit_code",
          "goal_id", "guard", "holdout", "host", "host_reserve", "key", "lease", "limit", "match",
          "max_parallel", "max_tokens", "max_usd", "measure", "metric", "metric_pattern", "min_delta", "name",
@@ -65,7 +65,9 @@ HINTS: dict[str, Phrase] = {
     "nothing_to_update": lambda d: "pass " + either(d["flags"]),
     "nothing_to_set": lambda d: "pass " + either(d["flags"]) + (" (repeatable; --clear-* empties a list)"
                                                                   if d.get("lists") else ""),
-    "stale_fence": lambda d: "your lease was taken over; run `loopx next` for new work" if d.get("taken_over") else None,
+    "stale_fence": lambda d: ("nobody holds it: claim it with `loopx next`" if d.get("unclaimed") else
+                              "your lease was taken over; run `loopx next` for new work" if d.get("taken_over")
+                              else None),
     "claimed_by_other": _claimed,
     "not_claimed": lambda d: f"claim it: `loopx todo claim {d['todo']}`",
     "todo_blocked": lambda d: f"reopen it with `loopx todo update {d['todo']} --reopen`",
@@ -76,6 +78,7 @@ HINTS: dict[str, Phrase] = {
     "no_such_goal": lambda d: "list goals with `loopx goal list`",
     "no_such_id": lambda d: f"list them with `{_LISTING.get(d['kind'], 'loopx ' + d['kind'] + ' list')}`",
     "no_goal": lambda d: 'start one: loopx start-goal --goal-text "..."',
+    "goal_unreadable": lambda d: "run `loopx doctor` (it names the unreadable line), or pick another --goal-id",
     "depends_on_own_goal": lambda d: "use --depends-on TODO for an order inside the goal",
     "depends_on_stopped_goal": lambda d: f"resume it first (`loopx goal resume {d['goal']}`) or drop --depends-on-goal",
     "human_required": lambda d: ("make its verify pass, or ask a human to run `loopx todo done ... --force-unverified`"
@@ -107,6 +110,9 @@ HINTS: dict[str, Phrase] = {
     "branch_exists": lambda d: f"delete it (`git branch -D {d['branch']}`) or pick another --goal-id",
     "no_frontier": lambda d: f"fix the measure command, then `loopx experiment baseline {d['goal']}`",
     "baseline_trial": lambda d: "pick a trial the agent made (`loopx trial list`)",
+    "trial_not_applicable": lambda d: (f"apply it to a separate checkout of its parent (your checkout stays as it "
+                                       f"is): `git worktree add ../trial-{d['trial']} {d['parent']}`, then "
+                                       f"`loopx trial apply {d['trial']} --into ../trial-{d['trial']}`"),
     "nothing_to_promote": lambda d: "run trials first (`loopx run`)",
     "holdout_tracked": lambda d: (f"untrack it: `git rm --cached {' '.join(d['paths'][:3])}`, list it in .gitignore "
                                   f"and commit, then {d.get('then') or 'try again'}"),

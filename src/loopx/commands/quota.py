@@ -96,9 +96,12 @@ def render_show(d: dict) -> str:
         if q["next_turn_at"]:
             line += f"; the next turn may start at {q['next_turn_at']}"
         unpriced = q.get("unpriced_runs") or 0
-        usd = "unknown" if unpriced and unpriced == q["costed_runs"] else f"{q['spent_usd']:.2f} USD"
+        # turns ran but none reported usage: the cost is unknown, never 0.00 USD (nor 0 tokens)
+        unreported = not q["costed_runs"] and bool(q["turns_started"])
+        usd = "unknown" if unreported or (unpriced and unpriced == q["costed_runs"]) else f"{q['spent_usd']:.2f} USD"
+        toks = "tokens unknown" if unreported else f"{q['spent_tokens']:,} tokens"
         line += f"\n  cost in the window: {usd}" + (
-            f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {q['spent_tokens']:,} tokens" + (
+            f" of {q['max_usd']:.2f}" if q["max_usd"] is not None else "") + f", {toks}" + (
             f" of {q['max_tokens']:,}" if q["max_tokens"] is not None else "") + \
             f" ({q['costed_runs']} run(s) reported usage" + (
                 f", {q['unpriced_runs']} without a price: their cost is unknown" if q.get("unpriced_runs") else "") + \
@@ -109,8 +112,9 @@ def render_show(d: dict) -> str:
 
 def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_after=None, max_usd=None,
               max_tokens=None, host_reserve=None, use_leftover=None, turns=None) -> dict:
+    from loopx.kernel import humans
     from loopx.kernel.read import queries
-    from loopx.kernel.write import goals, humans
+    from loopx.kernel.write import goals
 
     policy = goals.quota_policy(slots=slots, window=window, cooldown=cooldown, stall_after=stall_after,
                                 max_usd=max_usd, max_tokens=max_tokens, host_reserve=host_reserve,
@@ -120,7 +124,7 @@ def quota_set(ctx, goal_id=None, slots=None, window=None, cooldown=None, stall_a
         quota = queries.resolve_goal(store.load(), goal_id)["quota"]
         looser = goals.loosened(quota, policy) + (["the turn budget"] if goals.raises_quota(quota, policy) else [])
         if looser:
-            from loopx.kernel.write.humans import require_human
+            from loopx.kernel.humans import require_human
 
             require_human(ctx, "loosening " + ", ".join(looser))
     return goals.set_quota(store, ctx.actor, goal_id, policy, human=humans.channel_or_none(ctx))

@@ -8,11 +8,10 @@ import sys
 from loopx import output
 from loopx.commands import add, goal_opt, stop_signals_interrupt
 from loopx.errors import Interrupted, UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.read import validate
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.ids import check_agent_name
-from loopx.kernel.write import todos
-from loopx.kernel.write.humans import require_human
 from loopx.ops import hosttrust
 from loopx.output import safe
 from loopx.runner import loop, parallel, presets
@@ -97,7 +96,7 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
 
     stop_signals_interrupt()
     res = loop.drive(ctx.store(), name, goal_id=goal_id, preset=preset, agent_cmd=agent_cmd,
-                     once=once, max_turns=n, timeout=secs, dry_run=dry_run, lease=todos.lease_seconds(lease),
+                     once=once, max_turns=n, timeout=secs, dry_run=dry_run, lease=validate.lease_seconds(lease),
                      echo=echo, log=log, permission_mode=permission_mode)
     return output.Reply(res, res["exit_code"])
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 from loopx.commands import actions, add, goal_opt
+from loopx.kernel import humans
 from loopx.kernel.read import queries, scope
-from loopx.kernel.write import goals, humans
+from loopx.kernel.write import goals
 from loopx.output import Reply, safe
 
 

@@ -11,13 +11,14 @@ from loopx.commands import (
     goal_opt,  # noqa: F401
     stop_signals_interrupt,
 )
+from loopx.commands.experiment import baseline_fix, tail_lines
 from loopx.errors import UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.policy import trialstep
 from loopx.kernel.read import budget
 from loopx.kernel.storage import quotas
 from loopx.kernel.storage.clock import format_duration
 from loopx.kernel.write import goals, trials
-from loopx.kernel.write.humans import require_human
 from loopx.output import Reply
 
 
@@ -161,8 +162,11 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
         exp = trialstep.start(ctx.store(), ctx.actor, res["goal_id"], exp_cfg)
         res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
         res["baseline"] = _baseline_view(exp.get("baseline"))
-        res["next"] = "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
-        return res
+        crashed = (exp.get("baseline") or {}).get("decision") == "crash"
+        res["next"] = baseline_fix(res["goal_id"], exp["baseline"]) if crashed else \
+            "loopx run --agent-cmd CMD   # or: loopx next, then exit; loopx measures each trial"
+        note = trialstep.uncommitted_note(ctx.store(), exp_cfg)
+        return Reply(res, 0, [note] if note else [])
     res["next"] = f'loopx todo add "first step" --goal-id {res["goal_id"]}' if not res["todo_ids"] else \
         "loopx quota should-run  # then: loopx next"
     checked = verify or any(isinstance(t, dict) and t.get("verify") for t in todos or [])
@@ -201,7 +205,7 @@ def render_started(d: dict) -> str:
             lines.append(f"  baseline {b['trial_id']}: {b['value']:.6g}")
         else:
             lines.append(f"  baseline {b.get('trial_id')} crashed: {b.get('reason')}")
-            lines += ["    " + x for x in (b.get("tail") or "").splitlines()[-5:]]
+            lines += tail_lines(b)
     lines.append(f"next: {d['next']}")
     return "\n".join(lines)
 

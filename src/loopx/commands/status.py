@@ -106,8 +106,9 @@ def render(d: dict) -> str:
     lines = [f"project {safe(d['project'])}"]
     if d.get("orient"):
         return _render_orient(d, lines)
+    lost = (d["store"].get("files") or {}).get("events", {}).get("bad_lines")
     if not d["goals"]:
-        lines.append("no goals yet")
+        lines.append("no goals could be read" if lost else "no goals yet")
     for g in d["goals"]:
         lines.append("")
         lines.extend(_goal_lines(g))
@@ -129,7 +130,8 @@ def _render_orient(d: dict, lines: list[str]) -> str:
         lines.append(f"  {g['id']}  [{g['status']}]  {t.get('done', 0)} done, {t.get('open', 0) + t.get('expired', 0)} open"
                      f"{flag}  {safe(g['objective'], limit=50)}")
     if not d["goals"]:
-        lines.append("  no goals yet")
+        lost = (d["store"].get("files") or {}).get("events", {}).get("bad_lines")
+        lines.append("  no goals could be read" if lost else "  no goals yet")
     lines.append(f"next: {safe(d['next'])}")
     lines.append("more: loopx status (full screen), loopx --help (all commands)")
     return "\n".join(lines)
@@ -168,7 +170,7 @@ def _progress_line(g: dict) -> str:
         return f"  todos:   {counts}"
     from loopx.kernel.read import experiments as ex
 
-    return (f"  trials:  {x['trials']} ({x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed); "
+    return (f"  trials:  {x['trials']} ({ex.tally(x, total=False)}); "
             f"{x['metric']} {ex.fmt_value((x['baseline'] or {}).get('value'))} (baseline) -> "
             f"{ex.fmt_value((x['frontier'] or {}).get('value'))} (frontier); {x['since_improvement']} since "
             "the last improvement" + (f" of {x['plateau']}" if x["plateau"] else "")

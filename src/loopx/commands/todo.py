@@ -225,7 +225,8 @@ def todo_release(ctx, todo, fence=None, note=None) -> dict:
 
 
 def todo_update(ctx, todo, **fields) -> dict:
-    from loopx.kernel.write import humans, todos
+    from loopx.kernel import humans
+    from loopx.kernel.write import todos
 
     human = humans.channel_or_none(ctx) if fields.get("reopen") else None
     return todos.update(ctx.store(), ctx.actor, todo, human=human, **fields)

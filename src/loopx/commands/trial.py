@@ -91,14 +91,14 @@ class Rows(list):
 
 
 def _cells(metric: str, r: dict) -> list[str]:
-    return [r["id"], safe((r["hypothesis"] or "")[:48]), safe(r["agent"] or ""),
+    return [r["id"], safe(ex.clip(r["hypothesis"], 48)), safe(r["agent"] or ""),
             ex.fmt_value(r["value"]) + (" (claim " + ", ".join(f"{v:g}" for v in r["claims"].values()) + ")"
                                          if r["claims"] else ""),
             ex.fmt_delta(r["delta"]), r["decision"], (r["commit"] or "")[:10],
             "-" if r["duration"] is None else f"{r['duration']:.1f}s"]
 
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: hypotheses cut at a word boundary
 
 
 def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
@@ -250,8 +250,7 @@ def render_list(d: dict) -> str:
         return f"no trials on {d['goal_id']} yet"
     out = t.text if getattr(t, "text", None) is not None else _table(d)
     s = d["summary"]
-    out += (f"\n{s['trials']} trials: {s['kept']} kept, {s['discarded']} discarded, {s['crashed']} crashed"
-            + (f", {s['stale']} stale" if s["stale"] else "")
+    out += (f"\n{ex.tally(s)}"
             + f"; frontier {ex.fmt_value((s['frontier'] or {}).get('value'))} ({ex.fmt_delta(s['total_improvement'])} "
               "over the baseline)")
     return out

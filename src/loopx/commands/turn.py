@@ -48,7 +48,8 @@ def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
     if v and v.get("setup_error") and not res.get("repeat"):
         warnings.append(f"{v['setup_error']['message']}: a setup error, not the agent's; should-run answers "
                         "verify_broken until it is fixed (`loopx doctor` shows the recorded PATH)")
-    elif v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat"):
+    elif v and not res["verified"] and result in ("progress", "completion") and not res.get("repeat") \
+            and not res.get("trial"):  # a trial has no todo nor verify: its measurement decided (already said)
         warnings.append(f"the verify command failed (exit {v['exit_code']}): the run is recorded as unverified "
                         "progress and cannot be charged; fix it in the next turn, or ask a human to reopen the todo "
                         "(`loopx todo update <todo> --reopen`) if it was closed on evidence that did not hold")
@@ -79,18 +80,23 @@ def render_finish(d: dict) -> str:
         t = d["trial"]
         line += f"\n  trial {t['trial_id']}: {t['decision']} ({t.get('reason')})"
     v = d.get("verify")
-    if v:
+    if v and d.get("trial"):  # the trial's measurement, recorded as evidence (its exit: keep 0, else 1)
+        line += f"\n  measured -> evidence {v['evidence_id']}"
+    elif v:
         line += f"\n  verify exit {v['exit_code']} -> evidence {v['evidence_id']}"
     if d.get("todo_id"):
         line += f"\n  todo {d['todo_id']} is {d.get('todo_status')}"
+    spend = d.get("spend") or {}
+    if d.get("trial") and spend.get("spent") and not spend.get("repeat"):  # a keep: loopx charged it itself
+        line += f"\n  loopx spent {spend.get('slots', 1)} slot(s) for the keep"
     if d["verified"] and d["result"] in ("progress", "completion") and not d.get("repeat") and not d.get("trial"):
         line += f"\n  spend the slot: loopx quota spend-slot --run {d['run_id']}"
     return line
 
 
 def turn_handover(ctx, run):
+    from loopx.kernel.humans import require_human
     from loopx.kernel.write import runs
-    from loopx.kernel.write.humans import require_human
 
     require_human(ctx, "run.handover")
     return runs.hand_over(ctx.store(), ctx.actor, run)

@@ -6,10 +6,10 @@ from loopx import config
 from loopx import usage as u
 from loopx.commands import add
 from loopx.errors import UsageError
+from loopx.kernel.humans import require_human
 from loopx.kernel.read import validate
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import format_duration
-from loopx.kernel.write.humans import require_human
 from loopx.output import safe
 
 HOST_CHOICES = ("claude-code", "codex", "all")

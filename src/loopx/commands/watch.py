@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from loopx.commands import actions, add, goal_opt
 from loopx.errors import Conflict
+from loopx.kernel.humans import require_human
 from loopx.kernel.policy import tick
 from loopx.kernel.read import queries, watching
 from loopx.kernel.storage import clock
 from loopx.kernel.storage.clock import format_duration
 from loopx.kernel.write import watches
-from loopx.kernel.write.humans import require_human
 from loopx.output import Reply, safe, table
 
 

@@ -18,7 +18,7 @@ import time
 
 from loopx import __version__
 from loopx.errors import Conflict, HumanRequired, LoopxError, NotFound, StateError
-from loopx.kernel import reasons
+from loopx.kernel import humans, reasons
 from loopx.kernel.policy import decide, review, tick, trialstep
 from loopx.kernel.read import budget, experiments, fingerprint, notices, queries
 from loopx.kernel.read import watching as watches
@@ -28,7 +28,6 @@ from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.fold import NotInLiveView
 from loopx.kernel.storage.registry import project_key
 from loopx.kernel.storage.store import DIRNAME, Store
-from loopx.kernel.write import humans
 from loopx.kernel.write.agents import shown_kind
 from loopx.sync import shared
 

@@ -31,11 +31,11 @@ import loopx
 from loopx import __version__, config
 from loopx.dashboard.server import build_id, launch_token, make_server
 from loopx.errors import Conflict, LoopxError, StateError, UsageError
+from loopx.kernel.humans import agent_evidence
 from loopx.kernel.read import notices
 from loopx.kernel.storage import clock, registry
 from loopx.kernel.storage.fs import atomic_write
 from loopx.kernel.storage.store import DIRNAME, Store
-from loopx.kernel.write.humans import agent_evidence
 from loopx.notify import channels, outbox
 
 STATE_NAME = "dashboard.json"

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 
-from loopx.guard.shell import UNKNOWN, is_unknown
+from loopx.guard.shell import UNKNOWN, _quote, _split_words, is_unknown
+from loopx.kernel.storage import gitcli
 
 
 def _fnmatchcase(name: str, pattern: str) -> bool:
@@ -39,9 +40,6 @@ class Git:
         self._branch: dict = {}
 
     def _run(self, loc, *args) -> tuple[int, str]:
-        # imported only when a push is resolved: most guarded commands never ask git
-        from loopx.kernel.storage import gitcli
-
         cwd, git_dir = loc
         try:
             p = gitcli.run(cwd or os.curdir, *(["--git-dir", git_dir] if git_dir else []), *args, timeout=10,
@@ -149,11 +147,7 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
     if alias.startswith("!"):
         if run_alias is None:
             return None, f"git alias `{verb}` runs a shell command"
-        from loopx.guard.shell import _quote
-
         return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc[0])
-    from loopx.guard.shell import _split_words
-
     return git_kind(args[:i] + _split_words(alias) + rest, cwd, branches, git, depth + 1, run_alias, env)
 
 

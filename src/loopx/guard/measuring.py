@@ -41,6 +41,13 @@ def _script_paths(command: str | None, project_dir: str) -> list[str]:
     return out
 
 
+def measure_files(e: dict, project_dir: str) -> list[str]:
+    """The files one experiment's measuring reads that the project holds: the measure and guard
+    commands' scripts and the ``--protect-path`` files (the holdout is run only at promotion)."""
+    out = [p for key in ("measure", "guard") for p in _script_paths(e.get(key), project_dir)]
+    return list(dict.fromkeys(out + list(e.get("protect") or ())))
+
+
 def protected(state: dict, project_dir: str) -> dict:
     out: dict[str, str] = {}
     for gid, e in (state.get("experiments") or {}).items():

@@ -28,6 +28,8 @@ TYPE_CHECKING = False  # typing is not imported at run time (every pre-tool hook
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from loopx.guard.gitpush import Git
+
     Verdict = tuple[str | None, str | None]
     Rule = Callable[["Call"], Verdict]
 
@@ -96,6 +98,24 @@ def verbs(prog: str, args: list[str]) -> list[str]:
             out.append(a)
         i += 1
     return out
+
+
+class LazyGit:
+    """A ``gitpush.Git`` made on first use (``branch_of`` as for ``Git``): a guard call whose
+    commands never reach a git rule (``ls``, most tool calls) never imports ``gitpush``."""
+
+    __slots__ = ("_branch_of", "_git")
+
+    def __init__(self, branch_of=None) -> None:
+        self._branch_of = branch_of
+        self._git: Git | None = None
+
+    def __getattr__(self, name: str):
+        if self._git is None:
+            from loopx.guard import gitpush
+
+            self._git = gitpush.Git(self._branch_of)
+        return getattr(self._git, name)
 
 
 class Call:
@@ -278,10 +298,10 @@ def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None
     default mapping: ``kind`` a gate kind or None; ``unresolved`` says what could not be known when
     the command may be protected (the caller then fails closed for a protected kind, ``kind``
     being the kind it may be). ``git``: a ``gitpush.Git`` (one is made from ``branch_of``)."""
-    from loopx.guard import gitpush, shell
+    from loopx.guard import shell
 
     if git is None:
-        git = gitpush.Git(branch_of)
+        git = LazyGit(branch_of)
     if not words:
         return None, None
     prog, args = words[0], words[1:]
@@ -292,6 +312,8 @@ def judge(words: list[str], *, branches=DEFAULT_BRANCHES, cwd: str | None = None
                 return kind, f"the program name comes from a value loopx cannot see; as `{cand}` it would be a {kind} action"
         return None, None
     if cwd and str(cwd).startswith(shell.UNKNOWN) and prog == "git":
+        from loopx.guard import gitpush
+
         kind, why = gitpush.git_kind(args, None, branches, git, run_alias=_alias_judge(branches, git))
         if kind or why or "push" in args:
             return kind or MERGE, "the directory it runs in (after `cd`) cannot be known"

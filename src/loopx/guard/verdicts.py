@@ -22,10 +22,9 @@ from __future__ import annotations
 import os
 
 from loopx.errors import UsageError
-from loopx.guard.rules import DEFAULT_BRANCHES, judge
-from loopx.kernel.read import queries, scope, validate, worktrees
+from loopx.guard.rules import DEFAULT_BRANCHES, LazyGit, judge
+from loopx.kernel.read import approvals, queries, scope, validate, worktrees
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import gates
 
 RULE_KINDS = (*validate.GATE_KINDS, "none")
 
@@ -49,9 +48,9 @@ def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=
     """``[{"kind", "command", "rule", "unresolved"}]`` for every simple command of ``command`` that
     maps to a kind (``unresolved``: why the mapping is a guess; ``kind`` ``*`` = any protected
     kind, for a script loopx cannot read)."""
-    from loopx.guard import gitpush, shell
+    from loopx.guard import shell
 
-    git = git or gitpush.Git(branch_of)
+    git = git or LazyGit(branch_of)
     hits = []
     for s in shell.commands(command, cwd=cwd):
         line = s.text
@@ -86,7 +85,7 @@ def _fnmatchcase(name: str, pattern: str) -> bool:
 def _governance(command: str, cwd: str | None) -> dict:
     """Deny an agent command that runs a human-only loopx command or strips agent markers."""
     from loopx.guard import shell
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     for s in shell.commands(command, cwd=cwd):
         words = s.words
@@ -199,9 +198,9 @@ def _names_store(word: str) -> bool:
 def gate_state(state: dict, goal_id: str, kind: str, node: str | None = None) -> tuple[str, dict | None]:
     """``("approved"|"pending"|"none", gate)``: a usable approved gate (standing, or single-use and
     not used yet; in a shared goal reserved for an open run of clone ``node``; see
-    ``gates.covering_gate``) covers ``kind`` unless a newer gate of the same kind (pending or
+    ``approvals.covering_gate``) covers ``kind`` unless a newer gate of the same kind (pending or
     rejected) was opened after that approval."""
-    approved = gates.covering_gate(state, goal_id, kind, verify=verify_gate, node=node)
+    approved = approvals.covering_gate(state, goal_id, kind, verify=verify_gate, node=node)
     same = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind]
     if approved is not None:
         newer = [g for g in same if g["status"] != "approved" and g.get("seq", 0) > (approved.get("decided_seq") or 0)]
@@ -228,7 +227,7 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str, node: str = 
     if status == "approved":
         return {}
     gid = goal["id"]
-    used = gates.last_used(state, gid, kind) if status == "none" else None
+    used = approvals.last_used(state, gid, kind) if status == "none" else None
     elsewhere = _unreserved(state, gid, kind, node) if status == "none" and goal.get("shared") else None
     if elsewhere is not None:
         res = elsewhere.get("reserved") or {}
@@ -259,7 +258,7 @@ def _deny(kind: str, what: str, goal: dict, state: dict, rule: str, node: str = 
 def _another_approval(state: dict, goal_id: str, kind: str, node: str, taken: set) -> dict | None:
     """A usable approval of ``kind`` for the goal other than the ``taken`` ones, or None."""
     hits = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind and g["id"] not in taken
-            and gates.usable(g, state, node or None) and verify_gate(g)]
+            and approvals.usable(g, state, node or None) and verify_gate(g)]
     return min(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
 
 
@@ -267,7 +266,7 @@ def _unreserved(state: dict, goal_id: str, kind: str, node: str) -> dict | None:
     """The newest single-use approval of ``kind`` that is approved and unused but not reserved for
     an open run of this clone (so the guard does not count it), or None."""
     hits = [g for g in state["gates"].values() if g["goal"] == goal_id and g["kind"] == kind
-            and gates.usable(g) and not gates.usable(g, state, node) and (verify_gate(g))]
+            and approvals.usable(g) and not approvals.usable(g, state, node) and (verify_gate(g))]
     return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
 
 
@@ -294,13 +293,11 @@ def evaluate(state: dict, *, commands=(), paths=(), project_dir: str, cwd: str |
     than one hard link, or a change of a file loopx installed for a host (``governance_path``;
     ``texts``: what an edit tool removes and writes, ``owned.block_change``). ``node``: this clone's id (default: read from ``.loopx/node``); in a shared
     goal only approvals reserved for an open run of this clone count."""
-    from loopx.guard import gitpush
-
     if node is None and any(g.get("shared") for g in state["goals"].values()):
         node = local_node(project_dir)
     node = node or ""
     cwd = cwd or project_dir
-    git = git or gitpush.Git(branch_of)
+    git = git or LazyGit(branch_of)
     for command in commands:
         verdict = _governance(command, cwd)
         if verdict:
@@ -540,7 +537,7 @@ def set_config(store: Store, actor: str, goal_id: str | None, *, rules=None, bra
     """Change a goal's guard config (``guard.set``): ``rules`` are appended (first match wins),
     ``branches`` replace the protected branches, ``reset`` starts from the defaults. Needs
     ``human`` (a ``humans.HumanChannel``); raises HumanRequired without one."""
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     humans.check_channel(human, "guard.rules")
     branches = [validate.text(b, "--protect-branch", limit=200) for b in branches or []]

@@ -119,7 +119,8 @@ ROWS: tuple[Reason, ...] = (
        "loopx experiment show {goal}  (then: loopx experiment continue {goal}, experiment promote {goal}, or goal stop)",
        "stop", "an experiment made `--plateau N` trials in a row without a kept improvement"),
     _r("wait_human", "baseline_crashed", "needs_you", True, BASE,
-       "fix the measure command, then: loopx experiment baseline {goal}", "stop",
+       "fix the measure command (loopx goal update {goal} --measure CMD) or commit the fix of what it runs, "
+       "then: loopx experiment baseline {goal}", "stop",
        "the experiment's baseline trial did not measure (its measure command failed or timed out)"),
     _r("wait_human", "promote", "needs_you", False, BASE,
        "a human decides gate {gate}: loopx gate approve {gate}  (the question shows the holdout result)", "stop",

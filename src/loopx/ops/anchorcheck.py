@@ -7,7 +7,7 @@ kernel/storage/anchors.py and docs/security.md."""
 
 from __future__ import annotations
 
-from loopx.kernel.storage import anchors, machines
+from loopx.kernel.storage import anchors, gitcli, layout, machines
 from loopx.ops.check import result
 
 REMOTE_TIMEOUT = 15.0
@@ -50,6 +50,23 @@ def fetch_node_refs(cwd: str, remote: str) -> dict[str, str]:
     return refs
 
 
+def restore_hint(t) -> str:
+    """Where a damaged ``.loopx/`` can be compared: git history only when git tracks the log."""
+    tracked = getattr(t, "_log_tracked", None)
+    if tracked is None:
+        tracked = False
+        if t.project_dir and gitcli.git_dir(t.project_dir) is not None:
+            try:
+                proc = gitcli.run(t.project_dir, "ls-files", "--", f"{layout.DIRNAME}/", timeout=10, text=True)
+                tracked = proc.returncode == 0 and bool(proc.stdout.strip())
+            except gitcli.GitUnavailable:
+                pass
+        t._log_tracked = tracked
+    if tracked:
+        return "compare .loopx/ with git (`git log -p .loopx/`) and the backups"
+    return "compare .loopx/ with your backups (git does not track .loopx/ here, so it has no history of it)"
+
+
 def check_anchors(t, *, remotes: bool = True) -> list[dict]:
     """One result per anchor source that exists: ``store.anchors.file``, ``store.anchors.git`` and
     ``store.anchors.remote.<name>`` (plus ``store.anchors.rewound.<name>`` when the local ref lacks
@@ -81,8 +98,7 @@ def check_anchors(t, *, remotes: bool = True) -> list[dict]:
                                             f"{bad['reason']}", fix))
 
     judge("store.anchors.file", anchors.data_path(pid), anchors.read_file(pid),
-          "compare .loopx/ with git (`git log -p .loopx/`) and the backups; the records from that seq on "
-          "cannot be trusted")
+          f"{restore_hint(t)}; the records from that seq on cannot be trusted")
     cwd = anchors.git_dir_of(store.project_dir)
     if cwd is None:
         return out

@@ -22,7 +22,7 @@ from loopx import __version__, config, resources, sandbox
 from loopx.config import env
 from loopx.dashboard import service
 from loopx.errors import LoopxError
-from loopx.kernel.read import worktrees
+from loopx.kernel.read import hosts, worktrees
 from loopx.kernel.read.verify import open_error
 from loopx.kernel.storage import caches, clock, fold, gitcli, machines
 from loopx.kernel.storage.clock import UTC, datetime
@@ -47,6 +47,7 @@ class Target:
         self.project_dir = project_dir
         self.root = os.path.join(project_dir, DIRNAME) if project_dir else None
         self._scan: dict | None = None
+        self._log_tracked: bool | None = None  # whether git tracks .loopx/ (storechecks.restore_hint)
 
     @property
     def scan(self) -> dict:
@@ -179,7 +180,9 @@ def check_clock(t: Target) -> dict:
     if t.root is None:
         return result("clock", "ok", "system clock in use")
     now = datetime.now(UTC)
-    skewed = _clock_of_machines(t, now)
+    # several machines' clocks are compared through the store, which format.json must make readable
+    # (store.format reports it); the newest record against this clock needs only the scan
+    skewed = _clock_of_machines(t, now) if t.scan["format"]["ok"] else None
     if skewed is not None:
         return skewed
     newest = max((s["newest_ts"] for s in t.scan["streams"].values() if s["newest_ts"]), default=None)
@@ -312,6 +315,12 @@ def check_setup(t: Target) -> list[dict]:
     for g in sorted(state["goals"].values(), key=lambda g: g["id"]):
         err = open_error(state, g) if g["status"] == "active" else None
         if not err:
+            continue
+        if str(err.get("reason") or "").startswith("host_"):  # the agent's host, not the verify command
+            out.append(result(f"setup.{g['id']}", "error",
+                              f"goal {g['id']}: {err.get('reason')}: run {err['run']}: {err.get('message')}"
+                              f" (exit {err.get('exit_code')}; tried again at {hosts.retry_at(dict(err, ts=err.get('ts') or err['finished']))})",
+                              f"fix the agent's host, then `loopx goal resume {g['id']}` to try at once"))
             continue
         where = ", ".join(f"{w} -> {p or 'not found'}" for w, p in (err.get("resolved") or {}).items())
         path = err.get("path")

@@ -48,7 +48,7 @@ import zlib
 from array import array
 
 from loopx.kernel.storage import chain, events, fold, layout
-from loopx.kernel.storage.codec import CONFLICT, decode, order_key
+from loopx.kernel.storage.codec import CONFLICT, EDITED, decode, order_key
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.logfold import BAD_SAMPLES
 from loopx.kernel.storage.store import Store
@@ -148,7 +148,7 @@ def scan_unit(unit: tuple, stream: str) -> dict:
 
 
 def _empty() -> dict:
-    return {"lines": 0, "good": 0, "bad_count": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
+    return {"lines": 0, "good": 0, "bad_count": 0, "edited": 0, "bad": [], "conflict": False, "crlf": 0, "bom": False,
             "torn": 0, "unknown_types": {}, "newest_ts": None, "seq_runs": [], "seq_count": 0, "last_seq": 0,
             "ids": b"", "explained": {}, "gates": b"", "runs": {}, "disorder": None, "unchained": 0,
             "first_unchained": None, "node_last_seq": {}, "unreadable": None,
@@ -325,6 +325,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                     conflict = body.startswith(CONFLICT)
                     res["conflict"] = res["conflict"] or conflict
                     res["bad_count"] += 1
+                    res["edited"] += str(exc) == EDITED
                     if len(bad) < BAD_SAMPLES:
                         m = _seq_pattern().search(body)
                         bad.append({"line": n, "offset": line_start, "reason": str(exc), "conflict": conflict,
@@ -621,7 +622,8 @@ class Merge:
         self._last_hlc: dict = {}  # (stream, node) -> hlc of its last record so far (file order)
 
     def stream(self, name: str, info: dict) -> None:
-        s = {"exists": info["exists"], "size": info["size"], "lines": 0, "good": 0, "bad_count": 0, "bad": [],
+        s = {"exists": info["exists"], "size": info["size"], "lines": 0, "good": 0, "bad_count": 0, "edited": 0,
+             "bad": [],
              "conflict": False, "torn_bytes": 0, "bom": False, "crlf": 0, "last_seq": 0, "missing_seqs": 0,
              "missing_sample": [], "dup_seqs": 0, "dup_ids": 0, "unknown_types": {}, "newest_ts": None}
         if info["unreadable"]:
@@ -670,7 +672,7 @@ class Merge:
             if len(s["bad"]) < BAD_SAMPLES:
                 s["bad"].append(dict(b, line=b["line"] + base))
         acc["file_lines"][fname] = base + r["lines"]
-        for k in ("lines", "good", "bad_count", "crlf"):
+        for k in ("lines", "good", "bad_count", "edited", "crlf"):
             s[k] += r[k]
         s["conflict"] = s["conflict"] or r["conflict"]
         s["bom"] = s["bom"] or r["bom"]

@@ -10,11 +10,12 @@ import os
 
 from loopx.kernel.storage import caches, chain, fold, gitcli, layout, logfold
 from loopx.kernel.storage.caches import unmarshal
+from loopx.kernel.storage.codec import EDITED
 from loopx.kernel.storage.fs import stale_temporaries as find
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.store import FORMAT
 from loopx.ops import livecheck
-from loopx.ops.anchorcheck import check_anchors
+from loopx.ops.anchorcheck import check_anchors, restore_hint
 from loopx.ops.check import result
 
 IGNORE_RULES = layout.LOCAL[:4]  # what a store made before parallel runs ignores (worktrees/ is added on use)
@@ -22,6 +23,9 @@ IGNORE_RULES = layout.LOCAL[:4]  # what a store made before parallel runs ignore
 
 def check_format(t) -> dict:
     fmt = t.scan["format"]
+    if not fmt["ok"] and fmt["error"] == "format.json is missing":
+        return result("store.format", "error", ".loopx/format.json is missing (the store cannot be read without it)",
+                      "`loopx connect` recreates it; the event files are untouched")
     if not fmt["ok"]:
         return result("store.format", "error", f".loopx/{fmt['error']}",
                       "restore it from git (`git checkout -- .loopx/format.json`); the event files are "
@@ -61,7 +65,7 @@ def check_chain(t) -> dict:
         also = f"; also broken: {', '.join(more)}" if more else ""
         return result("store.chain", "error",
                       f"hash chain broken at {where}: {b['reason']}{also}",
-                      "compare .loopx/ with git (`git log -p .loopx/`) and the backups; that node's records from "
+                      f"{restore_hint(t)}; that node's records from "
                       "that seq on cannot be trusted (other nodes' chains are checked on their own)")
     seen = _cached_heads(store)
     if seen:
@@ -69,8 +73,7 @@ def check_chain(t) -> dict:
         if gap is not None:
             return result("store.chain", "error",
                           f"hash chain head mismatch at {gap['stream']} seq {gap['seq']}: {gap['reason']}",
-                          "records were cut off or rewritten after loopx last read them; compare with git "
-                          "(`git log -p .loopx/`)")
+                          f"records were cut off or rewritten after loopx last read them; {restore_hint(t)}")
     listing = ""
     names = _node_labels(store) if len(found["nodes"]) > 1 else {}
     if sum(1 for n in found["nodes"] if names.get(n) != "legacy") > 1:
@@ -149,8 +152,20 @@ def check_lines(t) -> dict:
         return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
                       "a closed segment is never rewritten: restore that file from git "
                       "(`git checkout -- .loopx/<stream>/<segment>.jsonl`) or another clone")
-    return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
-                  "loopx doctor --fix (moves them to .loopx/quarantine/ under the lock)", "quarantine_bad_lines")
+    edited = [(n, b) for n, s in bad.items() for b in s["bad"] if b["reason"] == EDITED]
+    if not edited:
+        return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read",
+                      "loopx doctor --fix (moves them to .loopx/quarantine/ under the lock)", "quarantine_bad_lines")
+    n, b = edited[0]
+    where = f".loopx/{b.get('file') or layout.open_log(n)} line {b['line']}"
+    hint = (f"undo the edit of {where} (loopx cannot rebuild the original line: "
+            f"{restore_hint(t)}); `loopx doctor --fix` never moves an edited line; to give the record up "
+            "instead, cut the line out yourself")
+    others = sum(s["bad_count"] - s["edited"] for s in bad.values())
+    if others:
+        hint += f"; `loopx doctor --fix` moves the other {others} bad line(s) to .loopx/quarantine/"
+    return result("store.lines", "error", "; ".join(parts) + "; they are skipped on every read "
+                  "(so are the goals and todos they hold)", hint, "quarantine_bad_lines" if others else None)
 
 
 def check_tail(t) -> dict:
@@ -191,7 +206,7 @@ def check_seq(t) -> dict:
     what = "; ".join(f"{n}.jsonl: {s['missing_seqs']} missing (e.g. seq {s['missing_sample'][0]})"
                      for n, s in gaps.items())
     return result("store.seq", "warning", f"sequence gaps, lines were removed by hand or lost: {what}",
-                  "restore the file from git if events are missing (`git log -p .loopx/`)")
+                  f"if events are missing: {restore_hint(t)}")
 
 
 def check_encoding(t) -> dict:
@@ -258,11 +273,14 @@ def all_checks(t) -> list[dict]:
     except Exception as exc:  # noqa: BLE001 - a damaged store must never break doctor
         out.append(result("store.chain", "error", f"the hash chain cannot be checked: {exc}",
                           "run `loopx doctor --debug` and report this"))
-    try:
-        out.extend(check_anchors(t))
-    except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
-        out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
-                          "run `loopx doctor --debug` and report this"))
+    if not t.scan["format"]["ok"]:  # store.format reports it once
+        out.append(result("store.anchors", "skipped", "not checked: format.json is unusable"))
+    else:
+        try:
+            out.extend(check_anchors(t))
+        except Exception as exc:  # noqa: BLE001 - a damaged store or git must never break doctor
+            out.append(result("store.anchors", "error", f"the anchors cannot be checked: {exc}",
+                              "run `loopx doctor --debug` and report this"))
     try:
         out.append(check_snapshot(t))
     except Exception as exc:  # a damaged cache must never break doctor

@@ -10,7 +10,8 @@ on a broken store: a missing or corrupt
     {"format": {"ok": bool, "format": int | None, "error": str | None},
      "streams": {"events": StreamScan, "evidence": StreamScan}}
 
-``StreamScan``: ``{exists, size, lines, good, bad_count, bad: [{line, offset, reason, text}]
+``StreamScan``: ``{exists, size, lines, good, bad_count, edited (bad lines that are well-formed
+records whose CRC no longer matches: edited by hand), bad: [{line, offset, reason, text}]
 (first 20, each naming its ``file``), conflict (bool), torn_bytes, segment_torn [names] (only when a
 closed segment does not end on a line end), unreadable (str, only when a file cannot be read), bom (bool), crlf (int), last_seq, missing_seqs (int,
 unexplained by quarantined lines), missing_sample [int], dup_seqs (int), dup_ids (int),
@@ -24,7 +25,7 @@ import os
 import re
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.codec import CONFLICT, decode
+from loopx.kernel.storage.codec import CONFLICT, EDITED, decode
 from loopx.kernel.storage.fs import atomic_write
 from loopx.kernel.storage.store import Draft
 from loopx.ops import segscan
@@ -58,8 +59,10 @@ def scan(root: str) -> dict:
 # --------------------------------------------------------------------- repairs (under the lock)
 def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
     """Move the undecodable lines of ``name``.jsonl (not git conflict markers) to ``quarantine/``
-    and rewrite the file without them. Call with ``store.lock()`` held and the torn tail already
-    repaired. Returns the ``store.repaired`` Draft to append, or None when nothing was bad."""
+    and rewrite the file without them. A line edited by hand (a well-formed record whose CRC no
+    longer matches) stays where it is: only the person who edited it can undo the edit. Call with
+    ``store.lock()`` held and the torn tail already repaired. Returns the ``store.repaired`` Draft
+    to append, or None when nothing was bad."""
     path = store.path(layout.open_log(name))
     try:
         with open(path, "rb") as fh:
@@ -76,9 +79,12 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
         try:
             decode(line)
             keep.append(line)
-        except ValueError:
+        except ValueError as exc:
             if line.startswith(CONFLICT):
                 return None  # a merge to resolve by hand; never rewrite around it
+            if str(exc) == EDITED:
+                keep.append(line)  # never dropped: the user undoes the edit (doctor says how)
+                continue
             bad.append(line)
             m = _SEQ.search(line)
             if m:

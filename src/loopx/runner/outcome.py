@@ -144,10 +144,12 @@ def classify(exit_code: int, timed_out: bool, output: str, report: dict | None, 
         known = _failure_words(report.get("error") or "", said, now, out) if failed else None
         if known:
             return known
+    if preset is None:
+        # a custom agent command has no host to wait for: one that ran out of the turn's time is a
+        # failed turn (the stall rule bounds repeats), not a setup error that locks the agent out
+        return None
     if timed_out:
         return out("host_timed_out", _message_of(text) or "the host printed nothing before the time limit")
-    if preset is None:
-        return None
     if exit_code != 0 or report.get("is_error"):
         return out("host_crashed", report.get("error") or _message_of(text) or f"exit {exit_code}")
     if not text.strip():

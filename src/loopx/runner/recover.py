@@ -54,9 +54,14 @@ def _free(store, drv, goal_id: str, slot: int) -> RunnerLock | bool:
 
 
 def recover(store, drv) -> list[dict]:
-    state = store.load()
+    found = leftovers(store)
+    if not found:
+        return []  # the common case: no fold at all (a turn reads the live view only)
+    state = store.load(view="live")
+    if any(rid not in state["runs"] for rid, _ in found):
+        state = store.load()  # a finished run the live view left out: only then the whole history
     out = []
-    for rid, rec in leftovers(store):
+    for rid, rec in found:
         run = state["runs"].get(rid)
         if run is None or agentproc.alive(run.get("process")):
             continue  # not this store's run, or its agent still runs: `loopx doctor` names it

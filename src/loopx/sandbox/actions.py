@@ -33,7 +33,7 @@ import re
 import tempfile
 
 from loopx.errors import StateError, UsageError
-from loopx.kernel.read import queries
+from loopx.kernel.read import approvals, queries
 from loopx.kernel.storage import gitcli
 from loopx.kernel.write import evidence, gates
 
@@ -126,7 +126,7 @@ def perform_approved(store, actor: str) -> list[dict]:
     # between every two turns: the live view, which keeps the usable approvals of each kind
     # (fold.APPROVALS_KEPT per goal and kind, the rest counted in approvals_left)
     for g in list(store.load(view="live")["gates"].values()):
-        if pending_action(g) and gates.usable(g) and not g.get("standing"):
+        if pending_action(g) and approvals.usable(g) and not g.get("standing"):
             try:
                 done.append(perform(store, actor, g["id"]))
             except (StateError, UsageError) as exc:

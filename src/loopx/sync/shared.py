@@ -13,7 +13,7 @@ and retries, or reports the conflict in one line. Only then is the local record 
   machine never exceed the goal's slots;
 - approval reservations: ``reserve`` (``refs/loopx/ledger/reservations``): a single-use approval
   of a shared goal is reserved for one run when that run starts; the guard checks the local
-  ``gate.reserved`` record (``gates.usable``), so hooks never touch the network.
+  ``gate.reserved`` record (``approvals.usable``), so hooks never touch the network.
 
 An unreachable remote (every git call bounded by ``LOOPX_SYNC_TIMEOUT``): a claim or a gate
 decision waits (exit 3, nothing recorded); a spend or a lease renewal is recorded locally, marked
@@ -28,11 +28,11 @@ import os
 
 from loopx.errors import Conflict, LoopxError, UsageError
 from loopx.kernel.policy import packet, turn
-from loopx.kernel.read import budget, queries
+from loopx.kernel.read import budget, queries, validate
 from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.fs import atomic_write, locked
-from loopx.kernel.write import gates, todos
+from loopx.kernel.write import gates
 from loopx.sync import transport as gs
 from loopx.sync.sharing import is_shared
 
@@ -285,7 +285,7 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
     if not goal_is_shared(state, r["goal"]) or not tid or r["finished"] is not None:
         return turn.renew(store, actor, run_id, lease=lease)
     agent = r["agent"]
-    until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
+    until = clock.iso(clock.now() + timedelta(seconds=validate.lease_seconds(lease)))
     try:
         git = gs.project_git(store, _remote(store, remote))
         with gs.sync_lock(store):
@@ -435,7 +435,7 @@ def next_turn_synced(store, actor: str, *, goal_id: str | None = None, lease=Non
         if resumed is not None:
             resumed["sync"] = {**ex, "claim_tries": 0, "lost": []}
             return resumed
-        until = clock.iso(clock.now() + timedelta(seconds=todos.lease_seconds(lease)))
+        until = clock.iso(clock.now() + timedelta(seconds=validate.lease_seconds(lease)))
         last: dict = {}
 
         def pick(held):

@@ -540,7 +540,7 @@ function experimentSection(data) {
   const promote = x.promote.filter((g) => g.status === "pending");
   return h("section", { class: "experiment" }, h("h2", {}, `Experiment: ${m.metric} (${m.direction === "max" ? "higher" : "lower"} is better)`),
     h("p", {}, `baseline ${fmtValue(b.value)} → frontier ${fmtValue(f.value)} (${fmtDelta(m.total_improvement)}) · ${m.trials} trials: `,
-      `${m.kept} kept, ${m.discarded} discarded, ${m.crashed} crashed${m.stale ? `, ${m.stale} stale` : ""} · ${m.since_improvement} since the last improvement`,
+      `${m.baseline ? "baseline, " : ""}${m.kept} kept, ${m.discarded} discarded, ${m.crashed} crashed${m.stale ? `, ${m.stale} stale` : ""} · ${m.since_improvement} since the last improvement`,
       m.plateau ? ` of ${m.plateau}` : "", m.plateaued ? " " : "", m.plateaued ? chip("plateau: a human decides", "warn") : null),
     h("div", { class: "exp-grid" }, experimentChart(x), experimentTable(x)),
     promote.length ? h("div", { class: "cards" }, promote.map((gate) => h("div", { class: "promote-card" },

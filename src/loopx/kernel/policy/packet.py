@@ -29,6 +29,13 @@ RULES = [
     "A todo is done only on evidence that passed (exit 0) or shows the work (commit, diff, link); never a note alone.",
     "End the turn with the finish command; report no_progress honestly when nothing changed.",
 ]
+# a research experiment's trial turn (no todo): loopx measures the change and decides keep, discard or crash
+TRIAL_RULES = [
+    "Make one change for this trial; stay inside the scope and leave the measuring files alone.",
+    RULES[1],
+    "loopx measures your change itself: a number you report is a claim and decides nothing.",
+    "End the turn with the finish command; loopx's measurement decides the result and spends the slot of a keep.",
+]
 DRIVEN_RULE = ("When you are done, just exit: `loopx run` verifies, records and finishes this turn. "
                "Finish it yourself only as blocked, after asking for a gate.")
 
@@ -54,7 +61,7 @@ def build(state: dict, goal_id: str, todo_id: str | None, run_id: str, lease_unt
         p = _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence, 0.6 ** level)
         if driven:
             p["driven"] = True
-            p["rules"] = RULES[:3] + [DRIVEN_RULE]
+            p["rules"] = (TRIAL_RULES if p.get("experiment") and not p["todo"] else RULES)[:3] + [DRIVEN_RULE]
             p["commands"] = commands(p, actor)
         if len(render(p)) <= MAX_TEXT:
             break
@@ -95,7 +102,7 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                              "decided_by": b.get("by"), "blocks": [x["id"]]})
     protected = []
     for action in g["scope"].get("protect") or []:
-        from loopx.kernel.write.gates import covering_gate, last_used
+        from loopx.kernel.read.approvals import covering_gate, last_used
         from loopx.kernel.write.signing import (
             approval_counts as verify_gate,  # guard.verdicts.verify_gate, without
         )
@@ -120,12 +127,14 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
          "gates": gates, "gates_more": max(0, len(pending) - len(gates)), "rejected": rejected, "evidence": evidence,
          "budget": budget.brief(budget.budget(state, g, now)),
          "driven": False, "rules": RULES}
-    p["commands"] = commands(p, actor)
     exp = (state.get("experiments") or {}).get(goal_id)
     if exp is not None:  # research experiments (issue 20): what to try, where, and what loopx measures
         from loopx.kernel.read import experiments
 
         p["experiment"] = experiments.packet_part(state, exp, run_id, actor, _cut, _n)
+        if not todo:  # a trial: no todo to stay on, no verify to pass, no slot to spend by hand
+            p["rules"] = TRIAL_RULES
+    p["commands"] = commands(p, actor)
     return p
 
 
@@ -148,14 +157,17 @@ def commands(p: dict, actor: str) -> dict:
         "finish": f"{who} turn finish --run {run} --result progress|completion|no_progress|failed|blocked{verify}",
         "spend": f"{who} quota spend-slot --run {run}",
     }
+    if p.get("experiment") and not t:  # a trial: loopx measures it and spends the slot of a keep itself
+        out["finish"] = f"{who} turn finish --run {run} --result progress|no_progress|failed|blocked   (loopx measures)"
+        del out["spend"]
     if p.get("driven"):
         out["finish"] = f"{who} turn finish --run {run} --result blocked --note 'WHY'   (only when waiting for a gate)"
-        del out["spend"]
+        out.pop("spend", None)
     if t:
         fence = f" --fence {t['fence']}" if t.get("fence") else ""
         out["done"] = (f"{who} todo done {t['id']}{fence}   (runs the todo's verify command; exit 0 closes it)"
                        if t.get("verify") else f"{who} todo done {t['id']} --evidence EV{fence}")
-    else:
+    elif not p.get("experiment"):  # a trial adds no todos: it states its hypothesis (the TRIAL MODE lines)
         out["add_todo"] = f"{who} todo add 'TITLE' --goal-id {gid} --acceptance 'WHAT MAKES IT DONE'"
     return out
 
@@ -188,10 +200,7 @@ def render(p: dict) -> str:
         L.append("PROTECTED ACTIONS (need an approved gate): "
                  + ", ".join(f"{x['action']} [{_approval_word(x)}{' ' + x['gate_id'] if x['gate_id'] else ''}]"
                              for x in p["protected"]))
-    c = p["counts"]
-    L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
-    if p["queue"]:
-        L.append("QUEUE AFTER THIS: " + "; ".join(f"{x['id']} {x['title']}" for x in p["queue"]))
+    L += _todo_lines(p)
     if p["gates"]:
         L.append("PENDING GATES:")
         L += [f"  {x['id']} ({x['kind']}): {x['question']}" for x in p["gates"]]
@@ -215,6 +224,18 @@ def render(p: dict) -> str:
             L.append(f"  {label + ':':<25} {p['commands'][k]}")
     L += ["", "RULES:"] + [f"  - {r}" for r in p["rules"]]
     return "\n".join(L) + "\n"
+
+
+def _todo_lines(p: dict) -> list[str]:
+    """The packet's TODOS and QUEUE AFTER THIS lines (a trial turn on an experiment without todos:
+    no line of zeros)."""
+    c = p["counts"]
+    L = []
+    if c["total"] or not p.get("experiment"):
+        L.append(f"TODOS: {c['open']} open, {c['claimed']} claimed, {c['blocked']} blocked, {c['done']} done of {c['total']}")
+    if p["queue"]:
+        L.append("QUEUE AFTER THIS: " + "; ".join(f"{x['id']} {x['title']}" for x in p["queue"]))
+    return L
 
 
 def _approval_word(x: dict) -> str:

@@ -27,7 +27,6 @@ any Markdown or HTML viewer.
 
 from __future__ import annotations
 
-import html
 import re
 
 from loopx.kernel import reasons
@@ -49,7 +48,9 @@ def _t(s, limit: int = 300) -> str:
     s = " ".join(_CTRL.sub("", str(s)).split())
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return html.escape(s, quote=False)
+    # & and < are all Markdown's HTML needs to stay text; a lone > (the "->" of a trial's summary)
+    # opens nothing, and escaped it reads as "-&gt;" wherever the packet is shown as plain text
+    return s.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def build(store, goal_id: str | None = None, since: datetime | None = None) -> dict:
@@ -68,7 +69,7 @@ def build(store, goal_id: str | None = None, since: datetime | None = None) -> d
         "rounds": _rounds(state, g, runs, since_iso, now),
         "gates": _gates([x for x in state["gates"].values() if x["goal"] == gid], since_iso),
         "evidence": _evidence(state, gid, since_iso),
-        "problems": _problems(store, gid, runs, since_iso),
+        "problems": _problems(store, gid, runs, since_iso, _trial_runs(state, gid)),
         "decision": d,
     }
     out["next_steps"] = _next_steps(out, d)
@@ -88,8 +89,7 @@ def _experiment_md(x: dict) -> list[str]:
     L = ["", "## Experiment", "",
          f"{_t(x['metric'])} ({'higher' if x['direction'] == 'max' else 'lower'} is better): baseline "
          f"{ex.fmt_value(b.get('value'))}, frontier {ex.fmt_value(f.get('value'))} ({ex.fmt_delta(x['total_improvement'])}); "
-         f"{x['trials']} trials, {x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed"
-         + (f", {x['stale']} stale" if x["stale"] else "") + ".", ""]
+         f"{ex.tally(x)}.", ""]
     p = x.get("promoted")
     if p:
         h = p.get("holdout") or {}
@@ -138,6 +138,8 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
     good = by_result.get("progress", 0) + by_result.get("completion", 0)
     spends = [e for e in state["spends"].get(g["id"], []) if e[0] > since_iso]
     costed = [r["usage"] for r in finished if r.get("usage")]
+    # a trial's run: loopx committed its work (to the trial's ref) after the turn's changes were measured
+    trial_of = _trial_runs(state, g["id"])
     usd = [u["cost_usd"] for u in costed if u.get("cost_usd") is not None]
     tok = [u["total_tokens"] for u in costed if u.get("total_tokens") is not None]
     return {"count": len(runs), "finished": len(finished), "by_result": by_result,
@@ -150,7 +152,8 @@ def _rounds(state: dict, g: dict, runs: list[dict], since_iso: str, now) -> dict
             "host_errors": [{"run_id": r["id"], "reason": r["setup_error"].get("reason"),
                              "message": r["setup_error"].get("message")} for r in finished if r.get("setup_error")][-10:],
             "turns": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "usage": r.get("usage"),
-                       "changes": r.get("changes"), "permission_mode": r.get("permission_mode")}
+                       "changes": r.get("changes"), "permission_mode": r.get("permission_mode"),
+                       "trial": trial_of.get(r["id"], {}).get("id"), "trial_commit": trial_of.get(r["id"], {}).get("commit")}
                       for r in finished][-10:]}
 
 
@@ -171,7 +174,17 @@ def _evidence(state: dict, gid: str, since_iso: str) -> dict:
                         for e in evid if e["kind"] == "commit" or e.get("commit")][-10:]}
 
 
-def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
+def _worked_on(run: dict) -> str:
+    """What a listed run worked on: its trial, its todo, or planning."""
+    return f"trial {run['trial']}" if run.get("trial") else (run.get("todo_id") or "planning")
+
+
+def _trial_runs(state: dict, gid: str) -> dict:
+    """{run id: its trial} of an experiment goal (a trial's run works on no todo)."""
+    return {t["run"]: t for t in (state.get("trials") or {}).values() if t.get("goal") == gid and t.get("run")}
+
+
+def _problems(store, gid: str, runs: list[dict], since_iso: str, trial_of: dict) -> dict:
     stalls = skips = 0
     for rec in store.iter_records("events"):
         if rec["type"] == "decision.recorded" and rec.get("goal") == gid and rec["ts"] > since_iso:
@@ -179,7 +192,7 @@ def _problems(store, gid: str, runs: list[dict], since_iso: str) -> dict:
             stalls += data.get("reason") == "stalled"
             skips += data.get("decision") == "skip"
     return {"failures": [{"run_id": r["id"], "todo_id": r.get("todo"), "result": r["result"], "note": r.get("note"),
-                          "finished": r["finished"]}
+                          "finished": r["finished"], "trial": trial_of.get(r["id"], {}).get("id")}
                          for r in runs if r["finished"] and r["result"] in ("failed", "no_progress", "blocked")][-10:],
             "stalls": stalls, "skips": skips,
             "out_of_scope": [{"run_id": r["id"], "todo_id": r.get("todo"), "files": r["out_of_scope"]}
@@ -244,7 +257,7 @@ def render_markdown(d: dict) -> str:
         usd_known = r["cost_usd"] is not None
         cost = f"{r['cost_usd']:.2f} USD" if usd_known else "unknown"
         toks = "unknown" if r["tokens"] is None else f"{r['tokens']:,} tokens"
-        L.append(f"Reported cost of the period: {cost}, {toks}"
+        L.append(f"Reported cost of the period: {cost if cost == toks else f'{cost}, {toks}'}"
                  + (f" ({r['usage_unknown']} turn(s) reported no usage)" if r["usage_unknown"] else "")
                  + (f" ({r['cost_unknown']} turn(s) without a price)" if r.get("cost_unknown") and usd_known else "")
                  + ".")
@@ -252,9 +265,13 @@ def render_markdown(d: dict) -> str:
 
         for t in r["turns"]:
             c = t.get("changes")
-            ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, {c['commit_count']} commit(s)"
-                  + ("" if c.get("committed") else ", uncommitted")) if c else ""
-            L.append(f"- `{t['run_id']}` {t['result']} on {t['todo_id'] or 'planning'}{_on(t.get('machine'))}: "
+            if c and t.get("trial"):
+                ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, committed by loopx"
+                      + (f" ({t['trial_commit'][:10]})" if t.get("trial_commit") else ""))
+            else:
+                ch = (f"; {c['files']} file(s) +{c['added']}/-{c['removed']}, {c['commit_count']} commit(s)"
+                      + ("" if c.get("committed") else ", uncommitted")) if c else ""
+            L.append(f"- `{t['run_id']}` {t['result']} on {_worked_on(t)}{_on(t.get('machine'))}: "
                      f"{usage_line(t.get('usage'))}{ch}")
         L.append("")
     for e in r.get("host_errors") or []:
@@ -282,7 +299,7 @@ def render_markdown(d: dict) -> str:
     L += ["", "## Stalls and failures", "",
           f"{_n(len(pr['failures']), 'unproductive turn')} listed, {_n(pr['stalls'], 'stall')}, "
           f"{_n(pr['skips'], 'skip decision')}."]
-    L += [f"- `{f['run_id']}` {f['result']} on {f['todo_id'] or 'planning'}{_on(f.get('machine'))}: "
+    L += [f"- `{f['run_id']}` {f['result']} on {_worked_on(f)}{_on(f.get('machine'))}: "
           f"{_t(f.get('note'), 200) or 'no note'}" for f in pr["failures"]]
     if pr.get("out_of_scope"):
         L += ["", "## Changes outside the scope", "",

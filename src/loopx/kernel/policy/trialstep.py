@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from loopx import config
-from loopx.errors import Conflict, StateError, UsageError
+from loopx.errors import Conflict, FieldError, StateError, UsageError
 from loopx.guard import measuring
 from loopx.kernel.policy import turn
 from loopx.kernel.read import experiments, metrics, queries, worktrees
@@ -423,6 +423,25 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
         "tail": m["tail"] if decision == "crash" else None, "baseline": True, "claims": {}})
 
 
+def uncommitted_note(store, e: dict | None) -> str | None:
+    """One line when files the measuring reads (``measuring.measure_files``) have uncommitted
+    changes in the project: the baseline and every trial measure committed code, so such a fix is
+    not what gets measured. None when they are clean, or git cannot tell."""
+    files = measuring.measure_files(e, store.project_dir) if e else []
+    if not files:
+        return None
+    try:
+        res = git(store.project_dir, "status", "--porcelain", "--untracked-files=all", "--", *files, check=False)
+    except (gitcli.GitError, gitcli.GitUnavailable):
+        return None
+    dirty = [line[3:].strip() for line in res.stdout.splitlines() if line.strip()]
+    if not dirty:
+        return None
+    names = ", ".join(dirty[:5]) + (", ..." if len(dirty) > 5 else "")
+    return (f"{names}: uncommitted changes are not measured (the baseline and the trials measure committed code); "
+            f"commit them first: git commit {' '.join(dirty[:5])}")
+
+
 def for_goal(state: dict, goal_id: str | None) -> dict | None:
     return experiments.get(state, goal_id)
 
@@ -635,8 +654,12 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     if p.returncode != 0:
         p = gitcli.git(target, "apply", "-", data=diff, check=False, pinned=False)
     if p.returncode != 0:
-        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {p.stderr.strip()[-200:]}",
-                            "apply it on its own parent: `git checkout " + (t.get("parent") or "")[:12] + "`")
+        why = "; ".join(line.strip() for line in p.stderr.strip().splitlines()[-3:] if line.strip())
+        parent = (t.get("parent") or "")[:12]
+        raise TrialGitError(f"trial {t['id']}'s change does not apply in {target}: {why[-200:]}",
+                            f"apply it to a separate checkout of its parent commit {parent} (the worktree "
+                            "here stays as it is)", code="trial_not_applicable",
+                            details={"trial": t["id"], "parent": parent, "into": target})
     files = git(store.project_dir, "diff", "--name-only", f"{ref}^", ref).stdout.split()
     trials.applied(store, actor, t["goal"], t["id"], target)
     return {"trial_id": t["id"], "into": target, "files": files}
@@ -751,8 +774,10 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     if not front or not s["kept"]:
         raise StateError(f"experiment {g['id']} has no kept improvement to promote",
                          "run trials first", code="nothing_to_promote", details={"goal": g["id"]})
-    if as_branch:
-        git(store.project_dir, "check-ref-format", "--branch", as_branch)
+    if as_branch and git(store.project_dir, "check-ref-format", "--branch", as_branch, check=False).returncode:
+        raise FieldError("as_branch", f"{{field}}: {as_branch!r} is not a valid git branch name",
+                         "pick a name without spaces, `..`, `~`, `^`, `:`, `?`, `*` or `[` (e.g. knn-best)",
+                         code="bad_branch_name", details={"branch": as_branch})
     base_branch = e.get("base_branch")
     refuse_tracked_holdout(store, e.get("holdout_paths") or (),
                            ("HEAD", front["commit"], "refs/heads/" + base_branch if base_branch else None),
@@ -766,7 +791,7 @@ def promote(store, actor: str, goal_id: str | None, *, as_branch: str | None = N
     base = (e.get("baseline") or {}).get("value")
     question = (f"Promote trial {front['trial']} of experiment {g['id']} ({front['commit'][:12]}): {e['metric']} "
                 f"{experiments.fmt_value(base)} (baseline) -> {experiments.fmt_value(front['value'])} (frontier), "
-                f"{s['kept']} kept of {s['trials'] - 1} trials; into {'new branch ' if as_branch else ''}{into}? "
+                f"{experiments.tally(s)}; into {'new branch ' if as_branch else ''}{into}? "
                 + ("The holdout result is shown to you only (`loopx gate show` on this gate, or the dashboard)."
                    if holdout is not None else "(no holdout command)"))
     res = gates.open_gate(store, actor, g["id"], kind="promote", question=question[:1900],

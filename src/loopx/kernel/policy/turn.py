@@ -23,7 +23,7 @@ from loopx.kernel.read import budget, fingerprint, queries, turnscope, validate
 from loopx.kernel.storage import actors, clock, fold, ids, machines
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import runs, todos
+from loopx.kernel.write import runs
 
 VERIFY_TIMEOUT = 1800.0
 
@@ -110,7 +110,7 @@ def next_turn(store: Store, actor: str, *, goal_id: str | None = None, lease=Non
     from loopx.kernel.policy import decide, packet  # the rules: `next` needs them, `turn finish` does not
 
     agent = actors.agent_name(actor)
-    secs = todos.lease_seconds(lease)
+    secs = validate.lease_seconds(lease)
     resumed, seen = (None, None) if dry_run else _resume_and_view(store, actor, goal_id, driven)
     if resumed is not None:
         return resumed
@@ -485,7 +485,7 @@ def previous_agent_alive(state: dict, todo_id: str) -> dict | None:
 def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     """Extend an open run's lease and its agent's claim on the todo. Returns {run_id, lease_until}.
     Raises Conflict when the run is finished (for example reaped after its lease expired)."""
-    secs = todos.lease_seconds(lease)
+    secs = validate.lease_seconds(lease)
     out: dict = {}
 
     def plan(state, now):

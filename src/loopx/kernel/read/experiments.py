@@ -61,6 +61,29 @@ def summary(state: dict, goal_id: str) -> dict | None:
     }
 
 
+def tally(x: dict, total: bool = True) -> str:
+    """A summary's trial counts in one phrase that adds up: ``5 trials: baseline, 3 kept, 0 discarded,
+    1 crashed`` (``trials`` counts the baseline, which is none of kept, discarded or crashed); without
+    ``total``, only what follows the colon."""
+    kinds = (("baseline, " if x.get("baseline") else "")
+             + f"{x['kept']} kept, {x['discarded']} discarded, {x['crashed']} crashed"
+             + (f", {x['stale']} stale" if x.get("stale") else ""))
+    return f"{x['trials']} trial{'' if x['trials'] == 1 else 's'}: {kinds}" if total else kinds
+
+
+def clip(text: str | None, n: int) -> str:
+    """``text`` on one line in at most ``n`` characters: cut at a word boundary (when one is near)
+    and ended with "…", never mid-word."""
+    s = " ".join((text or "").split())
+    if len(s) <= n:
+        return s
+    head = s[: n - 1]
+    space = head.rfind(" ")
+    if space >= n // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:.-") + "…"
+
+
 def rows(state: dict, goal_id: str) -> list[dict]:
     """Every trial of the goal the state holds, in trial order (a live view holds the recent ones)."""
     e = get(state, goal_id)
@@ -104,7 +127,8 @@ def value_rule(e: dict) -> tuple | None:
     if e.get("frontier") is None:
         return ("wait_human", "baseline_crashed",
                 f"the baseline of experiment {e['goal']} did not measure (`loopx trial list`); fix the measure "
-                f"command, then `loopx experiment baseline {e['goal']}`", {})
+                f"command (`loopx goal update {e['goal']} --measure CMD`) or commit the fix of what it runs, then "
+                f"`loopx experiment baseline {e['goal']}`", {})
     n = e.get("plateau") or 0
     if n and e["since_improvement"] >= n:
         return ("wait_human", "plateau",

@@ -201,7 +201,8 @@ def store_health(state: dict) -> dict:
     problems = []
     for name, f in files.items():
         if f["bad_lines"]:
-            problems.append(f"{name}.jsonl: {f['bad_lines']} bad line(s) skipped")
+            problems.append(f"{name}.jsonl: {f['bad_lines']} bad line(s) skipped: record(s) that could not be read "
+                            "(what they held is missing here)")
         if f["torn_tail_bytes"]:
             problems.append(f"{name}.jsonl: torn last line ({f['torn_tail_bytes']} bytes), repaired on next write")
         if f["conflict_markers"]:

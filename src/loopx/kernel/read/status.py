@@ -230,11 +230,14 @@ def summary(state: dict, now_iso: str, goal_id: str | None = None, book: dict | 
     agents = sorted(state["agents"].values(), key=lambda a: a.get("last_seen") or "", reverse=True)
     held = queries.holdings(state, now_iso)
     agent_rows = [dict(a, holds=[h["id"] for h in held.get(actors.agent(a["name"]), [])]) for a in agents]
-    if not rows:
+    health = queries.store_health(state)
+    if not rows and health["files"].get("events", {}).get("bad_lines"):
+        nxt = "loopx doctor   # some records could not be read: do not start over before it says why"
+    elif not rows:
         nxt = 'loopx start-goal --goal-text "..." --done-when "..." --verify "..."'
     else:
         human = [r for r in rows if (r["decision"]["needs_you"] if r.get("decision")
                                      else (r["needs_human"] or r["host_errors"] or r["setup_error"]))]
         active = [r for r in rows if r["status"] == "active"]
         nxt = (human or active or rows)[0]["next"]
-    return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": queries.store_health(state), "next": nxt}
+    return {"now": now_iso, "goals": rows, "agents": agent_rows, "store": health, "next": nxt}

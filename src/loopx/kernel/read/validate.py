@@ -17,6 +17,8 @@ EVIDENCE_KINDS = ("test", "command", "diff", "commit", "note", "link", "artifact
 RESULTS = ("progress", "completion", "no_progress", "failed", "blocked")
 MAX_TEXT = 20_000
 MAX_TITLE = 500
+DEFAULT_LEASE = 1800.0  # seconds a claim or a run's lease lasts unless renewed
+MAX_LEASE = 7 * 86400.0
 
 
 if TYPE_CHECKING:  # what ``text`` returns: a str when required
@@ -86,3 +88,17 @@ def command(value, field: str) -> str | None:
                              "read it from the environment instead, e.g. run 'pytest -q' with "
                              "DB_PASSWORD exported before loopx runs it", code="secret_in_command")
     return cmd
+
+
+def lease_seconds(value) -> float:
+    """A lease (``30m``, ``2h``, seconds; None: ``DEFAULT_LEASE``) in seconds, between 1s and 7d."""
+    from loopx.errors import UsageError
+    from loopx.kernel.storage import clock
+
+    try:
+        secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
+    except UsageError as exc:
+        raise FieldError("lease", "{field}: " + exc.message, "use e.g. {field} 30m (at most 7d)") from None
+    if not 1 <= secs <= MAX_LEASE:
+        raise FieldError("lease", "{field} must be between 1s and 7d", "use e.g. {field} 30m")
+    return secs

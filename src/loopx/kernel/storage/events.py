@@ -190,6 +190,9 @@ EVENTS: dict[str, tuple[str, tuple]] = {
         ("baseline", "", 0, ""), ("remeasured", "", 0, "replayed on a newer frontier"))),
     "trial.applied": ("", (("trial_id", "s", REQ, ""), ("onto", "", 0, "the folder `loopx trial apply` applied it in"))),
     "experiment.continued": ("a human answered the plateau", (("note", "s?", 0, ""),)),
+    "experiment.updated": ("a human changed the measuring (`goal update --measure ...`); only the fields given", (
+        ("measure", "s", 0, "only before a baseline was measured"), ("metric_pattern", "s?", 0, "null: the default readers"),
+        ("trial_timeout", "n", 0, "seconds"), ("guard", "s?", 0, "null: no guard"), ("min_delta", "n", 0, ""))),
     "experiment.promoted": ("", (
         ("trial_id", "s", REQ, ""), ("gate_id", "s", REQ, ""), ("commit", "", 0, ""), ("into", "", 0, "branch"),
         ("how", "", 0, "`fast-forward`/`merge`/`branch`"),

@@ -112,6 +112,18 @@ def _continued(s, r, d):
     e["continued"] = {"ts": r["ts"], "by": r.get("actor"), "note": d.get("note")}
 
 
+MEASURING = ("measure", "metric_pattern", "trial_timeout", "guard", "min_delta")  # experiment.updated
+
+
+def _updated(s, r, d):
+    """A human changed the measuring (``goal update --measure ...``): the fields given."""
+    e = _exp(s, r["goal"])
+    for k in MEASURING:
+        if k in d:
+            e[k] = d[k]
+    e["updated"] = {"ts": r["ts"], "by": r.get("actor"), "fields": sorted(k for k in MEASURING if k in d)}
+
+
 def _applied(s, r, d):
     t = s.get("trials", {}).get(d["trial_id"])
     if t is not None:
@@ -122,6 +134,7 @@ REDUCERS = {
     "experiment.started": _started,
     "experiment.promoted": _promoted,
     "experiment.continued": _continued,
+    "experiment.updated": _updated,
     "trial.hypothesized": _hypothesized,
     "trial.recorded": _recorded,
     "trial.applied": _applied,

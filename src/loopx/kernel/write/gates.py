@@ -7,7 +7,7 @@ The kernel records who decided and through which channel (``terminal``, ``confir
 from __future__ import annotations
 
 from loopx.errors import Conflict, HumanRequired, UsageError
-from loopx.kernel.read import queries, validate
+from loopx.kernel.read import approvals, queries, validate
 from loopx.kernel.storage import actors, fold, ids
 from loopx.kernel.storage.store import Draft, Store
 
@@ -62,7 +62,7 @@ def precheck(state: dict, actor: str, gate_ref: str, *, approve: bool, note=None
     if not actors.is_human(actor):
         raise HumanRequired("only a human can decide a gate", "ask a human to decide it", code="human_required",
                             details={"reason": "gate_decide", "gate": gate_ref})
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     humans.check_channel(human, "gate.decide")
     validate.text(note, "note", required=not approve)
@@ -81,7 +81,7 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     if not actors.is_human(actor):
         raise HumanRequired("only a human can decide a gate", "ask a human to decide it", code="human_required",
                             details={"reason": "gate_decide", "gate": gate_ref})
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     humans.check_channel(human, "gate.decide")
     note = validate.text(note, "note", required=not approve)
@@ -124,44 +124,6 @@ def decide(store: Store, actor: str, gate_ref: str, *, approve: bool, note=None,
     return out
 
 
-def usable(g: dict, state: dict | None = None, node: str | None = None, run_id: str | None = None) -> bool:
-    """An approved gate that still authorises: standing, or not used yet. With ``state``, a
-    single-use approval of a shared goal also needs a reservation (``gate.reserved``) made through
-    the remote by a run of this clone (``node``) that is still open: only that machine may use it."""
-    if g["status"] != "approved":
-        return False
-    if g.get("standing"):
-        return True
-    if g.get("used"):
-        return False
-    if state is None or not (state["goals"].get(g["goal"]) or {}).get("shared"):
-        return True
-    return reserved_here(state, g, node, run_id)
-
-
-def reserved_here(state: dict, g: dict, node: str | None, run_id: str | None = None) -> bool:
-    """True when ``g`` is reserved for a run of clone ``node`` that is still open in ``state``
-    (``node`` None: for a run of any clone; the guard passes its clone's id, "" when it has none,
-    which never matches). ``run_id``: reserved for that run (the turn packet asks this)."""
-    from loopx.kernel.storage import fold
-
-    res = g.get("reserved") or {}
-    run = fold.held(state["runs"], res.get("run") or "")  # left out of a live view: closed, so not reserved
-    return ((node is None or res.get("node") == node) and (run_id is None or res.get("run") == run_id)
-            and run is not None and run.get("finished") is None)
-
-
-def covering_gate(state: dict, goal_id: str, action: str, *, verify=None, node: str | None = None,
-                  run_id: str | None = None) -> dict | None:
-    """The newest approved gate of ``action`` kind for the goal that is still usable (standing, or
-    a single-use approval not used yet; in a shared goal reserved for an open run of clone
-    ``node``), or None. ``verify(gate) -> bool``: an extra check (the signature when signing is on)."""
-    hits = [g for g in state["gates"].values()
-            if g["goal"] == goal_id and g["kind"] == action and usable(g, state, node, run_id)
-            and (verify is None or verify(g))]
-    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
-
-
 def reserve(store: Store, actor: str, run_id: str, gate_ids: list[str], *, node: str, host: str) -> list[str]:
     """Record that the approvals ``gate_ids`` are reserved for ``run_id`` on clone ``node``
     (``gate.reserved``, one per gate), after the remote accepted the reservation. Gates no longer
@@ -184,14 +146,6 @@ def reserve(store: Store, actor: str, run_id: str, gate_ids: list[str], *, node:
     return list(done)
 
 
-def last_used(state: dict, goal_id: str, action: str) -> dict | None:
-    """The newest single-use approval of ``action`` kind that was used, or None."""
-    hits = [g for g in state["gates"].values()
-            if g["goal"] == goal_id and g["kind"] == action and g["status"] == "approved" and g.get("used")
-            and not g.get("standing")]
-    return max(hits, key=lambda g: g.get("decided_seq") or 0) if hits else None
-
-
 def use(store: Store, actor: str, gate_id: str, command: str) -> bool:
     """Record that the guard let one protected action through on ``gate_id`` (``gate.used``).
     Returns False (and records nothing) when the approval was used up meanwhile (another call
@@ -200,7 +154,7 @@ def use(store: Store, actor: str, gate_id: str, command: str) -> bool:
 
     def plan(state, now):
         g = state["gates"].get(gate_id)  # left out of a live view: NotInLiveView, re-run on the full state
-        if g is None or not usable(g):
+        if g is None or not approvals.usable(g):
             return []
         ok["used"] = True
         return [Draft("gate.used", g["goal"], {"gate_id": gate_id, "command": str(command)[:500],

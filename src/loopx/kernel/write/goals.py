@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from loopx import hostfacts
 from loopx.errors import Conflict, FieldError, HumanRequired, UsageError, either
+from loopx.kernel import humans
 from loopx.kernel.read import localtime, queries, validate
 from loopx.kernel.read.verify import open_error
 from loopx.kernel.storage import actors, clock, ids, quotas
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import humans
 from loopx.kernel.write.todos import added_drafts
 
 PERMISSION_MODES = ("read-only", "edit", "full")
@@ -97,15 +97,20 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
 
     def plan(state, now):
         gid = goal_id
+        lost = _lost_goals(state)
         if gid is None:
             base = ids.slugify(objective)
             gid, n = base, 2
-            while gid in state["goals"]:
+            while gid in state["goals"] or gid in lost:
                 gid = f"{base[:60]}-{n}"
                 n += 1
         elif gid in state["goals"]:
             raise Conflict(f"goal {gid!r} already exists", "look at it, or pick another goal_id",
                            details={"reason": "goal_exists", "goal": gid, "field": "goal_id"})
+        elif gid in lost:
+            raise Conflict(f"goal {gid!r} has records (todos, gates or spends) but its start could not be read",
+                           "find out why first (the store has unreadable lines), or pick another goal_id",
+                           code="goal_unreadable", details={"goal": gid, "field": "goal_id"})
         drafts = [Draft("goal.started", gid, {"objective": objective, "done_when": done_when,
                                               "verify": verify, "priority": priority, "scope": scope,
                                               "quota": policy})]
@@ -115,6 +120,20 @@ def start_goal(store: Store, actor: str, *, objective: str, goal_id: str | None 
 
     store.transact(plan, actor=actor)
     return out
+
+
+def _lost_goals(state: dict) -> set:
+    """Goal ids that records still name (todos, gates, runs, spends) but whose ``goal.started`` is
+    not in the state: its line was unreadable (edited, damaged). A new goal must not take such an
+    id, or it would inherit the lost goal's todos, spent budget and approved gates."""
+    goals = state["goals"]
+    lost = {g for g in state.get("spends") or {} if g not in goals}
+    for coll in ("todos", "gates", "runs"):
+        for v in (state.get(coll) or {}).values():
+            g = v.get("goal") if isinstance(v, dict) else None
+            if g and g not in goals:
+                lost.add(g)
+    return lost
 
 
 MAX_PARALLEL = 64
@@ -131,7 +150,7 @@ def update_goal(store: Store, actor: str, goal_id: str | None, on_raise=None, **
     ``max_parallel`` (1..64) is how many runners may drive the goal at once, each in its own git
     worktree (docs/multi-agent.md). Raising it is a human decision: ``on_raise()`` is called under
     the store lock when the new value is above the current one and raises to refuse (the CLI
-    passes ``loopx.kernel.write.humans.require_human``)."""
+    passes ``loopx.kernel.humans.require_human``)."""
     changes: dict = {}
     if fields.get("objective") is not None:
         changes["objective"] = validate.text(fields["objective"], "objective")
@@ -190,10 +209,13 @@ def set_status(store: Store, actor: str, goal_id: str | None, status: str, note:
             humans.check_channel(human, "goal.finish")
         out.update(goal_id=g["id"], status=status, previous=g["status"], changed=g["status"] != status)
         # "I fixed the setup": the next check retries
-        if g["status"] == status == "active" and actors.is_human(actor) and open_error(state, g):
-            out.update(changed=True, retry=True)
+        err = open_error(state, g) if g["status"] == status == "active" and actors.is_human(actor) else None
+        if err:
+            host = str(err.get("reason") or "").startswith("host_")  # the agent's host, not the verify command
+            out.update(changed=True, retry=True, setup_error=err.get("reason"))
             return [Draft("goal.resumed", g["id"], {"note": validate.text(note, "note", required=False)
-                                                    or "the setup was fixed: retry the verify command"})]
+                                                    or ("the host was fixed: retry the agent" if host else
+                                                        "the setup was fixed: retry the verify command")})]
         if g["status"] == status:
             return []
         if g["status"] not in ALLOWED_FROM[status]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, fold, machines
 from loopx.kernel.storage.store import Draft
-from loopx.kernel.write import humans
-
-humans.HUMAN_ONLY.setdefault("run.handover", "handing a run over to another machine")
 
 
 def hand_over(store, actor: str, run_id: str) -> dict:

@@ -288,7 +288,7 @@ def configure(*, enable: bool, key: str | None, principal: str | None, human) ->
     import json
 
     from loopx import config
-    from loopx.kernel.write import humans
+    from loopx.kernel import humans
 
     humans.check_channel(human, "signing.config")
     s = settings()

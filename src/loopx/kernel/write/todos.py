@@ -14,20 +14,8 @@ from loopx.kernel.storage import actors, clock, ids, machines
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.store import Draft, Store
 
-DEFAULT_LEASE = 1800.0
 VERIFY_TIMEOUT = 1800.0  # seconds a todo's verify command may take in `todo done`
-MAX_LEASE = 7 * 86400.0
 UPDATABLE = ("title", "detail", "priority", "depends_on", "acceptance", "verify", "reopen")  # update's fields
-
-
-def lease_seconds(value) -> float:
-    try:
-        secs = DEFAULT_LEASE if value is None else clock.parse_duration(value)
-    except UsageError as exc:
-        raise FieldError("lease", "{field}: " + exc.message, "use e.g. {field} 30m (at most 7d)") from None
-    if not 1 <= secs <= MAX_LEASE:
-        raise FieldError("lease", "{field} must be between 1s and 7d", "use e.g. {field} 30m")
-    return secs
 
 
 def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int | None) -> None:
@@ -35,12 +23,16 @@ def _holder_check(state: dict, todo: dict, actor: str, now_iso: str, fence: int 
     mine = machines.holds(state, claim, actor)  # the agent on this machine (kernel.storage.machines)
     holder = machines.who(state, claim["holder"], claim.get("node")) if claim else None
     if fence is not None:
-        if not claim or claim["fence"] != fence:
-            cur = f"current holder {holder} (fence {claim['fence']})" if claim else "no current claim"
+        if not claim:
+            raise Conflict(f"stale fence {fence} for {todo['id']}: nobody holds a claim on it",
+                           "claim it first (ask for new work)", code="stale_fence",
+                           details={"todo": todo["id"], "fence": fence, "taken_over": False, "unclaimed": True})
+        if claim["fence"] != fence:
+            cur = f"current holder {holder} (fence {claim['fence']})"
             raise Conflict(f"stale fence {fence} for {todo['id']}: {cur}",
-                           f"your current claim has fence {claim['fence']}; pass that" if mine and claim
+                           f"your current claim has fence {claim['fence']}; pass that" if mine
                            else "your lease was taken over; ask for new work", code="stale_fence",
-                           details={"todo": todo["id"], "fence": fence, "taken_over": not (mine and claim)})
+                           details={"todo": todo["id"], "fence": fence, "taken_over": not mine})
         if not mine:
             raise Conflict(f"fence {fence} belongs to {holder}, not {actor}", None, code="stale_fence",
                            details={"todo": todo["id"], "fence": fence, "taken_over": False})
@@ -187,7 +179,7 @@ def add(store: Store, actor: str, goal_id: str | None, title: str, *, detail=Non
 def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
     """Claim a todo for ``actor`` with a lease. Conflict (exit 4) when another live claim holds it,
     naming the holder and expiry. Claiming one's own live claim renews it."""
-    secs = lease_seconds(lease)
+    secs = validate.lease_seconds(lease)
 
     def build(state, t, now_iso, now, out):
         _writable(t)
@@ -218,7 +210,7 @@ def claim(store: Store, actor: str, todo_ref: str, lease=None) -> dict:
 
 def renew(store: Store, actor: str, todo_ref: str, lease=None, fence: int | None = None) -> dict:
     """Extend the caller's own claim. Conflict when the claim was lost (fenced out)."""
-    secs = lease_seconds(lease)
+    secs = validate.lease_seconds(lease)
 
     def build(state, t, now_iso, now, out):
         _writable(t)
@@ -270,7 +262,7 @@ def _reopen_drafts(state: dict, t: dict, actor: str, now_iso: str, human) -> lis
     if t["status"] not in ("blocked", "done", "archived", "claimed"):
         return []
     if t["status"] != "claimed":
-        from loopx.kernel.write import humans
+        from loopx.kernel import humans
 
         humans.check_channel(human, "todo.reopen")
     else:

@@ -10,16 +10,20 @@
   no longer that commit, so no trial is ever decided against a frontier it did not see.
 - ``continue_after_plateau(store, actor, goal_id, note, human)``: ``experiment.continued``
   (human-only).
+- ``measuring_changes(...)``, ``update_measuring(store, actor, goal_id, changes, human)``:
+  ``experiment.updated`` (human-only; the measure command and pattern only before a baseline).
 - ``promoted(store, actor, goal_id, data)``, ``applied(store, actor, goal_id, trial_id, onto)``.
 """
 
 from __future__ import annotations
 
+import math
+
 from loopx.errors import Conflict, FieldError, NotFound, UsageError
+from loopx.kernel import humans
 from loopx.kernel.read import experiments, metrics, queries, validate
 from loopx.kernel.storage import clock, ids
 from loopx.kernel.storage.store import Draft, Store
-from loopx.kernel.write import humans
 
 MAX_HYPOTHESIS = 500
 
@@ -34,15 +38,8 @@ def config(*, metric, direction="max", measure, trial_timeout=None, metric_patte
                          details={"field": "measure"})
     metric = validate.text(metric, "metric", limit=64)
     validate.choice(direction or "max", ("max", "min"), "direction")
-    timeout = 600.0 if trial_timeout in (None, "") else clock.parse_duration(str(trial_timeout))
-    if timeout <= 0:
-        raise FieldError("trial_timeout", "{field} must be positive", "e.g. {field} 300", code="bad_timeout")
-    try:
-        delta = float(min_delta) if min_delta not in (None, "") else 0.0
-    except ValueError:
-        raise FieldError("min_delta", "{field} " + repr(min_delta) + " is not a number", "e.g. {field} 0.002") from None
-    if delta < 0:
-        raise FieldError("min_delta", "{field} cannot be negative", "e.g. {field} 0.002")
+    timeout = 600.0 if trial_timeout in (None, "") else _timeout(trial_timeout)
+    delta = _min_delta(min_delta) if min_delta not in (None, "") else 0.0
     n = validate.count(plateau, "plateau", low=1, high=10000) if plateau not in (None, "") else 0
     paths = []
     for p in list(protect or ()) + list(holdout_paths or ()):
@@ -56,6 +53,79 @@ def config(*, metric, direction="max", measure, trial_timeout=None, metric_patte
             "metric_pattern": metrics.check_pattern(metric_pattern), "min_delta": delta, "plateau": n,
             "trial_timeout": timeout, "protect": [p.rstrip("/") for p in protect or ()],
             "holdout_paths": [p.rstrip("/") for p in holdout_paths or ()]}
+
+
+def _timeout(value) -> float:
+    timeout = clock.parse_duration(str(value))
+    if timeout <= 0:
+        raise FieldError("trial_timeout", "{field} must be positive", "e.g. {field} 300", code="bad_timeout")
+    return timeout
+
+
+def _min_delta(value) -> float:
+    try:
+        delta = float(value)
+    except ValueError:
+        raise FieldError("min_delta", "{field} " + repr(value) + " is not a number", "e.g. {field} 0.002") from None
+    if delta < 0 or not math.isfinite(delta):
+        raise FieldError("min_delta", "{field} must be a finite number, 0 or more", "e.g. {field} 0.002")
+    return delta
+
+
+def measuring_changes(*, measure=None, metric_pattern=None, trial_timeout=None, guard=None, min_delta=None) -> dict:
+    """The validated fields of ``experiment.updated`` from ``goal update``'s flags (None: not
+    given; ``""`` clears ``metric_pattern`` and ``guard``). UsageError, exit 2, on a bad one."""
+    out: dict = {}
+    if measure is not None:
+        out["measure"] = validate.command(measure, "measure")
+    if metric_pattern is not None:
+        out["metric_pattern"] = metrics.check_pattern(metric_pattern) if metric_pattern else None
+    if trial_timeout is not None:
+        out["trial_timeout"] = _timeout(trial_timeout)
+    if guard is not None:
+        out["guard"] = validate.command(guard, "guard") if guard.strip() else None
+    if min_delta is not None:
+        out["min_delta"] = _min_delta(min_delta)
+    return out
+
+
+# what makes the trials' numbers: changed after a baseline was measured, the frontier's value and
+# the next trial's would come from two different measurements
+NUMBERS = ("measure", "metric_pattern")
+
+
+def update_measuring(store: Store, actor: str, goal_id: str | None, changes: dict, human) -> dict:
+    """``experiment.updated`` (human-only: the measuring is governance). The measure command and
+    the metric pattern change only while the experiment has no measured baseline (no frontier:
+    the baseline crashed); after that they are refused (Conflict ``measure_frozen``, exit 4),
+    since every kept value was measured by the old command: start a new experiment goal. The
+    trial timeout, the guard and ``min_delta`` decide keep or discard, not the numbers, and change
+    at any time."""
+    humans.check_channel(human, "experiment.measuring")
+    out: dict = {}
+
+    def plan(state, now):
+        g = queries.resolve_goal(state, goal_id)
+        e = experiments.get(state, g["id"])
+        if e is None:
+            raise UsageError(f"goal {g['id']} is not an experiment: --{'/--'.join(sorted(changes))} "
+                             "belong to an experiment goal", "use --verify for a goal's check command",
+                             code="not_an_experiment", details={"goal": g["id"], "action": "update"})
+        frozen = sorted(k for k in NUMBERS if k in changes and changes[k] != e.get(k))
+        if frozen and e.get("frontier"):
+            front = e["frontier"]
+            raise Conflict(f"experiment {g['id']} has a measured baseline ({front['trial']}, {e['metric']}="
+                           f"{experiments.fmt_value(front.get('value'))}): a new {frozen[0].replace('_', ' ')} would "
+                           "make its numbers incomparable with the next trials'",
+                           f"start a new experiment goal with the new command (`loopx goal stop {g['id']}`, then "
+                           "`loopx start-goal --experiment ...`)", code="measure_frozen",
+                           details={"goal": g["id"], "fields": frozen})
+        out.update(goal_id=g["id"], changed=sorted(changes), experiment=True,
+                   baseline_needed=e.get("frontier") is None)
+        return [Draft("experiment.updated", g["id"], dict(changes))]
+
+    store.transact(plan, actor=actor)
+    return out
 
 
 def start(store: Store, actor: str, goal_id: str, cfg: dict) -> dict:

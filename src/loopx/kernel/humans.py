@@ -51,6 +51,7 @@ HUMAN_ONLY: dict[str, str] = {
     "todo.reopen": "re-opening a todo",
     "force_unverified": "--force-unverified",
     "signing.config": "changing approval signing (allowed signers, signing on or off)",
+    "run.handover": "handing a run over to another machine",
 }
 
 # loopx command lines an agent's tool call may never run: (words, flag that must be present or
@@ -92,6 +93,11 @@ AGENT_DENIED: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
     (("experiment", "baseline"), None, "experiment.baseline"),
     (("start-goal",), None, "goal.start"),
     (("goal", "update"), "--verify", "goal.verify"),
+    (("goal", "update"), "--measure", "experiment.measuring"),
+    (("goal", "update"), "--metric-pattern", "experiment.measuring"),
+    (("goal", "update"), "--trial-timeout", "experiment.measuring"),
+    (("goal", "update"), "--guard", "experiment.measuring"),
+    (("goal", "update"), "--min-delta", "experiment.measuring"),
     (("action", "perform"), None, "action.perform"),
 )
 HUMAN_ONLY.setdefault("goal.start", "starting a goal (its scope and verify command)")
@@ -103,6 +109,8 @@ HUMAN_ONLY.setdefault("doctor.fix", "repairing the store")
 HUMAN_ONLY.setdefault("experiment.continue", "answering an experiment's plateau")
 HUMAN_ONLY.setdefault("experiment.promote", "asking to promote an experiment (it runs the holdout)")
 HUMAN_ONLY.setdefault("experiment.baseline", "measuring an experiment's baseline again")
+HUMAN_ONLY.setdefault("experiment.measuring", "changing how an experiment measures (measure command, metric "
+                      "pattern, trial timeout, guard, min delta)")
 
 _GLOBALS_WITH_VALUE = {"--project", "--format", "--agent"}
 _SEAL = object()
