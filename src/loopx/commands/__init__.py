@@ -10,6 +10,26 @@ GLOBALS = ("global options (before or after the command): --project DIR, --forma
            "  --agent NAME, --quiet (-q), --debug; exit codes: 0 ok, 1 no, 2 usage, 3 state, 4 conflict")
 
 
+def stop_signals_interrupt() -> None:
+    """SIGTERM (systemd stop, `kill`) and SIGHUP (terminal closed) take the Ctrl-C path in a
+    command that runs other processes (an agent, a measure command): they are stopped, whole
+    process group and all, and the open run closed, instead of orphaning them. The main thread
+    only (signal handlers cannot be set elsewhere)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, interrupt)
+
+
 def add(sub, name: str, help_text: str, *, handler=None, render=None, example: str | None = None,
         description: str | None = None, command: str | None = None):
     """Add one (sub)command parser with an example in its help epilog."""

@@ -4,7 +4,7 @@ are shown only to a human (``promote`` runs the holdout; ``gate show`` shows the
 
 from __future__ import annotations
 
-from loopx.commands import actions, add, goal_opt
+from loopx.commands import actions, add, goal_opt, stop_signals_interrupt
 from loopx.commands.trial import _goal
 from loopx.errors import Conflict
 from loopx.kernel import humans
@@ -87,6 +87,7 @@ def experiment_baseline(ctx, goal=None):
                        code="baseline_measured")
     e = experiments.get(store.load(), gid)
     note = trialstep.uncommitted_note(store, e)  # said before measuring: the baseline measures the commit
+    stop_signals_interrupt()  # the measure command ends with this command, SIGTERM or not
     res = trialstep.measure_baseline(store, human.actor, gid)
     if res["decision"] != "crash":
         return Reply(res, 0, [note] if note else [])
@@ -126,6 +127,7 @@ def experiment_continue(ctx, goal=None, note=None):
 def experiment_promote(ctx, goal=None, as_branch=None):
     human = humans.require_human(ctx, "experiment.promote")
 
+    stop_signals_interrupt()  # the holdout command ends with this command, SIGTERM or not
     res = trialstep.promote(ctx.store(), human.actor, _gid(ctx, goal), as_branch=as_branch, confine=holdout_policy)
     res["approve_command"] = f"loopx gate approve {res['gate_id']} --confirm {res['gate_id']}"
     return Reply(res)

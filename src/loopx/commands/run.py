@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from loopx import output
-from loopx.commands import add, goal_opt
+from loopx.commands import add, goal_opt, stop_signals_interrupt
 from loopx.errors import Interrupted, UsageError
 from loopx.kernel.humans import require_human
 from loopx.kernel.read import validate
@@ -95,7 +94,7 @@ def run(ctx, goal_id=None, agent_cmd=None, once=False, max_turns=None, timeout=N
         if not ctx.json and not ctx.quiet:
             output.print_text(output.safe(msg), sys.stderr)
 
-    _stop_signals_interrupt()
+    stop_signals_interrupt()
     res = loop.drive(ctx.store(), name, goal_id=goal_id, preset=preset, agent_cmd=agent_cmd,
                      once=once, max_turns=n, timeout=secs, dry_run=dry_run, lease=validate.lease_seconds(lease),
                      echo=echo, log=log, permission_mode=permission_mode)
@@ -122,18 +121,6 @@ def _parallel(ctx, n, *, name, goal_id, agent_cmd, once, max_turns, timeout, lea
     if res["interrupted"]:
         raise Interrupted(f"interrupted: the {n} runners closed their runs", "run `loopx run --parallel` again to continue")
     return output.Reply(res, res["exit_code"])
-
-
-def _stop_signals_interrupt() -> None:
-    """SIGTERM (systemd stop, `kill`) and SIGHUP (terminal closed) take the Ctrl-C path: the agent's
-    process group is stopped and the open run closed as failed, instead of orphaning both."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    for name in ("SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            signal.signal(sig, interrupt)
 
 
 def render(d: dict) -> str:

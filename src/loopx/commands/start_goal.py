@@ -9,6 +9,7 @@ import sys
 from loopx.commands import (
     add,
     goal_opt,  # noqa: F401
+    stop_signals_interrupt,
 )
 from loopx.commands.experiment import baseline_fix, tail_lines
 from loopx.errors import UsageError
@@ -157,6 +158,7 @@ def start_goal(ctx, objective=None, goal_id=None, done_when=None, verify=None, a
                            quota=policy, todos=todos)
     res["started"] = True
     if exp_cfg is not None:
+        stop_signals_interrupt()  # the baseline's measure command ends with this command, SIGTERM or not
         exp = trialstep.start(ctx.store(), ctx.actor, res["goal_id"], exp_cfg)
         res["experiment"] = {k: exp[k] for k in ("worktree", "branch", "base_branch", "base_commit")}
         res["baseline"] = _baseline_view(exp.get("baseline"))

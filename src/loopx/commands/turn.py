@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from loopx import output
-from loopx.commands import actions, add
+from loopx.commands import actions, add, stop_signals_interrupt
 from loopx.kernel.policy import turn
 from loopx.kernel.storage import layout
 
@@ -39,6 +39,8 @@ def register(sub, name, help_text):
 
 
 def turn_finish(ctx, run, result, evidence=None, verify=False, note=None):
+    if verify:  # the verify command ends with this command, SIGTERM (the runner stopping the agent's group) or not
+        stop_signals_interrupt()
     res = _trial_finish(ctx, run, result, note) or turn.finish(ctx.store(), ctx.actor, run, result,
                                                                evidence=evidence or (), verify=verify, note=note)
     warnings = res.pop("warnings", [])
@@ -66,6 +68,7 @@ def _trial_finish(ctx, run, result, note):
     from loopx.kernel.policy import trialstep
     from loopx.sync import shared
 
+    stop_signals_interrupt()  # the measure command ends with this command, SIGTERM or not
     return trialstep.finish_by_agent(store, ctx.actor, run, result, note, spend_slot=shared.spend_slot)
 
 

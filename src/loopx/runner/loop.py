@@ -15,7 +15,8 @@ that protects actions leaves one stable ``wait_human`` (``close_goal``) for a hu
 should-run ask for a planning turn.
 
 and each turn is ``{"run_id", "goal_id", "todo_id", "mode", "result", "verified", "slots",
-"agent_exit", "timed_out", "duration", "verify": {...}|None, "spend": receipt|None, "note",
+"agent_exit", "timed_out", "duration" (s, the whole turn: the agent and loopx's verify or measure
+commands after it), "agent_duration" (s, the agent's part), "verify": {...}|None, "spend": receipt|None, "note",
 "usage": loopx.runner.report usage|None (None: usage unknown), "changes": loopx.runner.changes
 dict|None, "host": str|None, "permission_mode": str|None, "setup_error": dict|None,
 "out_of_scope": [path] (only when the turn changed files outside the goal's scope: never verified)}``.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from loopx import sandbox
 from loopx.errors import HumanRequired, Interrupted, LoopxError, StateError, UsageError
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from loopx.sandbox.session import Session
 
 KEEP_OUTPUT = 4 * 1024 * 1024   # bytes of a reporting host's output kept to read its final report
+NOT_STARTED = (126, 127)  # the exit of a shell whose command is not executable / not found
 
 
 class Driver:
@@ -174,6 +177,7 @@ class Driver:
     def turn(self, started: dict) -> dict:
         rid = started["run_id"]
         self.run_id = rid
+        began = time.monotonic()
         mode = self.mode_for(started["goal_id"])
         if mode and started.get("packet"):
             started["packet"]["permission_mode"] = mode
@@ -231,7 +235,9 @@ class Driver:
                     os.remove(p)
                 except OSError:
                     pass
-        return self.settle(started, res, self.measure(res, before, cwd))
+        out = self.settle(started, res, self.measure(res, before, cwd))
+        out["duration"] = round(time.monotonic() - began, 3)  # what the turn took, verify or measure included
+        return out
 
     def measure(self, res: dict, before: str | None, cwd: str | None = None) -> dict:
         """What the turn cost and changed (in ``cwd``, the run's worktree in parallel mode), and
@@ -259,6 +265,7 @@ class Driver:
         report = {k: meas.get(k) for k in ("usage", "changes", "host", "permission_mode", "wall_time", "guard")}
         out = {"run_id": rid, "goal_id": started["goal_id"], "todo_id": started["todo_id"], "mode": started["mode"],
                "agent_exit": res["exit_code"], "timed_out": res["timed_out"], "duration": res["duration"],
+               "agent_duration": res["duration"],
                "verify": None, "spend": None, "note": None, "setup_error": meas.get("setup_error"), **report}
         if started.get("worktree"):
             out["worktree"] = {"path": started["worktree"]["path"], "branch": started["worktree"]["branch"],
@@ -266,7 +273,7 @@ class Driver:
             out["merge"] = None
         if res["interrupted"]:
             turn.close(self.store, self.actor, rid, "failed", "interrupted (Ctrl-C); the run was closed by the runner",
-                       report=report)
+                       report=dict(report, unjudged=True))
             raise Interrupted("interrupted: the agent was stopped and its run closed as failed",
                               "run `loopx run` again to continue")
         if started.get("trial_where"):
@@ -280,7 +287,10 @@ class Driver:
         if res["timed_out"] or res["exit_code"] != 0:
             why = (f"timed out after {clock.format_duration(self.timeout or 0)}" if res["timed_out"]
                    else f"agent exited {res['exit_code']}")
-            fin = turn.close(self.store, self.actor, rid, "failed", why, report=report)
+            # 126/127: the agent command could not start (not executable, not found): no attempt at the work
+            never_started = not res["timed_out"] and res["exit_code"] in NOT_STARTED
+            fin = turn.close(self.store, self.actor, rid, "failed", why,
+                             report=dict(report, unjudged=True) if never_started else report)
             out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why)
             return self.land_failed(started, out)
         changed = None
@@ -623,7 +633,7 @@ def _take_turn(store, drv: Driver, started: dict, number: int) -> dict:
     try:
         t = drv.turn(started)
     except KeyboardInterrupt:
-        turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)")
+        turn.close(store, drv.actor, started["run_id"], "failed", "interrupted (Ctrl-C)", report={"unjudged": True})
         raise Interrupted("interrupted: the run was closed as failed", "run `loopx run` again to continue") from None
     t["number"] = number
     return t

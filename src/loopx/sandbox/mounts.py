@@ -131,6 +131,19 @@ def setup(roots: list[str], ro: list[str], rw: list[str], hide=(), view: dict | 
     return True
 
 
+def forwarder(pid: int):
+    """A signal handler that passes the signal on to ``pid``. The child may be gone already: a
+    signal sent to the whole process group (``kill -INT -PGID``, systemd's ``KillSignal``) reaches
+    it too, and it can end (and be reaped) before or while the signal is passed on; that is no
+    error, the exit status is what ``own_pids`` leaves with."""
+    def handler(signum: int, _frame) -> None:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return handler
+
+
 def own_pids() -> int | None:
     """Move what runs next into a new PID namespace with its own ``/proc``, so the sandboxed
     command sees only its own processes: not the environment or files of ``loopx run`` and the
@@ -150,7 +163,7 @@ def own_pids() -> int | None:
             os._exit(126)
         return None
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+        signal.signal(sig, forwarder(pid))
     while True:
         try:
             _, status = os.waitpid(pid, 0)

@@ -118,12 +118,16 @@ def _reserved_for_others(state: dict, goal_id: str, me: str | None, now: datetim
 
 
 def _last_judged(state: dict, goal_id: str, keys: list) -> dict:
-    """{todo id ("" for planning turns): its newest finished run without a setup error}."""
+    """{todo id ("" for planning turns): its newest finished run without a setup error}. A run cut
+    short before it could be judged (``unjudged``: interrupted, or an agent command that could not
+    start) made no attempt at the work: it is passed over, so it never makes the next turn a
+    ``no_change`` skip."""
     want = set(keys)
     out: dict = {}
     for r in state["runs"].values():
         k = r.get("todo") or ""
-        if (r["goal"] != goal_id or k not in want or r["finished"] is None or r.get("setup_error")):
+        if (r["goal"] != goal_id or k not in want or r["finished"] is None or r.get("setup_error")
+                or r.get("unjudged")):
             continue
         if k not in out or r.get("seq", 0) > out[k].get("seq", 0):
             out[k] = r

@@ -67,7 +67,9 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
     is given; with ``confined``, inside the sandbox of the turn this process serves when there is
     one (``loopx.sandbox.verify.confine``: ``loopx run``'s agent sandbox, or the policy a broker
     named), as the goal's verify commands do. Returns {exit_code (None when it could not start or
-    timed out), timed_out, output, tail, duration (s)}. Never raises for the command's own failure."""
+    timed out), timed_out, output, tail, duration (s)}; after a timeout the output ends with a line
+    that says so. Never raises for the command's own failure; Ctrl-C or SIGTERM (KeyboardInterrupt)
+    while it runs ends its whole group before it propagates."""
     started = time.monotonic()
     full_env = dict(os.environ if env is None else env)
     full_env["LOOPX_TRIAL"] = "1"
@@ -93,9 +95,31 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        if not hasattr(os, "killpg"):  # Windows: no process groups to signal
-            proc.kill()
-        for sig in (() if not hasattr(os, "killpg") else (signal.SIGTERM, signal.SIGKILL)):
+        end_group(proc)
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out = b""
+    except BaseException:  # Ctrl-C or SIGTERM while it runs: the command and its group do not outlive loopx
+        end_group(proc)
+        raise
+    text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
+    if timed_out:  # the command's own last words are a shell's "Terminated" at best: say why
+        text = text + ("" if not text or text.endswith("\n") else "\n") + \
+            f"loopx: timed out after {clock.format_duration(timeout)}; its process group was killed\n"
+    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
+            "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s process group (it leads one: ``start_new_session``): SIGTERM, SIGKILL after
+    2 s, and SIGKILL once more for what the leader left behind in its group, even when a second
+    Ctrl-C cuts the wait short."""
+    if not hasattr(os, "killpg"):  # Windows: no process groups to signal
+        proc.kill()
+        return
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(proc.pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -105,18 +129,11 @@ def launch(command: str, cwd: str, timeout: float, env: dict | None = None, poli
                 break
             except subprocess.TimeoutExpired:
                 continue
+    finally:
         try:
-            if hasattr(os, "killpg"):
-                os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
+            os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            out = b""
-    text = (out or b"")[-KEEP_OUTPUT:].decode("utf-8", "replace")
-    return {"exit_code": None if timed_out else proc.returncode, "timed_out": timed_out, "output": text,
-            "tail": tail(text), "duration": round(time.monotonic() - started, 3)}
 
 
 def tail(text: str) -> str:

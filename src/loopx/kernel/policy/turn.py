@@ -531,7 +531,7 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str, report:
                   run_id, result, note=note, report=report, seen=state)
 
 
-REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard")
+REPORT_KEYS = ("usage", "changes", "host", "permission_mode", "wall_time", "setup_error", "guard", "unjudged")
 
 
 def report_data(report: dict | None) -> dict:
@@ -541,7 +541,8 @@ def report_data(report: dict | None) -> dict:
     {commits, commit_count, files, added, removed, untracked, committed}, ``host``,
     ``permission_mode``, ``wall_time`` (s), ``setup_error`` {reason, message, exit_code, reset_at},
     ``guard`` {calls, denied, unguarded} (the host's pre-tool hook calls during the run and the
-    guard's refusals among them; 0 calls: the hook never loaded)."""
+    guard's refusals among them; 0 calls: the hook never loaded), ``unjudged`` (True: the turn was
+    cut short before it could be judged, see decide's value rule)."""
     return {k: report[k] for k in REPORT_KEYS if report and report.get(k) is not None}
 
 

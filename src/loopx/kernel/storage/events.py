@@ -47,7 +47,10 @@ _REPORT = (("usage", "d?", COPY, "tokens, cost_usd, …"), ("changes", "d?", COP
            ("host", "", COPY, ""), ("permission_mode", "", COPY, ""), ("wall_time", "", COPY, "seconds"),
            ("setup_error", "d?", COPY, "{reason, message, …}: a host that could not work (docs/usage.md) or "
             "`verify_broken` {command, exit_code, timed_out, path, resolved, interpreter, cwd}"),
-           ("guard", "", COPY, "what the pre-tool guard refused"))
+           ("guard", "", COPY, "what the pre-tool guard refused"),
+           ("unjudged", "b?", COPY, "true: the turn was cut short before it could be judged (interrupted: Ctrl-C, "
+            "SIGTERM; or its agent command could not start: exit 126/127); the value rule's `no_change` "
+            "never skips on it"))
 
 EVENTS: dict[str, tuple[str, tuple]] = {
     # ------------------------------------------------------------------ goals
