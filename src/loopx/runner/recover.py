@@ -25,7 +25,7 @@ import shutil
 from loopx.errors import Conflict, LoopxError
 from loopx.kernel.policy import turn
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import agentproc, layout
+from loopx.kernel.storage import agentproc, fold, layout
 from loopx.runner import worktree
 from loopx.runner.lease import RunnerLock
 
@@ -58,7 +58,7 @@ def recover(store, drv) -> list[dict]:
     if not found:
         return []  # the common case: no fold at all (a turn reads the live view only)
     state = store.load(view="live")
-    if any(rid not in state["runs"] for rid, _ in found):
+    if not all(fold.holds(state["runs"], rid) for rid, _ in found):
         state = store.load()  # a finished run the live view left out: only then the whole history
     out = []
     for rid, rec in found:
@@ -80,7 +80,8 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
     rid = run["id"]
     closed = run.get("finished") is None
     if closed:
-        turn.close(store, drv.actor, rid, "failed", NOTE)
+        # no attempt at the work was judged: the no_change rule must not skip the next turn for it
+        turn.close(store, drv.actor, rid, "failed", NOTE, report={"unjudged": True})
     for ext in (".packet.txt", ".packet.json"):  # the killed runner's packet files
         try:
             os.remove(store.path(layout.CACHE, rid + ext))
@@ -93,6 +94,12 @@ def _bring_back(store, drv, run: dict, rec: dict) -> dict:
                 "merge": None}
     if not rec.get("sequential"):  # a parallel run: failed, its workspace kept for a look (as when it fails)
         note = "workspace kept: a --parallel run whose runner died mid-turn (its work is in the clone)"
+        drv.kept({"run_id": rid}, {"note": note})
+        return {"run_id": rid, "closed": closed, "kept": True, "note": note, "merge": None}
+    if not worktree.is_clone(str(rec.get("path") or worktrees.path(store.root, rid))):
+        # no git folder of its own (half removed, or not a clone): any git call there would walk up
+        # to the project's repository and act on the user's checkout. Kept, named, never touched.
+        note = "workspace kept: it is not a whole clone (its .git is missing); look at it, then remove it"
         drv.kept({"run_id": rid}, {"note": note})
         return {"run_id": rid, "closed": closed, "kept": True, "note": note, "merge": None}
     info = {k: v for k, v in rec.items() if k not in ("run_id", "goal_id", "todo_id", "mode", "kept", "slot")}

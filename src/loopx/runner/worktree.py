@@ -368,3 +368,13 @@ def remove(store, run_id: str, *, delete_branch: bool) -> None:
         git(store.project_dir, "branch", "-D", worktrees.branch(run_id), check=False)
     if not os.path.lexists(path):
         drop_record(store, run_id)
+    elif os.path.exists(worktrees.record_path(store.root, run_id)):
+        # part of it could not be removed (a read-only folder, a file still open elsewhere): what is
+        # left is no killed turn's workspace, and its git folder may be gone, so the next runner
+        # must never "bring it back" (git would then act on the project's own repository)
+        rec = worktrees.record(store.root, run_id) or {}
+        try:
+            save_record(store, run_id, dict(rec, kept="loopx could not remove all of it after its turn: "
+                                                     "remove it by hand"))
+        except OSError:
+            pass
