@@ -647,3 +647,22 @@ def test_counts_and_hypotheses_read_the_same_everywhere():
     text = demo_research.render(d)
     assert "trial 2 tr-bbb331: keep" in text and "among 5…" in text  # the turn's trial id; cut after a word
     assert "5 trials: baseline, 3 kept, 0 discarded, 1 crashed" in text
+
+
+def test_a_trial_never_moves_the_experiment_branch_under_a_users_checkout(repo):
+    """The experiment works in its own clone, so git lets the user switch to loopx/exp/<goal>:
+    a trial must then not move that branch (the checkout's HEAD would change under its files)."""
+    start(repo)
+    git(repo, "switch", "-q", "loopx/exp/knn")
+    head = git(repo, "rev-parse", "HEAD")
+    env = {"PLAN": json.dumps([["raise to 0.7", "0.7"]])}
+    r = run_loopx(["run", "--agent-cmd", f"{sys.executable} {repo.parent / 'agent.py'}", "--max-turns", "1",
+                   "--json"], cwd=repo, env=env, timeout=180)
+    assert r.code == 4 and "experiment_branch_checked_out" in r.out, r.out + r.err
+    assert "git switch -" in r.out, r.out
+    assert git(repo, "rev-parse", "HEAD") == head and (repo / "param.txt").read_text() == "0.5\n"
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    git(repo, "switch", "-q", "main")
+    assert drive(repo, [["raise to 0.7", "0.7"]], 1)["turns"]  # once switched away, trials go on
+    assert trials(repo)[-1]["decision"] == "keep"
+    assert git(repo, "rev-parse", "loopx/exp/knn").strip() == trials(repo)[-1]["commit"]

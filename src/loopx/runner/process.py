@@ -165,12 +165,16 @@ def run_agent(command, *, shell: bool, stdin_text: str, env: dict, cwd: str, tim
                     tick()
         except KeyboardInterrupt:
             interrupted = True
-            old = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+            # a second Ctrl-C, SIGTERM or SIGHUP (all raise KeyboardInterrupt in a runner) must not cut
+            # the stop short before its SIGKILL step: ignored while the agent's group is stopped
+            mask = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+            main = threading.current_thread() is threading.main_thread()
+            old = {s: signal.signal(s, signal.SIG_IGN) for s in mask if s is not None} if main else {}
             try:
                 _stop(proc)
             finally:
-                if old is not None:
-                    signal.signal(signal.SIGINT, old)
+                for s, h in old.items():
+                    signal.signal(s, h)
         reader.join(GRACE)  # a grandchild still holding the pipe keeps the (daemon) reader alive
     code = 124 if timed_out else (130 if interrupted else proc.returncode)
     whole = b"".join(sink)

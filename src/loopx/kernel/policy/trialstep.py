@@ -387,7 +387,7 @@ def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) 
     wt = create_worktree(store, goal_id)
     try:
         trials.start(store, actor, goal_id, dict(cfg, **wt))
-    except Exception:
+    except BaseException:  # Ctrl-C / SIGTERM too: no branch or clone without its experiment.started
         shutil.rmtree(worktree_path(store, goal_id), ignore_errors=True)
         git(store.project_dir, "update-ref", "-d", "refs/heads/" + wt["branch"], check=False)
         raise
@@ -395,6 +395,30 @@ def start(store, actor: str, goal_id: str, cfg: dict, *, baseline: bool = True) 
     if baseline:
         out["baseline"] = measure_baseline(store, actor, goal_id)
     return out
+
+
+def _ours(store, path: str | None) -> bool:
+    """A checkout under ``.loopx/worktrees/``: loopx's own (an older experiment's linked worktree,
+    which loopx resets and turns into a clone), not the user's."""
+    own = os.path.realpath(store.path(layout.WORKTREES)) + os.sep
+    return bool(path) and os.path.realpath(str(path)).startswith(own)
+
+
+def _move_branch(store, branch: str, commit: str) -> None:
+    """Point the experiment's branch at ``commit`` in the project. The branch is nobody's checkout
+    (the experiment works in its own clone), so git lets a user switch to it: moving it then would
+    change that checkout's HEAD under its files and index (a later ``commit -a`` undoes the trial).
+    Raises Conflict (``experiment_branch_checked_out``, exit 4) instead."""
+    listing = git(store.project_dir, "worktree", "list", "--porcelain").stdout
+    path = None
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            path = line[len("worktree "):]
+        elif line == f"branch refs/heads/{branch}" and not _ours(store, path):
+            raise Conflict(f"the experiment's branch {branch} is checked out in {path}",
+                           f"switch that checkout to another branch (`git switch -`); loopx moves {branch} itself",
+                           code="experiment_branch_checked_out", details={"branch": branch, "path": path})
+    git(store.project_dir, "update-ref", "refs/heads/" + branch, commit)
 
 
 def measure_baseline(store, actor: str, goal_id: str) -> dict:
@@ -405,7 +429,7 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
     if e.get("frontier") is None and e["trials"]:  # measured again after a crash: the project's commit now
         head = rev(store.project_dir, "HEAD")       # (the human committed the fix there)
         if head:
-            git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], head)
+            _move_branch(store, e["branch"], head)
             _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
     assert commit is not None  # the worktree was made at a commit (create_worktree) and is reset to one
@@ -469,7 +493,7 @@ def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
         path = worktrees.path(store.root, run_id)
         make_clone(store, path, front)
     else:
-        git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], front)  # the branch is the frontier
+        _move_branch(store, e["branch"], front)  # the branch is the frontier
         path = own_worktree(store, e, front)
         _reset(path, front, e["branch"])
     return {"path": path, "cwd": project_cwd(store, path), "parallel": parallel, "base": front}
@@ -599,7 +623,10 @@ def _record(store, actor, gid, data, expect):
             raise
         if rec["decision"] == "keep":
             e = experiments.get(store.load(), gid)
-            git(store.project_dir, "update-ref", "refs/heads/" + e["branch"], rec["commit"])
+            try:
+                _move_branch(store, e["branch"], rec["commit"])
+            except Conflict:
+                pass  # checked out by the user: the record is the frontier; the next trial's prepare says why it waits
     return rec
 
 
