@@ -105,7 +105,7 @@ def test_success_records_tokens_and_cost(project, cli, tmp_path, preset, exe, st
         assert t["usage"][k] == v, k
     run = _run_record(project, t["run_id"])
     assert run["usage"] == t["usage"] and run["host"] == preset and run["permission_mode"] == "edit"
-    assert run["wall_time"] == t["duration"]
+    assert run["wall_time"] == t["agent_duration"] and t["duration"] >= t["agent_duration"]  # the host's part of the turn
     hist = cli("history", "--rounds", json=True).data["rounds"]
     row = next(x for x in hist if x.get("run_id") == t["run_id"])
     assert row["usage"]["total_tokens"] == expect["total_tokens"] and row["permission_mode"] == "edit"

@@ -53,7 +53,8 @@ def _not_experiment(d: dict) -> str | None:
     if "action" not in d:
         return None
     return {"hypothesize": "start one with `loopx start-goal --experiment ...`",
-            "record": "see `loopx experiment show`"}.get(d.get("action") or "", "see `loopx goal show`")
+            "record": "see `loopx experiment show`",
+            "update": "use --verify for a goal's check command"}.get(d.get("action") or "", "see `loopx goal show`")
 
 
 # code, or details["reason"] where the code is a broader one kept for callers -> the CLI's hint,
@@ -108,6 +109,8 @@ HINTS: dict[str, Phrase] = {
     "run_not_yours": lambda d: ("finish your own run (see `loopx history`); a run is finished on the machine that "
                                 "started it, or a human hands it over (`loopx handoff`)"),
     "branch_exists": lambda d: f"delete it (`git branch -D {d['branch']}`) or pick another --goal-id",
+    "measure_frozen": lambda d: (f"start a new experiment goal with the new command (`loopx goal stop {d['goal']}`, "
+                                 "then `loopx start-goal --experiment ...`)"),
     "no_frontier": lambda d: f"fix the measure command, then `loopx experiment baseline {d['goal']}`",
     "baseline_trial": lambda d: "pick a trial the agent made (`loopx trial list`)",
     "trial_not_applicable": lambda d: (f"apply it to a separate checkout of its parent (your checkout stays as it "
@@ -141,6 +144,8 @@ HINTS: dict[str, Phrase] = {
 # the same, for the few messages that name a flag themselves
 MESSAGES: dict[str, Phrase] = {
     "no_metric": lambda d: "--experiment needs --metric NAME",
+    "not_an_experiment": lambda d: (f"goal {d['goal']} is not an experiment: {'/'.join(d['flags'])} belong to an "
+                                    "experiment goal" if d.get("action") == "update" and d.get("flags") else None),
     "no_measure": lambda d: "--experiment needs --measure CMD",
     "match_required": lambda d: "--on match needs --match REGEX",
 }

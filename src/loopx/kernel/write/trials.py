@@ -108,17 +108,18 @@ def update_measuring(store: Store, actor: str, goal_id: str | None, changes: dic
         g = queries.resolve_goal(state, goal_id)
         e = experiments.get(state, g["id"])
         if e is None:
-            raise UsageError(f"goal {g['id']} is not an experiment: --{'/--'.join(sorted(changes))} "
-                             "belong to an experiment goal", "use --verify for a goal's check command",
-                             code="not_an_experiment", details={"goal": g["id"], "action": "update"})
+            raise UsageError(f"goal {g['id']} is not an experiment: {', '.join(sorted(changes))} belong to an "
+                             "experiment goal", "a goal's own check is its verify command",
+                             code="not_an_experiment", details={"goal": g["id"], "action": "update",
+                                                                 "fields": sorted(changes)})
         frozen = sorted(k for k in NUMBERS if k in changes and changes[k] != e.get(k))
         if frozen and e.get("frontier"):
             front = e["frontier"]
             raise Conflict(f"experiment {g['id']} has a measured baseline ({front['trial']}, {e['metric']}="
                            f"{experiments.fmt_value(front.get('value'))}): a new {frozen[0].replace('_', ' ')} would "
                            "make its numbers incomparable with the next trials'",
-                           f"start a new experiment goal with the new command (`loopx goal stop {g['id']}`, then "
-                           "`loopx start-goal --experiment ...`)", code="measure_frozen",
+                           "stop this goal and start a new experiment goal with the new command",
+                           code="measure_frozen",
                            details={"goal": g["id"], "fields": frozen})
         out.update(goal_id=g["id"], changed=sorted(changes), experiment=True,
                    baseline_needed=e.get("frontier") is None)
