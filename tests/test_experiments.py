@@ -443,6 +443,15 @@ def test_an_agent_that_fails_its_turn_leaves_a_crash_and_the_frontier_untouched(
     assert run["result"] == "failed" and run["slots"] == 0
 
 
+def test_a_turn_that_changed_nothing_is_a_trial_with_a_ref_of_its_own(repo):
+    base = start(repo)["baseline"]
+    drive(repo, [["try the same value", "0.5"]], 1)  # the agent writes what is there: nothing to commit
+    t = trials(repo)[-1]
+    assert t["decision"] == "discard" and t["commit"] == base["commit"], t
+    assert git(repo, "rev-parse", f"refs/loopx/trials/{t['id']}").strip() == t["commit"]  # every trial has one
+    assert run_loopx(["trial", "show", t["id"], "--diff"], cwd=repo).code == 0
+
+
 def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):
     """An agent driven by its host's hooks (not `loopx run`): `loopx next`, edit, `loopx turn finish`."""
     start(repo)

@@ -529,6 +529,8 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
     if commit is not None:
         publish(store, path, tid, commit)
+    elif base is not None:  # a turn that changed nothing is a trial too: its ref holds the commit it recorded
+        _set_ref(store.project_dir, trial_ref(tid), base)
     replays = 0
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
@@ -549,6 +551,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
                 replays += 1
                 replayed = _replay(path, commit, fcommit)
                 if replayed is None:
+                    _set_ref(store.project_dir, trial_ref(tid), commit)  # the ref holds what the record names
                     rec = _record(store, actor, gid, dict(
                         common, commit=commit, parent=fcommit, parent_value=fvalue, metrics={}, value=None,
                         delta=None, decision="stale", guard=None, duration=0.0, tail=None, stale_of=base,
@@ -579,6 +582,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
             if rec is not None:
                 break
         if rec is None:
+            _set_ref(store.project_dir, trial_ref(tid), commit)  # a replay may have moved it: back to the record's
             rec = _record(store, actor, gid, dict(
                 common, commit=commit, parent=base, parent_value=None, metrics={}, value=None, delta=None,
                 decision="stale", guard=None, duration=0.0, tail=None, stale_of=base,
@@ -701,8 +705,8 @@ def diff(store, trial_id: str) -> str:
     state = store.load()
     t = resolve_trial(state, trial_id)
     ref = trial_ref(t["id"])
-    if rev(store.project_dir, ref) is None or t.get("baseline"):
-        return ""
+    if rev(store.project_dir, ref) is None or t.get("baseline") or t.get("commit") == t.get("parent"):
+        return ""  # the baseline, or a turn that changed nothing: its ref is the frontier it started on
     return git(store.project_dir, "diff", f"{ref}^", ref).stdout
 
 
