@@ -3,6 +3,8 @@ what the full state says, whatever happened since the snapshot was written."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import human_channel
@@ -219,3 +221,23 @@ def test_a_view_read_before_the_lock_stands_in_only_while_nothing_was_appended(b
     store.transact(plan, actor=H, seen=stale)
     assert reads == [1] and "added by another writer" in seen_by_plan["titles"]
     assert "added by another writer" in {t["title"] for t in store.load(view="live")["todos"].values()}
+
+
+def test_a_same_size_rewrite_with_its_mtime_kept_is_not_taken_for_the_view_read_before(busy):
+    """``cp -p`` of another copy over the open file: it has the size and mtime the view recorded,
+    yet it is another file; ``still_current`` must not vouch for the view (inode and ctime differ)."""
+    store = busy[0]
+    from loopx.kernel.storage import caches, layout
+
+    view = store.load(view="live")
+    assert caches.still_current(store, view)
+    path = store.path(layout.open_log("events"))
+    st = os.stat(path)
+    data = open(path, "rb").read()
+    tmp = path + ".copy"
+    with open(tmp, "wb") as fh:  # a copy put in its place (another inode), mtime set back as cp -p does
+        fh.write(data)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+    assert not caches.still_current(store, view)

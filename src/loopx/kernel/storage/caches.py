@@ -194,7 +194,8 @@ def still_current(store, state: dict) -> bool:
     """Whether the live view ``state``, read by this process moments ago and not changed since,
     is what ``load_live`` would return now (the caller holds the lock, so nothing can be appended
     meanwhile): no torn tail, no segment closed since, each open file of the size and mtime the
-    view recorded, and its quota windows still covered. One ``stat`` per stream instead of reading
+    view recorded (and of its inode and ctime: a same-size rewrite in place, by ``cp -p`` or within one mtime
+    tick, is not current), and its quota windows still covered. One ``stat`` per stream instead of reading
     and unmarshalling the view again."""
     meta = state["meta"]
     if not fold.is_live(state) or meta.get("torn") or not _window_kept(state):
@@ -207,6 +208,6 @@ def still_current(store, state: dict) -> bool:
             st = os.stat(store.path(layout.open_log(name)))
         except OSError:
             return False
-        if st.st_size != m["offset"] or st.st_mtime_ns != m["mtime"]:
+        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (m["offset"], m["mtime"], m.get("ctime"), m.get("ino")):
             return False
     return True

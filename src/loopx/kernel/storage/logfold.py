@@ -39,8 +39,9 @@ def _read(store, meta: dict, name: str, offset: int, path: str | None) -> bytes:
     """The bytes of ``name``'s open file (or ``path``) from ``offset``; b"" when missing."""
     try:
         with open(path or store.path(layout.open_log(name)), "rb") as fh:
-            if path is None:
-                meta["mtime"] = os.fstat(fh.fileno()).st_mtime_ns
+            if path is None:  # what caches.still_current compares: a same-size rewrite moves ctime (cp -p keeps mtime)
+                st = os.fstat(fh.fileno())
+                meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
             if offset:
                 fh.seek(offset)
             return fh.read()
