@@ -233,7 +233,8 @@ def test_a_same_size_rewrite_with_its_mtime_kept_is_not_taken_for_the_view_read_
     assert caches.still_current(store, view)
     path = store.path(layout.open_log("events"))
     st = os.stat(path)
-    data = open(path, "rb").read()
+    with open(path, "rb") as fh:
+        data = fh.read()
     tmp = path + ".copy"
     with open(tmp, "wb") as fh:  # a copy put in its place (another inode), mtime set back as cp -p does
         fh.write(data)

@@ -524,13 +524,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     common = {"trial_id": tid, "run": run_id, "hypothesis": hypothesis, "agent": run.get("agent"),
               "claims": said.get("claims") or {}, "tokens": usage.get("total_tokens"),
               "cost_usd": usage.get("cost_usd"), "baseline": False}
-    _unlock(path)
-    git(path, "checkout", "-q", "--detach")  # commit beside the branch: only a keep moves it
-    commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
-    if commit is not None:
-        publish(store, path, tid, commit)
-    elif base is not None:  # a turn that changed nothing is a trial too: its ref holds the commit it recorded
-        _set_ref(store.project_dir, trial_ref(tid), base)
+    commit = _commit_trial(store, path, tid, hypothesis, base)
     replays = 0
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
@@ -590,6 +584,20 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     _after(store, e, rec, path, where)
     rec["replays"] = replays
     return rec
+
+
+def _commit_trial(store, path: str, tid: str, hypothesis: str, base: str | None) -> str | None:
+    """Commit the trial's work in ``path`` beside the branch (only a keep moves it) and point
+    ``refs/loopx/trials/<tid>`` at it; the commit, or None when the turn changed nothing (a trial
+    too: its ref is then ``base``, the frontier it started on, the commit its record names)."""
+    _unlock(path)
+    git(path, "checkout", "-q", "--detach")
+    commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
+    if commit is not None:
+        publish(store, path, tid, commit)
+    elif base is not None:
+        _set_ref(store.project_dir, trial_ref(tid), base)
+    return commit
 
 
 def touched_measuring(store, cwd: str, before: str, after: str) -> list[str]:
