@@ -444,12 +444,37 @@ def test_an_agent_that_fails_its_turn_leaves_a_crash_and_the_frontier_untouched(
 
 
 def test_a_turn_that_changed_nothing_is_a_trial_with_a_ref_of_its_own(repo):
-    base = start(repo)["baseline"]
-    drive(repo, [["try the same value", "0.5"]], 1)  # the agent writes what is there: nothing to commit
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"], ["try the same value", "0.7"]], 2)  # the second writes what is there
+    base, kept, same = trials(repo)
+    assert kept["decision"] == "keep" and same["decision"] == "discard", same
+    assert same["commit"] == kept["commit"]  # nothing to commit: the record names the frontier it started on
+    assert git(repo, "rev-parse", f"refs/loopx/trials/{same['id']}").strip() == same["commit"]  # every trial has one
+    # ... and it is not taken for the change behind that frontier (the kept trial's)
+    shown = run_loopx(["trial", "show", same["id"], "--diff", "--json"], cwd=repo)
+    assert shown.code == 0 and "param.txt" not in json.dumps(shown.data), shown.data
+    r = run_loopx(["trial", "apply", same["id"], "--json"], cwd=repo)
+    assert r.code == 2 and r.json["error"]["code"] == "no_trial_commit", r.out + r.err
+    assert "param.txt" in json.dumps(run_loopx(["trial", "show", kept["id"], "--diff", "--json"], cwd=repo).data)
+
+
+SELF_COMMIT = """\
+import subprocess
+open("param.txt", "w").write("0.8\\n")
+subprocess.run(["git", "commit", "-q", "-am", "my own commit"], check=True)
+"""
+
+
+def test_work_the_agent_committed_itself_is_the_trial(repo, tmp_path):
+    start(repo)
+    (tmp_path / "self.py").write_text(SELF_COMMIT)
+    r = run_loopx(["run", "--agent-cmd", f"{sys.executable} {tmp_path / 'self.py'}", "--max-turns", "1", "--json"],
+                  cwd=repo, timeout=180)
+    assert r.code == 0, r.err
     t = trials(repo)[-1]
-    assert t["decision"] == "discard" and t["commit"] == base["commit"], t
-    assert git(repo, "rev-parse", f"refs/loopx/trials/{t['id']}").strip() == t["commit"]  # every trial has one
-    assert run_loopx(["trial", "show", t["id"], "--diff"], cwd=repo).code == 0
+    assert t["decision"] == "keep" and t["value"] == 0.8, t  # measured, not taken for a turn that changed nothing
+    assert git(repo, "show", f"refs/loopx/trials/{t['id']}:param.txt") == "0.8\n"
+    assert git(repo, "log", "-1", "--format=%s", f"refs/loopx/trials/{t['id']}").startswith(f"loopx trial {t['id']}:")
 
 
 def test_next_starts_a_trial_on_the_frontier_and_turn_finish_measures_it(repo):

@@ -587,11 +587,14 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
 
 
 def _commit_trial(store, path: str, tid: str, hypothesis: str, base: str | None) -> str | None:
-    """Commit the trial's work in ``path`` beside the branch (only a keep moves it) and point
+    """Commit the trial's work in ``path`` (what its folder holds after the turn, with any commits
+    the agent made itself, as one commit on ``base``) beside the branch (only a keep moves it) and point
     ``refs/loopx/trials/<tid>`` at it; the commit, or None when the turn changed nothing (a trial
     too: its ref is then ``base``, the frontier it started on, the commit its record names)."""
     _unlock(path)
     git(path, "checkout", "-q", "--detach")
+    if base is not None:  # commits the agent made itself become part of the one trial commit on base
+        git(path, "reset", "-q", "--soft", base)
     commit = _commit_all(path, f"loopx trial {tid}: {hypothesis[:200]}")
     if commit is not None:
         publish(store, path, tid, commit)
@@ -683,7 +686,7 @@ def apply_trial(store, actor: str, trial_id: str, *, into: str | None = None) ->
     if t.get("baseline"):
         raise UsageError(f"trial {t['id']} is the baseline, the unchanged code: there is no change to apply",
                          "pick a trial the agent made", code="baseline_trial", details={"trial": t["id"]})
-    if rev(store.project_dir, ref) is None or rev(store.project_dir, ref + "^") is None:
+    if _own_commit(store, t["id"]) is None or rev(store.project_dir, ref + "^") is None:
         raise UsageError(f"trial {t['id']} has no commit of its own (it changed nothing)", "pick another trial",
                          code="no_trial_commit")
     diff = git(store.project_dir, "diff", "--binary", f"{ref}^", ref).stdout
@@ -713,9 +716,20 @@ def diff(store, trial_id: str) -> str:
     state = store.load()
     t = resolve_trial(state, trial_id)
     ref = trial_ref(t["id"])
-    if rev(store.project_dir, ref) is None or t.get("baseline") or t.get("commit") == t.get("parent"):
+    if t.get("baseline") or _own_commit(store, t["id"]) is None:
         return ""  # the baseline, or a turn that changed nothing: its ref is the frontier it started on
     return git(store.project_dir, "diff", f"{ref}^", ref).stdout
+
+
+def _own_commit(store, tid: str) -> str | None:
+    """The commit loopx made for trial ``tid`` (its ``refs/loopx/trials/<tid>``, whose message
+    loopx wrote: ``loopx trial <tid>: ...``, kept by a replay); None when the ref is missing or
+    names the frontier the trial started on (a turn that changed nothing)."""
+    ref = trial_ref(tid)
+    p = git(store.project_dir, "log", "-1", "--format=%s", ref, "--", check=False)
+    if p.returncode != 0 or not p.stdout.startswith(f"loopx trial {tid}:"):
+        return None
+    return rev(store.project_dir, ref)
 
 
 def holdout_file(store, gate_id: str) -> str:

@@ -194,8 +194,9 @@ def still_current(store, state: dict) -> bool:
     """Whether the live view ``state``, read by this process moments ago and not changed since,
     is what ``load_live`` would return now (the caller holds the lock, so nothing can be appended
     meanwhile): no torn tail, no segment closed since, each open file of the size and mtime the
-    view recorded (and of its inode and ctime: a same-size rewrite in place, by ``cp -p`` or within one mtime
-    tick, is not current), and its quota windows still covered. One ``stat`` per stream instead of reading
+    view recorded (and of its inode and ctime: another file put in its place, or one whose mtime was
+    set back as ``cp -p`` does, is not current; a same-size write in place within one timestamp tick
+    still is), and its quota windows still covered. One ``stat`` per stream instead of reading
     and unmarshalling the view again."""
     meta = state["meta"]
     if not fold.is_live(state) or meta.get("torn") or not _window_kept(state):
