@@ -455,7 +455,8 @@ class Store:
                 while written < len(blob):  # a short write on a regular file is rare; finish it
                     written += os.write(fd, blob[written:])
                 os.fsync(fd)
-                meta["mtime"] = os.fstat(fd).st_mtime_ns
+                st = os.fstat(fd)  # as logfold records them on a read (caches.still_current compares all three)
+                meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
             finally:
                 os.close(fd)
             for rec, chunk in zip(records[-len(mine):], chunks, strict=True):
