@@ -333,3 +333,27 @@ def test_requires_python_specifiers(spec, py, ok):
     from loopx.ops.update import python_ok
 
     assert python_ok(spec, py) is ok
+
+
+FAKE_LOOPX = """\
+import json, sys
+if sys.argv[1] == "--version":
+    print("loopx 9.1.0")
+else:  # doctor: exit 1 (findings) with an envelope longer than the report keeps of the output
+    print(json.dumps({"schema": 1, "command": "doctor", "ok": False, "exit_code": 1,
+                      "data": {"checks": [{"id": "path", "detail": "x" * 3000}]}}))
+    print("a note on stderr", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_the_smoke_check_reads_doctors_envelope_whole_however_long(tmp_path):
+    """A doctor with findings (exit 1) whose one-line envelope is longer than the 2,000 characters
+    the report keeps passes the smoke check: under load a longer envelope rolled a good update back."""
+    from loopx.ops import update
+
+    script = tmp_path / "fake_loopx.py"
+    script.write_text(FAKE_LOOPX)
+    res = update.smoke([sys.executable, str(script)], "9.1.0")
+    assert res["ok"], res
+    assert len(res["steps"][1]["output"]) <= 2000  # the report still keeps only the tail

@@ -336,7 +336,9 @@ def smoke_command(info: dict) -> list[str]:
 
 
 # ------------------------------------------------------------------ apply
-def _run(argv: list[str], timeout: float = 600) -> dict:
+def _run(argv: list[str], timeout: float = 600, stdout_last: list | None = None) -> dict:
+    """Run ``argv``; ``{argv, exit_code, output}`` (stdout and stderr, cut to their last 2,000
+    characters for the report). ``stdout_last`` (a list) receives stdout's last non-empty line, whole."""
     env = dict(os.environ, LOOPX_NO_UPDATE_CHECK="1")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
@@ -345,6 +347,8 @@ def _run(argv: list[str], timeout: float = 600) -> dict:
     except subprocess.TimeoutExpired:
         return {"argv": argv, "exit_code": 124, "output": f"timed out after {timeout:g}s"}
     out = (proc.stdout + proc.stderr).strip()
+    if stdout_last is not None:
+        stdout_last.append(next((ln for ln in reversed(proc.stdout.splitlines()) if ln.strip()), ""))
     return {"argv": argv, "exit_code": proc.returncode, "output": out[-2000:]}
 
 
@@ -356,9 +360,10 @@ def smoke(cmd: list[str], version: str) -> dict:
         last = next((ln.strip() for ln in reversed(ver["output"].splitlines()) if ln.strip()), "nothing")
         return {"ok": False, "why": f"the new `loopx --version` exited {ver['exit_code']}: {last[-200:]}",
                 "steps": [ver]}
-    doc = _run([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT)
-    try:
-        env = json.loads(doc["output"].splitlines()[-1]) if doc["output"] else {}
+    lines: list = []
+    doc = _run([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT, lines)
+    try:  # doctor's envelope: one line of stdout, read whole (it can be longer than the report's cut)
+        env = json.loads(lines[0]) if lines and lines[0] else {}
         answered = isinstance(env, dict) and env.get("command") == "doctor"
     except ValueError:
         answered = False
