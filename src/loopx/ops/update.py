@@ -336,20 +336,23 @@ def smoke_command(info: dict) -> list[str]:
 
 
 # ------------------------------------------------------------------ apply
-def _run(argv: list[str], timeout: float = 600, stdout_last: list | None = None) -> dict:
+def _run(argv: list[str], timeout: float = 600) -> dict:
     """Run ``argv``; ``{argv, exit_code, output}`` (stdout and stderr, cut to their last 2,000
-    characters for the report). ``stdout_last`` (a list) receives stdout's last non-empty line, whole."""
+    characters for the report)."""
+    return _exec(argv, timeout)[0]
+
+
+def _exec(argv: list[str], timeout: float) -> tuple[dict, str]:
+    """``_run``'s report and the whole of stdout (what an envelope is read from)."""
     env = dict(os.environ, LOOPX_NO_UPDATE_CHECK="1")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
-        return {"argv": argv, "exit_code": 127, "output": f"{argv[0]}: command not found"}
+        return {"argv": argv, "exit_code": 127, "output": f"{argv[0]}: command not found"}, ""
     except subprocess.TimeoutExpired:
-        return {"argv": argv, "exit_code": 124, "output": f"timed out after {timeout:g}s"}
+        return {"argv": argv, "exit_code": 124, "output": f"timed out after {timeout:g}s"}, ""
     out = (proc.stdout + proc.stderr).strip()
-    if stdout_last is not None:
-        stdout_last.append(next((ln for ln in reversed(proc.stdout.splitlines()) if ln.strip()), ""))
-    return {"argv": argv, "exit_code": proc.returncode, "output": out[-2000:]}
+    return {"argv": argv, "exit_code": proc.returncode, "output": out[-2000:]}, proc.stdout
 
 
 def smoke(cmd: list[str], version: str) -> dict:
@@ -360,10 +363,10 @@ def smoke(cmd: list[str], version: str) -> dict:
         last = next((ln.strip() for ln in reversed(ver["output"].splitlines()) if ln.strip()), "nothing")
         return {"ok": False, "why": f"the new `loopx --version` exited {ver['exit_code']}: {last[-200:]}",
                 "steps": [ver]}
-    lines: list = []
-    doc = _run([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT, lines)
+    doc, stdout = _exec([*cmd, "doctor", "--format", "json"], SMOKE_TIMEOUT)
+    last = next((ln for ln in reversed(stdout.splitlines()) if ln.strip()), "")
     try:  # doctor's envelope: one line of stdout, read whole (it can be longer than the report's cut)
-        env = json.loads(lines[0]) if lines and lines[0] else {}
+        env = json.loads(last) if last else {}
         answered = isinstance(env, dict) and env.get("command") == "doctor"
     except ValueError:
         answered = False

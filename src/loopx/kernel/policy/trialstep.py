@@ -725,11 +725,9 @@ def _own_commit(store, tid: str) -> str | None:
     """The commit loopx made for trial ``tid`` (its ``refs/loopx/trials/<tid>``, whose message
     loopx wrote: ``loopx trial <tid>: ...``, kept by a replay); None when the ref is missing or
     names the frontier the trial started on (a turn that changed nothing)."""
-    ref = trial_ref(tid)
-    p = git(store.project_dir, "log", "-1", "--format=%s", ref, "--", check=False)
-    if p.returncode != 0 or not p.stdout.startswith(f"loopx trial {tid}:"):
-        return None
-    return rev(store.project_dir, ref)
+    p = git(store.project_dir, "log", "-1", "--format=%H %s", trial_ref(tid), "--", check=False)
+    sha, _, subject = p.stdout.partition(" ")
+    return sha if p.returncode == 0 and subject.startswith(f"loopx trial {tid}:") else None
 
 
 def holdout_file(store, gate_id: str) -> str:

@@ -39,7 +39,7 @@ def _read(store, meta: dict, name: str, offset: int, path: str | None) -> bytes:
     """The bytes of ``name``'s open file (or ``path``) from ``offset``; b"" when missing."""
     try:
         with open(path or store.path(layout.open_log(name)), "rb") as fh:
-            if path is None:  # what caches.still_current compares: a same-size rewrite moves ctime (cp -p keeps mtime)
+            if path is None:  # what caches.still_current compares (ctime and inode: a file put in its place, cp -p)
                 st = os.fstat(fh.fileno())
                 meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
             if offset:
