@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "loopx": 0, "loopx.errors": 0, "loopx.resources": 0,
     "loopx.hostfacts": 0,  # the table of host facts (issue 23): plain data every layer reads
     "loopx.exe": 0,  # the absolute loopx command packets and skills print
+    "loopx.codecache": 0,  # the hot modules' code in one file; loopx/__init__ installs its finder first
     "loopx.config": 1, "loopx.kernel": 1, "loopx.kernel.storage": 1,
     "loopx.kernel.read": 2,
     "loopx.usage": 2,  # the hosts' own usage files, read-only (issue 14); should-run's window rule reads it

@@ -5,3 +5,8 @@ The kernel (``loopx.kernel``) owns the append-only store under ``.loopx/``; the 
 """
 
 __version__ = "0.1.0"
+
+# loopx's hot modules load from one file when it is there (loopx.codecache: why, and its contract)
+from loopx import codecache as _codecache  # noqa: E402
+
+_codecache.install()

@@ -177,6 +177,10 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
 }
 
 
+# whether the last main() took the fast path: its loopx modules belong in loopx.codecache's file
+LAST = {"hot": False}
+
+
 def _fast(rest: list[str]):
     """(handler, renderer, command name, kwargs) when ``rest`` fits a FAST entry, else None."""
     for words, (module, handler, render, name, opts) in FAST.items():
@@ -293,6 +297,7 @@ def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
             sys.stdout.write(f"loopx {__version__}\n")
         return 0
     fast = _fast(rest)
+    LAST["hot"] = fast is not None
     handler, render, command, args = fast if fast is not None else _parse(rest)
     if handler is None:
         return 0
@@ -424,6 +429,10 @@ def entry() -> None:
     except OSError:
         _silence_streams()
         code = code or EXIT_STATE
+    if LAST["hot"]:
+        from loopx import codecache
+
+        codecache.update()
     if _nothing_at_exit():
         os._exit(code)
     sys.exit(code)

@@ -1,0 +1,142 @@
+"""loopx.codecache: the hot commands' modules load from one file, and that file is never trusted
+over the sources (an edit, a damaged file, another interpreter's file, a folder that cannot hold
+it), as Python's own bytecode cache is not.
+
+Every test works on a copy of the package (``tmp/pkg/loopx``) run as a real process with
+bytecode writing on, so the repository's own ``__pycache__`` is never touched."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, subprocess_env
+
+TAG = sys.implementation.cache_tag
+
+
+@pytest.fixture
+def pkg(tmp_path) -> Path:
+    """A copy of src/loopx under tmp/pkg (no bytecode of its own yet)."""
+    root = tmp_path / "pkg"
+    shutil.copytree(REPO / "src" / "loopx", root / "loopx", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _env(pkg: Path, **extra: str) -> dict:
+    env = subprocess_env(extra)
+    env["PYTHONPATH"] = str(pkg)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(extra)
+    return env
+
+
+def _loopx(pkg: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loopx", *args], cwd=cwd, env=_env(pkg, **env),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _served(pkg: Path, module: str) -> str:
+    """Which loader a fresh process uses for ``module``: ``Finder`` (the file) or the normal one."""
+    code = f"import {module} as m, sys; print(type(m.__loader__).__name__, m.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _cache(pkg: Path) -> Path:
+    return pkg / "loopx" / "__pycache__" / f"hot.{TAG}.bin"
+
+
+@pytest.fixture
+def proj(tmp_path, pkg) -> Path:
+    p = tmp_path / "proj"
+    p.mkdir()
+    assert _loopx(pkg, p, "connect").returncode == 0
+    assert _loopx(pkg, p, "start-goal", "--goal-text", "cache me", "--todo", "first").returncode == 0
+    return p
+
+
+def test_a_hot_command_fills_the_file_and_the_next_process_loads_from_it(pkg, proj):
+    first = _loopx(pkg, proj, "status")
+    assert first.returncode == 0, first.stderr
+    assert _cache(pkg).is_file()
+    loader, file = _served(pkg, "loopx.kernel.storage.store").split()
+    assert loader == "Finder" and file == str(pkg / "loopx" / "kernel" / "storage" / "store.py")
+    again = _loopx(pkg, proj, "status")
+    assert (again.returncode, again.stdout) == (0, first.stdout)
+    # a package's __init__ keeps its own loader (importlib.resources reads the dashboard's files through it)
+    assert _served(pkg, "loopx.dashboard").split()[0] != "Finder"
+    res = subprocess.run([sys.executable, "-c", "from importlib import resources; "
+                          "print(resources.files('loopx.dashboard').joinpath('static').is_dir())"],
+                         env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert res.stdout.strip() == "True", res.stderr
+
+
+def test_an_edited_module_is_loaded_from_its_source_and_taken_in_again(pkg, proj):
+    assert _loopx(pkg, proj, "status").returncode == 0
+    src = pkg / "loopx" / "commands" / "status.py"
+    text = src.read_text(encoding="utf-8")
+    edited = text.replace('"no goals yet"', '"NO GOALS YET"').replace('lines = [f"project {', 'lines = [f"PROJECT {')
+    assert len(edited) == len(text) and edited != text  # the same size: only the time can tell
+    src.write_text(edited, encoding="utf-8")
+    out = _loopx(pkg, proj, "status")
+    assert out.returncode == 0 and out.stdout.startswith("PROJECT "), out.stdout
+    assert _served(pkg, "loopx.commands.status").split()[0] == "Finder"  # taken in again, edited
+    assert _loopx(pkg, proj, "status").stdout.startswith("PROJECT ")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other interpreter"])
+def test_a_damaged_or_foreign_file_is_no_file(pkg, proj, damage):
+    good = _loopx(pkg, proj, "status")
+    cache = _cache(pkg)
+    data = cache.read_bytes()
+    bad = {"garbage": b"\x00not a cache\xff" * 50, "truncated": data[: len(data) // 2],
+           "other interpreter": data[:4] + b"\x00\x00\r\n" + data[8:]}[damage]
+    cache.write_bytes(bad)
+    out = _loopx(pkg, proj, "status")
+    assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
+    assert cache.read_bytes() != bad  # written anew by that command
+    assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"
+
+
+@pytest.mark.parametrize("how", ["PYTHONDONTWRITEBYTECODE", "no room"])
+def test_nothing_is_written_where_python_would_write_no_bytecode(pkg, proj, how):
+    env = {"PYTHONDONTWRITEBYTECODE": "1"} if how == "PYTHONDONTWRITEBYTECODE" else {}
+    cache = _cache(pkg)
+    if cache.exists():
+        cache.unlink()
+    if how == "no room":  # a file where the folder should be: nothing can be written under it
+        shutil.rmtree(cache.parent, ignore_errors=True)
+        cache.parent.write_text("not a folder")
+    out = _loopx(pkg, proj, "status", **env)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert not cache.exists()
+
+
+def test_a_cold_command_adds_nothing_and_the_file_keeps_every_hot_commands_modules(pkg, proj):
+    assert _loopx(pkg, proj, "status").returncode == 0
+    assert _loopx(pkg, proj, "todo", "list").returncode == 0
+    assert _loopx(pkg, proj, "goal", "list").returncode == 0  # not a fast-path command
+    import marshal
+
+    data = _cache(pkg).read_bytes()
+    names = set(marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")]))
+    assert {"loopx.commands.status", "loopx.commands.todo"} <= names
+    assert "loopx.commands.goal" not in names
+    assert not {"loopx.kernel", "loopx.commands", "loopx.codecache"} & names  # packages, and the finder itself
+    assert not [p for p in os.listdir(_cache(pkg).parent) if p.endswith(".tmp")]
+
+
+def test_a_module_in_the_file_still_runs_with_python_m(pkg, proj):
+    """``python -m loopx.<module>`` (the sandbox's launcher is one) takes the code from the finder."""
+    assert _loopx(pkg, proj, "status").returncode == 0
+    assert _served(pkg, "loopx.kernel.storage.clock").split()[0] == "Finder"
+    code = "import runpy, sys; sys.argv = ['x']; g = runpy.run_module('loopx.kernel.storage.clock'); print(g['UTC'])"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "UTC", out.stderr
