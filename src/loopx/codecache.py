@@ -6,7 +6,7 @@ loopx's small modules, and through the standard path finder each one costs a dir
 stat, an open and a read of its ``.pyc`` and the import system's bookkeeping: about a third of what
 such a command spends over a bare interpreter (docs/performance.md). This module does for those
 modules what freezing does for the standard library's: their code objects live in one file,
-``loopx/__pycache__/hot.<cache_tag>.bin``, read with one ``read`` and served by a meta-path finder
+``loopx/__pycache__/hot.<cache_tag>.bin``, one open file read where each module lies, served by a meta-path finder
 (``Finder``) that ``loopx/__init__`` puts in front of the others.
 
 The contract, as Python keeps it for ``.pyc`` files:
@@ -59,11 +59,14 @@ def path() -> str | None:
 
 class Finder:
     """A meta-path finder and loader for the modules in the cache file (the import protocol of the
-    language reference: ``find_spec``, ``create_module``, ``exec_module``)."""
+    language reference: ``find_spec``, ``create_module``, ``exec_module``). ``fd`` is the open
+    file (None: no file), ``base`` where its code starts; a module's bytes are read when it is
+    imported (``os.pread``: a command reads the code it runs, not the whole file)."""
 
-    def __init__(self, entries: dict, blob: memoryview) -> None:
+    def __init__(self, entries: dict, fd: int | None, base: int) -> None:
         self.entries = entries
-        self.blob = blob
+        self.fd = fd
+        self.base = base
 
     def find_spec(self, name: str, path=None, target=None):
         e = self.entries.get(name)
@@ -88,44 +91,58 @@ class Finder:
     def get_code(self, name: str):
         """The module's code object (``runpy`` asks for it: ``python -m loopx.x``)."""
         e = self.entries[name]
+        data = self.code_bytes(e)
+        if data is not None:
+            try:
+                return marshal.loads(data)
+            except (ValueError, EOFError, TypeError):
+                pass  # damaged bytes: the source, as if there were no file
+        with open(e[0], "rb") as fh:
+            return compile(fh.read(), e[0], "exec", dont_inherit=True)
+
+    def code_bytes(self, e: tuple) -> bytes | None:
+        """The marshalled code of entry ``e``, or None when the file cannot give it whole."""
+        if self.fd is None:
+            return None
         try:
-            return marshal.loads(self.blob[e[3]:e[3] + e[4]])
-        except (ValueError, EOFError, TypeError):  # damaged bytes: the source, as if there were no file
-            with open(e[0], "rb") as fh:
-                return compile(fh.read(), e[0], "exec", dont_inherit=True)
+            data = os.pread(self.fd, e[4], self.base + e[3])
+        except OSError:
+            return None
+        return data if len(data) == e[4] else None
 
     def is_package(self, name: str) -> bool:
         return False  # packages are never in the file
 
 
 def install() -> Finder:
-    """Read the cache file and put its finder first on ``sys.meta_path`` (with no entries when the
+    """Open the cache file and put its finder first on ``sys.meta_path`` (with no entries when the
     file is missing or unreadable: it still tells ``update`` which modules a hot command used)."""
-    entries, blob = read(path())
-    finder = Finder(entries, blob)
+    finder = read(path())
     sys.meta_path.insert(0, finder)  # also when empty: it notes what a hot command should keep
     return finder
 
 
-def read(file: str | None) -> tuple[dict, memoryview]:
-    """``(entries, blob)`` of ``file``; ``({}, empty)`` when it is missing, damaged or another
-    interpreter's."""
-    empty: tuple[dict, memoryview] = ({}, memoryview(b""))
+def read(file: str | None) -> Finder:
+    """A finder over ``file``'s header, the file left open for its code; one with no entries when
+    the file is missing, damaged or another interpreter's."""
     if file is None:
-        return empty
+        return Finder({}, None, 0)
+    fd = None
     try:
-        with open(file, "rb") as fh:
-            data = fh.read()
-        if data[:4] != TAG or data[4:8] != MAGIC:
-            return empty
-        size = int.from_bytes(data[8:12], "little")
-        entries = marshal.loads(data[12:12 + size])
-        blob = memoryview(data)[12 + size:]
-        if not isinstance(entries, dict) or any(e[3] + e[4] > len(blob) for e in entries.values()):
-            return empty  # cut short: another writer's file is renamed whole, so this is damage
-        return entries, blob
+        fd = os.open(file, os.O_RDONLY)
+        head = os.pread(fd, 12, 0)
+        size = int.from_bytes(head[8:12], "little")
+        if head[:4] == TAG and head[4:8] == MAGIC:
+            entries = marshal.loads(os.pread(fd, size, 12))
+            room = os.fstat(fd).st_size - 12 - size
+            if isinstance(entries, dict) and all(e[3] + e[4] <= room for e in entries.values()):
+                return Finder(entries, fd, 12 + size)
+            # cut short or not ours: another writer's file is renamed whole, so this is damage
     except (OSError, ValueError, EOFError, TypeError, IndexError, KeyError):
-        return empty
+        pass
+    if fd is not None:
+        os.close(fd)
+    return Finder({}, None, 0)
 
 
 def _plain() -> list[tuple[str, str, object]]:
@@ -158,8 +175,8 @@ def update() -> bool:
 
 
 def _write(file: str, mods: list) -> bool:
-    finder = next((f for f in sys.meta_path if isinstance(f, Finder)), None)
-    old, blob = (finder.entries, finder.blob) if finder is not None else ({}, memoryview(b""))
+    finder = next((f for f in sys.meta_path if isinstance(f, Finder)), None) or Finder({}, None, 0)
+    old = finder.entries
     header: dict = {}
     parts: list[bytes] = []
     offset = 0
@@ -171,12 +188,11 @@ def _write(file: str, mods: list) -> bool:
         except OSError:
             continue  # removed by an upgrade
         e = old.get(name)
-        if e is not None and e[:3] == (origin, st.st_mtime_ns, st.st_size):
-            code = bytes(blob[e[3]:e[3] + e[4]])
-        elif name in sys.modules:
+        code = finder.code_bytes(e) if e is not None and e[:3] == (origin, st.st_mtime_ns, st.st_size) else None
+        if code is None:
+            if name not in sys.modules:
+                continue  # stale, and not loaded here: the next command that loads it takes it in
             code = _code(origin, st)
-        else:
-            continue  # stale, and not loaded here: the next command that loads it takes it in
         header[name] = (origin, st.st_mtime_ns, st.st_size, offset, len(code))
         parts.append(code)
         offset += len(code)
