@@ -33,7 +33,7 @@ FAKE_PROJECT, FAKE_HOME = "/home/alice/shop", "/home/alice"
 FAKE_LOOPX = "/home/alice/.venvs/loopx/bin/loopx"  # this venv's loopx script, as the docs show it
 BLOCK = re.compile(r"^```console\n(.*?)^```\n", re.M | re.S)
 ANY_BLOCK = re.compile(r"^```([a-z]*)\n(.*?)^```\n", re.M | re.S)
-FILE_LINE = re.compile(r"^# (~?[\w./-]+\.(?:py|sh|txt|toml|json|md))(?::.*)?$")
+FILE_LINE = re.compile(r"^# (~?[\w./-]+\.(?:py|sh|txt|toml|json|md)|\.gitignore)(?::.*)?$")
 # Durations measured on the wall clock (a turn's run time, unittest's own timing): masked in --check,
 # and kept as the doc has them when only they differ.
 MEASURED = (re.compile(r"^(  -> .*? in )(-?\d+[smhd][\dmh]*)(, )", re.M),

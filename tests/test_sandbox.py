@@ -91,7 +91,8 @@ def world(project, tmp_path, cli, monkeypatch):
     (project / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (project / "test_calc.py").write_text("import unittest\nfrom src.calc import add\n\n\nclass T(unittest.TestCase):\n"
                                          "    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n")
-    git(project, "add", "src", "test_calc.py")
+    (project / ".gitignore").write_text("__pycache__/\n")  # as any Python project (the verify runs write it)
+    git(project, "add", "src", "test_calc.py", ".gitignore")
     git(project, "commit", "-q", "-m", "init")
     git(project, "remote", "add", "origin", str(remote))
     git(project, "push", "-q", "origin", "main")
