@@ -140,3 +140,45 @@ def test_a_module_in_the_file_still_runs_with_python_m(pkg, proj):
     code = "import runpy, sys; sys.argv = ['x']; g = runpy.run_module('loopx.kernel.storage.clock'); print(g['UTC'])"
     out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "UTC", out.stderr
+
+
+def test_a_copied_package_runs_its_own_code_never_the_originals(pkg, proj, tmp_path):
+    """The file names modules, not paths: a copy with the original's __pycache__ (cp -a, rsync -a, a
+    relocated venv) serves its own files, and its code objects name them (inspect, tracebacks)."""
+    assert _loopx(pkg, proj, "status").returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(pkg, copy)  # keeps mtimes and the cache file
+    src = copy / "loopx" / "commands" / "status.py"
+    src.write_text(src.read_text(encoding="utf-8").replace('lines = [f"project {', 'lines = [f"PROJECT {'),
+                   encoding="utf-8")
+    assert _loopx(copy, proj, "status").stdout.startswith("PROJECT ")
+    shutil.rmtree(pkg)  # the original is gone: the copy's code must still name its own files
+    code = ("import inspect, loopx.kernel.storage.clock as c; "
+            "print(type(c.__loader__).__name__, c.now.__code__.co_filename); inspect.getsource(c.now)")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(copy), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Finder", str(copy / "loopx" / "kernel" / "storage" / "clock.py")]
+
+
+def test_a_package_of_the_same_name_wins_over_a_module_in_the_file(pkg, proj):
+    assert _loopx(pkg, proj, "status").returncode == 0
+    shadow = pkg / "loopx" / "kernel" / "storage" / "clock"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("from _datetime import UTC\nMARK = 'package'\n")
+    code = "import loopx.kernel.storage.clock as c; print(getattr(c, 'MARK', None))"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "package", out.stderr
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_a_later_write_and_reload_adds_no_finder(pkg, proj):
+    cache = _cache(pkg)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    left = cache.parent / f"{cache.name}.99999.tmp"
+    left.write_bytes(b"LXC1 half written")
+    os.utime(left, (0, 0))  # long ago
+    assert _loopx(pkg, proj, "status").returncode == 0  # writes the file, and sweeps
+    assert cache.is_file() and not left.exists()
+    code = ("import importlib, sys, loopx; importlib.reload(loopx); importlib.reload(loopx); "
+            "print(sum(type(f).__name__ == 'Finder' for f in sys.meta_path))")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "1", out.stderr

@@ -24,6 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 HOT_MODULES = frozenset({
     "loopx",
     "loopx.cli",
+    "loopx.codecache",
     "loopx.commands", "loopx.commands.evidence", "loopx.commands.gate", "loopx.commands.history",
     "loopx.commands.hook", "loopx.commands.next", "loopx.commands.quota", "loopx.commands.status",
     "loopx.commands.todo", "loopx.commands.turn",

@@ -15,20 +15,26 @@ The contract, as Python keeps it for ``.pyc`` files:
   recorded when its code was compiled, and only by an interpreter with the same bytecode magic
   number (the file is named by ``sys.implementation.cache_tag`` and carries the number): an edited,
   upgraded or reinstalled module loads the normal way, and the next hot command takes it in again.
+- An entry names a module, never a path: it serves ``loopx.a.b`` only as ``a/b.py`` of the
+  package this module belongs to, so a copied or moved package (with its ``__pycache__``) never
+  runs the original's code; a folder ``a/b/`` beside ``a/b.py`` (a package wins, as in CPython)
+  and a parent package whose ``__path__`` lies elsewhere load the normal way.
 - A package's ``__init__`` always loads the normal way (``importlib.resources`` reads a package
   through its own loader); so does every module a cold command imports: the file holds what the
-  hot commands use, not the whole tree (about 1 MB).
+  hot commands use, not the whole tree (about 1.5 MB, of which a command reads the code it runs).
 - A missing, truncated or foreign file is the same as no file: every module loads the normal way.
   Nothing here ever fails a command.
 - The file is written at the end of a hot command that loaded a module the normal way, never when
   Python would not write bytecode (``sys.dont_write_bytecode``: ``PYTHONDONTWRITEBYTECODE``, ``-B``)
-  or where it cannot (a read-only install); by a temporary file renamed over it, so a reader sees
-  the old file or the new one. Deleting the file is always safe: the next hot command writes it.
-- ``__file__`` and tracebacks name the source file, as with a ``.pyc``.
+  or where it cannot (a read-only install: found out before any work); by a temporary file
+  renamed over it, so a reader sees the old file or the new one (a temporary file left by a killed
+  writer is removed by a later write). Deleting the file is always safe.
+- ``__file__``, ``inspect`` and tracebacks name the source file where it is now, as with a
+  ``.pyc`` (the code's file names are set on load, as CPython's loader does).
 
 The file: ``b"LXC1"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
-the header (``marshal``: ``{module name: (source path, mtime_ns, size, offset, length)}``), then the
-modules' marshalled code objects at ``offset`` (from the end of the header), ``length`` bytes each.
+the header (``marshal``: ``{module name: (mtime_ns, size, offset, length)}``), then the modules'
+marshalled code objects at ``offset`` (from the end of the header), ``length`` bytes each.
 
 Deliberately small and standard-library only: ``_frozen_importlib`` (the import system's own
 classes, already loaded) instead of ``importlib``, whose import alone would cost what this saves.
@@ -43,8 +49,11 @@ import sys
 TAG = b"LXC1"
 _boot = sys.modules["_frozen_importlib"]
 _ext = sys.modules["_frozen_importlib_external"]
+_imp = sys.modules["_imp"]
 MAGIC = _ext.MAGIC_NUMBER
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PREFIX = __name__.rpartition(".")[0] + "."  # "loopx."
+STALE_TMP = 600  # seconds after which another writer's temporary file is taken for a killed one's
 
 
 def path() -> str | None:
@@ -55,6 +64,11 @@ def path() -> str | None:
         return None
     opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
     return os.path.join(PACKAGE_DIR, "__pycache__", f"hot.{tag}{opt}.bin")
+
+
+def source_of(name: str) -> str:
+    """The source file that module ``name`` (``loopx.a.b``) is in this package: ``<package>/a/b.py``."""
+    return os.path.join(PACKAGE_DIR, *name[len(PREFIX):].split(".")) + ".py"
 
 
 class Finder:
@@ -72,13 +86,16 @@ class Finder:
         e = self.entries.get(name)
         if e is None:
             return None
+        origin = source_of(name)
+        if path is not None and os.path.dirname(origin) not in path:
+            return None  # the parent package was loaded from elsewhere
         try:
-            st = os.stat(e[0])
+            st = os.stat(origin)
         except OSError:
             return None
-        if st.st_mtime_ns != e[1] or st.st_size != e[2]:
-            return None  # edited or reinstalled: the normal way, and update() takes it in again
-        spec = _boot.ModuleSpec(name, self, origin=e[0])
+        if st.st_mtime_ns != e[0] or st.st_size != e[1] or os.path.isdir(origin[:-3]):
+            return None  # edited or reinstalled (update() takes it in again), or a package of that name
+        spec = _boot.ModuleSpec(name, self, origin=origin)
         spec.has_location = True  # __file__ is the source, as for a .pyc
         return spec
 
@@ -90,25 +107,27 @@ class Finder:
 
     def get_code(self, name: str):
         """The module's code object (``runpy`` asks for it: ``python -m loopx.x``)."""
-        e = self.entries[name]
-        data = self.code_bytes(e)
+        origin = source_of(name)
+        data = self.code_bytes(self.entries[name])
         if data is not None:
             try:
-                return marshal.loads(data)
+                code = marshal.loads(data)
+                _imp._fix_co_filename(code, origin)  # where the source is now, as CPython's loader does
+                return code
             except (ValueError, EOFError, TypeError):
                 pass  # damaged bytes: the source, as if there were no file
-        with open(e[0], "rb") as fh:
-            return compile(fh.read(), e[0], "exec", dont_inherit=True)
+        with open(origin, "rb") as fh:
+            return compile(fh.read(), origin, "exec", dont_inherit=True)
 
     def code_bytes(self, e: tuple) -> bytes | None:
         """The marshalled code of entry ``e``, or None when the file cannot give it whole."""
         if self.fd is None:
             return None
         try:
-            data = os.pread(self.fd, e[4], self.base + e[3])
-        except OSError:
+            data = os.pread(self.fd, e[3], self.base + e[2])
+        except (OSError, ValueError, OverflowError, MemoryError):
             return None
-        return data if len(data) == e[4] else None
+        return data if len(data) == e[3] else None
 
     def is_package(self, name: str) -> bool:
         return False  # packages are never in the file
@@ -116,10 +135,18 @@ class Finder:
 
 def install() -> Finder:
     """Open the cache file and put its finder first on ``sys.meta_path`` (with no entries when the
-    file is missing or unreadable: it still tells ``update`` which modules a hot command used)."""
+    file is missing or unreadable: it still tells ``update`` which modules a hot command used).
+    Again (``importlib.reload(loopx)``): the finder before is replaced, not added to."""
+    for old in [f for f in sys.meta_path if type(f).__name__ == "Finder" and hasattr(f, "code_bytes")]:
+        sys.meta_path.remove(old)
     finder = read(path())
     sys.meta_path.insert(0, finder)  # also when empty: it notes what a hot command should keep
     return finder
+
+
+def _entry_ok(name, e, room: int) -> bool:
+    return (isinstance(name, str) and name.startswith(PREFIX) and isinstance(e, tuple) and len(e) == 4
+            and all(type(x) is int and x >= 0 for x in e) and e[2] + e[3] <= room)
 
 
 def read(file: str | None) -> Finder:
@@ -135,25 +162,26 @@ def read(file: str | None) -> Finder:
         if head[:4] == TAG and head[4:8] == MAGIC:
             entries = marshal.loads(os.pread(fd, size, 12))
             room = os.fstat(fd).st_size - 12 - size
-            if isinstance(entries, dict) and all(e[3] + e[4] <= room for e in entries.values()):
+            if isinstance(entries, dict) and all(_entry_ok(n, e, room) for n, e in entries.items()):
                 return Finder(entries, fd, 12 + size)
             # cut short or not ours: another writer's file is renamed whole, so this is damage
-    except (OSError, ValueError, EOFError, TypeError, IndexError, KeyError):
+    except (OSError, ValueError, EOFError, TypeError, OverflowError, MemoryError):
         pass
     if fd is not None:
         os.close(fd)
     return Finder({}, None, 0)
 
 
-def _plain() -> list[tuple[str, str, object]]:
-    """``(name, source path, loader)`` of every plain loopx module loaded (not a package, not this
-    module, which loads before the finder exists)."""
+def _plain() -> list[tuple[str, object]]:
+    """``(name, loader)`` of every plain loopx module loaded from this package (not a package, not
+    this module, which loads before the finder exists)."""
     out = []
     for name, mod in list(sys.modules.items()):
+        if not name.startswith(PREFIX) or name == __name__:
+            continue
         spec = getattr(mod, "__spec__", None)
-        if (name.startswith("loopx.") and name != __name__ and spec is not None and spec.origin
-                and spec.submodule_search_locations is None and spec.origin.endswith(".py")):
-            out.append((name, spec.origin, spec.loader))
+        if spec is not None and spec.submodule_search_locations is None and spec.origin == source_of(name):
+            out.append((name, spec.loader))
     return out
 
 
@@ -164,50 +192,73 @@ def update() -> bool:
     when the file was written."""
     if sys.dont_write_bytecode:
         return False
-    file = path()
-    mods = _plain()
-    if file is None or all(isinstance(loader, Finder) for _, _, loader in mods):
-        return False
     try:
-        return _write(file, sorted(mods))
+        file = path()
+        mods = _plain()
+        if file is None or all(isinstance(loader, Finder) for _, loader in mods):
+            return False
+        return _write(file, [name for name, _ in mods])
     except Exception:  # noqa: BLE001 - a cache never fails the command that fills it
         return False
 
 
-def _write(file: str, mods: list) -> bool:
+def _write(file: str, loaded: list[str]) -> bool:
     finder = next((f for f in sys.meta_path if isinstance(f, Finder)), None) or Finder({}, None, 0)
-    old = finder.entries
-    header: dict = {}
-    parts: list[bytes] = []
-    offset = 0
-    origins = {name: e[0] for name, e in old.items()}  # what other hot commands use stays
-    origins.update((name, origin) for name, origin, _ in mods)
-    for name, origin in sorted(origins.items()):
-        try:
-            st = os.stat(origin)
-        except OSError:
-            continue  # removed by an upgrade
-        e = old.get(name)
-        code = finder.code_bytes(e) if e is not None and e[:3] == (origin, st.st_mtime_ns, st.st_size) else None
-        if code is None:
-            if name not in sys.modules:
-                continue  # stale, and not loaded here: the next command that loads it takes it in
-            code = _code(origin, st)
-        header[name] = (origin, st.st_mtime_ns, st.st_size, offset, len(code))
-        parts.append(code)
-        offset += len(code)
-    head = marshal.dumps(header)
     os.makedirs(os.path.dirname(file), exist_ok=True)
     tmp = f"{file}.{os.getpid()}.tmp"
+    try:  # first the temporary file: a folder loopx cannot write costs one failed open, not the work
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError:
+        return False
     try:
-        with open(tmp, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
+            header, parts = _collect(finder, loaded)
+            head = marshal.dumps(header)
             fh.write(TAG + MAGIC + len(head).to_bytes(4, "little") + head)
             fh.writelines(parts)
         os.replace(tmp, file)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    _remove_stale(os.path.dirname(file))
     return True
+
+
+def _collect(finder: Finder, loaded: list[str]) -> tuple[dict, list[bytes]]:
+    """The header and the code of every entry still current and every module ``loaded``."""
+    header: dict = {}
+    parts: list[bytes] = []
+    offset = 0
+    for name in sorted({*finder.entries, *loaded}):  # what other hot commands use stays
+        origin = source_of(name)
+        try:
+            st = os.stat(origin)
+        except OSError:
+            continue  # removed by an upgrade
+        e = finder.entries.get(name)
+        code = finder.code_bytes(e) if e is not None and e[:2] == (st.st_mtime_ns, st.st_size) else None
+        if code is None:
+            if name not in loaded:
+                continue  # stale, and not loaded here: the next command that loads it takes it in
+            code = _code(origin, st)
+        header[name] = (st.st_mtime_ns, st.st_size, offset, len(code))
+        parts.append(code)
+        offset += len(code)
+    return header, parts
+
+
+def _remove_stale(folder: str) -> None:
+    """Remove the temporary files of writers killed mid-write (older than ``STALE_TMP``)."""
+    import time
+
+    for name in os.listdir(folder):
+        if name.startswith("hot.") and name.endswith(".tmp"):
+            p = os.path.join(folder, name)
+            try:
+                if os.stat(p).st_mtime < time.time() - STALE_TMP:
+                    os.unlink(p)
+            except OSError:
+                pass
 
 
 def _code(origin: str, st: os.stat_result) -> bytes:
