@@ -173,7 +173,7 @@ def test_a_package_of_the_same_name_wins_over_a_module_in_the_file(pkg, proj):
 def test_a_killed_writers_temporary_file_is_removed_by_a_later_write_and_reload_adds_no_finder(pkg, proj):
     cache = _cache(pkg)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    left = cache.parent / f"{cache.name}.99999.tmp"
+    left = cache.parent / f"{cache.name}.99999.a1b2c3.tmp"  # fs.atomic_write's temporary name
     left.write_bytes(b"LXC1 half written")
     os.utime(left, (0, 0))  # long ago
     assert _loopx(pkg, proj, "status").returncode == 0  # writes the file, and sweeps

@@ -431,8 +431,9 @@ def entry() -> None:
         code = code or EXIT_STATE
     if LAST["hot"]:
         from loopx import codecache
+        from loopx.kernel.storage import fs
 
-        codecache.update()
+        codecache.update(fs)
     if _nothing_at_exit():
         os._exit(code)
     sys.exit(code)

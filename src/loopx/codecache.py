@@ -26,9 +26,9 @@ The contract, as Python keeps it for ``.pyc`` files:
   Nothing here ever fails a command.
 - The file is written at the end of a hot command that loaded a module the normal way, never when
   Python would not write bytecode (``sys.dont_write_bytecode``: ``PYTHONDONTWRITEBYTECODE``, ``-B``)
-  or where it cannot (a read-only install: found out before any work); by a temporary file
-  renamed over it, so a reader sees the old file or the new one (a temporary file left by a killed
-  writer is removed by a later write). Deleting the file is always safe.
+  or where it cannot (a read-only install: found out before any work); through
+  ``fs.atomic_write``, so a reader sees the old file or the new one (a temporary file left by a
+  killed writer is removed by a later write). Deleting the file is always safe.
 - ``__file__``, ``inspect`` and tracebacks name the source file where it is now, as with a
   ``.pyc`` (the code's file names are set on load, as CPython's loader does).
 
@@ -53,7 +53,6 @@ _imp = sys.modules["_imp"]
 MAGIC = _ext.MAGIC_NUMBER
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PREFIX = __name__.rpartition(".")[0] + "."  # "loopx."
-STALE_TMP = 600  # seconds after which another writer's temporary file is taken for a killed one's
 
 
 def path() -> str | None:
@@ -185,11 +184,13 @@ def _plain() -> list[tuple[str, object]]:
     return out
 
 
-def update() -> bool:
+def update(fs) -> bool:
     """At the end of a hot command: write the cache file anew when this process loaded a plain
     loopx module the normal way (new to the file, or edited since), keeping the entries that are
-    still current and adding every plain loopx module now loaded. Best effort (a cache); True
-    when the file was written."""
+    still current and adding every plain loopx module now loaded. ``fs`` is
+    ``loopx.kernel.storage.fs``, the one writer of files (``atomic_write``, ``stale_temporaries``),
+    which lies in a layer above this module (the caller, ``cli.entry``, passes it). Best effort (a
+    cache); True when the file was written."""
     if sys.dont_write_bytecode:
         return False
     try:
@@ -197,30 +198,26 @@ def update() -> bool:
         mods = _plain()
         if file is None or all(isinstance(loader, Finder) for _, loader in mods):
             return False
-        return _write(file, [name for name, _ in mods])
+        return _write(fs, file, [name for name, _ in mods])
     except Exception:  # noqa: BLE001 - a cache never fails the command that fills it
         return False
 
 
-def _write(file: str, loaded: list[str]) -> bool:
-    finder = next((f for f in sys.meta_path if isinstance(f, Finder)), None) or Finder({}, None, 0)
-    os.makedirs(os.path.dirname(file), exist_ok=True)
-    tmp = f"{file}.{os.getpid()}.tmp"
-    try:  # first the temporary file: a folder loopx cannot write costs one failed open, not the work
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError:
+def _write(fs, file: str, loaded: list[str]) -> bool:
+    folder = os.path.dirname(file)
+    os.makedirs(folder, exist_ok=True)
+    if not os.access(folder, os.W_OK):  # a read-only install: found out before collecting any code
         return False
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            header, parts = _collect(finder, loaded)
-            head = marshal.dumps(header)
-            fh.write(TAG + MAGIC + len(head).to_bytes(4, "little") + head)
-            fh.writelines(parts)
-        os.replace(tmp, file)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    _remove_stale(os.path.dirname(file))
+    finder = next((f for f in sys.meta_path if isinstance(f, Finder)), None) or Finder({}, None, 0)
+    header, parts = _collect(finder, loaded)
+    head = marshal.dumps(header)
+    fs.atomic_write(file, b"".join([TAG, MAGIC, len(head).to_bytes(4, "little"), head, *parts]), sync=False)
+    for tmp in fs.stale_temporaries(folder):  # a writer killed mid-write (hosts kill slow hooks)
+        if os.path.basename(tmp).startswith("hot."):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return True
 
 
@@ -245,20 +242,6 @@ def _collect(finder: Finder, loaded: list[str]) -> tuple[dict, list[bytes]]:
         parts.append(code)
         offset += len(code)
     return header, parts
-
-
-def _remove_stale(folder: str) -> None:
-    """Remove the temporary files of writers killed mid-write (older than ``STALE_TMP``)."""
-    import time
-
-    for name in os.listdir(folder):
-        if name.startswith("hot.") and name.endswith(".tmp"):
-            p = os.path.join(folder, name)
-            try:
-                if os.stat(p).st_mtime < time.time() - STALE_TMP:
-                    os.unlink(p)
-            except OSError:
-                pass
 
 
 def _code(origin: str, st: os.stat_result) -> bytes:
