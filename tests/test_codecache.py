@@ -182,3 +182,13 @@ def test_a_killed_writers_temporary_file_is_removed_by_a_later_write_and_reload_
             "print(sum(type(f).__name__ == 'Finder' for f in sys.meta_path))")
     out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "1", out.stderr
+
+
+def test_without_os_pread_every_module_loads_the_normal_way(pkg, proj):
+    """Windows has no os.pread: there the file is neither read nor written, and loopx works."""
+    code = ("import os; del os.pread; import sys; sys.argv = ['loopx', 'status']; "
+            "from loopx import codecache, cli; print(codecache.path()); cli.entry()")
+    out = subprocess.run([sys.executable, "-c", code], cwd=proj, env=_env(pkg), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("None\nproject "), out.stdout + out.stderr
+    assert not _cache(pkg).exists()

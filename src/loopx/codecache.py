@@ -53,13 +53,15 @@ _imp = sys.modules["_imp"]
 MAGIC = _ext.MAGIC_NUMBER
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PREFIX = __name__.rpartition(".")[0] + "."  # "loopx."
+_CODE = type(compile("", "", "exec"))
 
 
 def path() -> str | None:
     """The cache file of this interpreter (``loopx/__pycache__/hot.<cache_tag>[.opt-N].bin``), or
-    None when the interpreter keeps no bytecode cache or puts it elsewhere (``sys.pycache_prefix``)."""
+    None when the interpreter keeps no bytecode cache or puts it elsewhere (``sys.pycache_prefix``),
+    and where ``os.pread`` is missing (Windows: every module loads the normal way there)."""
     tag = sys.implementation.cache_tag
-    if tag is None or sys.pycache_prefix:
+    if tag is None or sys.pycache_prefix or not hasattr(os, "pread"):  # no os.pread: Windows
         return None
     opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
     return os.path.join(PACKAGE_DIR, "__pycache__", f"hot.{tag}{opt}.bin")
@@ -111,6 +113,8 @@ class Finder:
         if data is not None:
             try:
                 code = marshal.loads(data)
+                if type(code) is not _CODE:
+                    raise TypeError("not a code object")  # exec would compile a str: never run one
                 _imp._fix_co_filename(code, origin)  # where the source is now, as CPython's loader does
                 return code
             except (ValueError, EOFError, TypeError):
