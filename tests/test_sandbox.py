@@ -146,8 +146,13 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
              "signers": str(world["loopx_home"] / "allowed_signers"),
              "ssh_key": str(world["home"] / ".ssh" / "id_ed25519"),
              "git_credentials": str(world["home"] / ".git-credentials"),
-             "guard_py": str(package / "kernel" / "policy" / "guard.py"), "runner_pid": victim.pid,
+             "guard_py": str(package / "guard" / "verdicts.py"), "runner_pid": victim.pid,
+             # the hot modules' code file the hooks outside the sandbox load (loopx.codecache)
+             "code_file": str(package / "__pycache__" / f"hot.{sys.implementation.cache_tag}.bin"),
              "pwned": str(tmp_path / "pwned.md")}
+    assert Path(facts["guard_py"]).is_file()  # the attack on it is a real one
+    code_file = Path(facts["code_file"])
+    code_before = code_file.read_bytes() if code_file.exists() else None
     (proj / "facts.json").write_text(json.dumps(facts))
     try:
         bindir = os.path.dirname(sys.executable)
@@ -185,7 +190,8 @@ def test_hostile_agent_in_a_loopx_run_turn_fails_at_every_attack(world, forge, t
         assert not blob.is_file() or b"SSH-SECRET" not in blob.read_bytes(), blob
 
     # what the agent saw: each attack failed
-    for name in ("sed_guard", "truncate_settings", "dd_events", "append_events", "checkout_store", "hardlink_store",
+    assert (code_file.read_bytes() if code_file.exists() else None) == code_before
+    for name in ("sed_guard", "plant_code_file", "truncate_settings", "dd_events", "append_events", "checkout_store", "hardlink_store",
                  "rename_store", "rename_git", "git_config_alias", "git_hook", "read_ssh",
                  "read_git_credentials", "dashboard_secret", "broker_approve", "widen_scope", "goal_resume",
                  "goal_verify", "doctor_fix", "dashboard_own", "broker_read_file", "broker_write_file",

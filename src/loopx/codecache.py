@@ -6,8 +6,8 @@ loopx's small modules, and through the standard path finder each one costs a dir
 stat, an open and a read of its ``.pyc`` and the import system's bookkeeping: about a third of what
 such a command spends over a bare interpreter (docs/performance.md). This module does for those
 modules what freezing does for the standard library's: their code objects live in one file,
-``loopx/__pycache__/hot.<cache_tag>.bin``, one open file read where each module lies, served by a meta-path finder
-(``Finder``) that ``loopx/__init__`` puts in front of the others.
+``loopx/__pycache__/hot.<cache_tag>.bin``, each read where it lies in the open file, and served by
+a meta-path finder (``Finder``) that ``loopx/__init__`` puts in front of the others.
 
 The contract, as Python keeps it for ``.pyc`` files:
 
@@ -53,7 +53,6 @@ _imp = sys.modules["_imp"]
 MAGIC = _ext.MAGIC_NUMBER
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PREFIX = __name__.rpartition(".")[0] + "."  # "loopx."
-_CODE = type(compile("", "", "exec"))
 
 
 def path() -> str | None:
@@ -70,6 +69,9 @@ def path() -> str | None:
 def source_of(name: str) -> str:
     """The source file that module ``name`` (``loopx.a.b``) is in this package: ``<package>/a/b.py``."""
     return os.path.join(PACKAGE_DIR, *name[len(PREFIX):].split(".")) + ".py"
+
+
+_CODE = type(source_of.__code__)  # the code type, without importing types
 
 
 class Finder:
@@ -183,7 +185,9 @@ def _plain() -> list[tuple[str, object]]:
         if not name.startswith(PREFIX) or name == __name__:
             continue
         spec = getattr(mod, "__spec__", None)
-        if spec is not None and spec.submodule_search_locations is None and spec.origin == source_of(name):
+        if spec is None or spec.submodule_search_locations is not None:
+            continue
+        if isinstance(spec.loader, Finder) or spec.origin == source_of(name):  # served ones are ours
             out.append((name, spec.loader))
     return out
 
