@@ -3,7 +3,9 @@
 A shared virtual machine drifts: the same code measured hours apart can differ by 0.4x of a bare
 interpreter's start (docs/performance.md), more than most changes move it. So "no slower than
 before" is only shown side by side: this script checks out REV into a temporary worktree with its
-own virtual environment (``pip install --no-deps -e``, like the README's install), then runs
+own virtual environment, and this checkout into another made the same way (pip upgraded, then
+``pip install --no-deps -e``, like the README's install: an older pip's console script imports
+``re``, which alone moves a row by 0.5x), then runs
 ``bench/flat.py`` for the chosen rows alternately with REV's code and this checkout's, ROUNDS
 times, on the same stores (``--keep``), and prints each row's median CPU ratio for both.
 
@@ -38,6 +40,15 @@ def _flat(python: str, checkout: str, only: str, sizes: str, runs: int, keep: st
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+def _venv(work: str, name: str, checkout: str) -> str:
+    """A fresh venv with an upgraded pip and ``checkout`` installed editable; its python."""
+    py = os.path.join(work, name, "bin", "python")
+    subprocess.run([sys.executable, "-m", "venv", os.path.join(work, name)], check=True)
+    subprocess.run([py, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", checkout], check=True)
+    return py
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev", help="the commit to compare with (e.g. HEAD~3, a tag)")
@@ -52,14 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     before = os.path.join(work, "before")
     try:
         subprocess.run(["git", "-C", REPO, "worktree", "add", "-q", "--detach", before, args.rev], check=True)
-        subprocess.run([sys.executable, "-m", "venv", os.path.join(work, "venv")], check=True)
-        old_py = os.path.join(work, "venv", "bin", "python")
-        subprocess.run([old_py, "-m", "pip", "install", "-q", "--no-deps", "-e", before], check=True)
+        # both sides in a venv made the same way, as the README installs (pip upgraded first): the
+        # console script an older pip writes imports `re`, 0.5x of a bare start on its own
+        sides = (("before", _venv(work, "before", before), before), ("now", _venv(work, "now", REPO), REPO))
         got: dict = {}
+        launchers: dict = {}
         for _ in range(args.rounds):
-            for side, py, checkout in (("before", old_py, before), ("now", sys.executable, REPO)):
+            for side, py, checkout in sides:
                 for row in _flat(py, checkout, args.only, args.sizes, args.runs, keep):
                     got.setdefault((row["command"], row["events"]), {}).setdefault(side, []).append(row["cpu_ratio"])
+                    launchers.setdefault(side, set()).add(row.get("launcher"))
+        if len(set().union(*launchers.values())) != 1:
+            print(f"# the sides ran loopx differently: {launchers}", file=sys.stderr)
+            return 1
         for (command, size), sides in got.items():
             b, n = statistics.median(sides.get("before", [0])), statistics.median(sides.get("now", [0]))
             print(f"{command:24s} {size:>8}  before: {b:.2f}x  now: {n:.2f}x  ({n - b:+.2f}x)")

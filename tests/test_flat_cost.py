@@ -187,7 +187,11 @@ def test_the_fast_path_falls_back_to_argparse_for_what_it_does_not_know(stores):
 # something that is not the live view). The paths a user hits per tool call, per poll and per turn
 # must read only the live view once it exists; before issue 26 each of these folded the history.
 _FULL = r"""
+import os
 import sys
+if os.environ.get("TEST_GIT_RACY_NS"):  # the git status cache's racy window (kernel/read/gitstatus.py)
+    from loopx.kernel.read import gitstatus
+    gitstatus.RACY_NS = int(os.environ["TEST_GIT_RACY_NS"])
 from loopx.kernel.storage import fold
 from loopx.kernel.storage.store import Store
 
@@ -339,7 +343,7 @@ def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     _git_repo(small)
     _full_reads(small, "todo", "add", "warm", "--goal-id", "goal-1", "--quiet")  # the day's anchor goes to git once
     counts: list = []
-    agent = {"LOOPX_AGENT": "counted"}
+    agent = {"LOOPX_AGENT": "counted", "TEST_GIT_RACY_NS": str(1 << 62)}  # git status is never kept: counted
     assert _full_reads(small, "next", "--goal-id", "goal-0", "--format", "json", env=agent, loads=counts) == 0
     run = json.loads(LAST_OUT[0])["data"]
     assert run["started"] and run["decision"]["decision"] == "run"
@@ -351,6 +355,31 @@ def test_a_claim_is_one_write_and_one_git_call_in_a_git_repository(small):
     _full_reads(small, "turn", "finish", "--run", run["run_id"], "--result", "progress", "--quiet", env=agent,
                 loads=counts)
     assert counts[2] == 1, counts  # one status for the fingerprint and the scope check (HEAD did not move: no diff)
+
+
+def test_a_settled_project_is_polled_without_starting_git(small):
+    """The fingerprint's `git status` is kept while the work tree's stat data is unchanged
+    (kernel/read/gitstatus.py): once the files settled, `status` and should-run start no git
+    process; a new file makes the next one ask git again."""
+    import time
+
+    _git_repo(small)
+    quick = {"TEST_GIT_RACY_NS": str(50_000_000)}  # 50 ms instead of 2 s: the test waits less
+    time.sleep(0.1)
+    counts: list = []
+    _full_reads(small, "status", env=quick, loads=counts)
+    first = LAST_OUT[0]
+    assert counts[2] == 1, counts
+    _full_reads(small, "quota", "should-run", "--goal-id", "goal-0", env=quick)  # records (and anchors) once
+    for args in (["status"], ["quota", "should-run", "--goal-id", "goal-0"]):
+        counts.clear()
+        _full_reads(small, *args, env=quick, loads=counts)
+        assert counts[2] == 0, (args, counts)
+    assert LAST_OUT[0] and first
+    (small / "notes.txt").write_text("a new file\n")
+    counts.clear()
+    _full_reads(small, "status", env=quick, loads=counts)
+    assert counts[2] == 1, counts
 
 
 def test_the_shared_git_status_still_sees_each_file_of_a_new_folder_outside_the_scope(small):

@@ -28,6 +28,9 @@ def status(ctx, goal_id=None, orient=False):
         return Reply({"orient": True, "connected": False, "cwd": os.getcwd(),
                       "next": "loopx connect   # then: loopx start-goal --goal-text \"...\"",
                       "help": "loopx --help"})
+    from loopx.kernel.policy import decision_cache as dc
+
+    files = dc.stamp(store)  # before the read: a decision kept under these stamps saw at least this much
     state = store.load(view="live")
     book = None
     if state.get("watches"):
@@ -35,7 +38,7 @@ def status(ctx, goal_id=None, orient=False):
 
         book = load_book(store)
     now_iso = clock.now_iso()
-    decisions = _decisions(store, state, goal_id)
+    decisions = _decisions(store, state, goal_id, files)
     data = store.read(lambda st: summary(st, now_iso, goal_id, book, store_root=store.root, decisions=decisions),
                       state)
     data["project"] = store.project_dir
@@ -57,9 +60,10 @@ def _at(actor: str | None, machine: str | None) -> str:
     return f"{actor}@{machine}" if machine else (actor or "?")
 
 
-def _decisions(store, state: dict, goal_id: str | None) -> dict:
+def _decisions(store, state: dict, goal_id: str | None, files: list | None = None) -> dict:
     """{goal id: its should-run answer} through the one input builder (decide.for_client), so
-    status says what should-run says (issue 21)."""
+    status says what should-run says (issue 21); ``files``: the decision cache's stamps taken
+    before ``state`` was read (an unchanged store's answers come from that cache)."""
     from loopx.kernel.policy import decide
     from loopx.kernel.read import queries
 
@@ -74,7 +78,7 @@ def _decisions(store, state: dict, goal_id: str | None) -> dict:
             memo["git"] = fingerprint.git_part(store.project_dir)
         return memo["git"]
 
-    return {g: decide.for_client(store, state, g, hosts=hosts, git=git) for g in gids}
+    return {g: decide.for_client(store, state, g, hosts=hosts, git=git, files=files) for g in gids}
 
 
 def _when(iso: str | None) -> str:

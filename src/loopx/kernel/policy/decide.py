@@ -714,22 +714,43 @@ def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True
             "seen": seen, "hosts": seen_hosts}
 
 
+VIEW = "|\0view"  # a view's answers in the decision cache: the caller's PATH unknown (no PATH holds a NUL)
+
+
 def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
-               agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None) -> dict:
+               agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None,
+               files: list | None = None) -> dict:
     """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
     ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
     same inputs (``inputs``), without recording it or running due checks. The caller's PATH is
     unknown to a view (a verify command that could not run under cron's PATH stays standing). ``state`` may be a
     live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
-    an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``."""
+    an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``.
+    ``files``: ``decision_cache.stamp(store)`` taken before ``state`` was read; the answer is then
+    looked up in, and kept in, the decision cache under a view's own key (``VIEW``) with
+    should-run's validity rules (a poll of an unchanged store evaluates nothing)."""
+    from loopx.kernel.policy import decision_cache as dc
+
     now = now or clock.now()
+    k = dc.key(goal_id, agent) + VIEW if files is not None and not explain else None
+    if k is not None:
+        try:
+            hit = dc.lookup(store, k, files, now, git=git, hosts=hosts)
+        except LoopxError:
+            hit = None
+        if hit is not None:
+            return hit
     box = {"state": state}
     got = inputs(store, box, now, git=git, hosts=hosts)  # the PATH is unknown: a view says what a scheduler would hear
     try:
-        return evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+        d = evaluate(state, now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     except fold.NotInLiveView:
         box["state"] = store.load()
-        return evaluate(box["state"], now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+        d = evaluate(box["state"], now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
+    if k is not None and d.get("reason") != "verify_broken":
+        book = got["kwargs"]["book"]
+        dc.save(store, k, files, d, box["state"], now, got["seen"].get("git"), got["hosts"], cap=_cap(box["state"], book, now))
+    return d
 
 
 def caller_path():

@@ -50,21 +50,35 @@ def stamp(store) -> list | None:
     return out
 
 
+_READ: dict = {}  # path -> ((size, mtime_ns, inode), entries): one read of the file per process and version
+
+
 def _read(store) -> dict:
+    path = store.path(layout.DECISIONS)
     try:
-        with open(store.path(layout.DECISIONS), "rb") as fh:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            mark = (st.st_size, st.st_mtime_ns, st.st_ino)
+            known = _READ.get(path)
+            if known is not None and known[0] == mark:
+                return known[1]
             outer = marshal.loads(fh.read())
         body = outer["body"]
         if outer["crc"] != zlib.crc32(body):
             return {}  # changed by hand or damaged: entries loopx did not write could be any shape
         data = marshal.loads(body)
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
     except (OSError, ValueError, EOFError, TypeError, KeyError, IndexError):
         return {}
+    _READ[path] = (mark, data)
+    return data
 
 
-def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
-    """The cached decision for ``k`` refreshed to ``now``, or None on a miss."""
+def lookup(store, k: str, files: list | None, now: datetime, git=None, hosts: dict | None = None) -> dict | None:
+    """The cached decision for ``k`` refreshed to ``now``, or None on a miss. ``git`` (a callable
+    giving the fingerprint's git part) and ``hosts`` ({kind: usage windows}) share what several
+    lookups of one moment read (``status``'s goals) instead of reading it again for each."""
     if files is None:
         return None
     e = _read(store).get(k)
@@ -75,15 +89,20 @@ def lookup(store, k: str, files: list | None, now: datetime) -> dict | None:
         if not (e["evaluated_at"] <= now_iso < e["valid_until"]):
             return None
         if e.get("git") is not None:
-            from loopx.kernel.read import fingerprint
+            if git is None:
+                from loopx.kernel.read import fingerprint
 
-            if fingerprint.git_part(store.project_dir) != e["git"]:
+                git = lambda: fingerprint.git_part(store.project_dir)  # noqa: E731
+            if git() != e["git"]:
                 return None
         if e.get("hosts"):
             from loopx import usage
 
+            seen = {} if hosts is None else hosts
             for kind, sig in e["hosts"].items():
-                if [list(x) for x in usage.signature(usage.safe_windows(kind, now))] != sig:
+                if kind not in seen:
+                    seen[kind] = usage.safe_windows(kind, now)
+                if [list(x) for x in usage.signature(seen[kind])] != sig:
                     return None
         return refresh(dict(e["decision"]), now, e.get("prev_ts"))
     except (KeyError, TypeError, ValueError):
@@ -228,7 +247,7 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
                     until = w["resets_at"]
     entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
              "git": git, "prev_ts": prev_ts, "decision": body, "hosts": sigs}
-    data = _read(store)
+    data = dict(_read(store))
     data.pop(k, None)
     data[k] = entry
     while len(data) > KEEP:

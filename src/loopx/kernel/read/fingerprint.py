@@ -105,9 +105,13 @@ def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes
                              "refs/tags", "refs/stash", timeout=GIT_TIMEOUT, pinned=pinned) or b""
         top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT, pinned=pinned)
                or b"").decode("utf-8", "replace").strip() or project_dir
-    else:
+        status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
+    else:  # a repository whose refs were read here: its status may come from the stat cache
+        from loopx.kernel.read import gitstatus
+
         head, refs, top = known
-    status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
+        status = gitstatus.listing(project_dir, dot_git, top, head, pinned, lambda extra: gitcli.output(
+            project_dir, *STATUS, *extra, timeout=GIT_TIMEOUT, pinned=pinned))
     if status is None:  # git not installed, failed or hung past the timeout
         return "", None
     return _hash(head, refs, status, top, sha256), status

@@ -35,6 +35,7 @@ LOCAL = (LOCK, CACHE + "/", NODE, BACKUP + "/", WORKTREES + "/")  # what .loopx/
 SNAPSHOT = "cache/snapshot.bin"
 LIVE = "cache/live.bin"
 DECISIONS = "cache/decisions.bin"
+GITSTATUS = "cache/gitstatus.bin"
 WATCH_BOOK = "cache/watches.json"
 WATCH_LOCK = "cache/watch.lock"
 NOTIFY_LOCK = "cache/notify.lock"
@@ -154,7 +155,8 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (NODE, "this clone's node id (n- + 16 hex); machine-local, git-ignored"),
     (SNAPSHOT, "folded state + the file offsets it covers (marshal); disposable, git-ignored"),
     (LIVE, "the live view (what is still open) + offsets; rewritten by every write; disposable"),
-    (DECISIONS, "should-run's recent answers, validated by file stamps (marshal); disposable"),
+    (DECISIONS, "should-run's and the views' recent answers, validated by file stamps (marshal); disposable"),
+    (GITSTATUS, "the last `git status`, valid while the work tree's stat data is unchanged; disposable"),
     (WATCH_BOOK, "each watch's last check and result; disposable"),
     (CLAIMS_SEEN, "when this clone first saw each claim (the clock-skew guard); disposable"),
     (SYNC, "the last `loopx sync`: time, remote, error, shared goals, claims; disposable"),
