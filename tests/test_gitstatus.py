@@ -136,7 +136,7 @@ def test_an_edit_that_restores_size_and_mtime_is_still_seen(repo):
     assert answer(repo, run) == plain(repo) == b" M src/a.py\0" and run.n == 1
 
 
-@pytest.mark.parametrize("change", ["index", "head", "exclude", "gitignore", "config", "global_ignore"])
+@pytest.mark.parametrize("change", ["index", "head", "exclude", "gitignore", "config", "global_ignore", "attributes"])
 def test_what_git_reads_besides_the_tree_invalidates(repo, change):
     (repo / "notes.txt").write_text("n")
     (repo / "src" / "a.py").write_text("a = 10\n")
@@ -156,6 +156,9 @@ def test_what_git_reads_besides_the_tree_invalidates(repo, change):
             fh.write("notes.txt\n")
     elif change == "config":
         git(repo, "config", "status.showUntrackedFiles", "no")  # overridden by -u normal; still a new answer
+    elif change == "attributes":  # a stat-dirty file is hashed again by git, through the attributes
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "attributes").write_text("*.py text eol=crlf\n")
     else:
         (Path(os.environ["HOME"]) / ".config" / "git").mkdir(parents=True)
         (Path(os.environ["HOME"]) / ".config" / "git" / "ignore").write_text("notes.txt\n")
@@ -182,6 +185,74 @@ def test_what_is_never_cached(repo, monkeypatch):
         assert answer(repo, run) == plain(repo) and run.n == 1
 
 
+@pytest.mark.parametrize("setting", ["GIT_INDEX_FILE", "GIT_CONFIG_COUNT", "replace"])
+def test_what_changes_the_tree_git_compares_with_is_never_cached(repo, monkeypatch, setting):
+    """Another index, config entries in the environment, a replace object: git reads something the
+    stat data does not show, so it is asked every time (found by a reviewer: each was stale)."""
+    if setting == "GIT_INDEX_FILE":
+        shutil.copy(repo / ".git" / "index", repo / ".git" / "other-index")
+        monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "other-index"))
+    elif setting == "GIT_CONFIG_COUNT":
+        monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+        monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.excludesFile")
+        monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(repo / "elsewhere"))
+    else:
+        other = git(repo, "commit-tree", "-m", "x", git(repo, "write-tree").strip().decode()).strip().decode()
+        git(repo, "replace", git(repo, "rev-parse", "HEAD").strip().decode(), other)
+    settle()
+    for _ in range(2):
+        run = Counted(repo)
+        assert answer(repo, run) == plain(repo) and run.n == 1
+    assert not (repo / ".loopx" / "cache" / "gitstatus.bin").exists()
+
+
+def test_a_file_named_like_the_store_is_a_file_like_any_other(repo):
+    (repo / "src" / ".loopx").write_text("not a store\n")
+    git(repo, "add", "-f", "src/.loopx")
+    git(repo, "commit", "-q", "-m", "odd name")
+    settle()
+    answer(repo)
+    (repo / "src" / ".loopx").write_text("changed, same length?\n")
+    run = Counted(repo)
+    assert answer(repo, run) == plain(repo) == b" M src/.loopx\0" and run.n == 1
+
+
+def test_a_project_in_a_subfolder_leaves_its_own_store_out(repo):
+    """The store of a project in a subfolder that git does not ignore: its files (the cache file
+    included) are loopx's own, out of every listing, cached or not."""
+    (repo / ".gitignore").write_text("build/\n*.log\n")
+    sub = repo / "app"
+    (sub / ".loopx" / "cache").mkdir(parents=True)
+    (sub / "main.py").write_text("x = 1\n")
+    settle()
+    dot_git = str(repo / ".git")
+    head, _refs, top = gitrefs.read(dot_git)
+    got = [gitstatus.listing(str(sub), dot_git, top, head, False, Counted(repo)) for _ in range(3)]
+    assert (sub / ".loopx" / "cache" / "gitstatus.bin").exists()
+    assert got[0] == got[1] == got[2] == b" M .gitignore\0?? app/\0"
+    (sub / ".loopx" / "events.jsonl").write_text("{}\n")  # a write of the store: not a change
+    assert gitstatus.listing(str(sub), dot_git, top, head, False, Counted(repo)) == got[0]
+
+
+def test_a_git_without_ignored_matching_gets_the_plain_call(repo):
+    def old_git(extra):
+        return None if gitstatus.IGNORED in extra else gitcli.output(str(repo), *fingerprint.STATUS, *extra)
+
+    (repo / "src" / "a.py").write_text("a = 10\n")
+    settle()
+    assert answer(repo, old_git) == plain(repo) == b" M src/a.py\0"
+
+
+def test_the_cache_file_is_never_written_through_a_symlink(repo, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    os.symlink(victim, repo / ".loopx" / "cache" / "gitstatus.bin")
+    settle()
+    for _ in range(2):
+        assert answer(repo) == plain(repo)
+    assert victim.read_text() == "keep me"
+
+
 def test_a_large_tree_is_not_walked_until_the_index_or_head_moves(repo, monkeypatch):
     monkeypatch.setattr(gitstatus, "CAP", 3)
     walks = []
@@ -198,12 +269,16 @@ def test_a_large_tree_is_not_walked_until_the_index_or_head_moves(repo, monkeypa
     assert len(walks) == 2
 
 
-@pytest.mark.parametrize("damage", [b"", b"garbage", b"\xe3" * 40])
+@pytest.mark.parametrize("damage", [b"", b"garbage", b"\xe3" * 40, b"LXGS\0\0\0\0(\xff\xff\xff\x7f",
+                                    b"(\xff\xff\xff\x7f", "crc"])
 def test_a_damaged_cache_file_is_no_cache(repo, damage):
     settle()
     answer(repo)
     cache = repo / ".loopx" / "cache" / "gitstatus.bin"
     assert cache.exists()
+    if damage == "crc":  # a body that unmarshals but whose CRC is wrong
+        data = cache.read_bytes()
+        damage = data[:4] + bytes(4) + data[8:]
     cache.write_bytes(damage)
     (repo / "src" / "a.py").write_text("a = 10\n")
     run = Counted(repo)
