@@ -583,3 +583,36 @@ def test_the_quick_path_answers_as_the_full_path_does(store, clk, cli, project, 
         assert (quick.code, quick.out, quick.err) == (full.code, full.out, full.err)
     assert json.loads(run_loopx(["quota", "should-run", *args, "--format", "json"], project, env=env).out
                       )["data"]["cached"] is True
+
+
+def test_status_keeps_its_answers_like_should_run_and_says_what_should_run_says(store, clk, cli, monkeypatch):
+    """`status` asks each goal's decision through decide.for_client with the decision cache's
+    stamps: a second `status` on an unchanged store evaluates nothing, a write or the clock passing
+    a lease's end makes it evaluate again, and the answer is should-run's (issue 21) either way."""
+    start(store, clk)
+    evaluated = []
+    real = decide.evaluate
+    monkeypatch.setattr(decide, "evaluate", lambda *a, **kw: evaluated.append(1) or real(*a, **kw))
+
+    def status_decision():
+        n = len(evaluated)
+        r = cli("status", json=True)
+        assert r.code == 0, r.err
+        return next(g for g in r.data["goals"] if g["id"] == "g1")["decision"], len(evaluated) - n
+
+    first, n = status_decision()
+    assert n == 1
+    again, n = status_decision()
+    assert n == 0 and (again["decision"], again["reason"], again["todo_id"]) == \
+        (first["decision"], first["reason"], first["todo_id"])
+    assert turn.next_turn(store, "agent:bot", goal_id="g1")["started"]  # a write: the stamps move
+    after, n = status_decision()
+    assert n == 1
+    _, doc = should(cli, "--goal-id", "g1", "--no-record")
+    assert (after["decision"], after["reason"], after["todo_id"]) == \
+        (doc["data"]["decision"], doc["data"]["reason"], doc["data"]["todo_id"])
+    assert status_decision()[1] == 0  # kept again
+    clk.advance(48 * 3600)  # past the claim's lease and the cache's hour: evaluated anew
+    later, n = status_decision()
+    _, doc = should(cli, "--goal-id", "g1", "--no-record")
+    assert n == 1 and later["todo_id"] == doc["data"]["todo_id"] == first["todo_id"]  # the claim ran out
