@@ -64,8 +64,9 @@ def _decisions(store, state: dict, goal_id: str | None, files: list | None = Non
     """{goal id: its should-run answer} through the one input builder (decide.for_client), so
     status says what should-run says (issue 21); ``files``: the decision cache's stamps taken
     before ``state`` was read (an unchanged store's answers come from that cache)."""
-    from loopx.kernel.policy import decide
+    from loopx.kernel.policy import decision_cache as dc
     from loopx.kernel.read import queries
+    from loopx.kernel.storage import clock
 
     gids = [queries.resolve_goal(state, goal_id)["id"]] if goal_id else list(state["goals"])
     hosts: dict = {}  # each host's usage windows, and the git part of the fingerprint, read once for all goals
@@ -78,7 +79,15 @@ def _decisions(store, state: dict, goal_id: str | None, files: list | None = Non
             memo["git"] = fingerprint.git_part(store.project_dir)
         return memo["git"]
 
-    return {g: decide.for_client(store, state, g, hosts=hosts, git=git, files=files) for g in gids}
+    now = clock.now()
+    out = {}
+    for g in gids:  # kept answers first: an unchanged store's screen imports no rules
+        out[g] = dc.lookup_view(store, g, None, files, now, git=git, hosts=hosts) if files is not None else None
+        if out[g] is None:
+            from loopx.kernel.policy import decide
+
+            out[g] = decide.for_client(store, state, g, now=now, hosts=hosts, git=git, files=files)
+    return out
 
 
 def _when(iso: str | None) -> str:

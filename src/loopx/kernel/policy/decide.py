@@ -714,9 +714,6 @@ def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True
             "seen": seen, "hosts": seen_hosts}
 
 
-VIEW = "|\0view"  # a view's answers in the decision cache: the caller's PATH unknown (no PATH holds a NUL)
-
-
 def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
                agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None,
                files: list | None = None) -> dict:
@@ -727,17 +724,14 @@ def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime 
     live view (the full state is loaded when a rule needs more). Raises UsageError/NotFound for
     an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``.
     ``files``: ``decision_cache.stamp(store)`` taken before ``state`` was read; the answer is then
-    looked up in, and kept in, the decision cache under a view's own key (``VIEW``) with
+    looked up in, and kept in, the decision cache under a view's own key (``decision_cache.VIEW``) with
     should-run's validity rules (a poll of an unchanged store evaluates nothing)."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = now or clock.now()
-    k = dc.key(goal_id, agent) + VIEW if files is not None and not explain else None
+    k = dc.key(goal_id, agent) + dc.VIEW if files is not None and not explain else None
     if k is not None:
-        try:
-            hit = dc.lookup(store, k, files, now, git=git, hosts=hosts)
-        except LoopxError:
-            hit = None
+        hit = dc.lookup_view(store, goal_id, agent, files, now, git=git, hosts=hosts)
         if hit is not None:
             return hit
     box = {"state": state}

@@ -109,6 +109,19 @@ def lookup(store, k: str, files: list | None, now: datetime, git=None, hosts: di
         return None
 
 
+VIEW = "|\0view"  # a view's answers: the caller's PATH unknown (no PATH holds a NUL), so never should-run's
+
+
+def lookup_view(store, goal_id: str | None, agent: str | None, files: list | None, now: datetime, git=None,
+                hosts: dict | None = None) -> dict | None:
+    """A view's (``decide.for_client``'s) kept answer for ``goal_id``, or None; ``status`` asks
+    here first, so an unchanged store's screen needs neither the rules nor an evaluation."""
+    try:
+        return lookup(store, key(goal_id, agent) + VIEW, files, now, git=git, hosts=hosts)
+    except LoopxError:
+        return None
+
+
 class _Root:
     """What the cache needs of a Store (``path``, ``project_dir``), for the quick path that
     answers before a Store is opened."""
