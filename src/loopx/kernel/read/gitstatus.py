@@ -54,7 +54,7 @@ from loopx.kernel.storage.fs import atomic_write
 
 VERSION = 2
 MAGIC = b"LXGS"
-CAP = 2000  # entries walked before the tree counts as large (about 4 ms of lstat in Python)
+CAP = 1000  # entries walked before the tree counts as large: about 3 ms of lstat from Python, what git status costs
 RACY_NS = 2_000_000_000  # an answer taken within 2 s of a walked entry's change is not kept
 IGNORED = "--ignored=matching"
 _CONFIG_WORDS = (b"excludesfile", b"attributesfile", b"[include", b"[includeif")
