@@ -616,3 +616,86 @@ def test_status_keeps_its_answers_like_should_run_and_says_what_should_run_says(
     later, n = status_decision()
     _, doc = should(cli, "--goal-id", "g1", "--no-record")
     assert n == 1 and later["todo_id"] == doc["data"]["todo_id"] == first["todo_id"]  # the claim ran out
+
+
+def test_a_kept_answer_is_a_copy_a_caller_may_change(store, clk):
+    """The cache file is read once per process; a caller that edits a nested dict of one answer
+    (a long-lived `loopx.api` user) must not change the next one (found by a reviewer)."""
+    start(store, clk)
+    for _ in range(3):
+        d = decide.should_run(store, goal_id="g1")
+    assert d["cached"]
+    left = d["budget"]["left"]
+    d["budget"]["left"] = -999
+    again = decide.should_run(store, goal_id="g1")
+    assert again["cached"] and again["budget"]["left"] == left
+
+
+def test_a_wait_is_kept_no_later_than_the_time_it_names(store, clk):
+    """A `wait` that names its own next check (the start of a leftover period, a lease's end) may
+    change then; a kept answer must not outlive it (a reviewer's case: `--use-leftover` kept
+    `wait leftover_not_due` until the window reset, through the only time the goal may run)."""
+    from loopx.kernel.policy import decision_cache as dc
+
+    start(store, clk)
+    state = store.load()
+    files = dc.stamp(store)
+    named = clock.iso(clk.now + timedelta(minutes=30))
+    d = dict(decide.evaluate(state, clk.now, goal_id="g1"), decision="wait", reason="leftover_not_due",
+             next_check_at=named)
+    dc.save(store, "k", files, d, state, clk.now, None)
+    assert dc.lookup(store, "k", files, clk.now + timedelta(minutes=29))["decision"] == "wait"
+    assert dc.lookup(store, "k", files, clk.now + timedelta(minutes=31)) is None
+
+
+def test_the_watch_book_is_part_of_the_stamp_and_an_idle_tick_leaves_it(store, clk, project):
+    """`watch run` may move a watch's next due time by writing only cache/watches.json: the kept
+    answers must see it; and a should-run with no check due must not rewrite that file (or no
+    answer of a store with a watch would ever be kept)."""
+    from loopx.kernel.policy import decision_cache as dc
+    from loopx.kernel.write import watches as wwrite
+
+    start(store, clk)
+    wwrite.add(store, "human:tester", "g1", name="ci", check=f'"{sys.executable}" -c pass', every=3600)
+    clk.advance()
+    decide.should_run(store, goal_id="g1", tick=True)  # the first check runs and writes the book
+    book = project / ".loopx" / "cache" / "watches.json"
+    before = (book.stat().st_mtime_ns, book.stat().st_ino)
+    stamped = dc.stamp(store)
+    clk.advance(60)
+    for _ in range(3):
+        d = decide.should_run(store, goal_id="g1", tick=True)
+    assert (book.stat().st_mtime_ns, book.stat().st_ino) == before and dc.stamp(store) == stamped
+    assert d["cached"]
+    book.write_text(book.read_text())  # as `loopx watch run` rewrites it
+    assert dc.stamp(store) != stamped
+    assert decide.should_run(store, goal_id="g1", tick=True)["cached"] is False
+
+
+def test_status_on_many_goals_keeps_should_runs_answers_and_writes_once(store, clk, cli, project, monkeypatch):
+    """The views' answers have their own room in the cache: a `status` over 70 goals neither
+    pushes out should-run's kept answers nor evicts its own (it used to rewrite the file once per
+    goal and miss on every call: a reviewer's case)."""
+    from loopx.kernel.policy import decision_cache as dc
+    from loopx.kernel.storage import fs
+
+    start(store, clk)
+    for i in range(70):
+        goals.start_goal(store, "human:tester", objective=f"goal {i}", goal_id=f"x{i:02d}", todos=["t"])
+    clk.advance()
+    for _ in range(2):
+        decide.should_run(store, goal_id="g1")
+    assert decide.should_run(store, goal_id="g1")["cached"]
+    writes = []
+    real = fs.atomic_write
+    monkeypatch.setattr(fs, "atomic_write", lambda path, *a, **kw: writes.append(str(path)) or real(path, *a, **kw))
+    assert cli("status", json=True).code == 0
+    assert sum(w.endswith("decisions.bin") for w in writes) == 1
+    evaluated = []
+    monkeypatch.setattr(decide, "evaluate", lambda *a, **kw: evaluated.append(1) or real_eval(*a, **kw))
+    assert cli("status", json=True).code == 0 and evaluated == []
+    assert decide.should_run(store, goal_id="g1")["cached"]
+    assert dc.KEEP_VIEWS >= 71
+
+
+real_eval = decide.evaluate

@@ -81,12 +81,14 @@ def _decisions(store, state: dict, goal_id: str | None, files: list | None = Non
 
     now = clock.now()
     out = {}
+    kept: dict = {}
     for g in gids:  # kept answers first: an unchanged store's screen imports no rules
         out[g] = dc.lookup_view(store, g, None, files, now, git=git, hosts=hosts) if files is not None else None
         if out[g] is None:
             from loopx.kernel.policy import decide
 
-            out[g] = decide.for_client(store, state, g, now=now, hosts=hosts, git=git, files=files)
+            out[g] = decide.for_client(store, state, g, now=now, hosts=hosts, git=git, files=files, kept=kept)
+    dc.write(store, kept)  # one rewrite of the cache for every answer this screen evaluated
     return out
 
 

@@ -716,7 +716,7 @@ def inputs(store, box: dict, now: datetime, *, book=..., host_usage: bool = True
 
 def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime | None = None,
                agent: str | None = None, git=None, explain: bool = False, hosts: dict | None = None,
-               files: list | None = None) -> dict:
+               files: list | None = None, kept: dict | None = None) -> dict:
     """The decision ``status``, the dashboard, ``inbox``, ``heartbeat-prompt`` and
     ``review-packet`` render: what ``loopx quota should-run [--goal-id G]`` answers now with the
     same inputs (``inputs``), without recording it or running due checks. The caller's PATH is
@@ -725,7 +725,8 @@ def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime 
     an unknown goal; an unreadable store gives an ``error`` decision. ``hosts``: see ``inputs``.
     ``files``: ``decision_cache.stamp(store)`` taken before ``state`` was read; the answer is then
     looked up in, and kept in, the decision cache under a view's own key (``decision_cache.VIEW``) with
-    should-run's validity rules (a poll of an unchanged store evaluates nothing)."""
+    should-run's validity rules (a poll of an unchanged store evaluates nothing); ``kept``: a dict
+    that collects the new entry instead (``decision_cache.write`` saves a screen's answers at once)."""
     from loopx.kernel.policy import decision_cache as dc
 
     now = now or clock.now()
@@ -743,7 +744,8 @@ def for_client(store, state: dict, goal_id: str | None = None, *, now: datetime 
         d = evaluate(box["state"], now, goal_id=goal_id, agent=agent, explain=explain, **got["kwargs"])
     if k is not None and d.get("reason") != "verify_broken":
         book = got["kwargs"]["book"]
-        dc.save(store, k, files, d, box["state"], now, got["seen"].get("git"), got["hosts"], cap=_cap(box["state"], book, now))
+        dc.save(store, k, files, d, box["state"], now, got["seen"].get("git"), got["hosts"], cap=_cap(box["state"], book, now),
+                kept=kept)
     return d
 
 

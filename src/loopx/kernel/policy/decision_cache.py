@@ -39,14 +39,21 @@ def key(goal_id: str | None, agent: str | None) -> str:
 
 
 def stamp(store) -> list | None:
-    """(size, mtime_ns, inode) of the files a decision depends on; None when one is missing."""
-    out = []
+    """(size, mtime_ns, inode) of the files a decision depends on; None when one is missing. The
+    watch book (``cache/watches.json``, whose due times a `watch run` may move without writing an
+    event) counts too, as None while there is none."""
+    out: list = []
     for name in (*map(layout.open_log, layout.STREAMS), layout.FORMAT):
         try:
             st = os.stat(store.path(name))
         except OSError:
             return None
         out.append([st.st_size, st.st_mtime_ns, st.st_ino])
+    try:
+        st = os.stat(store.path(layout.WATCH_BOOK))
+        out.append([st.st_size, st.st_mtime_ns, st.st_ino])
+    except OSError:
+        out.append(None)
     return out
 
 
@@ -104,7 +111,8 @@ def lookup(store, k: str, files: list | None, now: datetime, git=None, hosts: di
                     seen[kind] = usage.safe_windows(kind, now)
                 if [list(x) for x in usage.signature(seen[kind])] != sig:
                     return None
-        return refresh(dict(e["decision"]), now, e.get("prev_ts"))
+        return refresh(marshal.loads(marshal.dumps(e["decision"])), now, e.get("prev_ts"))  # a copy: the
+        # entries are read once per process (_READ), so a caller changing a nested dict must not change them
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -230,25 +238,30 @@ def _rest(state: dict, now: datetime, now_iso: str, use: set, cands: list) -> st
 
 
 def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime, git: str | None,
-         hosts: dict | None = None, cap: str | None = None) -> None:
+         hosts: dict | None = None, cap: str | None = None, kept: dict | None = None) -> None:
     """Remember ``d`` for ``k`` (best effort: the cache is disposable); ``cap`` (ISO) ends its
     validity earlier (the next due watch check or notification retry); ``hosts`` are the usage
-    windows the window rule saw (their signature is compared again on a hit, their resets end it)."""
+    windows the window rule saw (their signature is compared again on a hit, their resets end it).
+    A ``wait`` is kept no later than its own ``next_check_at`` (the moment it names, such as
+    the start of a leftover period, is when it may change). ``kept``: collect the entry there
+    instead of writing (``write`` then saves several in one go, as ``status`` does for its goals)."""
     if files is None or d["decision"] == "error":
         return
-    from loopx.kernel.storage.fs import atomic_write
-
     prev = state["decisions"].get(d.get("goal_id") or "*")
     prev_ts = prev.get("ts") if prev and (prev.get("decision"), prev.get("reason")) == (d["decision"], d["reason"]) \
         else None
     body = {k2: v for k2, v in d.items() if k2 not in ("recorded", "cached", "rules")}
     from loopx.kernel.reasons import clock_inputs
 
+    now_iso = clock.iso(now)
     until = valid_until(state, now, clock_inputs(d))
     if cap is not None:
-        if cap <= clock.iso(now):
+        if cap <= now_iso:
             return
         until = min(until, cap)
+    own = d.get("next_check_at")
+    if d["decision"] == "wait" and own and now_iso < own < until:
+        until = own
     sigs = {}
     if hosts:
         from loopx import usage
@@ -256,15 +269,34 @@ def save(store, k: str, files: list | None, d: dict, state: dict, now: datetime,
         for kind, info in hosts.items():
             sigs[kind] = [list(x) for x in usage.signature(info)]
             for w in (info or {}).get("windows") or []:
-                if w.get("resets_at") and clock.iso(now) < w["resets_at"] < until and "host_windows" in clock_inputs(d):
+                if w.get("resets_at") and now_iso < w["resets_at"] < until and "host_windows" in clock_inputs(d):
                     until = w["resets_at"]
-    entry = {"files": files, "evaluated_at": clock.iso(now), "valid_until": until,
+    entry = {"files": files, "evaluated_at": now_iso, "valid_until": until,
              "git": git, "prev_ts": prev_ts, "decision": body, "hosts": sigs}
+    if kept is not None:
+        kept[k] = entry
+    else:
+        write(store, {k: entry})
+
+
+KEEP_VIEWS = 256  # the views' answers (one per goal) have their own room: they never push out should-run's
+
+
+def write(store, entries: dict) -> None:
+    """Add ``entries`` ({key: entry}) to the file in one rewrite, the oldest beyond ``KEEP``
+    should-run answers and ``KEEP_VIEWS`` view answers dropped (best effort)."""
+    if not entries:
+        return
+    from loopx.kernel.storage.fs import atomic_write
+
     data = dict(_read(store))
-    data.pop(k, None)
-    data[k] = entry
-    while len(data) > KEEP:
-        data.pop(next(iter(data)))
+    for k, entry in entries.items():
+        data.pop(k, None)
+        data[k] = entry
+    views = [k for k in data if k.endswith(VIEW)]
+    others = [k for k in data if not k.endswith(VIEW)]
+    for k in views[:-KEEP_VIEWS] + others[:-KEEP]:
+        data.pop(k)
     try:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         packed = marshal.dumps(data)

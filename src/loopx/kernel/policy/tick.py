@@ -186,7 +186,8 @@ def tick(store, state: dict, now, *, only: str | None = None, force: bool = Fals
                          checks=(book.get(w["id"]) or {}).get("checks", 0) + 1)
             book[w["id"]] = entry
             results.append((w, res, fire))
-        _save_book(store, book)
+        if due_w:  # an untouched book is not rewritten: its stamp keeps should-run's kept answers valid
+            _save_book(store, book)
         if due_w or due_t:
             _record(store, results, due_t, out, Draft)
     return out
