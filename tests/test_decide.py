@@ -653,6 +653,7 @@ def test_the_watch_book_is_part_of_the_stamp_and_an_idle_tick_leaves_it(store, c
     answers must see it; and a should-run with no check due must not rewrite that file (or no
     answer of a store with a watch would ever be kept)."""
     from loopx.kernel.policy import decision_cache as dc
+    from loopx.kernel.storage import fs
     from loopx.kernel.write import watches as wwrite
 
     start(store, clk)
@@ -667,7 +668,7 @@ def test_the_watch_book_is_part_of_the_stamp_and_an_idle_tick_leaves_it(store, c
         d = decide.should_run(store, goal_id="g1", tick=True)
     assert (book.stat().st_mtime_ns, book.stat().st_ino) == before and dc.stamp(store) == stamped
     assert d["cached"]
-    book.write_text(book.read_text())  # as `loopx watch run` rewrites it
+    fs.atomic_write(book, book.read_bytes())  # as `loopx watch run` rewrites it (a new file in its place)
     assert dc.stamp(store) != stamped
     assert decide.should_run(store, goal_id="g1", tick=True)["cached"] is False
 

@@ -150,8 +150,7 @@ def _facts(dot_git: str, top: str, head: bytes, pinned: bool) -> tuple[tuple, li
     git_env = tuple(sorted((k, v) for k, v in env.items() if k.startswith("GIT_")))
     if any(not k.startswith(_QUIET_ENV) for k, _ in git_env):
         return None
-    home = env.get("HOME", "")
-    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    xdg = _xdg()
     replace = os.path.join(dot_git, "refs", "replace")
     if os.path.isdir(replace) and os.listdir(replace):  # replace objects: git compares against other trees
         return None
@@ -164,12 +163,16 @@ def _facts(dot_git: str, top: str, head: bytes, pinned: bool) -> tuple[tuple, li
     return (VERSION, head, pinned, top, xdg, git_env, tuple(stats)), [s for s in stats if s is not None]
 
 
+def _xdg() -> str:
+    """Where git looks for the user's ``git/config``, ``git/ignore`` and ``git/attributes``."""
+    return os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.environ.get("HOME", ""), ".config")
+
+
 def _user_configs() -> list[str]:
+    """The global and system config files git reads (``GIT_CONFIG_GLOBAL``/``SYSTEM`` name others)."""
     env = os.environ
-    home = env.get("HOME", "")
-    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return [env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"),
-            env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+    return [env.get("GIT_CONFIG_GLOBAL") or os.path.join(env.get("HOME", ""), ".gitconfig"),
+            os.path.join(_xdg(), "git", "config"), env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
 
 
 def _config_plain(dot_git: str) -> bool:
