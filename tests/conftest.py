@@ -51,6 +51,17 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
+def _every_write_prunes_the_live_view(monkeypatch):
+    """In process, every write rewrites (and so prunes) the live view, as each did before writes
+    left up to ``caches.LIVE_EVERY`` lines past it: the tests of left-out records need a view that
+    left them out. A process a test starts uses the real value; tests/test_live_view.py's
+    ``real_live_every`` tests the deferral itself."""
+    from loopx.kernel.storage import caches
+
+    monkeypatch.setattr(caches, "LIVE_EVERY", 1)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("loopx-home")
     monkeypatch.setenv("LOOPX_HOME", str(home))

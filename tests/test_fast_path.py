@@ -146,3 +146,35 @@ def test_a_tool_registered_through_sys_monitoring_takes_the_normal_way_out(monke
             assert cli._nothing_at_exit() is False
         finally:
             mon.free_tool_id(free)
+
+
+def test_a_hot_command_pauses_the_collector_and_gives_the_caller_its_setting_back(goal, cli, monkeypatch):
+    """A hot command runs with the cyclic GC paused (its imports make thousands of containers and no
+    cycles worth a walk); any other command keeps it on, and an in-process caller of ``main`` gets
+    the collector back as it had it, on success and on failure."""
+    import gc
+
+    from loopx.commands import goal as goal_cmd
+    from loopx.commands import status as status_cmd
+
+    seen = {}
+    real_status, real_list = status_cmd.status, goal_cmd.goal_list
+
+    def spy(name, real):
+        def call(*a, **k):
+            seen[name] = gc.isenabled()
+            return real(*a, **k)
+        return call
+
+    monkeypatch.setattr(status_cmd, "status", spy("status", real_status))
+    monkeypatch.setattr(goal_cmd, "goal_list", spy("goal list", real_list))
+    assert gc.isenabled()
+    assert cli("status").code == 0 and gc.isenabled()
+    assert cli("goal", "list").code == 0 and gc.isenabled()
+    assert cli("status", "--goal-id", "no-such-goal").code != 0 and gc.isenabled()
+    assert seen == {"status": False, "goal list": True}
+    gc.disable()
+    try:
+        assert cli("status").code == 0 and not gc.isenabled()  # a caller's own choice stands
+    finally:
+        gc.enable()

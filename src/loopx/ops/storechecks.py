@@ -107,18 +107,24 @@ def _machine_names(store) -> dict:
 
 
 def _cached_heads(store) -> dict:
-    """The chain heads the cached views recorded (whatever the log looks like now)."""
+    """The chain heads the caches recorded (whatever the log looks like now): the cached views' and
+    those of the last write that left the live view as it was (``cache/heads.bin``)."""
     best: dict = {}
-    for name in (layout.SNAPSHOT, layout.LIVE):
+    for name in (layout.SNAPSHOT, layout.LIVE, layout.HEADS):
         try:
-            if name == layout.SNAPSHOT and too_large(store, store.path(name)):
-                continue  # hundreds of MB to unmarshal; every write saves the live view's heads, as new or newer
-            with open(store.path(name), "rb") as fh:
-                snap = unmarshal(fh.read())
-            heads = snap["state"]["meta"].get("chain") or {}
+            if name == layout.HEADS:
+                heads = caches.saved_heads(store)
+            else:
+                if name == layout.SNAPSHOT and too_large(store, store.path(name)):
+                    continue  # hundreds of MB to unmarshal; every write saves its heads, as new or newer
+                with open(store.path(name), "rb") as fh:
+                    snap = unmarshal(fh.read())
+                heads = snap["state"]["meta"].get("chain") or {}
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             continue
         for node, head in heads.items():
+            if not isinstance(head, dict) or not isinstance(head.get("hlc"), list):  # a hand-edited cache
+                continue
             if node not in best or head["hlc"] > best[node]["hlc"]:
                 best[node] = head
     return best

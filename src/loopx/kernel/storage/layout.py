@@ -34,6 +34,7 @@ LOCAL = (LOCK, CACHE + "/", NODE, BACKUP + "/", WORKTREES + "/")  # what .loopx/
 # ---------------------------------------------------------------- .loopx/cache/ (disposable)
 SNAPSHOT = "cache/snapshot.bin"
 LIVE = "cache/live.bin"
+HEADS = "cache/heads.bin"
 DECISIONS = "cache/decisions.bin"
 GITSTATUS = "cache/gitstatus.bin"
 WATCH_BOOK = "cache/watches.json"
@@ -154,7 +155,8 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (f"{BLOBS}/ab/<sha256>", "large outputs, content-addressed, write-once"),
     (NODE, "this clone's node id (n- + 16 hex); machine-local, git-ignored"),
     (SNAPSHOT, "folded state + the file offsets it covers (marshal); disposable, git-ignored"),
-    (LIVE, "the live view (what is still open) + offsets; rewritten by every write; disposable"),
+    (LIVE, "the live view (what is still open) + offsets; rewritten once its tail grows long (caches.LIVE_EVERY lines); disposable"),
+    (HEADS, "the chain heads of the last write that left live.bin as it was (marshal); disposable"),
     (DECISIONS, "should-run's and the views' recent answers, validated by file stamps (marshal); disposable"),
     (GITSTATUS, "the last `git status`, valid while the work tree's stat data is unchanged; disposable"),
     (WATCH_BOOK, "each watch's last check and result; disposable"),

@@ -323,7 +323,7 @@ class Store:
                 state, live = self.load(save_snapshot=False), False  # a record touched what the view left out
             rotated = self._rotate(state)
             if live:
-                caches.save_snapshot(self, state, full=False)
+                caches.after_write(self, state, len(records), rotated)
             else:
                 lines = sum(m["lines"] for m in state["meta"]["files"].values())
                 caches.save_snapshot(self, state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
