@@ -136,7 +136,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     try:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         fs.atomic_write(path, marshal.dumps({"v": CACHE_VERSION, "key": key, "metric": e["metric"], "rows": rows,
-                                             "cells": cells}), sync=False)
+                                             "cells": cells}), sync=False, follow=False)
     except (OSError, ValueError):
         pass  # a cache that cannot be written is rebuilt next time
     return rows, cells, experiments.summary(live, gid)
@@ -171,7 +171,7 @@ def _read_bytes(store, gid: str, kind: str, key: list) -> bytes | None:
 def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
     try:
         fs.atomic_write(_text_cache(store, gid, kind), " ".join(map(str, [CACHE_VERSION, *key])) + "\n" + text,
-                        sync=False)
+                        sync=False, follow=False)
     except OSError:
         pass
 

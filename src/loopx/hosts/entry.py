@@ -142,7 +142,7 @@ def _write_count(path: str, n: int, run: str | None = None) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         from loopx.kernel.storage.fs import atomic_write
 
-        atomic_write(path, cjson.dumps({"count": n, "run": run} if run else {"count": n}), sync=False)
+        atomic_write(path, cjson.dumps({"count": n, "run": run} if run else {"count": n}), sync=False, follow=False)
     except OSError:
         pass
 
@@ -434,7 +434,7 @@ def _add_report(store, message: str) -> None:
         items.append(message)
         from loopx.kernel.storage.fs import atomic_write  # a rare path: an edit that needs a report
 
-        atomic_write(path, cjson.dumps(items[-20:]), sync=False)
+        atomic_write(path, cjson.dumps(items[-20:]), sync=False, follow=False)
     except OSError:
         pass
 

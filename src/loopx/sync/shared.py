@@ -87,7 +87,7 @@ def read_pending(store) -> dict:
 
 def _write_pending(store, data: dict) -> None:
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
-    atomic_write(store.path(layout.PENDING), json.dumps(data, sort_keys=True).encode(), sync=False)
+    atomic_write(store.path(layout.PENDING), json.dumps(data, sort_keys=True).encode(), sync=False, follow=False)
 
 
 def _queue(store, kind: str, key: str | None, item: dict) -> None:

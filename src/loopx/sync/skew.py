@@ -81,7 +81,7 @@ class ClaimClock:
     def save(self) -> None:
         keep = {k: v for k, v in self.seen.items() if k in self.keys}
         try:
-            atomic_write(self.path, json.dumps(keep, sort_keys=True).encode(), sync=False)
+            atomic_write(self.path, json.dumps(keep, sort_keys=True).encode(), sync=False, follow=False)
         except OSError:
             pass
 

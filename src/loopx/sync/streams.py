@@ -45,7 +45,7 @@ def read_heads(store) -> dict:
 
 def write_heads(store, data: dict) -> None:
     os.makedirs(store.path(layout.CACHE), exist_ok=True)
-    atomic_write(store.path(layout.SYNC_HEADS), json.dumps(data, sort_keys=True).encode(), sync=False)
+    atomic_write(store.path(layout.SYNC_HEADS), json.dumps(data, sort_keys=True).encode(), sync=False, follow=False)
 
 
 # ------------------------------------------------------------------ local lines

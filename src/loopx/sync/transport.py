@@ -502,7 +502,7 @@ def sync_lock(store):
 def write_status(store, data: dict) -> None:
     """Keep the last sync's outcome in ``cache/sync.json`` (read by ``status``; machine-local)."""
     try:
-        atomic_write(store.path(layout.SYNC), json.dumps(data, sort_keys=True).encode(), sync=False)
+        atomic_write(store.path(layout.SYNC), json.dumps(data, sort_keys=True).encode(), sync=False, follow=False)
     except OSError:
         pass
 

@@ -300,6 +300,7 @@ def write(store, entries: dict) -> None:
     try:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         packed = marshal.dumps(data)
-        atomic_write(store.path(layout.DECISIONS), marshal.dumps({"crc": zlib.crc32(packed), "body": packed}), sync=False)
+        atomic_write(store.path(layout.DECISIONS), marshal.dumps({"crc": zlib.crc32(packed), "body": packed}), sync=False,
+                     follow=False)
     except (OSError, ValueError):
         pass

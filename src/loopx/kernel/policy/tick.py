@@ -70,7 +70,7 @@ def _entry_ok(v) -> bool:
 def _save_book(store, book: dict) -> None:
     try:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
-        atomic_write(store.path(layout.WATCH_BOOK), json.dumps(book, sort_keys=True).encode(), sync=False)
+        atomic_write(store.path(layout.WATCH_BOOK), json.dumps(book, sort_keys=True).encode(), sync=False, follow=False)
     except OSError:
         pass
 

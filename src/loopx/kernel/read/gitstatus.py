@@ -265,12 +265,12 @@ def _load(path: str) -> dict | None:
 
 
 def _save(path: str, entry: dict) -> None:
-    """Write the cache file (best effort); never through a symlink (``fs.atomic_write`` follows one,
-    and this file is nobody's but loopx's: a link planted there would aim the write elsewhere)."""
-    if os.path.islink(path) or os.path.islink(os.path.dirname(path)):
+    """Write the cache file (best effort); never through a symlink (this file is nobody's but
+    loopx's: a link planted there would aim the write elsewhere), nor into a linked cache folder."""
+    if os.path.islink(os.path.dirname(path)):
         return
     body = marshal.dumps(entry)
     try:
-        atomic_write(path, MAGIC + zlib.crc32(body).to_bytes(4, "little") + body, sync=False)
+        atomic_write(path, MAGIC + zlib.crc32(body).to_bytes(4, "little") + body, sync=False, follow=False)
     except OSError:  # a read-only store: the next call asks git again
         pass

@@ -74,11 +74,11 @@ def save_snapshot(store, state: dict, *, full: bool = True) -> None:
         if full and not is_live:
             meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
             data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
-            atomic_write(store.path(layout.SNAPSHOT), data, sync=False)
+            atomic_write(store.path(layout.SNAPSHOT), data, sync=False, follow=False)
             sweep(store)
         view = fold.live_view(body, clock.now_iso())
         live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
-        atomic_write(store.path(layout.LIVE), live, sync=False)
+        atomic_write(store.path(layout.LIVE), live, sync=False, follow=False)
     except (OSError, ValueError):
         pass
 
@@ -147,7 +147,7 @@ def write_checkpoint(store, state: dict, number: int) -> None:
                           clock.now_iso())
     body = json.dumps({"fold": fold.FOLD_VERSION, "state": view}, separators=(",", ":"), sort_keys=True)
     try:
-        atomic_write(store.path(layout.checkpoint(number)), body.encode())
+        atomic_write(store.path(layout.checkpoint(number)), body.encode(), follow=False)  # a name known in advance
     except OSError:
         pass
 
@@ -203,7 +203,7 @@ def after_write(store, state: dict, written: int, rotated: bool) -> None:
 
         try:
             atomic_write(store.path(layout.HEADS), marshal.dumps({"v": 1, "chain": meta.get("chain") or {}}),
-                         sync=False)
+                         sync=False, follow=False)
         except (OSError, ValueError):
             pass
     meta["behind"] = behind

@@ -122,20 +122,26 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool = True) -> str:
+def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool = True,
+                 follow: bool = True) -> str:
     """Replace the file at ``path`` (following symlinks) with ``data`` atomically.
 
     ``data``: bytes, or str written as UTF-8 exactly (no newline translation). ``mode``: permission
     bits for a *new* file (an existing target keeps its own bits unless ``mode`` is given). ``sync``:
-    fsync the file before the rename (off only for disposable caches). Returns the path actually
-    written (the symlink's target). Raises OSError (the temporary file is removed first)."""
+    fsync the file before the rename (off only for disposable caches). ``follow``: False for a file
+    only loopx writes (everything under ``.loopx/cache/``): a symlink found at ``path`` is replaced
+    by the new file, never written through (one planted there would aim the write at any file its
+    owner may write; a user's own config may well be a link, and is followed). Returns the path
+    actually written (the symlink's target when followed). Raises OSError (the temporary file is
+    removed first)."""
     import stat
 
-    target = resolve(os.fspath(path))
+    target = resolve(os.fspath(path)) if follow else os.fspath(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     try:
-        keep = stat.S_IMODE(os.stat(target).st_mode)
+        st = os.stat(target) if follow else os.lstat(target)
+        keep = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) or follow else None
     except FileNotFoundError:
         keep = None
     final = mode if mode is not None else keep if keep is not None else 0o666 & ~_umask()
