@@ -26,7 +26,7 @@ from loopx.errors import LoopxError
 from loopx.guard import verdicts as guard
 from loopx.kernel.policy import decide, packet, turn
 from loopx.kernel.read import approvals, budget, fingerprint, notices, queries, stall, status
-from loopx.kernel.storage import actors, clock, fold
+from loopx.kernel.storage import actors, caches, clock, fold
 from loopx.kernel.storage.store import Store
 from loopx.kernel.write import agents, evidence, gates, goals, todos
 
@@ -276,10 +276,14 @@ class LiveViewMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.timeout(600)
-def test_every_reader_gives_the_same_answer_on_the_live_view_and_the_full_state(monkeypatch):
+@pytest.mark.parametrize("live_every", [1, 5])
+def test_every_reader_gives_the_same_answer_on_the_live_view_and_the_full_state(monkeypatch, live_every):
+    """``live_every``: every write saves the view (each step's view freshly pruned), or a write
+    every few lines (readers see a saved view and a tail past it, as with caches.LIVE_EVERY)."""
     monkeypatch.setattr(fold, "APPROVALS_KEPT", 1)  # so a few gates are enough to leave approvals out
+    monkeypatch.setattr(caches, "LIVE_EVERY", live_every)
     monkeypatch.delenv("LOOPX_NOW", raising=False)
     run_state_machine_as_test(LiveViewMachine, settings=settings(
-        max_examples=25, stateful_step_count=40, deadline=None, derandomize=True, database=None,
+        max_examples=25 if live_every == 1 else 12, stateful_step_count=40, deadline=None, derandomize=True, database=None,
         suppress_health_check=list(HealthCheck)))
 

@@ -303,8 +303,80 @@ def test_a_hand_edited_heads_file_is_no_cache(cli, project, monkeypatch, real_li
     todos.add(store, H, "g1", "one")
     heads = project / ".loopx" / "cache" / "heads.bin"
     assert caches.saved_heads(store)  # the write kept its heads
-    for junk in (b"", b"\x00" * 10, b"garbage", __import__("marshal").dumps({"chain": {"n-1": {"hlc": "x"}}}),
-                 __import__("marshal").dumps([1, 2])):
+    import marshal
+
+    node = next(iter(store.load()["meta"]["chain"]))
+    for junk in (b"", b"\x00" * 10, b"garbage", marshal.dumps({"chain": {"n-1": {"hlc": "x"}}}), marshal.dumps([1, 2]),
+                 marshal.dumps({"v": 2, "chain": {node: {"hlc": ["x"]}}}),  # found by review: a TypeError in doctor
+                 marshal.dumps({"v": 2, "chain": {node: {"hlc": ["x", 1], "seq": 1, "hash": "a"}}}),
+                 marshal.dumps({"v": 2, "chain": {node: "x"}, "files": {"events": "x"}})):
         heads.write_bytes(junk)
         check = next(c for c in cli("doctor", "--format", "json").json["data"]["checks"] if c["id"] == "store.chain")
         assert check["status"] == "ok", (junk, check)
+
+
+def test_a_line_edited_in_place_under_the_tail_is_seen_as_before(project, monkeypatch, real_live_every):
+    """Found by review: only a log that ends where the saved view does had its mtime compared, and
+    with a tail past the view a same-length edit of a line went unseen (the view kept the record the
+    full read rejects). The last write's file length and mtime in heads.bin catch it."""
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="edit", goal_id="g1")
+    todos.add(store, H, "g1", "bravo")
+    i = 0
+    while store.load(view="live")["meta"]["behind"]:  # until a write saves the view past "bravo"
+        todos.add(store, H, "g1", f"filler {i}")
+        i += 1
+    for word in ("charlie", "delta"):  # and a tail past the saved view
+        todos.add(store, H, "g1", word)
+    assert store.load(view="live")["meta"]["behind"] == 2
+    log = project / ".loopx" / "events.jsonl"
+    data = log.read_bytes()
+    assert data.count(b'"bravo"') == 1
+    os.utime(log, ns=(0, 0))  # another mtime whatever the clock's resolution
+    log.write_bytes(data.replace(b'"bravo"', b'"BRAVO"'))  # same length: a CRC no longer holds
+    full, live = store.load(), store.load(view="live")
+    assert full["meta"]["files"]["events"]["bad"] == 1
+    assert live["meta"]["files"]["events"]["bad"] == 1
+    assert sorted(t["title"] for t in live["todos"].values()) == sorted(t["title"] for t in full["todos"].values())
+
+
+def test_what_a_reader_lists_does_not_depend_on_when_the_view_was_saved(tmp_path, monkeypatch, cli):
+    """Found by review: `todo list` listed closed todos the view would have left out until a write
+    saved it again. The same turns on a store saved by every write and on one that defers must
+    list the same todos and older-done counts after every step."""
+    from datetime import datetime, timedelta
+
+    from conftest import main
+    from loopx.kernel.policy import turn
+
+    roots = {}
+    for every in (1, LIVE_EVERY):
+        root = tmp_path / f"every-{every}"
+        root.mkdir()
+        monkeypatch.chdir(root)
+        assert main(["connect", "--quiet"]) == 0
+        roots[every] = root
+    t0 = datetime(2026, 5, 1, 10)
+    for every, root in roots.items():
+        monkeypatch.setattr(caches, "LIVE_EVERY", every)
+        monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+        goals.start_goal(Store.open(str(root)), H, objective="x", goal_id="g1", verify="true", todos=["one", "two"])
+    seen = []
+    for i in range(LIVE_EVERY // 4 + 3):
+        monkeypatch.setenv("LOOPX_NOW", (t0 + timedelta(minutes=10 * (i + 1))).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        lists = []
+        for every, root in roots.items():
+            monkeypatch.setattr(caches, "LIVE_EVERY", every)
+            store = Store.open(str(root))
+            t = turn.next_turn(store, "agent:ada", goal_id="g1")
+            ev = evidence.add(store, "agent:ada", "g1", kind="test", summary="ok", exit_code=0, run=t["run_id"])
+            turn.finish(store, "agent:ada", t["run_id"], "progress")
+            todos.done(store, H, t["todo_id"], [ev["evidence_id"]])
+            todos.add(store, H, "g1", f"n{i}")
+            monkeypatch.chdir(root)
+            d = cli("todo", "list", json=True).data
+            lists.append(([(x["title"], x["status"]) for x in d["todos"]], d["older_done"]))
+        assert lists[0] == lists[1], (i, lists)
+        seen.append(lists[0][1])
+    assert seen[-1] > 0  # the view did leave done todos out along the way

@@ -123,11 +123,18 @@ def _cached_heads(store) -> dict:
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             continue
         for node, head in heads.items():
-            if not isinstance(head, dict) or not isinstance(head.get("hlc"), list):  # a hand-edited cache
+            if not _a_head(head):  # a hand-edited cache: no head
                 continue
             if node not in best or head["hlc"] > best[node]["hlc"]:
                 best[node] = head
     return best
+
+
+def _a_head(head) -> bool:
+    """Whether ``head`` has a head's shape (``chain.check_heads`` compares these fields)."""
+    hlc = head.get("hlc") if isinstance(head, dict) else None
+    return (isinstance(hlc, list) and len(hlc) == 2 and all(type(x) is int for x in hlc)
+            and type(head.get("seq")) is int and isinstance(head.get("hash"), str))
 
 
 def check_lines(t) -> dict:

@@ -179,6 +179,12 @@ def load_live(store) -> dict | None:
             torn[name] = tail
     if not _window_kept(state):
         return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
+    if behind and not checkpoint:
+        if _edited_in_place(store, state):
+            return None  # the full read counts the edited line as bad, as it would have at any time
+        # pruned as the write that left the view would have pruned it: what a reader lists (the
+        # recently closed todos, gates, runs) never depends on when the view was last saved
+        state = fold.live_view(state, clock.now_iso())
     state["meta"]["torn"] = torn
     state["meta"]["read_only"] = store.read_only_reason(state)
     state["meta"]["self_node"] = store.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
@@ -201,25 +207,48 @@ def after_write(store, state: dict, written: int, rotated: bool) -> None:
     elif written:
         import marshal
 
+        files = {n: [m.get("segments", 0), m["offset"], m.get("mtime"), m.get("ino")] for n, m in meta["files"].items()}
         try:
-            atomic_write(store.path(layout.HEADS), marshal.dumps({"v": 1, "chain": meta.get("chain") or {}}),
-                         sync=False, follow=False)
+            atomic_write(store.path(layout.HEADS), marshal.dumps({"v": 2, "chain": meta.get("chain") or {},
+                                                                  "files": files}), sync=False, follow=False)
         except (OSError, ValueError):
             pass
     meta["behind"] = behind
 
 
-def saved_heads(store) -> dict:
-    """The chain heads the last write kept in ``cache/heads.bin`` ({node: head}), or {}."""
+def _heads_file(store) -> dict:
+    """``cache/heads.bin`` as written by ``after_write``: {"v", "chain": {node: head}, "files":
+    {stream: [segments, offset (bytes), mtime_ns, inode]}}, or {} when missing or not one."""
     try:
         with open(store.path(layout.HEADS), "rb") as fh:
             raw = fh.read(1 << 16)
         import marshal
 
-        heads = marshal.loads(raw).get("chain")
-        return heads if isinstance(heads, dict) else {}
-    except (OSError, ValueError, EOFError, TypeError, AttributeError, MemoryError, SystemError):
+        got = marshal.loads(raw)
+        return got if isinstance(got, dict) and got.get("v") == 2 else {}
+    except (OSError, ValueError, EOFError, TypeError, MemoryError, SystemError):
         return {}
+
+
+def saved_heads(store) -> dict:
+    """The chain heads the last write that left the live view as it was kept ({node: head}), or {}."""
+    heads = _heads_file(store).get("chain")
+    return heads if isinstance(heads, dict) else {}
+
+
+def _edited_in_place(store, state: dict) -> bool:
+    """Whether an open file still has the length the last write left it at (``cache/heads.bin``),
+    in the same file (segment count, inode), yet another mtime: rewritten in place since, which
+    ``check_offsets`` sees only for a file that ends where the saved view does."""
+    left = _heads_file(store).get("files")
+    if not isinstance(left, dict):
+        return False
+    for name, m in state["meta"]["files"].items():
+        rec = left.get(name)
+        if (isinstance(rec, list) and len(rec) == 4 and rec[0] == m.get("segments", 0) and rec[1] == m["offset"]
+                and rec[3] == m.get("ino") and rec[2] != m.get("mtime")):
+            return True
+    return False
 
 
 def _window_kept(state: dict) -> bool:
