@@ -366,7 +366,7 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
             verdict = store.read(lambda st: verdicts.evaluate(st, commands=commands, paths=paths,  # noqa: B023
                                                            project_dir=store.project_dir, cwd=cwd, goal_id=goal_id,
                                                            reads=reads, texts=texts),
-                                 state)
+                                 state, as_saved=False)
             if not verdict.get("allow") and _approvals_left_out(state, verdict):
                 # The view keeps the approvals the guard reads and counts the usable ones it left out
                 # (fold.live_view); only when it left out one of this kind (or was pruned by an older
@@ -459,7 +459,7 @@ def after_edit(payload: dict, host: str, *, project: str | None = None, agent: s
             return {}, {"reason": "not_connected"}
         state = store.load(view="live")  # what the guard reads is in the live view (fold.live_view)
         verdict = store.read(lambda st: verdicts.evaluate(st, paths=[path], project_dir=store.project_dir, cwd=where,
-                                                       goal_id=goal_id), state)
+                                                       goal_id=goal_id), state, as_saved=False)
         if not verdict.get("allow") and _approvals_left_out(state, verdict):
             state = store.load()  # an approval the view left out may cover it
             verdict = verdicts.evaluate(state, paths=[path], project_dir=store.project_dir, cwd=where, goal_id=goal_id)

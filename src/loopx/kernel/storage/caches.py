@@ -179,12 +179,8 @@ def load_live(store) -> dict | None:
             torn[name] = tail
     if not _window_kept(state):
         return None  # a wider window (or an earlier clock) needs ledger entries the view dropped
-    if behind and not checkpoint:
-        if _edited_in_place(store, state):
-            return None  # the full read counts the edited line as bad, as it would have at any time
-        # pruned as the write that left the view would have pruned it: what a reader lists (the
-        # recently closed todos, gates, runs) never depends on when the view was last saved
-        state = fold.live_view(state, clock.now_iso())
+    if behind and not checkpoint and _edited_in_place(store, state):
+        return None  # the full read counts the edited line as bad, as it would have at any time
     state["meta"]["torn"] = torn
     state["meta"]["read_only"] = store.read_only_reason(state)
     state["meta"]["self_node"] = store.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
@@ -192,6 +188,15 @@ def load_live(store) -> dict | None:
     if checkpoint:
         save_snapshot(store, state, full=False)
     return fold.guarded(state)
+
+
+def as_saved(state: dict) -> dict:
+    """The live view ``state`` as a write would save it now: pruned again (``fold.live_view``) when
+    lines were folded past the saved view, so what a reader lists (recently closed todos, gates,
+    runs) never depends on when the view was saved last; else ``state`` itself."""
+    if not state["meta"].get("behind"):
+        return state
+    return fold.guarded(fold.live_view(state, clock.now_iso()))
 
 
 def after_write(store, state: dict, written: int, rotated: bool) -> None:

@@ -258,15 +258,20 @@ class Store:
         state["meta"]["self_node"] = self.node_id()  # whose claims and runs are "mine" (kernel.storage.machines)
         return state
 
-    def read(self, fn, state: dict | None = None):
+    def read(self, fn, state: dict | None = None, *, as_saved: bool = True):
         """``fn(state)`` on ``state`` (default: the live view, ``load(view="live")``), and once more
         on the full state when it looks up a record the view left out (``fold.NotInLiveView``): the
-        reader's rule of the live view, as ``transact`` is the writer's. Returns what ``fn``
-        returns; a NotInLiveView never escapes (on the full state every collection is a plain
-        dict). Raises what ``load`` and ``fn`` raise."""
+        reader's rule of the live view, as ``transact`` is the writer's. A live view with lines
+        folded past it is pruned first (``caches.as_saved``: what it lists is what a saved view
+        lists); ``as_saved=False`` for a reader whose answer does not depend on what was pruned
+        (the pre-tool guard: the full state's answer either way, tests/test_live_property.py).
+        Returns what ``fn`` returns; a NotInLiveView never escapes (on the full state every
+        collection is a plain dict). Raises what ``load`` and ``fn`` raise."""
         if state is None:
             state = self.load(view="live")
         if fold.is_live(state):
+            if as_saved:
+                state = caches.as_saved(state)
             try:
                 return fn(state)
             except fold.NotInLiveView:
