@@ -380,3 +380,48 @@ def test_what_a_reader_lists_does_not_depend_on_when_the_view_was_saved(tmp_path
         assert lists[0] == lists[1], (i, lists)
         seen.append(lists[0][1])
     assert seen[-1] > 0  # the view did leave done todos out along the way
+
+
+def test_a_cut_seen_first_by_a_reader_is_still_reported(cli, project, monkeypatch, real_live_every):
+    """Found by review: the write that saved the view left heads.bin older than it; a reader that
+    found the log cut folded it again and saved what it found, and doctor then saw nothing. Every
+    write keeps its heads, so the cut is reported whoever reads first."""
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="cut", goal_id="g1")
+    todos.add(store, H, "g1", "first")
+    i = 0
+    while store.load(view="live")["meta"]["behind"]:  # until the last write is one that saved the view
+        todos.add(store, H, "g1", f"filler {i}")
+        i += 1
+    log = project / ".loopx" / "events.jsonl"
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-1]))
+    assert cli("status").code == 0  # reads first: the view no longer fits, the log is folded again
+    check = next(c for c in cli("doctor", "--format", "json").json["data"]["checks"] if c["id"] == "store.chain")
+    assert check["status"] == "error" and "cut off" in check["finding"], check
+
+
+def test_todo_list_lists_the_same_with_a_cache_or_without(cli, project, monkeypatch):
+    """Found by review (older than the deferral): without a usable view the first `todo list` read
+    the full state and listed every old done todo, with a cache it listed the recent ones and a
+    count. The full state is now pruned as the view is."""
+    import shutil
+    from datetime import datetime, timedelta
+
+    from loopx.kernel.policy import turn
+
+    t0 = datetime(2026, 5, 1, 10)
+    monkeypatch.setenv("LOOPX_NOW", "2026-05-01T10:00:00Z")
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="x", goal_id="g1", verify="true", todos=["one", "two", "three"])
+    for i in range(3):
+        monkeypatch.setenv("LOOPX_NOW", (t0 + timedelta(minutes=10 * (i + 1))).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        t = turn.next_turn(store, "agent:ada", goal_id="g1")
+        ev = evidence.add(store, "agent:ada", "g1", kind="test", summary="ok", exit_code=0, run=t["run_id"])
+        turn.finish(store, "agent:ada", t["run_id"], "progress")
+        todos.done(store, H, t["todo_id"], [ev["evidence_id"]])
+        todos.add(store, H, "g1", f"n{i}")
+    cached = cli("todo", "list", json=True).data
+    assert cached["older_done"] > 0  # the view left done todos out
+    shutil.rmtree(project / ".loopx" / "cache")
+    assert cli("todo", "list", json=True).data == cached

@@ -125,7 +125,16 @@ def todo_list(ctx, goal_id=None, status=None, ready=False, all=False) -> dict:
     store = ctx.store()
     if status in ("done", "archived") or all:  # an explicit report of closed todos: the whole history
         return _list(store.load(), goal_id, status, ready, all)
-    return store.read(lambda st: _list(st, goal_id, status, ready, all))
+    return store.read(lambda st: _list(_as_view(st), goal_id, status, ready, all))
+
+
+def _as_view(state: dict) -> dict:
+    """``state`` as the live view lists it: a full state (read when there was no usable view, a
+    fresh clone's first command say) pruned the same way, so the rows and ``older_done`` are the
+    same with a cache or without one."""
+    from loopx.kernel.storage import clock, fold
+
+    return state if fold.is_live(state) else fold.live_view(state, clock.now_iso())
 
 
 

@@ -201,24 +201,32 @@ def as_saved(state: dict) -> dict:
 
 def after_write(store, state: dict, written: int, rotated: bool) -> None:
     """Under the lock, after a write of ``written`` lines into the live view ``state``: save the view
-    when ``LIVE_EVERY`` lines or more now lie past the saved one (or a segment was closed), else
-    keep the chain heads in ``cache/heads.bin`` only, so ``doctor`` still sees a record cut off the
-    log's end. Failures are ignored, as for every cache."""
+    when ``LIVE_EVERY`` lines or more now lie past the saved one (or a segment was closed), and
+    keep the write's chain heads (``keep_heads``). Failures are ignored, as for every cache."""
     meta = state["meta"]
     behind = meta.get("behind", 0) + written
     if rotated or behind >= LIVE_EVERY:
         save_snapshot(store, state, full=False)
         behind = 0
-    elif written:
-        import marshal
-
-        files = {n: [m.get("segments", 0), m["offset"], m.get("mtime"), m.get("ino")] for n, m in meta["files"].items()}
-        try:
-            atomic_write(store.path(layout.HEADS), marshal.dumps({"v": 2, "chain": meta.get("chain") or {},
-                                                                  "files": files}), sync=False, follow=False)
-        except (OSError, ValueError):
-            pass
+    if written:
+        keep_heads(store, state)
     meta["behind"] = behind
+
+
+def keep_heads(store, state: dict) -> None:
+    """After a write: its chain heads and each open file's length, mtime and inode in
+    ``cache/heads.bin``, newer than any view a reader saves later (a reader that finds the log cut
+    folds it again and saves what it found; ``doctor`` compares the log with these heads too, and
+    ``load_live`` the files, for a line edited in place under the tail). Failures are ignored."""
+    import marshal
+
+    meta = state["meta"]
+    files = {n: [m.get("segments", 0), m["offset"], m.get("mtime"), m.get("ino")] for n, m in meta["files"].items()}
+    try:
+        atomic_write(store.path(layout.HEADS), marshal.dumps({"v": 2, "chain": meta.get("chain") or {}, "files": files}),
+                     sync=False, follow=False)
+    except (OSError, ValueError):
+        pass
 
 
 def _heads_file(store) -> dict:

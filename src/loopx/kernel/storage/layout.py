@@ -156,7 +156,7 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (NODE, "this clone's node id (n- + 16 hex); machine-local, git-ignored"),
     (SNAPSHOT, "folded state + the file offsets it covers (marshal); disposable, git-ignored"),
     (LIVE, "the live view (what is still open) + offsets; rewritten once its tail grows long (caches.LIVE_EVERY lines); disposable"),
-    (HEADS, "the chain heads of the last write that left live.bin as it was (marshal); disposable"),
+    (HEADS, "the last write's chain heads and open files' lengths (marshal); disposable"),
     (DECISIONS, "should-run's and the views' recent answers, validated by file stamps (marshal); disposable"),
     (GITSTATUS, "the last `git status`, valid while the work tree's stat data is unchanged; disposable"),
     (WATCH_BOOK, "each watch's last check and result; disposable"),

@@ -332,6 +332,8 @@ class Store:
             else:
                 lines = sum(m["lines"] for m in state["meta"]["files"].values())
                 caches.save_snapshot(self, state, full=rotated or lines - state["meta"].get("snap_lines", 0) >= SNAPSHOT_EVERY)
+                if records:
+                    caches.keep_heads(self, state)
         if records and self._anchor_due():  # at most daily, the chain heads are anchored (never raises)
             from loopx.kernel.storage import anchors
 
