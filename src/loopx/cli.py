@@ -298,8 +298,9 @@ def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
         return 0
     # A hot command is a short process that makes next to no reference cycles, while its imports
     # and its marshal reads make thousands of containers: the cyclic collector would walk them all
-    # several times for nothing (about 0.1x of a bare interpreter's start). Off for its duration,
-    # as it was before for anything else (a long-running command keeps it on).
+    # several times for nothing (up to 0.1x of a bare interpreter's start). Paused for a hot
+    # command only; every other one (the dashboard, `loopx run`, doctor) keeps it on, and an
+    # in-process caller of main() gets its own setting back.
     import gc
 
     collecting = gc.isenabled()

@@ -108,7 +108,7 @@ def _machine_names(store) -> dict:
 
 def _cached_heads(store) -> dict:
     """The chain heads the caches recorded (whatever the log looks like now): the cached views' and
-    those of the last write that left the live view as it was (``cache/heads.bin``)."""
+    those of the last write (``cache/heads.bin``)."""
     best: dict = {}
     for name in (layout.SNAPSHOT, layout.LIVE, layout.HEADS):
         try:

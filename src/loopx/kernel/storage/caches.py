@@ -3,8 +3,8 @@
 - ``cache/snapshot.bin``: the full folded state and the file offsets it covers (marshal);
 - ``cache/live.bin``: the live view (``fold.live_view``: what is still open) and its offsets,
   rewritten by a write once its tail reaches ``LIVE_EVERY`` lines (``behind``);
-- ``cache/heads.bin``: the chain heads after the last write that left the live view as it was
-  (what ``doctor`` compares the log against: ``saved_heads``);
+- ``cache/heads.bin``: the last write's chain heads and open files' lengths (``keep_heads``: what
+  ``doctor`` compares the log's end with, and ``load_live`` the files);
 - ``events/NNNNNN.live.json``: the checkpoint, the live view kept beside each closed events
   segment so a clone without a cache starts from there (written once, never changed).
 
@@ -230,7 +230,7 @@ def keep_heads(store, state: dict) -> None:
 
 
 def _heads_file(store) -> dict:
-    """``cache/heads.bin`` as written by ``after_write``: {"v", "chain": {node: head}, "files":
+    """``cache/heads.bin`` as written by ``keep_heads``: {"v", "chain": {node: head}, "files":
     {stream: [segments, offset (bytes), mtime_ns, inode]}}, or {} when missing or not one."""
     try:
         with open(store.path(layout.HEADS), "rb") as fh:
@@ -244,7 +244,7 @@ def _heads_file(store) -> dict:
 
 
 def saved_heads(store) -> dict:
-    """The chain heads the last write that left the live view as it was kept ({node: head}), or {}."""
+    """The chain heads the last write kept in ``cache/heads.bin`` ({node: head}), or {}."""
     heads = _heads_file(store).get("chain")
     return heads if isinstance(heads, dict) else {}
 
