@@ -333,8 +333,8 @@ def test_a_line_edited_in_place_under_the_tail_is_seen_as_before(project, monkey
     log = project / ".loopx" / "events.jsonl"
     data = log.read_bytes()
     assert data.count(b'"bravo"') == 1
-    os.utime(log, ns=(0, 0))  # another mtime whatever the clock's resolution
     log.write_bytes(data.replace(b'"bravo"', b'"BRAVO"'))  # same length: a CRC no longer holds
+    os.utime(log, ns=(0, 0))  # another mtime than the last write's, whatever the clock's resolution
     full, live = store.load(), store.load(view="live")
     assert full["meta"]["files"]["events"]["bad"] == 1
     assert live["meta"]["files"]["events"]["bad"] == 1
