@@ -157,9 +157,23 @@ HOT = [
 ]
 
 
+@pytest.fixture(scope="module")
+def worked_in(stores, tmp_path_factory):
+    """The 1k store in a git work tree where the agent changed a file outside its goals' scope (the
+    scopes allow ``src/**`` and ``tests/**``), as in a user's project mid-goal: `next` and `turn
+    finish` then check changed paths against the scope's globs (kernel/read/turnscope.py)."""
+    import shutil
+
+    proj = tmp_path_factory.mktemp("worked") / "proj"
+    shutil.copytree(stores[1_000], proj)
+    _git_repo(proj)
+    (proj / "notes.txt").write_text("changed outside the scope\n")
+    return proj
+
+
 @pytest.mark.parametrize("args,banned,event,agent", HOT, ids=[" ".join(a[:2]) for a, *_ in HOT])
-def test_hot_commands_do_not_import_what_they_do_not_need(stores, args, banned, event, agent):
-    proj = stores[1_000]
+def test_hot_commands_do_not_import_what_they_do_not_need(worked_in, args, banned, event, agent):
+    proj = worked_in
     stdin = None
     if event:
         extra = {"tool_name": "Bash", "tool_input": {"command": "ls"}} if event == "PreToolUse" else {}
