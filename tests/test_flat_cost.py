@@ -154,6 +154,11 @@ HOT = [
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
     # an `ls`: the guard parses it, finds no write and no protected action, and compiles no pattern
     (["hook", "pre-tool", "--host", "claude-code"], NOTHING, "PreToolUse", None),
+    # an agent's most common commands: `git status` is git's own (no alias lookup, no git process),
+    # `python -c` code that names no command is not searched for commands
+    (["hook", "pre-tool", "--host", "claude-code"], NOTHING | {"subprocess"}, "PreToolUse:git status", None),
+    (["hook", "pre-tool", "--host", "claude-code"], NOTHING | {"subprocess"}, "PreToolUse:python -c 'print(1)'",
+     None),
 ]
 
 
@@ -171,12 +176,14 @@ def worked_in(stores, tmp_path_factory):
     return proj
 
 
-@pytest.mark.parametrize("args,banned,event,agent", HOT, ids=[" ".join(a[:2]) for a, *_ in HOT])
+@pytest.mark.parametrize("args,banned,event,agent", HOT,
+                         ids=[" ".join(a[:2]) + (f" ({e.partition(':')[2]})" if e and ":" in e else "") for a, _, e, _ in HOT])
 def test_hot_commands_do_not_import_what_they_do_not_need(worked_in, args, banned, event, agent):
     proj = worked_in
     stdin = None
     if event:
-        extra = {"tool_name": "Bash", "tool_input": {"command": "ls"}} if event == "PreToolUse" else {}
+        event, _, command = event.partition(":")
+        extra = {"tool_name": "Bash", "tool_input": {"command": command or "ls"}} if event == "PreToolUse" else {}
         stdin = _hook_payload(event, proj, **extra)
     for _ in range(WARM):
         _imports(proj, args, stdin, agent)

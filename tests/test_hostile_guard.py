@@ -175,6 +175,25 @@ def test_git_aliases_from_the_repository_config(repo):
     allowed(repo, "git st")
 
 
+def test_an_alias_named_like_a_git_command_is_not_what_git_runs(repo):
+    """git runs its own command before it looks for an alias of that name (so the guard starts no
+    `git config` to find one): a repository alias `status` that would push never runs. Checked
+    against real git and the bare origin: `main` there is unchanged after the command."""
+    git(repo, "config", "alias.status", "!git push -q origin HEAD:main")
+    git(repo, "config", "alias.commit", "push origin HEAD:main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "on feature only")
+    origin = repo.parent / "origin.git"
+    before = git(origin, "rev-parse", "main")
+    git(repo, "status")
+    git(repo, "-c", "alias.diff=!git push -q origin HEAD:main", "diff")
+    assert git(origin, "rev-parse", "main") == before  # what the guard lets through did not push
+    allowed(repo, "git status")
+    allowed(repo, "git -c 'alias.diff=!git push origin HEAD:main' diff")
+    allowed(repo, "git commit -m x")
+    git(repo, "config", "alias.stat", "!git push -q origin HEAD:main")  # not a git command: the alias runs
+    assert denied(repo, "git stat")["kind"] == "merge"
+
+
 def test_tags_are_releases(repo):
     git(repo, "tag", "v1.0")
     assert denied(repo, "git push origin v1.0")["kind"] == "release"

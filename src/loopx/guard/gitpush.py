@@ -25,6 +25,20 @@ def _fnmatchcase(name: str, pattern: str) -> bool:
 
     return fnmatchcase(name, pattern)
 
+# Commands git itself ships (builtins since before git 2.0, or its own scripts in the exec path):
+# git runs them before it looks for an alias (git.c, run_argv: builtin, then git-<name>, then the
+# alias), so `git status` is never an alias and needs no `git config` process to say so. Only
+# names shipped long enough that no git in use lacks them; any other verb is looked up.
+SHIPPED = frozenset({
+    "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
+    "check-ignore", "checkout", "cherry", "cherry-pick", "clean", "clone", "commit", "config", "count-objects",
+    "describe", "diff", "diff-files", "diff-index", "diff-tree", "fetch", "for-each-ref", "format-patch", "fsck",
+    "gc", "grep", "hash-object", "help", "init", "log", "ls-files", "ls-remote", "ls-tree", "merge", "merge-base",
+    "mv", "name-rev", "notes", "pull", "rebase", "reflog", "remote", "reset", "rev-list", "rev-parse", "revert",
+    "rm", "shortlog", "show", "show-ref", "stash", "status", "symbolic-ref", "tag", "update-index", "var",
+    "version", "whatchanged",
+})
+
 _GLOBAL_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
                  "--super-prefix", "--list-cmds", "--attr-source"}
 _PUSH_VALUE = {"-o", "--push-option", "--repo", "--receive-pack", "--exec", "--signed"}
@@ -141,6 +155,8 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
         if len(pos) >= 2:
             return push_kind([pos[0], f"HEAD:{pos[1]}"], loc, branches, git, overrides)
         return None, "`git subtree push` without a branch"
+    if verb in SHIPPED:
+        return None, None  # git runs its own command before it looks for an alias of that name
     alias = overrides.get(f"alias.{verb}") if f"alias.{verb}" in overrides else git.get(loc, f"alias.{verb}")
     if alias is None or depth > 5:
         return None, None

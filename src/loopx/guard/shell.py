@@ -615,11 +615,11 @@ class _Reader:
     def interpreter_code(self, words: list[str], cwd) -> None:
         """``python -c CODE``, ``node -e CODE``...: string literals that spell a command are read
         as commands (``os.system('git push origin main')``, ``["git", "push", ...]``)."""
+        code = next((words[j + 1] for j, a in enumerate(words[1:-1], 1) if a in ("-c", "-e", "--eval", "-E")), None)
+        if not code or not any(w in code for w in _COMMANDISH):
+            return  # no literal can spell a command (its first word is one of these): `re` is not imported
         import re
 
-        code = next((words[j + 1] for j, a in enumerate(words[1:-1], 1) if a in ("-c", "-e", "--eval", "-E")), None)
-        if not code:
-            return
         lits = [m.group(2) for m in re.finditer(r"(['\"])((?:\\.|(?!\1).){1,400})\1", code)]
         for i, lit in enumerate(lits):
             head = lit.strip().split(" ", 1)[0]
