@@ -291,7 +291,7 @@ def _break_triggers(text: str, breaker: str) -> str:
     """``text`` with every trigger of the pre-check cut after its first character by ``breaker``."""
     for _ in range(200):
         low = text.lower()
-        at = min((i for i in (low.find(t) for t in redact._TRIGGERS) if i >= 0), default=-1)
+        at = min((i for i in (low.find(t) for t in redact._TRIGGERS + redact._NAME_ENDS) if i >= 0), default=-1)
         if at < 0:
             return text
         text = text[:at + 1] + breaker + text[at + 1:]
@@ -332,3 +332,32 @@ def test_the_pre_check_never_changes_the_answer_near_a_secret():
         assert redact.redact_text(t) == redact._full_pass(t)
 
     check()
+
+
+def test_a_secret_sounding_name_takes_the_full_pass_only_before_a_value():
+    # "12 passed", "the key rotation": a name that no `=` or `:` follows cannot start an assignment
+    # rule's match, so the text is returned without compiling a rule; right before one (after an
+    # optional quote and whitespace of any kind) it takes the full pass. On texts made of names,
+    # the characters around them and values, the answer is always the full pass's.
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    names = st.sampled_from([*redact._NAME_ENDS, "DB_PASS", "api-key", "Token", "PASSWORD", "monkey", "passed",
+                             "keyboard", "tokens", "secretary", "dsn_x", "by-pass", "key_base"])
+    around = st.sampled_from(["", " ", "=", ":", '"', "'", "\t", "\n", "\x1c", "\x0b", "ed", "s", "_", ".", "-",
+                              " = ", '": ', " :", "==", "=:"])
+    values = st.sampled_from(["", "abcd", "Ab3$xYz9!qWe", "'two words here'", "12", "0123456789abcdef", "x y"])
+    text = st.lists(st.tuples(around, names, around, values), min_size=1, max_size=4).map(
+        lambda xs: "".join(a + n + b + v for a, n, b, v in xs)).filter(lambda t: len(t) >= 8)
+
+    @settings(max_examples=800, deadline=None, derandomize=True)
+    @given(text)
+    def check(t):
+        if not redact._may_hold_secret(t):
+            assert redact._full_pass(t) == t, t
+        assert redact.redact_text(t) == redact._full_pass(t)
+
+    check()
+    for plain in ("pytest -q: 12 passed, 0 failed", "rotate the API key monthly", "tokens used: 1200"):
+        assert not redact._may_hold_secret(plain), plain
+    assert redact._may_hold_secret('config "token" : abc') and redact._may_hold_secret("DB_PASS =\tabcd")

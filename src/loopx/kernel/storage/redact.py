@@ -73,9 +73,12 @@ _TRIGGERS = (
     "glptt-", "glrt-", "xox", "npm_", "pypi-", "hf_", "aiza", "_live_", "_test_", "eyj", "-----begin", "putty",
     # headers, URLs with credentials, command lines
     "authorization", "cookie", "://", "aws", "-p", "-u",
-    # names whose value is a secret (the assignment rules)
-    "secret", "token", "pass", "pwd", "key", "dsn",
 )
+# The assignment rules (_ASSIGN, _ASSIGN_QUOTED) need a name that ends in one of these right before
+# an optional quote, optional whitespace and ``=`` or ``:`` (``DB_PASS=x``, ``"token": "x"``); a
+# name anywhere else ("12 passed", "the key rotation") cannot start a match, and such text (test
+# evidence, titles) takes no full pass.
+_NAME_ENDS = ("secret", "token", "pass", "passwd", "password", "pwd", "key", "key_base", "dsn")
 _MAX_CHECKED = 4096  # longer texts (command output) go straight to the full pass
 _compiled: dict = {}
 
@@ -86,7 +89,23 @@ def _may_hold_secret(text: str) -> bool:
     if len(text) > _MAX_CHECKED or not text.isascii():
         return True
     low = text.lower()
-    return any(t in low for t in _TRIGGERS)
+    return any(t in low for t in _TRIGGERS) or any(_assigned(low, name) for name in _NAME_ENDS)
+
+
+def _assigned(low: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``low`` followed by an optional ``"``, whitespace (what ``\\s``
+    matches: ``str.isspace``) and ``=`` or ``:``."""
+    i = low.find(name)
+    while i >= 0:
+        j = i + len(name)
+        if j < len(low) and low[j] == '"':
+            j += 1
+        while j < len(low) and low[j].isspace():
+            j += 1
+        if j < len(low) and low[j] in ":=":
+            return True
+        i = low.find(name, i + 1)
+    return False
 
 
 def _rules():
