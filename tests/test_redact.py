@@ -285,13 +285,15 @@ def test_plain_text_is_returned_without_compiling_the_rules():
 
 
 _BREAKERS = ("~", " ", "\n", "#", "\x1c")
+# every word the pre-check looks for; a pair of _TOGETHER is cut by cutting its first word
+_TRIGGER_WORDS = redact._TRIGGERS + redact._NAME_ENDS + tuple(first for first, _ in redact._TOGETHER)
 
 
 def _break_triggers(text: str, breaker: str) -> str:
     """``text`` with every trigger of the pre-check cut after its first character by ``breaker``."""
     for _ in range(200):
         low = text.lower()
-        at = min((i for i in (low.find(t) for t in redact._TRIGGERS + redact._NAME_ENDS) if i >= 0), default=-1)
+        at = min((i for i in (low.find(t) for t in _TRIGGER_WORDS) if i >= 0), default=-1)
         if at < 0:
             return text
         text = text[:at + 1] + breaker + text[at + 1:]
@@ -358,6 +360,33 @@ def test_a_secret_sounding_name_takes_the_full_pass_only_before_a_value():
         assert redact.redact_text(t) == redact._full_pass(t)
 
     check()
-    for plain in ("pytest -q: 12 passed, 0 failed", "rotate the API key monthly", "tokens used: 1200"):
+    for plain in ("pytest -q: 12 passed, 0 failed", "rotate the API key monthly", "tokens used: 1200",
+                  "see https://example.com/docs/a-b", "git push -u origin feature", "pytest -p no:randomly"):
         assert not redact._may_hold_secret(plain), plain
     assert redact._may_hold_secret('config "token" : abc') and redact._may_hold_secret("DB_PASS =\tabcd")
+
+
+def test_a_rule_that_needs_two_words_takes_the_full_pass_only_with_both():
+    # a URL with a password needs an "@", a password flag a command that takes one, a user:password
+    # flag curl, wget or httpie: texts made of those words and their neighbours always get the
+    # full pass's answer, and one without both words is left alone by every rule
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(["https://", "redis://", "://", "@", "user:", "Pass123", "host.example", "/path",
+                             "hooks.slack.com/services/T0/B1/abcdef", "0123456789abcdef0123456789abcdef",
+                             "sentry.io", "curl", "wget", "http", "-u", "--user", "--http-user", "a:bcdef", "mysql",
+                             "mariadb", "-p", "-pSecret1", "--pass", "--password=xy12", "docker", "login",
+                             "sshpass", "abcd", "-", "git push", "pytest"])
+    seps = st.sampled_from(["", " ", "\n", "|", ";", "&", "=", "'", ":", "/"])
+    text = st.lists(st.tuples(words, seps), min_size=1, max_size=7).map(
+        lambda xs: "".join(w + s for w, s in xs)).filter(lambda t: len(t) >= 8)
+
+    @settings(max_examples=1500, deadline=None, derandomize=True)
+    @given(text)
+    def check(t):
+        if not redact._may_hold_secret(t):
+            assert redact._full_pass(t) == t, t
+        assert redact.redact_text(t) == redact._full_pass(t)
+
+    check()

@@ -71,8 +71,17 @@ _TRIGGERS = (
     # token formats
     "sk-", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-",
     "glptt-", "glrt-", "xox", "npm_", "pypi-", "hf_", "aiza", "_live_", "_test_", "eyj", "-----begin", "putty",
-    # headers, URLs with credentials, command lines
-    "authorization", "cookie", "://", "aws", "-p", "-u",
+    # headers, command lines
+    "authorization", "cookie", "aws",
+)
+# Rules that need two things in the text: the first and one of the others (a URL with a password or
+# a Sentry key has an "@", a Slack webhook its host; a password flag is --pass or -p after one of
+# the commands that take it; a user:password flag is -u, --user or --http-user after curl, wget or
+# httpie), so a plain link or `git push -u origin` takes no full pass.
+_TOGETHER = (
+    ("://", ("@", "hooks.slack.com")),
+    ("-p", ("--pass", "mysql", "mariadb", "login", "sshpass")),
+    ("-u", ("curl", "wget", "http")),
 )
 # The assignment rules (_ASSIGN, _ASSIGN_QUOTED) need a name that ends in one of these right before
 # an optional quote, optional whitespace and ``=`` or ``:`` (``DB_PASS=x``, ``"token": "x"``); a
@@ -89,7 +98,8 @@ def _may_hold_secret(text: str) -> bool:
     if len(text) > _MAX_CHECKED or not text.isascii():
         return True
     low = text.lower()
-    return any(t in low for t in _TRIGGERS) or any(_assigned(low, name) for name in _NAME_ENDS)
+    return (any(t in low for t in _TRIGGERS) or any(a in low and any(b in low for b in bs) for a, bs in _TOGETHER)
+            or any(_assigned(low, name) for name in _NAME_ENDS))
 
 
 def _assigned(low: str, name: str) -> bool:
