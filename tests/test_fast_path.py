@@ -18,6 +18,10 @@ from loopx import cli
     ["todo", "list"], ["todo", "list", "--ready"], ["todo", "list", "--all", "--goal-id", "g1"],
     ["trial", "list"], ["trial", "list", "--goal", "knn"], ["experiment", "show"], ["experiment", "show", "--goal-id", "k"],
     ["experiment", "show", "knn"],
+    ["todo", "done", "t-1"], ["todo", "done", "t-1", "--evidence", "ev-1", "--evidence=ev-2", "--fence", "7"],
+    ["todo", "done", "t-1", "--next", "a", "--next", "b", "--note", "n", "--fence=-2"],
+    ["quota", "spend-slot", "--run", "r-1"], ["quota", "spend-slot", "--run=r-1", "--slots", "2"],
+    ["gate", "open", "--kind", "merge", "--question", "q?", "--blocks", "t-1", "--blocks", "t-2"],
 ])
 def test_fast_path_parses_like_argparse(argv):
     fast = cli._fast(argv)
@@ -34,6 +38,8 @@ def test_fast_path_parses_like_argparse(argv):
     ["history", "--rounds", "--events"], ["history", "--limit"],
     ["todo", "list", "--status", "bogus"], ["todo", "list", "--status", "open"], ["trial", "list", "--limit", "3"],
     ["trial", "list", "--decision", "keep"], ["experiment", "show", "knn", "extra"],
+    ["todo", "done"], ["todo", "done", "t-1", "--fence", "x"], ["todo", "done", "t-1", "--fence", "1", "--fence", "2"],
+    ["todo", "done", "t-1", "--evidence"], ["quota", "spend-slot"], ["quota", "spend-slot", "--slots", "2"],
 ])
 def test_anything_unusual_falls_back_to_argparse(argv):
     assert cli._fast(argv) is None

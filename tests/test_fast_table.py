@@ -33,7 +33,8 @@ VALUES = {"goal_id": "g1", "skip_exit": "0", "detail": "d", "priority": "2", "ac
           "title": "a title", "lease": "20m", "run": "run-abc123", "result": "progress", "note": "n",
           "kind": "note", "summary": "s", "todo": "t-abc123", "cmd": "make", "exit_code": "0", "commit": "abc1234",
           "host": "claude-code", "cap": "3", "event": "stop", "since": "1h", "type_prefix": "todo.",
-          "limit": "5", "question": "q?", "context": "c", "goal": "knn"}
+          "limit": "5", "question": "q?", "context": "c", "goal": "knn", "blocks": "t-abc123", "evidence": "ev-1",
+          "next_titles": "then this", "fence": "3", "slots": "2"}
 
 
 @pytest.mark.parametrize("words", list(cli.FAST), ids=" ".join)
@@ -45,11 +46,12 @@ def test_the_fast_table_matches_the_parser(words):
         assert opt in options, f"{name}: FAST knows {opt}, argparse does not"
         act = options[opt]
         assert act.dest == dest, f"{name} {opt}: FAST dest {dest}, argparse dest {act.dest}"
-        if const is None:
+        if const is None or const is int or const is list:
             assert act.nargs is None and act.const is None, f"{name} {opt}: argparse does not take one value"
+            assert (act.type is int) == (const is int), f"{name} {opt}: argparse converts with {act.type}"
+            assert isinstance(act, argparse._AppendAction) == (const is list), f"{name} {opt}: repeatable or not"
         else:
             assert act.nargs == 0 and act.const == const, f"{name} {opt}: argparse's flag stores {act.const}"
-        assert not isinstance(act, argparse._AppendAction), f"{name} {opt} repeats: the fast path cannot"
     positionals = [a for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
     assert [a.dest for a in positionals] == list(table.get("<pos>", ())) + list(table.get("<opt>", ())), name
     assert [a.nargs == "?" for a in positionals] == [False] * len(table.get("<pos>", ())) + [True] * len(
@@ -72,7 +74,9 @@ def _argvs(words, table) -> list[list[str]]:
         if dest in seen or (dest in excl and seen & excl):
             continue
         seen.add(dest)
-        full += [opt] if const is not None else [opt, VALUES[dest]]
+        full += [opt, VALUES[dest]] if const is None or const is int or const is list else [opt]
+        if const is list:
+            full += [opt, VALUES[dest] + "-again"]  # repeated: both kept, in order
         if dest in table.get("<req>", ()):
             minimal += [opt, VALUES[dest]]
     pos = [VALUES[d] for d in table.get("<pos>", ())]

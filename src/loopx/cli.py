@@ -136,7 +136,9 @@ def build_parser(only: str | None = None):
 # handler and renderer. Any token not listed (--help, a typo, a repeated or repeatable option, a value
 # that looks like an option, a missing required option) falls back to the full parser, so help and
 # error messages are the same either way.
-# words -> (module, handler, renderer, command name, {option: (dest, constant or None for a value)});
+# words -> (module, handler, renderer, command name, {option: (dest, kind)}), the kind None for an
+# option that takes a value, int for one argparse converts with type=int, list for a repeatable one
+# (action="append"), else the constant a flag stores;
 # the option table's "<pos>" lists the positional arguments' dests (all required), "<opt>" optional
 # positionals after them (argparse's nargs="?"), "<req>" the options argparse requires, "<excl>" a
 # mutually exclusive group.
@@ -173,7 +175,15 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
                              {**_GOAL, "<opt>": ("goal",)}),
     ("gate", "open"): ("gate", "gate_open", "render_open", "gate open",
                        {**_GOAL, "--kind": ("kind", None), "--question": ("question", None),
-                        "--context": ("context", None), "--run": ("run", None), "<req>": ("kind", "question")}),
+                        "--context": ("context", None), "--run": ("run", None), "--blocks": ("blocks", list),
+                        "<req>": ("kind", "question")}),
+    # the write-back commands every turn's packet lists (kernel/policy/packet.py, commands)
+    ("todo", "done"): ("todo", "todo_done", "render_done", "todo done",
+                       {"--evidence": ("evidence", list), "--force-unverified": ("force", True),
+                        "--next": ("next_titles", list), "--fence": ("fence", int), "--note": ("note", None),
+                        "<pos>": ("todo",)}),
+    ("quota", "spend-slot"): ("quota", "quota_spend", "render_spend", "quota spend-slot",
+                              {"--run": ("run", None), "--slots": ("slots", None), "<req>": ("run",)}),
 }
 
 
@@ -187,42 +197,68 @@ def _fast(rest: list[str]):
         n = len(words)
         if tuple(rest[:n]) != words:
             continue
-        args: dict = {}
-        positional = list(opts.get("<pos>", ()))
-        optional = list(opts.get("<opt>", ()))
-        i = n
-        while i < len(rest):
-            tok = rest[i]
-            if not tok.startswith("-") and (positional or optional):
-                args[(positional or optional).pop(0)] = tok
-                i += 1
-                continue
-            opt, eq, val = tok.partition("=")
-            spec = opts.get(opt) if opt.startswith("--") else None
-            if spec is None:
-                return None
-            dest, const = spec
-            if dest in args:
-                return None  # given twice: argparse decides what that means
-            if const is None:
-                if not eq:
-                    if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
-                        return None
-                    i += 1
-                    val = rest[i]
-                args[dest] = val
-            elif eq:
-                return None
-            else:
-                args[dest] = const
-            i += 1
-        if positional or any(d not in args for d in opts.get("<req>", ())):
+        args = _fast_args(rest[n:], opts)
+        if args is None:
             return None
-        if sum(d in args for d in opts.get("<excl>", ())) > 1:
-            return None  # mutually exclusive options: argparse says so
         mod = __import__(f"loopx.commands.{module}", fromlist=[handler])
         return getattr(mod, handler), getattr(mod, render), name, args
     return None
+
+
+def _fast_args(tokens: list[str], opts: dict) -> dict | None:
+    """The handler's keyword arguments from ``tokens`` (what follows the command's words) by the
+    option table ``opts``, or None for anything argparse should see."""
+    args: dict = {}
+    positional = list(opts.get("<pos>", ()))
+    optional = list(opts.get("<opt>", ()))
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("-") and (positional or optional):
+            args[(positional or optional).pop(0)] = tok
+            i += 1
+            continue
+        opt, eq, val = tok.partition("=")
+        spec = opts.get(opt) if opt.startswith("--") else None
+        if spec is None:
+            return None
+        dest, kind = spec
+        if kind is None or kind is int or kind is list:
+            if not eq:
+                if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
+                    return None
+                i += 1
+                val = tokens[i]
+            if not _fast_value(args, dest, kind, val):
+                return None
+        elif eq or dest in args:
+            return None  # a flag with a value, or given twice: argparse decides what that means
+        else:
+            args[dest] = kind
+        i += 1
+    if positional or any(d not in args for d in opts.get("<req>", ())):
+        return None
+    if sum(d in args for d in opts.get("<excl>", ())) > 1:
+        return None  # mutually exclusive options: argparse says so
+    return args
+
+
+def _fast_value(args: dict, dest: str, kind, val: str) -> bool:
+    """Keep option value ``val`` in ``args`` as argparse would; False when argparse should decide
+    (a second value of a single option, an integer option given something else)."""
+    if kind is list:
+        args.setdefault(dest, []).append(val)  # action="append"
+        return True
+    if dest in args:
+        return False
+    if kind is int:
+        try:
+            args[dest] = int(val)  # type=int
+        except ValueError:
+            return False  # argparse words the error
+        return True
+    args[dest] = val
+    return True
 
 
 def _first_command(argv: list[str]) -> str | None:
