@@ -14,8 +14,10 @@ load from other processes hits both alike:
   just before each timed call, untimed); ``todo add``; ``next`` on the claim path (the previous
   run finished with ``turn finish`` before each timed call, untimed, so every call claims);
   ``turn finish`` (``next`` before it, untimed); ``evidence add``; ``gate open``;
-- the hooks ``pre-tool`` (an ``ls`` payload), ``pre-tool denied`` (``npm publish``, a protected
-  action no human approved), ``stop``, ``session-start`` (Claude Code payloads);
+- ``evidence add (test)`` (a passing test, as a turn's packet asks) and ``todo done`` (a todo closed
+  citing it; both added untimed before each call);
+- the hooks ``pre-tool`` (an ``ls`` payload), ``pre-tool git status``, ``pre-tool denied`` (``npm
+  publish``, a protected action no human approved), ``stop``, ``session-start`` (Claude Code payloads);
 - ``todo list`` (no filter: the live view's todos, the older done ones counted);
 - ``history --limit 20``; ``connect (fresh clone)`` (``loopx connect`` in a ``git clone`` of the
   project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
@@ -103,12 +105,9 @@ def measure(name: str, size: int, cmd_fn, proj: str, env: dict, runs: int, py: s
             after(o)
         times.append(t)
         cpu.append(CPU[0])
-    cmd, stdin = cmd_fn()
-    if before is not None and name != "turn finish":
+    if before is not None:
         before()
-    elif name == "turn finish":
-        before()
-        cmd, stdin = cmd_fn()
+    cmd, stdin = cmd_fn()  # after `before`: a call may name what it made (the run to finish, the todo to close)
     rss = peak_rss(cmd, proj, env, stdin)
     med, b = statistics.median(times), statistics.median(base)
     c, cb = statistics.median(cpu), statistics.median(cpu_base)
@@ -207,6 +206,10 @@ def main(argv=None) -> int:
                 ("todo add", lambda: (lx + ["todo", "add", "bench todo", "--goal-id", "goal-0", "--quiet"], None), None),
                 ("evidence add", lambda: (lx + ["evidence", "add", "--goal-id", "goal-0", "--kind", "note",
                                                 "--summary", "bench note", "--quiet"], None), None),
+                # what a turn's packet asks an agent to record (kernel/policy/packet.py): a test that passed
+                ("evidence add (test)", lambda: (lx + ["evidence", "add", "--goal-id", "goal-0", "--kind", "test",
+                                                       "--summary", "pytest -q: 12 passed", "--command", "pytest -q",
+                                                       "--exit-code", "0", "--quiet"], None), None),
                 # plain `todo list`: the live view's todos and a count of the older done ones (issue 26)
                 ("todo list", lambda: (lx + ["todo", "list"], None), None),
             ]
@@ -249,10 +252,29 @@ def main(argv=None) -> int:
                                        after=lambda o: claimed.append(json.loads(o)["data"]["run_id"])))
                 if want("turn finish"):
                     out.append(measure("turn finish", size, fin, proj, agent_env, args.runs, py, before=finish_prep))
+            if want("todo done"):
+                # the packet's last write-back: a todo closed citing the passing test (both added untimed)
+                ids: list[str] = []
+
+                def done_prep():
+                    _, _, o = run_rss(lx + ["todo", "add", "bench done", "--goal-id", "goal-1", "--format", "json"],
+                                      proj, env)
+                    todo = json.loads(o)["data"]["todo_id"]
+                    _, _, o = run_rss(lx + ["evidence", "add", "--goal-id", "goal-1", "--todo", todo, "--kind", "test",
+                                            "--summary", "ok", "--command", "true", "--exit-code", "0", "--format",
+                                            "json"], proj, env)
+                    ids[:] = [todo, json.loads(o)["data"]["evidence_id"]]
+
+                out.append(measure("todo done", size, lambda: (lx + ["todo", "done", ids[0], "--evidence", ids[1],
+                                                                     "--quiet"], None),
+                                   proj, env, args.runs, py, before=done_prep))
             base = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": proj, "permission_mode": "default"}
             hooks = [
                 ("hook pre-tool", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
                                                    tool_input={"command": "ls"})),
+                # an agent's most common command (git's own: no alias to look up)
+                ("hook pre-tool git status", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
+                                                              tool_input={"command": "git status"})),
                 # a protected action (release) no human approved: denied on the gate state
                 ("hook pre-tool denied", "pre-tool", dict(base, hook_event_name="PreToolUse", tool_name="Bash",
                                                           tool_input={"command": "npm publish"})),

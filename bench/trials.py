@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     py = sys.executable
     lx, how = flat.launcher(py, env)
     if not how.startswith("console script"):
-        env["PYTHONPATH"] = os.path.join(REPO, "src")
+        env["PYTHONPATH"] = os.path.join(flat.REPO, "src")
     flat.LAUNCHER[0] = how
     try:
         proj = os.path.join(root, f"exp-{a.trials}")
