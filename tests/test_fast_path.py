@@ -22,6 +22,7 @@ from loopx import cli
     ["todo", "done", "t-1", "--next", "a", "--next", "b", "--note", "n", "--fence=-2"],
     ["quota", "spend-slot", "--run", "r-1"], ["quota", "spend-slot", "--run=r-1", "--slots", "2"],
     ["gate", "open", "--kind", "merge", "--question", "q?", "--blocks", "t-1", "--blocks", "t-2"],
+    ["scope", "check", "src/a.py"], ["scope", "check", "--goal", "g1", "src/a.py"],
 ])
 def test_fast_path_parses_like_argparse(argv):
     fast = cli._fast(argv)

@@ -34,7 +34,7 @@ VALUES = {"goal_id": "g1", "skip_exit": "0", "detail": "d", "priority": "2", "ac
           "kind": "note", "summary": "s", "todo": "t-abc123", "cmd": "make", "exit_code": "0", "commit": "abc1234",
           "host": "claude-code", "cap": "3", "event": "stop", "since": "1h", "type_prefix": "todo.",
           "limit": "5", "question": "q?", "context": "c", "goal": "knn", "blocks": "t-abc123", "evidence": "ev-1",
-          "next_titles": "then this", "fence": "3", "slots": "2"}
+          "next_titles": "then this", "fence": "3", "slots": "2", "path": "src/a.py"}
 
 
 @pytest.mark.parametrize("words", list(cli.FAST), ids=" ".join)

@@ -267,6 +267,16 @@ try:
             [t.start() for t in threads]
             [t.join() for t in threads]
         code = 0
+    elif sys.argv[1] == "--lib":  # a custom runner's turn through loopx.api, counted after the claim
+        from loopx import api
+        conn = api.connect(agent="lib")
+        turn = api.next_turn(conn, sys.argv[2])
+        assert turn.started, turn.decision
+        FULL[0] = LOADS[0] = 0
+        api.add_evidence(conn, turn.run_id, kind="note", summary="ran")
+        api.open_gate(conn, "custom", "ok?", run=turn.run_id)
+        api.finish_turn(conn, turn.run_id, "progress")
+        code = 0
     else:
         from loopx.cli import main
         code = main(sys.argv[1:])
@@ -333,9 +343,16 @@ def test_the_dashboard_notices_read_the_live_view_once_for_concurrent_requests(s
     assert loads[0] == 1  # eight concurrent requests, one read of the store
 
 
-@pytest.mark.parametrize("args", [("todo", "list", "--ready"), ("todo", "list", "--status", "open"), ("agent", "list")])
+@pytest.mark.parametrize("args", [("todo", "list", "--ready"), ("todo", "list", "--status", "open"), ("agent", "list"),
+                                  ("scope", "check", "src/a.py", "--goal-id", "goal-0"),  # asked before an edit
+                                  ("scope", "show", "--goal-id", "goal-0")])
 def test_open_work_listings_read_the_live_view_only(small, args):
     assert _full_reads(small, *args) == 0
+
+
+def test_a_custom_runners_turn_through_the_library_reads_the_live_view_only(small):
+    # loopx.api's add_evidence and open_gate with a run id looked the run up in the full state
+    assert _full_reads(small, "--lib", "goal-0") == 0
 
 
 def test_a_runner_turn_reads_the_live_view_only(small):

@@ -187,11 +187,11 @@ def add_evidence(conn: Connection, run_id: str | None, *, kind: str, summary: st
                  todo: str | None = None, command: str | None = None, exit_code: int | None = None,
                  output: str | bytes | None = None, commit: str | None = None) -> Evidence:
     """Record evidence for a run (its goal is the run's goal unless ``goal_id`` is given)."""
-    from loopx.kernel.read import queries
+    from loopx.kernel.policy import turn
     from loopx.kernel.write import evidence
 
     if run_id and goal_id is None:
-        run = queries.resolve_run(conn.store.load(), run_id)
+        run = turn.load_run(conn.store, run_id)[1]  # the live view holds an open run
         goal_id, todo = run["goal"], todo or run.get("todo")
     e = evidence.add(conn.store, conn.actor, goal_id, kind=kind, summary=summary, todo=todo, run=run_id,
                      command=command, exit_code=exit_code, output=output, commit=commit)
@@ -222,11 +222,11 @@ def open_gate(conn: Connection, kind: str, question: str, *, goal_id: str | None
               context: str | None = None, run: str | None = None) -> Gate:
     """Ask a human (``kind``: merge, release, production-write, sensitive-data, route-change, spend,
     custom). Only a human can approve it, through the terminal or the dashboard."""
-    from loopx.kernel.read import queries
+    from loopx.kernel.policy import turn
     from loopx.kernel.write import gates
 
     if run and goal_id is None:
-        goal_id = queries.resolve_run(conn.store.load(), run)["goal"]
+        goal_id = turn.load_run(conn.store, run)[1]["goal"]
     g = gates.open_gate(conn.store, conn.actor, goal_id, kind=kind, question=question, blocks=list(blocks),
                         context=context, run=run)
     return Gate(g["gate_id"], g["goal_id"], g["kind"], g["code"], g["question"], tuple(g["blocks"]))

@@ -184,6 +184,8 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
                         "<pos>": ("todo",)}),
     ("quota", "spend-slot"): ("quota", "quota_spend", "render_spend", "quota spend-slot",
                               {"--run": ("run", None), "--slots": ("slots", None), "<req>": ("run",)}),
+    # what the loopx skill tells an agent to ask before an edit (skills/loopx/SKILL.md)
+    ("scope", "check"): ("scope", "scope_check", "render_check", "scope check", {**_GOAL, "<pos>": ("path",)}),
 }
 
 

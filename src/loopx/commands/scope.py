@@ -33,7 +33,7 @@ def register(sub, name, help_text):
 
 
 def scope_show(ctx, goal_id=None) -> dict:
-    g = queries.resolve_goal(ctx.store().load(), goal_id)
+    g = queries.resolve_goal(ctx.store().load(view="live"), goal_id)  # every goal is in the live view
     return {"goal_id": g["id"], "scope": g["scope"]}
 
 
@@ -54,7 +54,7 @@ def scope_set(ctx, goal_id=None, allow=None, deny=None, protect=None, clear_allo
 
 def scope_check(ctx, path, goal_id=None):
     store = ctx.store()
-    g = queries.resolve_goal(store.load(), goal_id)
+    g = queries.resolve_goal(store.load(view="live"), goal_id)  # an agent may ask before every edit
     rel = scope.project_relative(store.project_dir, path, os.getcwd())
     verdict = scope.check(g["scope"], rel)
     return Reply(dict(verdict, goal_id=g["id"], path=rel), exit_code=0 if verdict["inside"] else 1)

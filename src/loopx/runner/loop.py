@@ -297,7 +297,7 @@ class Driver:
         if started.get("worktree"):
             changed = self.commit_worktree(started, out)
         # the live view when it holds the run and its todo (always, unless a human archived it meanwhile)
-        state, run = turn._load_run(self.store, rid)
+        state, run = turn.load_run(self.store, rid)
         if run["finished"] is None:
             fin = self.finish_for_agent(state, run, out, report, changed)
         else:

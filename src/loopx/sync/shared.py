@@ -216,7 +216,7 @@ def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | Non
     remote does not answer the spend is recorded locally and marked ``tentative`` (pushed by the
     next sync). Returns the receipt of ``turn.spend_slot`` (plus ``shared`` {tries} or
     ``tentative`` True)."""
-    state, r = turn._load_run(store, run_id)
+    state, r = turn.load_run(store, run_id)
     g = state["goals"][r["goal"]]
     local = lambda: turn.spend_slot(store, actor, r["id"], slots)  # noqa: E731
     if not g.get("shared") or r["finished"] is None or not r["verified"] \
@@ -280,7 +280,7 @@ def renew(store, actor: str, run_id: str, lease=None, remote: str | None = None)
     "t-3f9a was claimed on host-b 40 s earlier"). When the remote does not answer the lease is
     renewed locally, marked ``tentative`` and pushed by the next sync. Returns {run_id,
     lease_until} (plus ``shared`` or ``tentative``)."""
-    state, r = turn._load_run(store, run_id)
+    state, r = turn.load_run(store, run_id)
     tid = r.get("todo")
     if not goal_is_shared(state, r["goal"]) or not tid or r["finished"] is not None:
         return turn.renew(store, actor, run_id, lease=lease)

@@ -293,7 +293,7 @@ def finish(store: Store, actor: str, run_id: str, result: str, *, evidence=(), v
     ``seen``: the live view the caller read moments ago (``close``), used instead of reading it again."""
     validate.choice(result, validate.RESULTS, "result")
     note = validate.text(note, "note", required=False, limit=2000)
-    state, run = _load_run(store, run_id, seen)
+    state, run = load_run(store, run_id, seen)
     _may_finish(state, run, actor, result)
     if run["finished"] is None:  # checks before work: never verify for a turn whose claim moved on
         _claim_kept(state, run)
@@ -505,7 +505,7 @@ def renew(store: Store, actor: str, run_id: str, lease=None) -> dict:
     return out
 
 
-def _load_run(store: Store, run_id: str, seen: dict | None = None) -> tuple[dict, dict]:
+def load_run(store: Store, run_id: str, seen: dict | None = None) -> tuple[dict, dict]:
     """(state, run): the live view (``seen`` when the caller read it moments ago) when it holds the
     run (an open run always is), else the full state (a run finished long ago). Raises like
     ``queries.resolve_run``."""
@@ -524,7 +524,7 @@ def close(store: Store, actor: str, run_id: str, result: str, note: str, report:
     """Close an open run without verification (the runner uses it on timeout, Ctrl-C and host
     setup errors); releases the claim. A run already finished is left as it is. ``seen``: the
     live view the caller read moments ago (the stop hook), used instead of reading it again."""
-    state, run = _load_run(store, run_id, seen)
+    state, run = load_run(store, run_id, seen)
     if run["finished"] is not None:
         return _finished_view(state, run) | {"repeat": True}
     return finish(store, actor if run["agent"] == actor or actors.is_human(actor) else run["agent"],

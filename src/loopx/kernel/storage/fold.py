@@ -227,7 +227,7 @@ def _leave_out(out: dict, goal: str, item_id: str, status: str | None) -> None:
 
 def _live_todos(state: dict, horizon: dict, out: dict) -> dict:
     # the todo of each goal's last run: settling and charging the run that just ended look its todo
-    # up (turn._load_run, the runner), also when the run itself closed it
+    # up (turn.load_run, the runner), also when the run itself closed it
     pinned = set()
     for g in state["goals"].values():
         r = held(state["runs"], g.get("last_run") or "")  # a goal's last run is always in a view
