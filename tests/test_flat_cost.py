@@ -159,6 +159,9 @@ HOT = [
     (["hook", "pre-tool", "--host", "claude-code"], NOTHING | {"subprocess"}, "PreToolUse:git status", None),
     (["hook", "pre-tool", "--host", "claude-code"], NOTHING | {"subprocess"}, "PreToolUse:python -c 'print(1)'",
      None),
+    # the plugin hosts start the hook for every tool call; only installing their plugin needs json
+    (["hook", "pre-tool", "--host", "opencode"], NOTHING, "PreToolUse", None),
+    (["hook", "pre-tool", "--host", "pi"], NOTHING, "PreToolUse", None),
 ]
 
 
@@ -177,7 +180,8 @@ def worked_in(stores, tmp_path_factory):
 
 
 @pytest.mark.parametrize("args,banned,event,agent", HOT,
-                         ids=[" ".join(a[:2]) + (f" ({e.partition(':')[2]})" if e and ":" in e else "") for a, _, e, _ in HOT])
+                         ids=[" ".join(a[:2] + a[3:4]) + (f" ({e.partition(':')[2]})" if e and ":" in e else "")
+                              for a, _, e, _ in HOT])
 def test_hot_commands_do_not_import_what_they_do_not_need(worked_in, args, banned, event, agent):
     proj = worked_in
     stdin = None

@@ -7,7 +7,7 @@ before each tool and refuses it by throwing an Error. Built-in tools: ``bash`` (
 
 from __future__ import annotations
 
-from loopx.hosts.adapters import base, plugin_js
+from loopx.hosts.adapters import base
 
 NAME = "opencode"
 KIND = base.kind("opencode")
@@ -29,6 +29,8 @@ def plugin_path(scope: str, root: str) -> str:
 
 
 def plugin_text(argv: list[str]) -> str:
+    from loopx.hosts.adapters import plugin_js  # imports json (and re): only an install writes the file
+
     return plugin_js.check_function(argv, NAME, ts=False, read_only=SHAPE["builtin"]) + """
 export const LoopxGuard = async ({ directory }) => ({
   "tool.execute.before": async (input, output) => {

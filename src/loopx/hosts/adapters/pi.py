@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.hosts.adapters import base, plugin_js
+from loopx.hosts.adapters import base
 
 NAME = "pi"
 KIND = base.kind("pi")
@@ -39,6 +39,8 @@ def plugin_path(scope: str, root: str) -> str:
 
 
 def plugin_text(argv: list[str]) -> str:
+    from loopx.hosts.adapters import plugin_js  # imports json (and re): only an install writes the file
+
     return plugin_js.check_function(argv, NAME, ts=True, read_only=SHAPE["builtin"]) + """
 export default function loopxGuard(pi: any): void {
   pi.on("tool_call", async (event: any, ctx: any) => {
