@@ -5,8 +5,9 @@ interpreter's start (docs/performance.md), more than most changes move it. So "n
 before" is only shown side by side: this script checks out REV into a temporary worktree with its
 own virtual environment, and this checkout into another made the same way (pip upgraded, then
 ``pip install --no-deps -e``, like the README's install: an older pip's console script imports
-``re``, which alone moves a row by 0.5x), then runs
-``bench/flat.py`` for the chosen rows alternately with REV's code and this checkout's, ROUNDS
+``re``, which alone moves a row by 0.5x), then runs this checkout's ``bench/flat.py`` (copied into
+REV's worktree, so the same harness and rows measure both) for the chosen rows alternately with
+REV's code and this checkout's, ROUNDS
 times, on the same stores (``--keep``), and prints each row's median CPU ratio for both.
 
 Usage: python bench/compare.py REV [--only status,next,...] [--sizes 1000,100000] [--runs 9]
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     before = os.path.join(work, "before")
     try:
         subprocess.run(["git", "-C", REPO, "worktree", "add", "-q", "--detach", before, args.rev], check=True)
+        for name in ("flat.py", "gitrepo.py", "storebuild.py"):  # one harness measures both sides (and REV
+            shutil.copy(os.path.join(HERE, name), os.path.join(before, "bench", name))  # lacks the newer rows)
         # both sides in a venv made the same way, as the README installs (pip upgraded first): the
         # console script an older pip writes imports `re`, 0.5x of a bare start on its own
         sides = (("before", _venv(work, "before", before), before), ("now", _venv(work, "now", REPO), REPO))

@@ -4,7 +4,8 @@ events, as a ratio to the same interpreter's bare ``python -c pass`` and with it
 
 For each size it builds a realistic store (bench/storebuild.py: format 2, ends at the current
 time) inside a git repository with 300 tracked files and the store committed (bench/gitrepo.py: the
-fingerprint's git facts cost what they cost users), then measures, each as a fresh process of what cron, systemd and the hooks run (the ``loopx``
+fingerprint's git facts cost what they cost users) and one source file in the goals' scope changed
+(an agent mid-goal), then measures, each as a fresh process of what cron, systemd and the hooks run (the ``loopx``
 console script next to the interpreter when it runs this checkout, else ``python -m loopx``;
 bytecode caching on, no agent markers), paired with a bare ``python -c pass`` run right before it so
 load from other processes hits both alike:
@@ -129,6 +130,18 @@ FLOORS = [
 ]
 
 
+def work_in_progress(proj: str) -> None:
+    """One tracked source file inside the goals' scope (``src/**``) changed and not committed, as in
+    a project whose agent is mid-goal: `git status` lists it and `next`/`turn finish` check it
+    against the scope (kernel/read/turnscope.py). Idempotent."""
+    path = os.path.join(proj, "src", "pkg1", "mod1.py")
+    with open(path, encoding="utf-8") as fh:
+        if "# work in progress" in fh.read():
+            return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("# work in progress\n")
+
+
 def launcher(py: str, env: dict) -> tuple[list[str], str]:
     """What cron, systemd and the hooks run (``loopx.resources.loopx_executable``): the ``loopx``
     console script next to ``py`` when it runs this checkout, else ``py -m loopx`` with ``src`` on
@@ -181,6 +194,7 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             fresh_repo = not os.path.isdir(os.path.join(proj, ".git"))
             make_repo(proj)  # as users run it: a repository with tracked files (an existing one: its index refreshed)
+            work_in_progress(proj)
             if fresh_repo:
                 print(f"# committed the {size}-event project to git in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
