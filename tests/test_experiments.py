@@ -700,3 +700,36 @@ def test_a_trial_never_moves_the_experiment_branch_under_a_users_checkout(repo):
     assert drive(repo, [["raise to 0.7", "0.7"]], 1)["turns"]  # once switched away, trials go on
     assert trials(repo)[-1]["decision"] == "keep"
     assert git(repo, "rev-parse", "loopx/exp/knn").strip() == trials(repo)[-1]["commit"]
+
+
+def test_a_trial_turn_reads_the_live_view_only(repo):
+    """Issue 26 for the research loop: a trial turn, driven by `loopx run` or by the agent's own
+    `next` and `turn finish`, folded the whole history four or five times (the run, the experiment
+    before each measurement, a keep). Counted, not timed (tests/test_flat_cost.py's harness)."""
+    from test_flat_cost import LAST_OUT, _full_reads
+
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)  # a trial before: the live view exists and shows it
+    cmd = f"{sys.executable} {repo.parent / 'agent.py'}"
+    home = {"LOOPX_HOME": str(repo.parent / "home")}  # outside the project, as a user's is (the sandbox)
+    assert _full_reads(repo, "run", "--agent-cmd", cmd, "--once", "--json",
+                       env={**home, "PLAN": json.dumps([["0.8", "0.8"]])}) == 0
+    assert json.loads(LAST_OUT[0])["data"]["turns"][0]["trial"]["decision"] == "keep", LAST_OUT[0]
+    agent = {"LOOPX_AGENT": "hooked", **home}
+    assert _full_reads(repo, "next", "--json", env=agent) == 0
+    run = json.loads(LAST_OUT[0])["data"]["run_id"]
+    (repo / ".loopx" / "worktrees" / "exp-knn" / "param.txt").write_text("0.9\n")
+    assert _full_reads(repo, "turn", "finish", "--run", run, "--result", "progress", "--json", env=agent) == 0
+    assert json.loads(LAST_OUT[0])["data"]["trial"]["decision"] == "keep"
+    ids = [t["id"] for t in trials(repo)]
+    assert len(ids) == len(set(ids)) == 4  # baseline and three trials, each its own id
+
+
+def test_a_trial_id_drawn_from_a_live_view_is_long_enough_for_the_trials_it_leaves_out():
+    from loopx.kernel.policy import trialstep
+
+    shown = {f"tr-{i:06x}": {} for i in range(40)}
+    view = {"trials": shown, "experiments": {"a": {"trials": 30_000}, "b": {"trials": 10}}}
+    assert len(trialstep._new_trial_id(view)) > len("tr-") + 6  # 29,970 left out: more than 3 bytes
+    full = {"trials": shown, "experiments": {"a": {"trials": 40}}}
+    assert len(trialstep._new_trial_id(full)) == len("tr-") + 6  # nothing left out: the short form

@@ -29,7 +29,7 @@ import re
 import time
 
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import fs, layout
+from loopx.kernel.storage import fs, ids, layout
 from loopx.kernel.write import evidence, gates, todos
 from loopx.runner import worktree as wt
 
@@ -237,8 +237,9 @@ def merge_approved(store, actor: str) -> list[dict]:
     # Such a gate names a run's branch that still exists: without any (the usual case, and always
     # outside parallel mode) there is nothing to merge, and no reason to fold the history per turn.
     # (Outside a git repository every branch check below fails too.)
+    # Only a run's branch (loopx/run-...), not an experiment's (loopx/exp/<goal>, every trial turn).
     heads = wt.git(store.project_dir, "for-each-ref", "--count=1", "--format=%(refname)",
-                   "refs/heads/" + worktrees.BRANCH_PREFIX, check=False)
+                   "refs/heads/" + worktrees.branch(ids.PREFIX["run"]) + "*", check=False)
     if heads.returncode != 0 or not heads.stdout.strip():
         return []
     state = store.load()

@@ -10,7 +10,7 @@ exited, loopx commits, measures, decides (trialstep.settle) and closes the run
 from __future__ import annotations
 
 from loopx.kernel.policy import trialstep, turn
-from loopx.kernel.read import experiments, queries
+from loopx.kernel.read import experiments
 from loopx.kernel.storage import clock
 from loopx.sync import shared
 
@@ -33,7 +33,7 @@ def settle(drv, started: dict, res: dict, meas: dict, out: dict, report: dict) -
         fin = turn.close(store, actor, rid, "failed", why, report=dict(report, setup_error=setup))
         out.update(result=fin["result"], verified=fin["verified"], slots=0, note=why, trial=None)
         return out
-    run = queries.resolve_run(store.load(), rid)
+    run = turn.load_run(store, rid)[1]  # the live view: the run opened this turn
     if run["finished"] is not None:  # the agent finished it (e.g. blocked at a gate, or measured already)
         trialstep.reset_worktree(store, started["goal_id"], where)
         turn.report(store, actor, rid, report)

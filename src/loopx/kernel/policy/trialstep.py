@@ -433,7 +433,7 @@ def measure_baseline(store, actor: str, goal_id: str) -> dict:
             _reset(path, head, e["branch"])
     commit = rev(path, "HEAD")
     assert commit is not None  # the worktree was made at a commit (create_worktree) and is reset to one
-    tid = ids.new_id("trial", state.get("trials") or {})
+    tid = _new_trial_id(state)
     _set_ref(store.project_dir, trial_ref(tid), commit)
     m = measure(e, project_cwd(store, path))
     decision = "keep" if m["outcome"] == "ok" else "crash"
@@ -470,6 +470,15 @@ def for_goal(state: dict, goal_id: str | None) -> dict | None:
     return experiments.get(state, goal_id)
 
 
+def _new_trial_id(state: dict) -> str:
+    """A trial id no recorded trial has. ``state`` may be a live view, which shows only the recent
+    trials (trialfold.live_part); the experiments' counts say how many it leaves out, and the id is
+    drawn long enough not to hit one of those (ids.new_id)."""
+    shown = state.get("trials") or {}
+    total = sum(e.get("trials", 0) for e in (state.get("experiments") or {}).values())
+    return ids.new_id("trial", shown, hidden=max(0, total - len(shown)))
+
+
 def _known(state: dict, goal_id: str) -> dict:
     """The experiment of ``goal_id`` where the caller knows there is one (it checked, or the goal
     has trials or runs of one): an experiment, once started, is never removed from the state."""
@@ -482,7 +491,7 @@ def prepare(store, goal_id: str, run_id: str, *, parallel: bool) -> dict:
     """Where the turn's trial is made: {path, cwd, parallel, base (the frontier commit)}. In
     parallel mode a detached worktree of the run at the frontier; else the experiment's own,
     cleaned back to the frontier first (so a trial never starts on another one's leftovers)."""
-    state = store.load()
+    state = store.load(view="live")  # every experiment's summary is in the live view
     e = _known(state, goal_id)  # the callers prepare a trial turn of an experiment goal
     front = (e.get("frontier") or {}).get("commit")
     if front is None:
@@ -505,8 +514,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     the experiment's own worktree, based on the frontier); ``usage``: the turn's tokens and cost;
     ``agent_failed``: why the agent's turn failed (recorded as a crash without measuring).
     Returns the recorded trial (trialfold's fields plus ``decision``, ``number``, ``replays``)."""
-    state = store.load()
-    run = queries.resolve_run(state, run_id)
+    state, run = turn.load_run(store, run_id)  # the live view, which holds the open run
     gid = run["goal"]
     e = experiments.get(state, gid)
     if e is None:
@@ -519,7 +527,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     path, base = where["path"], where["base"]
     said = e["pending"].get(run_id) or {}
     hypothesis = said.get("hypothesis") or "(no hypothesis stated)"
-    tid = ids.new_id("trial", state.get("trials") or {})
+    tid = _new_trial_id(state)
     usage = usage or run.get("usage") or {}
     common = {"trial_id": tid, "run": run_id, "hypothesis": hypothesis, "agent": run.get("agent"),
               "claims": said.get("claims") or {}, "tokens": usage.get("total_tokens"),
@@ -529,7 +537,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     rec = None
     if agent_failed or commit is None:  # nothing to measure: decided against whatever the frontier is now
         while rec is None:
-            front = _known(store.load(), gid).get("frontier") or {}
+            front = _known(store.load(view="live"), gid).get("frontier") or {}
             rec = _record(store, actor, gid, dict(
                 common, commit=commit or base, parent=front.get("commit"), parent_value=front.get("value"), metrics={},
                 value=None, delta=None, decision="crash" if agent_failed else "discard", guard=None, duration=0.0,
@@ -537,7 +545,7 @@ def settle(store, actor: str, run_id: str, where: dict | None = None, *, usage: 
     else:
         measured, on = commit, base
         for _ in range(REPLAYS + 1):
-            e = _known(store.load(), gid)
+            e = _known(store.load(view="live"), gid)
             front = e.get("frontier") or {}
             fcommit, fvalue = front.get("commit"), front.get("value")
             if fcommit != on:  # the frontier moved since this trial started: measure the change on top of it
@@ -637,7 +645,7 @@ def _record(store, actor, gid, data, expect):
                 return None
             raise
         if rec["decision"] == "keep":
-            e = experiments.get(store.load(), gid)
+            e = experiments.get(store.load(view="live"), gid)
             try:
                 _move_branch(store, e["branch"], rec["commit"])
             except Conflict:
@@ -959,8 +967,7 @@ def finish_by_agent(store, actor: str, run_id: str, result: str, note: str | Non
     measures the trial and closes the run (``blocked``: no trial, the worktree back at the
     frontier; ``spend_slot`` as in ``finish_turn``). None when the run is not an open run of an
     experiment goal."""
-    state = store.load()
-    run = queries.resolve_run(state, run_id)
+    state, run = turn.load_run(store, run_id)
     if run["finished"] is not None or experiments.get(state, run["goal"]) is None:
         return None
     if result == "blocked":

@@ -24,11 +24,11 @@ AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"
 HIDDEN = 0  # ids the caller's state does not show (a live view left them out); set by Store.transact
 
 
-def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> str:
+def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3, hidden: int | None = None) -> str:
     """A fresh id of ``kind`` (see PREFIX) not in ``taken``; grows when the space is crowded.
-    When ``HIDDEN`` ids exist that ``taken`` cannot show, the id is drawn long enough that hitting
-    one of them has a chance under 1e-9 (``t-`` + 10 hex digits up to ~1,000 hidden ids, 12 up to
-    ~250,000, 14 beyond)."""
+    When ``hidden`` ids exist that ``taken`` cannot show (default ``HIDDEN``, what the transaction's
+    live view left out), the id is drawn long enough that hitting one of them has a chance under
+    1e-9 (``t-`` + 10 hex digits up to ~1,000 hidden ids, 12 up to ~250,000, 14 beyond)."""
     prefix = PREFIX[kind]
     # a dict's keys view answers ``in`` from the dict itself, never through a live view's raising
     # ``__contains__`` (fold.Partial): a fresh id missing from the view is the expected answer here
@@ -43,8 +43,9 @@ def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3) -> st
             candidate = prefix + hashlib.sha256(f"{seed}:{kind}:{k}".encode()).hexdigest()[:2 * nbytes]
             if candidate not in taken_set:
                 return candidate
-    if HIDDEN:
-        while 256 ** nbytes < HIDDEN * 10 ** 9:
+    hidden = HIDDEN if hidden is None else hidden
+    if hidden:
+        while 256 ** nbytes < hidden * 10 ** 9:
             nbytes += 1
     for attempt in range(64):
         n = nbytes + attempt // 8
