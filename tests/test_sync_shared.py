@@ -277,6 +277,37 @@ def test_a_reservation_frees_when_its_run_closes(shared, capsys, monkeypatch):
     assert verdicts.evaluate(Store.open(str(b)).load(), commands=[PUSH], project_dir=str(b))["allow"]
 
 
+def test_a_reservation_reads_the_live_view_unless_it_left_a_candidate_out(shared, capsys, monkeypatch):
+    """Every turn of a shared goal reserves its approvals (issue 26: no full read per turn). The
+    view keeps the newest usable approvals per kind and counts the rest; when it counted some, an
+    older one may be the free one, and the full state answers."""
+    from loopx.kernel.storage import fold
+    from loopx.sync import shared as sh
+
+    remote, (a, b, c) = shared
+    seen: list[bool] = []
+    real = sh._reserve
+    monkeypatch.setattr(sh, "_reserve", lambda store, git, actor, run_id, state: (
+        seen.append(fold.is_live(state)), real(store, git, actor, run_id, state))[1])
+    gid = open_gate(a)
+    assert lx(a, "gate", "approve", gid, "--confirm", gid) == 0
+    env = lx_json(a, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="a1")
+    assert env["data"]["reserved"] == [gid] and seen == [True]
+    assert lx(a, "turn", "finish", "--run", env["data"]["run_id"], "--result", "no_progress", agent="a1") == 0
+    assert lx(a, "sync") == 0 and lx(b, "sync") == 0
+    seen.clear()
+
+    def counted(store, git, actor, run_id, state):  # a view that counted older usable approvals
+        seen.append(fold.is_live(state))
+        if fold.is_live(state):
+            state = dict(state, approvals_left={"g1": {"merge": 1}})
+        return real(store, git, actor, run_id, state)
+
+    monkeypatch.setattr(sh, "_reserve", counted)
+    env = lx_json(b, "next", "--sync", "--goal-id", "g1", capsys=capsys, agent="b1")
+    assert env["data"].get("reserved") == [gid] and seen == [True, False], env["data"]["decision"]  # asked the view, then the full state
+
+
 def test_the_hooks_check_a_reservation_locally(shared, capsys, tmp_path):
     """The real pre-tool hook (a process, with a git on PATH that logs every call): on the machine
     whose run holds the reservation the push is allowed once; on the other it is denied; neither

@@ -29,7 +29,7 @@ import os
 from loopx.errors import Conflict, LoopxError, UsageError
 from loopx.kernel.policy import packet, turn
 from loopx.kernel.read import budget, queries, validate
-from loopx.kernel.storage import clock, layout
+from loopx.kernel.storage import clock, fold, layout
 from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.fs import atomic_write, locked
 from loopx.kernel.write import gates
@@ -326,10 +326,38 @@ def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
     approval of its goal that is approved, unused and not reserved for another run still open (as
     this clone knows), so other runs can take the rest: one compare-and-swap on
     ``refs/loopx/ledger/reservations``, then ``gate.reserved`` records. Returns the gate ids
-    reserved. Raises RemoteUnreachable."""
-    state = store.load()
-    run = state["runs"].get(run_id)
+    reserved. Raises RemoteUnreachable. Reads the live view, and the full state only when the view
+    cannot answer (``_LeftOut``): every turn of a shared goal reserves."""
+    try:
+        return _reserve(store, git, actor, run_id, store.load(view="live"))
+    except _LeftOut:
+        return _reserve(store, git, actor, run_id, store.load())
+
+
+class _LeftOut(Exception):
+    """The live view left out what a reservation depends on: ask the full state."""
+
+
+def _open_shared_run(state: dict, run_id: str) -> dict | None:
+    """The open run ``run_id`` of a shared goal in ``state``, else None; raises ``_LeftOut`` when
+    ``state`` is a live view that cannot say (the run not in it, or usable approvals of its goal
+    left out and only counted: an older candidate may be among them)."""
+    live = fold.is_live(state)
+    run = fold.held(state["runs"], run_id)  # an open run is always in the view
+    if run is None and live:
+        raise _LeftOut
     if run is None or run["finished"] is not None or not goal_is_shared(state, run["goal"]):
+        return None
+    if live and (not state.get("approvals") or any((state.get("approvals_left") or {}).get(run["goal"], {}).values())):
+        raise _LeftOut
+    return run
+
+
+def _reserve(store, git: gs.Git, actor: str, run_id: str, state: dict) -> list[str]:
+    live = fold.is_live(state)
+    runs = state["runs"]
+    run = _open_shared_run(state, run_id)
+    if run is None:
         return []
     cands = sorted((g for g in state["gates"].values() if g["goal"] == run["goal"] and g["status"] == "approved"
                     and not g.get("standing") and not g.get("used")),
@@ -341,10 +369,14 @@ def reserve(store, git: gs.Git, actor: str, run_id: str) -> list[str]:
     def free(e) -> bool:
         if not isinstance(e, dict) or e.get("run") == run_id:
             return True
-        other = state["runs"].get(e.get("run") or "")
+        other = fold.held(runs, e.get("run") or "")
         if other is not None:
             return other["finished"] is not None  # the run that held it closed: it may be reserved again
-        return str(e.get("until", "")) <= clock.now_iso()  # a run this clone has not seen yet: its lease decides
+        if str(e.get("until", "")) <= clock.now_iso():
+            return True  # a run this clone has not seen yet, or one the view left out (closed): free either way
+        if live:
+            raise _LeftOut  # unseen (its lease decides) or closed and left out (free): only the full state knows
+        return False  # a run this clone has not seen yet, its lease still running
 
     def step(doc, attempt):
         won, kinds = [], set()
