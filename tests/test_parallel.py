@@ -117,8 +117,17 @@ def test_protected_merges_wait_at_three_merge_gates_then_merge_after_approval(re
     assert git(repo, "log", "--merges", "--format=%s", "main") == ""  # nothing merged into main
     assert len(_branches(repo)) == 3  # the branches wait; the worktrees are gone
     assert not list((repo / ".loopx" / "worktrees").iterdir())
+    # the look for approved merges before every turn: the live view answers while none is approved;
+    # an approved one needs its finished run, which the view may have left out (then the full state)
+    from loopx.kernel.storage.store import Store
+    from loopx.runner import merge
+
+    store = Store.open(str(repo))
+    assert merge._approved_merges(store.load(view="live")) == []
     for g in gates:
         assert cli("gate", "approve", g["id"], "--confirm", g["id"]).code == 0
+    found = store.read(merge._approved_merges)
+    assert found == merge._approved_merges(store.load()) and len(found) == 3
     r2 = run_loopx(["run", "--parallel", "1", "--agent-cmd", AGENT, "--json"], cwd=repo, timeout=120)
     assert r2.code == 0, r2.out + r2.err
     merged = [m for rr in r2.data["runners"] for m in rr["merges"]]

@@ -29,7 +29,7 @@ import re
 import time
 
 from loopx.kernel.read import worktrees
-from loopx.kernel.storage import fs, ids, layout
+from loopx.kernel.storage import fold, fs, ids, layout
 from loopx.kernel.write import evidence, gates, todos
 from loopx.runner import worktree as wt
 
@@ -231,6 +231,26 @@ def _merge(store, actor, run, branch, base, stat) -> dict:
     return _gate(store, actor, run, branch, base, stat, f"{base} kept moving during the merge")
 
 
+def _approved_merges(state: dict) -> list[tuple[dict, str, str]]:
+    """(run, branch, base) of each approved ``merge`` gate a parallel run opened, oldest
+    first. On a live view that counted approved merges it left out, or left out such a gate's run,
+    raises ``fold.NotInLiveView`` (``Store.read`` then asks the full state)."""
+    if fold.is_live(state) and (not state.get("approvals")
+                                or any(n.get("merge") for n in (state.get("approvals_left") or {}).values())):
+        raise fold.NotInLiveView("approved merge gates")
+    out = []
+    for g in sorted(state["gates"].values(), key=lambda x: x.get("seq", 0)):
+        if g["kind"] != "merge" or g["status"] != "approved" or not g.get("run"):
+            continue
+        m = _QUESTION_RE.match(g.get("question") or "")
+        if not m or m.group(1) != worktrees.branch(g["run"]):
+            continue
+        run = state["runs"].get(g["run"])  # a view that left the run out raises
+        if run is not None:
+            out.append((run, m.group(1), m.group(2)))
+    return out
+
+
 def merge_approved(store, actor: str) -> list[dict]:
     """Merge the branches of approved ``merge`` gates opened by parallel runs that are not merged
     yet (the human approved after the run ended). Returns one ``integrate``-shaped dict each."""
@@ -242,22 +262,10 @@ def merge_approved(store, actor: str) -> list[dict]:
                    "refs/heads/" + worktrees.branch(ids.PREFIX["run"]) + "*", check=False)
     if heads.returncode != 0 or not heads.stdout.strip():
         return []
-    state = store.load()
     done: list[dict] = []
-    if not any(g["kind"] == "merge" and g["status"] == "approved" and g.get("run") for g in state["gates"].values()):
-        return done
-    for g in sorted(state["gates"].values(), key=lambda x: x.get("seq", 0)):
-        if g["kind"] != "merge" or g["status"] != "approved" or not g.get("run"):
-            continue
-        m = _QUESTION_RE.match(g.get("question") or "")
-        if not m or m.group(1) != worktrees.branch(g["run"]):
-            continue
-        branch, base = m.group(1), m.group(2)
+    for run, branch, base in store.read(_approved_merges):  # the live view, or the full state when it cannot say
         if wt.git(store.project_dir, "rev-parse", "-q", "--verify", "refs/heads/" + branch, check=False).returncode:
             continue  # merged (and deleted) already, or deleted by a human
-        run = state["runs"].get(g["run"])
-        if run is None:
-            continue
         with fs.locked(store.path(layout.MERGE_LOCK), MERGE_LOCK_TIMEOUT):
             if _merged_already(store.project_dir, base, branch):
                 wt.git(store.project_dir, "branch", "-D", branch, check=False)
