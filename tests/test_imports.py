@@ -34,6 +34,7 @@ HOT_MODULES = frozenset({
     "loopx.exe",
     "loopx.hostfacts",
     "loopx.hosts", "loopx.hosts.adapters", "loopx.hosts.adapters.base", "loopx.hosts.adapters.claude_code",
+    "loopx.hosts.adapters.opencode", "loopx.hosts.adapters.pi",
     "loopx.hosts.entry",
     "loopx.kernel",
     "loopx.guard", "loopx.guard.rules", "loopx.guard.shell", "loopx.guard.verdicts",
