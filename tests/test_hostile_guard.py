@@ -421,3 +421,66 @@ def test_patterns_that_name_the_store_are_writes_into_it(repo, cli, command):
     allowed(repo, "echo x > .lo?py/events.jsonl")  # matches nothing: the literal name, inside the scope
     v = denied(repo, command)
     assert v["kind"] == "scope" and "store" in v["reason"], v
+
+
+def test_an_input_that_crashes_the_guard_is_no_way_past_it(repo, monkeypatch):
+    """A bug in the guard used to allow the call (a scope glob of hundreds of wildcards raised
+    RecursionError, and the hook let a write into a denied folder through). Now a failure gets what
+    an unreadable store gets: protected-looking commands and edits of the store denied, the rest
+    allowed; a call the guard could not even read is denied."""
+    from loopx.hosts import entry
+
+    def broken(*a, **kw):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(verdicts, "evaluate", broken)
+
+    def hook(tool, tool_input):
+        payload = {"session_id": "s", "cwd": str(repo), "hook_event_name": "PreToolUse", "tool_name": tool,
+                   "tool_input": tool_input}
+        return entry.pre_tool(payload, "claude-code", project=str(repo))[1]
+
+    push = hook("Bash", {"command": "git push origin HEAD:main"})
+    assert push["allow"] is False and "RecursionError" in push["error"] and "loopx doctor" in push["reason"]
+    assert hook("Edit", {"file_path": str(repo / ".loopx" / "events.jsonl"), "old_string": "a",
+                         "new_string": "b"})["allow"] is False
+    ls = hook("Bash", {"command": "ls"})
+    assert ls["allow"] is True and ls["reason"] == "internal_error"
+    monkeypatch.setattr(entry, "tool_call", broken)  # not even the call's commands could be read
+    assert hook("Bash", {"command": "ls"})["allow"] is False
+
+
+def test_the_commands_whose_alias_is_never_looked_up_are_compiled_into_git():
+    # a command git runs as a script from its exec path can be made to fall through to an alias of
+    # its name (`git --exec-path=/empty bisect`); one compiled in cannot
+    from loopx.guard import gitpush
+
+    builtins = set(subprocess.run(["git", "--list-cmds=builtins"], capture_output=True, text=True,
+                                  check=True).stdout.split())
+    assert gitpush.SHIPPED <= builtins, sorted(gitpush.SHIPPED - builtins)
+
+
+@pytest.mark.parametrize("command", [
+    "git --exec-path=/nonexistent bisect",  # bisect is a script: with no exec path, its alias runs
+    "GIT_EXEC_PATH=/nonexistent git bisect",
+    "git -c 'alias.status=!git push origin HEAD:main' Status",  # an alias's name has no case
+    "git -c alias.shipit=push Shipit origin HEAD:main",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.shipit GIT_CONFIG_VALUE_0=push git SHIPIT origin HEAD:main",
+    "git -c help.autocorrect=immediate psuh origin HEAD:main",  # git runs the command it guesses
+    "git rebase -x 'git push origin HEAD:main' HEAD~1",  # commands git runs itself
+    "git rebase --exec='git push origin HEAD:main' HEAD~1",
+    "git rebase -ix 'git push origin HEAD:main' HEAD~1",
+    "git bisect run git push origin HEAD:main",
+    "git submodule foreach --recursive 'git push origin HEAD:main'",
+])
+def test_commands_git_runs_in_place_of_the_one_named_are_judged(repo, command):
+    git(repo, "config", "alias.bisect", "push origin HEAD:main")
+    assert denied(repo, command)["kind"] in ("merge", "unresolved")
+
+
+def test_a_typo_is_a_typo_unless_git_autocorrects_it(repo):
+    allowed(repo, "git psuh origin HEAD:main")  # git says it knows no such command
+    allowed(repo, "git -c help.autocorrect=immediate stash")  # a command git has is never corrected
+    allowed(repo, "git rebase -x 'make test' HEAD~1")
+    git(repo, "config", "help.autocorrect", "1")
+    denied(repo, "git psuh origin HEAD:main")

@@ -64,10 +64,23 @@ def test_the_hand_matcher_agrees_with_the_regular_expression(glob, rel):
 
 
 def test_many_stars_against_a_long_path_stay_fast():
-    # a failed wildcard position is not tried twice: without that, 12 stars over 60 characters
-    # would take on the order of 60**12 steps; this finishes at once or not at all
+    # positions, not backtracking: 12 stars over 60 characters would otherwise take on the order of
+    # 60**12 steps, and 20 `**` over 4,000 characters (a regular expression's time) minutes
     assert not scope.matches("*a" * 12 + "b", "a" * 60)
     assert not scope.matches("**/" * 10 + "z", "a/" * 40 + "y")
+    assert not scope.matches("**" * 20 + "x", "a" * 4000)
+    assert not scope.matches("**/" * 20 + "x", "a/" * 2000 + "b")
+
+
+def test_a_glob_of_hundreds_of_wildcards_decides_and_never_raises():
+    # a scope may hold any glob of up to 1,000 characters; one wildcard per recursion level used to
+    # raise RecursionError here, and the pre-tool hook, which must deny what it cannot decide,
+    # let the write through
+    deep = "src/" + "*/" * 480 + "*"
+    path = "src/" + "a/" * 480 + "f"
+    assert scope.matches(deep, path) and not scope.matches(deep, path + "/g")
+    assert scope.check({"allow": ["src/**"], "deny": [deep]}, path) == {"inside": False, "reason": f"denied by {deep}"}
+    assert scope.matches("**/" * 340 + "x", "a/x")
 
 
 def test_check_names_the_glob_that_decided():

@@ -25,19 +25,68 @@ def _fnmatchcase(name: str, pattern: str) -> bool:
 
     return fnmatchcase(name, pattern)
 
-# Commands git itself ships (builtins since before git 2.0, or its own scripts in the exec path):
-# git runs them before it looks for an alias (git.c, run_argv: builtin, then git-<name>, then the
-# alias), so `git status` is never an alias and needs no `git config` process to say so. Only
-# names shipped long enough that no git in use lacks them; any other verb is looked up.
+# Commands compiled into git (`git --list-cmds=builtins`, and builtins since before git 2.0): git
+# runs them before it looks for an alias of that name (git.c, run_argv: a builtin, then git-<name>
+# from the exec path, then the alias), so `git status` is never an alias and needs no `git config`
+# process to say so. Not a command git ships as a script (bisect, submodule; rebase, stash, pull and
+# am were scripts in older gits): emptying the exec path (`git --exec-path=/x bisect`) makes git
+# fall through to an alias of that name. tests/test_hostile_guard.py checks the list against the
+# installed git.
 SHIPPED = frozenset({
-    "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
-    "check-ignore", "checkout", "cherry", "cherry-pick", "clean", "clone", "commit", "config", "count-objects",
-    "describe", "diff", "diff-files", "diff-index", "diff-tree", "fetch", "for-each-ref", "format-patch", "fsck",
-    "gc", "grep", "hash-object", "help", "init", "log", "ls-files", "ls-remote", "ls-tree", "merge", "merge-base",
-    "mv", "name-rev", "notes", "pull", "rebase", "reflog", "remote", "reset", "rev-list", "rev-parse", "revert",
-    "rm", "shortlog", "show", "show-ref", "stash", "status", "symbolic-ref", "tag", "update-index", "var",
-    "version", "whatchanged",
+    "add", "annotate", "apply", "archive", "blame", "branch", "bundle", "cat-file", "check-attr", "check-ignore",
+    "checkout", "cherry", "cherry-pick", "clean", "clone", "commit", "config", "count-objects", "describe", "diff",
+    "diff-files", "diff-index", "diff-tree", "fetch", "for-each-ref", "format-patch", "fsck", "gc", "grep",
+    "hash-object", "help", "init", "log", "ls-files", "ls-remote", "ls-tree", "merge", "merge-base", "mv",
+    "name-rev", "notes", "reflog", "remote", "reset", "rev-list", "rev-parse", "revert", "rm", "shortlog", "show",
+    "show-ref", "status", "symbolic-ref", "tag", "update-index", "var", "version",
 })
+# Other commands git has (scripts, or builtins newer than 2.0): never autocorrected, but an alias
+# of their name is looked up (see SHIPPED).
+_OTHER_COMMANDS = frozenset({"am", "bisect", "difftool", "maintenance", "mergetool", "pull", "range-diff", "rebase",
+                             "request-pull", "restore", "sparse-checkout", "stash", "submodule", "subtree", "switch",
+                             "whatchanged", "worktree"})
+# help.autocorrect values that do not run the guessed command (git's help.c)
+_NO_AUTOCORRECT = {"0", "false", "off", "no", "never", "show"}
+
+
+def _autocorrected(verb: str, loc, git: Git, overrides: dict) -> bool:
+    """Whether git would look for another command in place of ``verb``: not one of its own, no
+    ``git-<verb>`` on PATH, and help.autocorrect on (``git -c help.autocorrect=immediate psuh``
+    pushes)."""
+    if verb in SHIPPED or verb in _OTHER_COMMANDS:
+        return False
+    value = overrides.get("help.autocorrect") if "help.autocorrect" in overrides else git.get(loc, "help.autocorrect")
+    if (value or "0").strip().lower() in _NO_AUTOCORRECT:
+        return False
+    return not any(os.access(os.path.join(d, "git-" + verb), os.X_OK)
+                   for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+
+
+def _embedded(verb: str, rest: list[str]) -> list[str]:
+    """Shell commands a git subcommand runs itself: ``rebase -x/--exec CMD``, ``bisect run CMD``,
+    ``submodule foreach CMD``."""
+    if verb == "rebase":
+        out, i = [], 0
+        while i < len(rest):
+            w = rest[i]
+            if w == "--exec" or (w.startswith("-") and not w.startswith("--") and w.endswith("x")):
+                out.append(rest[i + 1] if i + 1 < len(rest) else "")
+                i += 1
+            elif w.startswith("--exec="):
+                out.append(w[len("--exec="):])
+            elif w.startswith("-") and not w.startswith("--") and "x" in w:
+                out.append(w[w.index("x") + 1:])  # -xCMD, bundled (-ixCMD)
+            i += 1
+        return out
+    if verb == "bisect" and rest[:1] == ["run"]:
+        return [" ".join(_quote(a) for a in rest[1:])]
+    if verb == "submodule" and "foreach" in rest:
+        after = rest[rest.index("foreach") + 1:]
+        while after and after[0] in ("--recursive", "-q", "--quiet"):
+            after = after[1:]
+        return [" ".join(after)]
+    return []
+
 
 _GLOBAL_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
                  "--super-prefix", "--list-cmds", "--attr-source"}
@@ -155,9 +204,15 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
         if len(pos) >= 2:
             return push_kind([pos[0], f"HEAD:{pos[1]}"], loc, branches, git, overrides)
         return None, "`git subtree push` without a branch"
+    scripts = _embedded(verb, rest)
+    if scripts:
+        return _judge_scripts(verb, scripts, loc, run_alias)
     if verb in SHIPPED:
         return None, None  # git runs its own command before it looks for an alias of that name
-    alias = overrides.get(f"alias.{verb}") if f"alias.{verb}" in overrides else git.get(loc, f"alias.{verb}")
+    key = _norm_key(f"alias.{verb}")  # `git Status` runs an alias `status`: the variable's name has no case
+    alias = overrides[key] if key in overrides else git.get(loc, key)
+    if alias is None and _autocorrected(verb, loc, git, overrides):
+        return None, f"git may autocorrect `{verb}` into another command (help.autocorrect is on)"
     if alias is None or depth > 5:
         return None, None
     if alias.startswith("!"):
@@ -165,6 +220,20 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
             return None, f"git alias `{verb}` runs a shell command"
         return run_alias(alias[1:] + " " + " ".join(_quote(a) for a in rest), loc[0])
     return git_kind(args[:i] + _split_words(alias) + rest, cwd, branches, git, depth + 1, run_alias, env)
+
+
+def _judge_scripts(verb: str, scripts: list[str], loc, run_alias):
+    """The worst verdict of the shell commands ``git VERB`` runs (``_embedded``)."""
+    if run_alias is None:
+        return None, f"`git {verb}` runs a shell command"
+    worst = (None, None)
+    for script in scripts:
+        kind, why = run_alias(script, loc[0])
+        if kind and not why:
+            return kind, None
+        if kind or why:
+            worst = (kind, why)
+    return worst
 
 
 def _global_options(args: list[str], cwd, env: dict | None) -> tuple[int, tuple, dict, str | None]:

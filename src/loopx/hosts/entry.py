@@ -317,6 +317,26 @@ def _allow(host: str, verdict: dict) -> tuple[dict | None, dict]:
     return response, dict(verdict, exit_code=code, stderr=err)
 
 
+def _internal_error_verdict(exc: Exception, commands: list, paths: list, cwd, project_dir, texts) -> dict:
+    """The verdict when the guard itself failed (logged): what an unreadable store gets
+    (``verdicts.evaluate_unreadable``: protected-looking commands and edits of the store denied, the
+    rest allowed, so a bug does not wedge the agent's ordinary work); a call whose commands and
+    paths were not even read, or one that fails that as well, is denied."""
+    from loopx.guard import verdicts
+
+    problem = f"loopx's guard failed on this call ({type(exc).__name__}); ask a human to run `loopx doctor`"
+    error = f"{type(exc).__name__}: {exc}"
+    if commands or paths:
+        try:
+            v = verdicts.evaluate_unreadable(commands, cwd=cwd, problem=problem, paths=paths, project_dir=project_dir,
+                                             texts=texts)
+            return dict(v, reason="internal_error", error=error) if v.get("allow") else dict(v, error=error)
+        except Exception:  # noqa: BLE001 - the fallback failed too: deny below
+            pass
+    return {"allow": False, "kind": "unresolved", "error": error,
+            "reason": f"loopx could not check this tool call ({problem}), so it is denied."}
+
+
 def _uncheckable_reason(why: str) -> str:
     return (f"loopx could not check this tool call ({why}), so it is denied: "
             "a protected action must not slip through unchecked. Split it into smaller calls.")
@@ -330,6 +350,8 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
 
     store = None
     commands: list[str] = []
+    paths: list = []
+    cwd = where = texts = None
     from loopx import config
 
     run_id = config.env("LOOPX_RUN_ID")
@@ -378,9 +400,9 @@ def pre_tool(payload: dict, host: str, *, project: str | None = None,
     except Uncheckable as exc:  # the agent controls the input: what cannot be read is denied
         response, extra = deny(host, _uncheckable_reason(str(exc)))
         return response, dict(extra, allow=False, reason="uncheckable_payload", error=str(exc))
-    except Exception as exc:  # a bug in the guard must not wedge the agent: allow, and log it
+    except Exception as exc:  # a bug in the guard: an input that crashes it must not be a way past it
         log_error(store, "hook pre-tool", exc)
-        return _allow(host, {"allow": True, "reason": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
+        verdict = _internal_error_verdict(exc, commands, paths, cwd, store.project_dir if store else where, texts)
     if verdict.get("allow") and verdict.get("uses"):
         verdict = _use_approvals(store, host, verdict)
     if verdict.get("allow"):

@@ -10,10 +10,6 @@ import os
 
 from loopx.kernel.storage import layout
 
-TYPE_CHECKING = False  # typing is not imported at run time (as in validate.py)
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
 # A glob is matched by hand, not by a compiled pattern: `re` and the modules it imports (enum,
 # functools, collections) cost a fresh process about half of a bare interpreter's start, and the
 # scope of every `next` and `turn finish` in a git work tree with a changed file is checked here.
@@ -63,42 +59,44 @@ def _tokens(glob: str) -> tuple:
     return toks
 
 
-def _match(toks: tuple, ti: int, s: str, si: int, seen: set) -> bool:
-    """Whether ``toks[ti:]`` matches all of ``s[si:]``. ``seen``: the (token, position) pairs of
-    wildcards already tried and failed, so a glob of many stars stays polynomial."""
-    while ti < len(toks):
-        t = toks[ti]
+def _match(toks: tuple, s: str) -> bool:
+    """Whether ``toks`` matches all of ``s``: the set of positions in ``s`` each token can end at,
+    token by token (no recursion and no backtracking: any glob a scope may hold, against any path,
+    in time proportional to their lengths' product)."""
+    here = {0}
+    for t in toks:
         if t.__class__ is str:
-            if not s.startswith(t, si):
-                return False
-            si += len(t)
+            here = {p + len(t) for p in here if s.startswith(t, p)}
         elif t == _ONE:
-            if si >= len(s) or s[si] == "/":
-                return False
-            si += 1
+            here = {p + 1 for p in here if p < len(s) and s[p] != "/"}
         else:
-            ends: Iterable[int]
-            if (ti, si) in seen:
-                return False
-            seen.add((ti, si))
-            if t == _STAR:
-                stop = s.find("/", si)
-                ends = range(si, (len(s) if stop < 0 else stop) + 1)
-            else:
-                stop = s.find("\n", si)
-                stop = len(s) if stop < 0 else stop
-                if t == _ANY:
-                    ends = range(si, stop + 1)
-                else:  # _DIRS: nothing, or up to and including a "/"
-                    ends = [si] + [j + 1 for j in range(si, stop) if s[j] == "/"]
-            return any(_match(toks, ti + 1, s, e, seen) for e in ends)
-        ti += 1
-    return si == len(s)
+            here = _spread(t, sorted(here), s)
+        if not here:
+            return False
+    return len(s) in here
+
+
+def _spread(t: int, starts: list[int], s: str) -> set[int]:
+    """Where wildcard ``t`` can end from any of ``starts`` (ascending): ``*`` anywhere up to the
+    next ``/``, ``**`` up to the next line break, ``**/`` right there or just after any ``/`` before
+    the next line break. Each character is looked at once (``done``: the positions already covered)."""
+    out: set[int] = set()
+    done = 0
+    for p in starts:
+        stop = s.find("/" if t == _STAR else "\n", p)
+        stop = len(s) if stop < 0 else stop
+        if t == _DIRS:
+            out.add(p)
+            out.update(j + 1 for j in range(max(p, done), stop) if s[j] == "/")
+        else:
+            out.update(range(max(p, done), stop + 1))
+        done = max(done, stop)
+    return out
 
 
 def matches(glob: str, rel: str) -> bool:
     """True when project-relative ``rel`` matches ``glob`` (a directory glob also covers its contents)."""
-    if _match(_tokens(glob), 0, rel, 0, set()):
+    if _match(_tokens(glob), rel):
         return True
     if not any(c in glob for c in "*?"):  # a plain directory name covers what is inside it
         return rel.startswith(glob.strip().removeprefix("./").rstrip("/") + "/")
