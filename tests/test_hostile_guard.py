@@ -472,6 +472,16 @@ def test_the_commands_whose_alias_is_never_looked_up_are_compiled_into_git():
     "git rebase -ix 'git push origin HEAD:main' HEAD~1",
     "git bisect run git push origin HEAD:main",
     "git submodule foreach --recursive 'git push origin HEAD:main'",
+    "git submodule foreach -q sh -c 'git push origin HEAD:main'",  # several words: quoted as one script
+    "git rebase --exe 'git push origin HEAD:main' HEAD~1",  # git takes a unique prefix of a long option
+    "git rebase --ex='git push origin HEAD:main' HEAD~1",
+    "git bisect--helper run git push origin HEAD:main",  # what the bisect script hands its arguments to
+    "git submodule--helper foreach -- 'git push origin HEAD:main'",
+    "false && " + "git bisect run " * 3000 + "true; git push origin HEAD:main",  # nesting is not read
+    "git --shallow-file /nonexistent push origin HEAD:main",  # a global option that takes a value
+    "SHIP=push git --config-env=alias.ship=SHIP ship origin HEAD:main",
+    "git -c 'alias.X.y=!git push origin HEAD:main' x.y",  # git compares an alias's whole name without case
+    "git -c help.autocorrect=1 'ps\0uh' origin HEAD:main",
 ])
 def test_commands_git_runs_in_place_of_the_one_named_are_judged(repo, command):
     git(repo, "config", "alias.bisect", "push origin HEAD:main")
@@ -484,3 +494,6 @@ def test_a_typo_is_a_typo_unless_git_autocorrects_it(repo):
     allowed(repo, "git rebase -x 'make test' HEAD~1")
     git(repo, "config", "help.autocorrect", "1")
     denied(repo, "git psuh origin HEAD:main")
+    for command in ("git stage a.txt", "git show-branch", "git prune", "git update-ref -d refs/x",
+                    "git rebase --exec make HEAD~1", "git submodule foreach git pull", "git bisect start"):
+        allowed(repo, command)  # git's own commands: never autocorrected, nothing pushed

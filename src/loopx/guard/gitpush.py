@@ -40,11 +40,25 @@ SHIPPED = frozenset({
     "name-rev", "notes", "reflog", "remote", "reset", "rev-list", "rev-parse", "revert", "rm", "shortlog", "show",
     "show-ref", "status", "symbolic-ref", "tag", "update-index", "var", "version",
 })
-# Other commands git has (scripts, or builtins newer than 2.0): never autocorrected, but an alias
-# of their name is looked up (see SHIPPED).
-_OTHER_COMMANDS = frozenset({"am", "bisect", "difftool", "maintenance", "mergetool", "pull", "range-diff", "rebase",
-                             "request-pull", "restore", "sparse-checkout", "stash", "submodule", "subtree", "switch",
-                             "whatchanged", "worktree"})
+# Other commands git has (`git --list-cmds=builtins,main` of git 2.39: scripts, and builtins newer
+# than 2.0): git never autocorrects them, but an alias of their name is looked up (see SHIPPED).
+_OTHER_COMMANDS = frozenset({
+    "am", "archimport", "bisect", "bugreport", "check-mailmap", "check-ref-format", "checkout-index",
+    "column", "commit-graph", "commit-tree", "credential", "credential-cache", "credential-store",
+    "cvsexportcommit", "cvsimport", "cvsserver", "daemon", "diagnose", "difftool", "fast-export",
+    "fast-import", "fetch-pack", "filter-branch", "fmt-merge-msg", "for-each-repo", "fsck-objects",
+    "fsmonitor--daemon", "get-tar-commit-id", "gitk", "gitweb", "hook", "http-backend", "imap-send",
+    "index-pack", "init-db", "instaweb", "interpret-trailers", "mailinfo", "mailsplit", "maintenance",
+    "merge-file", "merge-index", "merge-octopus", "merge-one-file", "merge-ours", "merge-recursive",
+    "merge-resolve", "merge-subtree", "merge-tree", "mergetool", "mktag", "mktree", "multi-pack-index",
+    "p4", "pack-objects", "pack-redundant", "pack-refs", "patch-id", "prune", "prune-packed", "pull",
+    "quiltimport", "range-diff", "read-tree", "rebase", "receive-pack", "repack", "replace", "request-pull",
+    "rerere", "restore", "scalar", "send-email", "send-pack", "sh-i18n", "sh-setup", "shell", "show-branch",
+    "show-index", "sparse-checkout", "stage", "stash", "stripspace", "submodule", "subtree", "svn",
+    "switch", "unpack-file", "unpack-objects", "update-ref", "update-server-info", "upload-archive",
+    "upload-pack", "verify-commit", "verify-pack", "verify-tag", "web--browse", "whatchanged", "worktree",
+    "write-tree",
+})
 # help.autocorrect values that do not run the guessed command (git's help.c)
 _NO_AUTOCORRECT = {"0", "false", "off", "no", "never", "show"}
 
@@ -53,6 +67,7 @@ def _autocorrected(verb: str, loc, git: Git, overrides: dict) -> bool:
     """Whether git would look for another command in place of ``verb``: not one of its own, no
     ``git-<verb>`` on PATH, and help.autocorrect on (``git -c help.autocorrect=immediate psuh``
     pushes)."""
+    verb = verb.split("\0", 1)[0]  # an argument ends at a NUL byte on its way to git
     if verb in SHIPPED or verb in _OTHER_COMMANDS:
         return False
     value = overrides.get("help.autocorrect") if "help.autocorrect" in overrides else git.get(loc, "help.autocorrect")
@@ -69,11 +84,13 @@ def _embedded(verb: str, rest: list[str]) -> list[str]:
         out, i = [], 0
         while i < len(rest):
             w = rest[i]
-            if w == "--exec" or (w.startswith("-") and not w.startswith("--") and w.endswith("x")):
+            opt, eq, val = w.partition("=")
+            long_exec = len(opt) >= 4 and "--exec".startswith(opt)  # git takes a unique prefix: --ex, --exe
+            if (long_exec and not eq) or (w.startswith("-") and not w.startswith("--") and w.endswith("x")):
                 out.append(rest[i + 1] if i + 1 < len(rest) else "")
                 i += 1
-            elif w.startswith("--exec="):
-                out.append(w[len("--exec="):])
+            elif long_exec:
+                out.append(val)
             elif w.startswith("-") and not w.startswith("--") and "x" in w:
                 out.append(w[w.index("x") + 1:])  # -xCMD, bundled (-ixCMD)
             i += 1
@@ -82,14 +99,14 @@ def _embedded(verb: str, rest: list[str]) -> list[str]:
         return [" ".join(_quote(a) for a in rest[1:])]
     if verb == "submodule" and "foreach" in rest:
         after = rest[rest.index("foreach") + 1:]
-        while after and after[0] in ("--recursive", "-q", "--quiet"):
+        while after and after[0] in ("--recursive", "-q", "--quiet", "--"):
             after = after[1:]
-        return [" ".join(after)]
+        return [after[0] if len(after) == 1 else " ".join(_quote(a) for a in after)]
     return []
 
 
 _GLOBAL_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
-                 "--super-prefix", "--list-cmds", "--attr-source"}
+                 "--super-prefix", "--list-cmds", "--attr-source", "--shallow-file"}
 _PUSH_VALUE = {"-o", "--push-option", "--repo", "--receive-pack", "--exec", "--signed"}
 
 
@@ -204,13 +221,14 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
         if len(pos) >= 2:
             return push_kind([pos[0], f"HEAD:{pos[1]}"], loc, branches, git, overrides)
         return None, "`git subtree push` without a branch"
+    if verb.endswith("--helper"):  # git's internal helpers (bisect--helper run, submodule--helper foreach)
+        return None, f"`git {verb}` is one of git's internal helpers, which may run commands"
     scripts = _embedded(verb, rest)
     if scripts:
         return _judge_scripts(verb, scripts, loc, run_alias)
     if verb in SHIPPED:
         return None, None  # git runs its own command before it looks for an alias of that name
-    key = _norm_key(f"alias.{verb}")  # `git Status` runs an alias `status`: the variable's name has no case
-    alias = overrides[key] if key in overrides else git.get(loc, key)
+    alias = _alias(verb, loc, git, overrides)
     if alias is None and _autocorrected(verb, loc, git, overrides):
         return None, f"git may autocorrect `{verb}` into another command (help.autocorrect is on)"
     if alias is None or depth > 5:
@@ -222,10 +240,25 @@ def git_kind(args: list[str], cwd, branches, git: Git, depth: int = 0, run_alias
     return git_kind(args[:i] + _split_words(alias) + rest, cwd, branches, git, depth + 1, run_alias, env)
 
 
+def _alias(verb: str, loc, git: Git, overrides: dict) -> str | None:
+    """The alias git runs for ``verb``: git compares alias names ignoring case, the middle part
+    too (``git Status`` runs ``alias.status``, ``git x.y`` runs ``alias.X.y``); the command line's
+    ``-c`` and ``GIT_CONFIG_*`` win over the files."""
+    want = f"alias.{verb}".lower()
+    for source in (overrides, git.config(loc)):
+        hits = [v for k, v in source.items() if k.lower() == want]
+        if hits:
+            last = hits[-1]
+            return last[-1] if isinstance(last, list) else last
+    return None
+
+
 def _judge_scripts(verb: str, scripts: list[str], loc, run_alias):
     """The worst verdict of the shell commands ``git VERB`` runs (``_embedded``)."""
     if run_alias is None:
         return None, f"`git {verb}` runs a shell command"
+    if any(w in script for script in scripts for w in ("bisect", "submodule", "rebase")):
+        return None, f"`git {verb}` runs a git command that runs commands in turn"  # bounded: no nesting read
     worst = (None, None)
     for script in scripts:
         kind, why = run_alias(script, loc[0])
@@ -260,6 +293,8 @@ def _global_options(args: list[str], cwd, env: dict | None) -> tuple[int, tuple,
             elif opt == "-c":
                 k, _, v = val.partition("=")
                 overrides[_norm_key(k)] = v
+            elif opt == "--config-env":  # a value from an environment variable loopx does not see here
+                return i, (loc_cwd, git_dir), overrides, "`git --config-env` sets config from a value loopx cannot see"
         i += 1
     return i, (loc_cwd, git_dir), overrides, None
 
