@@ -312,11 +312,25 @@ def test_a_secret_with_its_trigger_cut_is_not_a_secret_to_the_full_pass(breaker)
         assert redact._full_pass(cut) == cut, (text, cut)
 
 
+def _pre_check_agrees(text, examples: int) -> None:
+    """On every text the hypothesis strategy ``text`` draws, the pre-check's claim holds: a text it
+    passes over is one no rule changes, and ``redact_text`` answers what the full pass answers."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(text)
+    def check(t):
+        if not redact._may_hold_secret(t):  # joining pieces can make a trigger ("-" + "p...")
+            assert redact._full_pass(t) == t, t
+        assert redact.redact_text(t) == redact._full_pass(t)
+
+    check()
+
+
 def test_the_pre_check_never_changes_the_answer_near_a_secret():
     # random texts made only of trigger-free pieces cut from real matches: every example is one the
     # pre-check returns untouched, so every example tests the claim (the test above mostly feeds texts
     # that contain a trigger and take the full pass anyway)
-    from hypothesis import given, settings
     from hypothesis import strategies as st
 
     base = [s for _, s, _ in all_samples()] + SHORTEST + LOOKALIKES
@@ -326,14 +340,7 @@ def test_the_pre_check_never_changes_the_answer_near_a_secret():
     text = st.lists(st.tuples(st.sampled_from(pieces), seps), min_size=1, max_size=6).map(
         lambda xs: "".join(a + b for a, b in xs)).filter(lambda t: 8 <= len(t) <= 4096)
 
-    @settings(max_examples=600, deadline=None, derandomize=True)
-    @given(text)
-    def check(t):
-        if not redact._may_hold_secret(t):  # joining pieces can make a trigger ("-" + "p...")
-            assert redact._full_pass(t) == t
-        assert redact.redact_text(t) == redact._full_pass(t)
-
-    check()
+    _pre_check_agrees(text, 600)
 
 
 def test_a_secret_sounding_name_takes_the_full_pass_only_before_a_value():
@@ -341,7 +348,6 @@ def test_a_secret_sounding_name_takes_the_full_pass_only_before_a_value():
     # rule's match, so the text is returned without compiling a rule; right before one (after an
     # optional quote and whitespace of any kind) it takes the full pass. On texts made of names,
     # the characters around them and values, the answer is always the full pass's.
-    from hypothesis import given, settings
     from hypothesis import strategies as st
 
     names = st.sampled_from([*redact._NAME_ENDS, "DB_PASS", "api-key", "Token", "PASSWORD", "monkey", "passed",
@@ -352,14 +358,7 @@ def test_a_secret_sounding_name_takes_the_full_pass_only_before_a_value():
     text = st.lists(st.tuples(around, names, around, values), min_size=1, max_size=4).map(
         lambda xs: "".join(a + n + b + v for a, n, b, v in xs)).filter(lambda t: len(t) >= 8)
 
-    @settings(max_examples=800, deadline=None, derandomize=True)
-    @given(text)
-    def check(t):
-        if not redact._may_hold_secret(t):
-            assert redact._full_pass(t) == t, t
-        assert redact.redact_text(t) == redact._full_pass(t)
-
-    check()
+    _pre_check_agrees(text, 800)
     for plain in ("pytest -q: 12 passed, 0 failed", "rotate the API key monthly", "tokens used: 1200",
                   "see https://example.com/docs/a-b", "git push -u origin feature", "pytest -p no:randomly"):
         assert not redact._may_hold_secret(plain), plain
@@ -370,7 +369,6 @@ def test_a_rule_that_needs_two_words_takes_the_full_pass_only_with_both():
     # a URL with a password needs an "@", a password flag a command that takes one, a user:password
     # flag curl, wget or httpie: texts made of those words and their neighbours always get the
     # full pass's answer, and one without both words is left alone by every rule
-    from hypothesis import given, settings
     from hypothesis import strategies as st
 
     words = st.sampled_from(["https://", "redis://", "://", "@", "user:", "Pass123", "host.example", "/path",
@@ -382,11 +380,4 @@ def test_a_rule_that_needs_two_words_takes_the_full_pass_only_with_both():
     text = st.lists(st.tuples(words, seps), min_size=1, max_size=7).map(
         lambda xs: "".join(w + s for w, s in xs)).filter(lambda t: len(t) >= 8)
 
-    @settings(max_examples=1500, deadline=None, derandomize=True)
-    @given(text)
-    def check(t):
-        if not redact._may_hold_secret(t):
-            assert redact._full_pass(t) == t, t
-        assert redact.redact_text(t) == redact._full_pass(t)
-
-    check()
+    _pre_check_agrees(text, 1500)
