@@ -193,7 +193,10 @@ def main(argv=None) -> int:
                 print(f"# built {size} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             t = time.perf_counter()
             fresh_repo = not os.path.isdir(os.path.join(proj, ".git"))
-            make_repo(proj)  # as users run it: a repository with tracked files (an existing one: its index refreshed)
+            # as users run it: a repository with tracked files (an existing one: its store put back as
+            # built, its index refreshed; the anchors of the history the last run wrote go with it)
+            make_repo(proj)
+            shutil.rmtree(os.path.join(root, "home", "anchors"), ignore_errors=True)
             work_in_progress(proj)
             if fresh_repo:
                 print(f"# committed the {size}-event project to git in {time.perf_counter() - t:.1f}s", file=sys.stderr)
