@@ -84,8 +84,8 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
                 "acceptance": _cut(t.get("acceptance"), 400), "verify": _cut(t.get("verify"), 300), "fence": fence}
     groups = queries.by_status(state, goal_id, now_iso)
     closed = state.get("closed", {}).get(goal_id, {})  # todos a live view left out
-    queue = [{"id": x["id"], "title": _cut(x["title"], 80), "status": x["status"]}
-             for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:_n(QUEUE)]
+    ready = [x for x in queries.ready_todos(state, goal_id, now_iso) if x["id"] != todo_id][:_n(QUEUE)]
+    queue = [{"id": x["id"], "title": _cut(x["title"], 80), "status": x["status"]} for x in ready]  # cut what is shown
     pending = sorted(queries.pending_gates(state, goal_id), key=lambda x: x["created"])
     gates = [{"id": x["id"], "kind": x["kind"], "question": _cut(x["question"], 240), "blocks": x["blocks"][:5]}
              for x in pending[:_n(GATES)]]
