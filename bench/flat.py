@@ -130,6 +130,27 @@ FLOORS = [
 ]
 
 
+def checkpoint_version(proj: str) -> str | None:
+    """The fold version the newest checkpoint of ``proj``'s store was written under (None: none)."""
+    folder = os.path.join(proj, ".loopx", "events")
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".live.json")) if os.path.isdir(folder) else []
+    if not names:
+        return None
+    with open(os.path.join(folder, names[-1]), encoding="utf-8") as fh:
+        return json.load(fh).get("fold")
+
+
+def drop_if_other_fold(root: str, size: int, fold_version: str) -> None:
+    """The cold rows time a store written by the loopx measured: a kept one whose checkpoints
+    another fold version wrote is the upgrade path (every line folded once), so it is removed (with
+    its clone) to be built anew."""
+    proj = os.path.join(root, f"proj-{size}")
+    if os.path.isdir(proj) and checkpoint_version(proj) not in (None, fold_version):
+        print(f"# proj-{size}: checkpoints of another fold version, built anew", file=sys.stderr)
+        shutil.rmtree(proj)
+        shutil.rmtree(os.path.join(root, f"clone-{size}"), ignore_errors=True)
+
+
 def work_in_progress(proj: str) -> None:
     """One tracked source file inside the goals' scope (``src/**``) changed and not committed, as in
     a project whose agent is mid-goal: `git status` lists it and `next`/`turn finish` check it
@@ -185,8 +206,12 @@ def main(argv=None) -> int:
             for name, code in FLOORS:
                 print(json.dumps(measure(name, 0, lambda c=code: ([py, "-c", c], None), root, env, args.runs * 3, py)),
                       flush=True)
+        fold_version = subprocess.run([py, "-c", "from loopx.kernel.storage import fold; print(fold.FOLD_VERSION)"],
+                                      env=env, capture_output=True, text=True, check=True).stdout.strip()
         for size in sizes:
             proj = os.path.join(root, f"proj-{size}")
+            if want("cold") or want("connect (fresh clone)"):
+                drop_if_other_fold(root, size, fold_version)
             if not os.path.isdir(proj):
                 t = time.perf_counter()
                 build(root, size)
