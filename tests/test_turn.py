@@ -104,6 +104,17 @@ def test_packet_stays_small_for_a_big_goal(store, clk):
     assert res["run_id"] in res["packet_text"] and res["todo_id"] in res["packet_text"]
 
 
+def test_the_packet_queue_shows_the_next_ready_todos_in_order_with_short_titles(store, clk):
+    titles = [f"item {i} " + "word " * 40 for i in range(9)]
+    start(store, clk, titles=titles)
+    res = turn.next_turn(store, "agent:bot", goal_id="g1")
+    queue = res["packet"]["queue"]
+    # the claimed todo is not in its own queue; the next five follow in queue order, each title cut
+    assert [q["title"].split()[:2] for q in queue] == [["item", str(i)] for i in range(1, 6)]
+    assert res["todo_id"] not in {q["id"] for q in queue}
+    assert all(len(q["title"]) <= 80 and q["title"].endswith("…") for q in queue)
+
+
 def test_finish_with_verify_records_evidence_and_completes(store, clk, cli):
     start(store, clk)
     t = turn.next_turn(store, "agent:bot", goal_id="g1")
