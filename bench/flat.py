@@ -24,6 +24,8 @@ load from other processes hits both alike:
   project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
   full read wrote ``cache/snapshot.bin``; three runs each: not a hot path, but one run on a shared
   machine says little);
+- last, ``next (1000 open todos)``: the claim path again once a thousand more todos are open (a
+  backlog that grew; a store as built has about 30);
 - once, the floors (``--only floor``): a bare interpreter that imports only what a launcher adds
   (``python -m``, the console script of pip < 25) or what loopx keeps off its hot paths.
 
@@ -138,6 +140,47 @@ def checkpoint_version(proj: str) -> str | None:
         return None
     with open(os.path.join(folder, names[-1]), encoding="utf-8") as fh:
         return json.load(fh).get("fold")
+
+
+BACKLOG = 1000
+BACKLOG_ROW = f"next ({BACKLOG} open todos)"  # no comma: --only splits on commas
+
+
+def next_claims(name: str, size: int, lx: list[str], proj: str, env: dict, runs: int, py: str) -> dict:
+    """``next`` on the claim path, as an agent's turns go: before each timed call the run of the one
+    before is finished (its claim released, untimed) and a todo added, so the backlog never runs dry."""
+    agent_env = dict(env, LOOPX_AGENT="bench")
+    claimed: list[str] = []
+
+    def call():
+        return lx + ["next", "--goal-id", "goal-0", "--format", "json"], None
+
+    def finish_last():
+        run_rss(lx + ["todo", "add", "b", "--goal-id", "goal-0", "--quiet"], proj, env)
+        if not claimed:
+            _, _, o = run_rss(call()[0], proj, agent_env)
+            claimed.append(json.loads(o)["data"]["run_id"])
+        run_rss(lx + ["turn", "finish", "--run", claimed.pop(), "--result", "progress", "--quiet"], proj, agent_env)
+
+    return measure(name, size, call, proj, agent_env, runs, py, before=finish_last,
+                   after=lambda o: claimed.append(json.loads(o)["data"]["run_id"]))
+
+
+def add_backlog(py: str, proj: str, env: dict, n: int) -> None:
+    """``n`` more open todos in goal-0 (one write, through the library: a thousand ``todo add``
+    processes would take half a minute), as in a project whose backlog grew: the live view, the
+    queue and the fingerprint then hold them all. The store as built has about 30."""
+    code = ("import sys\n"
+            "from loopx.kernel.storage.store import Store\n"
+            "from loopx.kernel.write import todos\n"
+            "n = int(sys.argv[2])\n"
+            "def plan(state, now):\n"
+            "    drafts = []\n"
+            "    todos.added_drafts(state, 'goal-0', [f'Backlog item {i}: one more part of the system to fix'\n"
+            "                                         for i in range(n)], drafts)\n"
+            "    return drafts\n"
+            "Store.open(sys.argv[1]).transact(plan, actor='human:bench')\n")
+    subprocess.run([py, "-c", code, proj, str(n)], env=env, check=True, capture_output=True)
 
 
 def drop_if_other_fold(root: str, size: int, fold_version: str) -> None:
@@ -264,9 +307,6 @@ def main(argv=None) -> int:
                 agent_env = dict(env, LOOPX_AGENT="bench")
                 runs_open: list[str] = []
 
-                def nxt():
-                    return lx + ["next", "--goal-id", "goal-0", "--format", "json"], None
-
                 def finish_prep():
                     _, _, o = run_rss(lx + ["next", "--goal-id", "goal-0", "--format", "json"], proj, agent_env)
                     runs_open.append(json.loads(o)["data"]["run_id"])
@@ -274,24 +314,8 @@ def main(argv=None) -> int:
                 def fin():
                     return lx + ["turn", "finish", "--run", runs_open[-1], "--result", "progress", "--quiet"], None
 
-                claimed: list[str] = []
-
-                def nxt_claim():
-                    return lx + ["next", "--goal-id", "goal-0", "--format", "json"], None
-
-                def finish_last():
-                    # every timed `next` claims: the run of the one before is finished first (the claim
-                    # released), as an agent's turns go; a todo is added so the backlog never runs dry
-                    run_rss(lx + ["todo", "add", "b", "--goal-id", "goal-0", "--quiet"], proj, env)
-                    if not claimed:
-                        _, _, o = run_rss(nxt_claim()[0], proj, agent_env)
-                        claimed.append(json.loads(o)["data"]["run_id"])
-                    run_rss(lx + ["turn", "finish", "--run", claimed.pop(), "--result", "progress", "--quiet"], proj,
-                            agent_env)
-
                 if want("next"):
-                    out.append(measure("next", size, nxt_claim, proj, agent_env, args.runs, py, before=finish_last,
-                                       after=lambda o: claimed.append(json.loads(o)["data"]["run_id"])))
+                    out.append(next_claims("next", size, lx, proj, env, args.runs, py))
                 if want("turn finish"):
                     out.append(measure("turn finish", size, fin, proj, agent_env, args.runs, py, before=finish_prep))
             if want("todo done"):
@@ -354,6 +378,10 @@ def main(argv=None) -> int:
                     print(f"# wrote the full snapshot at {size} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
                 out.append(measure("doctor (with snapshot)", size, lambda: (lx + ["doctor", "--project", proj], None),
                                    proj, env, 3, py))
+            if want(BACKLOG_ROW):
+                # last: the thousand todos stay until the next run puts the store back as built
+                add_backlog(py, proj, env, BACKLOG)
+                out.append(next_claims(BACKLOG_ROW, size, lx, proj, env, args.runs, py))
             for rec in out:
                 print(json.dumps(rec), flush=True)
     finally:
