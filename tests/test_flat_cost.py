@@ -179,6 +179,41 @@ def worked_in(stores, tmp_path_factory):
     return proj
 
 
+# a research experiment's listing (issue 20: `trial list` within 2.0x at 10,000 trials): a reader
+# of the live view and its cached rows; the trial step, the sandbox and the metric reader are for
+# the commands that run trials
+TRIAL_HOT = [["trial", "list"], ["trial", "list", "--format", "json"], ["trial", "list", "--format", "tsv"],
+             ["experiment", "show"]]
+TRIAL_BANNED = NOTHING | {"subprocess", "shutil", "loopx.kernel.policy.trialstep", "loopx.sandbox",
+                          "loopx.kernel.read.metrics"}
+
+
+def _trials_builder():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("trialsbench", REPO / "bench" / "trials.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return mod
+
+
+@pytest.fixture(scope="module")
+def experiment_store(tmp_path_factory):
+    """An experiment goal with 200 recorded trials (bench/trials.py's store)."""
+    return Path(_trials_builder().build(str(tmp_path_factory.mktemp("trials")), 200))
+
+
+@pytest.mark.parametrize("args", TRIAL_HOT, ids=" ".join)
+def test_the_experiment_listings_do_not_import_the_trial_step(experiment_store, args):
+    for _ in range(WARM):
+        _imports(experiment_store, args)
+    mods = _imports(experiment_store, args)
+    assert "loopx.commands.trial" in mods  # the command ran (an empty set would pass for nothing)
+    assert not mods & TRIAL_BANNED, f"`loopx {' '.join(args)}` imports {sorted(mods & TRIAL_BANNED)}"
+
+
 @pytest.mark.parametrize("args,banned,event,agent", HOT,
                          ids=[" ".join(a[:2] + a[3:4]) + (f" ({e.partition(':')[2]})" if e and ":" in e else "")
                               for a, _, e, _ in HOT])

@@ -25,7 +25,8 @@ HOT_MODULES = frozenset({
     "loopx",
     "loopx.cli",
     "loopx.codecache",
-    "loopx.commands", "loopx.commands.evidence", "loopx.commands.gate", "loopx.commands.history",
+    "loopx.commands", "loopx.commands.evidence", "loopx.commands.experiment", "loopx.commands.gate",
+    "loopx.commands.history", "loopx.commands.trial",
     "loopx.commands.hook", "loopx.commands.next", "loopx.commands.quota", "loopx.commands.status",
     "loopx.commands.todo", "loopx.commands.turn",
     "loopx.config",
@@ -40,7 +41,8 @@ HOT_MODULES = frozenset({
     "loopx.guard", "loopx.guard.rules", "loopx.guard.shell", "loopx.guard.verdicts",
     "loopx.kernel.policy", "loopx.kernel.policy.decide", "loopx.kernel.policy.decision_cache",
     "loopx.kernel.policy.packet", "loopx.kernel.policy.turn",
-    "loopx.kernel.read", "loopx.kernel.read.approvals", "loopx.kernel.read.budget", "loopx.kernel.read.fingerprint",
+    "loopx.kernel.read", "loopx.kernel.read.approvals", "loopx.kernel.read.budget", "loopx.kernel.read.experiments",
+    "loopx.kernel.read.fingerprint",
     "loopx.kernel.read.gitrefs", "loopx.kernel.read.history", "loopx.kernel.read.hosts",
     "loopx.kernel.read.notices", "loopx.kernel.read.queries", "loopx.kernel.read.schedule",
     "loopx.kernel.read.scope", "loopx.kernel.read.stall", "loopx.kernel.read.status",
@@ -150,7 +152,8 @@ def test_the_exceptions_name_real_imports():
 
 def measure_hot(root: Path) -> set[str]:
     """The loopx modules test_flat_cost's hot commands import, counted by ``python -X importtime``,
-    each command run on a fresh 1k-event store under ``root`` until its caches are warm."""
+    each command run on a fresh 1k-event store under ``root`` until its caches are warm, and its
+    experiment listings (``TRIAL_HOT``) on a store with 50 trials."""
     import test_flat_cost as flat
 
     proj = Path(flat._builder().build(str(root), 1_000))
@@ -162,6 +165,10 @@ def measure_hot(root: Path) -> set[str]:
             stdin = flat._hook_payload(event, proj, **extra)
         for _ in range(flat.WARM + 1):
             seen |= {m for m in flat._imports(proj, args, stdin, agent) if m.startswith("loopx")}
+    exp = Path(flat._trials_builder().build(str(root), 50))  # the experiment listings (issue 20)
+    for args in flat.TRIAL_HOT:
+        for _ in range(flat.WARM + 1):
+            seen |= {m for m in flat._imports(exp, args) if m.startswith("loopx")}
     return seen
 
 

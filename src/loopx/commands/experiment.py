@@ -8,12 +8,9 @@ from loopx.commands import actions, add, goal_opt, stop_signals_interrupt
 from loopx.commands.trial import _goal
 from loopx.errors import Conflict
 from loopx.kernel import humans
-from loopx.kernel.policy import trialstep
 from loopx.kernel.read import experiments
 from loopx.kernel.read import experiments as ex
-from loopx.kernel.write import trials
 from loopx.output import Reply, safe
-from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
 
 
 def register(sub, name, help_text):
@@ -78,6 +75,8 @@ def render_show(d: dict) -> str:
 
 
 def experiment_baseline(ctx, goal=None):
+    from loopx.kernel.policy import trialstep  # the trial step loads the sandbox: not for `experiment show`
+
     human = humans.require_human(ctx, "experiment.baseline")
     store = ctx.store()
     gid = _gid(ctx, goal)
@@ -120,11 +119,16 @@ def render_trial(d: dict) -> str:
 
 
 def experiment_continue(ctx, goal=None, note=None):
+    from loopx.kernel.write import trials  # imports the metric reader (re): not for `experiment show`
+
     human = humans.require_human(ctx, "experiment.continue")
     return trials.continue_after_plateau(ctx.store(), human.actor, _gid(ctx, goal), note, human)
 
 
 def experiment_promote(ctx, goal=None, as_branch=None):
+    from loopx.kernel.policy import trialstep
+    from loopx.sandbox import holdout_policy  # the holdout runs code the agent wrote: in its own sandbox
+
     human = humans.require_human(ctx, "experiment.promote")
 
     stop_signals_interrupt()  # the holdout command ends with this command, SIGTERM or not

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import marshal
 import os
 import sys
 
 from loopx.commands import actions, add, goal_opt
 from loopx.errors import UsageError
-from loopx.kernel.policy import trialstep
-from loopx.kernel.read import experiments, metrics, queries
+from loopx.kernel.read import experiments, queries
 from loopx.kernel.read import experiments as ex
 from loopx.kernel.storage import fs, layout
-from loopx.kernel.write import trials
 from loopx.output import Reply, _ascii_only, encode, safe
 
 
@@ -53,6 +49,9 @@ def register(sub, name, help_text):
 
 
 def trial_hypothesis(ctx, text, run=None, claim=None, goal_id=None):
+    from loopx.kernel.read import metrics  # imports re: not for `trial list`
+    from loopx.kernel.write import trials
+
     return trials.hypothesize(ctx.store(), ctx.actor, text, metrics.parse_claims(claim), goal_id=goal_id, run_id=run)
 
 
@@ -229,6 +228,9 @@ def tabular(d: dict, sep: str) -> str:
     if sep == "\t":
         return "\n".join("\t".join(str(c).replace("\n", " ") for c in row) for row in lines) + "\n"
 
+    import csv  # imports re: only the csv format pays for it
+    import io
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerows(lines)
@@ -257,6 +259,8 @@ def render_list(d: dict) -> str:
 
 
 def trial_show(ctx, trial, diff=False):
+    from loopx.kernel.policy import trialstep  # the trial step loads the sandbox: not for `trial list`
+
     store = ctx.store()
     state = store.load()
     t = trialstep.resolve_trial(state, trial)
@@ -295,4 +299,6 @@ def render_show(d: dict) -> str:
 
 
 def trial_apply(ctx, trial, into=None):
+    from loopx.kernel.policy import trialstep
+
     return Reply(trialstep.apply_trial(ctx.store(), ctx.actor, trial, into=into))
