@@ -100,6 +100,9 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
     env = subprocess_env({"LOOPX_HOME": str(proj / "home"), **({"LOOPX_AGENT": agent} if agent else {})})
     if RUN in args:  # `turn finish`: the agent's `next` opens the run it finishes (untimed, not counted)
         args = [_open_run(proj, env) if a == RUN else a for a in args]
+    if TODO in args:  # `todo done`: a todo and its passing test, added first (not counted)
+        todo, ev = _todo_with_evidence(proj, env)
+        args = [{TODO: todo, EVIDENCE: ev}.get(a, a) for a in args]
     script = f"import sys\nsys.argv = ['loopx', *{args!r}]\nfrom loopx.cli import entry\nentry()\n"
     proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", script], cwd=proj, env=env,
                           capture_output=True, text=True, input=stdin, timeout=120)
@@ -112,6 +115,24 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
 
 
 RUN = "{run}"  # in a HOT command: the id of a run the same agent's `next` just opened
+
+
+TODO, EVIDENCE = "{todo}", "{evidence}"  # in a HOT command: a new todo of goal-0 and a passing test citing it
+
+
+def _todo_with_evidence(proj: Path, env: dict) -> tuple[str, str]:
+    import json
+
+    def run(*args: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "loopx", *args, "--format", "json"], cwd=proj, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["data"]
+
+    todo = run("todo", "add", "imports done", "--goal-id", "goal-0")["todo_id"]
+    ev = run("evidence", "add", "--goal-id", "goal-0", "--todo", todo, "--kind", "test", "--summary", "pytest -q: 3 passed",
+             "--command", "pytest -q", "--exit-code", "0")["evidence_id"]
+    return todo, ev
 
 
 def _open_run(proj: Path, env: dict) -> str:
@@ -150,6 +171,9 @@ HOT = [
     (["turn", "finish", "--run", RUN, "--result", "progress", "--quiet"],
      NOTHING | {"loopx.kernel.policy.trialstep", "loopx.sync.shared", "loopx.sandbox", "loopx.guard"}, None,
      "imports-finish"),
+    # the write-backs every turn's packet lists, and what the loopx skill asks before an edit
+    (["todo", "done", TODO, "--evidence", EVIDENCE, "--quiet"], NOTHING, None, None),
+    (["scope", "check", "src/pkg1/mod1.py", "--goal-id", "goal-0"], NOTHING | {"zoneinfo"}, None, None),
     (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
     # an `ls`: the guard parses it, finds no write and no protected action, and compiles no pattern

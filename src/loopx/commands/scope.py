@@ -7,7 +7,6 @@ import os
 from loopx.commands import actions, add, goal_opt
 from loopx.kernel import humans
 from loopx.kernel.read import queries, scope
-from loopx.kernel.write import goals
 from loopx.output import Reply, safe
 
 
@@ -47,6 +46,8 @@ def render_show(d: dict) -> str:
 
 def scope_set(ctx, goal_id=None, allow=None, deny=None, protect=None, clear_allow=False, clear_deny=False,
               clear_protect=False) -> dict:
+    from loopx.kernel.write import goals  # its time zones (zoneinfo, datetime): not for `scope check`
+
     return goals.set_scope(ctx.store(), ctx.actor, goal_id, allow=[] if clear_allow else allow,
                            deny=[] if clear_deny else deny, protect=[] if clear_protect else protect,
                            human=humans.channel_or_none(ctx))
