@@ -100,6 +100,12 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
     env = subprocess_env({"LOOPX_HOME": str(proj / "home"), **({"LOOPX_AGENT": agent} if agent else {})})
     if RUN in args:  # `turn finish`: the agent's `next` opens the run it finishes (untimed, not counted)
         args = [_open_run(proj, env) if a == RUN else a for a in args]
+    if VERIFIED in args:  # `quota spend-slot`: a turn taken and finished with its verify command first
+        rid = _open_run(proj, env)
+        done = subprocess.run([sys.executable, "-m", "loopx", "turn", "finish", "--run", rid, "--result", "progress",
+                               "--verify", "--quiet"], cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        args = [rid if a == VERIFIED else a for a in args]
     if TODO in args:  # `todo done`: a todo and its passing test, added first (not counted)
         todo, ev = _todo_with_evidence(proj, env)
         args = [{TODO: todo, EVIDENCE: ev}.get(a, a) for a in args]
@@ -118,6 +124,7 @@ RUN = "{run}"  # in a HOT command: the id of a run the same agent's `next` just 
 
 
 TODO, EVIDENCE = "{todo}", "{evidence}"  # in a HOT command: a new todo of goal-0 and a passing test citing it
+VERIFIED = "{verified}"  # in a HOT command: a run the same agent opened and finished, verified
 
 
 def _todo_with_evidence(proj: Path, env: dict) -> tuple[str, str]:
@@ -174,6 +181,9 @@ HOT = [
     # the write-backs every turn's packet lists, and what the loopx skill asks before an edit
     (["todo", "done", TODO, "--evidence", EVIDENCE, "--quiet"], NOTHING, None, None),
     (["scope", "check", "src/pkg1/mod1.py", "--goal-id", "goal-0"], NOTHING | {"zoneinfo"}, None, None),
+    # a goal that is not shared is charged here: no remote ledger (json, git transport)
+    (["quota", "spend-slot", "--run", VERIFIED, "--quiet"], NOTHING | {"loopx.sync.shared", "hashlib", "random"}, None,
+     "imports-spend"),
     (["hook", "stop", "--host", "claude-code"], NOTHING, "Stop", None),
     (["hook", "session-start", "--host", "claude-code"], NOTHING, "SessionStart", None),
     # an `ls`: the guard parses it, finds no write and no protected action, and compiles no pattern

@@ -234,11 +234,19 @@ def render_decision(d: dict) -> str:
 
 def quota_spend(ctx, run, slots=1):
     from loopx import output
+    from loopx.kernel.policy import turn
     from loopx.kernel.read import validate
-    from loopx.sync import shared
+    from loopx.sync.sharing import goal_is_shared
 
     n = validate.count(slots, "--slots", low=1, high=1000)
-    receipt = shared.spend_slot(ctx.store(), ctx.actor, run, slots=n)
+    store = ctx.store()
+    state, r = turn.load_run(store, run)
+    if goal_is_shared(state, r["goal"]):
+        from loopx.sync import shared  # the remote's ledger (json, git): only a shared goal's spends
+
+        receipt = shared.spend_slot(store, ctx.actor, run, slots=n)
+    else:
+        receipt = turn.spend_slot(store, ctx.actor, r["id"], n)
     return output.Reply(receipt, 0 if receipt["spent"] else 1)
 
 

@@ -34,16 +34,12 @@ from loopx.kernel.storage.clock import timedelta
 from loopx.kernel.storage.fs import atomic_write, locked
 from loopx.kernel.write import gates
 from loopx.sync import transport as gs
-from loopx.sync.sharing import is_shared
+from loopx.sync.sharing import goal_is_shared, is_shared
 
 
 def _ago(at, now) -> str:
     s = gs._seconds_between(at, now)
     return f" {s} s earlier" if s is not None else ""
-
-
-def goal_is_shared(state: dict, goal_id: str | None) -> bool:
-    return bool((state["goals"].get(goal_id or "") or {}).get("shared"))
 
 
 def _remote(store, remote: str | None) -> str | None:

@@ -16,3 +16,9 @@ def is_shared(root: str) -> bool:
             return b'"shared": true' in fh.read()
     except OSError:
         return False
+
+
+def goal_is_shared(state: dict, goal_id: str | None) -> bool:
+    """True when goal ``goal_id`` of ``state`` is shared through the remote (``goal.shared``): its
+    gates, claims and spends then go through ``loopx.sync.shared``."""
+    return bool((state["goals"].get(goal_id or "") or {}).get("shared"))
