@@ -139,7 +139,7 @@ def checkpoint_version(proj: str) -> str | None:
     if not names:
         return None
     with open(os.path.join(folder, names[-1]), encoding="utf-8") as fh:
-        return json.load(fh).get("fold")
+        return str(json.load(fh).get("fold"))  # an int before fold versions carried digests
 
 
 BACKLOG = 1000

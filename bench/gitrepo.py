@@ -32,10 +32,14 @@ def make_repo(proj: str, files: int = 300) -> str:
     An existing repository's store is first put back as committed (``git checkout`` and ``git clean``
     of ``.loopx``, its ignored cache and lock left alone): every timed run writes (todos added, runs
     started), and a store reused run after run grew a backlog of a thousand open todos where the
-    built store has about 30, so each run measured a bigger live view than the one before."""
+    built store has about 30, so each run measured a bigger live view than the one before. The
+    put-back history is one the anchors would report as rewritten, so the repository's anchor refs
+    go too (the caller clears the anchors under its ``LOOPX_HOME``)."""
     if os.path.isdir(os.path.join(proj, ".git")):
         git(proj, "checkout", "-q", "HEAD", "--", ".loopx")
         git(proj, "clean", "-fdq", "--", ".loopx")
+        for ref in git(proj, "for-each-ref", "--format=%(refname)", "refs/loopx/").split():
+            git(proj, "update-ref", "-d", ref)
         git(proj, "status", "--porcelain")  # refreshes the index (no --no-optional-locks)
         return proj
     for i in range(files):

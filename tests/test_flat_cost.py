@@ -116,13 +116,13 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
             mods.add(line.rsplit("|", 1)[1].strip())
+    # the command ran to its answer (0, or 1: a clean "no"): a usage or state error would import less
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert mods, proc.stderr
     return mods
 
 
 RUN = "{run}"  # in a HOT command: the id of a run the same agent's `next` just opened
-
-
 TODO, EVIDENCE = "{todo}", "{evidence}"  # in a HOT command: a new todo of goal-0 and a passing test citing it
 VERIFIED = "{verified}"  # in a HOT command: a run the same agent opened and finished, verified
 
