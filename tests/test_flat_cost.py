@@ -20,11 +20,20 @@ from conftest import REPO, subprocess_env
 LINUX_IO = Path("/proc/self/io")
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location("storebuild", REPO / "bench" / "storebuild.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def _bench(name: str):
+    """``bench/<name>.py`` as a module (bench/ on the path while it loads: its scripts import each other)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
     return mod
+
+
+def _builder():
+    return _bench("storebuild")
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +110,7 @@ def _imports(proj: Path, args: list[str], stdin: str | None = None, agent: str |
     if RUN in args:  # `turn finish`: the agent's `next` opens the run it finishes (untimed, not counted)
         args = [_open_run(proj, env) if a == RUN else a for a in args]
     if VERIFIED in args:  # `quota spend-slot`: a turn taken and finished with its verify command first
-        rid = _open_run(proj, env)
-        done = subprocess.run([sys.executable, "-m", "loopx", "turn", "finish", "--run", rid, "--result", "progress",
-                               "--verify", "--quiet"], cwd=proj, env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        args = [rid if a == VERIFIED else a for a in args]
+        args = [_verified_run(proj, env) if a == VERIFIED else a for a in args]
     if TODO in args:  # `todo done`: a todo and its passing test, added first (not counted)
         todo, ev = _todo_with_evidence(proj, env)
         args = [{TODO: todo, EVIDENCE: ev}.get(a, a) for a in args]
@@ -140,6 +145,14 @@ def _todo_with_evidence(proj: Path, env: dict) -> tuple[str, str]:
     ev = run("evidence", "add", "--goal-id", "goal-0", "--todo", todo, "--kind", "test", "--summary", "pytest -q: 3 passed",
              "--command", "pytest -q", "--exit-code", "0")["evidence_id"]
     return todo, ev
+
+
+def _verified_run(proj: Path, env: dict) -> str:
+    rid = _open_run(proj, env)
+    done = subprocess.run([sys.executable, "-m", "loopx", "turn", "finish", "--run", rid, "--result", "progress",
+                           "--verify", "--quiet"], cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return rid
 
 
 def _open_run(proj: Path, env: dict) -> str:
@@ -223,14 +236,7 @@ TRIAL_BANNED = NOTHING | {"subprocess", "shutil", "loopx.kernel.policy.trialstep
 
 
 def _trials_builder():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location("trialsbench", REPO / "bench" / "trials.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return mod
+    return _bench("trials")
 
 
 @pytest.fixture(scope="module")

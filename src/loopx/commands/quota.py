@@ -244,7 +244,7 @@ def quota_spend(ctx, run, slots=1):
     if goal_is_shared(state, r["goal"]):
         from loopx.sync import shared  # the remote's ledger (json, git): only a shared goal's spends
 
-        receipt = shared.spend_slot(store, ctx.actor, run, slots=n)
+        receipt = shared.spend_slot(store, ctx.actor, run, slots=n, seen=state)
     else:
         receipt = turn.spend_slot(store, ctx.actor, r["id"], n)
     return output.Reply(receipt, 0 if receipt["spent"] else 1)

@@ -205,14 +205,16 @@ def decide_gate(store, actor: str, gate_ref: str, *, approve: bool, remote: str 
 
 
 # ------------------------------------------------------------------ spends
-def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | None = None) -> dict:
+def spend_slot(store, actor: str, run_id: str, slots: int = 1, remote: str | None = None,
+               seen: dict | None = None) -> dict:
     """``turn.spend_slot``; a run of a shared goal is charged through ``refs/loopx/ledger/spends``
     first: the window's spends of every machine plus this one must fit the goal's slots, else the
     receipt is a refusal (``budget_exhausted``, naming the machines that spent them). When the
     remote does not answer the spend is recorded locally and marked ``tentative`` (pushed by the
     next sync). Returns the receipt of ``turn.spend_slot`` (plus ``shared`` {tries} or
-    ``tentative`` True)."""
-    state, r = turn.load_run(store, run_id)
+    ``tentative`` True). ``seen``: the state the caller read the run from moments ago
+    (``turn.load_run``'s)."""
+    state, r = turn.load_run(store, run_id, seen)
     g = state["goals"][r["goal"]]
     local = lambda: turn.spend_slot(store, actor, r["id"], slots)  # noqa: E731
     if not g.get("shared") or r["finished"] is None or not r["verified"] \
