@@ -7,6 +7,7 @@ bytecode writing on, so the repository's own ``__pycache__`` is never touched.""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -129,7 +130,8 @@ def test_a_cold_command_adds_nothing_and_the_file_keeps_every_hot_commands_modul
     names = set(marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")]))
     assert {"loopx.commands.status", "loopx.commands.todo"} <= names
     assert "loopx.commands.goal" not in names
-    assert not {"loopx.kernel", "loopx.commands", "loopx.codecache"} & names  # packages, and the finder itself
+    assert {"loopx.kernel", "loopx.kernel.storage", "loopx.commands"} <= names  # the packages they load
+    assert not {"loopx", "loopx.codecache", "loopx.dashboard"} & names  # the finder's own, and a cold package
     assert not [p for p in os.listdir(_cache(pkg).parent) if p.endswith(".tmp")]
 
 
@@ -192,3 +194,87 @@ def test_without_os_pread_every_module_loads_the_normal_way(pkg, proj):
                          timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("None\nproject "), out.stdout + out.stderr
     assert not _cache(pkg).exists()
+
+
+_TRACE = """
+import sys, _frozen_importlib as boot
+asked = []
+plain = boot._find_and_load
+def traced(name, import_):
+    if name not in sys.modules:
+        asked.append(name)
+    return plain(name, import_)
+boot._find_and_load = traced  # what an import statement calls for a module not yet loaded
+"""
+
+
+def _imported(pkg: Path, code: str) -> dict:
+    """Run ``code`` in a fresh process after ``_TRACE``: the modules the import system loaded
+    (``asked``) and which loader each loopx module has."""
+    show = ("import json; print(json.dumps({'asked': asked, 'loaders': {n: type(m.__loader__).__name__ "
+            "for n, m in sys.modules.items() if n.startswith('loopx.') and m is not None}}))")
+    out = subprocess.run([sys.executable, "-c", _TRACE + code + "\n" + show], env=_env(pkg), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_module_from_the_file_brings_its_imports_without_the_import_system(pkg, proj):
+    """A module served from the file loads the loopx modules its body imports first, straight from
+    the file: the import system is asked for the module itself, not for each of its imports."""
+    assert _loopx(pkg, proj, "status").returncode == 0
+    got = _imported(pkg, "import loopx.kernel.storage.store")
+    deps = ["loopx.kernel.storage.fold", "loopx.kernel.storage.caches", "loopx.kernel.storage.cjson",
+            "loopx.config", "loopx.errors"]
+    assert all(got["loaders"][d] == "Finder" for d in ["loopx.kernel.storage.store", *deps]), got["loaders"]
+    assert "loopx.kernel.storage.store" in got["asked"]
+    assert not set(deps) & set(got["asked"]), got["asked"]
+    assert got["loaders"]["loopx.kernel.storage"] == "Finder"  # a package, served too
+    # a second thread running: each module goes through the import system and its locks
+    threaded = _imported(pkg, "import threading; stop = threading.Event(); "
+                              "threading.Thread(target=stop.wait, daemon=True).start(); "
+                              "import loopx.kernel.storage.store; stop.set()")
+    assert set(deps) <= set(threaded["asked"]), threaded["asked"]
+
+
+def test_an_import_that_fails_inside_the_file_fails_where_the_statement_asks_for_it(pkg, proj):
+    """A module whose own import fails while it is loaded ahead of the statement that needs it is
+    left out of sys.modules, and that statement raises as it would without the file."""
+    assert _loopx(pkg, proj, "todo", "add", "a writer's modules in the file").returncode == 0
+    assert _served(pkg, "loopx.kernel.write.runs").split()[0] == "Finder"
+    code = ("sys.modules['loopx.kernel.storage.cjson'] = None  # an import of it now fails\n"
+            "try:\n    import loopx.kernel.write.runs\nexcept ImportError as exc:\n    print('raised', exc)\n"
+            "print(sorted(n for n in ('loopx.kernel.write.runs', 'loopx.kernel.storage.store') if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=_env(pkg), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("raised ") and "cjson" in lines[0], out.stdout
+    assert lines[1] == "[]", out.stdout
+
+
+def test_a_served_package_gives_importlib_resources_its_folder(pkg, proj):
+    assert _loopx(pkg, proj, "status").returncode == 0
+    code = ("import loopx.kernel.storage, sys\nfrom importlib import resources\n"
+            "print(type(sys.modules['loopx.kernel.storage'].__loader__).__name__, "
+            "resources.files('loopx.kernel.storage').joinpath('fold.py').is_file())")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["Finder", "True"], out.stderr
+
+
+def test_the_imports_kept_for_a_module_are_those_its_body_always_runs(tmp_path):
+    """Top-level imports and those in a top-level ``try`` count; one under an ``if`` (such as
+    ``TYPE_CHECKING``) or inside a function does not, nor does a name that is not a loopx module."""
+    from loopx import codecache
+
+    src = tmp_path / "probe.py"
+    src.write_text("from __future__ import annotations\n"
+                   "import os\n"
+                   "from loopx.kernel.storage import clock, layout\n"
+                   "from loopx.errors import UsageError\n"
+                   "try:\n    from loopx.kernel.storage import fcntl_missing, ids\nexcept ImportError:\n    pass\n"
+                   "if False:\n    from loopx.kernel.policy import decide\n"
+                   "def f():\n    from loopx.kernel.policy import turn\n", encoding="utf-8")
+    assert codecache._imports(str(src)) == ("loopx.kernel.storage", "loopx.kernel.storage.clock",
+                                            "loopx.kernel.storage.layout", "loopx.errors",
+                                            "loopx.kernel.storage.ids")

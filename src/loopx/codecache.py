@@ -19,9 +19,12 @@ The contract, as Python keeps it for ``.pyc`` files:
   package this module belongs to, so a copied or moved package (with its ``__pycache__``) never
   runs the original's code; a folder ``a/b/`` beside ``a/b.py`` (a package wins, as in CPython)
   and a parent package whose ``__path__`` lies elsewhere load the normal way.
-- A package's ``__init__`` always loads the normal way (``importlib.resources`` reads a package
-  through its own loader); so does every module a cold command imports: the file holds what the
-  hot commands use, not the whole tree (about 1.5 MB, of which a command reads the code it runs).
+- Packages are served too (``loopx.kernel``, ``loopx.commands`` ...: a path finder's import of an
+  ``__init__`` costs about what a module's does), except ``loopx`` itself, whose ``__init__`` puts
+  this finder in place. Every module and package a cold command imports loads the normal way: the
+  file holds what the hot commands use, not the whole tree (about 1.5 MB, of which a command reads
+  the code it runs), so the packages that hold data files (``loopx.dashboard``, read with
+  ``importlib.resources``) keep their own loader.
 - A missing, truncated or foreign file is the same as no file: every module loads the normal way.
   Nothing here ever fails a command.
 - The file is written at the end of a hot command that loaded a module the normal way, never when
@@ -31,10 +34,23 @@ The contract, as Python keeps it for ``.pyc`` files:
   killed writer is removed by a later write). Deleting the file is always safe.
 - ``__file__``, ``inspect`` and tracebacks name the source file where it is now, as with a
   ``.pyc`` (the code's file names are set on load, as CPython's loader does).
+- A module's own imports come with it. The import system's bookkeeping for each module (its
+  lock, spec and attributes, the parent's ``from`` list) cost a hot command about as much as the
+  code it runs: 5 ms of ``next``'s 15 ms of imports on a small VM. So each entry also lists the
+  loopx modules its body imports unconditionally (its top-level ``import`` statements, and those
+  in a top-level ``try``: never one under an ``if``, such as ``TYPE_CHECKING``), and loading a
+  module from the file first loads those (``Finder.load``, recursively) the way the import system
+  would, without its per-module locks: only while this is the one thread, which it is in a CLI
+  command (a second thread could see a module whose code had not finished), and not under
+  ``-X importtime`` or ``-v`` (which then list every module, as without the file). It changes the order
+  in which a module's imports run, never what runs: module imports form no circle (test_layers),
+  and a module that fails there is left to the import statement that asks for it, which raises as
+  it would have.
 
-The file: ``b"LXC1"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
-the header (``marshal``: ``{module name: (mtime_ns, size, offset, length)}``), then the modules'
-marshalled code objects at ``offset`` (from the end of the header), ``length`` bytes each.
+The file: ``b"LXC2"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
+the header (``marshal``: ``{module name: (mtime_ns, size, offset, length, imports)}``, ``imports``
+a tuple of module names), then the modules' marshalled code objects at ``offset`` (from the end of
+the header), ``length`` bytes each. (``LXC1`` files, without ``imports``, are foreign: rewritten.)
 
 Deliberately small and standard-library only: ``_frozen_importlib`` (the import system's own
 classes, already loaded) instead of ``importlib``, whose import alone would cost what this saves.
@@ -46,7 +62,7 @@ import marshal
 import os
 import sys
 
-TAG = b"LXC1"
+TAG = b"LXC2"
 _boot = sys.modules["_frozen_importlib"]
 _ext = sys.modules["_frozen_importlib_external"]
 _imp = sys.modules["_imp"]
@@ -66,9 +82,11 @@ def path() -> str | None:
     return os.path.join(PACKAGE_DIR, "__pycache__", f"hot.{tag}{opt}.bin")
 
 
-def source_of(name: str) -> str:
-    """The source file that module ``name`` (``loopx.a.b``) is in this package: ``<package>/a/b.py``."""
-    return os.path.join(PACKAGE_DIR, *name[len(PREFIX):].split(".")) + ".py"
+def source_of(name: str, package: bool = False) -> str:
+    """The source file that module ``name`` (``loopx.a.b``) is in this package: ``<package>/a/b.py``,
+    or ``<package>/a/b/__init__.py`` for a package."""
+    base = os.path.join(PACKAGE_DIR, *name[len(PREFIX):].split("."))
+    return os.path.join(base, "__init__.py") if package else base + ".py"
 
 
 _CODE = type(source_of.__code__)  # the code type, without importing types
@@ -89,16 +107,20 @@ class Finder:
         e = self.entries.get(name)
         if e is None:
             return None
-        origin = source_of(name)
-        if path is not None and os.path.dirname(origin) not in path:
+        package = e[5]
+        origin = source_of(name, package)
+        folder = os.path.dirname(origin)
+        if path is not None and (os.path.dirname(folder) if package else folder) not in path:
             return None  # the parent package was loaded from elsewhere
         try:
             st = os.stat(origin)
         except OSError:
             return None
-        if st.st_mtime_ns != e[0] or st.st_size != e[1] or os.path.isdir(origin[:-3]):
+        if st.st_mtime_ns != e[0] or st.st_size != e[1] or (not package and os.path.isdir(origin[:-3])):
             return None  # edited or reinstalled (update() takes it in again), or a package of that name
-        spec = _boot.ModuleSpec(name, self, origin=origin)
+        spec = _boot.ModuleSpec(name, self, origin=origin, is_package=package)
+        if package:
+            spec.submodule_search_locations = [folder]
         spec.has_location = True  # __file__ is the source, as for a .pyc
         return spec
 
@@ -106,12 +128,51 @@ class Finder:
         return None  # the default module object
 
     def exec_module(self, module) -> None:
-        exec(self.get_code(module.__name__), module.__dict__)  # noqa: S102 - loopx's own compiled code
+        name = module.__name__
+        if _bulk():
+            for dep in self.entries[name][4]:
+                if dep not in sys.modules:
+                    self.load(dep)
+        exec(self.get_code(name), module.__dict__)  # noqa: S102 - loopx's own compiled code
+
+    def load(self, name: str) -> None:
+        """Import ``name`` from the file as the import system would (``importlib._bootstrap``'s
+        ``_load_unlocked``: the module in ``sys.modules`` while its code runs, removed if that
+        fails, then set on its parent package), without the per-module lock, spec bookkeeping and
+        ``from`` list handling; its own imports first (``exec_module``). Nothing when ``name`` is
+        not served from the file (not in it, edited or removed) or its code fails: the import
+        statement that asks for it then does it the normal way, and raises as it would."""
+        parent_name, _, child = name.rpartition(".")
+        try:
+            __import__(parent_name)  # a package: the normal way (the statement would do that first)
+        except Exception:  # noqa: BLE001 - left to the import statement, as below
+            return
+        parent = sys.modules[parent_name]
+        spec = self.find_spec(name, getattr(parent, "__path__", None))
+        if spec is None:
+            return
+        module = type(sys)(name)
+        module.__spec__, module.__file__ = spec, spec.origin
+        module.__loader__ = self  # type: ignore[assignment]  # a loader by protocol (exec_module)
+        if spec.submodule_search_locations is not None:
+            module.__path__ = spec.submodule_search_locations
+            module.__package__ = name
+        else:
+            module.__package__ = parent_name
+        sys.modules[name] = module
+        try:
+            self.exec_module(module)
+        except Exception:  # noqa: BLE001 - left to the import statement, which raises it again
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+            return
+        setattr(parent, child, sys.modules[name])
 
     def get_code(self, name: str):
         """The module's code object (``runpy`` asks for it: ``python -m loopx.x``)."""
-        origin = source_of(name)
-        data = self.code_bytes(self.entries[name])
+        e = self.entries[name]
+        origin = source_of(name, e[5])
+        data = self.code_bytes(e)
         if data is not None:
             try:
                 code = marshal.loads(data)
@@ -135,7 +196,19 @@ class Finder:
         return data if len(data) == e[3] else None
 
     def is_package(self, name: str) -> bool:
-        return False  # packages are never in the file
+        return bool(self.entries[name][5])
+
+    def get_resource_reader(self, name: str):
+        """What ``importlib.resources.files(package)`` asks a package's loader for: an object whose
+        ``files()`` is the package's folder (as the path finder's loader gives)."""
+        folder = os.path.dirname(source_of(name, True))
+
+        class Reader:
+            def files(self):
+                import pathlib
+
+                return pathlib.Path(folder)
+        return Reader()
 
 
 def install() -> Finder:
@@ -150,8 +223,21 @@ def install() -> Finder:
 
 
 def _entry_ok(name, e, room: int) -> bool:
-    return (isinstance(name, str) and name.startswith(PREFIX) and isinstance(e, tuple) and len(e) == 4
-            and all(type(x) is int and x >= 0 for x in e) and e[2] + e[3] <= room)
+    return (isinstance(name, str) and name.startswith(PREFIX) and isinstance(e, tuple) and len(e) == 6
+            and all(type(x) is int and x >= 0 for x in e[:4]) and e[2] + e[3] <= room
+            and type(e[4]) is tuple and all(type(d) is str and d.startswith(PREFIX) for d in e[4])
+            and type(e[5]) is bool)
+
+
+def _bulk() -> bool:
+    """Whether a module's imports may come with it (``Finder.load``): only while no thread but this
+    one runs Python code (``threading`` not even imported, or one active thread), so no other thread
+    can import while a module is half run, and not under ``python -X importtime`` or ``-v``, which
+    report each module the import system loads (the tests count a command's imports that way)."""
+    if sys.flags.verbose or "importtime" in getattr(sys, "_xoptions", {}) or os.environ.get("PYTHONPROFILEIMPORTTIME"):
+        return False
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
 
 
 def read(file: str | None) -> Finder:
@@ -177,18 +263,20 @@ def read(file: str | None) -> Finder:
     return Finder({}, None, 0)
 
 
-def _plain() -> list[tuple[str, object]]:
-    """``(name, loader)`` of every plain loopx module loaded from this package (not a package, not
-    this module, which loads before the finder exists)."""
+def _plain() -> list[tuple[str, object, bool]]:
+    """``(name, loader, is a package)`` of every loopx module and package loaded from this package
+    (not ``loopx`` itself, whose ``__init__`` puts the finder in place, nor this module, which loads
+    before it)."""
     out = []
     for name, mod in list(sys.modules.items()):
         if not name.startswith(PREFIX) or name == __name__:
             continue
         spec = getattr(mod, "__spec__", None)
-        if spec is None or spec.submodule_search_locations is not None:
+        if spec is None:
             continue
-        if isinstance(spec.loader, Finder) or spec.origin == source_of(name):  # served ones are ours
-            out.append((name, spec.loader))
+        package = spec.submodule_search_locations is not None
+        if isinstance(spec.loader, Finder) or spec.origin == source_of(name, package):  # served ones are ours
+            out.append((name, spec.loader, package))
     return out
 
 
@@ -204,14 +292,14 @@ def update(fs) -> bool:
     try:
         file = path()
         mods = _plain()
-        if file is None or all(isinstance(loader, Finder) for _, loader in mods):
+        if file is None or all(isinstance(loader, Finder) for _, loader, _ in mods):
             return False
-        return _write(fs, file, [name for name, _ in mods])
+        return _write(fs, file, {name: package for name, _, package in mods})
     except Exception:  # noqa: BLE001 - a cache never fails the command that fills it
         return False
 
 
-def _write(fs, file: str, loaded: list[str]) -> bool:
+def _write(fs, file: str, loaded: dict[str, bool]) -> bool:
     folder = os.path.dirname(file)
     os.makedirs(folder, exist_ok=True)
     if not os.access(folder, os.W_OK):  # a read-only install: found out before collecting any code
@@ -229,27 +317,59 @@ def _write(fs, file: str, loaded: list[str]) -> bool:
     return True
 
 
-def _collect(finder: Finder, loaded: list[str]) -> tuple[dict, list[bytes]]:
-    """The header and the code of every entry still current and every module ``loaded``."""
+def _collect(finder: Finder, loaded: dict[str, bool]) -> tuple[dict, list[bytes]]:
+    """The header and the code of every entry still current and every module ``loaded`` (name ->
+    whether it is a package)."""
     header: dict = {}
     parts: list[bytes] = []
     offset = 0
     for name in sorted({*finder.entries, *loaded}):  # what other hot commands use stays
-        origin = source_of(name)
+        e = finder.entries.get(name)
+        package = loaded[name] if name in loaded else bool(e and e[5])
+        origin = source_of(name, package)
         try:
             st = os.stat(origin)
         except OSError:
             continue  # removed by an upgrade
-        e = finder.entries.get(name)
-        code = finder.code_bytes(e) if e is not None and e[:2] == (st.st_mtime_ns, st.st_size) else None
-        if code is None:
+        current = e is not None and e[:2] == (st.st_mtime_ns, st.st_size) and e[5] == package
+        code = finder.code_bytes(e) if e is not None and current else None
+        if e is not None and code is not None:
+            imports = e[4]
+        else:
             if name not in loaded:
                 continue  # stale, and not loaded here: the next command that loads it takes it in
             code = _code(origin, st)
-        header[name] = (st.st_mtime_ns, st.st_size, offset, len(code))
+            imports = _imports(origin)
+        header[name] = (st.st_mtime_ns, st.st_size, offset, len(code), imports, package)
         parts.append(code)
         offset += len(code)
     return header, parts
+
+
+def _imports(origin: str) -> tuple[str, ...]:
+    """The plain loopx modules (not packages) that the module at ``origin`` imports whenever its
+    code runs, in the order its code imports them: top-level ``import`` and ``from`` statements and
+    those in the body of a top-level ``try`` (not under an ``if``: ``TYPE_CHECKING``, a platform).
+    Parsed from the source when the file is written, never on a command's way in."""
+    import ast  # only here: a write of the file, after the command's own work
+
+    with open(origin, "rb") as fh:
+        tree = ast.parse(fh.read(), origin)
+    names: list[str] = []
+
+    def take(body: list) -> None:
+        for node in body:
+            if isinstance(node, ast.Try):
+                take(node.body)  # the handlers run only when the body failed
+            elif isinstance(node, ast.Import):
+                names.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.extend([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+
+    take(tree.body)
+    out = (n for n in names if n.startswith(PREFIX) and (os.path.isfile(source_of(n, True))
+                                                        or os.path.isfile(source_of(n))))
+    return tuple(dict.fromkeys(out))
 
 
 def _code(origin: str, st: os.stat_result) -> bytes:
