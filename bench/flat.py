@@ -29,6 +29,9 @@ load from other processes hits both alike:
 - once, the floors (``--only floor``): a bare interpreter that imports only what a launcher adds
   (``python -m``, the console script of pip < 25) or what loopx keeps off its hot paths.
 
+The data folder has a user config (``config.toml`` with usage limits, as ``loopx usage set``
+writes): a user who set anything pays for reading it on every should-run, ``next`` and turn.
+
 Prints one JSON line per command and size:
 ``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load", "launcher"}``
 (``cpu_ratio``: the same ratio of user + system CPU seconds, which a loaded machine disturbs less
@@ -206,6 +209,16 @@ def work_in_progress(proj: str) -> None:
         fh.write("# work in progress\n")
 
 
+def user_config(home: str) -> None:
+    """A user config as most users have one (``loopx usage set``: limits for a host's windows):
+    every should-run, ``next`` and turn reads it (loopx/config.py). Idempotent."""
+    os.makedirs(home, exist_ok=True)
+    path = os.path.join(home, "config.toml")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write('[usage.claude-code]\nblock_tokens = 5000000\nweek_tokens = 60000000\n')
+
+
 def launcher(py: str, env: dict) -> tuple[list[str], str]:
     """What cron, systemd and the hooks run (``loopx.resources.loopx_executable``): the ``loopx``
     console script next to ``py`` when it runs this checkout, else ``py -m loopx`` with ``src`` on
@@ -243,6 +256,7 @@ def main(argv=None) -> int:
     LAUNCHER[0] = how
     print(f"# launcher: {how} ({' '.join(lx)})", file=sys.stderr)
     run_rss(lx + ["--help"], root, env)  # compile and cache the bytecode once
+    user_config(os.path.join(root, "home"))
     want = (lambda n: only is None or n in only)
     try:
         if want("floor"):

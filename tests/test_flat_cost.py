@@ -11,6 +11,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,9 +173,10 @@ def _hook_payload(event: str, proj: Path, **extra) -> str:
 
 
 # what none of these needs at start-up: the parser, the pure-Python json and re, datetime.py (the
-# clock takes the C types), and what contextlib, functools and importlib would pull in
+# clock takes the C types), what contextlib, functools and importlib would pull in, and tomllib (the
+# user config is read from its parsed copy)
 NOTHING = {"argparse", "json", "re", "datetime", "contextlib", "functools", "collections", "importlib", "fnmatch",
-           "typing", "enum", "dataclasses", "shlex"}
+           "typing", "enum", "dataclasses", "shlex", "tomllib"}
 HOT = [
     # (command, modules it must not import, stdin, agent)
     (["status"], NOTHING, None, None),
@@ -223,6 +225,11 @@ def worked_in(stores, tmp_path_factory):
     shutil.copytree(stores[1_000], proj)
     _git_repo(proj)
     (proj / "notes.txt").write_text("changed outside the scope\n")
+    # a user who set anything has a config.toml, which should-run, next and every turn read: from its
+    # parsed copy, never through tomllib (re, typing); the copy is kept once the file is 2 s old
+    (proj / "home").mkdir(exist_ok=True)
+    (proj / "home" / "config.toml").write_text("[usage.claude-code]\nblock_tokens = 5000000\n", encoding="utf-8")
+    time.sleep(2.1)
     return proj
 
 

@@ -362,6 +362,11 @@ def test_loopx_user_files_cannot_be_edited_by_an_agent(repo):
     v = verdicts.evaluate(state, paths=[signers], project_dir=str(repo), cwd=str(repo))
     assert not v["allow"] and v["kind"] == "governance"
     assert denied(repo, f"echo x >> {config.data_home()}/projects.json")["kind"] == "governance"
+    # the parsed copy of config.toml stands for it (config.load_user_config): as protected as the file
+    parsed = os.path.join(os.path.dirname(config.config_path()), config.PARSED)
+    assert denied(repo, f"printf x > {parsed}")["kind"] == "governance"
+    v = verdicts.evaluate(state, paths=[parsed], project_dir=str(repo), cwd=str(repo))
+    assert not v["allow"] and v["kind"] == "governance"
     allowed(repo, "cat .claude/settings.json")
 
 

@@ -15,7 +15,8 @@ The user's config file is TOML (read with the standard library's ``tomllib``) at
 Windows. It holds user-level settings that a project must not be able to redirect (notification
 targets, host usage limits, signing). Only loopx's own commands write it, through
 ``set_user_value``; the writer emits a small TOML subset (tables of strings, numbers, booleans and
-lists of those), which ``tomllib`` reads back.
+lists of those), which ``tomllib`` reads back. Hot commands read a parsed copy beside it
+(``config.parsed``, ``load_user_config``) instead of importing ``tomllib``.
 """
 
 from __future__ import annotations
@@ -124,30 +125,113 @@ def config_path() -> str:
     return os.path.join(root, "loopx", "config.toml")
 
 
-def load_user_config() -> dict:
-    """The user's config as a dict (``{}`` when the file is missing).
+PARSED = "config.parsed"  # beside config.toml: the parsed config (load_user_config)
+_PARSED_MAGIC = b"LXCF"
+_RACY_NS = 2_000_000_000  # a config changed this recently is parsed, not kept (git's racy-clean rule)
+_memo: dict = {}  # this process's last parsed config: {"key": stat key, "data": marshal bytes}
 
-    Raises ``StateError`` (exit 3) when the file exists but is not valid TOML, naming the file.
+
+def load_user_config() -> dict:
+    """The user's config as a dict (``{}`` when the file is missing); a new dict on every call.
+
+    Parsing TOML means importing ``tomllib``, which imports ``re`` and ``typing``: about twice what a
+    bare interpreter's start costs, on every should-run, ``next`` and turn of a user who set
+    anything (a notification channel, usage limits, signing). So the parsed config is kept beside
+    the file (``config.parsed``: ``b"LXCF"``, the CRC-32 of the rest, then ``marshal`` of
+    ``{"v": 1, "key": [mtime_ns, ctime_ns, size, inode, device], "config": dict}``) and used while
+    the file's ``stat`` is the same; a config changed in the last 2 s is parsed every time (an edit
+    in the same clock tick could keep its stamps), one with values ``marshal`` cannot hold (TOML
+    dates) is never kept, and a damaged or foreign copy is no copy. The copy lies in the config's
+    own folder, which the guard and the sandbox protect as they do the file (docs/security.md).
+
+    Raises ``StateError`` (exit 3) when the file exists but cannot be read or is not valid TOML,
+    naming the file.
     """
+    import marshal
+    import time
+
+    path = config_path()
     try:
-        with open(config_path(), "rb") as fh:
-            raw = fh.read()
+        st = os.stat(path)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        from loopx.errors import StateError
+        _unreadable(path, exc)
+    key = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev]
+    if _memo.get("key") != key:
+        _memo.clear()
+        data = _read_parsed(path, key)
+        if data is None:
+            cfg = _parse(path)
+            now = time.time_ns()
+            if now - st.st_mtime_ns < _RACY_NS or now - st.st_ctime_ns < _RACY_NS:
+                return cfg  # changed too recently to trust its stamps: parsed again next time
+            try:
+                data = marshal.dumps(cfg)
+            except ValueError:  # a TOML date or time: parsed on every call
+                return cfg
+            _keep_parsed(path, key, data)
+        _memo.update(key=key, data=data)
+    return marshal.loads(_memo["data"])
 
-        raise StateError(f"the user config {config_path()} cannot be read: {exc}",
-                         "fix or remove the file; loopx's own commands rewrite it") from None
-    import tomllib  # imports re: only when there is a file to parse
+
+def _unreadable(path: str, exc: Exception):
+    from loopx.errors import StateError
+
+    raise StateError(f"the user config {path} cannot be read: {exc}",
+                     "fix or remove the file; loopx's own commands rewrite it") from None
+
+
+def _parse(path: str) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        _unreadable(path, exc)
+    import tomllib  # imports re and typing: only when there is a file to parse and no parsed copy
 
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        from loopx.errors import StateError
+        _unreadable(path, exc)
+    raise AssertionError("unreachable")  # pragma: no cover - _unreadable raises
 
-        raise StateError(f"the user config {config_path()} cannot be read: {exc}",
-                         "fix or remove the file; loopx's own commands rewrite it") from None
+
+def _read_parsed(path: str, key: list) -> bytes | None:
+    """The marshalled config of the parsed copy beside ``path`` when it was made from the file with
+    this ``key``, else None (missing, damaged, foreign, stale)."""
+    import marshal
+    import zlib
+
+    try:
+        with open(os.path.join(os.path.dirname(path), PARSED), "rb") as fh:
+            blob = fh.read(1 << 20)
+        if blob[:4] != _PARSED_MAGIC or int.from_bytes(blob[4:8], "little") != zlib.crc32(blob[8:]):
+            return None
+        entry = marshal.loads(blob[8:])
+        if type(entry) is not dict or entry.get("v") != 1 or entry.get("key") != key \
+                or type(entry.get("config")) is not dict:
+            return None
+        return marshal.dumps(entry["config"])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def _keep_parsed(path: str, key: list, data: bytes) -> None:
+    """Write the parsed copy of ``data`` (the config, marshalled) beside ``path``: best effort,
+    never through a symlink, readable by the owner only."""
+    import marshal
+    import zlib
+
+    from loopx.kernel.storage.fs import atomic_write
+
+    body = marshal.dumps({"v": 1, "key": key, "config": marshal.loads(data)})
+    try:
+        atomic_write(os.path.join(os.path.dirname(path), PARSED),
+                     _PARSED_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body,
+                     mode=0o600, sync=False, follow=False)
+    except OSError:
+        pass
 
 
 def user_config_problem() -> str | None:
