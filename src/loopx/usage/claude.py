@@ -35,8 +35,9 @@ READ_CHUNK = 1024 * 1024
 STATE_VERSION = 2  # 2: blocks anchored across the prune (``anchor``)
 
 
-def _transcripts(roots: list[str]) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of every ``*.jsonl`` under ``<root>/projects``."""
+def _transcripts(roots: list[str], folders: dict | None = None) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every ``*.jsonl`` under ``<root>/projects``; with ``folders``, the
+    mtime (ns) of every folder listed is put there (``files.tree_stamp``)."""
     out = []
     for root in roots:
         base = os.path.join(root, "projects")
@@ -45,6 +46,8 @@ def _transcripts(roots: list[str]) -> list[tuple[str, int, int]]:
             d = stack.pop()
             try:
                 it = os.scandir(d)
+                if folders is not None:
+                    folders[d] = os.stat(d).st_mtime_ns
             except OSError:
                 continue
             with it:
@@ -211,21 +214,34 @@ def scan(roots: list[str], now_epoch: float, found: list | None = None) -> dict:
 def windows(now) -> dict:
     """The windows at ``now``. A quick cache (marshal) keyed by every transcript's (path, size,
     mtime) and the user config's stamp answers while nothing changed and no block or week edge
-    passed: a stat of each file, no transcript byte and no JSON read."""
+    passed: no transcript byte and no JSON read. Whether nothing changed is told by the tree's
+    stamp (``files.tree_stamp``: a stat of each folder and of each transcript changed in the last
+    day, for up to ``files.SWEEP`` seconds), else by a stat of every transcript."""
     roots = files.home_dir("CLAUDE_CONFIG_DIR", ".claude")
     now_epoch = now.timestamp()
-    found = _transcripts(roots)
-    key = [[p, size, mtime] for p, size, mtime in found] + [files.config_stamp()]
     quick_path = _state_path(roots, "quick")
     quick = files.load_quick(quick_path)
-    if (isinstance(quick, dict) and quick.get("v") == STATE_VERSION and quick.get("key") == key
-            and quick.get("at", 1e20) <= now_epoch < quick.get("until", 0)):
-        return dict(quick["result"], bytes_read=0,
-                    age_seconds=int(now_epoch - quick["newest"]) if quick.get("newest") else None)
+    config = files.config_stamp()
+    valid = (isinstance(quick, dict) and quick.get("v") == STATE_VERSION
+             and quick.get("at", 1e20) <= now_epoch < quick.get("until", 0))
+    if valid and quick.get("config") == config and files.unchanged(quick.get("tree")):
+        return _answer(quick, now_epoch)
+    folders: dict = {}
+    found = _transcripts(roots, folders)
+    key = [[p, size, mtime] for p, size, mtime in found] + [config]
+    tree = files.tree_stamp(folders, key[:-1])
+    if valid and quick.get("key") == key:
+        files.save_quick(quick_path, dict(quick, config=config, tree=tree))  # the walk found nothing new
+        return _answer(quick, now_epoch)
     out, until, newest = _compute(roots, now_epoch, found)
-    files.save_quick(quick_path, {"v": STATE_VERSION, "key": key, "at": now_epoch, "until": until,
-                                  "newest": newest, "result": out})
+    files.save_quick(quick_path, {"v": STATE_VERSION, "key": key, "config": config, "tree": tree, "at": now_epoch,
+                                  "until": until, "newest": newest, "result": out})
     return out
+
+
+def _answer(quick: dict, now_epoch: float) -> dict:
+    return dict(quick["result"], bytes_read=0,
+                age_seconds=int(now_epoch - quick["newest"]) if quick.get("newest") else None)
 
 
 def _compute(roots: list[str], now_epoch: float, found: list) -> tuple[dict, float, float | None]:

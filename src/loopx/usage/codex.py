@@ -11,7 +11,8 @@ Older versions give ``resets_in_seconds`` (relative to the event's timestamp) in
 figure used is the one with the newest timestamp across all rollout files (``newest_figure``):
 each file's tail is read backwards to its last figure, files newest-modified first, until a file
 older than the best figure; each file's answer is cached by (path, size, mtime), so an unchanged
-folder reads no bytes.
+folder reads no bytes, and the answer itself while the folders' stamp says nothing changed
+(``files.tree_stamp``), so an unchanged folder needs no stat per file either.
 """
 
 from __future__ import annotations
@@ -26,16 +27,19 @@ MAX_FILES = 5                 # newest files tried
 CACHE = "codex.quick"
 
 
-def _rollouts(sessions: str) -> list[tuple[float, int, str]]:
+def _rollouts(sessions: str, folders: dict | None = None) -> list[tuple[float, int, str]]:
     """(mtime_ns, size, path) of every rollout file, newest first. Every date folder is listed (a
     stat per file, no byte read): an old session that gets a new prompt is appended to in its old
-    folder, so the folder says nothing about how new a file's last figure is."""
+    folder, so the folder says nothing about how new a file's last figure is. With ``folders``,
+    the mtime (ns) of every folder listed is put there (``files.tree_stamp``)."""
     found: list[tuple[float, int, str]] = []
     stack = [(sessions, 0)]
     while stack:
         d, depth = stack.pop()
         try:
             it = os.scandir(d)
+            if folders is not None:
+                folders[d] = os.stat(d).st_mtime_ns
         except OSError:
             continue
         with it:
@@ -161,26 +165,40 @@ def newest_figure(rollouts: list[tuple[float, int, str]], cached: dict, counter:
 
 
 def windows(now) -> dict:
+    """The windows at ``now``: the last answer while the sessions' tree stamp says nothing changed
+    (``files.tree_stamp``: a stat of each folder and of each rollout changed in the last day, for
+    up to ``files.SWEEP`` seconds; an old session appended to in place waits for the next full
+    walk), else the newest figure of a walk that stats every rollout file."""
     roots = files.home_dir("CODEX_HOME", ".codex")
     sessions = [os.path.join(r, "sessions") for r in roots]
-    rollouts = sorted((f for s in sessions for f in _rollouts(s)), reverse=True)
-    if not rollouts:
-        return unknown("codex", f"no Codex sessions under {os.pathsep.join(sessions)}")
     path = files.cache_path(CACHE)
     cached = files.load_quick(path)
     cached = cached if isinstance(cached, dict) and cached.get("v") == 2 else {}
+    answer = cached.get("answer")
+    if isinstance(answer, dict) and answer.get("sessions") == sessions and files.unchanged(cached.get("tree")):
+        return _aged(dict(answer["out"]), now)
+    folders: dict = {}
+    rollouts = sorted((f for s in sessions for f in _rollouts(s, folders)), reverse=True)
+    if not rollouts:
+        return unknown("codex", f"no Codex sessions under {os.pathsep.join(sessions)}")
     counter = [0]
     fig, bad, keep = newest_figure(rollouts, cached.get("files") or {}, counter)
-    if counter[0] or keep.keys() != (cached.get("files") or {}).keys():
-        files.save_quick(path, {"v": 2, "files": keep})
     out = unknown("codex", None)
     out.update(source="codex-rollout", files=len(rollouts), bytes_read=counter[0], skipped_lines=bad)
     if not fig:
         out["note"] = "no token_count event with rate limits in the newest Codex sessions"
-        return out
-    out.update(known=True, as_of=fig["as_of"], windows=fig["windows"])
-    if fig["as_of"]:
+    else:
+        out.update(known=True, as_of=fig["as_of"], windows=fig["windows"])
+    tree = files.tree_stamp(folders, [[p, sz, mt] for mt, sz, p in rollouts])
+    files.save_quick(path, {"v": 2, "files": keep, "tree": tree,
+                            "answer": {"sessions": sessions, "out": dict(out, bytes_read=0)}})
+    return _aged(out, now)
+
+
+def _aged(out: dict, now) -> dict:
+    """``out`` with ``age_seconds``, how old its figure is at ``now``."""
+    if out.get("as_of"):
         from loopx.kernel.storage import clock
 
-        out["age_seconds"] = max(0, int((now - clock.parse_ts(fig["as_of"])).total_seconds()))
+        out["age_seconds"] = max(0, int((now - clock.parse_ts(out["as_of"])).total_seconds()))
     return out

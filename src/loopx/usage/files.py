@@ -1,4 +1,5 @@
-"""Small shared helpers of the usage readers: the cache folder, JSON cache files, timestamps."""
+"""Small shared helpers of the usage readers: the cache folder, JSON cache files, timestamps, and
+the stamp of a tree of host files that tells, without a stat per file, that nothing changed."""
 
 from __future__ import annotations
 
@@ -105,3 +106,51 @@ def home_dir(env_var: str, default: str) -> list[str]:
         parts = [p for chunk in val.split(os.pathsep) for p in chunk.split(",")]
         return [os.path.expanduser(p.strip()) for p in parts if p.strip()]
     return [os.path.join(os.path.expanduser("~"), default)]
+
+
+SWEEP = 300  # seconds: a tree stamp stands in for a full walk at most this long
+RECENT = 86400  # seconds: files changed this recently are stat'd on every check of a tree stamp
+RACY_NS = 2_000_000_000  # a folder changed within this of its stat: its stamp cannot be trusted
+
+
+def tree_stamp(folders: dict, files: list) -> dict | None:
+    """What ``unchanged`` checks later, for a walk just made that listed ``folders`` ({folder:
+    mtime_ns}, every folder it listed) and ``files`` ([path, size, mtime_ns] of every file it kept):
+    the folders and the files changed in the last ``RECENT`` seconds. None when a folder changed
+    within ``RACY_NS`` of now (a file added in the same clock tick could leave the mtime as it was):
+    the next check walks again. Times are the system's clock, which stamps the files (never
+    ``LOOPX_NOW``).
+
+    Why: a Claude Code user's transcripts run to thousands of files, and a stat of each on every
+    decision cost ``next`` a fifth of its time. A new, removed or renamed file changes its
+    folder's mtime; an appended file changes its own size and mtime, and a host appends to the
+    sessions in use, whose files are recent. A file older than ``RECENT`` that is appended to (an old
+    session resumed in place) is seen at the next full walk, at most ``SWEEP`` seconds later."""
+    import time
+
+    now_ns = time.time_ns()
+    if any(now_ns - mt < RACY_NS for mt in folders.values()):
+        return None
+    cut = now_ns - int(RECENT * 1e9)
+    return {"at": now_ns / 1e9, "folders": folders, "files": [f for f in files if f[2] >= cut]}
+
+
+def unchanged(stamp) -> bool:
+    """Whether a walk now would find what the one that made ``stamp`` (``tree_stamp``) found: taken
+    less than ``SWEEP`` seconds ago, every folder with its mtime, every recent file with its size
+    and mtime. A stat per folder and per recent file; anything odd is False."""
+    import time
+
+    try:
+        if not 0 <= time.time() - stamp["at"] < SWEEP:
+            return False
+        for folder, mtime in stamp["folders"].items():
+            if os.stat(folder).st_mtime_ns != mtime:
+                return False
+        for path, size, mtime in stamp["files"]:
+            st = os.stat(path)
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                return False
+    except (OSError, TypeError, KeyError, AttributeError, ValueError):
+        return False
+    return True
