@@ -30,7 +30,9 @@ load from other processes hits both alike:
   (``python -m``, the console script of pip < 25) or what loopx keeps off its hot paths.
 
 The data folder has a user config (``config.toml`` with usage limits, as ``loopx usage set``
-writes): a user who set anything pays for reading it on every should-run, ``next`` and turn.
+writes): a user who set anything pays for reading it on every should-run, ``next`` and turn. And
+``CLAUDE_CONFIG_DIR`` holds 1,500 Claude Code transcripts (``host_folders``), which every decision
+looks at for the usage windows (``CODEX_HOME`` an empty folder: never the machine's own).
 
 Prints one JSON line per command and size:
 ``{"command", "events", "median_s", "baseline_s", "ratio", "cpu_ratio", "rss_mb", "runs", "cpu_s", "load", "launcher"}``
@@ -219,6 +221,42 @@ def user_config(home: str) -> None:
             fh.write('[usage.claude-code]\nblock_tokens = 5000000\nweek_tokens = 60000000\n')
 
 
+TRANSCRIPTS = 1500  # a Claude Code user's transcripts after a few months (sessions and subagents)
+
+
+def host_folders(root: str) -> dict:
+    """The hosts' folders of a user who works with Claude Code (kept under ``root``, never the
+    machine's own ``~/.claude`` or ``~/.codex``): ``TRANSCRIPTS`` small transcripts in 30 project
+    folders, last changed over the past 90 days but for ten sessions of the last hours, which
+    loopx reads for the usage windows on every decision; an empty Codex home. The environment
+    variables that point loopx there. Idempotent."""
+    import random
+
+    claude = os.path.join(root, "claude")
+    projects = os.path.join(claude, "projects")
+    if not os.path.isdir(projects):
+        rng = random.Random(5)
+        now = time.time()
+        for i in range(TRANSCRIPTS):
+            folder = os.path.join(projects, f"-home-user-project{i % 30}")
+            os.makedirs(folder, exist_ok=True)
+            age = 3600 * (1 + i % 5) if i % 150 == 0 else rng.uniform(2 * 86400, 90 * 86400)
+            ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - age))
+            path = os.path.join(folder, f"session-{i:05d}.jsonl")
+            with open(path, "w", encoding="utf-8") as fh:
+                for m in range(3):
+                    fh.write(json.dumps({"type": "assistant", "timestamp": ts, "requestId": f"req_{i}_{m}",
+                                         "message": {"id": f"msg_{i}_{m}", "model": "claude-sonnet-4-5",
+                                                     "usage": {"input_tokens": 1200, "output_tokens": 300,
+                                                               "cache_creation_input_tokens": 0,
+                                                               "cache_read_input_tokens": 9000}}}) + "\n")
+            os.utime(path, (now - age, now - age))
+        for d in [projects, *(os.path.join(projects, f) for f in os.listdir(projects))]:
+            os.utime(d, (now - 3 * 86400, now - 3 * 86400))
+    os.makedirs(os.path.join(root, "codex"), exist_ok=True)
+    return {"CLAUDE_CONFIG_DIR": claude, "CODEX_HOME": os.path.join(root, "codex")}
+
+
 def launcher(py: str, env: dict) -> tuple[list[str], str]:
     """What cron, systemd and the hooks run (``loopx.resources.loopx_executable``): the ``loopx``
     console script next to ``py`` when it runs this checkout, else ``py -m loopx`` with ``src`` on
@@ -257,6 +295,7 @@ def main(argv=None) -> int:
     print(f"# launcher: {how} ({' '.join(lx)})", file=sys.stderr)
     run_rss(lx + ["--help"], root, env)  # compile and cache the bytecode once
     user_config(os.path.join(root, "home"))
+    env.update(host_folders(root))
     want = (lambda n: only is None or n in only)
     try:
         if want("floor"):
