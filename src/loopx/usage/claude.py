@@ -212,8 +212,8 @@ def scan(roots: list[str], now_epoch: float, found: list | None = None) -> dict:
 
 
 def windows(now) -> dict:
-    """The windows at ``now``. A quick cache (marshal) keyed by every transcript's (path, size,
-    mtime) and the user config's stamp answers while nothing changed and no block or week edge
+    """The windows at ``now``. A quick cache (marshal) keyed by a digest of every transcript's (path,
+    size, mtime) and the user config's stamp answers while nothing changed and no block or week edge
     passed: no transcript byte and no JSON read. Whether nothing changed is told by the tree's
     stamp (``files.tree_stamp``: a stat of each folder and of each transcript changed in the last
     day, for up to ``files.SWEEP`` seconds), else by a stat of every transcript."""
@@ -228,8 +228,9 @@ def windows(now) -> dict:
         return _answer(quick, now_epoch)
     folders: dict = {}
     found = _transcripts(roots, folders)
-    key = [[p, size, mtime] for p, size, mtime in found] + [config]
-    tree = files.tree_stamp(folders, key[:-1])
+    stats = [[p, size, mtime] for p, size, mtime in found]
+    key = files.digest([stats, config])  # the file is read on every check: not a row per transcript
+    tree = files.tree_stamp(folders, stats)
     if valid and quick.get("key") == key:
         files.save_quick(quick_path, dict(quick, config=config, tree=tree))  # the walk found nothing new
         return _answer(quick, now_epoch)

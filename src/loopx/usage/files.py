@@ -65,6 +65,16 @@ def save_quick(path: str, obj) -> None:
         pass
 
 
+def digest(value) -> str:
+    """A short digest (SHA-256, 16 hex digits) of ``value`` as ``marshal`` writes it: a cache key
+    that stays small however many files it covers."""
+    import marshal
+
+    from loopx.kernel.storage.chain import sha256
+
+    return sha256(marshal.dumps(value)).hexdigest()[:16]
+
+
 def config_stamp() -> list:
     """(size, mtime_ns) of the user's config file (the usage limits live there), or []."""
     from loopx import config
