@@ -76,6 +76,24 @@ def test_branches_tags_stash_packed_and_loose(repo):
     assert top == str(repo) and head == from_git(repo)[0]
 
 
+def test_a_packed_refs_file_of_hundreds_of_kb_is_read_whole(repo):
+    """A mature project's thousands of release tags, packed: the listing is git's to the last one
+    (the reader cut the file at 64 KB and gave a third of the tags)."""
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    head = git(repo, "rev-parse", "HEAD").decode().strip()
+    lines = "".join(f"create refs/tags/v1.{i}.0 {head}\n" for i in range(3000))
+    subprocess.run(["git", "update-ref", "--stdin"], cwd=repo, input=lines.encode(), check=True,
+                   env={**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **ENV})
+    git(repo, "pack-refs", "--all")
+    assert (repo / ".git" / "packed-refs").stat().st_size > 150_000
+    same(repo)
+    git(repo, "branch", "zz-last")  # a loose ref sorted after every packed one
+    git(repo, "pack-refs", "--all")
+    same(repo)
+
+
 def test_a_worktree_reads_its_own_head_and_the_shared_refs(repo, tmp_path):
     (repo / "a.txt").write_text("a")
     git(repo, "add", "a.txt")

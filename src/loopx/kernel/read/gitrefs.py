@@ -23,9 +23,11 @@ class _Unsure(Exception):
     """Something only git itself should interpret."""
 
 
-def _text(path: str) -> str:
+def _text(path: str, limit: int = 1 << 16) -> str:
+    """The file's text, at most ``limit`` bytes (a ref or a config: anything longer is not git's);
+    ``packed-refs`` is read whole (``_packed``)."""
     with open(path, "rb") as fh:
-        return fh.read(1 << 16).decode("utf-8")
+        return fh.read(limit).decode("utf-8")
 
 
 def _dirs(dot_git: str) -> tuple[str, str, str]:
@@ -70,25 +72,54 @@ def _loose(common: str) -> dict[str, str]:
     return out
 
 
+_HEX = "0123456789abcdef"
+
+
 def _sha(content: str) -> str:
     value = content.strip()
-    if len(value) not in (40, 64) or any(c not in "0123456789abcdef" for c in value):
+    if len(value) not in (40, 64) or value.strip(_HEX):  # strip: what is left is not lowercase hex
         raise _Unsure  # a symbolic ref, or something git would warn about
     return value
 
 
+_MEMO: dict = {}  # this process's last packed-refs and listing: a command reads the refs up to three times
+
+
 def _packed(common: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+    """The refs of ``packed-refs``, the whole file (a repository with thousands of tags has one of
+    hundreds of KB: a cut file would give a listing git never prints). Parsed once per process
+    while the file's stat is the same (git replaces the file, never rewrites it in place)."""
+    path = os.path.join(common, "packed-refs")
     try:
-        text = _text(os.path.join(common, "packed-refs"))
+        st = os.stat(path)
+        key: tuple = (path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
     except FileNotFoundError:
-        return out
-    for line in text.splitlines():
-        if not line or line[0] in "#^":
-            continue
-        sha, _, name = line.partition(" ")
-        out[name.strip()] = _sha(sha)
+        key = (path, None)
+    if _MEMO.get("packed_key") == key:
+        return _MEMO["packed"]
+    out: dict[str, str] = {}
+    if key[1] is not None:
+        for line in _text(path, limit=-1).splitlines():
+            if not line or line[0] in "#^":
+                continue
+            sha, _, name = line.partition(" ")
+            out[name.strip()] = _sha(sha)
+    _MEMO.clear()  # the listing goes with the packed refs it was made of
+    _MEMO.update(packed_key=key, packed=out)
     return out
+
+
+def _listing(packed: dict[str, str], loose: dict[str, str]) -> str:
+    """What ``git for-each-ref`` prints for these refs (loose ones over packed ones), kept for the
+    process while the packed refs (``_packed``'s, which it was called with) and the loose ones are
+    the same."""
+    key = (_MEMO.get("packed_key"), tuple(sorted(loose.items())))
+    if _MEMO.get("listing_key") != key:
+        refs = dict(packed)
+        refs.update(loose)
+        shown = sorted((name, sha_) for name, sha_ in refs.items() if name == STASH or name.startswith(PATTERNS))
+        _MEMO.update(listing_key=key, listing="".join(f"{sha_} {name}\n" for name, sha_ in shown))
+    return _MEMO["listing"]
 
 
 def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
@@ -99,21 +130,19 @@ def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
         return None
     try:
         gitdir, common, top = _dirs(dot_git)
-        refs = _packed(common)
-        refs.update(_loose(common))
+        packed = _packed(common)
+        loose = _loose(common)
         head = _text(os.path.join(gitdir, "HEAD")).strip()
         if head.startswith("ref:"):
             target = head[4:].strip()
             if target.startswith(("refs/heads/", "refs/tags/")) or target == STASH:
-                sha = refs.get(target, "")
+                sha = loose.get(target) or packed.get(target, "")
             else:
-                loose = os.path.join(common, *target.split("/"))
-                sha = _sha(_text(loose)) if os.path.isfile(loose) else _packed(common).get(target, "")
+                path = os.path.join(common, *target.split("/"))
+                sha = _sha(_text(path)) if os.path.isfile(path) else packed.get(target, "")
         else:
             sha = _sha(head)
+        listing = _listing(packed, loose)
     except (OSError, UnicodeDecodeError, _Unsure):
         return None
-    shown = sorted((name, sha_) for name, sha_ in refs.items()
-                   if name == STASH or name.startswith(PATTERNS))
-    listing = "".join(f"{sha_} {name}\n" for name, sha_ in shown)
     return sha.encode("ascii"), listing.encode("utf-8"), top
