@@ -278,3 +278,24 @@ def test_the_imports_kept_for_a_module_are_those_its_body_always_runs(tmp_path):
     assert codecache._imports(str(src)) == ("loopx.kernel.storage", "loopx.kernel.storage.clock",
                                             "loopx.kernel.storage.layout", "loopx.errors",
                                             "loopx.kernel.storage.ids")
+
+
+def test_a_module_its_package_imports_first_runs_once(pkg, proj):
+    """A module whose package's ``__init__`` imports it (``loopx.kernel.write`` imports ``runs``)
+    is not loaded a second time by the module that asked for it: one module object, one run."""
+    probe = pkg / "loopx" / "zz_probe.py"
+    probe.write_text("from loopx.kernel.write.runs import reap_drafts\n", encoding="utf-8")
+    fill = ("import loopx.zz_probe\nfrom loopx import codecache\nfrom loopx.kernel.storage import fs\n"
+            "print(codecache.update(fs))")
+    out = subprocess.run([sys.executable, "-c", fill], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+    count = ("import sys\nruns = []\n"
+             "sys.addaudithook(lambda ev, args: ev == 'exec' and getattr(args[0], 'co_filename', '')"
+             ".endswith('write/runs.py') and args[0].co_name == '<module>' and runs.append(1))\n"
+             "import loopx.zz_probe as z\n"
+             "r = sys.modules['loopx.kernel.write.runs']\n"
+             "print(len(runs), z.reap_drafts is r.reap_drafts, sys.modules['loopx.kernel.write'].runs is r, "
+             "type(r.__loader__).__name__)")
+    out = subprocess.run([sys.executable, "-c", count], env=_env(pkg), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "True", "True", "Finder"], out.stdout

@@ -370,6 +370,20 @@ def test_loopx_user_files_cannot_be_edited_by_an_agent(repo):
     allowed(repo, "cat .claude/settings.json")
 
 
+@pytest.mark.parametrize("command", ["cp /tmp/forged {d}/config.parsed", "mv /tmp/forged {d}/config.parsed",
+                                     "cd {d} && cp /tmp/forged config.parsed", "install /tmp/forged {d}/config.parsed"])
+def test_the_parsed_config_cannot_be_replaced_by_a_copy(repo, tmp_path, monkeypatch, command):
+    """A forged ``config.parsed`` (its key read from config.toml's stat, which an agent may read)
+    would stand for the user's config (signing principal, notification targets): copying or moving
+    one in is denied as for config.toml, also where the folder's path does not say "loopx"."""
+    from loopx import config
+
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "settings"))
+    d = os.path.dirname(config.config_path())
+    os.makedirs(d, exist_ok=True)
+    assert denied(repo, command.format(d=d))["kind"] == "governance"
+
+
 def test_the_reader_never_raises_on_generated_text():
     from hypothesis import given, settings
     from hypothesis import strategies as st

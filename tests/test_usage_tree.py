@@ -165,3 +165,51 @@ def test_codex_sessions_are_answered_from_their_stamp_and_a_new_figure_is_seen(t
     assert used() == 40.0 and walks == []
     _rollout(day / "rollout-live.jsonl", 55.0, mode="a")  # the session in use reports again
     assert used() == 55.0 and walks == [1]
+
+
+def test_a_host_used_for_the_first_time_is_seen_at_once(tmp_path, monkeypatch):
+    """No ``projects`` folder at the first look (Claude Code not used yet): the stamp keeps that it
+    was missing, so its making is a change, not five minutes of "no transcripts"."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "home"))
+    assert not claude.windows(datetime.now(UTC)).get("windows")
+    (tmp_path / "claude" / "projects" / "-p").mkdir(parents=True)
+    _write(tmp_path / "claude" / "projects" / "-p" / "s.jsonl", ["m1"])
+    assert _tokens() == 100
+
+
+@pytest.mark.parametrize("quick", [{"v": 2, "at": "x"}, {"v": 2, "at": 0, "until": 1e20, "result": "x"},
+                                   {"v": 2, "at": 0, "until": 1e20, "result": {}, "newest": "x"}, [1], b"\x00"])
+def test_a_hand_edited_claude_quick_cache_is_no_cache(tree, quick):
+    import marshal
+
+    want = _tokens()
+    path = claude._state_path(files.home_dir("CLAUDE_CONFIG_DIR", ".claude"), "quick")
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps(quick) if not isinstance(quick, bytes) else quick)
+    assert _tokens() == want
+
+
+@pytest.mark.parametrize("answer", [{"sessions": None}, "x", {"out": {"as_of": "not a time"}}, {"out": 7}])
+def test_a_hand_edited_codex_answer_is_no_cache(tmp_path, monkeypatch, answer):
+    import marshal
+
+    from loopx.usage import codex
+
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "home"))
+    day = tmp_path / "codex" / "sessions" / "2026" / "11" / "20"
+    day.mkdir(parents=True)
+    _rollout(day / "rollout-live.jsonl", 40.0, age=3600)
+    for d in [day, *day.parents][:4]:
+        _age(d, 3 * DAY)
+    assert codex.windows(datetime.now(UTC))["windows"][0]["used_percent"] == 40.0
+    path = files.cache_path(codex.CACHE)
+    with open(path, "rb") as fh:
+        entry = marshal.loads(fh.read())
+    sessions = entry["answer"]["sessions"]
+    if isinstance(answer, dict) and "out" in answer:
+        answer = dict(answer, sessions=sessions)
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps(dict(entry, answer=answer)))
+    assert codex.windows(datetime.now(UTC))["windows"][0]["used_percent"] == 40.0

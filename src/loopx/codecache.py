@@ -35,8 +35,8 @@ The contract, as Python keeps it for ``.pyc`` files:
 - ``__file__``, ``inspect`` and tracebacks name the source file where it is now, as with a
   ``.pyc`` (the code's file names are set on load, as CPython's loader does).
 - A module's own imports come with it. The import system's bookkeeping for each module (its
-  lock, spec and attributes, the parent's ``from`` list) cost a hot command about as much as the
-  code it runs: 5 ms of ``next``'s 15 ms of imports on a small VM. So each entry also lists the
+  lock, spec and attributes, the parent's ``from`` list) is work a single-threaded command does
+  not need (1-2% of ``next``'s instructions, counted with ``valgrind``). So each entry also lists the
   loopx modules its body imports unconditionally (its top-level ``import`` statements, and those
   in a top-level ``try``: never one under an ``if``, such as ``TYPE_CHECKING``), and loading a
   module from the file first loads those (``Finder.load``, recursively) the way the import system
@@ -44,13 +44,16 @@ The contract, as Python keeps it for ``.pyc`` files:
   command (a second thread could see a module whose code had not finished), and not under
   ``-X importtime`` or ``-v`` (which then list every module, as without the file). It changes the order
   in which a module's imports run, never what runs: module imports form no circle (test_layers),
-  and a module that fails there is left to the import statement that asks for it, which raises as
-  it would have.
+  and a module that fails there is left to the import statement that asks for it, which runs it
+  again and raises as it would have. (An import in a top-level ``try`` body is loaded even when a
+  statement before it in that body would fail; no loopx module has such a body.)
 
 The file: ``b"LXC2"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
-the header (``marshal``: ``{module name: (mtime_ns, size, offset, length, imports)}``, ``imports``
-a tuple of module names), then the modules' marshalled code objects at ``offset`` (from the end of
-the header), ``length`` bytes each. (``LXC1`` files, without ``imports``, are foreign: rewritten.)
+the header (``marshal``: ``{module name: (mtime_ns, size, offset, length, imports, package)}``,
+``imports`` a tuple of module names, ``package`` a bool), then the modules' marshalled code objects at
+``offset`` (from the end of the header), ``length`` bytes each. (``LXC1`` files, without
+``imports``, are foreign: rewritten.) Modules loaded through ``Finder.load`` have no ``__cached__``
+(no ``.pyc`` is involved either way).
 
 Deliberately small and standard-library only: ``_frozen_importlib`` (the import system's own
 classes, already loaded) instead of ``importlib``, whose import alone would cost what this saves.
@@ -147,6 +150,8 @@ class Finder:
             __import__(parent_name)  # a package: the normal way (the statement would do that first)
         except Exception:  # noqa: BLE001 - left to the import statement, as below
             return
+        if name in sys.modules:  # the package's own __init__ imported it
+            return
         parent = sys.modules[parent_name]
         spec = self.find_spec(name, getattr(parent, "__path__", None))
         if spec is None:
@@ -162,10 +167,12 @@ class Finder:
         sys.modules[name] = module
         try:
             self.exec_module(module)
-        except Exception:  # noqa: BLE001 - left to the import statement, which raises it again
+        except BaseException as exc:
             if sys.modules.get(name) is module:
-                del sys.modules[name]
-            return
+                del sys.modules[name]  # as the import system does: never a half-run module left behind
+            if not isinstance(exc, Exception):
+                raise  # an interrupt goes on as it came
+            return  # left to the import statement, which runs the module's code again and raises
         setattr(parent, child, sys.modules[name])
 
     def get_code(self, name: str):
@@ -347,8 +354,8 @@ def _collect(finder: Finder, loaded: dict[str, bool]) -> tuple[dict, list[bytes]
 
 
 def _imports(origin: str) -> tuple[str, ...]:
-    """The plain loopx modules (not packages) that the module at ``origin`` imports whenever its
-    code runs, in the order its code imports them: top-level ``import`` and ``from`` statements and
+    """The loopx modules and packages that the module at ``origin`` imports whenever its code
+    runs, in the order its code imports them: top-level ``import`` and ``from`` statements and
     those in the body of a top-level ``try`` (not under an ``if``: ``TYPE_CHECKING``, a platform).
     Parsed from the source when the file is written, never on a command's way in."""
     import ast  # only here: a write of the file, after the command's own work

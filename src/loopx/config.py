@@ -151,6 +151,7 @@ def load_user_config() -> dict:
     import time
 
     path = config_path()
+    now = time.time_ns()  # before the stat: a change after it is always within the racy window
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -163,7 +164,6 @@ def load_user_config() -> dict:
         data = _read_parsed(path, key)
         if data is None:
             cfg = _parse(path)
-            now = time.time_ns()
             if now - st.st_mtime_ns < _RACY_NS or now - st.st_ctime_ns < _RACY_NS:
                 return cfg  # changed too recently to trust its stamps: parsed again next time
             try:

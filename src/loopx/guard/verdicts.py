@@ -40,8 +40,8 @@ def config(goal: dict | None) -> dict:
 _READ_ONLY = {"cat", "ls", "grep", "rg", "head", "tail", "less", "more", "wc", "jq", "stat", "file", "du", "diff",
               "sha256sum", "md5sum", "echo", "printf", "test", "[", "realpath", "readlink", "tree", "bat", "git", "loopx"}
 _LINKERS = {"ln", "link", "cp", "rsync"}
-_GOVERNANCE_NAMES = {"settings.json", "settings.local.json", "hooks.json", "config.toml", "allowed_signers",
-                     "signing-log.jsonl", "projects.json", ".claude", ".codex", ".cursor"}
+_GOVERNANCE_NAMES = {"settings.json", "settings.local.json", "hooks.json", "config.toml", "config.parsed",
+                     "allowed_signers", "signing-log.jsonl", "projects.json", ".claude", ".codex", ".cursor"}
 
 
 def command_kinds(command: str, cfg: dict, *, cwd: str | None = None, branch_of=None, git=None) -> list[dict]:

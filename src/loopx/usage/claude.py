@@ -44,10 +44,10 @@ def _transcripts(roots: list[str], folders: dict | None = None) -> list[tuple[st
         stack = [base]
         while stack:
             d = stack.pop()
+            if folders is not None:
+                folders[d] = files.folder_mtime(d)  # 0 for a missing one: its making is a change
             try:
                 it = os.scandir(d)
-                if folders is not None:
-                    folders[d] = os.stat(d).st_mtime_ns
             except OSError:
                 continue
             with it:
@@ -222,8 +222,7 @@ def windows(now) -> dict:
     quick_path = _state_path(roots, "quick")
     quick = files.load_quick(quick_path)
     config = files.config_stamp()
-    valid = (isinstance(quick, dict) and quick.get("v") == STATE_VERSION
-             and quick.get("at", 1e20) <= now_epoch < quick.get("until", 0))
+    valid = _usable(quick) and quick["at"] <= now_epoch < quick["until"]
     if valid and quick.get("config") == config and files.unchanged(quick.get("tree")):
         return _answer(quick, now_epoch)
     folders: dict = {}
@@ -238,6 +237,15 @@ def windows(now) -> dict:
     files.save_quick(quick_path, {"v": STATE_VERSION, "key": key, "config": config, "tree": tree, "at": now_epoch,
                                   "until": until, "newest": newest, "result": out})
     return out
+
+
+def _usable(quick) -> bool:
+    """Whether ``quick`` (the quick cache file, as read) has the shape ``windows`` writes: a
+    hand-edited or foreign file is no cache, never an error."""
+    num = (int, float)
+    return (isinstance(quick, dict) and quick.get("v") == STATE_VERSION and isinstance(quick.get("at"), num)
+            and isinstance(quick.get("until"), num) and isinstance(quick.get("result"), dict)
+            and isinstance(quick.get("newest"), (*num, type(None))))
 
 
 def _answer(quick: dict, now_epoch: float) -> dict:

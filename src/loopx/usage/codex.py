@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from loopx.errors import LoopxError
 from loopx.usage import files, unknown
 
 TAIL_CHUNK = 256 * 1024
@@ -36,10 +37,10 @@ def _rollouts(sessions: str, folders: dict | None = None) -> list[tuple[float, i
     stack = [(sessions, 0)]
     while stack:
         d, depth = stack.pop()
+        if folders is not None:
+            folders[d] = files.folder_mtime(d)  # 0 for a missing one: its making is a change
         try:
             it = os.scandir(d)
-            if folders is not None:
-                folders[d] = os.stat(d).st_mtime_ns
         except OSError:
             continue
         with it:
@@ -175,8 +176,12 @@ def windows(now) -> dict:
     cached = files.load_quick(path)
     cached = cached if isinstance(cached, dict) and cached.get("v") == 2 else {}
     answer = cached.get("answer")
-    if isinstance(answer, dict) and answer.get("sessions") == sessions and files.unchanged(cached.get("tree")):
-        return _aged(dict(answer["out"]), now)
+    if (isinstance(answer, dict) and answer.get("sessions") == sessions and isinstance(answer.get("out"), dict)
+            and files.unchanged(cached.get("tree"))):
+        try:
+            return _aged(dict(answer["out"]), now)
+        except (LoopxError, TypeError, ValueError):  # a hand-edited figure: no cache, never an error
+            pass
     folders: dict = {}
     rollouts = sorted((f for s in sessions for f in _rollouts(s, folders)), reverse=True)
     if not rollouts:

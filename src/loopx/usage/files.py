@@ -125,7 +125,7 @@ RACY_NS = 2_000_000_000  # a folder changed within this of its stat: its stamp c
 
 def tree_stamp(folders: dict, files: list) -> dict | None:
     """What ``unchanged`` checks later, for a walk just made that listed ``folders`` ({folder:
-    mtime_ns}, every folder it listed) and ``files`` ([path, size, mtime_ns] of every file it kept):
+    mtime_ns}, every folder it listed; 0 for a top folder that is missing) and ``files`` ([path, size, mtime_ns] of every file it kept):
     the folders and the files changed in the last ``RECENT`` seconds. None when a folder changed
     within ``RACY_NS`` of now (a file added in the same clock tick could leave the mtime as it was):
     the next check walks again. Times are the system's clock, which stamps the files (never
@@ -139,10 +139,19 @@ def tree_stamp(folders: dict, files: list) -> dict | None:
     import time
 
     now_ns = time.time_ns()
-    if any(now_ns - mt < RACY_NS for mt in folders.values()):
+    if any(mt and now_ns - mt < RACY_NS for mt in folders.values()):
         return None
     cut = now_ns - int(RECENT * 1e9)
     return {"at": now_ns / 1e9, "folders": folders, "files": [f for f in files if f[2] >= cut]}
+
+
+def folder_mtime(path: str) -> int:
+    """The folder's mtime (ns), or 0 when there is none: a folder that was missing at a walk and
+    is made later (a host used for the first time) changes the stamp."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def unchanged(stamp) -> bool:
@@ -155,7 +164,7 @@ def unchanged(stamp) -> bool:
         if not 0 <= time.time() - stamp["at"] < SWEEP:
             return False
         for folder, mtime in stamp["folders"].items():
-            if os.stat(folder).st_mtime_ns != mtime:
+            if folder_mtime(folder) != mtime:
                 return False
         for path, size, mtime in stamp["files"]:
             st = os.stat(path)
