@@ -125,8 +125,9 @@ RACY_NS = 2_000_000_000  # a folder changed within this of its stat: its stamp c
 
 def tree_stamp(folders: dict, files: list) -> dict | None:
     """What ``unchanged`` checks later, for a walk just made that listed ``folders`` ({folder:
-    mtime_ns}, every folder it listed; 0 for a top folder that is missing) and ``files`` ([path, size, mtime_ns] of every file it kept):
-    the folders and the files changed in the last ``RECENT`` seconds. None when a folder changed
+    mtime_ns}, every folder it listed; 0 for a top folder that is missing) and ``files`` ([path,
+    size, mtime_ns] of every file it kept): the folders and the files changed in the last
+    ``RECENT`` seconds. None when a folder changed
     within ``RACY_NS`` of now (a file added in the same clock tick could leave the mtime as it was):
     the next check walks again. Times are the system's clock, which stamps the files (never
     ``LOOPX_NOW``).
