@@ -144,3 +144,61 @@ def test_the_one_git_process_is_started_without_subprocess(repo):
         spawn.output(["no-such-program-loopx"], 30)
     with pytest.raises(TimeoutError):
         spawn.output([sys.executable, "-c", "import time; time.sleep(30)"], 0.3)
+
+
+def test_packed_refs_of_a_clone_merge_with_loose_refs_in_gits_order(repo, tmp_path):
+    """A clone packs every tag and remote branch; the loose refs written since (a new commit, a tag,
+    a branch) go in between the packed ones as git sorts them, and a ref whose loose file is newer
+    than its packed line shows the loose one."""
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    for name in ("v1.0", "v1.2", "v2.0"):
+        git(repo, "tag", "-a", name, "-m", name)  # annotated: a peeled "^" line follows each
+    git(repo, "branch", "b-packed")
+    git(tmp_path, "clone", "-q", str(repo), "clone")
+    clone = tmp_path / "clone"
+    assert b"refs/remotes/" in (clone / ".git" / "packed-refs").read_bytes()
+    same(clone)
+    (clone / "a.txt").write_text("b")
+    git(clone, "commit", "-q", "-am", "two")  # main: loose, over its packed line
+    git(clone, "tag", "v1.1")  # loose, sorted between two packed tags
+    git(clone, "branch", "a-first")  # loose, sorted before every packed branch
+    git(clone, "stash", "list")
+    same(clone)
+    assert b"refs/tags/v1.1" in gitrefs.read(str(clone / ".git"))[1]
+
+
+def test_a_hand_written_packed_refs_file_is_sorted_as_git_sorts_it(repo):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    head = git(repo, "rev-parse", "HEAD").decode().strip()
+    git(repo, "update-ref", "-d", "refs/heads/main")
+    lines = [f"{head} refs/tags/zeta", f"{head} refs/heads/main", f"{head} refs/tags/alpha"]
+    (repo / ".git" / "packed-refs").write_text("# pack-refs with: peeled\n" + "\n".join(lines) + "\n")
+    same(repo)
+
+
+@pytest.mark.parametrize("line", ["{sha_upper} refs/tags/x", "{short} refs/tags/x", "{sha}  refs/tags/x\r"])
+def test_a_packed_line_git_would_not_print_as_it_is_is_left_to_git(repo, line):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "pack-refs", "--all")
+    sha = git(repo, "rev-parse", "HEAD").decode().strip()
+    packed = repo / ".git" / "packed-refs"
+    bad = line.format(sha=sha, sha_upper=sha.upper(), short=sha[:12])
+    packed.write_text(packed.read_text() + bad + "\n")
+    assert gitrefs.read(str(repo / ".git")) is None
+
+
+def test_a_loose_ref_whose_name_is_not_utf8_is_left_to_git(repo):
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    sha = git(repo, "rev-parse", "HEAD")
+    tags = os.path.join(os.fsencode(repo), b".git", b"refs", b"tags")
+    with open(os.path.join(tags, b"caf\xe9"), "wb") as fh:  # Latin-1: not UTF-8
+        fh.write(sha)
+    assert gitrefs.read(str(repo / ".git")) is None

@@ -83,12 +83,52 @@ def _sha(content: str) -> str:
 
 
 _MEMO: dict = {}  # this process's last packed-refs and listing: a command reads the refs up to three times
+_HEX_BYTES = _HEX.encode()
+_SHOWN = tuple(p.encode() for p in PATTERNS)
 
 
-def _packed(common: str) -> dict[str, str]:
+class _Packed:
+    """What ``packed-refs`` holds, as bytes (what git prints): ``lines`` (``b"<sha> <name>"``, as
+    ``git for-each-ref`` prints them) of the heads, tags and stash, in refname order (bytes order,
+    git's ``strcmp``); ``names`` their names; ``every`` every ref line (for a HEAD that names
+    another ref); ``width`` the hash's length (40, or 64 in a SHA-256 repository)."""
+
+    __slots__ = ("lines", "names", "every", "width")
+
+    def __init__(self, lines: list[bytes], names: list[bytes], every: list[bytes], width: int) -> None:
+        self.lines, self.names, self.every, self.width = lines, names, every, width
+
+    def get(self, name: str, default: str = "") -> str:
+        """The hash ``name`` has here, or ``default``."""
+        want = name.encode()
+        i = _find(self.names, want)
+        if i < len(self.names) and self.names[i] == want:
+            return self.lines[i][:self.width].decode("ascii")
+        for line in self.every:  # a ref outside the heads, tags and stash (rare: HEAD names one)
+            if line[self.width + 1:] == want:
+                return line[:self.width].decode("ascii")
+        return default
+
+
+def _find(names: list[bytes], name: bytes) -> int:
+    """Where ``name`` is or would go in the sorted ``names`` (binary search)."""
+    lo, hi = 0, len(names)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if names[mid] < name:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _packed(common: str) -> _Packed:
     """The refs of ``packed-refs``, the whole file (a repository with thousands of tags has one of
     hundreds of KB: a cut file would give a listing git never prints). Parsed once per process
-    while the file's stat is the same (git replaces the file, never rewrites it in place)."""
+    while the file's stat is the same (git replaces the file, never rewrites it in place), in a
+    few passes over its lines that do their work in C (3,000 tags: 7 ms with Python work per line,
+    1.5 ms now). Raises ``_Unsure`` for a line git would refuse (a hash that is not lowercase hex
+    of the file's one length) or a carriage return."""
     path = os.path.join(common, "packed-refs")
     try:
         st = os.stat(path)
@@ -97,28 +137,49 @@ def _packed(common: str) -> dict[str, str]:
         key = (path, None)
     if _MEMO.get("packed_key") == key:
         return _MEMO["packed"]
-    out: dict[str, str] = {}
+    data = b""
     if key[1] is not None:
-        for line in _text(path, limit=-1).splitlines():
-            if not line or line[0] in "#^":
-                continue
-            sha, _, name = line.partition(" ")
-            out[name.strip()] = _sha(sha)
+        with open(path, "rb") as fh:
+            data = fh.read()
+    if b"\r" in data:
+        raise _Unsure
+    every = [line for line in data.split(b"\n") if line and line[0] not in b"#^"]  # "^": an annotated tag's target
+    width = every[0].find(b" ") if every else 40
+    start = width + 1
+    # every line is "<hash> <name>" with one hash length: its first `start` bytes are hex and a space
+    if width not in (40, 64) or b"".join([line[:start] for line in every]).translate(None, _HEX_BYTES) != b" " * len(every):
+        raise _Unsure
+    lines = [line for line in every if line.startswith(_SHOWN, start) or line[start:] == b"refs/stash"]
+    names = [line[start:] for line in lines]
+    if names != sorted(names):  # git writes the file sorted (its "sorted" trait); a hand-made one may not be
+        pairs = sorted(zip(names, lines, strict=True))
+        names, lines = [n for n, _ in pairs], [ln for _, ln in pairs]
+    out = _Packed(lines, names, every, width)
     _MEMO.clear()  # the listing goes with the packed refs it was made of
     _MEMO.update(packed_key=key, packed=out)
     return out
 
 
-def _listing(packed: dict[str, str], loose: dict[str, str]) -> str:
-    """What ``git for-each-ref`` prints for these refs (loose ones over packed ones), kept for the
-    process while the packed refs (``_packed``'s, which it was called with) and the loose ones are
-    the same."""
+def _listing(packed: _Packed, loose: dict[str, str]) -> bytes:
+    """What ``git for-each-ref`` prints for these refs (loose ones over packed ones, in refname
+    order), kept for the process while the packed refs (``_packed``'s, which it was called with)
+    and the loose ones are the same. The loose refs (a few: git packs the rest) go into the
+    packed lines by binary search."""
     key = (_MEMO.get("packed_key"), tuple(sorted(loose.items())))
     if _MEMO.get("listing_key") != key:
-        refs = dict(packed)
-        refs.update(loose)
-        shown = sorted((name, sha_) for name, sha_ in refs.items() if name == STASH or name.startswith(PATTERNS))
-        _MEMO.update(listing_key=key, listing="".join(f"{sha_} {name}\n" for name, sha_ in shown))
+        lines, names = packed.lines, packed.names
+        shown = sorted((n.encode(), f"{sha_} {n}".encode()) for n, sha_ in loose.items()
+                       if n == STASH or n.startswith(PATTERNS))
+        if shown:
+            lines, names = list(lines), list(names)
+            for name, line in shown:
+                i = _find(names, name)
+                if i < len(names) and names[i] == name:
+                    lines[i] = line
+                else:
+                    names.insert(i, name)
+                    lines.insert(i, line)
+        _MEMO.update(listing_key=key, listing=b"\n".join(lines) + b"\n" if lines else b"")
     return _MEMO["listing"]
 
 
@@ -143,6 +204,6 @@ def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
         else:
             sha = _sha(head)
         listing = _listing(packed, loose)
-    except (OSError, UnicodeDecodeError, _Unsure):
+    except (OSError, UnicodeError, _Unsure):  # UnicodeError: a ref name that is not UTF-8 (git answers)
         return None
-    return sha.encode("ascii"), listing.encode("utf-8"), top
+    return sha.encode("ascii"), listing, top
