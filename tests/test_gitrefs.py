@@ -202,3 +202,25 @@ def test_a_loose_ref_whose_name_is_not_utf8_is_left_to_git(repo):
     with open(os.path.join(tags, b"caf\xe9"), "wb") as fh:  # Latin-1: not UTF-8
         fh.write(sha)
     assert gitrefs.read(str(repo / ".git")) is None
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_heads_branch_found_in_packed_refs_without_parsing_it(repo, newline):
+    """HEAD's branch only packed (after a clone or ``git gc``), found by its line alone; a file whose
+    last line lacks its newline is one git refuses (exit 128): left to git."""
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "tag", "v1")
+    git(repo, "pack-refs", "--all")
+    packed = repo / ".git" / "packed-refs"
+    if not newline:
+        packed.write_text(packed.read_text().rstrip("\n"))
+        gitrefs._MEMO.clear()
+        assert gitrefs.facts(str(repo / ".git")) is None and gitrefs.read(str(repo / ".git")) is None
+        return
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    gitrefs._MEMO.clear()
+    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/main") == from_git(repo)[0].decode()
+    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/none") == ""
+    same(repo)

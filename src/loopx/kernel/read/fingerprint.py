@@ -13,7 +13,9 @@ look like a change, only HEAD moving (a merge back) does. ``git status`` runs wi
 own git needs.
 
 ``state_part`` is pure; ``git_part`` reads ``.git`` and runs ``git status`` (a few ms), so
-callers compute it only when the value rule needs it. ``combine`` joins the two into the
+callers compute it only when the value rule needs it. In a repository with thousands of refs the
+git part is kept under what it is made of (``gitmemo``, from ``BIG_PACKED`` bytes of
+``packed-refs``): the same value, without listing and hashing the refs again. ``combine`` joins the two into the
 16-hex-digit fingerprint stored on runs (``fp_before``/``fp_after``).
 """
 
@@ -97,34 +99,60 @@ def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes
     from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
-    known = gitrefs.read(dot_git)  # the usual case: then one `git status` (started without subprocess)
+    known = gitrefs.facts(dot_git)  # the usual case: then one `git status` (started without subprocess)
     if known is None:  # refs the reader defers to git for
         head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT,
                               pinned=pinned) or b"").strip()
-        refs = gitcli.output(project_dir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
-                             "refs/tags", "refs/stash", timeout=GIT_TIMEOUT, pinned=pinned) or b""
+        refs = gitcli.output(project_dir, *FOR_EACH_REF, timeout=GIT_TIMEOUT, pinned=pinned) or b""
         top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT, pinned=pinned)
                or b"").decode("utf-8", "replace").strip() or project_dir
         status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
     else:  # a repository whose refs were read here: its status may come from the stat cache
         from loopx.kernel.read import gitstatus
 
-        head, refs, top = known
+        head, refs_of, top, key = known
         status = gitstatus.listing(project_dir, dot_git, top, head, pinned, lambda extra: gitcli.output(
             project_dir, *STATUS, *extra, timeout=GIT_TIMEOUT, pinned=pinned))
+        if status is None:
+            return "", None
+        size = key[0][3] if key[0][1] is not None else 0
+        if size >= BIG_PACKED:  # thousands of refs: the part is kept per what it was made of (gitmemo)
+            from loopx.kernel.read import gitmemo
+
+            lines = items(status, top)
+            return gitmemo.git_part(project_dir, (key, head, top, tuple(lines)), lambda: _refs(refs_of, project_dir, pinned),
+                                    lambda refs: digest(head, refs, lines, sha256)), status
+        refs = _refs(refs_of, project_dir, pinned)
     if status is None:  # git not installed, failed or hung past the timeout
         return "", None
     return _hash(head, refs, status, top, sha256), status
 
 
+def _refs(refs_of, project_dir: str, pinned: bool) -> bytes:
+    """The ref listing ``gitrefs`` made, or git's own when a line of ``packed-refs`` is one git must read."""
+    refs = refs_of()
+    if refs is None:
+        refs = gitcli.output(project_dir, *FOR_EACH_REF, timeout=GIT_TIMEOUT, pinned=pinned) or b""
+    return refs
+
+
 STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")
+FOR_EACH_REF = ("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash")
+# from this size of packed-refs (about 1,000 refs) the git part is kept in cache/gitrefs.bin
+# (gitmemo): below it, listing and hashing the refs costs less than reading that file
+BIG_PACKED = 1 << 16
 
 
 def _hash(head: bytes, refs: bytes, status: bytes, top: str, sha256) -> str:
     """The git part's hash from HEAD, the refs listing, ``git status -z`` output and the work tree's top."""
-    if b" refs/heads/loopx/" in refs:  # parallel runs' own branches (a line each: thousands of tags are not looked at)
-        refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)
-    items = []
+    return digest(head, refs, items(status, top), sha256)
+
+
+def items(status: bytes, top: str) -> list[str]:
+    """The dirty-file lines the git part hashes: ``"<XY> <path> <size>:<mtime_ns>"`` (``gone`` for a
+    file that is no more, nothing after a folder) for each entry of ``git status -z`` output outside
+    ``.loopx/`` folders, sorted; one ``stat`` per file listed."""
+    out = []
     for entry in status.split(b"\0"):
         if len(entry) < 4:
             continue
@@ -138,9 +166,17 @@ def _hash(head: bytes, refs: bytes, status: bytes, top: str, sha256) -> str:
                 stamp = f"{s.st_size}:{s.st_mtime_ns}"
             except OSError:
                 stamp = "gone"
-        items.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
-    items.sort()
-    body = head.decode("ascii", "replace") + "\n" + refs.decode("utf-8", "replace") + "\n" + "\n".join(items)
+        out.append(f"{entry[:2].decode('ascii', 'replace')} {path} {stamp}")
+    out.sort()
+    return out
+
+
+def digest(head: bytes, refs: bytes, lines: list[str], sha256) -> str:
+    """The git part: 16 hex digits of the SHA-256 of HEAD, the refs listing (without parallel runs'
+    ``refs/heads/loopx/`` branches) and the dirty-file ``lines`` (``items``)."""
+    if b" refs/heads/loopx/" in refs:  # parallel runs' own branches (a line each: thousands of tags are not looked at)
+        refs = b"\n".join(ln for ln in refs.split(b"\n") if b" refs/heads/loopx/" not in ln)
+    body = head.decode("ascii", "replace") + "\n" + refs.decode("utf-8", "replace") + "\n" + "\n".join(lines)
     return sha256(body.encode()).hexdigest()[:16]
 
 

@@ -4,7 +4,8 @@ in (``HEAD``, loose refs, ``packed-refs``) instead of starting ``git rev-parse``
 git process costs about as much as the rest of the command.
 
 ``read(dot_git)`` returns exactly what those two commands print (``fingerprint.git_part`` hashes
-it), or None for anything this reader does not model (a reftable repository, a symbolic ref among
+it; ``facts`` gives the same with the listing made only when asked, and what it is made of), or
+None for anything this reader does not model (a reftable repository, a symbolic ref among
 the heads, ``GIT_DIR``-style overrides, a ``core.worktree`` setting, an unreadable file): the caller
 then asks git itself, as before. ``tests/test_gitrefs.py`` compares both on real repositories.
 """
@@ -12,6 +13,10 @@ then asks git itself, as before. ``tests/test_gitrefs.py`` compares both on real
 from __future__ import annotations
 
 import os
+
+TYPE_CHECKING = False  # typing is not imported at run time (the fingerprint is on the hot path)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PATTERNS = ("refs/heads/", "refs/tags/")
 STASH = "refs/stash"
@@ -122,6 +127,17 @@ def _find(names: list[bytes], name: bytes) -> int:
     return lo
 
 
+def packed_key(common: str) -> tuple:
+    """``(path, mtime_ns, ctime_ns, size, inode)`` of ``packed-refs`` in ``common``, or ``(path,
+    None)`` when there is none: what its content is known by (git replaces the file whole)."""
+    path = os.path.join(common, "packed-refs")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (path, None)
+    return (path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
 def _packed(common: str) -> _Packed:
     """The refs of ``packed-refs``, the whole file (a repository with thousands of tags has one of
     hundreds of KB: a cut file would give a listing git never prints). Parsed once per process
@@ -129,19 +145,15 @@ def _packed(common: str) -> _Packed:
     few passes over its lines that do their work in C (3,000 tags: 7 ms with Python work per line,
     1.5 ms now). Raises ``_Unsure`` for a line git would refuse (a hash that is not lowercase hex
     of the file's one length) or a carriage return."""
-    path = os.path.join(common, "packed-refs")
-    try:
-        st = os.stat(path)
-        key: tuple = (path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-    except FileNotFoundError:
-        key = (path, None)
+    key = packed_key(common)
+    path = key[0]
     if _MEMO.get("packed_key") == key:
         return _MEMO["packed"]
     data = b""
     if key[1] is not None:
         with open(path, "rb") as fh:
             data = fh.read()
-    if b"\r" in data:
+    if b"\r" in data or (data and not data.endswith(b"\n")):  # git refuses an unterminated last line
         raise _Unsure
     every = [line for line in data.split(b"\n") if line and line[0] not in b"#^"]  # "^": an annotated tag's target
     width = every[0].find(b" ") if every else 40
@@ -158,6 +170,27 @@ def _packed(common: str) -> _Packed:
     _MEMO.clear()  # the listing goes with the packed refs it was made of
     _MEMO.update(packed_key=key, packed=out)
     return out
+
+
+def _packed_one(common: str, name: str) -> str:
+    """The hash of ref ``name`` in ``packed-refs`` ("" when it is not there), found by searching the
+    file's bytes for its line rather than parsing every line (HEAD's branch is packed after a
+    clone or a ``git gc``, and the listing may not be needed: ``fingerprint``'s kept git part).
+    Raises ``_Unsure`` for a line git would not read that way."""
+    key = packed_key(common)
+    if _MEMO.get("packed_key") == key:
+        return _MEMO["packed"].get(name, "")
+    if key[1] is None:
+        return ""
+    with open(key[0], "rb") as fh:
+        data = b"\n" + fh.read()
+    if b"\r" in data or not data.endswith(b"\n"):  # git refuses an unterminated last line
+        raise _Unsure
+    end = data.find(b" " + name.encode() + b"\n")
+    if end < 0:
+        return ""
+    start = data.rfind(b"\n", 0, end) + 1
+    return _sha(data[start:end].decode("ascii"))
 
 
 def _listing(packed: _Packed, loose: dict[str, str]) -> bytes:
@@ -187,23 +220,39 @@ def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
     """``(head, refs, top)``: what ``git rev-parse -q --verify HEAD`` prints (stripped; b"" on an
     unborn branch), what ``git for-each-ref --format='%(objectname) %(refname)' refs/heads
     refs/tags refs/stash`` prints, and the work tree's top folder; None when git must answer."""
+    got = facts(dot_git)
+    refs = got[1]() if got is not None else None
+    return None if got is None or refs is None else (got[0], refs, got[2])
+
+
+def facts(dot_git: str) -> tuple[bytes, Callable[[], bytes | None], str, tuple] | None:
+    """``(head, refs, top, key)`` as ``read`` gives them, but ``refs`` a callable that gives the
+    listing when asked (None: git must answer it), and ``key`` what the listing is made of
+    (``packed_key`` and the loose refs with their hashes): a caller that kept what it derived from a
+    listing under its key (``fingerprint``'s git part) need not make the listing again. None when
+    git must answer."""
     if any(os.environ.get(k) for k in _ENV):
         return None
     try:
         gitdir, common, top = _dirs(dot_git)
-        packed = _packed(common)
         loose = _loose(common)
         head = _text(os.path.join(gitdir, "HEAD")).strip()
         if head.startswith("ref:"):
             target = head[4:].strip()
             if target.startswith(("refs/heads/", "refs/tags/")) or target == STASH:
-                sha = loose.get(target) or packed.get(target, "")
+                sha = loose.get(target) or _packed_one(common, target)
             else:
                 path = os.path.join(common, *target.split("/"))
-                sha = _sha(_text(path)) if os.path.isfile(path) else packed.get(target, "")
+                sha = _sha(_text(path)) if os.path.isfile(path) else _packed_one(common, target)
         else:
             sha = _sha(head)
-        listing = _listing(packed, loose)
+        key = (packed_key(common), tuple(sorted(loose.items())))
     except (OSError, UnicodeError, _Unsure):  # UnicodeError: a ref name that is not UTF-8 (git answers)
         return None
-    return sha.encode("ascii"), listing, top
+
+    def refs() -> bytes | None:
+        try:
+            return _listing(_packed(common), loose)
+        except (OSError, UnicodeError, _Unsure):
+            return None
+    return sha.encode("ascii"), refs, top, key

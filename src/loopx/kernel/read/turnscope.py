@@ -46,7 +46,7 @@ def _head_and_top(project_dir: str) -> tuple[str | None, str] | None:
     dot_git = gitcli.git_dir(project_dir)
     if dot_git is None:
         return None
-    known = None if os.environ.get("GIT_DIR") else gitrefs.read(dot_git)  # pinned: ask git (with _git's env)
+    known = None if os.environ.get("GIT_DIR") else gitrefs.facts(dot_git)  # pinned: ask git (with _git's env)
     if known is not None:
         return (known[0].decode("ascii") or None), known[2]
     top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()

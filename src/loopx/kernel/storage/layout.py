@@ -37,6 +37,7 @@ LIVE = "cache/live.bin"
 HEADS = "cache/heads.bin"
 DECISIONS = "cache/decisions.bin"
 GITSTATUS = "cache/gitstatus.bin"
+GITREFS = "cache/gitrefs.bin"
 WATCH_BOOK = "cache/watches.json"
 WATCH_LOCK = "cache/watch.lock"
 NOTIFY_LOCK = "cache/notify.lock"
@@ -159,6 +160,7 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (HEADS, "the last write's chain heads and open files' lengths (marshal); disposable"),
     (DECISIONS, "should-run's and the views' recent answers, validated by file stamps (marshal); disposable"),
     (GITSTATUS, "the last `git status`, valid while the work tree's stat data is unchanged; disposable"),
+    (GITREFS, "the fingerprint's git part in a repository with thousands of refs, kept under what it was made of; disposable"),
     (WATCH_BOOK, "each watch's last check and result; disposable"),
     (CLAIMS_SEEN, "when this clone first saw each claim (the clock-skew guard); disposable"),
     (SYNC, "the last `loopx sync`: time, remote, error, shared goals, claims; disposable"),
