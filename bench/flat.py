@@ -24,6 +24,8 @@ load from other processes hits both alike:
   project, its cache removed before each call); ``doctor`` and ``doctor (with snapshot)`` (after a
   full read wrote ``cache/snapshot.bin``; three runs each: not a hot path, but one run on a shared
   machine says little);
+- ``next (3000 packed tags)``: the claim path in the same repository with 3,000 release tags
+  packed (a mature project's clone), removed after the row;
 - last, ``next (1000 open todos)``: the claim path again once a thousand more todos are open (a
   backlog that grew; a store as built has about 30);
 - once, the floors (``--only floor``): a bare interpreter that imports only what a launcher adds
@@ -149,6 +151,20 @@ def checkpoint_version(proj: str) -> str | None:
 
 BACKLOG = 1000
 BACKLOG_ROW = f"next ({BACKLOG} open todos)"  # no comma: --only splits on commas
+TAGS = 3000
+TAGS_ROW = f"next ({TAGS} packed tags)"
+
+
+def packed_tags(proj: str, n: int, add: bool) -> None:
+    """``n`` release tags on HEAD, packed (as a mature project's clone has them: ``packed-refs`` of
+    about 180 KB), or removed again (``add`` False) so the repository is back as built."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=proj, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    lines = "".join(f"create refs/tags/v{i // 100}.{i % 100}.0 {head}\n" if add else f"delete refs/tags/v{i // 100}.{i % 100}.0\n"
+                    for i in range(n))
+    subprocess.run(["git", "update-ref", "--stdin"], cwd=proj, env=env, input=lines, text=True, check=True)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=proj, env=env, check=True)
 
 
 def next_claims(name: str, size: int, lx: list[str], proj: str, env: dict, runs: int, py: str) -> dict:
@@ -436,6 +452,15 @@ def main(argv=None) -> int:
                     print(f"# wrote the full snapshot at {size} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
                 out.append(measure("doctor (with snapshot)", size, lambda: (lx + ["doctor", "--project", proj], None),
                                    proj, env, 3, py))
+            if want(TAGS_ROW):
+                # a mature project's repository: thousands of packed tags (the fingerprint lists git's
+                # refs); removed again after the row
+                packed_tags(proj, TAGS, True)
+                time.sleep(2.5)  # git's racy rule: packed-refs just changed (kernel/read/gitmemo.py)
+                try:
+                    out.append(next_claims(TAGS_ROW, size, lx, proj, env, args.runs, py))
+                finally:
+                    packed_tags(proj, TAGS, False)
             if want(BACKLOG_ROW):
                 # last: the thousand todos stay until the next run puts the store back as built
                 add_backlog(py, proj, env, BACKLOG)
