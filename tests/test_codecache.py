@@ -299,3 +299,31 @@ def test_a_module_its_package_imports_first_runs_once(pkg, proj):
     out = subprocess.run([sys.executable, "-c", count], env=_env(pkg), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "True", "True", "Finder"], out.stdout
+
+
+def test_a_damaged_entry_loads_the_normal_way_and_the_others_still_come_from_the_file(pkg, proj):
+    """Entries are checked when used: one whose code would lie past the file's end (or whose fields
+    are not what codecache writes) is the normal way for its module alone, and the next write
+    leaves it out and takes the module in again."""
+    import marshal
+
+    assert _loopx(pkg, proj, "status").returncode == 0
+    cache = _cache(pkg)
+    data = cache.read_bytes()
+    size = int.from_bytes(data[8:12], "little")
+    header = marshal.loads(data[12:12 + size])
+    e = header["loopx.kernel.storage.store"]
+    header["loopx.kernel.storage.store"] = (e[0], e[1], len(data), e[3], e[4], e[5])  # past the end
+    header["loopx.kernel.storage.fold"] = ("not", "an", "entry")
+    header["loopx.no.such.module"] = (1,)  # no command loads it: only the write can drop it
+    head = marshal.dumps(header)
+    cache.write_bytes(data[:8] + len(head).to_bytes(4, "little") + head + data[12 + size:])
+    assert _served(pkg, "loopx.kernel.storage.store").split()[0] != "Finder"
+    assert _served(pkg, "loopx.kernel.storage.fold").split()[0] != "Finder"
+    assert _served(pkg, "loopx.kernel.storage.layout").split()[0] == "Finder"
+    good = _loopx(pkg, proj, "status")
+    assert good.returncode == 0 and good.stderr == ""
+    assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"  # written anew
+    assert _served(pkg, "loopx.kernel.storage.fold").split()[0] == "Finder"
+    data = cache.read_bytes()
+    assert "loopx.no.such.module" not in marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")])
