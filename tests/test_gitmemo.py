@@ -153,16 +153,40 @@ def test_a_symlink_at_the_memo_is_replaced_not_followed(repo, tmp_path):
     assert not memo(repo).is_symlink() and memo(repo).read_bytes()[:4] == b"LXGR"
 
 
-def test_a_packed_line_git_must_read_is_listed_by_git(repo, monkeypatch):
+def test_a_packed_line_git_must_read_is_left_to_git_and_nothing_is_kept(repo):
     """A line the reader does not take (here a hash in capitals, after HEAD's branch went loose):
-    git lists the refs, and the part is still git's."""
+    git gives every fact, the part is git's, and nothing is kept under a key that says nothing of
+    what git listed (a git that failed or raced once would be kept wrong)."""
     (repo / "a.txt").write_text("b\n")
     git(repo, "commit", "-qam", "two")
     sha = git(repo, "rev-parse", "HEAD").decode().strip()
     packed = repo / ".git" / "packed-refs"
     packed.write_text(packed.read_text() + f"{sha.upper()} refs/tags/zz-upper\n")
     settle()
-    got = part(repo)
-    assert got == fingerprint.digest(sha.encode(), git(repo, *fingerprint.FOR_EACH_REF),
-                                     fingerprint.items(git(repo, *fingerprint.STATUS), str(repo)),
-                                     __import__("loopx.kernel.storage.chain", fromlist=["sha256"]).sha256)
+    assert part(repo) == from_git(repo)
+    assert part(repo) == from_git(repo)
+    assert not memo(repo).exists()
+
+
+def test_the_scope_checks_head_trusts_a_packed_line_only_in_a_file_checked_whole(repo, monkeypatch):
+    """``turnscope`` finds HEAD's packed branch by its line; it parses ``packed-refs`` whole unless a
+    kept git part vouches for that very file, and a file git refuses gives git's answer."""
+    from loopx.kernel.read import turnscope
+
+    head = git(repo, "rev-parse", "HEAD").decode().strip()
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()  # main is packed
+    settle()
+    parsed = []
+    real = gitrefs._packed
+    monkeypatch.setattr(gitrefs, "_packed", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    gitrefs._MEMO.clear()
+    assert turnscope._head_and_top(str(repo)) == (head, str(repo)) and parsed  # no memo yet: parsed
+    part(repo)  # the fingerprint keeps its part: the file was checked whole
+    assert memo(repo).is_file()
+    parsed.clear()
+    gitrefs._MEMO.clear()
+    assert turnscope._head_and_top(str(repo)) == (head, str(repo)) and not parsed
+    packed = repo / ".git" / "packed-refs"
+    packed.write_text(packed.read_text() + "abc refs/tags/short\n")  # git: "unexpected line" (exit 128)
+    gitrefs._MEMO.clear()
+    assert turnscope._head_and_top(str(repo)) == (None, str(repo))  # git's answer: no HEAD

@@ -221,6 +221,85 @@ def test_heads_branch_found_in_packed_refs_without_parsing_it(repo, newline):
         return
     assert not (repo / ".git" / "refs" / "heads" / "main").exists()
     gitrefs._MEMO.clear()
-    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/main") == from_git(repo)[0].decode()
-    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/none") == ""
+    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/main", 40) == from_git(repo)[0].decode()
+    assert gitrefs._packed_one(str(repo / ".git"), "refs/heads/none", 40) == ""
     same(repo)
+
+
+def _one_commit(repo) -> str:
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "tag", "v1")
+    git(repo, "pack-refs", "--all")  # main and v1 packed: HEAD's branch is found in packed-refs
+    return git(repo, "rev-parse", "HEAD").decode().strip()
+
+
+PACKED_GIT_READS_OTHERWISE = {
+    # what git refuses (exit 128), ignores with a warning, or reads another way than in file order
+    "two lines for HEAD's branch, no sorted trait": lambda sha, text: (
+        text.replace(" sorted", "") + f"{'0' * 40} refs/heads/main\n"),
+    "two short lines whose spaces add up": lambda sha, text: text + f"{sha}\n{sha[:39]}  refs/tags/zz\n",
+    "a space inside the hash": lambda sha, text: text + f"{sha[:10]} {sha[10:40]}refs/tags/zz\n",
+    "a comment line after the header": lambda sha, text: text + "# a comment\n",
+    "a header git does not write": lambda sha, text: "# junk header\n" + text.split("\n", 1)[1],
+    "lines out of the order the sorted trait claims": lambda sha, text: text + f"{sha} refs/heads/aaa\n",
+    "a name with ..": lambda sha, text: text + f"{sha} refs/tags/zz..bad\n",
+    "a name with a space": lambda sha, text: text + f"{sha} refs/tags/zz bad\n",
+    "a name with a control character": lambda sha, text: text + f"{sha} refs/tags/zz\x01\n",
+    "refs/stash/* (listed under refs/stash)": lambda sha, text: text + f"{sha} refs/stash/zz\n",
+    "a peeled line of another length": lambda sha, text: text + f"^{sha[:20]}\n",
+    "a 64-digit hash in a SHA-1 repository": lambda sha, text: text + f"{sha}{sha[:24]} refs/tags/zz\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PACKED_GIT_READS_OTHERWISE))
+def test_a_packed_refs_file_git_reads_otherwise_is_left_to_git(repo, case):
+    """Each file here is one git refuses or reads another way than line by line in file order: the
+    reader says None (git answers), also for HEAD's packed branch found by its line alone
+    (``facts(lazy=True)``, whose listing then says None)."""
+    sha = _one_commit(repo)
+    packed = repo / ".git" / "packed-refs"
+    packed.write_text(PACKED_GIT_READS_OTHERWISE[case](sha, packed.read_text()))
+    gitrefs._MEMO.clear()
+    assert gitrefs.read(str(repo / ".git")) is None
+    assert gitrefs.facts(str(repo / ".git")) is None
+    lazy = gitrefs.facts(str(repo / ".git"), lazy=True)
+    assert lazy is None or lazy[1]() is None
+    (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")  # HEAD's branch loose: still git's
+    gitrefs._MEMO.clear()
+    assert gitrefs.facts(str(repo / ".git")) is None
+
+
+def test_loose_refs_git_reads_otherwise_are_left_to_git(repo, tmp_path):
+    sha = _one_commit(repo)
+    refs = repo / ".git" / "refs"
+    for name, make in [
+        ("heads/a..b", lambda p: p.write_text(sha + "\n")),
+        ("heads/x~1", lambda p: p.write_text(sha + "\n")),
+        ("heads/long", lambda p: p.write_text(sha + sha[:24] + "\n")),  # SHA-256 length in a SHA-1 repository
+        ("stash/zz", lambda p: p.write_text(sha + "\n")),  # refs/stash/*
+        ("heads/linked", lambda p: p.symlink_to(refs / "tags", target_is_directory=True)),  # git follows it
+    ]:
+        path = refs / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make(path)
+        gitrefs._MEMO.clear()
+        assert gitrefs.read(str(repo / ".git")) is None, name
+        path.unlink()
+        if path.parent.name == "stash":
+            path.parent.rmdir()
+        gitrefs._MEMO.clear()
+        same(repo)
+
+
+def test_a_bare_setting_and_a_nul_in_a_path_are_left_to_git(repo):
+    _one_commit(repo)
+    config = repo / ".git" / "config"
+    text = config.read_text()
+    for setting in ("\tbare\n", "\tbare=true\n"):  # "bare" alone is true
+        config.write_text(text.replace("\tbare = false\n", setting))
+        assert gitrefs.read(str(repo / ".git")) is None, setting
+    config.write_text(text)
+    (repo / ".git" / "commondir").write_bytes(b"..\x00/elsewhere\n")
+    assert gitrefs.read(str(repo / ".git")) is None  # it raised ValueError (embedded null byte) before

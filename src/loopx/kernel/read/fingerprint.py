@@ -99,41 +99,44 @@ def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes
     from loopx.kernel.read import gitrefs
     from loopx.kernel.storage.chain import sha256
 
-    known = gitrefs.facts(dot_git)  # the usual case: then one `git status` (started without subprocess)
-    if known is None:  # refs the reader defers to git for
-        head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT,
-                              pinned=pinned) or b"").strip()
-        refs = gitcli.output(project_dir, *FOR_EACH_REF, timeout=GIT_TIMEOUT, pinned=pinned) or b""
-        top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT, pinned=pinned)
-               or b"").decode("utf-8", "replace").strip() or project_dir
-        status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
-    else:  # a repository whose refs were read here: its status may come from the stat cache
-        from loopx.kernel.read import gitstatus
+    # the usual case: refs from their files, then one `git status` (started without subprocess);
+    # lazy: HEAD's packed branch found by its line, the whole file checked by refs_of() or proven
+    # checked by a kept part (gitmemo)
+    known = gitrefs.facts(dot_git, lazy=True)
+    if known is None:
+        return _from_git(project_dir, pinned, sha256)
+    from loopx.kernel.read import gitstatus
 
-        head, refs_of, top, key = known
-        status = gitstatus.listing(project_dir, dot_git, top, head, pinned, lambda extra: gitcli.output(
-            project_dir, *STATUS, *extra, timeout=GIT_TIMEOUT, pinned=pinned))
-        if status is None:
-            return "", None
-        size = key[0][3] if key[0][1] is not None else 0
-        if size >= BIG_PACKED:  # thousands of refs: the part is kept per what it was made of (gitmemo)
-            from loopx.kernel.read import gitmemo
-
-            lines = items(status, top)
-            return gitmemo.git_part(project_dir, (key, head, top, tuple(lines)), lambda: _refs(refs_of, project_dir, pinned),
-                                    lambda refs: digest(head, refs, lines, sha256)), status
-        refs = _refs(refs_of, project_dir, pinned)
+    head, refs_of, top, key = known
+    big = key[0][1] is not None and key[0][3] >= BIG_PACKED
+    refs = None if big else refs_of()
+    if not big and refs is None:  # packed-refs holds what only git reads
+        return _from_git(project_dir, pinned, sha256)
+    status = gitstatus.listing(project_dir, dot_git, top, head, pinned, lambda extra: gitcli.output(
+        project_dir, *STATUS, *extra, timeout=GIT_TIMEOUT, pinned=pinned))
     if status is None:  # git not installed, failed or hung past the timeout
         return "", None
+    if refs is None:  # thousands of refs: the part is kept per what it was made of (gitmemo)
+        from loopx.kernel.read import gitmemo
+
+        lines = items(status, top)
+        part = gitmemo.git_part(project_dir, (key, head, top, tuple(lines)), refs_of,
+                                lambda listing: digest(head, listing, lines, sha256))
+        return (part, status) if part is not None else _from_git(project_dir, pinned, sha256)
     return _hash(head, refs, status, top, sha256), status
 
 
-def _refs(refs_of, project_dir: str, pinned: bool) -> bytes:
-    """The ref listing ``gitrefs`` made, or git's own when a line of ``packed-refs`` is one git must read."""
-    refs = refs_of()
-    if refs is None:
-        refs = gitcli.output(project_dir, *FOR_EACH_REF, timeout=GIT_TIMEOUT, pinned=pinned) or b""
-    return refs
+def _from_git(project_dir: str, pinned: bool, sha256) -> tuple[str, bytes | None]:
+    """``git_facts`` with every fact asked of git (four git processes): for refs the reader defers to git."""
+    head = (gitcli.output(project_dir, "rev-parse", "-q", "--verify", "HEAD", timeout=GIT_TIMEOUT,
+                          pinned=pinned) or b"").strip()
+    refs = gitcli.output(project_dir, *FOR_EACH_REF, timeout=GIT_TIMEOUT, pinned=pinned) or b""
+    top = (gitcli.output(project_dir, "rev-parse", "--show-toplevel", timeout=GIT_TIMEOUT, pinned=pinned)
+           or b"").decode("utf-8", "replace").strip() or project_dir
+    status = gitcli.output(project_dir, *STATUS, timeout=GIT_TIMEOUT, pinned=pinned)
+    if status is None:  # git not installed, failed or hung past the timeout
+        return "", None
+    return _hash(head, refs, status, top, sha256), status
 
 
 STATUS = ("--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal")

@@ -38,9 +38,12 @@ KEEP = 4
 RACY_NS = 2_000_000_000
 
 
-def git_part(project_dir: str, key: tuple, refs_of, part_of) -> str:
+def git_part(project_dir: str, key: tuple, refs_of, part_of) -> str | None:
     """The git part for ``key`` (see the module docstring): the kept one, or ``part_of(refs_of())``
-    (``refs_of``: the ref listing, bytes), kept for the next call. Never raises for the file."""
+    kept for the next call. ``refs_of`` gives the ref listing ``gitrefs`` made (which checks the
+    whole ``packed-refs``: an entry is kept only for a file it took, which is what lets ``facts``
+    find HEAD's packed branch by its line), or None when git must list the refs: then None, and
+    nothing is kept. Never raises for the file."""
     path = os.path.join(project_dir, layout.DIRNAME, layout.GITREFS)
     entries = _load(path)
     for k, part in entries:
@@ -48,11 +51,21 @@ def git_part(project_dir: str, key: tuple, refs_of, part_of) -> str:
             return part
     begun = time.time_ns()
     refs = refs_of()
+    if refs is None:
+        return None
     part = part_of(refs)
     packed = key[0][0]
     if packed[1] is None or (packed[1] < begun - RACY_NS and packed[2] < begun - RACY_NS):
         _save(path, [[key, part], *[e for e in entries if e[0] != key]][:KEEP])
     return part
+
+
+def checked(project_dir: str, packed: tuple) -> bool:
+    """Whether an entry was kept for the ``packed-refs`` of stat key ``packed`` (``gitrefs.packed_key``):
+    entries are kept only for a file ``gitrefs`` checked whole, so such a file need not be checked
+    again to trust a line found in it (``gitrefs.facts(lazy=True)``)."""
+    return any(k[0][0] == packed for k, _ in _load(os.path.join(project_dir, layout.DIRNAME, layout.GITREFS))
+               if isinstance(k, tuple) and k and isinstance(k[0], tuple) and k[0])
 
 
 def _load(path: str) -> list:

@@ -5,9 +5,13 @@ git process costs about as much as the rest of the command.
 
 ``read(dot_git)`` returns exactly what those two commands print (``fingerprint.git_part`` hashes
 it; ``facts`` gives the same with the listing made only when asked, and what it is made of), or
-None for anything this reader does not model (a reftable repository, a symbolic ref among
-the heads, ``GIT_DIR``-style overrides, a ``core.worktree`` setting, an unreadable file): the caller
-then asks git itself, as before. ``tests/test_gitrefs.py`` compares both on real repositories.
+None for anything this reader does not model, and for anything git itself would refuse, warn
+about or read another way: a reftable repository, a symbolic ref or a symlink among the refs,
+``GIT_DIR``-style overrides, a ``core.worktree`` or ``bare`` setting, a hash of the wrong length
+for the repository's object format, a ref name git calls invalid, a ``packed-refs`` line or
+header git would not take, two lines for one ref, lines out of the order the file claims, a
+``refs/stash/*`` ref, an unreadable file. The caller then asks git itself, as before.
+``tests/test_gitrefs.py`` compares both on real repositories.
 """
 
 from __future__ import annotations
@@ -22,10 +26,21 @@ PATTERNS = ("refs/heads/", "refs/tags/")
 STASH = "refs/stash"
 _ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
         "GIT_DISCOVERY_ACROSS_FILESYSTEM")  # they change which repository or refs git would read
+_HEX = "0123456789abcdef"
+_HEX_BYTES = _HEX.encode()
+_SHOWN = tuple(p.encode() for p in PATTERNS)
+# what git's check-ref-format refuses in a name: control characters and these (one translate)...
+_BAD_BYTES = bytes(range(32)) + b"\x7f ~^:?*[\\"
+# ...and these, with each name followed by "\n" (components that start with "." or end with
+# ".lock", "..", "@{", empty components, a trailing "/" or ".")
+_BAD_IN_NAME = (b"..", b"/.", b".lock/", b".lock\n", b"@{", b"//", b"/\n", b".\n")
 
 
 class _Unsure(Exception):
     """Something only git itself should interpret."""
+
+
+_ERRORS = (OSError, ValueError, _Unsure)  # ValueError: a NUL in a path, bytes that are not UTF-8
 
 
 def _text(path: str, limit: int = 1 << 16) -> str:
@@ -35,8 +50,9 @@ def _text(path: str, limit: int = 1 << 16) -> str:
         return fh.read(limit).decode("utf-8")
 
 
-def _dirs(dot_git: str) -> tuple[str, str, str]:
-    """(the gitdir holding HEAD, the common dir holding the refs, the work tree's top)."""
+def _dirs(dot_git: str) -> tuple[str, str, str, int]:
+    """(the gitdir holding HEAD, the common dir holding the refs, the work tree's top, the length
+    of the repository's hashes: 40, or 64 with ``extensions.objectformat = sha256``)."""
     top = os.path.dirname(os.path.abspath(dot_git))
     gitdir = dot_git
     if os.path.isfile(dot_git):  # a worktree's or submodule's ".git" file: "gitdir: <path>"
@@ -55,41 +71,59 @@ def _dirs(dot_git: str) -> tuple[str, str, str]:
         config = _text(os.path.join(common, "config")).lower()
     except FileNotFoundError:
         config = ""
-    if "worktree" in config or "refstorage" in config or "bare = true" in config:
+    lines = config.replace(" ", "").replace("\t", "").splitlines()
+    if "worktree" in config or "refstorage" in config or any(
+            ln.startswith("bare") and ln not in ("bare=false", "bare=no", "bare=off", "bare=0") for ln in lines):
+        raise _Unsure  # `bare` alone is true
+    formats = [ln for ln in lines if ln.startswith("objectformat")]
+    if formats and formats != ["objectformat=sha256"] and formats != ["objectformat=sha1"]:
         raise _Unsure
-    return gitdir, common, top
+    return gitdir, common, top, 64 if formats == ["objectformat=sha256"] else 40
 
 
-def _loose(common: str) -> dict[str, str]:
+def _names_ok(names: list[bytes]) -> bool:
+    """Whether git's check-ref-format takes every name (refs/...): no control character, none of
+    ``_BAD_IN_NAME``."""
+    if not names:
+        return True
+    joined = b"\n".join(names) + b"\n"
+    return (len(joined.translate(None, _BAD_BYTES)) == len(joined) - len(names)  # only the "\n"s went
+            and not any(bad in joined for bad in _BAD_IN_NAME))
+
+
+def _loose(common: str, width: int) -> dict[str, str]:
     out: dict[str, str] = {}
     for prefix in PATTERNS:
         base = os.path.join(common, *prefix.rstrip("/").split("/"))
         for folder, subdirs, files in os.walk(base):
             subdirs.sort()
             rel = os.path.relpath(folder, common).replace(os.sep, "/")
+            for name in subdirs:
+                if os.path.islink(os.path.join(folder, name)):
+                    raise _Unsure  # git follows it; this walk would not
             for name in files:
-                if name.endswith(".lock") or name.startswith("."):
+                path = os.path.join(folder, name)
+                if name.endswith(".lock") or name.startswith(".") or os.path.islink(path):
                     raise _Unsure
-                out[f"{rel}/{name}"] = _sha(_text(os.path.join(folder, name)))
+                out[f"{rel}/{name}"] = _sha(_text(path), width)
     stash = os.path.join(common, "refs", "stash")
+    if os.path.isdir(stash):
+        raise _Unsure  # refs/stash/*: git lists those under the pattern refs/stash too
     if os.path.isfile(stash):
-        out[STASH] = _sha(_text(stash))
+        out[STASH] = _sha(_text(stash), width)
+    if out and not _names_ok([n.encode() for n in out]):
+        raise _Unsure
     return out
 
 
-_HEX = "0123456789abcdef"
-
-
-def _sha(content: str) -> str:
+def _sha(content: str, width: int) -> str:
     value = content.strip()
-    if len(value) not in (40, 64) or value.strip(_HEX):  # strip: what is left is not lowercase hex
-        raise _Unsure  # a symbolic ref, or something git would warn about
+    if len(value) != width or value.strip(_HEX):  # strip: what is left is not lowercase hex
+        raise _Unsure  # a symbolic ref, another object format, or something git would warn about
     return value
 
 
 _MEMO: dict = {}  # this process's last packed-refs and listing: a command reads the refs up to three times
-_HEX_BYTES = _HEX.encode()
-_SHOWN = tuple(p.encode() for p in PATTERNS)
 
 
 class _Packed:
@@ -138,47 +172,82 @@ def packed_key(common: str) -> tuple:
     return (path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
-def _packed(common: str) -> _Packed:
+def _fixed(rows: list[bytes], width: int, peeled: bool) -> bool:
+    """Whether every row is ``"<hash> <name>"`` (``peeled``: exactly ``"^<hash>"``) with ``width``
+    lowercase hex digits: checked over the joined rows with C-level operations (a length, a strided
+    slice, a ``translate``) rather than row by row."""
+    n = len(rows)
+    if not n:
+        return True
+    size = width + 1  # "<hash> " or "^<hash>"
+    joined = b"\n".join(rows if peeled else [row[:size] for row in rows])
+    if len(joined) != n * (size + 1) - 1:
+        return False  # a row shorter than its fields (or, peeled, longer)
+    mark = b"^" if peeled else b" "
+    return (joined[0 if peeled else width::size + 1] == mark * n
+            and joined.translate(None, _HEX_BYTES + b"\n") == mark * n)
+
+
+def _packed(common: str, width: int, expect: tuple | None = None) -> _Packed:
     """The refs of ``packed-refs``, the whole file (a repository with thousands of tags has one of
     hundreds of KB: a cut file would give a listing git never prints). Parsed once per process
     while the file's stat is the same (git replaces the file, never rewrites it in place), in a
     few passes over its lines that do their work in C (3,000 tags: 7 ms with Python work per line,
-    1.5 ms now). Raises ``_Unsure`` for a line git would refuse (a hash that is not lowercase hex
-    of the file's one length) or a carriage return."""
+    1.5 ms now). ``expect``: the ``packed_key`` the caller read the rest by (another file now is
+    ``_Unsure``). Raises ``_Unsure`` for anything git would refuse or read another way (module
+    docstring)."""
     key = packed_key(common)
-    path = key[0]
-    if _MEMO.get("packed_key") == key:
+    if expect is not None and key != expect:
+        raise _Unsure  # replaced since the caller looked: git may list either
+    if _MEMO.get("packed_key") == key and _MEMO.get("packed_width") == width:
         return _MEMO["packed"]
     data = b""
     if key[1] is not None:
-        with open(path, "rb") as fh:
+        with open(key[0], "rb") as fh:
             data = fh.read()
     if b"\r" in data or (data and not data.endswith(b"\n")):  # git refuses an unterminated last line
         raise _Unsure
-    every = [line for line in data.split(b"\n") if line and line[0] not in b"#^"]  # "^": an annotated tag's target
-    width = every[0].find(b" ") if every else 40
+    rows = data.split(b"\n")[:-1] if data else []
+    traits = b""
+    if rows and rows[0].startswith(b"#"):
+        if not rows[0].startswith(b"# pack-refs with:"):
+            raise _Unsure
+        traits, rows = rows[0] + b" ", rows[1:]
+    every = [row for row in rows if row[:1] != b"^"]  # "^<hash>": the object an annotated tag names
+    peeled = [row for row in rows if row[:1] == b"^"] if len(every) < len(rows) else []
+    if not _fixed(every, width, False) or not _fixed(peeled, width, True) or (rows and rows[0][:1] == b"^"):
+        raise _Unsure  # a comment, an empty line, a hash of another length or not hex, a bad peel
     start = width + 1
-    # every line is "<hash> <name>" with one hash length: its first `start` bytes are hex and a space
-    if width not in (40, 64) or b"".join([line[:start] for line in every]).translate(None, _HEX_BYTES) != b" " * len(every):
-        raise _Unsure
-    lines = [line for line in every if line.startswith(_SHOWN, start) or line[start:] == b"refs/stash"]
-    names = [line[start:] for line in lines]
-    if names != sorted(names):  # git writes the file sorted (its "sorted" trait); a hand-made one may not be
-        pairs = sorted(zip(names, lines, strict=True))
-        names, lines = [n for n, _ in pairs], [ln for _, ln in pairs]
-    out = _Packed(lines, names, every, width)
+    names = [row[start:] for row in every]
+    if not _names_ok(names) or len(set(names)) != len(names) or any(n.startswith(b"refs/stash/") for n in names):
+        raise _Unsure  # names git refuses, one ref twice, refs/stash/* (listed under refs/stash)
+    if names != sorted(names):
+        if b" sorted " in traits:
+            raise _Unsure  # git trusts the trait and would look lines up where they are not
+        pairs = sorted(zip(names, every, strict=True))
+        names, every = [n for n, _ in pairs], [row for _, row in pairs]
+    # sorted, the heads, the stash and the tags are three runs ("refs/heads/" < "refs/stash" <
+    # "refs/tags/"; "0" follows "/"): cut out by binary search, not a test per line
+    lines: list[bytes] = []
+    shown: list[bytes] = []
+    for lo, hi in ((b"refs/heads/", b"refs/heads0"), (b"refs/stash", b"refs/stash\x00"), (b"refs/tags/", b"refs/tags0")):
+        a, b = _find(names, lo), _find(names, hi)
+        lines += every[a:b]
+        shown += names[a:b]
+    out = _Packed(lines, shown, every, width)
     _MEMO.clear()  # the listing goes with the packed refs it was made of
-    _MEMO.update(packed_key=key, packed=out)
+    _MEMO.update(packed_key=key, packed_width=width, packed=out)
     return out
 
 
-def _packed_one(common: str, name: str) -> str:
+def _packed_one(common: str, name: str, width: int) -> str:
     """The hash of ref ``name`` in ``packed-refs`` ("" when it is not there), found by searching the
-    file's bytes for its line rather than parsing every line (HEAD's branch is packed after a
-    clone or a ``git gc``, and the listing may not be needed: ``fingerprint``'s kept git part).
-    Raises ``_Unsure`` for a line git would not read that way."""
+    file's bytes for its line rather than parsing every line: only for a caller that checks the
+    whole file later or holds proof it was checked (``facts(lazy=True)``: the fingerprint's kept
+    git part exists only for a file ``_packed`` took). Raises ``_Unsure`` for a line git would not
+    read that way."""
     key = packed_key(common)
-    if _MEMO.get("packed_key") == key:
+    if _MEMO.get("packed_key") == key and _MEMO.get("packed_width") == width:
         return _MEMO["packed"].get(name, "")
     if key[1] is None:
         return ""
@@ -190,7 +259,7 @@ def _packed_one(common: str, name: str) -> str:
     if end < 0:
         return ""
     start = data.rfind(b"\n", 0, end) + 1
-    return _sha(data[start:end].decode("ascii"))
+    return _sha(data[start:end].decode("ascii"), width)
 
 
 def _listing(packed: _Packed, loose: dict[str, str]) -> bytes:
@@ -225,34 +294,43 @@ def read(dot_git: str) -> tuple[bytes, bytes, str] | None:
     return None if got is None or refs is None else (got[0], refs, got[2])
 
 
-def facts(dot_git: str) -> tuple[bytes, Callable[[], bytes | None], str, tuple] | None:
+def facts(dot_git: str, lazy: bool = False) -> tuple[bytes, Callable[[], bytes | None], str, tuple] | None:
     """``(head, refs, top, key)`` as ``read`` gives them, but ``refs`` a callable that gives the
     listing when asked (None: git must answer it), and ``key`` what the listing is made of
-    (``packed_key`` and the loose refs with their hashes): a caller that kept what it derived from a
-    listing under its key (``fingerprint``'s git part) need not make the listing again. None when
-    git must answer."""
+    (``packed_key`` and the loose refs with their hashes). None when git must answer.
+
+    ``lazy``: HEAD's branch, when only packed, is found by its line (``_packed_one``) without
+    checking the rest of ``packed-refs``; the caller must then call ``refs`` (which checks it) or
+    hold proof the file under ``key`` was checked before (``gitmemo``'s entry). Otherwise the
+    whole file is checked first, and a file git would refuse gives None."""
     if any(os.environ.get(k) for k in _ENV):
         return None
     try:
-        gitdir, common, top = _dirs(dot_git)
-        loose = _loose(common)
+        gitdir, common, top, width = _dirs(dot_git)
+        key0 = packed_key(common)
+        loose = _loose(common, width)
         head = _text(os.path.join(gitdir, "HEAD")).strip()
         if head.startswith("ref:"):
             target = head[4:].strip()
-            if target.startswith(("refs/heads/", "refs/tags/")) or target == STASH:
-                sha = loose.get(target) or _packed_one(common, target)
+            shown = target.startswith(("refs/heads/", "refs/tags/")) or target == STASH
+            path = os.path.join(common, *target.split("/"))
+            if shown and target in loose:
+                sha = loose[target]
+            elif not shown and os.path.isfile(path):
+                sha = _sha(_text(path), width)
             else:
-                path = os.path.join(common, *target.split("/"))
-                sha = _sha(_text(path)) if os.path.isfile(path) else _packed_one(common, target)
+                sha = _packed_one(common, target, width) if lazy else _packed(common, width, key0).get(target, "")
         else:
-            sha = _sha(head)
-        key = (packed_key(common), tuple(sorted(loose.items())))
-    except (OSError, UnicodeError, _Unsure):  # UnicodeError: a ref name that is not UTF-8 (git answers)
+            sha = _sha(head, width)
+        if not lazy:
+            _packed(common, width, key0)  # every line checked whatever HEAD names (git reads them all)
+        key = (key0, tuple(sorted(loose.items())))
+    except _ERRORS:  # git answers
         return None
 
     def refs() -> bytes | None:
         try:
-            return _listing(_packed(common), loose)
-        except (OSError, UnicodeError, _Unsure):
+            return _listing(_packed(common, width, key0), loose)
+        except _ERRORS:
             return None
     return sha.encode("ascii"), refs, top, key

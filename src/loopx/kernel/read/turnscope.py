@@ -46,13 +46,27 @@ def _head_and_top(project_dir: str) -> tuple[str | None, str] | None:
     dot_git = gitcli.git_dir(project_dir)
     if dot_git is None:
         return None
-    known = None if os.environ.get("GIT_DIR") else gitrefs.facts(dot_git)  # pinned: ask git (with _git's env)
+    known = None if os.environ.get("GIT_DIR") else gitrefs.facts(dot_git, lazy=True)  # pinned: ask git (with _git's env)
+    if known is not None and not _checked(project_dir, known[3][0]) and known[1]() is None:
+        known = None  # packed-refs holds what only git reads
     if known is not None:
         return (known[0].decode("ascii") or None), known[2]
     top = (_git(project_dir, "rev-parse", "--show-toplevel") or "").strip()
     if not top:
         return None
     return ((_git(project_dir, "rev-parse", "-q", "--verify", "HEAD") or "").strip() or None), top
+
+
+def _checked(project_dir: str, packed: tuple) -> bool:
+    """Whether the ``packed-refs`` of stat key ``packed`` is known to be one ``gitrefs`` takes whole
+    without reading it again: a big one the fingerprint's kept git part vouches for (``gitmemo``)."""
+    from loopx.kernel.read import fingerprint
+
+    if packed[1] is None or packed[3] < fingerprint.BIG_PACKED:
+        return False  # small: checking it costs less than the memo's file
+    from loopx.kernel.read import gitmemo
+
+    return gitmemo.checked(project_dir, packed)
 
 
 def checked(scope: dict | None) -> bool:
