@@ -250,6 +250,10 @@ PACKED_GIT_READS_OTHERWISE = {
     "refs/stash/* (listed under refs/stash)": lambda sha, text: text + f"{sha} refs/stash/zz\n",
     "a peeled line of another length": lambda sha, text: text + f"^{sha[:20]}\n",
     "a 64-digit hash in a SHA-1 repository": lambda sha, text: text + f"{sha}{sha[:24]} refs/tags/zz\n",
+    "two peeled lines in a row": lambda sha, text: text + f"{sha} refs/tags/zz\n^{sha}\n^{sha}\n",
+    "a sorted trait right after the colon, lines out of order": lambda sha, text: (
+        "# pack-refs with:sorted\n" + text.split("\n", 1)[1] + f"{sha} refs/heads/aaa\n"),
+    "a null hash (git calls the ref broken)": lambda sha, text: text + f"{'0' * 40} refs/tags/zz\n",
 }
 
 
@@ -303,3 +307,88 @@ def test_a_bare_setting_and_a_nul_in_a_path_are_left_to_git(repo):
     config.write_text(text)
     (repo / ".git" / "commondir").write_bytes(b"..\x00/elsewhere\n")
     assert gitrefs.read(str(repo / ".git")) is None  # it raised ValueError (embedded null byte) before
+
+
+def test_refs_named_refs_heads_and_refs_tags_themselves_are_listed_as_git_lists_them(repo):
+    sha = _one_commit(repo)
+    rows = sorted([f"{sha} refs/heads", f"{sha} refs/heads-x", f"{sha} refs/heads/main", f"{sha} refs/tags",
+                   f"{sha} refs/tags/v1", f"{sha} refs/tagsy"], key=lambda r: r.split(" ")[1].encode())
+    (repo / ".git" / "packed-refs").write_text("# pack-refs with: peeled fully-peeled sorted \n" + "\n".join(rows) + "\n")
+    gitrefs._MEMO.clear()
+    same(repo)
+    assert b" refs/heads\n" in gitrefs.read(str(repo / ".git"))[1]
+
+
+HEADS_GIT_READS_OTHERWISE = {
+    "a leading space": lambda sha: " ref: refs/heads/main\n",
+    "no space after ref:": lambda sha: "ref:refs/heads/main\n",
+    "two lines": lambda sha: f"ref: refs/heads/main\n{sha} refs/tags/v1\n",
+    "a name outside refs/": lambda sha: "ref: ORIG_HEAD\n",
+    "a per-worktree ref": lambda sha: "ref: refs/worktree/x\n",
+    "a name git refuses": lambda sha: "ref: refs/x/../heads/main\n",
+    "a detached hash with a leading space": lambda sha: f" {sha}\n",
+    "a detached hash with a vertical tab": lambda sha: f"{sha}\v\n",
+    "a detached null hash": lambda sha: "0" * 40 + "\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEADS_GIT_READS_OTHERWISE))
+def test_a_head_git_reads_otherwise_is_left_to_git(repo, case):
+    sha = _one_commit(repo)
+    (repo / ".git" / "HEAD").write_text(HEADS_GIT_READS_OTHERWISE[case](sha))
+    gitrefs._MEMO.clear()
+    assert gitrefs.read(str(repo / ".git")) is None
+    assert gitrefs.facts(str(repo / ".git"), lazy=True) is None
+
+
+def test_loose_refs_and_files_git_reads_otherwise_are_left_to_git(repo):
+    import threading
+
+    sha = _one_commit(repo)
+    heads = repo / ".git" / "refs" / "heads"
+    for content in (f" {sha}\n", f"{sha}\v\n", f"{sha}\u00a0\n", "0" * 40 + "\n", f"{sha} junk\n"):
+        (heads / "odd").write_text(content)
+        gitrefs._MEMO.clear()
+        assert gitrefs.read(str(repo / ".git")) is None, repr(content)
+    (heads / "odd").unlink()
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    os.symlink("main", heads / "alias")  # git follows a symlinked ref
+    assert gitrefs.read(str(repo / ".git")) is None
+    (heads / "alias").unlink()
+    os.mkfifo(heads / "pipe")  # reading it would block: git's calls have a timeout, this read has none
+    got = []
+    reader = threading.Thread(target=lambda: got.append(gitrefs.read(str(repo / ".git"))), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert got == [None]
+    (heads / "pipe").unlink()
+    tags = repo / ".git" / "refs" / "tags"
+    shutil.rmtree(tags)
+    tags.write_text(sha + "\n")  # refs/tags a ref itself: git lists it
+    assert gitrefs.read(str(repo / ".git")) is None
+
+
+@pytest.mark.parametrize("config", [
+    "[core] bare = true\n",  # one line
+    "[core]\n\trepositoryformatversion = 2\n",
+    "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tfoo = bar\n",
+    "[core]\n\trepositoryformatversion = 0\n[extensions]\n\tobjectformat = sha256\n",
+    "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = SHA1\n",
+    "[include]\n\tpath = other.config\n",
+])
+def test_a_repository_config_git_reads_otherwise_is_left_to_git(repo, config):
+    _one_commit(repo)
+    path = repo / ".git" / "config"
+    path.write_text(path.read_text() + config)
+    gitrefs._MEMO.clear()
+    assert gitrefs.read(str(repo / ".git")) is None
+
+
+def test_another_users_repository_is_left_to_git(repo):
+    """git reads a repository another user owns only where ``safe.directory`` says so."""
+    _one_commit(repo)
+    try:
+        os.chown(repo, os.geteuid() + 1, -1)
+    except PermissionError:
+        pytest.skip("changing a folder's owner needs root")
+    assert gitrefs.read(str(repo / ".git")) is None

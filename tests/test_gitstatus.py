@@ -46,7 +46,8 @@ class Counted:
 
 def answer(cwd, run=None) -> bytes | None:
     dot_git = os.path.join(str(cwd), ".git")
-    head, _refs, top = gitrefs.read(dot_git)
+    known = gitrefs.read(dot_git)  # None where the refs reader defers to git (an included config)
+    head, _refs, top = known or (git(cwd, "rev-parse", "HEAD").strip(), b"", str(cwd))
     return gitstatus.listing(str(cwd), dot_git, top, head, False, run or Counted(cwd))
 
 

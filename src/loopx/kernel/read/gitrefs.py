@@ -28,7 +28,6 @@ _ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEIL
         "GIT_DISCOVERY_ACROSS_FILESYSTEM")  # they change which repository or refs git would read
 _HEX = "0123456789abcdef"
 _HEX_BYTES = _HEX.encode()
-_SHOWN = tuple(p.encode() for p in PATTERNS)
 # what git's check-ref-format refuses in a name: control characters and these (one translate)...
 _BAD_BYTES = bytes(range(32)) + b"\x7f ~^:?*[\\"
 # ...and these, with each name followed by "\n" (components that start with "." or end with
@@ -40,45 +39,86 @@ class _Unsure(Exception):
     """Something only git itself should interpret."""
 
 
+_PER_WORKTREE = ("refs/worktree/", "refs/bisect/", "refs/rewritten/")  # kept in each worktree's own folder
 _ERRORS = (OSError, ValueError, _Unsure)  # ValueError: a NUL in a path, bytes that are not UTF-8
 
 
 def _text(path: str, limit: int = 1 << 16) -> str:
-    """The file's text, at most ``limit`` bytes (a ref or a config: anything longer is not git's);
-    ``packed-refs`` is read whole (``_packed``)."""
+    """The text of the regular file at ``path`` (a symlink, a FIFO, a folder: ``_Unsure``; git may
+    follow or block where this must not), at most ``limit`` bytes (a ref or a config: anything
+    longer is not git's); ``packed-refs`` is read whole (``_packed``)."""
+    if not _regular(path):
+        raise _Unsure
     with open(path, "rb") as fh:
         return fh.read(limit).decode("utf-8")
+
+
+def _regular(path: str) -> bool:
+    """Whether ``path`` is a regular file itself (``lstat``: not a symlink). Raises
+    FileNotFoundError when there is nothing there."""
+    return os.lstat(path).st_mode & 0o170000 == 0o100000
 
 
 def _dirs(dot_git: str) -> tuple[str, str, str, int]:
     """(the gitdir holding HEAD, the common dir holding the refs, the work tree's top, the length
     of the repository's hashes: 40, or 64 with ``extensions.objectformat = sha256``)."""
     top = os.path.dirname(os.path.abspath(dot_git))
+    if os.stat(top).st_uid != os.geteuid():
+        raise _Unsure  # another user's repository: git's safe.directory rules decide whether it reads it
     gitdir = dot_git
     if os.path.isfile(dot_git):  # a worktree's or submodule's ".git" file: "gitdir: <path>"
-        line = _text(dot_git).strip()
-        if not line.startswith("gitdir:"):
+        line = _text(dot_git).rstrip("\n")
+        if not line.startswith("gitdir: ") or "\n" in line:
             raise _Unsure
-        where = line[len("gitdir:"):].strip()
+        where = line[len("gitdir: "):]
         gitdir = where if os.path.isabs(where) else os.path.join(top, where)
     common = gitdir
     if os.path.exists(os.path.join(gitdir, "commondir")):
         rel = _text(os.path.join(gitdir, "commondir")).strip()
         common = rel if os.path.isabs(rel) else os.path.join(gitdir, rel)
-    if os.path.exists(os.path.join(common, "reftable")):
-        raise _Unsure
+    if (os.path.exists(os.path.join(common, "reftable")) or not os.path.isdir(os.path.join(common, "refs"))
+            or not os.path.isdir(os.path.join(common, "objects"))):
+        raise _Unsure  # reftable, or no repository git would recognise
     try:
-        config = _text(os.path.join(common, "config")).lower()
+        config = _text(os.path.join(common, "config"))
     except FileNotFoundError:
         config = ""
-    lines = config.replace(" ", "").replace("\t", "").splitlines()
-    if "worktree" in config or "refstorage" in config or any(
-            ln.startswith("bare") and ln not in ("bare=false", "bare=no", "bare=off", "bare=0") for ln in lines):
-        raise _Unsure  # `bare` alone is true
-    formats = [ln for ln in lines if ln.startswith("objectformat")]
-    if formats and formats != ["objectformat=sha256"] and formats != ["objectformat=sha1"]:
+    width = _WIDTH.get(config)
+    if width is None:
+        width = _WIDTH[config] = _width(config)  # a pure function of the text: a command asks up to three times
+    return gitdir, common, top, width
+
+
+_WIDTH: dict[str, int] = {}
+
+
+def _width(config: str) -> int:
+    """The hash length (40, 64) a repository with this ``config`` text uses; ``_Unsure`` for a
+    config that may change what git reads or how (``core.worktree``, ``core.bare``, any extension
+    but ``objectformat``, a ref storage, a format version git may not take). Sections are read
+    line by line, ``[core] bare = true`` on one line too."""
+    section = ""
+    values: dict[str, str] = {}
+    for raw in config.replace("]", "]\n").splitlines():
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].strip().lower()
+            continue
+        name, _, value = line.partition("=")
+        values[f"{section}.{name.strip().lower()}"] = value.strip() if _ else "true"  # "bare" alone is true
+    if any(k.startswith("extensions.") and k != "extensions.objectformat" for k in values):
+        raise _Unsure  # worktreeconfig, refstorage, an extension unknown here
+    if "core.worktree" in values or any(k.startswith(("include.", "includeif")) for k in values):
+        raise _Unsure  # another work tree, or an included file where any setting may hide
+    if values.get("core.bare", "false").lower() not in ("false", "no", "off", "0"):
         raise _Unsure
-    return gitdir, common, top, 64 if formats == ["objectformat=sha256"] else 40
+    version = values.get("core.repositoryformatversion", "0")
+    fmt = values.get("extensions.objectformat")
+    if version not in ("0", "1") or (fmt is not None and (version != "1" or fmt not in ("sha1", "sha256"))):
+        raise _Unsure  # git refuses, or reads what this module does not model
+    return 64 if fmt == "sha256" else 40
 
 
 def _names_ok(names: list[bytes]) -> bool:
@@ -95,6 +135,8 @@ def _loose(common: str, width: int) -> dict[str, str]:
     out: dict[str, str] = {}
     for prefix in PATTERNS:
         base = os.path.join(common, *prefix.rstrip("/").split("/"))
+        if os.path.lexists(base) and not os.path.isdir(base) or os.path.islink(base):
+            raise _Unsure  # refs/heads or refs/tags a file (git lists it) or a link (git follows it)
         for folder, subdirs, files in os.walk(base):
             subdirs.sort()
             rel = os.path.relpath(folder, common).replace(os.sep, "/")
@@ -102,14 +144,13 @@ def _loose(common: str, width: int) -> dict[str, str]:
                 if os.path.islink(os.path.join(folder, name)):
                     raise _Unsure  # git follows it; this walk would not
             for name in files:
-                path = os.path.join(folder, name)
-                if name.endswith(".lock") or name.startswith(".") or os.path.islink(path):
+                if name.endswith(".lock") or name.startswith("."):
                     raise _Unsure
-                out[f"{rel}/{name}"] = _sha(_text(path), width)
+                out[f"{rel}/{name}"] = _sha(_text(os.path.join(folder, name)), width)  # regular files only
     stash = os.path.join(common, "refs", "stash")
     if os.path.isdir(stash):
         raise _Unsure  # refs/stash/*: git lists those under the pattern refs/stash too
-    if os.path.isfile(stash):
+    if os.path.lexists(stash):
         out[STASH] = _sha(_text(stash), width)
     if out and not _names_ok([n.encode() for n in out]):
         raise _Unsure
@@ -117,9 +158,12 @@ def _loose(common: str, width: int) -> dict[str, str]:
 
 
 def _sha(content: str, width: int) -> str:
-    value = content.strip()
-    if len(value) != width or value.strip(_HEX):  # strip: what is left is not lowercase hex
-        raise _Unsure  # a symbolic ref, another object format, or something git would warn about
+    """The hash a loose ref or a detached HEAD holds, written as git writes it (``width`` lowercase
+    hex digits and a newline, not all zeros); anything else is ``_Unsure`` (a symbolic ref, another
+    object format, whitespace git reads otherwise, a null hash git calls broken)."""
+    value = content[:-1] if content.endswith("\n") else content
+    if len(value) != width or value.strip(_HEX) or value == "0" * width:  # strip: what is left is not hex
+        raise _Unsure
     return value
 
 
@@ -166,9 +210,11 @@ def packed_key(common: str) -> tuple:
     None)`` when there is none: what its content is known by (git replaces the file whole)."""
     path = os.path.join(common, "packed-refs")
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return (path, None)
+    if st.st_mode & 0o170000 != 0o100000:
+        raise _Unsure  # a symlink, a FIFO: git follows or blocks where this must not
     return (path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
@@ -208,15 +254,20 @@ def _packed(common: str, width: int, expect: tuple | None = None) -> _Packed:
     if b"\r" in data or (data and not data.endswith(b"\n")):  # git refuses an unterminated last line
         raise _Unsure
     rows = data.split(b"\n")[:-1] if data else []
-    traits = b""
+    traits = b" "
+    head = b"# pack-refs with:"
     if rows and rows[0].startswith(b"#"):
-        if not rows[0].startswith(b"# pack-refs with:"):
+        if not rows[0].startswith(head):
             raise _Unsure
-        traits, rows = rows[0] + b" ", rows[1:]
+        traits, rows = b" " + rows[0][len(head):] + b" ", rows[1:]  # git splits them on spaces
     every = [row for row in rows if row[:1] != b"^"]  # "^<hash>": the object an annotated tag names
     peeled = [row for row in rows if row[:1] == b"^"] if len(every) < len(rows) else []
-    if not _fixed(every, width, False) or not _fixed(peeled, width, True) or (rows and rows[0][:1] == b"^"):
+    if not _fixed(every, width, False) or not _fixed(peeled, width, True):
         raise _Unsure  # a comment, an empty line, a hash of another length or not hex, a bad peel
+    if peeled and (rows[0][:1] == b"^" or b"^^" in b"".join([row[:1] for row in rows])):
+        raise _Unsure  # a peel that follows no ref line
+    if (b"\n" + data).find(b"\n" + b"0" * width + b" ") >= 0:
+        raise _Unsure  # a null hash: git calls the ref broken
     start = width + 1
     names = [row[start:] for row in every]
     if not _names_ok(names) or len(set(names)) != len(names) or any(n.startswith(b"refs/stash/") for n in names):
@@ -230,7 +281,8 @@ def _packed(common: str, width: int, expect: tuple | None = None) -> _Packed:
     # "refs/tags/"; "0" follows "/"): cut out by binary search, not a test per line
     lines: list[bytes] = []
     shown: list[bytes] = []
-    for lo, hi in ((b"refs/heads/", b"refs/heads0"), (b"refs/stash", b"refs/stash\x00"), (b"refs/tags/", b"refs/tags0")):
+    for lo, hi in ((b"refs/heads", b"refs/heads\x00"), (b"refs/heads/", b"refs/heads0"), (b"refs/stash", b"refs/stash\x00"),
+                   (b"refs/tags", b"refs/tags\x00"), (b"refs/tags/", b"refs/tags0")):  # the name itself, its folder
         a, b = _find(names, lo), _find(names, hi)
         lines += every[a:b]
         shown += names[a:b]
@@ -309,14 +361,17 @@ def facts(dot_git: str, lazy: bool = False) -> tuple[bytes, Callable[[], bytes |
         gitdir, common, top, width = _dirs(dot_git)
         key0 = packed_key(common)
         loose = _loose(common, width)
-        head = _text(os.path.join(gitdir, "HEAD")).strip()
-        if head.startswith("ref:"):
-            target = head[4:].strip()
+        head = _text(os.path.join(gitdir, "HEAD"))
+        if head.startswith("ref: "):  # as git writes it: "ref: <name>\n", a name it takes, under refs/
+            target = head[5:-1] if head.endswith("\n") else head[5:]
+            if (not target.startswith("refs/") or not _names_ok([target.encode()])
+                    or target.startswith(_PER_WORKTREE)):
+                raise _Unsure  # git refuses it, or reads it from the worktree's own folder
             shown = target.startswith(("refs/heads/", "refs/tags/")) or target == STASH
             path = os.path.join(common, *target.split("/"))
             if shown and target in loose:
                 sha = loose[target]
-            elif not shown and os.path.isfile(path):
+            elif not shown and os.path.lexists(path):
                 sha = _sha(_text(path), width)
             else:
                 sha = _packed_one(common, target, width) if lazy else _packed(common, width, key0).get(target, "")
