@@ -47,6 +47,11 @@ def test_anything_unusual_falls_back_to_argparse(argv):
 
 
 def test_same_output_both_ways(goal, cli, monkeypatch):
+    from loopx.kernel.storage import clock
+
+    # one frozen moment for both calls: the answer stamps whole seconds (`evaluated_at`), and on a
+    # loaded machine two calls can straddle a second
+    monkeypatch.setenv("LOOPX_NOW", clock.now_iso())
     fast_out = cli("quota", "should-run", "--goal-id", goal, "--no-record", json=True)
     monkeypatch.setattr("loopx.cli._fast", lambda rest: None)
     slow_out = cli("quota", "should-run", "--goal-id", goal, "--no-record", json=True)
