@@ -108,7 +108,7 @@ def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes
     from loopx.kernel.read import gitstatus
 
     head, refs_of, top, key = known
-    big = key[0][1] is not None and key[0][3] >= BIG_PACKED
+    big = big_packed(key[0])
     refs = None if big else refs_of()
     if not big and refs is None:  # packed-refs holds what only git reads
         return _from_git(project_dir, pinned, sha256)
@@ -124,6 +124,12 @@ def git_facts(project_dir: str | None, pinned: bool = False) -> tuple[str, bytes
                                 lambda listing: digest(head, listing, lines, sha256))
         return (part, status) if part is not None else _from_git(project_dir, pinned, sha256)
     return _hash(head, refs, status, top, sha256), status
+
+
+def big_packed(packed: tuple) -> bool:
+    """Whether the ``packed-refs`` of stat key ``packed`` (``gitrefs.packed_key``) is one the git part
+    is kept for (``gitmemo``): ``BIG_PACKED`` bytes or more."""
+    return packed[1] is not None and packed[3] >= BIG_PACKED
 
 
 def _from_git(project_dir: str, pinned: bool, sha256) -> tuple[str, bytes | None]:

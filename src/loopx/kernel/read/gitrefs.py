@@ -106,8 +106,8 @@ def _width(config: str) -> int:
         if line.startswith("["):
             section = line[1:].split("]", 1)[0].strip().lower()
             continue
-        name, _, value = line.partition("=")
-        values[f"{section}.{name.strip().lower()}"] = value.strip() if _ else "true"  # "bare" alone is true
+        name, eq, value = line.partition("=")
+        values[f"{section}.{name.strip().lower()}"] = value.strip() if eq else "true"  # "bare" alone is true
     if any(k.startswith("extensions.") and k != "extensions.objectformat" for k in values):
         raise _Unsure  # worktreeconfig, refstorage, an extension unknown here
     if "core.worktree" in values or any(k.startswith(("include.", "includeif")) for k in values):
@@ -135,7 +135,7 @@ def _loose(common: str, width: int) -> dict[str, str]:
     out: dict[str, str] = {}
     for prefix in PATTERNS:
         base = os.path.join(common, *prefix.rstrip("/").split("/"))
-        if os.path.lexists(base) and not os.path.isdir(base) or os.path.islink(base):
+        if os.path.islink(base) or (os.path.lexists(base) and not os.path.isdir(base)):
             raise _Unsure  # refs/heads or refs/tags a file (git lists it) or a link (git follows it)
         for folder, subdirs, files in os.walk(base):
             subdirs.sort()

@@ -62,8 +62,8 @@ def _checked(project_dir: str, packed: tuple) -> bool:
     without reading it again: a big one the fingerprint's kept git part vouches for (``gitmemo``)."""
     from loopx.kernel.read import fingerprint
 
-    if packed[1] is None or packed[3] < fingerprint.BIG_PACKED:
-        return False  # small: checking it costs less than the memo's file
+    if not fingerprint.big_packed(packed):
+        return False  # small (or none): checking it costs less than the memo's file
     from loopx.kernel.read import gitmemo
 
     return gitmemo.checked(project_dir, packed)
