@@ -74,6 +74,34 @@ def test_an_unsigned_approval_leaves_the_gate_closed(signed, project, cli):
     assert any(c["id"] == "signing.approvals" and gid in c["finding"] for c in doc["checks"])
 
 
+def test_the_turn_packet_counts_only_signed_approvals_reading_the_setting_once(signed, goal, project, cli, key,
+                                                                             monkeypatch):
+    """A packet lists each protected action with whether an approval covers it; with signing on an
+    unsigned approval does not, a signed one does, and the signing setting (the user's config and
+    the signing log) is read once a packet, not once per approved gate."""
+    from loopx.kernel.policy import packet
+    from loopx.kernel.storage import clock
+
+    store = Store(str(project / ".loopx"))
+    for _ in range(3):  # unsigned approvals, recorded around the CLI's signing
+        gates.decide(store, "human:alice", open_gate(cli), approve=True, channel="confirm-flag",
+                     human=human_channel())
+    reads = []
+    real = signing.enabled
+    monkeypatch.setattr(signing, "enabled", lambda: reads.append(1) or real())
+
+    def merge_entry() -> dict:
+        p = packet.build(store.load(), goal, None, "run-x", None, "agent:bot", clock.now())
+        return next(x for x in p["protected"] if x["action"] == "merge")
+
+    assert merge_entry()["gate"] == "none" and len(reads) == 1
+    gid = open_gate(cli)
+    assert cli("gate", "approve", gid, "--confirm", gid).code == 0  # signed with the user's key
+    reads.clear()
+    got = merge_entry()
+    assert got["gate"] == "approved" and got["gate_id"] == gid and len(reads) == 1
+
+
 def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, tmp_path):
     gid = open_gate(cli)
     store = Store(str(project / ".loopx"))

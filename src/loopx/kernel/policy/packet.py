@@ -101,13 +101,14 @@ def _build(state, goal_id, todo_id, run_id, lease_until, actor, now, mode, fence
             rejected.append({"id": b["gate"], "kind": b.get("kind") or "?", "question": "", "note": _cut(b.get("note"), 300),
                              "decided_by": b.get("by"), "blocks": [x["id"]]})
     protected = []
+    verify_gate = None
     for action in g["scope"].get("protect") or []:
         from loopx.kernel.read.approvals import covering_gate, last_used
-        from loopx.kernel.write.signing import (
-            approval_counts as verify_gate,  # guard.verdicts.verify_gate, without
-        )
-        # importing the guard's shell parser for a packet
 
+        if verify_gate is None:  # guard.verdicts.verify_gate without the guard's shell parser, and the
+            from loopx.kernel.write.signing import gate_verifier  # signing setting read once a packet
+
+            verify_gate = gate_verifier()
         ok = covering_gate(state, goal_id, action, verify=verify_gate, run_id=run_id)
         wait = next((x for x in pending if x["kind"] == action), None)
         used = last_used(state, goal_id, action) if not ok and not wait else None

@@ -38,16 +38,22 @@ def _resume(store: Store, actor: str, goal_id: str | None, driven: bool) -> dict
 def _resume_and_view(store: Store, actor: str, goal_id: str | None, driven: bool) -> tuple[dict | None, dict]:
     """``_resume``'s answer and the live view it was looked for in (``next`` decides on it too)."""
     state = store.load(view="live")
+    if not _open_mine(state, actor, goal_id, clock.now_iso()):  # the common case: no reader's prune (as_saved)
+        return None, state  # for an answer that cannot depend on it (a live view keeps every open run)
     return store.read(lambda st: _resume_on(st, actor, goal_id, driven), state), state
+
+
+def _open_mine(state: dict, actor: str, goal_id: str | None, now_iso: str) -> list[dict]:
+    """The caller's runs on this clone that are open and within their lease (of ``goal_id``)."""
+    return [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor)
+            and queries.lease_live(r, now_iso) and (goal_id is None or r["goal"] == goal_id)]
 
 
 def _resume_on(state: dict, actor: str, goal_id: str | None, driven: bool) -> dict | None:
     from loopx.kernel.policy import packet
 
     now = clock.now()
-    now_iso = clock.iso(now)
-    mine = [r for r in queries.open_runs(state) if machines.runs_here(state, r, actor)
-            and queries.lease_live(r, now_iso) and (goal_id is None or r["goal"] == goal_id)]
+    mine = _open_mine(state, actor, goal_id, clock.iso(now))
     if not mine:
         return None
     r = max(mine, key=lambda x: x.get("seq", 0))

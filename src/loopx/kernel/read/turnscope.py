@@ -74,11 +74,13 @@ def checked(scope: dict | None) -> bool:
     return bool(scope and (scope.get("allow") or scope.get("deny")))
 
 
-def _changed(project_dir: str, head: str | None, listing: bytes | None = None) -> tuple[str, list[str]] | None:
+def _changed(project_dir: str, head: str | None, listing: bytes | None = None,
+             known: tuple[str | None, str] | None = None) -> tuple[str, list[str]] | None:
     """(repository top, top-relative paths changed since ``head``: committed, modified, untracked).
     ``listing``: a ``git status`` of this moment with untracked folders collapsed
-    (``fingerprint.git_facts``), used instead of starting another ``git status``."""
-    known = _head_and_top(project_dir)
+    (``fingerprint.git_facts``), used instead of starting another ``git status``; ``known``:
+    ``_head_and_top`` of this moment when the caller has it."""
+    known = known or _head_and_top(project_dir)
     if known is None:
         return None
     top = known[1]
@@ -133,11 +135,11 @@ def _stamp(top: str, path: str) -> str:
         return "gone"
 
 
-def _outside_paths(project_dir: str, scope: dict, head: str | None,
-                   listing: bytes | None = None) -> list[tuple[str, str]] | None:
+def _outside_paths(project_dir: str, scope: dict, head: str | None, listing: bytes | None = None,
+                   known: tuple[str | None, str] | None = None) -> list[tuple[str, str]] | None:
     from loopx.kernel.read import scope as sc
 
-    got = _changed(project_dir, head, listing)
+    got = _changed(project_dir, head, listing, known)
     if got is None:
         return None
     top, paths = got
@@ -160,7 +162,7 @@ def start(project_dir: str | None, scope: dict | None, listing: bytes | None = N
     if known is None:
         return None
     head = known[0]
-    dirty = _outside_paths(project_dir, scope or {}, None, listing) or []
+    dirty = _outside_paths(project_dir, scope or {}, None, listing, known) or []
     return {"head": head, "dirty": dict(dirty[:200])}
 
 

@@ -167,6 +167,21 @@ def approval_counts(gate: dict) -> bool:
     """True when ``gate``'s approval counts: signing off, or its signature verifies."""
     if not enabled():
         return True
+    return _signature_counts(gate)
+
+
+def gate_verifier():
+    """``approval_counts`` for many gates at one moment (a turn packet asks for every approved gate
+    of each protected action): the signing setting (the user's config and the signing log) is read
+    once, here, not once per gate. Returns a function ``gate -> bool``."""
+    return _signature_counts if enabled() else _counts_unsigned
+
+
+def _counts_unsigned(gate: dict) -> bool:
+    return True
+
+
+def _signature_counts(gate: dict) -> bool:
     sig = gate.get("signature") or {}
     if not isinstance(sig, dict) or not sig.get("sig"):
         return False
