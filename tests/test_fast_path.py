@@ -74,6 +74,31 @@ def _entry(tmp_path, argv: list[str], before: str = "", **kw):
                           capture_output=True, timeout=60)
 
 
+def test_a_hot_command_ends_without_a_collection_and_the_normal_way_out_turns_it_back_on(project, goal, tmp_path):
+    """After a hot command's main() nothing is collected before the quick exit (turning the collector
+    back on there would walk every object the command made, right before the exit frees them); a
+    process that takes the normal way out (here: an atexit callback) has its collector on again."""
+    log = tmp_path / "gc.log"
+    spy = ("import atexit, gc\n"
+           "import loopx.cli as c\n"
+           "real = c.main\n"
+           f"out = open({str(log)!r}, 'a')\n"
+           "after = []\n"
+           "gc.callbacks.append(lambda phase, info: after and phase == 'start' and (out.write('collected\\n'), out.flush()))\n"
+           "def main(*a, **k):\n"
+           "    code = real(*a, **k)\n"
+           "    after.append(1)  # from here on, a collection is logged\n"
+           "    return code\n"
+           "c.main = main\n")
+    proc = _entry(tmp_path, ["quota", "should-run", "--format", "json"], before=spy, cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert log.read_text() == ""
+    at_exit = spy + f"atexit.register(lambda: open({str(log)!r}, 'a').write(f'enabled={{gc.isenabled()}}\\n'))\n"
+    proc = _entry(tmp_path, ["quota", "should-run", "--format", "json"], before=at_exit, cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "enabled=True" in log.read_text().splitlines()
+
+
 def test_quick_exit_keeps_the_exit_code_and_every_byte_of_output(project, goal, cli, tmp_path):
     for i in range(300):  # far more than one pipe buffer of JSON
         assert cli("todo", "add", f"todo {i} " + "x" * 100, "--quiet").code == 0

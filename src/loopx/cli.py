@@ -189,8 +189,10 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
 }
 
 
-# whether the last main() took the fast path: its loopx modules belong in loopx.codecache's file
-LAST = {"hot": False}
+# whether the last main() took the fast path: its loopx modules belong in loopx.codecache's file;
+# "exits": entry() ends the process right after main(); "paused": _run left the collector off for
+# that end (entry turns it back on when it takes the normal way out)
+LAST = {"hot": False, "exits": False, "paused": False}
 
 
 def _fast(rest: list[str]):
@@ -338,7 +340,9 @@ def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
     # and its marshal reads make thousands of containers: the cyclic collector would walk them all
     # several times for nothing (up to 0.1x of a bare interpreter's start). Paused for a hot
     # command only; every other one (the dashboard, `loopx run`, doctor) keeps it on, and an
-    # in-process caller of main() gets its own setting back.
+    # in-process caller of main() gets its own setting back. entry() does not: it ends the process,
+    # and turning the collector on there would walk every object the command made (its first
+    # allocation would find them all young: 2-3% of `next`), right before the exit frees them all.
     import gc
 
     collecting = gc.isenabled()
@@ -350,7 +354,8 @@ def _run(opts: dict, rest: list[str], fmt: str, run: dict) -> int:
             gc.enable()
         return _dispatch(opts, rest, fmt, run, fast)
     finally:
-        if collecting:
+        LAST["paused"] = collecting and LAST["hot"] and LAST["exits"]
+        if collecting and not LAST["paused"]:
             gc.enable()
 
 
@@ -477,8 +482,12 @@ def entry() -> None:
     process ends with ``os._exit`` after flushing stdout and stderr: tearing down the modules and
     objects of a command costs about 3 ms, as much as a tenth of a hot command.
     A profiler or tracer running (``python -m cProfile``, coverage) or ``LOOPX_FULL_EXIT=1`` takes
-    the normal way out."""
-    code = main()
+    the normal way out, with the cyclic collector on again when the hot command paused it."""
+    LAST["exits"] = True
+    try:
+        code = main()
+    finally:
+        LAST["exits"] = False
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -492,6 +501,11 @@ def entry() -> None:
         codecache.update(fs)
     if _nothing_at_exit():
         os._exit(code)
+    if LAST["paused"]:
+        import gc
+
+        LAST["paused"] = False
+        gc.enable()
     sys.exit(code)
 
 
