@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -75,6 +75,9 @@ def test_timestamps_sort_as_text_in_time_order():
     texts = [clock.iso(t) for t in times]
     assert len({len(x) for x in texts}) == 1  # one fixed width
     assert texts == sorted(texts)
+    early = [clock.iso(datetime(y, 1, 1, tzinfo=UTC)) for y in (999, 1000, 2026)]  # a year below 1000 too
+    assert early == ["0999-01-01T00:00:00Z", "1000-01-01T00:00:00Z", "2026-01-01T00:00:00Z"] == sorted(early)
+    assert clock.iso(datetime(2026, 6, 1, 1, 0, 0, tzinfo=timezone(timedelta(hours=2)))) == "2026-05-31T23:00:00Z"
     t = {"claim": {"holder": "agent:a", "lease_until": clock.iso(base + timedelta(seconds=1)), "fence": 1}}
     assert queries.claim_live(t, clock.iso(base + timedelta(microseconds=999_999)))
     assert not queries.claim_live(t, clock.iso(base + timedelta(seconds=1)))
