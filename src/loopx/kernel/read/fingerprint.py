@@ -57,7 +57,7 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
         if t.get("depends_on_goals"):  # another goal finishing makes this todo ready: a change
             row.append([[x, (state["goals"].get(x) or {}).get("status")] for x in t["depends_on_goals"]])
         todos.append(row)
-    todos.sort()
+    todos.sort(key=_first)  # ids are unique: the order sorting the whole rows gives, without comparing lists
     gates = []
     for x in state["gates"].values():
         if x["goal"] != goal_id:
@@ -70,6 +70,10 @@ def state_part(state: dict, goal_id: str, overrides: dict | None = None) -> str:
     body = [g.get("objective"), g.get("done_when"), g.get("verify"), g.get("status"), g.get("scope"),
             todos, gates, f"{mark:016x}"]
     return sha256(dumps(body, ascii=True, sort_keys=True, default=str, separators=(", ", ": ")).encode()).hexdigest()[:16]
+
+
+def _first(row: list):
+    return row[0]
 
 
 def in_git(project_dir: str | None) -> bool:
