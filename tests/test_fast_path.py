@@ -99,6 +99,25 @@ def test_a_hot_command_ends_without_a_collection_and_the_normal_way_out_turns_it
     assert "enabled=True" in log.read_text().splitlines()
 
 
+def test_an_interrupt_escaping_main_under_entry_turns_the_collector_back_on(tmp_path, monkeypatch):
+    """A hot command's pause lasts to the quick exit only: when something escapes ``main()`` under
+    ``entry()`` (a second Ctrl-C while the first error is reported), the collector is on again."""
+    import gc
+    import sys
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)  # no store: should-run fails and reports it
+    monkeypatch.setenv("LOOPX_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(cli, "_fail", interrupted)
+    monkeypatch.setattr(sys, "argv", ["loopx", "quota", "should-run", "--format", "json"])
+    assert gc.isenabled()
+    with pytest.raises(KeyboardInterrupt):
+        cli.entry()
+    assert gc.isenabled() and not cli.LAST["paused"] and not cli.LAST["exits"]
+
+
 def test_quick_exit_keeps_the_exit_code_and_every_byte_of_output(project, goal, cli, tmp_path):
     for i in range(300):  # far more than one pipe buffer of JSON
         assert cli("todo", "add", f"todo {i} " + "x" * 100, "--quiet").code == 0

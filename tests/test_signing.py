@@ -102,6 +102,20 @@ def test_the_turn_packet_counts_only_signed_approvals_reading_the_setting_once(s
     assert got["gate"] == "approved" and got["gate_id"] == gid and len(reads) == 1
 
 
+def test_a_signing_log_that_is_not_utf8_is_a_broken_entry_not_an_internal_error(goal, project, cli):
+    """Every turn packet of a goal with a protected action asks for the signing setting: a log
+    damaged with bytes that are not UTF-8 reads as a broken entry (doctor names it), and `next`
+    still starts the turn."""
+    import os
+
+    os.makedirs(os.path.dirname(signing.log_path()), exist_ok=True)
+    with open(signing.log_path(), "wb") as fh:
+        fh.write(b'{"enabled": false}\n\xff\xfe garbage\n')
+    r = cli("--agent", "bot", "next", json=True)
+    assert r.code == 0 and r.data["started"], r.err
+    assert any("not JSON" in p for p in signing.check()["problems"])
+
+
 def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, tmp_path):
     gid = open_gate(cli)
     store = Store(str(project / ".loopx"))

@@ -486,6 +486,9 @@ def entry() -> None:
     LAST["exits"] = True
     try:
         code = main()
+    except BaseException:  # an interrupt while an error was reported: on its way out, the collector back on
+        _collector_back()
+        raise
     finally:
         LAST["exits"] = False
     try:
@@ -501,12 +504,17 @@ def entry() -> None:
         codecache.update(fs)
     if _nothing_at_exit():
         os._exit(code)
+    _collector_back()
+    sys.exit(code)
+
+
+def _collector_back() -> None:
+    """Turn the cyclic collector back on when ``_run`` left it paused for ``entry``'s quick exit."""
     if LAST["paused"]:
         import gc
 
         LAST["paused"] = False
         gc.enable()
-    sys.exit(code)
 
 
 def _nothing_at_exit() -> bool:

@@ -196,16 +196,19 @@ def _default_principal() -> str:
 
 
 # ------------------------------------------------------------------ configuring and checking
-def _read(path: str) -> str | None:
+def _read(path: str, errors: str = "strict") -> str | None:
+    """The UTF-8 text of ``path``, None when it cannot be read; ``errors`` as for ``open``."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", errors=errors) as fh:
             return fh.read()
     except OSError:
         return None
 
 
 def _log() -> list[dict]:
-    text = _read(log_path()) or ""
+    # bytes that are not UTF-8 become U+FFFD: the line reads as a broken entry, as other damage does
+    # (every turn packet with a protected action asks; an internal error there stopped `next`)
+    text = _read(log_path(), errors="replace") or ""
     if not text:
         return []  # signing never configured: no json import (every packet asks)
     import json
