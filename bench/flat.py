@@ -273,6 +273,17 @@ def host_folders(root: str) -> dict:
     return {"CLAUDE_CONFIG_DIR": claude, "CODEX_HOME": os.path.join(root, "codex")}
 
 
+def bench_env(root: str) -> dict:
+    """The environment every measured command runs in: the data folder under ``root``, no colour,
+    no update check, and none of the markers that make loopx act as an agent or a host's child
+    (an agent name, a host's session variables, a frozen clock), bytecode caching on."""
+    env = dict(os.environ, LOOPX_HOME=os.path.join(root, "home"), NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
+    for var in ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_THREAD_ID",
+                "CURSOR_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
+        env.pop(var, None)
+    return env
+
+
 def launcher(py: str, env: dict) -> tuple[list[str], str]:
     """What cron, systemd and the hooks run (``loopx.resources.loopx_executable``): the ``loopx``
     console script next to ``py`` when it runs this checkout, else ``py -m loopx`` with ``src`` on
@@ -299,10 +310,7 @@ def main(argv=None) -> int:
     only = set(args.only.split(",")) if args.only else None
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-flat-")
     os.makedirs(root, exist_ok=True)
-    env = dict(os.environ, LOOPX_HOME=os.path.join(root, "home"), NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
-    for var in ("LOOPX_AGENT", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX", "CODEX_THREAD_ID",
-                "CURSOR_AGENT", "LOOPX_NOW", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
-        env.pop(var, None)
+    env = bench_env(root)
     py = sys.executable
     lx, how = launcher(py, env)
     if how != "console script":

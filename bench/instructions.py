@@ -61,10 +61,7 @@ def main(argv=None) -> int:
         return 2
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-instr-")
     os.makedirs(root, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPX_") and k not in (
-        "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CODEX_SANDBOX",
-        "CODEX_THREAD_ID", "CURSOR_AGENT")}
-    env.update(LOOPX_HOME=os.path.join(root, "home"), NO_COLOR="1", LOOPX_NO_UPDATE_CHECK="1")
+    env = flat.bench_env(root)
     py = sys.executable
     lx, how = flat.launcher(py, env)
     if how != "console script":
