@@ -184,9 +184,11 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 def _fold_version(root: Path) -> str:
-    """FOLD_VERSION as a fresh process importing loopx from ``root``/src computes it."""
+    """FOLD_VERSION as a fresh process importing loopx from ``root``/src computes it. No bytecode
+    is written into the copy (``-B``): an edit of the same size within the second after a ``.pyc``
+    was written would look current to the import system, and the edit would go unseen."""
     code = "from loopx.kernel.storage import fold; print(fold.__file__); print(fold.FOLD_VERSION)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+    proc = subprocess.run([sys.executable, "-B", "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(root / "src")})
     where, version = proc.stdout.split()
     assert Path(where).is_relative_to(root / "src")

@@ -62,12 +62,15 @@ def test_same_output_both_ways(goal, cli, monkeypatch):
 
 # ---------------------------------------------------------------- the quick exit (cli.entry)
 def _entry(tmp_path, argv: list[str], before: str = "", **kw):
-    """Run ``loopx.cli.entry()`` in a fresh interpreter after ``before`` (Python source)."""
+    """Run ``loopx.cli.entry()`` in a fresh interpreter after ``before`` (Python source). The exit
+    callbacks that the interpreter's start registered are cleared first: a ``.pth`` file in
+    site-packages may register one (seen in CI: a CA injector whose ``certifi.where()`` does), and
+    with any callback registered ``entry()`` rightly takes the normal way out."""
     import os
     import subprocess
     import sys
 
-    code = f"import sys\n{before}\nsys.argv = ['loopx', *{argv!r}]\nfrom loopx.cli import entry\nentry()\n"
+    code = f"import atexit, sys\natexit._clear()\n{before}\nsys.argv = ['loopx', *{argv!r}]\nfrom loopx.cli import entry\nentry()\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPX_")}
     env["LOOPX_HOME"] = str(tmp_path / "home")
     return subprocess.run([sys.executable, "-c", code], cwd=kw.get("cwd", tmp_path), env=env,
