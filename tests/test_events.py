@@ -67,7 +67,7 @@ def test_a_new_field_is_one_row_and_the_docs_check_and_fold_version_follow(monke
     # the reducer and the line check follow the table
     monkeypatch.setattr(events, "EVENTS", table)
     monkeypatch.setattr(events, "_COPIED", {})
-    monkeypatch.setattr(fold, "_PLANS", None)
+    monkeypatch.setattr(fold, "_PLANS", {})
     state = fold.empty()
     rec = {"type": "goal.started", "goal": "g1", "ts": "2026-01-01T00:00:00Z", "seq": 1, "data": {"objective": "x"}}
     fold.apply(state, rec)

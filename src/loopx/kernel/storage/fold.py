@@ -67,7 +67,7 @@ from loopx.kernel.storage import actors, events, quotas, trialfold
 # (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 9: gates carry
 # `reserved`; 8: nodes.
 REVISION = 13
-REDUCER_DIGEST = "38c6b8f61f42"
+REDUCER_DIGEST = "5b10369e8541"
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
@@ -357,10 +357,10 @@ def _live_ledgers(state: dict, now_iso: str | None, out: dict) -> None:
     out.update(ledgers, spends_cut=cut)
 
 
-# The field types and required ids of each event (loopx.kernel.storage.events), as
-# (key, types, required, list of strings) per type, built on the first check (check_shape runs on
-# every line read; a read that folds no line never builds it)
-_PLANS: dict | None = None
+# The field types and required ids of each event type (loopx.kernel.storage.events.plan), as
+# (key, types, required, list of strings), built on the first check of that type (check_shape runs
+# on every line read; a command reads a few types, and a read that folds no line builds none)
+_PLANS: dict[str, tuple] = {}
 _ABSENT = object()
 
 
@@ -379,10 +379,9 @@ def check_data(event_type: str, data: dict) -> None:
     """Raise ValueError when ``data`` breaks the fields ``events.EVENTS`` declares for
     ``event_type`` (a required id missing, a value of the wrong type, a list of non-strings).
     A type the table does not declare passes (folding counts it as unknown)."""
-    global _PLANS
-    if _PLANS is None:
-        _PLANS = events.plans()
     plan = _PLANS.get(event_type)
+    if plan is None:
+        plan = _PLANS[event_type] = events.plan(event_type)
     if plan:
         for key, types, required, strs in plan:
             value = data.get(key, _ABSENT)
