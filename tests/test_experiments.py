@@ -652,10 +652,81 @@ def test_the_json_listing_from_its_cache_is_byte_for_byte_the_one_encoded_fresh(
     assert run_loopx(["trial", "list", "--json"], cwd=repo).out == fresh  # answered from the cache
     rows = json.loads(fresh)["data"]["trials"]
     assert [t["decision"] for t in rows] == ["keep", "keep", "discard"]
-    cached.write_text(cached.read_text().splitlines()[0] + "\n[]", encoding="utf-8")  # a cache with the same key
+    head = cached.read_text().splitlines()[0].rsplit(" ", 1)[0]  # the version and the key, then the length
+    cached.write_text(head + " 2\n[]", encoding="utf-8")  # a cache with the same key
     assert json.loads(run_loopx(["trial", "list", "--json"], cwd=repo).out)["data"]["trials"] == []  # is what is served
+    cached.write_text(head + " 3\n[]", encoding="utf-8")  # cut short (its header says one byte more): rebuilt
+    assert run_loopx(["trial", "list", "--json"], cwd=repo).out == fresh
     limited = json.loads(run_loopx(["trial", "list", "--json", "--limit", "1"], cwd=repo).out)["data"]["trials"]
     assert [t["id"] for t in limited] == [rows[-1]["id"]]  # a filtered list never reads it
+
+
+def test_the_table_and_tsv_from_their_caches_are_byte_for_byte_the_ones_rendered_fresh(repo):
+    """The table and results.tsv of the full listing are written out from their caches as they are
+    (a span of the file, not read into memory): the same bytes as rendered without a cache, a cache
+    cut short is rendered again, and a console that is not UTF-8 gets them decoded and escaped as
+    any text it is given."""
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"], ["lower to 0.6 (ünïcode)", "0.6"]], 2)
+    cache = repo / ".loopx" / "cache"
+    fresh = {}
+    for fmt, kind in (("text", "txt"), ("tsv", "tsv")):
+        (cache / f"trials-knn.{kind}").unlink(missing_ok=True)
+        fresh[fmt] = run_loopx(["trial", "list", "--format", fmt], cwd=repo).out
+        assert (cache / f"trials-knn.{kind}").exists()
+        assert run_loopx(["trial", "list", "--format", fmt], cwd=repo).out == fresh[fmt]  # from the cache
+    assert "ünïcode" in fresh["text"] and fresh["tsv"].count("\n") == 4 and fresh["text"].endswith("over the baseline)\n")
+    table = cache / "trials-knn.txt"
+    raw = table.read_bytes()
+    table.write_bytes(raw[:-5])  # cut short: its header says more bytes follow
+    assert run_loopx(["trial", "list"], cwd=repo).out == fresh["text"]
+    assert table.read_bytes() == raw  # written again
+    ascii_out = run_loopx(["trial", "list"], cwd=repo, env={"PYTHONIOENCODING": "ascii:backslashreplace"}).out
+    assert ascii_out == fresh["text"].replace("ü", "\\xfc").replace("ï", "\\xef")
+
+
+def test_a_file_span_is_written_whole_to_a_pipe_a_buffer_and_an_appended_file(tmp_path):
+    """``output.FileSpan`` writes the rest of a file after its first line: through ``os.sendfile``
+    to a pipe, chunk by chunk to a buffer without a file descriptor, and to a file opened for
+    appending (which sendfile refuses); its file is closed after."""
+    import io
+    import os
+    import threading
+
+    from loopx import output
+
+    src = tmp_path / "cache.txt"
+    body = os.urandom(200_000)  # several sendfile calls and 64 KiB chunks
+    src.write_bytes(b"key 1\n" + body)
+    assert output.open_span(str(src), b"key 2") is None
+    assert output.open_span(str(tmp_path / "missing"), b"key 1") is None
+
+    buf = io.BytesIO()
+    span = output.open_span(str(src), b"key 1")
+    assert span.size == len(body) and span.last == body[-1:]
+    span.write_to(buf)
+    assert buf.getvalue() == body and span.fd == -1
+
+    rd, wr = os.pipe()
+    got = bytearray()
+
+    def read_all() -> None:
+        for chunk in iter(lambda: os.read(rd, 1 << 16), b""):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    with os.fdopen(wr, "wb") as pipe:
+        output.open_span(str(src), b"key 1").write_to(pipe)
+    reader.join()
+    os.close(rd)
+    assert bytes(got) == body
+
+    dst = tmp_path / "out.bin"
+    dst.write_bytes(b"before ")
+    with open(dst, "ab") as fh:
+        output.open_span(str(src), b"key 1").write_to(fh)
+    assert dst.read_bytes() == b"before " + body
 
 
 def test_counts_and_hypotheses_read_the_same_everywhere():

@@ -389,7 +389,8 @@ def _print_reply(ctx, reply, fmt: str, command: str, render, quiet: bool) -> int
         mod, fn = TABULAR[command]
         __import__(f"loopx.commands.{mod}")  # not importlib (with warnings): `trial list --format tsv` is hot
         tabular = getattr(sys.modules[f"loopx.commands.{mod}"], fn)
-        output.print_text(tabular(reply.data, TABULAR_FORMATS[fmt]).rstrip("\n"))
+        text = tabular(reply.data, TABULAR_FORMATS[fmt])  # a str, or a Spliced of a rendered cache
+        output.print_text(text.rstrip("\n") if isinstance(text, str) else text)
     elif fmt != "text":
         output.print_json(output.envelope(command, data=reply.data, exit_code=reply.exit_code,
                                           warnings=reply.warnings))

@@ -95,6 +95,103 @@ class Style:
         return self._wrap("33", s)
 
 
+class FileSpan:
+    """The rest of an open file from ``offset`` on (``size`` bytes): a cached rendering that an answer
+    includes as it is (``trial list``'s table, results.tsv or rows' JSON for 10,000 trials: several
+    MB), written out without holding it in memory. Holding 4 MB in a ``bytes`` (read whole, then
+    joined with what the header line left buffered) cost about 2,000 page faults, a third of such
+    a command. Owns ``fd``: closed once written or read."""
+
+    __slots__ = ("fd", "offset", "size", "last")
+
+    def __init__(self, fd: int, offset: int, size: int, last: bytes) -> None:
+        self.fd, self.offset, self.size, self.last = fd, offset, size, last  # last: its final byte (b"" if empty)
+
+    def read(self) -> bytes:
+        """The bytes, whole (for a caller that needs them in memory). Raises OSError."""
+        try:
+            return os.pread(self.fd, self.size, self.offset)
+        finally:
+            self.close()
+
+    def write_to(self, raw) -> None:
+        """Write the bytes to the binary stream ``raw`` (flushed first): ``os.sendfile`` where the
+        kernel copies them itself (Linux, to a pipe, file or socket), else 64 KiB at a time.
+        Raises OSError (the reader went away, a full disk)."""
+        try:
+            raw.flush()
+            done = 0
+            try:
+                out = raw.fileno() if hasattr(os, "sendfile") else None
+            except (AttributeError, OSError, ValueError):  # a buffer in memory (io.BytesIO): no fd
+                out = None
+            if out is not None:
+                try:
+                    while done < self.size:
+                        n = os.sendfile(out, self.fd, self.offset + done, self.size - done)
+                        if n == 0:
+                            break  # the file is shorter than it was: what is there was written
+                        done += n
+                    return
+                except OSError as exc:  # an O_APPEND file, an fd sendfile does not take: copied instead
+                    if done or exc.errno not in _NO_SENDFILE:
+                        raise
+            while done < self.size:
+                chunk = os.pread(self.fd, min(1 << 16, self.size - done), self.offset + done)
+                if not chunk:
+                    break
+                raw.write(chunk)
+                done += len(chunk)
+            raw.flush()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_NO_SENDFILE = {22, 38, 95, 29, 9}  # EINVAL, ENOSYS, EOPNOTSUPP, ESPIPE, EBADF: copy it instead
+
+
+def open_span(path: str, head: bytes) -> FileSpan | None:
+    """The file at ``path`` after its first line, when that line is ``head`` (a cache's key);
+    None when the file is missing, unreadable or keyed otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    try:
+        start = os.pread(fd, len(head) + 1, 0)
+        size = os.fstat(fd).st_size - len(start)
+        if start != head + b"\n" or size < 0:
+            os.close(fd)
+            return None
+        last = os.pread(fd, 1, len(start) + size - 1) if size else b""
+        return FileSpan(fd, len(start), size, last)
+    except OSError:
+        os.close(fd)
+        return None
+
+
+class Spliced:
+    """Text made of ``str`` pieces and ``FileSpan``s of UTF-8 text, printed piece by piece
+    (``print_text``); ``str()`` joins them in memory."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+
+    def __str__(self) -> str:
+        return "".join(p if isinstance(p, str) else p.read().decode("utf-8", "replace") for p in self.parts)
+
+    def ends_with_newline(self) -> bool:
+        last = next((p for p in reversed(self.parts) if (p if isinstance(p, str) else p.size)), "")
+        return last.endswith("\n") if isinstance(last, str) else last.last == b"\n"
+
+
 def envelope(command: str, *, data=None, exit_code: int = 0, warnings=None, error: dict | None = None) -> dict:
     return {"schema": SCHEMA, "command": command, "ok": error is None, "exit_code": exit_code,
             "data": data if data is not None else {}, "warnings": list(warnings or []), "error": error}
@@ -128,18 +225,37 @@ def print_json(doc, stream=None) -> None:
     stream.write(head)
     stream.flush()
     raw = getattr(stream, "buffer", None)
-    if raw is not None:
-        raw.write(data[key].json)
+    body = data[key].json
+    if raw is not None and isinstance(body, FileSpan):
+        body.write_to(raw)
+    elif raw is not None:
+        raw.write(body)
         raw.flush()
     else:
-        stream.write(data[key].json.decode("utf-8"))
+        stream.write((body.read() if isinstance(body, FileSpan) else body).decode("utf-8"))
     stream.write(tail + "\n")
     stream.flush()
 
 
-def print_text(text: str, stream=None) -> None:
+def print_text(text, stream=None) -> None:
+    """Write ``text`` (a ``str`` or a ``Spliced``) with one newline at its end. A ``Spliced``'s
+    files are written as they are where the stream is UTF-8 (their encoding), else decoded and
+    written as text (the stream then escapes what it cannot encode)."""
     stream = stream or sys.stdout
-    if text:
+    if isinstance(text, Spliced):
+        raw = getattr(stream, "buffer", None)
+        utf8 = (getattr(stream, "encoding", "") or "").lower().replace("-", "").replace("_", "") == "utf8"
+        for part in text.parts:
+            if isinstance(part, str):
+                stream.write(part)
+            elif raw is not None and utf8:
+                stream.flush()
+                part.write_to(raw)
+            else:
+                stream.write(part.read().decode("utf-8", "replace"))
+        if not text.ends_with_newline():
+            stream.write("\n")
+    elif text:
         stream.write(text if text.endswith("\n") else text + "\n")
     stream.flush()
 

@@ -11,7 +11,7 @@ from loopx.errors import UsageError
 from loopx.kernel.read import experiments, queries
 from loopx.kernel.read import experiments as ex
 from loopx.kernel.storage import fs, layout
-from loopx.output import Reply, _ascii_only, encode, safe
+from loopx.output import FileSpan, Reply, Spliced, _ascii_only, encode, open_span, safe
 
 
 def register(sub, name, help_text):
@@ -79,13 +79,13 @@ def _row(exp_metric, t):
 class Rows(list):
     """The trial rows of ``trial list``, carrying their text cells (``cells``) from the row cache
     so the table is not formatted again, or (text and tsv) the whole rendered listing (``text``,
-    ``total``: the number of trials in it) from the rendered cache, or (json) the rows' JSON as
-    UTF-8 bytes (``json``, written by ``loopx.output.print_json`` in their place); JSON-encodes as
-    a plain list."""
+    ``total``: the number of trials in it) from the rendered cache, or (json) the rows' JSON
+    (``json``, written by ``loopx.output.print_json`` in their place), each a span of its cache
+    file, written out without reading it into memory; JSON-encodes as a plain list."""
 
     cells: list | None = None
-    text: str | None = None
-    json: bytes | None = None
+    text: FileSpan | None = None
+    json: FileSpan | None = None
     total: int = 0  # not ``count``: that is list.count
 
 
@@ -141,36 +141,39 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     return rows, cells, experiments.summary(live, gid)
 
 
-def _text_cache(store, gid: str, kind: str) -> str:
-    return store.path(layout.trials_cache(gid, kind))
+def _text_cache(gid: str, kind: str) -> str:
+    return layout.trials_cache(gid, kind)
 
 
-def _read_text(store, gid: str, kind: str, key: list) -> str | None:
-    """The table (``txt``) or results.tsv (``tsv``) rendered for ``key``, or None."""
-    raw = _read_bytes(store, gid, kind, key)
+def _head(key: list, body: bytes | None = None, size: int | None = None) -> bytes:
+    """A rendered cache's first line: the cache version, ``key`` and the length of what follows
+    (bytes), so a file cut short is never served."""
+    n = len(body) if body is not None else size
+    return " ".join(map(str, [CACHE_VERSION, *key, n])).encode()
+
+
+def _read_span(store, gid: str, kind: str, key: list) -> FileSpan | None:
+    """The cached rendering ``kind`` (``txt``: the table, ``tsv``: results.tsv, ``json``: the rows'
+    JSON; UTF-8) for ``key``, as a span of its file to be written out as it is, or None."""
+    path = store.path(_text_cache(gid, kind))
     try:
-        return None if raw is None else raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _read_bytes(store, gid: str, kind: str, key: list) -> bytes | None:
-    """The cached rendering ``kind`` (``txt``, ``tsv``, ``json``: the rows' JSON) for ``key`` as
-    UTF-8 bytes, or None."""
-    try:
-        with open(_text_cache(store, gid, kind), "rb") as fh:
-            head = fh.readline()
-            if head.rstrip(b"\n") != " ".join(map(str, [CACHE_VERSION, *key])).encode():
-                return None
-            return fh.read()
+        with open(path, "rb") as fh:
+            first = fh.readline(256).rstrip(b"\n").rsplit(b" ", 1)
     except OSError:
         return None
+    if len(first) != 2 or not first[1].isdigit() or first[0] != _head(key, size=0).rsplit(b" ", 1)[0]:
+        return None
+    span = open_span(path, first[0] + b" " + first[1])
+    if span is not None and span.size != int(first[1]):
+        span.close()
+        return None
+    return span
 
 
 def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
+    body = text.encode("utf-8")
     try:
-        fs.atomic_write(_text_cache(store, gid, kind), " ".join(map(str, [CACHE_VERSION, *key])) + "\n" + text,
-                        sync=False, follow=False)
+        fs.atomic_write(store.path(_text_cache(gid, kind)), _head(key, body) + b"\n" + body, sync=False, follow=False)
     except OSError:
         pass
 
@@ -186,14 +189,14 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
     kind = {"text": "txt", "tsv": "tsv", "json": "json", "jsonl": "json"}.get(ctx.fmt)
     whole = kind is not None and decision is None and not limit
     key = [e["trials"], e["last_trial"]] + ([int(_ascii())] if kind == "json" else [])
-    if whole:  # the rendered listing, as it was last rendered for this key
-        text = _read_bytes(store, gid, kind, key) if kind == "json" else _read_text(store, gid, kind, key)
-        if text is not None:
+    if whole:  # the rendered listing, as it was last rendered for this key, written out as it is
+        span = _read_span(store, gid, kind, key)
+        if span is not None:
             out = Rows()
-            if isinstance(text, bytes):
-                out.json = text
+            if kind == "json":
+                out.json = span
             else:
-                out.text = text
+                out.text = span
             out.total = e["trials"]
             return {"goal_id": gid, "metric": e["metric"], "direction": e["direction"], "trials": out,
                     "summary": experiments.summary(live, gid)}
@@ -208,7 +211,7 @@ def trial_list(ctx, goal_id=None, decision=None, limit=None):
         _write_text(store, gid, "json", key, encode(list(out), bool(key[-1])))
     elif whole:
         _write_text(store, gid, "txt", key[:2], _table(data))
-        _write_text(store, gid, "tsv", key[:2], tabular(data, "\t"))
+        _write_text(store, gid, "tsv", key[:2], tabular(data, "\t").rstrip("\n"))  # as printed, less its newline
     return data
 
 
@@ -217,10 +220,11 @@ def _ascii() -> bool:
     return _ascii_only(sys.stdout)
 
 
-def tabular(d: dict, sep: str) -> str:
-    """``trial list --format tsv|csv``: one header and one line per trial (a results.tsv)."""
+def tabular(d: dict, sep: str) -> str | Spliced:
+    """``trial list --format tsv|csv``: one header and one line per trial (a results.tsv); from
+    the rendered cache, a ``Spliced`` of its file (``loopx.output.print_text`` writes it out)."""
     if getattr(d["trials"], "text", None) is not None and sep == "\t":
-        return d["trials"].text
+        return Spliced([d["trials"].text])
     cols = experiments.TSV_COLUMNS
     lines: list[tuple[str, ...] | list[str]] = [cols]
     for r in d["trials"]:
@@ -246,16 +250,19 @@ def _table(d: dict) -> str:
     return "\n".join([fmt.format(*header).rstrip()] + [fmt.format(*c).rstrip() for c in cells])
 
 
-def render_list(d: dict) -> str:
+def render_list(d: dict) -> str | Spliced:
+    """The table and the summary line; with the table from the rendered cache, a ``Spliced`` of its
+    file and the line (``loopx.output.print_text`` writes it out)."""
     t = d["trials"]
     if not t and not getattr(t, "total", 0):
         return f"no trials on {d['goal_id']} yet"
-    out = t.text if getattr(t, "text", None) is not None else _table(d)
     s = d["summary"]
-    out += (f"\n{ex.tally(s)}"
+    line = (f"\n{ex.tally(s)}"
             + f"; frontier {ex.fmt_value((s['frontier'] or {}).get('value'))} ({ex.fmt_delta(s['total_improvement'])} "
               "over the baseline)")
-    return out
+    if getattr(t, "text", None) is not None:
+        return Spliced([t.text, line])
+    return _table(d) + line
 
 
 def trial_show(ctx, trial, diff=False):

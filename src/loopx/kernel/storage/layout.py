@@ -167,6 +167,8 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (SYNC_HEADS, "how far the last sync pushed and imported; disposable"),
     (PENDING, "spends and lease renewals of shared goals waiting for the remote; disposable"),
     (trials_cache("<goal>", "bin"), "an experiment's trial table, folded once per change; disposable"),
+    (trials_cache("<goal>", "txt"), "its full listing as last rendered (also .tsv, .json): a line of version, key "
+                                    "and byte length, then UTF-8 written out as it is; disposable"),
     (HOOKS + "/", "the host hooks' markers, call counters and the after-edit report; disposable"),
     ("cache/*.lock", "locks of one job each (sync, pending, merge, notify, watch, slots, experiments)"),
     (QUARANTINE + "/", "bytes cut from a torn tail (<file>-<time>-<rand>.torn), kept for inspection"),
