@@ -50,6 +50,42 @@ def count(cmd: list[str], cwd: str, env: dict, stdin: str | None = None) -> tupl
     return int(m.group(1).replace(",", "")) / 1e6, p.stdout
 
 
+class Bench:
+    """The scratch project every count runs in: ``bench/flat.py``'s store of ``events`` events under
+    ``root`` (built once, reused), copied to ``root/scratch`` with its caches removed, the user
+    setup beside it, and each command warmed up once. ``lx``: the launcher (argv prefix), ``env``:
+    the environment, ``agent``: the same with ``LOOPX_AGENT=bench``."""
+
+    def __init__(self, root: str, events: int) -> None:
+        os.makedirs(root, exist_ok=True)
+        self.env = env = flat.bench_env(root)
+        self.py = sys.executable
+        self.lx, self.how = flat.launcher(self.py, env)
+        if self.how != "console script":
+            env["PYTHONPATH"] = os.path.join(flat.REPO, "src")
+        flat.user_config(os.path.join(root, "home"))
+        env.update(flat.host_folders(root))
+        built = os.path.join(root, f"proj-{events}")
+        if not os.path.isdir(built):
+            build(root, events)
+        make_repo(built)  # put back as built
+        self.proj = proj = os.path.join(root, "scratch")
+        shutil.rmtree(proj, ignore_errors=True)
+        shutil.copytree(built, proj, symlinks=True)
+        shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
+        flat.work_in_progress(proj)
+        self.agent = dict(env, LOOPX_AGENT="bench")
+        for _ in range(2):  # the code file, the caches and git's stat cache written once
+            self.plain(["status"])
+            self.plain(["quota", "should-run"])
+        time.sleep(2.5)  # git's racy rule: files changed just now are not trusted (kernel/read/gitstatus.py)
+
+    def plain(self, extra: list[str], e: dict | None = None, stdin: str | None = None) -> str:
+        """The stdout of ``loopx EXTRA`` in the scratch project, not counted."""
+        return subprocess.run(self.lx + extra, cwd=self.proj, env=self.env if e is None else e, input=stdin,
+                              capture_output=True, text=True).stdout
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=10000)
@@ -60,32 +96,8 @@ def main(argv=None) -> int:
         print("bench/instructions.py needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-instr-")
-    os.makedirs(root, exist_ok=True)
-    env = flat.bench_env(root)
-    py = sys.executable
-    lx, how = flat.launcher(py, env)
-    if how != "console script":
-        env["PYTHONPATH"] = os.path.join(flat.REPO, "src")
-    flat.user_config(os.path.join(root, "home"))
-    env.update(flat.host_folders(root))
-    built = os.path.join(root, f"proj-{args.events}")
-    if not os.path.isdir(built):
-        build(root, args.events)
-    make_repo(built)  # put back as built
-    proj = os.path.join(root, "scratch")
-    shutil.rmtree(proj, ignore_errors=True)
-    shutil.copytree(built, proj, symlinks=True)
-    shutil.rmtree(os.path.join(proj, ".loopx", "cache"), ignore_errors=True)
-    flat.work_in_progress(proj)
-    agent = dict(env, LOOPX_AGENT="bench")
-
-    def plain(extra: list[str], e: dict = env, stdin: str | None = None) -> str:
-        return subprocess.run(lx + extra, cwd=proj, env=e, input=stdin, capture_output=True, text=True).stdout
-
-    for _ in range(2):  # the code file, the caches and git's stat cache written once
-        plain(["status"])
-        plain(["quota", "should-run"])
-    time.sleep(2.5)  # git's racy rule: files changed just now are not trusted (kernel/read/gitstatus.py)
+    b = Bench(root, args.events)
+    lx, env, proj, agent, plain, py, how = b.lx, b.env, b.proj, b.agent, b.plain, b.py, b.how
     got: dict[str, list[float]] = {}
 
     def note(name: str, cmd: list[str], e: dict = env, stdin: str | None = None) -> str:
