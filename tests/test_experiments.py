@@ -698,11 +698,20 @@ def test_a_file_span_is_written_whole_to_a_pipe_a_buffer_and_an_appended_file(tm
     src = tmp_path / "cache.txt"
     body = os.urandom(200_000)  # several sendfile calls and 64 KiB chunks
     src.write_bytes(b"key 1\n" + body)
-    assert output.open_span(str(src), b"key 2") is None
-    assert output.open_span(str(tmp_path / "missing"), b"key 1") is None
+    assert output.open_after_line(str(tmp_path / "missing")) is None
+    os.mkfifo(tmp_path / "fifo")  # planted where a cache belongs: no cache, and nothing waits on it
+    (tmp_path / "link").symlink_to(src)
+    assert output.open_after_line(str(tmp_path / "fifo")) is None
+    assert output.open_after_line(str(tmp_path / "link")) is None
+    assert output.open_after_line(str(tmp_path)) is None
+
+    def span_of(path):
+        line, span = output.open_after_line(str(path))
+        assert line == b"key 1"
+        return span
 
     buf = io.BytesIO()
-    span = output.open_span(str(src), b"key 1")
+    span = span_of(src)
     assert span.size == len(body) and span.last == body[-1:]
     span.write_to(buf)
     assert buf.getvalue() == body and span.fd == -1
@@ -717,7 +726,7 @@ def test_a_file_span_is_written_whole_to_a_pipe_a_buffer_and_an_appended_file(tm
     reader = threading.Thread(target=read_all, daemon=True)
     reader.start()
     with os.fdopen(wr, "wb") as pipe:
-        output.open_span(str(src), b"key 1").write_to(pipe)
+        span_of(src).write_to(pipe)
     reader.join()
     os.close(rd)
     assert bytes(got) == body
@@ -725,7 +734,7 @@ def test_a_file_span_is_written_whole_to_a_pipe_a_buffer_and_an_appended_file(tm
     dst = tmp_path / "out.bin"
     dst.write_bytes(b"before ")
     with open(dst, "ab") as fh:
-        output.open_span(str(src), b"key 1").write_to(fh)
+        span_of(src).write_to(fh)
     assert dst.read_bytes() == b"before " + body
 
 

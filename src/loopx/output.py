@@ -155,21 +155,27 @@ class FileSpan:
 _NO_SENDFILE = {22, 38, 95, 29, 9}  # EINVAL, ENOSYS, EOPNOTSUPP, ESPIPE, EBADF: copy it instead
 
 
-def open_span(path: str, head: bytes) -> FileSpan | None:
-    """The file at ``path`` after its first line, when that line is ``head`` (a cache's key);
-    None when the file is missing, unreadable or keyed otherwise."""
+def open_after_line(path: str, limit: int = 256) -> tuple[bytes, FileSpan] | None:
+    """``(first line without its newline, the rest of the file as a FileSpan)`` of the regular file
+    at ``path`` (a cache loopx wrote: a symlink, a FIFO or a folder there is no cache, and nothing
+    waits on it); None when there is none, it cannot be read, or it has no newline in its first
+    ``limit`` bytes."""
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
-        start = os.pread(fd, len(head) + 1, 0)
-        size = os.fstat(fd).st_size - len(start)
-        if start != head + b"\n" or size < 0:
+        st = os.fstat(fd)
+        start = os.pread(fd, limit, 0) if st.st_mode & 0o170000 == 0o100000 else b""
+        line, nl, _ = start.partition(b"\n")
+        if not nl:
             os.close(fd)
             return None
-        last = os.pread(fd, 1, len(start) + size - 1) if size else b""
-        return FileSpan(fd, len(start), size, last)
+        offset = len(line) + 1
+        size = st.st_size - offset
+        last = os.pread(fd, 1, st.st_size - 1) if size else b""
+        return line, FileSpan(fd, offset, size, last)
     except OSError:
         os.close(fd)
         return None

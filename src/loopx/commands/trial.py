@@ -11,7 +11,7 @@ from loopx.errors import UsageError
 from loopx.kernel.read import experiments, queries
 from loopx.kernel.read import experiments as ex
 from loopx.kernel.storage import fs, layout
-from loopx.output import FileSpan, Reply, Spliced, _ascii_only, encode, open_span, safe
+from loopx.output import FileSpan, Reply, Spliced, _ascii_only, encode, open_after_line, safe
 
 
 def register(sub, name, help_text):
@@ -155,17 +155,13 @@ def _head(key: list, body: bytes | None = None, size: int | None = None) -> byte
 def _read_span(store, gid: str, kind: str, key: list) -> FileSpan | None:
     """The cached rendering ``kind`` (``txt``: the table, ``tsv``: results.tsv, ``json``: the rows'
     JSON; UTF-8) for ``key``, as a span of its file to be written out as it is, or None."""
-    path = store.path(_text_cache(gid, kind))
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(256).rstrip(b"\n").rsplit(b" ", 1)
-    except OSError:
+    got = open_after_line(store.path(_text_cache(gid, kind)))
+    if got is None:
         return None
-    if len(first) != 2 or not first[1].isdigit() or first[0] != _head(key, size=0).rsplit(b" ", 1)[0]:
-        return None
-    span = open_span(path, first[0] + b" " + first[1])
-    if span is not None and span.size != int(first[1]):
-        span.close()
+    line, span = got
+    head, _, length = line.rpartition(b" ")
+    if head != _head(key, size=0).rpartition(b" ")[0] or not length.isdigit() or int(length) != span.size:
+        span.close()  # another key, or cut short or grown since it was written: rendered again
         return None
     return span
 
