@@ -63,3 +63,54 @@ def test_a_followed_write_still_follows(tmp_path):
     assert os.path.islink(link) and target.read_text() == "new"
     fs.atomic_write(link, "mine", follow=False)
     assert not os.path.islink(link) and link.read_text() == "mine" and target.read_text() == "new"
+
+
+# ---------------------------------------------------------------- a FIFO where a file belongs
+def _cache_files() -> list[str]:
+    """Every plain file ``layout.PROJECT`` names under ``cache/`` (no placeholder, no folder)."""
+    from loopx.kernel.storage import layout
+
+    return [p.split("/", 1)[1] for p, _ in layout.PROJECT
+            if p.startswith("cache/") and "<" not in p and "*" not in p and not p.endswith("/")]
+
+
+def _fifo_at(path) -> None:
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+
+
+_HOT = (["status"], ["quota", "should-run"], ["todo", "add", "another", "--quiet"], ["next", "--quiet"])
+
+
+@pytest.mark.parametrize("name", _cache_files())
+def test_a_fifo_planted_at_a_cache_path_is_no_cache_and_nothing_waits_on_it(project, goal, name):
+    """A FIFO at a cache file's path (planted by a process that can write the project) would make
+    a plain ``open()`` wait for a writer forever: every hot command, and the hooks a host gives a
+    minute, would hang. Such a file is no cache: the commands answer as without it."""
+    from conftest import run_loopx
+
+    _fifo_at(project / ".loopx" / "cache" / name)
+    for args in (*_HOT, ["doctor"]):
+        r = run_loopx(args, cwd=project, env={"LOOPX_AGENT": "tester-agent"}, timeout=30)
+        assert r.code == 0, (name, args, r.out, r.err)
+        assert "Traceback" not in r.err, (name, args, r.err)
+
+
+@pytest.mark.parametrize("name", ["format.json", "node", "events.jsonl", "evidence.jsonl"])
+def test_a_fifo_planted_at_a_store_file_is_an_error_not_a_hang(project, goal, name):
+    """The same at one of the store's own files: a one-line error naming the file (exit 3 or 4),
+    never a wait (the node id is rewritten by a writer, as when it is unreadable)."""
+    from conftest import run_loopx
+
+    _fifo_at(project / ".loopx" / name)
+    for args in _HOT:
+        r = run_loopx(args, cwd=project, env={"LOOPX_AGENT": "tester-agent"}, timeout=30)
+        assert "Traceback" not in r.err, (name, args, r.err)
+        assert r.code in (0, 3, 4), (name, args, r.code, r.err)
+        if r.code:
+            assert name in r.err and "hint:" in r.err, (name, args, r.err)
+    if name != "node":  # doctor names it among the store's problems (a node id is rewritten)
+        r = run_loopx(["doctor"], cwd=project, timeout=60)
+        assert r.code == 1 and "not a regular file" in r.out and "Traceback" not in r.err, (name, r.out, r.err)

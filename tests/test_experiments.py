@@ -683,6 +683,29 @@ def test_the_table_and_tsv_from_their_caches_are_byte_for_byte_the_ones_rendered
     assert table.read_bytes() == raw  # written again
     ascii_out = run_loopx(["trial", "list"], cwd=repo, env={"PYTHONIOENCODING": "ascii:backslashreplace"}).out
     assert ascii_out == fresh["text"].replace("ü", "\\xfc").replace("ï", "\\xef")
+    for kind in ("bin", "txt"):  # FIFOs planted at both caches: no cache, and nothing waits on them
+        (cache / f"trials-knn.{kind}").unlink()
+        os.mkfifo(cache / f"trials-knn.{kind}")
+    assert run_loopx(["trial", "list"], cwd=repo, timeout=60).out == fresh["text"]
+
+
+def test_a_listing_never_written_out_leaves_no_file_open(repo, monkeypatch, capsys):
+    """The cached listing is held open until it is written out; with ``--quiet`` (nothing printed)
+    or in a ``main()`` called again and again in one process, no descriptor is left behind."""
+    from loopx.cli import main
+
+    start(repo)
+    drive(repo, [["raise to 0.7", "0.7"]], 1)
+    monkeypatch.chdir(repo)
+    for args in (["trial", "list"], ["trial", "list", "--format", "json"]):
+        assert main(args) == 0  # renders and keeps the listing
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        for args in (["--quiet", "trial", "list"], ["--quiet", "trial", "list", "--format", "json"],
+                     ["trial", "list"], ["trial", "list", "--format", "json"]):
+            assert main(args) == 0
+    capsys.readouterr()
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_a_file_span_is_written_whole_to_a_pipe_a_buffer_and_an_appended_file(tmp_path):

@@ -478,13 +478,10 @@ def _silence_streams(keep: bool = False) -> None:
 def entry() -> None:
     """Console-script entry point (and ``python -m loopx``): ``main()``, then the exit.
 
-    When the interpreter's shutdown has nothing to do but run the ``atexit`` callbacks (no thread
+    When nothing is left for the interpreter's shutdown to do (no ``atexit`` callback, no thread
     but this one; every file loopx writes is closed by a ``with`` before its command returns), the
-    process runs those callbacks itself, as the shutdown would (collector on again, errors printed
-    and passed over), then ends with ``os._exit`` after flushing stdout and stderr: tearing down the
-    modules and objects of a command costs about 3 ms, as much as a tenth of a hot command. (A
-    ``.pth`` file in site-packages can register a callback in every process: seen, a CA injector's
-    ``certifi.where()``.)
+    process ends with ``os._exit`` after flushing stdout and stderr: tearing down the modules and
+    objects of a command costs about 3 ms, as much as a tenth of a hot command.
     A profiler or tracer running (``python -m cProfile``, coverage) or ``LOOPX_FULL_EXIT=1`` takes
     the normal way out, with the cyclic collector on again when the hot command paused it."""
     LAST["exits"] = True
@@ -507,28 +504,9 @@ def entry() -> None:
 
         codecache.update(fs)
     if _nothing_at_exit():
-        _exit_callbacks()
         os._exit(code)
     _collector_back()
     sys.exit(code)
-
-
-def _exit_callbacks() -> None:
-    """Run the registered ``atexit`` callbacks as the interpreter's shutdown would (last registered
-    first; an exception is printed and the rest still run), with the collector back on for them,
-    then flush the streams they may have written to. Nothing registered (the common case): nothing
-    done."""
-    import atexit
-
-    if not atexit._ncallbacks():
-        return
-    _collector_back()
-    atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a callback closed a stream or the reader went away: nothing left to say
-        pass
 
 
 def _collector_back() -> None:
@@ -541,16 +519,18 @@ def _collector_back() -> None:
 
 
 def _nothing_at_exit() -> bool:
-    """True when skipping the interpreter's shutdown loses nothing once ``_exit_callbacks`` ran the
-    ``atexit`` callbacks: no live thread besides the main one (the shutdown waits for them before
-    it runs the callbacks), no profiler or tracer (``cProfile``, coverage: through
-    ``sys.setprofile`` or ``sys.settrace``, or from 3.12 as a ``sys.monitoring`` tool, ids 0-5),
-    and ``LOOPX_FULL_EXIT`` unset or ``0``. On an interpreter without CPython's ``atexit`` count and
-    runner, always False."""
+    """True when skipping the interpreter's shutdown loses nothing: no ``atexit`` callback
+    (multiprocessing, tempfile's finalizers and concurrent.futures register one), no live thread
+    besides the main one, no profiler or tracer (``cProfile``, coverage: through ``sys.setprofile``
+    or ``sys.settrace``, or from 3.12 as a ``sys.monitoring`` tool, ids 0-5), and ``LOOPX_FULL_EXIT``
+    unset or ``0``."""
     import atexit
 
-    if not (hasattr(atexit, "_ncallbacks") and hasattr(atexit, "_run_exitfuncs")):  # pragma: no cover
-        return False  # other interpreters: take the normal way out
+    try:
+        if atexit._ncallbacks():  # CPython's count of registered callbacks
+            return False
+    except AttributeError:  # pragma: no cover - other interpreters: take the normal way out
+        return False
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return False

@@ -100,7 +100,7 @@ class FileSpan:
     includes as it is (``trial list``'s table, results.tsv or rows' JSON for 10,000 trials: several
     MB), written out without holding it in memory. Holding 4 MB in a ``bytes`` (read whole, then
     joined with what the header line left buffered) cost about 2,000 page faults, a third of such
-    a command. Owns ``fd``: closed once written or read."""
+    a command. Owns ``fd``: closed once written or read, or when the span is dropped unwritten."""
 
     __slots__ = ("fd", "offset", "size", "last")
 
@@ -150,6 +150,12 @@ class FileSpan:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def __del__(self) -> None:  # never written (``--quiet``, a reader gone before it): closed with the answer
+        try:
+            self.close()
+        except OSError:
+            pass
 
 
 _NO_SENDFILE = {22, 38, 95, 29, 9}  # EINVAL, ENOSYS, EOPNOTSUPP, ESPIPE, EBADF: copy it instead

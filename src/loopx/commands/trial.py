@@ -111,7 +111,7 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     key = [e["trials"], e["last_trial"]]
     path = store.path(layout.trials_cache(gid, "bin"))
     try:
-        with open(path, "rb") as fh:
+        with fs.open_file(path) as fh:  # a FIFO planted there is no cache, and nothing waits on it
             cache = marshal.loads(fh.read())
         if cache.get("v") != CACHE_VERSION or cache.get("metric") != e["metric"]:
             cache = None

@@ -49,6 +49,7 @@ from array import array
 
 from loopx.kernel.storage import chain, events, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, EDITED, decode, order_key
+from loopx.kernel.storage.fs import open_file
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.logfold import BAD_SAMPLES
 from loopx.kernel.storage.store import Store
@@ -82,7 +83,7 @@ def units(root: str, stream: str) -> tuple[list[tuple], dict]:
     for path, closed in paths:
         fname = f"{stream}/{os.path.basename(path)}" if closed else os.path.basename(path)
         try:
-            with open(path, "rb") as fh:
+            with open_file(path) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 info["exists"] = True
                 info["size"] += size
@@ -130,7 +131,7 @@ def scan_unit(unit: tuple, stream: str) -> dict:
     path, fname, _closed, start, end, last = unit
     res = _empty()
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below, once its open error is told apart
+        fh = open_file(path)  # closed below, once its open error is told apart
     except OSError as exc:
         res["unreadable"] = f"{exc.strerror or exc}"
         return res
@@ -564,7 +565,7 @@ def _by_time(jobs: list[tuple]) -> list[tuple]:
     for job in jobs:
         path, _f, _c, start, _e, _l = job[0]
         try:
-            with open(path, "rb") as fh:
+            with open_file(path) as fh:
                 fh.seek(start)
                 m = match(fh.readline(1 << 16))
         except OSError:
@@ -809,7 +810,7 @@ class AnchorFacts:
                     continue
                 path, _f, _c, start, end, _l = unit
                 try:
-                    with open(path, "rb") as fh:
+                    with open_file(path) as fh:
                         for body in _read_lines(fh, start, end, False, {}):  # a chunk at a time
                             self._hash_line(body, stream, seqs, todo, found)
                 except OSError:

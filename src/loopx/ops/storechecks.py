@@ -11,6 +11,7 @@ import os
 from loopx.kernel.storage import caches, chain, fold, gitcli, layout, logfold
 from loopx.kernel.storage.caches import unmarshal
 from loopx.kernel.storage.codec import EDITED
+from loopx.kernel.storage.fs import open_file
 from loopx.kernel.storage.fs import stale_temporaries as find
 from loopx.kernel.storage.layout import STREAMS
 from loopx.kernel.storage.store import FORMAT
@@ -117,7 +118,7 @@ def _cached_heads(store) -> dict:
             else:
                 if name == layout.SNAPSHOT and too_large(store, store.path(name)):
                     continue  # hundreds of MB to unmarshal; every write saves its heads, as new or newer
-                with open(store.path(name), "rb") as fh:
+                with open_file(store.path(name)) as fh:
                     snap = unmarshal(fh.read())
                 heads = snap["state"]["meta"].get("chain") or {}
         except (OSError, ValueError, EOFError, TypeError, KeyError):

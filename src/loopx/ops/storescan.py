@@ -26,7 +26,7 @@ import re
 
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.codec import CONFLICT, EDITED, decode
-from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.fs import atomic_write, open_file
 from loopx.kernel.storage.store import Draft
 from loopx.ops import segscan
 
@@ -37,7 +37,7 @@ def read_format(root: str) -> dict:
     """``format.json`` as ``{ok, format, error, info}`` (never raises)."""
     path = os.path.join(root, layout.FORMAT)
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             info = json.loads(fh.read().decode("utf-8-sig"))
         if not isinstance(info, dict) or not isinstance(info.get("format"), int):
             raise ValueError("no integer 'format' field")
@@ -65,7 +65,7 @@ def quarantine_bad_lines(store, name: str, stamp: str) -> Draft | None:
     to append, or None when nothing was bad."""
     path = store.path(layout.open_log(name))
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             data = fh.read()
     except FileNotFoundError:
         return None

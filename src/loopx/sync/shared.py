@@ -31,7 +31,7 @@ from loopx.kernel.policy import packet, turn
 from loopx.kernel.read import budget, queries, validate
 from loopx.kernel.storage import clock, fold, layout
 from loopx.kernel.storage.clock import timedelta
-from loopx.kernel.storage.fs import atomic_write, locked
+from loopx.kernel.storage.fs import atomic_write, locked, open_file
 from loopx.kernel.write import gates
 from loopx.sync import transport as gs
 from loopx.sync.sharing import goal_is_shared, is_shared
@@ -66,7 +66,7 @@ def read_pending(store) -> dict:
     """``cache/pending.json``: {"spends": [{run_id, goal_id, slots, at}], "renewals": {todo_id:
     {until, agent, run_id}}}: what was recorded locally while the remote did not answer."""
     try:
-        with open(store.path(layout.PENDING), "rb") as fh:
+        with open_file(store.path(layout.PENDING)) as fh:
             data = json.loads(fh.read())
     except (OSError, ValueError):
         data = {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 
 from loopx.kernel.storage import clock, layout, machines
-from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.fs import atomic_write, open_file
 from loopx.kernel.storage.machines import (
     MAX_SKEW,  # seconds: beyond this a lease is over whatever the clocks say
 )
@@ -47,7 +47,7 @@ class ClaimClock:
     def __init__(self, store) -> None:
         self.path = store.path(layout.CLAIMS_SEEN)
         try:
-            with open(self.path, encoding="utf-8") as fh:
+            with open_file(self.path, "r", encoding="utf-8") as fh:
                 data = json.load(fh)
             self.seen = {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
         except (OSError, ValueError):

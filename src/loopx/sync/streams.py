@@ -25,7 +25,7 @@ from json import loads
 
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.codec import decode
-from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.fs import atomic_write, open_file
 
 STREAMS = ("events", "evidence")
 TAIL = 32  # bytes before a remembered offset that must still be there
@@ -36,7 +36,7 @@ def read_heads(store) -> dict:
     """``cache/sync-heads.json``: {"node", "push": {stream: {"seg", "off", "tail"}}, "heads":
     {node: commit imported last}}; {} when absent or unreadable."""
     try:
-        with open(store.path(layout.SYNC_HEADS), "rb") as fh:
+        with open_file(store.path(layout.SYNC_HEADS)) as fh:
             data = json.loads(fh.read())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):

@@ -33,7 +33,7 @@ import time
 from loopx.errors import LoopxError
 from loopx.kernel.read import watching as watches
 from loopx.kernel.storage import actors, bounded, clock, ids, layout
-from loopx.kernel.storage.fs import atomic_write, locked
+from loopx.kernel.storage.fs import atomic_write, locked, open_file
 from loopx.kernel.storage.redact import redact_text
 from loopx.kernel.storage.store import Draft
 
@@ -47,7 +47,7 @@ def load_book(store) -> dict:
     that do not have the expected shape (a hand-edited or damaged file) are dropped, so their
     watches count as never checked and run at once."""
     try:
-        with open(store.path(layout.WATCH_BOOK), encoding="utf-8") as fh:
+        with open_file(store.path(layout.WATCH_BOOK), "r", encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError, RecursionError):
         return {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import cjson, clock, fold, layout, quotas
-from loopx.kernel.storage.fs import atomic_write, stale_temporaries
+from loopx.kernel.storage.fs import atomic_write, open_file, stale_temporaries
 
 SNAPSHOT_VERSION = 3
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
@@ -49,7 +49,7 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
     """(state, {stream: offset}) from the snapshot ``name`` (``layout.SNAPSHOT`` or
     ``layout.LIVE``) when it is current, else (``fold.empty()``, {})."""
     try:
-        with open(store.path(name), "rb") as fh:
+        with open_file(store.path(name)) as fh:
             raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
         snap = unmarshal(raw)
         if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
@@ -105,7 +105,7 @@ def check_offsets(store, state: dict) -> dict:
         closed = store.segment_path(name, meta.get("segments", 0) + 1)
         is_open = not os.path.exists(closed)
         where = store.path(layout.open_log(name)) if is_open else closed
-        with open(where, "rb") as fh:
+        with open_file(where) as fh:
             if is_open and meta.get("mtime"):
                 st = os.fstat(fh.fileno())
                 if st.st_mtime_ns != meta["mtime"] and st.st_size == off:
@@ -129,7 +129,7 @@ def load_checkpoint(store) -> tuple[dict, dict]:
     if path is None or not os.path.exists(path):
         return fold.empty(), {}
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             snap = cjson.loads(fh.read())
         if not isinstance(snap, dict) or snap.get("fold") != fold.FOLD_VERSION:
             raise ValueError("old checkpoint")
@@ -233,7 +233,7 @@ def _heads_file(store) -> dict:
     """``cache/heads.bin`` as written by ``keep_heads``: {"v", "chain": {node: head}, "files":
     {stream: [segments, offset (bytes), mtime_ns, inode]}}, or {} when missing or not one."""
     try:
-        with open(store.path(layout.HEADS), "rb") as fh:
+        with open_file(store.path(layout.HEADS)) as fh:
             raw = fh.read(1 << 16)
         import marshal
 

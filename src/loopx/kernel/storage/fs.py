@@ -172,6 +172,41 @@ def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool
     return target
 
 
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_file(path, mode: str = "rb", encoding: str | None = None):
+    """``open(path, mode)`` for a file of the store (a log, ``format.json``, ``node``, a cache):
+    only a regular file, and without waiting. A FIFO planted at such a path would make a plain
+    ``open`` wait for a writer forever, and every hot command and host hook with it: the file is
+    opened with ``O_NONBLOCK`` (which a regular file ignores) and anything but a regular file is
+    refused. ``mode``: ``"rb"``, ``"rb+"`` or text (``"r"``, with ``encoding``); a symlink is
+    followed, as ``open`` does. Raises FileNotFoundError when nothing is there, OSError (EINVAL,
+    "not a regular file") for a FIFO, socket, device or folder, and what ``open`` raises."""
+    fd = os.open(path, (os.O_RDWR if "+" in mode else os.O_RDONLY) | _NO_WAIT)
+    try:
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
+            raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
+        return open(fd, mode, encoding=encoding)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_append(path) -> int:
+    """A descriptor for appending to the log file at ``path`` (created 0644 if missing), refused
+    as ``open_file`` refuses anything but a regular file (a FIFO without a reader would make the
+    open wait forever). Raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_WAIT, 0o644)
+    try:
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
+            raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def move_into_place(src: str, dst: str) -> None:
     """Replace ``dst`` with the complete file ``src`` in one rename (a migration's prepared files);
     ``src`` must already be written and fsynced. Raises OSError."""

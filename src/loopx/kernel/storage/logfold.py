@@ -14,6 +14,7 @@ import os
 
 from loopx.kernel.storage import cjson, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, decode, order_key
+from loopx.kernel.storage.fs import open_file
 
 BAD_SAMPLES = 20   # bad lines described per file in the meta (all are counted)
 
@@ -38,7 +39,7 @@ def fold_stream(store, state: dict, name: str, offset: int, collect: list | None
 def _read(store, meta: dict, name: str, offset: int, path: str | None) -> bytes:
     """The bytes of ``name``'s open file (or ``path``) from ``offset``; b"" when missing."""
     try:
-        with open(path or store.path(layout.open_log(name)), "rb") as fh:
+        with open_file(path or store.path(layout.open_log(name))) as fh:
             if path is None:  # what caches.still_current compares (ctime and inode: a file put in its place, cp -p)
                 st = os.fstat(fh.fileno())
                 meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino

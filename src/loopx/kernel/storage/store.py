@@ -36,7 +36,7 @@ from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
 from loopx.kernel.storage.codec import clean, decode, encode, record
-from loopx.kernel.storage.fs import atomic_write, find_root, locked
+from loopx.kernel.storage.fs import atomic_write, find_root, locked, open_append, open_file
 from loopx.kernel.storage.layout import DIRNAME, STREAMS
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -157,7 +157,7 @@ class Store:
         if self._node is not None:
             return self._node
         try:
-            with open(self.path(layout.NODE), "rb") as fh:
+            with open_file(self.path(layout.NODE)) as fh:
                 text = fh.read(64).decode("ascii", "replace").strip()
             if chain.valid_node(text):
                 self._node = text
@@ -175,7 +175,7 @@ class Store:
         """``format.json`` as a dict. Raises StateError when it is missing or unreadable."""
         if self._format is None:
             try:
-                with open(self.path(layout.FORMAT), "rb") as fh:
+                with open_file(self.path(layout.FORMAT)) as fh:
                     raw = fh.read()
                 # strict UTF-8 (a lone surrogate is unreadable, not a project id); a leading BOM is dropped
                 info = cjson.loads(raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8"))
@@ -196,7 +196,7 @@ class Store:
         if self._format is not None:
             return self._format["format"]
         try:
-            with open(self.path(layout.FORMAT), "rb") as fh:
+            with open_file(self.path(layout.FORMAT)) as fh:
                 raw = fh.read(4096)
         except OSError:
             return self.format_info()["format"]
@@ -456,7 +456,7 @@ class Store:
                 top["hlc"] = meta["hlc_top"] = hlc
                 chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
-            fd = os.open(self.path(layout.open_log(stream)), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = open_append(self.path(layout.open_log(stream)))
             try:
                 written = os.write(fd, blob)
                 while written < len(blob):  # a short write on a regular file is rare; finish it
@@ -486,7 +486,7 @@ class Store:
                 continue
             if size == 0:
                 continue
-            with open(p, "rb+") as fh:
+            with open_file(p, "rb+") as fh:
                 fh.seek(size - 1)
                 if fh.read(1) == b"\n":
                     continue  # the common case: one byte read, whatever the file's size
@@ -517,7 +517,7 @@ class Store:
         streaming the closed segments and then the open file; an unterminated last line is left out."""
         for path in self.stream_paths(stream):
             try:
-                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+                fh = open_file(path)  # closed by the with below
             except FileNotFoundError:
                 continue
             with fh:
@@ -543,7 +543,7 @@ class Store:
         loads = cjson.loads
         for path in reversed(self.stream_paths(stream)):
             try:
-                fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+                fh = open_file(path)  # closed by the with below
             except FileNotFoundError:
                 continue
             with fh:
