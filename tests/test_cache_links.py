@@ -114,3 +114,33 @@ def test_a_fifo_planted_at_a_store_file_is_an_error_not_a_hang(project, goal, na
     if name != "node":  # doctor names it among the store's problems (a node id is rewritten)
         r = run_loopx(["doctor"], cwd=project, timeout=60)
         assert r.code == 1 and "not a regular file" in r.out and "Traceback" not in r.err, (name, r.out, r.err)
+
+
+def test_fifos_at_the_hooks_files_and_a_link_at_node_neither_hang_nor_reach_outside(project, goal, victim):
+    """The hooks' own files (the stop hook's per-session counter, the guard's per-run call count)
+    as FIFOs: the hooks answer without waiting. A symlink planted at ``.loopx/node`` aims no write
+    elsewhere: the writer that gives the clone a node id replaces the link itself."""
+    import hashlib
+    import json
+
+    from conftest import run_loopx
+
+    hooks = project / ".loopx" / "cache" / "hooks"
+    key = hashlib.sha256(b"s1").hexdigest()[:16]
+    _fifo_at(hooks / f"stop-claude-code-{key}.json")
+    _fifo_at(hooks / "guard-run-x.calls")
+    stop = {"hook_event_name": "Stop", "session_id": "s1", "cwd": str(project), "stop_hook_active": False}
+    r = run_loopx(["hook", "stop", "--host", "claude-code"], cwd=project, input=json.dumps(stop), timeout=30)
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    pre = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": str(project), "tool_name": "Bash",
+           "tool_input": {"command": "ls"}}
+    r = run_loopx(["hook", "pre-tool", "--host", "claude-code"], cwd=project, input=json.dumps(pre), timeout=30,
+                  env={"LOOPX_RUN_ID": "run-x", "LOOPX_PROJECT_DIR": str(project)})
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+
+    node = project / ".loopx" / "node"
+    node.unlink()
+    node.symlink_to(victim)
+    assert run_loopx(["todo", "add", "after the link", "--quiet"], cwd=project, timeout=30).code == 0
+    assert victim.read_text() == "keep me\n"
+    assert not node.is_symlink() and node.read_text().startswith("n-")

@@ -166,9 +166,10 @@ def open_after_line(path: str, limit: int = 256) -> tuple[bytes, FileSpan] | Non
     at ``path`` (a cache loopx wrote: a symlink, a FIFO or a folder there is no cache, and nothing
     waits on it); None when there is none, it cannot be read, or it has no newline in its first
     ``limit`` bytes."""
-    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        if os.lstat(path).st_mode & 0o170000 != 0o100000:  # checked before it is opened: a FIFO would block
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:

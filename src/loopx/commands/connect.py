@@ -67,7 +67,7 @@ def _check_replacement(ctx, project: str, inner: str) -> None:
     if not known:
         return
     try:
-        with open(os.path.join(inner, layout.FORMAT), encoding="utf-8") as fh:
+        with fs.open_file(os.path.join(inner, layout.FORMAT), "r", encoding="utf-8") as fh:
             current = json.load(fh).get("project_id")
     except (OSError, ValueError, AttributeError):
         current = None

@@ -24,6 +24,7 @@ import os
 from loopx.errors import UsageError
 from loopx.guard.rules import DEFAULT_BRANCHES, LazyGit, judge
 from loopx.kernel.read import approvals, queries, scope, validate, worktrees
+from loopx.kernel.storage.fs import open_file
 from loopx.kernel.storage.store import Draft, Store
 
 RULE_KINDS = (*validate.GATE_KINDS, "none")
@@ -273,7 +274,7 @@ def _unreserved(state: dict, goal_id: str, kind: str, node: str) -> dict | None:
 def local_node(project_dir: str) -> str:
     """This clone's node id (``.loopx/node``), "" when it has none (no reservation then matches)."""
     try:
-        with open(os.path.join(project_dir, ".loopx", "node"), "rb") as fh:
+        with open_file(os.path.join(project_dir, ".loopx", "node")) as fh:
             return fh.read(64).decode("ascii", "replace").strip()
     except OSError:
         return ""

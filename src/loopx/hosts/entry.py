@@ -25,6 +25,7 @@ import os
 
 # cjson: json's C codec without importing json and re (every tool call)
 from loopx.kernel.storage import cjson, layout
+from loopx.kernel.storage.fs import atomic_write, open_append, open_file
 
 DEFAULT_CAP = 8
 MAX_PAYLOAD = 8 << 20
@@ -107,8 +108,8 @@ def log_error(store, where: str, exc: BaseException) -> None:
         d = store.path(layout.HOOKS) if store else None
         if d:
             os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, "last-error.txt"), "w", encoding="utf-8") as fh:
-                fh.write(f"{where}: {type(exc).__name__}: {exc}\n")
+            atomic_write(os.path.join(d, "last-error.txt"), f"{where}: {type(exc).__name__}: {exc}\n",
+                         sync=False, follow=False)  # replaces whatever is there: a FIFO would block a plain open
     except OSError:
         pass
 
@@ -123,7 +124,7 @@ def _counter_path(store, host: str, session: str) -> str:
 
 def _read_counter(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_file(path, "r", encoding="utf-8") as fh:
             data = cjson.loads(fh.read())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError, AttributeError, TypeError):
@@ -140,8 +141,6 @@ def _read_count(path: str) -> int:
 def _write_count(path: str, n: int, run: str | None = None) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        from loopx.kernel.storage.fs import atomic_write
-
         atomic_write(path, cjson.dumps({"count": n, "run": run} if run else {"count": n}), sync=False, follow=False)
     except OSError:
         pass
@@ -262,7 +261,7 @@ def _count_guard_call(project_dir: str | None, run_id: str | None, mark: bytes =
     path = layout.project_path(project_dir, layout.guard_calls(run_id))
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "ab") as fh:
+        with open_append(path) as fh:
             fh.write(mark)
     except OSError:
         pass
@@ -434,7 +433,7 @@ def take_report(store) -> str | None:
         return None
     path = _report_path(store)
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_file(path, "r", encoding="utf-8") as fh:
             items = cjson.loads(fh.read())
         os.remove(path)
     except (OSError, ValueError):
@@ -448,7 +447,7 @@ def _add_report(store, message: str) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open_file(path, "r", encoding="utf-8") as fh:
                 items = cjson.loads(fh.read())
             items = items if isinstance(items, list) else []
         except (OSError, ValueError):

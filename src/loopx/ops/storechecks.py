@@ -344,7 +344,7 @@ def ignore_rules(text: str) -> set[str]:
 
 def missing_ignore_rules(root: str) -> list[str]:
     try:
-        with open(os.path.join(root, layout.GITIGNORE), encoding="utf-8", errors="replace") as fh:
+        with open_file(os.path.join(root, layout.GITIGNORE), "r", encoding="utf-8", errors="replace") as fh:
             have = ignore_rules(fh.read())
     except FileNotFoundError:
         have = set()

@@ -39,7 +39,7 @@ from loopx.kernel.policy import review
 from loopx.kernel.read import queries, tracefile
 from loopx.kernel.storage import anchors, chain, clock, layout, privacy
 from loopx.kernel.storage.codec import decode, encode
-from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.fs import atomic_write, open_file
 
 
 def _lines(store, stream: str):
@@ -92,7 +92,7 @@ def export(store, goal_id: str, output: str, *, redact_more: bool = False) -> di
     }
     for sha in sorted(blobs):
         try:
-            with open(store.path(layout.blob(sha)), "rb") as fh:
+            with open_file(store.path(layout.blob(sha))) as fh:
                 members[f"blobs/{sha}"] = fh.read()
         except OSError:
             continue  # verify reports the missing blob

@@ -53,7 +53,7 @@ def _read_range(path: str, start: int, tail: bytes = b"") -> bytes | None:
     """The bytes of ``path`` from ``start`` on (b"" when the file is missing and start is 0), or
     None when the file is shorter than ``start`` or the ``tail`` bytes before ``start`` changed."""
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below; a missing file is not an error
+        fh = open_file(path)  # closed by the with below; a missing file is not an error
     except FileNotFoundError:
         return b"" if start == 0 else None
     with fh:
@@ -70,7 +70,7 @@ def _read_range(path: str, start: int, tail: bytes = b"") -> bytes | None:
 
 def _tail_of(path: str, off: int) -> str:
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             fh.seek(max(0, off - TAIL))
             return fh.read(min(TAIL, off)).hex()
     except OSError:

@@ -31,7 +31,7 @@ from loopx.config import env, seconds
 from loopx.errors import Conflict, StateError
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout, machines
-from loopx.kernel.storage.fs import atomic_write, locked, open_file
+from loopx.kernel.storage.fs import append_fd, atomic_write, locked, open_file
 from loopx.kernel.storage.store import decode
 from loopx.sync import streams
 from loopx.sync.skew import ClaimClock
@@ -249,7 +249,7 @@ def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | Non
             if not new:
                 continue
             blob = b"".join(new)
-            fd = os.open(store.path(layout.open_log(stream)), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = append_fd(store.path(layout.open_log(stream)))
             try:
                 written = os.write(fd, blob)
                 while written < len(blob):
@@ -264,7 +264,7 @@ def import_lines(store, blobs: list[dict[str, bytes]], carriers: list[str] | Non
 def _torn(store, stream: str) -> bool:
     """True when the open ``stream`` file does not end on a complete line."""
     try:
-        with open(store.path(layout.open_log(stream)), "rb") as fh:
+        with open_file(store.path(layout.open_log(stream))) as fh:
             if fh.seek(0, os.SEEK_END) == 0:
                 return False
             fh.seek(-1, os.SEEK_END)

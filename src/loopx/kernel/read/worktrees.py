@@ -68,7 +68,9 @@ def record(store_root: str, run_id: str) -> dict | None:
     import json
 
     try:
-        with open(record_path(store_root, run_id), encoding="utf-8") as fh:
+        from loopx.kernel.storage.fs import open_file
+
+        with open_file(record_path(store_root, run_id), "r", encoding="utf-8") as fh:
             got = json.load(fh)
     except (OSError, ValueError):
         return None

@@ -28,7 +28,7 @@ import os
 from loopx.config import data_home
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
-from loopx.kernel.storage.fs import atomic_write
+from loopx.kernel.storage.fs import atomic_write, open_file
 
 _LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohup", "timeout", "perl", "node",
               "ruby", "loopx", "daemon", "daemonize", "start-stop-daemon")
@@ -60,7 +60,7 @@ def _has_marker(pid: int, markers) -> bool:
 
 def _load() -> dict:
     try:
-        with open(_path(), encoding="utf-8") as fh:
+        with open_file(_path(), "r", encoding="utf-8") as fh:
             data = json.load(fh)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import layout
+from loopx.kernel.storage.fs import open_append
 
 # A hot module: every write ends with ``maybe_daily``, which needs git only on the day an anchor is
 # due, so the git adapter loads in the functions that call it.
@@ -118,7 +119,7 @@ def write(store, reason: str) -> dict:
     path = data_path(anchor["project_id"])
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "ab") as fh:
+        with open_append(path) as fh:
             fh.write(text + b"\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -172,39 +172,45 @@ def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool
     return target
 
 
-_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+def _regular(path) -> None:
+    """Raise OSError (EINVAL, "not a regular file") when something other than a regular file is at
+    ``path`` (a symlink is followed); FileNotFoundError when nothing is."""
+    if os.stat(path).st_mode & 0o170000 != 0o100000:
+        raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
 
 
-def open_file(path, mode: str = "rb", encoding: str | None = None):
-    """``open(path, mode)`` for a file of the store (a log, ``format.json``, ``node``, a cache):
-    only a regular file, and without waiting. A FIFO planted at such a path would make a plain
-    ``open`` wait for a writer forever, and every hot command and host hook with it: the file is
-    opened with ``O_NONBLOCK`` (which a regular file ignores) and anything but a regular file is
-    refused. ``mode``: ``"rb"``, ``"rb+"`` or text (``"r"``, with ``encoding``); a symlink is
-    followed, as ``open`` does. Raises FileNotFoundError when nothing is there, OSError (EINVAL,
-    "not a regular file") for a FIFO, socket, device or folder, and what ``open`` raises."""
-    fd = os.open(path, (os.O_RDWR if "+" in mode else os.O_RDONLY) | _NO_WAIT)
+def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str | None = None):
+    """``open(path, mode)`` for reading a file of the store (a log, ``format.json``, ``node``, a
+    cache, a hook's counter): only a regular file. A FIFO planted at such a path would make a plain
+    ``open`` wait for a writer forever, and every hot command and host hook with it; a device
+    could act on being opened. Checked with a ``stat`` before the open (a swap in between is a race
+    an attacker would have to win each time; the open itself stays an ordinary blocking one, so a
+    lease another program holds on the file is waited for, as before). ``mode``: ``"rb"``,
+    ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``). Raises FileNotFoundError when nothing is there,
+    OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder, and what ``open``
+    raises."""
+    _regular(path)
+    return open(path, mode, encoding=encoding, errors=errors)
+
+
+def open_append(path):
+    """``open(path, "ab")`` (created if missing) for a file loopx appends to, refused as
+    ``open_file`` refuses anything but a regular file. Raises OSError."""
     try:
-        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
-            raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
-        return open(fd, mode, encoding=encoding)
-    except BaseException:
-        os.close(fd)
-        raise
+        _regular(path)
+    except FileNotFoundError:
+        pass
+    return open(path, "ab")
 
 
-def open_append(path) -> int:
-    """A descriptor for appending to the log file at ``path`` (created 0644 if missing), refused
-    as ``open_file`` refuses anything but a regular file (a FIFO without a reader would make the
-    open wait forever). Raises OSError."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NO_WAIT, 0o644)
+def append_fd(path) -> int:
+    """``open_append`` as a descriptor (``O_WRONLY | O_APPEND | O_CREAT``, 0644 for a new file): the
+    log writer's. Raises OSError."""
     try:
-        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
-            raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+        _regular(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def move_into_place(src: str, dst: str) -> None:

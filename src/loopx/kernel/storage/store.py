@@ -36,7 +36,7 @@ from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
 from loopx.kernel.storage.codec import clean, decode, encode, record
-from loopx.kernel.storage.fs import atomic_write, find_root, locked, open_append, open_file
+from loopx.kernel.storage.fs import append_fd, atomic_write, find_root, locked, open_file
 from loopx.kernel.storage.layout import DIRNAME, STREAMS
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -167,7 +167,7 @@ class Store:
         if not create:
             return None
         node = chain.new_node()
-        atomic_write(self.path(layout.NODE), (node + "\n").encode())
+        atomic_write(self.path(layout.NODE), (node + "\n").encode(), follow=False)  # loopx's own: a link there is replaced
         self._node = node
         return node
 
@@ -185,7 +185,8 @@ class Store:
                 raise StateError(f"{self.path(layout.FORMAT)} is missing",
                                  "connect again to recreate it (events are kept)", details={"reason": "format_missing"}) from None
             except (OSError, ValueError) as exc:
-                raise StateError(f"{self.path(layout.FORMAT)} is unreadable: {exc}",
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc  # the path is said once
+                raise StateError(f"{self.path(layout.FORMAT)} is unreadable: {why}",
                                  "restore it from git or check the store", details={"reason": "format_unreadable"}) from None
             self._format = info
         return self._format
@@ -456,7 +457,7 @@ class Store:
                 top["hlc"] = meta["hlc_top"] = hlc
                 chain[node] = {"hash": sha256(line[:-1]).hexdigest(), "hlc": hlc, "seq": seq, "stream": stream}
             blob = b"".join(chunks)
-            fd = open_append(self.path(layout.open_log(stream)))
+            fd = append_fd(self.path(layout.open_log(stream)))
             try:
                 written = os.write(fd, blob)
                 while written < len(blob):  # a short write on a regular file is rare; finish it
