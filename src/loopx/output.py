@@ -219,8 +219,8 @@ def encode(obj, ascii: bool) -> str:
 
 def print_json(doc, stream=None) -> None:
     """Write ``doc`` as one line of JSON. A value of ``doc["data"]`` that carries its own JSON text
-    (a ``json`` attribute: the UTF-8 bytes of ``encode`` of it, cached by its command, as ``trial
-    list`` does for 10,000 rows) is written as those bytes, not encoded again."""
+    (a ``json`` attribute: a ``FileSpan`` of the UTF-8 bytes of ``encode`` of it, cached by its
+    command, as ``trial list`` does for 10,000 rows) is written from that file, not encoded again."""
     stream = stream or sys.stdout
     ascii = _ascii_only(stream)
     data = doc.get("data") if isinstance(doc, dict) else None
@@ -238,14 +238,10 @@ def print_json(doc, stream=None) -> None:
     stream.write(head)
     stream.flush()
     raw = getattr(stream, "buffer", None)
-    body = data[key].json
-    if raw is not None and isinstance(body, FileSpan):
-        body.write_to(raw)
-    elif raw is not None:
-        raw.write(body)
-        raw.flush()
+    if raw is not None:
+        data[key].json.write_to(raw)
     else:
-        stream.write((body.read() if isinstance(body, FileSpan) else body).decode("utf-8"))
+        stream.write(data[key].json.read().decode("utf-8"))
     stream.write(tail + "\n")
     stream.flush()
 

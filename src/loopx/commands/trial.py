@@ -141,26 +141,21 @@ def _cached_rows(store, gid: str) -> tuple[list, list, dict | None]:
     return rows, cells, experiments.summary(live, gid)
 
 
-def _text_cache(gid: str, kind: str) -> str:
-    return layout.trials_cache(gid, kind)
-
-
-def _head(key: list, body: bytes | None = None, size: int | None = None) -> bytes:
-    """A rendered cache's first line: the cache version, ``key`` and the length of what follows
-    (bytes), so a file cut short is never served."""
-    n = len(body) if body is not None else size
-    return " ".join(map(str, [CACHE_VERSION, *key, n])).encode()
+def _keyed(key: list) -> bytes:
+    """A rendered cache's first line but its last field: the cache version and ``key``; the line
+    ends with the byte length of what follows, so a file cut short is never served."""
+    return " ".join(map(str, [CACHE_VERSION, *key])).encode()
 
 
 def _read_span(store, gid: str, kind: str, key: list) -> FileSpan | None:
     """The cached rendering ``kind`` (``txt``: the table, ``tsv``: results.tsv, ``json``: the rows'
     JSON; UTF-8) for ``key``, as a span of its file to be written out as it is, or None."""
-    got = open_after_line(store.path(_text_cache(gid, kind)))
+    got = open_after_line(store.path(layout.trials_cache(gid, kind)))
     if got is None:
         return None
     line, span = got
     head, _, length = line.rpartition(b" ")
-    if head != _head(key, size=0).rpartition(b" ")[0] or not length.isdigit() or int(length) != span.size:
+    if head != _keyed(key) or not length.isdigit() or int(length) != span.size:
         span.close()  # another key, or cut short or grown since it was written: rendered again
         return None
     return span
@@ -169,7 +164,8 @@ def _read_span(store, gid: str, kind: str, key: list) -> FileSpan | None:
 def _write_text(store, gid: str, kind: str, key: list, text: str) -> None:
     body = text.encode("utf-8")
     try:
-        fs.atomic_write(store.path(_text_cache(gid, kind)), _head(key, body) + b"\n" + body, sync=False, follow=False)
+        fs.atomic_write(store.path(layout.trials_cache(gid, kind)), b"%s %d\n%s" % (_keyed(key), len(body), body),
+                        sync=False, follow=False)
     except OSError:
         pass
 

@@ -172,10 +172,16 @@ def atomic_write(path, data: bytes | str, *, mode: int | None = None, sync: bool
     return target
 
 
-def _regular(path) -> None:
+def _regular(path, missing_ok: bool = False) -> None:
     """Raise OSError (EINVAL, "not a regular file") when something other than a regular file is at
-    ``path`` (a symlink is followed); FileNotFoundError when nothing is."""
-    if os.stat(path).st_mode & 0o170000 != 0o100000:
+    ``path`` (a symlink is followed); FileNotFoundError when nothing is, unless ``missing_ok``."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    if mode & 0o170000 != 0o100000:
         raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
 
 
@@ -196,20 +202,14 @@ def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str |
 def open_append(path):
     """``open(path, "ab")`` (created if missing) for a file loopx appends to, refused as
     ``open_file`` refuses anything but a regular file. Raises OSError."""
-    try:
-        _regular(path)
-    except FileNotFoundError:
-        pass
+    _regular(path, missing_ok=True)
     return open(path, "ab")
 
 
 def append_fd(path) -> int:
     """``open_append`` as a descriptor (``O_WRONLY | O_APPEND | O_CREAT``, 0644 for a new file): the
     log writer's. Raises OSError."""
-    try:
-        _regular(path)
-    except FileNotFoundError:
-        pass
+    _regular(path, missing_ok=True)
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
