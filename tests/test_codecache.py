@@ -54,6 +54,14 @@ def _cache(pkg: Path) -> Path:
     return pkg / "loopx" / "__pycache__" / f"hot.{TAG}.bin"
 
 
+def _header(pkg: Path) -> tuple[dict, dict]:
+    """The cache file's (entries, sets)."""
+    import marshal
+
+    data = _cache(pkg).read_bytes()
+    return marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")])
+
+
 @pytest.fixture
 def proj(tmp_path, pkg) -> Path:
     p = tmp_path / "proj"
@@ -124,10 +132,8 @@ def test_a_cold_command_adds_nothing_and_the_file_keeps_every_hot_commands_modul
     assert _loopx(pkg, proj, "status").returncode == 0
     assert _loopx(pkg, proj, "todo", "list").returncode == 0
     assert _loopx(pkg, proj, "goal", "list").returncode == 0  # not a fast-path command
-    import marshal
 
-    data = _cache(pkg).read_bytes()
-    names = set(marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")]))
+    names = set(_header(pkg)[0])
     assert {"loopx.commands.status", "loopx.commands.todo"} <= names
     assert "loopx.commands.goal" not in names
     assert {"loopx.kernel", "loopx.kernel.storage", "loopx.commands"} <= names  # the packages they load
@@ -311,13 +317,14 @@ def test_a_damaged_entry_loads_the_normal_way_and_the_others_still_come_from_the
     cache = _cache(pkg)
     data = cache.read_bytes()
     size = int.from_bytes(data[8:12], "little")
-    header = marshal.loads(data[12:12 + size])
+    header, sets = marshal.loads(data[12:12 + size])
     e = header["loopx.kernel.storage.store"]
     header["loopx.kernel.storage.store"] = (e[0], e[1], len(data), e[3], e[4], e[5])  # past the end
     header["loopx.kernel.storage.fold"] = ("not", "an", "entry")
     header["loopx.no.such.module"] = (1,)  # no command loads it: only the write can drop it
-    head = marshal.dumps(header)
+    head = marshal.dumps((header, sets))
     cache.write_bytes(data[:8] + len(head).to_bytes(4, "little") + head + data[12 + size:])
+    assert "loopx.kernel.storage.store" in sets["status"][0][2]  # its code is in the set too: never served from it
     assert _served(pkg, "loopx.kernel.storage.store").split()[0] != "Finder"
     assert _served(pkg, "loopx.kernel.storage.fold").split()[0] != "Finder"
     assert _served(pkg, "loopx.kernel.storage.layout").split()[0] == "Finder"
@@ -325,5 +332,100 @@ def test_a_damaged_entry_loads_the_normal_way_and_the_others_still_come_from_the
     assert good.returncode == 0 and good.stderr == ""
     assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"  # written anew
     assert _served(pkg, "loopx.kernel.storage.fold").split()[0] == "Finder"
-    data = cache.read_bytes()
-    assert "loopx.no.such.module" not in marshal.loads(data[12:12 + int.from_bytes(data[8:12], "little")])
+    assert "loopx.no.such.module" not in _header(pkg)[0]
+
+
+_SET_PROBE = """
+import sys
+sys.argv = ["loopx", "status"]
+import loopx
+finder = next(f for f in sys.meta_path if type(f).__name__ == "Finder")
+import loopx.kernel.storage.store as store
+print(finder.key, ",".join(map(str, sorted(finder.parts_read))) or "-", finder.set_damaged, type(store.__loader__).__name__)
+"""
+
+
+def _set_probe(pkg: Path) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _SET_PROBE], env=_env(pkg), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_a_command_reads_its_modules_from_its_set_in_one_piece(pkg, proj):
+    """The file keeps, per command, the code of the modules it loaded marshalled together; the
+    command's next run reads that set (its core) and serves its modules from it."""
+    first = _loopx(pkg, proj, "status")  # decides, and keeps the decision
+    entries, sets = _header(pkg)
+    core, extra = sets["status"]
+    assert {"loopx.commands.status", "loopx.kernel.storage.store", "loopx.cli"} <= set(core[2]) <= set(entries)
+    assert "loopx.kernel.policy.decide" in core[2] and not extra[2]
+    assert _set_probe(pkg) == ["status", "0", "False", "Finder"]
+    again = _loopx(pkg, proj, "status")  # answers from the kept decision: the rules are not loaded
+    assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
+    core, extra = _header(pkg)[1]["status"]
+    assert "loopx.kernel.policy.decide" in extra[2] and "loopx.kernel.storage.store" in core[2]
+    before = _cache(pkg).read_bytes()
+    assert _loopx(pkg, proj, "status").stdout == first.stdout
+    assert _cache(pkg).read_bytes() == before  # the same modules: nothing to write
+
+
+def test_a_damaged_set_is_no_set_and_is_written_again(pkg, proj):
+    """A set whose bytes are not its code objects serves nothing (each module then comes from its
+    own entry) and the command that found it writes the file again."""
+    good = _loopx(pkg, proj, "status")
+    cache = _cache(pkg)
+    data = bytearray(cache.read_bytes())
+    base = 12 + int.from_bytes(data[8:12], "little")
+    offset, length, _ = _header(pkg)[1]["status"][0]
+    data[base + offset:base + offset + length] = (b"\x00garbage" * (length // 8 + 1))[:length]
+    cache.write_bytes(bytes(data))
+    assert _set_probe(pkg) == ["status", "0", "True", "Finder"]
+    out = _loopx(pkg, proj, "status")
+    assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
+    assert _set_probe(pkg) == ["status", "0", "False", "Finder"]  # written anew
+
+
+def test_a_sets_core_keeps_what_every_complete_run_of_its_command_loaded():
+    """The core (read at once) loses a module only when a run that did its work did not load it;
+    the extra part holds the rest of what any run loaded; nothing changes, nothing is written."""
+    from loopx import codecache
+
+    def finder(core, extra):
+        f = codecache.Finder({}, None, 0, room=100, key="next")
+        f.sets = {"next": ((0, 10, tuple(core)), (10, 5, tuple(extra)))} if core is not None else {}
+        return f
+
+    assert codecache._set_wanted(finder(None, None), {"a", "b"}, True) == ({"a", "b"}, {"a", "b"})
+    assert codecache._set_wanted(finder("ab", "c"), {"a"}, True) == ({"a"}, {"a", "b", "c"})
+    assert codecache._set_wanted(finder("ab", "c"), {"a"}, False) is None  # failed early: core kept
+    assert codecache._set_wanted(finder("ab", "c"), {"a", "b", "d"}, True) == ({"a", "b"}, {"a", "b", "c", "d"})
+    assert codecache._set_wanted(finder("ab", "c"), {"a", "b"}, True) is None
+    assert codecache._set_wanted(finder("ab", "c"), {"a", "b", "c"}, True) is None
+    damaged = finder("ab", "c")
+    damaged.set_damaged = True
+    assert codecache._set_wanted(damaged, {"a"}, True) == ({"a"}, {"a"})
+    keyless = finder("ab", "c")
+    keyless.key = None
+    assert codecache._set_wanted(keyless, {"z"}, True) is None
+
+
+def test_the_file_keeps_the_sets_written_last():
+    from loopx import codecache
+
+    f = codecache.Finder({}, None, 0, room=100, key="k0")
+    f.sets = {f"k{i}": ((0, 1, ("a",)), (1, 1, ("b", "gone"))) for i in range(codecache.MAX_SETS + 5)}
+    out = codecache._set_names(f, ({"a"}, {"a", "c"}), {"a": 1, "b": 1, "c": 1})
+    assert len(out) == codecache.MAX_SETS and list(out)[-1] == "k0"  # this command's: written last
+    assert out["k0"] == (("a",), ("c",)) and out[f"k{codecache.MAX_SETS + 4}"] == (("a",), ("b",))
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["loopx", "next", "--goal-id", "g"], "next"), (["loopx", "quota", "should-run"], "quota should-run"),
+    (["loopx", "hook", "stop", "--host", "codex"], "hook stop"), (["loopx", "todo", "add", "title"], "todo add"),
+    (["loopx", "--format", "json", "status"], None), (["pytest", "tests/test_x.py"], None),
+    (["loopx", "ÉTAT"], None), (["loopx"], None), (["loopx", "x" * 40], None)])
+def test_a_command_is_known_by_its_first_words(argv, key):
+    from loopx import codecache
+
+    assert codecache.command_key(argv) == key

@@ -192,7 +192,7 @@ FAST: dict[tuple[str, ...], tuple[str, str, str, str, dict]] = {
 # whether the last main() took the fast path: its loopx modules belong in loopx.codecache's file;
 # "exits": entry() ends the process right after main(); "paused": _run left the collector off for
 # that end (entry turns it back on when it takes the normal way out)
-LAST = {"hot": False, "exits": False, "paused": False}
+LAST = {"hot": False, "exits": False, "paused": False, "failed": False}
 
 
 def _fast(rest: list[str]):
@@ -448,6 +448,7 @@ def _fail_with(fmt: str, command: str, exc: LoopxError) -> int:
 def _fail(fmt: str, command: str, code: int, err: dict, message: str, hint: str | None) -> int:
     from loopx import output
 
+    LAST["failed"] = True  # what this process loaded is not what the command loads (codecache.update)
     try:
         if fmt != "text":
             try:
@@ -485,6 +486,7 @@ def entry() -> None:
     A profiler or tracer running (``python -m cProfile``, coverage) or ``LOOPX_FULL_EXIT=1`` takes
     the normal way out, with the cyclic collector on again when the hot command paused it."""
     LAST["exits"] = True
+    LAST["failed"] = False
     try:
         code = main()
     except BaseException:  # an interrupt while an error was reported: on its way out, the collector back on
@@ -502,7 +504,7 @@ def entry() -> None:
         from loopx import codecache
         from loopx.kernel.storage import fs
 
-        codecache.update(fs)
+        codecache.update(fs, complete=not LAST["failed"])
     if _nothing_at_exit():
         os._exit(code)
     _collector_back()
