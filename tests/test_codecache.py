@@ -324,7 +324,7 @@ def test_a_damaged_entry_loads_the_normal_way_and_the_others_still_come_from_the
     header["loopx.no.such.module"] = (1,)  # no command loads it: only the write can drop it
     head = marshal.dumps((header, sets))
     cache.write_bytes(data[:8] + len(head).to_bytes(4, "little") + head + data[12 + size:])
-    assert "loopx.kernel.storage.store" in sets["status"][0][2]  # its code is in the set too: never served from it
+    assert "loopx.kernel.storage.store" in sets["status"][2]  # its code is in the set too: never served from it
     assert _served(pkg, "loopx.kernel.storage.store").split()[0] != "Finder"
     assert _served(pkg, "loopx.kernel.storage.fold").split()[0] != "Finder"
     assert _served(pkg, "loopx.kernel.storage.layout").split()[0] == "Finder"
@@ -341,7 +341,7 @@ sys.argv = ["loopx", "status"]
 import loopx
 finder = next(f for f in sys.meta_path if type(f).__name__ == "Finder")
 import loopx.kernel.storage.store as store
-print(finder.key, ",".join(map(str, sorted(finder.parts_read))) or "-", finder.set_damaged, type(store.__loader__).__name__)
+print(finder.key, finder.set_read, finder.set_damaged, type(store.__loader__).__name__)
 """
 
 
@@ -353,18 +353,20 @@ def _set_probe(pkg: Path) -> list[str]:
 
 
 def test_a_command_reads_its_modules_from_its_set_in_one_piece(pkg, proj):
-    """The file keeps, per command, the code of the modules it loaded marshalled together; the
-    command's next run reads that set (its core) and serves its modules from it."""
+    """The file keeps, per command, the code of the modules its runs loaded, marshalled together;
+    the command's next run reads that set and serves its modules from it. A module a later run did
+    not need leaves the set (it comes from its own entry when a run needs it)."""
     first = _loopx(pkg, proj, "status")  # decides, and keeps the decision
     entries, sets = _header(pkg)
-    core, extra = sets["status"]
-    assert {"loopx.commands.status", "loopx.kernel.storage.store", "loopx.cli"} <= set(core[2]) <= set(entries)
-    assert "loopx.kernel.policy.decide" in core[2] and not extra[2]
-    assert _set_probe(pkg) == ["status", "0", "False", "Finder"]
+    names = sets["status"][2]
+    assert {"loopx.commands.status", "loopx.kernel.storage.store", "loopx.cli"} <= set(names) <= set(entries)
+    assert "loopx.kernel.policy.decide" in names
+    assert _set_probe(pkg) == ["status", "True", "False", "Finder"]
     again = _loopx(pkg, proj, "status")  # answers from the kept decision: the rules are not loaded
     assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
-    core, extra = _header(pkg)[1]["status"]
-    assert "loopx.kernel.policy.decide" in extra[2] and "loopx.kernel.storage.store" in core[2]
+    names = _header(pkg)[1]["status"][2]
+    assert "loopx.kernel.policy.decide" not in names and "loopx.kernel.storage.store" in names
+    assert "loopx.kernel.policy.decide" in _header(pkg)[0]  # still in the file, on its own
     before = _cache(pkg).read_bytes()
     assert _loopx(pkg, proj, "status").stdout == first.stdout
     assert _cache(pkg).read_bytes() == before  # the same modules: nothing to write
@@ -377,35 +379,35 @@ def test_a_damaged_set_is_no_set_and_is_written_again(pkg, proj):
     cache = _cache(pkg)
     data = bytearray(cache.read_bytes())
     base = 12 + int.from_bytes(data[8:12], "little")
-    offset, length, _ = _header(pkg)[1]["status"][0]
+    offset, length, _ = _header(pkg)[1]["status"]
     data[base + offset:base + offset + length] = (b"\x00garbage" * (length // 8 + 1))[:length]
     cache.write_bytes(bytes(data))
-    assert _set_probe(pkg) == ["status", "0", "True", "Finder"]
+    assert _set_probe(pkg) == ["status", "True", "True", "Finder"]
     out = _loopx(pkg, proj, "status")
     assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
-    assert _set_probe(pkg) == ["status", "0", "False", "Finder"]  # written anew
+    assert _set_probe(pkg) == ["status", "True", "False", "Finder"]  # written anew
 
 
-def test_a_sets_core_keeps_what_every_complete_run_of_its_command_loaded():
-    """The core (read at once) loses a module only when a run that did its work did not load it;
-    the extra part holds the rest of what any run loaded; nothing changes, nothing is written."""
+def test_a_set_keeps_what_every_complete_run_of_its_command_loaded():
+    """A command's first complete run makes its set; a module a later complete run did not load
+    leaves it; a run that reported an error, or that loaded the same modules, changes nothing."""
     from loopx import codecache
 
-    def finder(core, extra):
+    def finder(names):
         f = codecache.Finder({}, None, 0, room=100, key="next")
-        f.sets = {"next": ((0, 10, tuple(core)), (10, 5, tuple(extra)))} if core is not None else {}
+        f.sets = {"next": (0, 10, tuple(names))} if names is not None else {}
         return f
 
-    assert codecache._set_wanted(finder(None, None), {"a", "b"}, True) == ({"a", "b"}, {"a", "b"})
-    assert codecache._set_wanted(finder("ab", "c"), {"a"}, True) == ({"a"}, {"a", "b", "c"})
-    assert codecache._set_wanted(finder("ab", "c"), {"a"}, False) is None  # failed early: core kept
-    assert codecache._set_wanted(finder("ab", "c"), {"a", "b", "d"}, True) == ({"a", "b"}, {"a", "b", "c", "d"})
-    assert codecache._set_wanted(finder("ab", "c"), {"a", "b"}, True) is None
-    assert codecache._set_wanted(finder("ab", "c"), {"a", "b", "c"}, True) is None
-    damaged = finder("ab", "c")
+    assert codecache._set_wanted(finder(None), {"a", "b"}, True) == {"a", "b"}
+    assert codecache._set_wanted(finder(None), {"a", "b"}, False) is None  # failed: maybe stopped early
+    assert codecache._set_wanted(finder("ab"), {"a"}, True) == {"a"}
+    assert codecache._set_wanted(finder("ab"), {"a"}, False) is None
+    assert codecache._set_wanted(finder("ab"), {"a", "b", "d"}, True) is None  # d comes on its own
+    assert codecache._set_wanted(finder("ab"), {"a", "b"}, True) is None
+    damaged = finder("ab")
     damaged.set_damaged = True
-    assert codecache._set_wanted(damaged, {"a"}, True) == ({"a"}, {"a"})
-    keyless = finder("ab", "c")
+    assert codecache._set_wanted(damaged, {"a"}, True) == {"a"}
+    keyless = finder("ab")
     keyless.key = None
     assert codecache._set_wanted(keyless, {"z"}, True) is None
 
@@ -414,10 +416,11 @@ def test_the_file_keeps_the_sets_written_last():
     from loopx import codecache
 
     f = codecache.Finder({}, None, 0, room=100, key="k0")
-    f.sets = {f"k{i}": ((0, 1, ("a",)), (1, 1, ("b", "gone"))) for i in range(codecache.MAX_SETS + 5)}
-    out = codecache._set_names(f, ({"a"}, {"a", "c"}), {"a": 1, "b": 1, "c": 1})
+    f.sets = {f"k{i}": (0, 1, ("a", "gone")) for i in range(codecache.MAX_SETS + 5)}
+    out = codecache._set_names(f, {"a", "c"}, {"a": 1, "b": 1, "c": 1})
     assert len(out) == codecache.MAX_SETS and list(out)[-1] == "k0"  # this command's: written last
-    assert out["k0"] == (("a",), ("c",)) and out[f"k{codecache.MAX_SETS + 4}"] == (("a",), ("b",))
+    assert out["k0"] == ("a", "c") and out[f"k{codecache.MAX_SETS + 4}"] == ("a",)
+    assert codecache._set_names(f, None, {"a": 1})["k0"] == ("a",)  # kept as it was, the gone one left out
 
 
 @pytest.mark.parametrize("argv, key", [

@@ -51,25 +51,27 @@ The contract, as Python keeps it for ``.pyc`` files:
   statement before it in that body would fail; no loopx module has such a body.)
 
 - A command's modules come in one piece. Unmarshalling is most of what loading a module costs
-  (16M of the 35M instructions ``next`` spends loading its 57 modules), and a module marshalled on
+  (16M of the 35M instructions ``next`` spent loading its 57 modules), and a module marshalled on
   its own carries its own copy of every name it shares with the others (``self``, ``state``,
   ``get`` ...), each created and then looked up in the interpreter's table of interned strings.
   So the file also keeps, per command (``key``: the first two words of its arguments, ``next``,
-  ``quota should-run``, ``hook stop``), the code of every module that command loaded, marshalled
-  together (``sets``): shared names once, about a fifth less work. A command reads its set with
-  one ``pread`` the first time it needs a module of it; each module is still served only after
-  ``find_spec`` checked its entry against its source, and a set is written only with the entries
-  it was made from, so its code is always the entry's code. A set holds every module its command
-  has loaded so far (a union: ``next`` on another path adds its modules once); a command that
-  loaded a module its set lacks, or found the set damaged, writes the file again. At most
-  ``MAX_SETS`` sets are kept (the ones written last).
+  ``quota should-run``, ``hook stop``), a set: the code of the modules every run of that command
+  has loaded (its first complete run's modules, less each one a later complete run did not load),
+  marshalled together, so shared names are made once (a sixth less unmarshalling for ``next``).
+  A command reads its set with one ``pread`` the first time it needs one of its modules; the
+  modules outside it (another path's) come from their own entries. Each module is still served
+  only after ``find_spec`` checked its entry against its source, and a set is only ever written
+  with the entries it was made from, so its code is always the entry's code. A run that reported
+  an error (it may have stopped early) never changes a set; a damaged set is written again. At
+  most ``MAX_SETS`` sets are kept (the ones written last).
 
 The file: ``b"LXC3"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
 the header (``marshal``: ``(entries, sets)``; ``entries``: ``{module name: (mtime_ns, size, offset,
 length, imports, package)}``, ``imports`` a tuple of module names, ``package`` a bool; ``sets``:
 ``{key: (offset, length, names)}``, ``names`` a tuple of module names), then the modules'
 marshalled code objects at ``offset`` (from the end of the header), ``length`` bytes each, then each
-set's tuple of code objects (one ``marshal`` of the tuple, in the order of ``names``). (``LXC1`` and
+set's tuple of code objects (one ``marshal`` of the tuple, in the order of ``names``) at its own
+``offset`` and ``length``. (``LXC1`` and
 ``LXC2`` files are foreign: rewritten.) Modules loaded through ``Finder.load`` have no
 ``__cached__`` (no ``.pyc`` is involved either way).
 
@@ -126,10 +128,10 @@ class Finder:
         self.fd = fd
         self.base = base
         self.room = room  # bytes of code after the header
-        self.sets = sets or {}  # as read: checked (_parts) when used
+        self.sets = sets or {}  # as read: checked (_set) when used
         self.key = key  # this command's set (command_key), None: none
         self.set_code: dict = {}  # code read from this command's set and not yet used: {name: code}
-        self.parts_read: set[int] = set()  # which parts of the set were read (0: core, 1: extra)
+        self.set_read = False
         self.set_damaged = False
 
     def find_spec(self, name: str, path=None, target=None):
@@ -224,25 +226,25 @@ class Finder:
 
     def from_set(self, name: str):
         """The code of module ``name`` from this command's set, or None when the set lacks it or
-        cannot give it (damaged: noted, so ``update`` writes it again). The part holding it is read
-        whole the first time one of its modules is needed."""
+        cannot give it (damaged: noted, so ``update`` writes it again). The set is read whole the
+        first time one of its modules is needed."""
         code = self.set_code.pop(name, None)  # a module's code object runs once (a reload compiles anew)
-        if code is not None or self.key is None or self.set_damaged:
+        if code is not None or self.set_read or self.key is None:
             return code
-        parts = _parts(self.sets.get(self.key), self.room)
-        for i, (offset, length, names) in enumerate(parts or ()):
-            if name in names and i not in self.parts_read:
-                self.parts_read.add(i)
-                codes = None
-                try:
-                    data = os.pread(self.fd, length, self.base + offset) if self.fd is not None else b""
-                    codes = _unmarshal(data) if len(data) == length else None
-                except (OSError, ValueError, EOFError, TypeError, OverflowError, MemoryError):
-                    pass
-                if type(codes) is tuple and len(codes) == len(names) and all(type(c) is _CODE for c in codes):
-                    self.set_code.update(zip(names, codes, strict=True))
-                    return self.set_code.pop(name)
-                self.set_damaged = True
+        got = _set(self.sets.get(self.key), self.room)
+        if got is None or name not in got[2]:
+            return None
+        self.set_read = True
+        codes = None
+        try:
+            data = os.pread(self.fd, got[1], self.base + got[0]) if self.fd is not None else b""
+            codes = _unmarshal(data) if len(data) == got[1] else None
+        except (OSError, ValueError, EOFError, TypeError, OverflowError, MemoryError):
+            pass
+        if type(codes) is tuple and len(codes) == len(got[2]) and all(type(c) is _CODE for c in codes):
+            self.set_code.update(zip(got[2], codes, strict=True))
+            return self.set_code.pop(name)
+        self.set_damaged = True
         return None
 
     def code_bytes(self, e: tuple) -> bytes | None:
@@ -322,13 +324,13 @@ def _unmarshal(data: bytes):
             gc.enable()
 
 
-def _parts(got, room: int) -> tuple | None:
-    """A set as read from the file, ``((offset, length, names), (offset, length, names))`` (its core
-    and its extra part), or None when it is not one or lies past the end of the file."""
-    def ok(part) -> bool:
-        return (type(part) is tuple and len(part) == 3 and all(type(x) is int and x >= 0 for x in part[:2])
-                and part[0] + part[1] <= room and type(part[2]) is tuple and all(type(n) is str for n in part[2]))
-    return got if type(got) is tuple and len(got) == 2 and all(ok(p) for p in got) else None
+def _set(got, room: int) -> tuple[int, int, tuple[str, ...]] | None:
+    """A set as read from the file, ``(offset, length, names)``, or None when it is not one or
+    lies past the end of the file."""
+    if (type(got) is tuple and len(got) == 3 and all(type(x) is int and x >= 0 for x in got[:2])
+            and got[0] + got[1] <= room and type(got[2]) is tuple and all(type(n) is str for n in got[2])):
+        return got
+    return None
 
 
 def _bulk() -> bool:
@@ -388,8 +390,8 @@ def update(fs, complete: bool = True) -> bool:
     loopx module the normal way (new to the file, or edited since), or when its command's set
     (module docstring) should change; keeping the entries that are still current, adding every
     plain loopx module now loaded, and making every set again from the entries written.
-    ``complete``: the command did its work (no error reported), so a module of the set's core it
-    did not load leaves the core. ``fs`` is ``loopx.kernel.storage.fs``, the one writer of files
+    ``complete``: the command did its work (no error reported), so its set may be made or a
+    module it did not load leave it. ``fs`` is ``loopx.kernel.storage.fs``, the one writer of files
     (``atomic_write``, ``stale_temporaries``), which lies in a layer above this module (the caller,
     ``cli.entry``, passes it). Best effort (a cache); True when the file was written."""
     if sys.dont_write_bytecode:
@@ -407,24 +409,20 @@ def update(fs, complete: bool = True) -> bool:
         return False
 
 
-def _set_wanted(finder: Finder, loaded: set[str], complete: bool) -> tuple[set[str], set[str]] | None:
-    """(core, all modules) of this command's set when it should be written anew, else None. The
-    core is what the command loaded the first time, less every module a later complete run did
-    not load (what every run needs: read at once); the rest of what any run loaded is the extra
-    part (read when one of its modules is needed). A run that failed early never empties a core."""
-    if finder.key is None:
+def _set_wanted(finder: Finder, loaded: set[str], complete: bool) -> set[str] | None:
+    """The modules of this command's set when it should be written anew, else None: a complete
+    run's modules when there is no set (or a damaged one), the set less the modules a complete run
+    did not load. A run that reported an error changes nothing."""
+    if finder.key is None or not complete:
         return None
-    parts = None if finder.set_damaged else _parts(finder.sets.get(finder.key), finder.room)
-    if parts is None:
-        return loaded, loaded
-    core, every = set(parts[0][2]), set(parts[0][2]) | set(parts[1][2])
-    new_core = core & loaded if complete else core
-    if loaded <= every and new_core == core:
-        return None
-    return new_core, every | loaded
+    got = None if finder.set_damaged else _set(finder.sets.get(finder.key), finder.room)
+    if got is None:
+        return loaded
+    kept = set(got[2]) & loaded
+    return None if len(kept) == len(got[2]) else kept
 
 
-def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: tuple[set[str], set[str]] | None) -> bool:
+def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: set[str] | None) -> bool:
     folder = os.path.dirname(file)
     os.makedirs(folder, exist_ok=True)
     if not os.access(folder, os.W_OK):  # a read-only install: found out before collecting any code
@@ -434,17 +432,14 @@ def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: tuple
     marshalled = dict(zip(header, parts, strict=True))  # header and parts are in the same order
     codes: dict = {}
     sets = {}
-    for key, halves in _set_names(finder, wanted, header).items():
-        got = []
-        for names in halves:
-            for name in names:
-                if name not in codes:
-                    codes[name] = marshal.loads(marshalled[name])
-            blob = marshal.dumps(tuple(codes[name] for name in names)) if names else b""  # shared names: once
-            got.append((offset, len(blob), names))
-            parts.append(blob)
-            offset += len(blob)
-        sets[key] = tuple(got)
+    for key, names in _set_names(finder, wanted, header).items():
+        for name in names:
+            if name not in codes:
+                codes[name] = marshal.loads(marshalled[name])
+        blob = marshal.dumps(tuple(codes[name] for name in names))  # a name the modules share: once
+        sets[key] = (offset, len(blob), names)
+        parts.append(blob)
+        offset += len(blob)
     head = marshal.dumps((header, sets))
     fs.atomic_write(file, b"".join([TAG, MAGIC, len(head).to_bytes(4, "little"), head, *parts]), sync=False)
     for tmp in fs.stale_temporaries(folder):  # a writer killed mid-write (hosts kill slow hooks)
@@ -456,24 +451,20 @@ def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: tuple
     return True
 
 
-def _set_names(finder: Finder, wanted: tuple[set[str], set[str]] | None, header: dict) -> dict[str, tuple]:
-    """{key: (core names, extra names)} of the sets to write: those of the file (their modules
-    still in ``header``), and this command's as ``wanted`` (``_set_wanted``) written last; at most
-    ``MAX_SETS``, the ones written last."""
-    out: dict[str, tuple] = {}
+def _set_names(finder: Finder, wanted: set[str] | None, header: dict) -> dict[str, tuple[str, ...]]:
+    """{key: module names} of the sets to write: those of the file (their modules still in
+    ``header``), and this command's (``wanted``: ``_set_wanted``, else as it was) written last; at
+    most ``MAX_SETS``, the ones written last."""
+    out: dict[str, tuple[str, ...]] = {}
     for key, got in finder.sets.items():
-        parts = _parts(got, finder.room)
-        if type(key) is str and parts is not None and key != finder.key:
-            out[key] = tuple(tuple(n for n in p[2] if n in header) for p in parts)
-    if finder.key is not None and wanted is not None:
-        core = tuple(sorted(n for n in wanted[0] if n in header))
-        out[finder.key] = (core, tuple(sorted(n for n in wanted[1] - wanted[0] if n in header)))
-    elif finder.key is not None and finder.key in finder.sets and not finder.set_damaged:
-        out.pop(finder.key, None)
-        parts = _parts(finder.sets[finder.key], finder.room)
-        if parts is not None:
-            out[finder.key] = tuple(tuple(n for n in p[2] if n in header) for p in parts)
-    return {k: v for k, v in list(out.items())[-MAX_SETS:] if v[0] or v[1]}
+        found = _set(got, finder.room)
+        if type(key) is str and found is not None and key != finder.key:
+            out[key] = tuple(n for n in found[2] if n in header)
+    if finder.key is not None:
+        mine = None if finder.set_damaged else _set(finder.sets.get(finder.key), finder.room)
+        names = wanted if wanted is not None else set(mine[2] if mine is not None else ())
+        out[finder.key] = tuple(sorted(n for n in names if n in header))
+    return {k: v for k, v in list(out.items())[-MAX_SETS:] if v}
 
 
 def _collect(finder: Finder, loaded: dict[str, bool]) -> tuple[dict, list[bytes]]:
