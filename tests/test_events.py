@@ -114,7 +114,7 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
     and the next read folds the log from the start, answers the same and stamps the new version."""
     import marshal
 
-    from loopx.kernel.storage import layout, logfold
+    from loopx.kernel.storage import caches, layout, logfold
 
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
@@ -127,6 +127,7 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
 
     newer = fold.version(_with_field(events.EVENTS, "goal.updated", ("reviewer", events.S, events.COPY, "")))
     monkeypatch.setattr(fold, "FOLD_VERSION", newer)
+    monkeypatch.setattr(caches, "code_stamp", lambda: (("another loopx's fold.py", 1, 2),))  # other sources
     folded_from = []
     real = logfold.fold_file
 
@@ -142,6 +143,41 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
     with open(store.path(layout.SNAPSHOT), "rb") as fh:
         assert marshal.loads(fh.read())["fold"] == newer
     assert os.path.exists(store.path(layout.LIVE))
+
+
+def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_version(project, monkeypatch):
+    """A live view stamped with the sources this process runs (``caches.code_stamp``) was folded by
+    this code: a fresh process reads it without computing ``FOLD_VERSION`` (it marshals the event
+    table); one stamped by other sources is checked against ``FOLD_VERSION``, and used when that
+    agrees (the same code in another place), else rebuilt (the test above)."""
+    from loopx.kernel.storage import caches, layout, logfold
+
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
+    store.load(view="live", save_snapshot="refresh")
+    import marshal
+
+    with open(store.path(layout.LIVE), "rb") as fh:
+        stamp = marshal.loads(fh.read())["code"]
+    assert stamp == caches.code_stamp() and [f for f, _, _ in stamp] == list(fold.code_files())
+    code = ("import sys; from loopx.kernel.storage import fold; from loopx.kernel.storage.store import Store; "
+            f"s = Store.open({str(project)!r}).load(view='live'); "
+            "print(sorted(s['todos']) != [], 'FOLD_VERSION' in vars(fold))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert out.stdout.split() == ["True", "False"], out.stderr
+
+    folded_from = []
+    real = logfold.fold_file
+
+    def spy(store, state, name, offset, *a, **kw):
+        folded_from.append((name, offset))
+        return real(store, state, name, offset, *a, **kw)
+
+    monkeypatch.setattr(logfold, "fold_file", spy)
+    monkeypatch.setattr(caches, "code_stamp", lambda: (("the same code elsewhere", 1, 2),))
+    assert Store.open(str(project)).load(view="live")["goals"]["g1"]["objective"] == "o"
+    assert ("events", 0) not in folded_from  # the same FOLD_VERSION: the cache is used
 
 
 def test_every_field_a_reducer_reads_is_declared():

@@ -52,12 +52,29 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
         with open_file(store.path(name)) as fh:
             raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
         snap = unmarshal(raw)
-        if (not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION
-                or snap.get("fold") != fold.FOLD_VERSION):
+        if not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION or not _same_fold(snap):
             raise ValueError("old snapshot")
         return snap["state"], check_offsets(store, snap["state"])
     except (OSError, ValueError, EOFError, TypeError, KeyError):
         return fold.empty(), {}
+
+
+def code_stamp() -> tuple | None:
+    """``(path, mtime_ns, size)`` of each source file ``fold.FOLD_VERSION`` is made from
+    (``fold.code_files``); None when one cannot be read. A cache written with the stamp this
+    process has was folded by this very code, so its ``fold`` field is this code's version without
+    computing it: the check Python makes of a ``.pyc`` against its source (an edit that keeps a
+    file's size and mtime goes unseen, as there)."""
+    try:
+        return tuple((f, st.st_mtime_ns, st.st_size) for f in fold.code_files() for st in (os.stat(f),))
+    except (OSError, TypeError):
+        return None
+
+
+def _same_fold(snap: dict) -> bool:
+    """Whether cache ``snap`` was folded under this code's ``fold.FOLD_VERSION``."""
+    stamp = snap.get("code")
+    return (stamp is not None and stamp == code_stamp()) or snap.get("fold") == fold.FOLD_VERSION
 
 
 def save_snapshot(store, state: dict, *, full: bool = True) -> None:
@@ -73,11 +90,12 @@ def save_snapshot(store, state: dict, *, full: bool = True) -> None:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         if full and not is_live:
             meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
-            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": body})
+            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": code_stamp(),
+                                  "state": body})
             atomic_write(store.path(layout.SNAPSHOT), data, sync=False, follow=False)
             sweep(store)
         view = fold.live_view(body, clock.now_iso())
-        live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "state": view})
+        live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": code_stamp(), "state": view})
         atomic_write(store.path(layout.LIVE), live, sync=False, follow=False)
     except (OSError, ValueError):
         pass

@@ -67,7 +67,7 @@ from loopx.kernel.storage import actors, events, quotas, trialfold
 # (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 9: gates carry
 # `reserved`; 8: nodes.
 REVISION = 13
-REDUCER_DIGEST = "6972e7548342"
+REDUCER_DIGEST = "2d3b8c46fb53"
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
@@ -881,5 +881,18 @@ def version(table: dict | None = None) -> str:
     return f"{REVISION}.{REDUCER_DIGEST}.{events.digest(table)}.{events.crc(repr(keeps).encode())}"
 
 
-# what every cache of folded state is stamped with (store: snapshots and checkpoints)
-FOLD_VERSION = version()
+def __getattr__(name: str):
+    """``FOLD_VERSION``, what every cache of folded state is stamped with (store: snapshots and
+    checkpoints), computed the first time it is asked for: ``version()`` marshals the event table
+    (0.6M instructions), and a command whose live view was written by this same code knows it is
+    current without it (``caches.code_stamp``)."""
+    if name == "FOLD_VERSION":
+        globals()["FOLD_VERSION"] = v = version()
+        return v
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def code_files() -> tuple[str, ...]:
+    """The source files ``version()`` is made from: this module (``REVISION``, ``REDUCER_DIGEST``
+    and what the state keeps), the event table, the notifying reasons and the trials' limits."""
+    return (__file__, events.__file__, reasons.__file__, trialfold.__file__)
