@@ -427,7 +427,8 @@ def test_the_file_keeps_the_sets_written_last():
     (["loopx", "next", "--goal-id", "g"], "next"), (["loopx", "quota", "should-run"], "quota should-run"),
     (["loopx", "hook", "stop", "--host", "codex"], "hook stop"), (["loopx", "todo", "add", "title"], "todo add"),
     (["loopx", "--format", "json", "status"], None), (["pytest", "tests/test_x.py"], None),
-    (["loopx", "ÉTAT"], None), (["loopx"], None), (["loopx", "x" * 40], None)])
+    (["loopx", "ÉTAT"], None), (["loopx"], None), (["loopx", "x" * 40], None), ([], None),
+    (["-m", "status"], "status"), (["/venv/bin/loopx", "next"], "next"), (["my_script.py", "next"], None)])
 def test_a_command_is_known_by_its_first_words(argv, key):
     from loopx import codecache
 

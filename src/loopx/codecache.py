@@ -54,7 +54,7 @@ The contract, as Python keeps it for ``.pyc`` files:
   (16M of the 35M instructions ``next`` spent loading its 57 modules), and a module marshalled on
   its own carries its own copy of every name it shares with the others (``self``, ``state``,
   ``get`` ...), each created and then looked up in the interpreter's table of interned strings.
-  So the file also keeps, per command (``key``: the first two words of its arguments, ``next``,
+  So the file also keeps, per command (``key``: the first two words of the ``loopx`` command's arguments, ``next``,
   ``quota should-run``, ``hook stop``), a set: the code of the modules every run of that command
   has loaded (its first complete run's modules, less each one a later complete run did not load),
   marshalled together, so shared names are made once (a sixth less unmarshalling for ``next``).
@@ -288,7 +288,12 @@ def install() -> Finder:
 def command_key(argv: list[str]) -> str | None:
     """Which set of the file this process reads (module docstring): the first two words of its
     arguments before any option (``next``, ``quota should-run``, ``hook stop``); None when the first
-    argument is not such a word (an option first, a path, the test runner's arguments)."""
+    argument is not such a word (an option first, a path, the test runner's arguments), and when
+    the process is not the ``loopx`` command (its console script, or ``python -m loopx``, whose
+    ``argv[0]`` is ``-m`` while the package is imported): a program that imports loopx as a
+    library never reads a set (reading one freezes what is alive out of the collector's reach)."""
+    if not argv or not (argv[0] == "-m" or os.path.basename(argv[0]).lower() in ("loopx", "loopx.exe")):
+        return None
     words = []
     for arg in argv[1:3]:
         if arg.startswith("-") or not (0 < len(arg) <= 32 and arg.isascii() and arg.replace("-", "").isalnum()
