@@ -155,7 +155,7 @@ PROJECT: tuple[tuple[str, str], ...] = (
     (segment("evidence", 1), "closed evidence segments"),
     (f"{BLOBS}/ab/<sha256>", "large outputs, content-addressed, write-once"),
     (NODE, "this clone's node id (n- + 16 hex); machine-local, git-ignored"),
-    (SNAPSHOT, "folded state + the file offsets it covers (marshal); disposable, git-ignored"),
+    (SNAPSHOT, "folded state + the file offsets it covers (marshal; stamped with fold.FOLD_VERSION and its sources' stamps); disposable, git-ignored"),
     (LIVE, "the live view (what is still open) + offsets; rewritten once its tail grows long (caches.LIVE_EVERY lines); disposable"),
     (HEADS, "the last write's chain heads and open files' lengths (marshal); disposable"),
     (DECISIONS, "should-run's and the views' recent answers, validated by file stamps (marshal); disposable"),
