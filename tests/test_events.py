@@ -159,7 +159,8 @@ def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_vers
 
     with open(store.path(layout.LIVE), "rb") as fh:
         stamp = marshal.loads(fh.read())["code"]
-    assert stamp == caches.code_stamp() and [f for f, _, _ in stamp] == list(fold.code_files())
+    assert stamp == caches.code_stamp() and stamp[:2] == (fold.REVISION, fold.REDUCER_DIGEST)
+    assert [f for f, _, _ in stamp[2:]] == list(fold.code_files())
     code = ("import sys; from loopx.kernel.storage import fold; from loopx.kernel.storage.store import Store; "
             f"s = Store.open({str(project)!r}).load(view='live'); "
             "print(sorted(s['todos']) != [], 'FOLD_VERSION' in vars(fold))")
@@ -178,6 +179,50 @@ def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_vers
     monkeypatch.setattr(caches, "code_stamp", lambda: (("the same code elsewhere", 1, 2),))
     assert Store.open(str(project)).load(view="live")["goals"]["g1"]["objective"] == "o"
     assert ("events", 0) not in folded_from  # the same FOLD_VERSION: the cache is used
+
+
+_AFTER_AN_UPGRADE = """
+import os, sys
+project, new_revision = sys.argv[1], sys.argv[2]
+from loopx.kernel.storage import caches, fold
+from loopx.kernel.storage.store import Store
+src = fold.__file__
+st = os.stat(src)
+with open(src, encoding="utf-8") as fh:
+    text = fh.read()
+with open(src, "w", encoding="utf-8") as fh:  # the same size; its mtime put back below
+    fh.write(text.replace("REVISION = " + str(fold.REVISION) + chr(10), "REVISION = " + new_revision + chr(10), 1))
+os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+os.remove(os.path.join(project, ".loopx", "cache", "live.bin"))
+Store.open(project).load(view="live", save_snapshot="refresh")  # this process still runs the old code
+"""
+
+
+def test_a_cache_saved_by_code_loaded_before_its_sources_changed_is_not_taken_as_the_new_codes(project, tmp_path):
+    """A process that runs on while its sources are replaced (the runner across an upgrade) stamps
+    what it saves with the code it loaded, so a process of the new code checks the version and
+    folds anew, even when the new files have the old ones' sizes and mtimes."""
+    import marshal
+    import shutil
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(REPO / "src" / "loopx", pkg / "loopx", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(pkg), "PYTHONDONTWRITEBYTECODE": "1"}
+    store = Store.open(str(project))
+    goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a"])
+    new = str(fold.REVISION + 1 if fold.REVISION < 99 else fold.REVISION - 1)
+    out = subprocess.run([sys.executable, "-c", _AFTER_AN_UPGRADE, str(project), new], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    with open(store.path("cache/live.bin"), "rb") as fh:
+        old = marshal.loads(fh.read())
+    check = ("import marshal, sys; from loopx.kernel.storage import caches, fold; "
+             "live = marshal.loads(open(sys.argv[1], 'rb').read()); "
+             "print(fold.REVISION, caches._same_fold(live))")
+    got = subprocess.run([sys.executable, "-c", check, store.path("cache/live.bin")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert got.stdout.split() == [new, "False"], got.stderr
+    assert old["fold"].startswith(f"{fold.REVISION}.")  # folded and labelled by the old code
 
 
 def test_every_field_a_reducer_reads_is_declared():

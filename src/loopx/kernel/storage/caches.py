@@ -60,15 +60,14 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
 
 
 def code_stamp() -> tuple | None:
-    """``(path, mtime_ns, size)`` of each source file ``fold.FOLD_VERSION`` is made from
-    (``fold.code_files``); None when one cannot be read. A cache written with the stamp this
+    """``fold.CODE_STAMP``: the running code's ``REVISION`` and ``REDUCER_DIGEST`` and the
+    ``(path, mtime_ns, size)`` of each source file ``fold.FOLD_VERSION`` is made from, as they were
+    when it was loaded; None when one could not be read. A cache written under the stamp this
     process has was folded by this very code, so its ``fold`` field is this code's version without
-    computing it: the check Python makes of a ``.pyc`` against its source (an edit that keeps a
-    file's size and mtime goes unseen, as there)."""
-    try:
-        return tuple((f, st.st_mtime_ns, st.st_size) for f in fold.code_files() for st in (os.stat(f),))
-    except (OSError, TypeError):
-        return None
+    computing it: the check Python makes of a ``.pyc`` against its source (an edit of the event
+    table that keeps the file's size and mtime goes unseen, as there; a reducer's cannot: its
+    digest is in the stamp)."""
+    return fold.CODE_STAMP
 
 
 def _same_fold(snap: dict) -> bool:

@@ -67,7 +67,7 @@ from loopx.kernel.storage import actors, events, quotas, trialfold
 # (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 9: gates carry
 # `reserved`; 8: nodes.
 REVISION = 13
-REDUCER_DIGEST = "2d3b8c46fb53"
+REDUCER_DIGEST = "e136a84da2c6"
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default
@@ -896,3 +896,23 @@ def code_files() -> tuple[str, ...]:
     """The source files ``version()`` is made from: this module (``REVISION``, ``REDUCER_DIGEST``
     and what the state keeps), the event table, the notifying reasons and the trials' limits."""
     return (__file__, events.__file__, reasons.__file__, trialfold.__file__)
+
+
+def _code_stamp() -> tuple | None:
+    """``(REVISION, REDUCER_DIGEST, (path, mtime_ns, size) of each of code_files())``; None when one
+    cannot be read. The two constants come from the code this process runs, the rest from the
+    files when it was loaded (``CODE_STAMP``)."""
+    import os
+
+    try:
+        return (REVISION, REDUCER_DIGEST, *((f, st.st_mtime_ns, st.st_size) for f in code_files() for st in (os.stat(f),)))
+    except (OSError, TypeError):
+        return None
+
+
+# What the caches this code writes are stamped with beside FOLD_VERSION (caches.code_stamp), taken
+# when the code is loaded, not when a cache is saved: a process that runs on while its sources are
+# replaced (the runner, the dashboard, across an upgrade) still stamps what it folded with its own
+# code. The reducers' digest is the running code's own, so a reducer change is told apart even
+# where an edit keeps a file's size and mtime (restored mtimes: rsync -a, touch -d, clamped builds).
+CODE_STAMP = _code_stamp()
