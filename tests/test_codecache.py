@@ -340,8 +340,10 @@ import sys
 sys.argv = ["loopx", "status"]
 import loopx
 finder = next(f for f in sys.meta_path if type(f).__name__ == "Finder")
+import gc
 import loopx.kernel.storage.store as store
-print(finder.key, finder.set_read, finder.set_damaged, type(store.__loader__).__name__)
+print(finder.key, finder.set_read, finder.set_damaged, type(store.__loader__).__name__,
+      store.Store.open.__code__.co_filename == store.__file__, gc.get_freeze_count() > 0)
 """
 
 
@@ -361,7 +363,7 @@ def test_a_command_reads_its_modules_from_its_set_in_one_piece(pkg, proj):
     names = sets["status"][2]
     assert {"loopx.commands.status", "loopx.kernel.storage.store", "loopx.cli"} <= set(names) <= set(entries)
     assert "loopx.kernel.policy.decide" in names
-    assert _set_probe(pkg) == ["status", "True", "False", "Finder"]
+    assert _set_probe(pkg) == ["status", "True", "False", "Finder", "True", "True"]
     again = _loopx(pkg, proj, "status")  # answers from the kept decision: the rules are not loaded
     assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
     names = _header(pkg)[1]["status"][2]
@@ -382,10 +384,50 @@ def test_a_damaged_set_is_no_set_and_is_written_again(pkg, proj):
     offset, length, _ = _header(pkg)[1]["status"]
     data[base + offset:base + offset + length] = (b"\x00garbage" * (length // 8 + 1))[:length]
     cache.write_bytes(bytes(data))
-    assert _set_probe(pkg) == ["status", "True", "True", "Finder"]
+    assert _set_probe(pkg) == ["status", "True", "True", "Finder", "True", "False"]
     out = _loopx(pkg, proj, "status")
     assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
-    assert _set_probe(pkg) == ["status", "True", "False", "Finder"]  # written anew
+    assert _set_probe(pkg) == ["status", "True", "False", "Finder", "True", "True"]  # written anew
+
+
+def test_a_copied_package_serves_its_sets_code_under_its_own_file_names(pkg, proj, tmp_path):
+    """A set's code objects name the files they were compiled from; served from a copy of the
+    package (its __pycache__ with it), they name the copy's."""
+    assert _loopx(pkg, proj, "status").returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(pkg, copy)
+    assert _set_probe(copy) == ["status", "True", "False", "Finder", "True", "True"]
+
+
+def test_a_run_that_reports_an_error_makes_no_set_and_changes_none(pkg, proj):
+    """A command that stopped at an error loaded only part of what it loads: it never makes its
+    command's set, nor takes a module out of one."""
+    assert _loopx(pkg, proj, "status", "--goal-id", "no-such-goal").returncode != 0
+    assert "status" not in _header(pkg)[1]
+    assert _loopx(pkg, proj, "status").returncode == 0
+    assert _loopx(pkg, proj, "status").returncode == 0  # the decision kept: its set settles
+    before = _cache(pkg).read_bytes()
+    assert _loopx(pkg, proj, "status", "--goal-id", "no-such-goal").returncode != 0
+    assert _cache(pkg).read_bytes() == before
+
+
+def test_a_set_that_lost_a_module_is_made_again_whole(pkg, proj):
+    """A module edited (or removed) and not loaded by the command that rewrites the file takes its
+    command sets with it; each is made again, whole, by its command's next complete run (cut
+    down to what the writer saw, it would have stayed cut down)."""
+    assert _loopx(pkg, proj, "todo", "add", "a writer's set").returncode == 0
+    assert _loopx(pkg, proj, "status").returncode == 0
+    sets = _header(pkg)[1]
+    writer, reader = "loopx.kernel.write.todos", "loopx.commands.status"
+    assert writer in sets["todo add"][2] and writer not in sets["status"][2], sets
+    for name in (writer, reader):  # both edited; status loads only the second, and writes the file
+        src = pkg / (name.replace(".", "/") + ".py")
+        src.write_text(src.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert _loopx(pkg, proj, "status").returncode == 0
+    entries, sets = _header(pkg)
+    assert writer not in entries and "todo add" not in sets and "status" in sets
+    assert _loopx(pkg, proj, "todo", "add", "again").returncode == 0
+    assert writer in _header(pkg)[1]["todo add"][2]  # made again, whole
 
 
 def test_a_set_keeps_what_every_complete_run_of_its_command_loaded():
@@ -416,11 +458,27 @@ def test_the_file_keeps_the_sets_written_last():
     from loopx import codecache
 
     f = codecache.Finder({}, None, 0, room=100, key="k0")
-    f.sets = {f"k{i}": (0, 1, ("a", "gone")) for i in range(codecache.MAX_SETS + 5)}
+    f.sets = {f"k{i}": (0, 1, ("a", "b")) for i in range(codecache.MAX_SETS + 5)}
+    f.sets["lost"] = (0, 1, ("a", "gone"))
     out = codecache._set_names(f, {"a", "c"}, {"a": 1, "b": 1, "c": 1})
     assert len(out) == codecache.MAX_SETS and list(out)[-1] == "k0"  # this command's: written last
-    assert out["k0"] == ("a", "c") and out[f"k{codecache.MAX_SETS + 4}"] == ("a",)
-    assert codecache._set_names(f, None, {"a": 1})["k0"] == ("a",)  # kept as it was, the gone one left out
+    assert out["k0"] == ("a", "c") and out[f"k{codecache.MAX_SETS + 4}"] == ("a", "b")
+    assert "lost" not in out  # a module of it is gone: dropped whole, made again by its next run
+    assert codecache._set_names(f, None, {"a": 1, "b": 1})["k0"] == ("a", "b")  # this one's as it was
+    assert "k0" not in codecache._set_names(f, None, {"a": 1})
+
+
+@pytest.mark.parametrize("orig, key", [
+    (["python", "-m", "loopx", "next"], "next"), (["python", "-X", "dev", "-mloopx", "next"], "next"),
+    (["python", "-I", "-m", "loopx.__main__", "next"], "next"), (["python", "-m", "mytool", "next"], None),
+    (["python", "script.py", "-m", "loopx"], None), (["python", "-c", "import loopx", "-m", "loopx"], None),
+    (["python"], None)])
+def test_python_m_is_the_loopx_command_only_when_it_runs_loopx(orig, key):
+    """``python -m mytool next``, whose package imports loopx, has ``-m`` as ``argv[0]`` too while
+    loopx is imported: only the interpreter's own command line tells the two apart."""
+    from loopx import codecache
+
+    assert codecache.command_key(["-m", "next"], orig) == key
 
 
 @pytest.mark.parametrize("argv, key", [
@@ -432,4 +490,4 @@ def test_the_file_keeps_the_sets_written_last():
 def test_a_command_is_known_by_its_first_words(argv, key):
     from loopx import codecache
 
-    assert codecache.command_key(argv) == key
+    assert codecache.command_key(argv, ["python", "-m", "loopx"]) == key

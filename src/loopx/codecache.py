@@ -62,8 +62,10 @@ The contract, as Python keeps it for ``.pyc`` files:
   modules outside it (another path's) come from their own entries. Each module is still served
   only after ``find_spec`` checked its entry against its source, and a set is only ever written
   with the entries it was made from, so its code is always the entry's code. A run that reported
-  an error (it may have stopped early) never changes a set; a damaged set is written again. At
-  most ``MAX_SETS`` sets are kept (the ones written last).
+  an error (it may have stopped early) never changes a set; a damaged set is written again, and
+  so is one that lost a module (edited or removed, and not loaded by the command that rewrote the
+  file: the set goes whole and its command's next complete run makes it again). At most
+  ``MAX_SETS`` sets are kept (the ones written last).
 
 The file: ``b"LXC3"``, the interpreter's 4-byte magic number, a 4-byte little-endian header length,
 the header (``marshal``: ``(entries, sets)``; ``entries``: ``{module name: (mtime_ns, size, offset,
@@ -285,14 +287,34 @@ def install() -> Finder:
     return finder
 
 
-def command_key(argv: list[str]) -> str | None:
+def _runs_loopx(orig: list[str]) -> bool:
+    """Whether the interpreter's own command line (``sys.orig_argv``) runs ``-m loopx``, not
+    another module that imports loopx (``python -m mytool next``)."""
+    i = 1
+    while i < len(orig):
+        arg = orig[i]
+        if arg == "-m":
+            return orig[i + 1:i + 2] in (["loopx"], ["loopx.__main__"])
+        if arg.startswith("-m"):
+            return arg[2:] in ("loopx", "loopx.__main__")
+        if arg == "-c" or arg == "-" or not arg.startswith("-"):
+            return False  # a script or -c comes first: a -m after it is the program's own argument
+        i += 2 if arg in ("-X", "-W") else 1  # the options that take a separate value
+    return False
+
+
+def command_key(argv: list[str], orig: list[str] | None = None) -> str | None:
     """Which set of the file this process reads (module docstring): the first two words of its
     arguments before any option (``next``, ``quota should-run``, ``hook stop``); None when the first
     argument is not such a word (an option first, a path, the test runner's arguments), and when
     the process is not the ``loopx`` command (its console script, or ``python -m loopx``, whose
-    ``argv[0]`` is ``-m`` while the package is imported): a program that imports loopx as a
-    library never reads a set (reading one freezes what is alive out of the collector's reach)."""
-    if not argv or not (argv[0] == "-m" or os.path.basename(argv[0]).lower() in ("loopx", "loopx.exe")):
+    ``argv[0]`` is ``-m`` while the package is imported; ``orig``, default ``sys.orig_argv``, tells
+    which module ``-m`` runs): a program that imports loopx as a library never reads a set
+    (reading one freezes what is alive out of the collector's reach)."""
+    if orig is None:
+        orig = list(getattr(sys, "orig_argv", []))
+    if not argv or not (_runs_loopx(orig) if argv[0] == "-m" else
+                        os.path.basename(argv[0]).lower() in ("loopx", "loopx.exe")):
         return None
     words = []
     for arg in argv[1:3]:
@@ -322,9 +344,10 @@ def _unmarshal(data: bytes):
     was = gc.isenabled()
     gc.disable()
     try:
-        return marshal.loads(data)
-    finally:
+        codes = marshal.loads(data)
         gc.freeze()
+        return codes
+    finally:
         if was:
             gc.enable()
 
@@ -458,17 +481,20 @@ def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: set[s
 
 def _set_names(finder: Finder, wanted: set[str] | None, header: dict) -> dict[str, tuple[str, ...]]:
     """{key: module names} of the sets to write: those of the file (their modules still in
-    ``header``), and this command's (``wanted``: ``_set_wanted``, else as it was) written last; at
-    most ``MAX_SETS``, the ones written last."""
+    ``header``: one that lost a module is dropped whole), and this command's (``wanted``:
+    ``_set_wanted``, else as it was) written last; at most ``MAX_SETS``, the ones written last."""
     out: dict[str, tuple[str, ...]] = {}
     for key, got in finder.sets.items():
         found = _set(got, finder.room)
-        if type(key) is str and found is not None and key != finder.key:
-            out[key] = tuple(n for n in found[2] if n in header)
+        # a set with a module no longer in the file (edited and not loaded here, or removed) goes
+        # whole: its command's next complete run makes it again (cut down, it would stay cut down)
+        if type(key) is str and found is not None and key != finder.key and all(n in header for n in found[2]):
+            out[key] = found[2]
     if finder.key is not None:
         mine = None if finder.set_damaged else _set(finder.sets.get(finder.key), finder.room)
         names = wanted if wanted is not None else set(mine[2] if mine is not None else ())
-        out[finder.key] = tuple(sorted(n for n in names if n in header))
+        if all(n in header for n in names):
+            out[finder.key] = tuple(sorted(names))
     return {k: v for k, v in list(out.items())[-MAX_SETS:] if v}
 
 
