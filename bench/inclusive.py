@@ -74,6 +74,26 @@ def _put_back(proj: str, saved: str) -> None:
     shutil.copytree(saved, store, symlinks=True, dirs_exist_ok=True)
 
 
+def claim_path(b: Bench, root: str, command: str) -> tuple[list[str], str]:
+    """Set ``b``'s store up for ``command`` (``next``: the claim path, a finished turn and a new todo;
+    ``turn-finish``: right after such a ``next``) and keep a copy of it (``_put_back``).
+    Returns (the command's arguments, the copy's folder)."""
+    claim = ["next", "--goal-id", "goal-0", "--format", "json"]
+    run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]
+    b.plain(["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"], b.agent)
+    b.plain(["todo", "add", "b", "--goal-id", "goal-0", "--quiet"])
+    if command == "turn-finish":
+        run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]
+        cmd = ["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"]
+    else:
+        cmd = claim
+    saved = os.path.join(root, "saved-store")
+    shutil.rmtree(saved, ignore_errors=True)
+    shutil.copytree(os.path.join(b.proj, ".loopx"), saved, symlinks=True)
+    time.sleep(2.5)  # git's racy rule, as in Bench
+    return cmd, saved
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("specs", nargs="+", metavar="SPEC")
@@ -87,19 +107,7 @@ def main(argv=None) -> int:
         return 2
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-incl-")
     b = Bench(root, args.events)
-    claim = ["next", "--goal-id", "goal-0", "--format", "json"]
-    run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]  # the claim path: a finished turn, a new todo
-    b.plain(["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"], b.agent)
-    b.plain(["todo", "add", "b", "--goal-id", "goal-0", "--quiet"])
-    if args.command == "turn-finish":
-        run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]
-        cmd = ["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"]
-    else:
-        cmd = claim
-    saved = os.path.join(root, "saved-store")
-    shutil.rmtree(saved, ignore_errors=True)
-    shutil.copytree(os.path.join(b.proj, ".loopx"), saved, symlinks=True)
-    time.sleep(2.5)  # git's racy rule, as in Bench
+    cmd, saved = claim_path(b, root, args.command)
 
     def counted(spec: str, k: int) -> float:
         _put_back(b.proj, saved)

@@ -32,12 +32,11 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from inclusive import _put_back  # noqa: E402 - the store put back before each count
+from inclusive import _put_back, claim_path  # noqa: E402 - the command's store, put back before each count
 from instructions import Bench, count  # noqa: E402
 
 # Prints the loopx modules the command served from the code file, in the order their code finished.
@@ -111,19 +110,7 @@ def main(argv=None) -> int:
         return 2
     root = args.keep or tempfile.mkdtemp(prefix="loopx-bench-load-")
     b = Bench(root, args.events)
-    claim = ["next", "--goal-id", "goal-0", "--format", "json"]
-    run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]  # the claim path, as bench/inclusive.py
-    b.plain(["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"], b.agent)
-    b.plain(["todo", "add", "b", "--goal-id", "goal-0", "--quiet"])
-    if args.command == "turn-finish":
-        run_id = json.loads(b.plain(claim, b.agent))["data"]["run_id"]
-        cmd = ["turn", "finish", "--run", run_id, "--result", "progress", "--quiet"]
-    else:
-        cmd = claim
-    saved = os.path.join(root, "saved-store")
-    shutil.rmtree(saved, ignore_errors=True)
-    shutil.copytree(os.path.join(b.proj, ".loopx"), saved, symlinks=True)
-    time.sleep(2.5)  # git's racy rule, as in Bench
+    cmd, saved = claim_path(b, root, args.command)
     for _ in range(3):  # the code file and the command's set written, as after a few turns
         _put_back(b.proj, saved)
         b.plain(cmd, b.agent)

@@ -109,12 +109,27 @@ def test_a_line_that_breaks_its_row_is_a_bad_line_and_never_written(project, ety
     assert store.load()["goals"]["g1"]["objective"] == "o"
 
 
+def _folds_seen(monkeypatch) -> list:
+    """Where each fold of a log file started from now on: ``[(stream, offset)]``."""
+    from loopx.kernel.storage import logfold
+
+    seen: list = []
+    real = logfold.fold_file
+
+    def spy(store, state, name, offset, *a, **kw):
+        seen.append((name, offset))
+        return real(store, state, name, offset, *a, **kw)
+
+    monkeypatch.setattr(logfold, "fold_file", spy)
+    return seen
+
+
 def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch):
     """Changing the table changes FOLD_VERSION: every cached snapshot and live view is then stale,
     and the next read folds the log from the start, answers the same and stamps the new version."""
     import marshal
 
-    from loopx.kernel.storage import caches, layout, logfold
+    from loopx.kernel.storage import layout
 
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
@@ -127,15 +142,8 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
 
     newer = fold.version(_with_field(events.EVENTS, "goal.updated", ("reviewer", events.S, events.COPY, "")))
     monkeypatch.setattr(fold, "FOLD_VERSION", newer)
-    monkeypatch.setattr(caches, "code_stamp", lambda: (("another loopx's fold.py", 1, 2),))  # other sources
-    folded_from = []
-    real = logfold.fold_file
-
-    def spy(store, state, name, offset, *a, **kw):
-        folded_from.append((name, offset))
-        return real(store, state, name, offset, *a, **kw)
-
-    monkeypatch.setattr(logfold, "fold_file", spy)
+    monkeypatch.setattr(fold, "CODE_STAMP", (("another loopx's fold.py", 1, 2),))  # other sources
+    folded_from = _folds_seen(monkeypatch)
     assert Store.open(str(project)).load(view="live") is not None
     after = Store.open(str(project)).load()
     assert ("events", 0) in folded_from  # the whole log again, not a tail after the old cache
@@ -146,11 +154,11 @@ def test_a_cache_made_under_another_fold_version_is_rebuilt(project, monkeypatch
 
 
 def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_version(project, monkeypatch):
-    """A live view stamped with the sources this process runs (``caches.code_stamp``) was folded by
+    """A live view stamped with the sources this process runs (``fold.CODE_STAMP``) was folded by
     this code: a fresh process reads it without computing ``FOLD_VERSION`` (it marshals the event
     table); one stamped by other sources is checked against ``FOLD_VERSION``, and used when that
     agrees (the same code in another place), else rebuilt (the test above)."""
-    from loopx.kernel.storage import caches, layout, logfold
+    from loopx.kernel.storage import layout
 
     store = Store.open(str(project))
     goals.start_goal(store, H, objective="o", goal_id="g1", todos=["a", "b"])
@@ -159,7 +167,7 @@ def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_vers
 
     with open(store.path(layout.LIVE), "rb") as fh:
         stamp = marshal.loads(fh.read())["code"]
-    assert stamp == caches.code_stamp() and stamp[:2] == (fold.REVISION, fold.REDUCER_DIGEST)
+    assert stamp == fold.CODE_STAMP and stamp[:2] == (fold.REVISION, fold.REDUCER_DIGEST)
     assert [f for f, _, _ in stamp[2:]] == list(fold.code_files())
     code = ("import sys; from loopx.kernel.storage import fold; from loopx.kernel.storage.store import Store; "
             f"s = Store.open({str(project)!r}).load(view='live'); "
@@ -168,15 +176,8 @@ def test_a_cache_written_by_this_code_is_current_without_computing_the_fold_vers
                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert out.stdout.split() == ["True", "False"], out.stderr
 
-    folded_from = []
-    real = logfold.fold_file
-
-    def spy(store, state, name, offset, *a, **kw):
-        folded_from.append((name, offset))
-        return real(store, state, name, offset, *a, **kw)
-
-    monkeypatch.setattr(logfold, "fold_file", spy)
-    monkeypatch.setattr(caches, "code_stamp", lambda: (("the same code elsewhere", 1, 2),))
+    folded_from = _folds_seen(monkeypatch)
+    monkeypatch.setattr(fold, "CODE_STAMP", (("the same code elsewhere", 1, 2),))
     assert Store.open(str(project)).load(view="live")["goals"]["g1"]["objective"] == "o"
     assert ("events", 0) not in folded_from  # the same FOLD_VERSION: the cache is used
 

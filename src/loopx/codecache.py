@@ -22,9 +22,10 @@ The contract, as Python keeps it for ``.pyc`` files:
 - Packages are served too (``loopx.kernel``, ``loopx.commands`` ...: a path finder's import of an
   ``__init__`` costs about what a module's does), except ``loopx`` itself, whose ``__init__`` puts
   this finder in place. Every module and package a cold command imports loads the normal way: the
-  file holds what the hot commands use, not the whole tree (about 1.5 MB of modules, and with
-  each command's set below up to some 11 MB, of which a command reads the code it runs), so the packages that hold data files (``loopx.dashboard``, read with
-  ``importlib.resources``) keep their own loader.
+  file holds what the hot commands use, not the whole tree (about 1.5 MB of modules, up to some
+  11 MB with the command sets below, of which a command reads the code it runs), so the packages
+  that hold data files (``loopx.dashboard``, read with ``importlib.resources``) keep their own
+  loader.
 - A missing or foreign file is the same as no file: every module loads the normal way. An entry
   is checked when a module is looked up, not all of them at start (110 checks were 0.3 ms of every
   command): one whose fields are not what this module writes, or whose code lies past the end of a
@@ -54,10 +55,11 @@ The contract, as Python keeps it for ``.pyc`` files:
   (16M of the 35M instructions ``next`` spent loading its 57 modules), and a module marshalled on
   its own carries its own copy of every name it shares with the others (``self``, ``state``,
   ``get`` ...), each created and then looked up in the interpreter's table of interned strings.
-  So the file also keeps, per command (``key``: the first two words of the ``loopx`` command's arguments, ``next``,
-  ``quota should-run``, ``hook stop``), a set: the code of the modules every run of that command
-  has loaded (its first complete run's modules, less each one a later complete run did not load),
-  marshalled together, so shared names are made once (about 15% less unmarshalling for ``next``).
+  So the file also keeps, per command (``key``: the first two words of the ``loopx`` command's
+  arguments: ``next``, ``quota should-run``, ``hook stop``), a set: the code of the modules every
+  run of that command has loaded (its first complete run's modules, less each one a later
+  complete run did not load), marshalled together, so shared names are made once (about 15% less
+  unmarshalling for ``next``).
   A command reads its set with one ``pread`` the first time it needs one of its modules; the
   modules outside it (another path's) come from their own entries. Each module is still served
   only after ``find_spec`` checked its entry against its source, and a set is only ever written
@@ -73,9 +75,8 @@ length, imports, package)}``, ``imports`` a tuple of module names, ``package`` a
 ``{key: (offset, length, names)}``, ``names`` a tuple of module names), then the modules'
 marshalled code objects at ``offset`` (from the end of the header), ``length`` bytes each, then each
 set's tuple of code objects (one ``marshal`` of the tuple, in the order of ``names``) at its own
-``offset`` and ``length``. (``LXC1`` and
-``LXC2`` files are foreign: rewritten.) Modules loaded through ``Finder.load`` have no
-``__cached__`` (no ``.pyc`` is involved either way).
+``offset`` and ``length``. (``LXC1`` and ``LXC2`` files are foreign: rewritten.) Modules loaded
+through ``Finder.load`` have no ``__cached__`` (no ``.pyc`` is involved either way).
 
 Deliberately small and standard-library only: ``_frozen_importlib`` (the import system's own
 classes, already loaded) instead of ``importlib``, whose import alone would cost what this saves.

@@ -59,21 +59,14 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
         return fold.empty(), {}
 
 
-def code_stamp() -> tuple | None:
-    """``fold.CODE_STAMP``: the running code's ``REVISION`` and ``REDUCER_DIGEST`` and the
-    ``(path, mtime_ns, size)`` of each source file ``fold.FOLD_VERSION`` is made from, as they were
-    when it was loaded; None when one could not be read. A cache written under the stamp this
-    process has was folded by this very code, so its ``fold`` field is this code's version without
-    computing it: the check Python makes of a ``.pyc`` against its source (an edit of the event
-    table that keeps the file's size and mtime goes unseen, as there; a reducer's cannot: its
-    digest is in the stamp)."""
-    return fold.CODE_STAMP
-
-
 def _same_fold(snap: dict) -> bool:
-    """Whether cache ``snap`` was folded under this code's ``fold.FOLD_VERSION``."""
+    """Whether cache ``snap`` was folded under this code's ``fold.FOLD_VERSION``: written under
+    this process's ``fold.CODE_STAMP``, it was folded by this very code, and its version is this
+    code's without computing it (the check Python makes of a ``.pyc`` against its source: an edit
+    of the event table that keeps ``events.py``'s size and mtime goes unseen, as there; a
+    reducer's cannot, its digest is in the stamp); under another stamp, the versions are compared."""
     stamp = snap.get("code")
-    return (stamp is not None and stamp == code_stamp()) or snap.get("fold") == fold.FOLD_VERSION
+    return (stamp is not None and stamp == fold.CODE_STAMP) or snap.get("fold") == fold.FOLD_VERSION
 
 
 def save_snapshot(store, state: dict, *, full: bool = True) -> None:
@@ -89,12 +82,12 @@ def save_snapshot(store, state: dict, *, full: bool = True) -> None:
         os.makedirs(store.path(layout.CACHE), exist_ok=True)
         if full and not is_live:
             meta["snap_lines"] = saved["snap_lines"] = sum(m["lines"] for m in meta["files"].values())
-            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": code_stamp(),
+            data = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": fold.CODE_STAMP,
                                   "state": body})
             atomic_write(store.path(layout.SNAPSHOT), data, sync=False, follow=False)
             sweep(store)
         view = fold.live_view(body, clock.now_iso())
-        live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": code_stamp(), "state": view})
+        live = marshal.dumps({"v": SNAPSHOT_VERSION, "fold": fold.FOLD_VERSION, "code": fold.CODE_STAMP, "state": view})
         atomic_write(store.path(layout.LIVE), live, sync=False, follow=False)
     except (OSError, ValueError):
         pass

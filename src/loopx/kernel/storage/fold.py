@@ -885,7 +885,7 @@ def __getattr__(name: str):
     """``FOLD_VERSION``, what every cache of folded state is stamped with (store: snapshots and
     checkpoints), computed the first time it is asked for: ``version()`` marshals the event table
     (0.6M instructions), and a command whose live view was written by this same code knows it is
-    current without it (``caches.code_stamp``)."""
+    current without it (``CODE_STAMP``, ``caches._same_fold``)."""
     if name == "FOLD_VERSION":
         globals()["FOLD_VERSION"] = v = version()
         return v
@@ -910,7 +910,7 @@ def _code_stamp() -> tuple | None:
         return None
 
 
-# What the caches this code writes are stamped with beside FOLD_VERSION (caches.code_stamp), taken
+# What the caches this code writes are stamped with beside FOLD_VERSION (caches._same_fold), taken
 # when the code is loaded, not when a cache is saved: a process that runs on while its sources are
 # replaced (the runner, the dashboard, across an upgrade) still stamps what it folded with its own
 # code. The reducers' digest is the running code's own, so a reducer change is told apart even
