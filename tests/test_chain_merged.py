@@ -14,7 +14,7 @@ import pytest
 
 from conftest import subprocess_env
 from loopx.cli import main
-from loopx.kernel.storage import chain
+from loopx.kernel.storage import chain, chainwalk
 from loopx.kernel.storage.codec import decode, encode
 from loopx.kernel.storage.store import Store
 
@@ -116,7 +116,7 @@ def test_a_union_merged_log_holds_in_every_interleaving_with_duplicates(merged, 
         events.write_bytes(b"".join(out))
         check = chain_check(a, capsys)
         assert check["status"] == "ok", check
-    found = chain.verify(Store(str(a / ".loopx")))
+    found = chainwalk.verify(Store(str(a / ".loopx")))
     assert found["broken"] is None and found["duplicates"] == 3 and set(found["nodes"]) == {na, nb}
 
 
@@ -134,7 +134,7 @@ def test_each_node_has_one_chain_across_both_streams_of_the_merged_log(merged):
         recs = sorted(per_node[node])
         assert recs[0][1] is None
         assert all(r[1] == p[2] for p, r in zip(recs, recs[1:], strict=False))  # one chain per node, both streams
-    assert chain.verify(store)["broken"] is None
+    assert chainwalk.verify(store)["broken"] is None
 
 
 def _chains(clone: Path) -> dict[str, list[tuple]]:
@@ -168,7 +168,7 @@ def test_a_node_writing_after_it_holds_another_nodes_records_links_to_its_own(me
             assert recs[0][1] is None, node  # the node's first record starts its chain
             for n, (p, r) in enumerate(zip(recs, recs[1:], strict=False), 1):
                 assert r[1] == p[2], f"record {n} of node {node} does not link to the node's record before it"
-        assert chain.verify(Store(str(clone / ".loopx")))["broken"] is None
+        assert chainwalk.verify(Store(str(clone / ".loopx")))["broken"] is None
         assert chain_check(clone, capsys)["status"] == "ok"
 
 
@@ -200,7 +200,7 @@ def test_damage_to_one_nodes_records_in_a_merged_log_is_reported_with_node_and_s
     check = chain_check(a, capsys)
     assert check["status"] == "error", check
     assert want in check["finding"] and nb in check["finding"], check
-    found = chain.verify(Store(str(a / ".loopx")))
+    found = chainwalk.verify(Store(str(a / ".loopx")))
     assert [x["node"] for x in found["breaks"]] == [nb]  # a's chain is untouched and says so
 
 
@@ -211,7 +211,7 @@ def test_a_break_in_each_of_two_nodes_is_reported_for_both(merged, capsys):
     drop = [_node_lines(lines, na)[3], _node_lines(lines, nb)[3]]
     want = {na: _successor(a, lines[drop[0]]), nb: _successor(a, lines[drop[1]])}
     events.write_bytes(b"".join(x for k, x in enumerate(lines) if k not in drop))
-    found = chain.verify(Store(str(a / ".loopx")))
+    found = chainwalk.verify(Store(str(a / ".loopx")))
     assert {x["node"]: f"{x['stream']} seq {x['seq']}" for x in found["breaks"]} == want
     check = chain_check(a, capsys)
     assert check["status"] == "error" and na in check["finding"] and nb in check["finding"], check
@@ -242,7 +242,7 @@ def test_records_imported_out_of_clock_order_across_streams_still_link(tmp_path)
         out[stream].append(line)
     for s in ("events", "evidence"):
         (root / ".loopx" / f"{s}.jsonl").write_bytes(b"".join(out[s] + own[s]))
-    found = chain.verify(store)
+    found = chainwalk.verify(store)
     assert found["broken"] is None, found
     assert found["nodes"][node] == 6
 

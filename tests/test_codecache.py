@@ -114,6 +114,21 @@ def test_a_damaged_or_foreign_file_is_no_file(pkg, proj, damage):
     assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_at_the_files_path_is_no_file_and_nothing_waits_on_it(pkg, proj):
+    """A FIFO put where the code file belongs would make a plain open wait for a writer, and with
+    it every loopx command: it is passed over (opened without waiting), the command answers as
+    without a file and writes a real one in its place."""
+    good = _loopx(pkg, proj, "status")
+    cache = _cache(pkg)
+    cache.unlink()
+    os.mkfifo(cache)
+    out = _loopx(pkg, proj, "status")  # _loopx gives up after 120 s: a wait fails the test
+    assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
+    assert cache.is_file() and not cache.is_fifo()
+    assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"
+
+
 @pytest.mark.parametrize("how", ["PYTHONDONTWRITEBYTECODE", "no room"])
 def test_nothing_is_written_where_python_would_write_no_bytecode(pkg, proj, how):
     env = {"PYTHONDONTWRITEBYTECODE": "1"} if how == "PYTHONDONTWRITEBYTECODE" else {}

@@ -1,5 +1,5 @@
 """doctor's one pass over the log (``ops/segscan.py``): the same verdicts as the line-by-line readers
-and ``chain.verify``, whether the units run here or in a pool of processes, and a tampered closed
+and ``chainwalk.verify``, whether the units run here or in a pool of processes, and a tampered closed
 segment is still reported with its seq. (No timings here: bench/flat.py measures doctor.)"""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx.kernel.storage import chain
+from loopx.kernel.storage import chainwalk
 from loopx.kernel.storage.codec import decode, encode
 from loopx.kernel.storage.store import Store
 from loopx.ops import segscan
@@ -92,7 +92,7 @@ def _reference(root: Path) -> dict:
 
 
 def _same_as_readers(root: Path) -> dict:
-    """scan_store's answer, after checking it against the readers and ``chain.verify``."""
+    """scan_store's answer, after checking it against the readers and ``chainwalk.verify``."""
     got = segscan.scan_store(str(root))
     assert (got["processes"] > 1) == (segscan._workers() > 1)  # the pool really ran in "pool" mode
     ref = _reference(root)
@@ -100,9 +100,9 @@ def _same_as_readers(root: Path) -> dict:
         s = got["streams"][name]
         assert (s["good"], s["bad_count"], s["last_seq"], s["dup_seqs"], s["missing_seqs"]) == \
             (r["good"], r["bad"], r["last_seq"], r["dups"], r["missing"]), name
-    v = chain.verify(Store(str(root)))
+    v = chainwalk.verify(Store(str(root)))
     c = got["chain"]
-    # the pass never calls a broken chain whole; it leaves to chain.verify what it cannot tell from
+    # the pass never calls a broken chain whole; it leaves to chainwalk.verify what it cannot tell from
     # damage (a line a merge copied twice, which verify counts once)
     assert c["holds"] == (v["broken"] is None) or (not c["holds"] and v["broken"] is None and v["duplicates"]), \
         (c["why"], v["broken"])
@@ -188,14 +188,14 @@ def test_a_line_moved_between_streams_is_reported(segmented, cli, mode):
 
 def test_a_line_copied_twice_counts_once_and_a_forged_copy_does_not(segmented, cli, mode):
     """A line present twice byte for byte (what a criss-cross merge leaves) is counted once, as
-    chain.verify does; the same record with one byte changed is a second record claiming the same
+    chainwalk.verify does; the same record with one byte changed is a second record claiming the same
     place."""
     seg = segmented / "events" / "000002.jsonl"
     lines = _lines(seg)
     seg.write_bytes(b"".join(lines[:3] + [lines[2]] + lines[3:]))
     got = _same_as_readers(segmented)
     assert got["streams"]["events"]["dup_seqs"] == 1 and got["streams"]["events"]["dup_ids"] == 1
-    assert not got["chain"]["holds"]  # the pass leaves it to chain.verify
+    assert not got["chain"]["holds"]  # the pass leaves it to chainwalk.verify
     checks = _checks(cli)
     assert checks["store.chain"]["status"] == "ok" and "duplicate line" in checks["store.chain"]["finding"]
     rec = decode(lines[2].rstrip(b"\n"))
@@ -378,7 +378,7 @@ def test_repeated_ids_are_counted_across_units_and_ranges_of_values():
 def test_a_prev_in_capitals_is_a_broken_link(segmented, cli, mode):
     """A forged line whose prev is the right hash in capital hex digits (CRC made anew): the chain
     compares the hash as text (the runs now carry it as text, no longer as bytes), and the pass and
-    ``chain.verify`` both call the chain broken."""
+    ``chainwalk.verify`` both call the chain broken."""
     seg = segmented / "events" / "000002.jsonl"
     lines = _lines(seg)
     rec = decode(lines[2].rstrip(b"\n"))

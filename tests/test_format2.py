@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx.kernel.storage import chain
+from loopx.kernel.storage import chain, chainwalk
 from loopx.kernel.storage.codec import decode
 from loopx.kernel.storage.store import Store
 
@@ -289,7 +289,7 @@ def test_concurrent_writers_across_segment_rotations_lose_nothing(goal, project,
     for view in ("live", "full"):
         state = store.load(view=view)
         assert set(added) <= set(state["todos"]), view
-    result = chain.verify(store)
+    result = chainwalk.verify(store)
     assert result["broken"] is None and result["unchained"] == 0
     checks = {c["id"]: c for c in cli("doctor", json=True).data["checks"]}
     assert checks["store.chain"]["status"] == "ok" and checks["store.seq"]["status"] == "ok", checks

@@ -121,3 +121,54 @@ def test_locked_now_skips_a_lock_another_process_holds_and_names_it(tmp_path):
     again = fs.locked.now(path)
     assert again is not None
     again.release()
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 70_000])
+def test_read_bytes_gives_the_whole_file_or_its_first_bytes(tmp_path, size):
+    path = tmp_path / "f.bin"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert fs.read_bytes(path) == data
+    for limit in (0, 1, 64, size, size + 1):
+        assert fs.read_bytes(path, limit) == data[:limit]
+    with fs.open_file(path) as fh:
+        assert fh.read() == data
+
+
+def test_read_bytes_reads_what_was_appended_after_its_fstat(tmp_path, monkeypatch):
+    """The size read from ``fstat`` is a hint: a file that grew before the read is read to its end."""
+    path = tmp_path / "log"
+    path.write_bytes(b"a" * 100)
+    real = os.fstat
+
+    def grown(fd):
+        st = real(fd)
+        with open(path, "ab") as fh:
+            fh.write(b"b" * 70_000)
+        return st
+    monkeypatch.setattr(fs.os, "fstat", grown)
+    assert fs.read_bytes(path) == b"a" * 100 + b"b" * 70_000
+
+
+SWAPPED = """
+import os, sys
+from loopx.kernel.storage import fs
+fs._regular = lambda path, missing_ok=False: None  # the stat saw a regular file; a FIFO took its place since
+path = sys.argv[1]
+for read in (lambda: fs.read_bytes(path), lambda: fs.open_file(path).read(), lambda: fs.open_file(path, "rb+")):
+    try:
+        read()
+    except OSError as exc:
+        print(exc.errno, exc.strerror)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_swapped_in_after_the_check_is_refused_without_waiting(tmp_path):
+    """The stat before the open is a check an attacker could race (a FIFO put in place between
+    the two): the open itself never waits, and the descriptor is checked again."""
+    path = tmp_path / "live.bin"
+    os.mkfifo(path)
+    out = subprocess.run([sys.executable, "-c", SWAPPED, str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(fs.__file__).parents[3])})
+    assert out.stdout.splitlines() == [f"{errno.EINVAL} not a regular file"] * 3, (out.stdout, out.stderr)

@@ -147,7 +147,7 @@ def test_a_single_machine_store_shows_no_machine_anywhere(project, cli):
 
 
 def test_the_machine_name_is_written_once_per_node_and_is_part_of_its_chain(two):
-    from loopx.kernel.storage import chain
+    from loopx.kernel.storage import chainwalk
 
     a, b = two
     for _ in range(2):
@@ -157,7 +157,7 @@ def test_the_machine_name_is_written_once_per_node_and_is_part_of_its_chain(two)
         recs = [json.loads(x) for x in (m.path / ".loopx" / "events.jsonl").read_text().splitlines()]
         named = [(r["node"], r["data"]["host"]) for r in recs if r["type"] == "node.registered"]
         assert sorted(h for _n, h in named) == ["host-a", "host-b"]  # once each, however often they synced
-        assert chain.verify(Store.open(str(m.path)))["broken"] is None
+        assert chainwalk.verify(Store.open(str(m.path)))["broken"] is None
     # a new machine name (LOOPX_HOST changed) is recorded at the next sync; the newest one is shown
     b.host = "host-b2"
     assert b("sync") == 0 and a("sync") == 0
@@ -169,7 +169,7 @@ def test_a_machine_writing_right_after_a_sync_links_to_its_own_newest_record(two
     a and b take turns, each writing (both streams) right after a sync brought in the other's
     newer records, and in both clones each node's records still form one chain. (Computing prev
     from the newest record of any node once a second node exists fails here, issue 25.)"""
-    from loopx.kernel.storage import chain
+    from loopx.kernel.storage import chain, chainwalk
     from loopx.kernel.storage.codec import decode
 
     a, b = two
@@ -194,7 +194,7 @@ def test_a_machine_writing_right_after_a_sync_links_to_its_own_newest_record(two
             assert recs[0][1] is None, node  # the node's first record starts its chain
             for n, (p, r) in enumerate(zip(recs, recs[1:], strict=False), 1):
                 assert r[1] == p[2], f"{m.host}: record {n} of node {node} does not link to the node's record before it"
-        assert chain.verify(store)["broken"] is None
+        assert chainwalk.verify(store)["broken"] is None
 
 
 def test_a_union_merge_names_the_machines_that_wrote_after_meeting(tmp_path, monkeypatch, capsys):

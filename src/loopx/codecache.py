@@ -26,7 +26,8 @@ The contract, as Python keeps it for ``.pyc`` files:
   11 MB with the command sets below, of which a command reads the code it runs), so the packages
   that hold data files (``loopx.dashboard``, read with ``importlib.resources``) keep their own
   loader.
-- A missing or foreign file is the same as no file: every module loads the normal way. An entry
+- A missing or foreign file, or anything but a regular file (a FIFO put there is opened without
+  waiting, then passed over), is the same as no file: every module loads the normal way. An entry
   is checked when a module is looked up, not all of them at start (110 checks were 0.3 ms of every
   command): one whose fields are not what this module writes, or whose code lies past the end of a
   cut file, loads the normal way, and the next write leaves it out. Nothing here ever fails a command.
@@ -380,12 +381,14 @@ def read(file: str | None) -> Finder:
         return Finder({}, None, 0)
     fd = None
     try:
-        fd = os.open(file, os.O_RDONLY)
-        head = os.pread(fd, 12, 0)
+        # never waits: a FIFO put here would make a plain open wait for a writer, and every command with it
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        st = os.fstat(fd)
+        head = os.pread(fd, 12, 0) if st.st_mode & 0o170000 == 0o100000 else b""  # a regular file only
         size = int.from_bytes(head[8:12], "little")
         if head[:4] == TAG and head[4:8] == MAGIC:
             header = marshal.loads(os.pread(fd, size, 12))
-            room = os.fstat(fd).st_size - 12 - size
+            room = st.st_size - 12 - size
             if (type(header) is tuple and len(header) == 2 and all(type(h) is dict for h in header)
                     and room >= 0):  # each entry and set is checked when it is used
                 return Finder(header[0], fd, 12 + size, room, header[1])

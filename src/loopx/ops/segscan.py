@@ -25,7 +25,7 @@ outright, so the verdict is the same as a reader's) and returns a small summary:
 starts with ``prev: null``, every other run's ``prev`` is the hash of another run's last record of
 the same node with a smaller ``hlc`` and no two runs name the same one, and in each stream the node's
 ``hlc`` grows in file order: the links then form one path in ``hlc`` order (docs/architecture.md,
-"doctor"). When that does not hold, ``chain.verify`` walks the log in order to name the first broken
+"doctor"). When that does not hold, ``chainwalk.verify`` walks the log in order to name the first broken
 link exactly, as before; a healthy store never takes that path.
 
 Units run in forked processes (``os.fork``, Linux only; ``_results``) when the store is large enough
@@ -47,7 +47,7 @@ import threading
 import zlib
 from array import array
 
-from loopx.kernel.storage import chain, events, fold, layout
+from loopx.kernel.storage import chain, chainwalk, events, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, EDITED, decode, order_key
 from loopx.kernel.storage.fs import open_file
 from loopx.kernel.storage.layout import STREAMS
@@ -253,7 +253,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
             sb = s0
             s0 = s1 + 1
             rec = None
-            head = None  # (seq, node, hlc, prev) as chain.verify reads them
+            head = None  # (seq, node, hlc, prev) as chainwalk.verify reads them
             fast = False
             # the fast path accepts only lines codec.decode accepts (a line as loopx writes it, its chain
             # fields checked as chain.check_fields does); codec.decode decides every other line
@@ -290,8 +290,8 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                                 if body.count(b'"seq":') == 1 and body.count(b'"node":') == 1 \
                                         and body.count(b'"hlc":') == 1 and body.count(b'"prev":') == 1:
                                     head = (seq, node, hlc, prev)  # what the header says too
-                                else:  # a repeated key: the chain reads the line's header, as chain.verify does
-                                    h5 = chain._header(body)
+                                else:  # a repeated key: the chain reads the line's header, as chainwalk.verify does
+                                    h5 = chainwalk.header(body)
                                     head = (h5[0], h5[2], h5[3], h5[4]) if h5 is not None else None
                             rec = obj
                             fast = True
@@ -315,7 +315,7 @@ def _check_lines(fh, fname: str, start: int, end: int, last: bool, res: dict) ->
                                     "text": body[:80].decode("utf-8", "replace"), "file": fname,
                                     "seq": int(m[1]) if m and len(m[1]) < 19 else None})
                     rec = None
-                h5 = chain._header(body)
+                h5 = chainwalk.header(body)
                 if h5 is not None:
                     head = (h5[0], h5[2], h5[3], h5[4])
             if rec is not None:
@@ -560,7 +560,7 @@ def _by_time(jobs: list[tuple]) -> list[tuple]:
     """``jobs`` ordered by the clock of each unit's first line, so the two streams' units that cover
     the same time are merged together and the chain ends waiting for their other half stay few;
     each stream's units keep their file order (if the clock says otherwise, nothing is reordered)."""
-    match = chain._header_match()
+    match = chainwalk.header_match()
     keyed = []
     for job in jobs:
         path, _f, _c, start, _e, _l = job[0]
@@ -798,7 +798,7 @@ class AnchorFacts:
 
     def hashes(self, keys: set) -> dict:
         """{(node, stream, seq): hex} for the ``keys`` the log holds (the line's hash as
-        ``chain._records`` reads the line: its header, else the decoded record; the last such line
+        ``chainwalk.records`` reads the line: its header, else the decoded record; the last such line
         in file order when several match)."""
 
         todo = {k for k in keys if k not in self._known}
@@ -822,7 +822,7 @@ class AnchorFacts:
 
     @staticmethod
     def _hash_line(body: bytes, stream: str, seqs: set, todo: set, found: dict) -> None:
-        head = chain._header(body)
+        head = chainwalk.header(body)
         if head is not None:
             seq, node = head[0], head[2]
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from loopx.kernel.storage import caches, chain, fold, gitcli, layout, logfold
+from loopx.kernel.storage import caches, chainwalk, fold, gitcli, layout, logfold
 from loopx.kernel.storage.caches import unmarshal
 from loopx.kernel.storage.codec import EDITED
 from loopx.kernel.storage.fs import open_file
@@ -53,8 +53,8 @@ def check_chain(t) -> dict:
     found = t.scan["chain"]
     if found["holds"]:  # the one pass found every node's chain whole (ops/segscan.py)
         found = dict(found, broken=None, breaks=[], duplicates=0)
-    else:  # chain.verify walks it node by node to name where each break starts (and tells a
-        found = chain.verify(store)  # line a merge copied twice from damage)
+    else:  # chainwalk.verify walks it node by node to name where each break starts (and tells a
+        found = chainwalk.verify(store)  # line a merge copied twice from damage)
     if fmt["format"] < 2 and not found["chained"]:
         return result("store.chain", "skipped", "format 1 has no hash chain (the next write migrates the store)")
     b = found["broken"]
@@ -70,7 +70,7 @@ def check_chain(t) -> dict:
                       "that seq on cannot be trusted (other nodes' chains are checked on their own)")
     seen = _cached_heads(store)
     if seen:
-        gap = chain.check_heads(found["heads"], seen)
+        gap = chainwalk.check_heads(found["heads"], seen)
         if gap is not None:
             return result("store.chain", "error",
                           f"hash chain head mismatch at {gap['stream']} seq {gap['seq']}: {gap['reason']}",
@@ -132,7 +132,7 @@ def _cached_heads(store) -> dict:
 
 
 def _a_head(head) -> bool:
-    """Whether ``head`` has a head's shape (``chain.check_heads`` compares these fields)."""
+    """Whether ``head`` has a head's shape (``chainwalk.check_heads`` compares these fields)."""
     hlc = head.get("hlc") if isinstance(head, dict) else None
     return (isinstance(hlc, list) and len(hlc) == 2 and all(type(x) is int for x in hlc)
             and type(head.get("seq")) is int and isinstance(head.get("hash"), str))

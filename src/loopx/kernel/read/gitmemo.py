@@ -30,7 +30,7 @@ import time
 import zlib
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.fs import atomic_write, open_file
+from loopx.kernel.storage.fs import atomic_write, read_bytes
 
 VERSION = 1
 MAGIC = b"LXGR"
@@ -70,8 +70,7 @@ def checked(project_dir: str, packed: tuple) -> bool:
 
 def _load(path: str) -> list:
     try:
-        with open_file(path) as fh:
-            data = fh.read()
+        data = read_bytes(path)
         if data[:4] != MAGIC or int.from_bytes(data[4:8], "little") != zlib.crc32(data[8:]):
             return []
         body = marshal.loads(data[8:])

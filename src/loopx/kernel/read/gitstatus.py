@@ -50,7 +50,7 @@ import time
 import zlib
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.fs import atomic_write, open_file
+from loopx.kernel.storage.fs import atomic_write, read_bytes
 
 VERSION = 2
 MAGIC = b"LXGS"
@@ -249,8 +249,7 @@ def _settled(stamps: list, facts: list, begun: int) -> bool:
 def _load(path: str) -> dict | None:
     """The cache file's entry, or None for a missing, damaged (CRC), foreign or old one."""
     try:
-        with open_file(path) as fh:
-            data = fh.read()
+        data = read_bytes(path)
         if data[:4] != MAGIC or int.from_bytes(data[4:8], "little") != zlib.crc32(data[8:]):
             return None
         entry = marshal.loads(data[8:])

@@ -297,11 +297,11 @@ class _LogFacts:
 
 def _read_log(store, wanted: dict[tuple, str]) -> _LogFacts:
     """One pass over both streams: the log's facts, and the hash of each ``wanted`` record filled in."""
-    from loopx.kernel.storage import chain
+    from loopx.kernel.storage import chain, chainwalk
 
     log = _LogFacts({}, {}, set())
     for log_name in ("events", "evidence"):
-        for _key, s, seq, rec, line in chain._records(store, log_name):
+        for _key, s, seq, rec, line in chainwalk.records(store, log_name):
             if b'"store.repaired"' in line:
                 log.repaired.update(_repaired_seqs(store, line))
             node = rec.get("node")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import cjson, clock, fold, layout, quotas
-from loopx.kernel.storage.fs import atomic_write, open_file, stale_temporaries
+from loopx.kernel.storage.fs import atomic_write, open_file, read_bytes, stale_temporaries
 
 SNAPSHOT_VERSION = 3
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
@@ -49,9 +49,7 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
     """(state, {stream: offset}) from the snapshot ``name`` (``layout.SNAPSHOT`` or
     ``layout.LIVE``) when it is current, else (``fold.empty()``, {})."""
     try:
-        with open_file(store.path(name)) as fh:
-            raw = fh.read()  # one read: marshal.load(fh) reads piecemeal, several times slower
-        snap = unmarshal(raw)
+        snap = unmarshal(read_bytes(store.path(name)))  # one read: marshal.load(fh) reads piecemeal
         if not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION or not _same_fold(snap):
             raise ValueError("old snapshot")
         return snap["state"], check_offsets(store, snap["state"])
@@ -243,8 +241,7 @@ def _heads_file(store) -> dict:
     """``cache/heads.bin`` as written by ``keep_heads``: {"v", "chain": {node: head}, "files":
     {stream: [segments, offset (bytes), mtime_ns, inode]}}, or {} when missing or not one."""
     try:
-        with open_file(store.path(layout.HEADS)) as fh:
-            raw = fh.read(1 << 16)
+        raw = read_bytes(store.path(layout.HEADS), 1 << 16)
         import marshal
 
         got = marshal.loads(raw)

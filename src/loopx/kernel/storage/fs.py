@@ -185,18 +185,74 @@ def _regular(path, missing_ok: bool = False) -> None:
         raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
 
 
+_OPEN_FLAGS = getattr(os, "O_BINARY", 0)  # not inheritable by child processes either way (PEP 446)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO to wait on
+
+
+def _open_regular(path, flags: int) -> tuple[int, int]:
+    """``(descriptor, size in bytes)`` of the regular file at ``path``, opened with ``flags``
+    (``os.O_RDONLY`` or ``os.O_RDWR``). A FIFO planted at a store path would make an ordinary open
+    wait for a writer forever, and every hot command and host hook with it; a device could act on
+    being opened. So: a ``stat`` first (a device is never opened, a symlink to one included), then
+    an open that never waits (``O_NONBLOCK``: a FIFO swapped in after the ``stat`` returns at
+    once) checked on the descriptor itself (``fstat``). A file another program holds a lease on
+    (``fcntl`` ``F_SETLEASE``: the open without waiting says EWOULDBLOCK) is opened again the
+    ordinary way, which waits for the lease as ``open`` always did. Raises FileNotFoundError when
+    nothing is there, OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder,
+    and what ``os.open`` raises."""
+    _regular(path)
+    try:
+        fd = os.open(path, flags | _OPEN_FLAGS | _NONBLOCK)
+    except BlockingIOError:
+        _regular(path)
+        fd = os.open(path, flags | _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:
+            raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
 def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str | None = None):
     """``open(path, mode)`` for reading a file of the store (a log, ``format.json``, ``node``, a
-    cache, a hook's counter): only a regular file. A FIFO planted at such a path would make a plain
-    ``open`` wait for a writer forever, and every hot command and host hook with it; a device
-    could act on being opened. Checked with a ``stat`` before the open (a swap in between is a race
-    an attacker would have to win each time; the open itself stays an ordinary blocking one, so a
-    lease another program holds on the file is waited for, as before). ``mode``: ``"rb"``,
-    ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``). Raises FileNotFoundError when nothing is there,
-    OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder, and what ``open``
-    raises."""
-    _regular(path)
-    return open(path, mode, encoding=encoding, errors=errors)
+    cache, a hook's counter): only a regular file, opened as ``_open_regular`` opens it (never a
+    device; a FIFO, even one swapped in after the check, never makes it wait). ``mode``: ``"rb"``,
+    ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``). Raises FileNotFoundError when nothing is
+    there, OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder, and what
+    ``open`` raises."""
+    fd, _ = _open_regular(path, os.O_RDWR if "+" in mode else os.O_RDONLY)
+    try:
+        return open(fd, mode, encoding=encoding, errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path, limit: int | None = None) -> bytes:
+    """The content of the regular file at ``path`` (at most its first ``limit`` bytes), opened as
+    ``open_file`` opens it but read without a file object: a hot command reads a dozen small files
+    (caches, ``format.json``, ``node``), and a file object costs four system calls more each
+    (its own ``fstat``, a terminal check, a seek, a read to find the end). Raises what
+    ``open_file`` raises."""
+    fd, size = _open_regular(path, os.O_RDONLY)
+    try:
+        want = size + 1 if limit is None else min(limit, size + 1)
+        data = os.read(fd, want)
+        if len(data) < want:  # a regular file reads short only at its end
+            return data
+        chunks = [data]
+        while limit is None or len(data) < limit:  # it grew since the fstat
+            more = os.read(fd, 1 << 16 if limit is None else limit - len(data))
+            if not more:
+                break
+            chunks.append(more)
+            data = b"".join(chunks)
+        return data[:limit] if limit is not None else data
+    finally:
+        os.close(fd)
 
 
 def open_append(path):

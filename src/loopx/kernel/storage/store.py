@@ -36,7 +36,7 @@ from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
 from loopx.kernel.storage.codec import clean, decode, encode, record
-from loopx.kernel.storage.fs import append_fd, atomic_write, find_root, locked, open_file
+from loopx.kernel.storage.fs import append_fd, atomic_write, find_root, locked, open_file, read_bytes
 from loopx.kernel.storage.layout import DIRNAME, STREAMS
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -157,8 +157,7 @@ class Store:
         if self._node is not None:
             return self._node
         try:
-            with open_file(self.path(layout.NODE)) as fh:
-                text = fh.read(64).decode("ascii", "replace").strip()
+            text = read_bytes(self.path(layout.NODE), 64).decode("ascii", "replace").strip()
             if chain.valid_node(text):
                 self._node = text
                 return text
@@ -175,8 +174,7 @@ class Store:
         """``format.json`` as a dict. Raises StateError when it is missing or unreadable."""
         if self._format is None:
             try:
-                with open_file(self.path(layout.FORMAT)) as fh:
-                    raw = fh.read()
+                raw = read_bytes(self.path(layout.FORMAT))
                 # strict UTF-8 (a lone surrogate is unreadable, not a project id); a leading BOM is dropped
                 info = cjson.loads(raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
@@ -197,8 +195,7 @@ class Store:
         if self._format is not None:
             return self._format["format"]
         try:
-            with open_file(self.path(layout.FORMAT)) as fh:
-                raw = fh.read(4096)
+            raw = read_bytes(self.path(layout.FORMAT), 4096)
         except OSError:
             return self.format_info()["format"]
         key = raw.find(b'"format"')
