@@ -13,7 +13,7 @@ import pytest
 from conftest import human_channel
 from loopx.guard import verdicts
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import gates, signing
+from loopx.kernel.write import gates, signing, signsetup
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) is missing")
 
@@ -113,7 +113,7 @@ def test_a_signing_log_that_is_not_utf8_is_a_broken_entry_not_an_internal_error(
         fh.write(b'{"enabled": false}\n\xff\xfe garbage\n')
     r = cli("--agent", "bot", "next", json=True)
     assert r.code == 0 and r.data["started"], r.err
-    assert any("not JSON" in p for p in signing.check()["problems"])
+    assert any("not JSON" in p for p in signsetup.check()["problems"])
 
 
 def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, tmp_path):
@@ -121,7 +121,7 @@ def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, 
     store = Store(str(project / ".loopx"))
     g = store.load()["gates"][gid]
     other = keygen(tmp_path / "id_agent")
-    forged = {"principal": "alice", "sig": signing.sign(signing.message(g, False), str(other)), "fingerprint": "x"}
+    forged = {"principal": "alice", "sig": signsetup.sign(signing.message(g, False), str(other)), "fingerprint": "x"}
     gates.decide(store, "human:alice", gid, approve=True, channel="confirm-flag", human=human_channel(),
                  signature=forged)
     assert cli("gate", "check", "--action", "merge").code == 1
@@ -129,7 +129,7 @@ def test_a_wrongly_signed_approval_leaves_the_gate_closed(signed, project, cli, 
     # a good signature over another decision (standing instead of single-use) does not count either
     gid2 = open_gate(cli)
     g2 = store.load()["gates"][gid2]
-    replay = {"principal": "alice", "sig": signing.sign(signing.message(g2, False), signed_key(signed)),
+    replay = {"principal": "alice", "sig": signsetup.sign(signing.message(g2, False), signed_key(signed)),
               "fingerprint": "x"}
     gates.decide(store, "human:alice", gid2, approve=True, channel="confirm-flag", human=human_channel(),
                  signature=replay, standing=True)
@@ -146,7 +146,7 @@ def test_swapping_the_allowed_signers_file_is_detected(signed, project, cli, tmp
     other = keygen(tmp_path / "id_agent")
     pub = (tmp_path / "id_agent.pub").read_text().split()
     Path(signing.signers_path()).write_text(f'alice namespaces="loopx-gate" {pub[0]} {pub[1]}\n')
-    signing._CACHE.clear()
+    signing.forget_verified()
     doc = cli("doctor", json=True).data
     problems = [c["finding"] for c in doc["checks"] if c["id"].startswith("signing") and c["status"] == "error"]
     assert any("differs from the signers the signing log last recorded" in p for p in problems)
@@ -180,19 +180,19 @@ def test_a_re_rooted_signing_log_is_reported_by_doctor(signed, project, cli, tmp
     pub = (tmp_path / "id_agent.pub").read_text().split()
     signers = f'alice namespaces="loopx-gate" {pub[0]} {pub[1]}\n'
     entry = {"seq": 1, "enabled": True, "allowed_signers": signers, "principal": "alice", "prev": None}
-    entry["sig"] = signing.sign(signing._entry_text(entry), str(agent))
-    entry["fingerprint"] = signing.verify(signing._entry_text(entry), entry["sig"], "alice", signers)
+    entry["sig"] = signsetup.sign(signsetup._entry_text(entry), str(agent))
+    entry["fingerprint"] = signing.verify(signsetup._entry_text(entry), entry["sig"], "alice", signers)
     assert entry["fingerprint"], "the forged entry verifies on its own"
     Path(signing.log_path()).write_text(json.dumps(entry, sort_keys=True) + "\n")
     Path(signing.signers_path()).write_text(signers)
-    signing._CACHE.clear()
+    signing.forget_verified()
     doc = cli("doctor", json=True).data
     problems = [c["finding"] for c in doc["checks"] if c["id"] == "signing" and c["status"] == "error"]
     assert any("re-rooted" in p for p in problems), doc["checks"]
     # one entry appended by hand after the human's last one is reported too
     Path(signing.log_path()).unlink()
     Path(signing.signers_path()).unlink()
-    Path(signing.root_path()).unlink()
+    Path(signsetup.root_path()).unlink()
     assert cli("gate", "signing", "--enable", "--key", signed_key(None), "--principal", "alice").code == 0
     with open(signing.log_path(), "a") as fh:
         fh.write(json.dumps(dict(entry, seq=2)) + "\n")

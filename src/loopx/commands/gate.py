@@ -198,9 +198,9 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
     else:
         channel = "terminal"
     human.via = channel
-    from loopx.kernel.write import signing
+    from loopx.kernel.write import signsetup
 
-    signature = signing.sign_approval(g, standing) if approve else None
+    signature = signsetup.sign_approval(g, standing) if approve else None
     from loopx.sync import shared
 
     out = shared.decide_gate(store, human.actor, g["id"], approve=approve, note=note, channel=channel,
@@ -216,12 +216,12 @@ def gate_decide(ctx, gate, approve, note=None, confirm=None, standing=False) -> 
 
 def gate_signing(ctx, enable=None, key=None, principal=None) -> dict:
     from loopx.kernel import humans
-    from loopx.kernel.write import signing
+    from loopx.kernel.write import signing, signsetup
 
     if enable is None:
-        return dict(signing.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
+        return dict(signsetup.check(), allowed_signers=signing.signers_path(), log=signing.log_path())
     human = humans.require_human(ctx, "signing.config")
-    return signing.configure(enable=enable, key=key, principal=principal, human=human)
+    return signsetup.configure(enable=enable, key=key, principal=principal, human=human)
 
 
 def render_signing(d: dict) -> str:

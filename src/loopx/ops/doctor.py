@@ -29,7 +29,7 @@ from loopx.kernel.storage.clock import UTC, datetime
 from loopx.kernel.storage.fs import project_dir
 from loopx.kernel.storage.layout import DIRNAME
 from loopx.kernel.storage.store import Store
-from loopx.kernel.write import signing
+from loopx.kernel.write import signing, signsetup
 from loopx.ops import channel, fixes, hostcheck, pathcheck, storechecks
 from loopx.ops.check import result
 from loopx.ops.storescan import scan
@@ -353,7 +353,7 @@ def check_config(t: Target) -> dict:
 def check_signing(t: Target) -> list[dict]:
     """Signed approvals: the signing log chain, the allowed signers file, signer fingerprints, and
     (in a project) approvals whose signature does not verify or signatures while signing is off."""
-    s = signing.check()
+    s = signsetup.check()
     out = []
     if not s["enabled"] and not s["entries"] and not s["problems"]:
         out.append(result("signing", "ok", "signed approvals: off (opt in with `loopx gate signing --enable --key ...`)"))
