@@ -62,7 +62,7 @@ HOT_MODULES = frozenset({
     "loopx.notify", "loopx.notify.outbox",
     "loopx.sync", "loopx.sync.sharing",
     "loopx.output",
-    "loopx.usage", "loopx.usage.claude", "loopx.usage.codex", "loopx.usage.files", "loopx.usage.text",
+    "loopx.usage", "loopx.usage.claude", "loopx.usage.claudescan", "loopx.usage.codex", "loopx.usage.files", "loopx.usage.text",
 })
 HOOK_ADAPTERS = "loopx.hosts.adapters."  # every one is hot (see above)
 # Modules no hot command imports that stay lazy by contract, each with its reason.

@@ -62,12 +62,12 @@ def _tokens() -> int:
 
 def _walks(monkeypatch) -> list:
     calls: list = []
-    real = claude._transcripts
+    real = claude.transcripts
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
-    monkeypatch.setattr(claude, "_transcripts", counted)
+    monkeypatch.setattr(claude, "transcripts", counted)
     return calls
 
 
@@ -184,7 +184,7 @@ def test_a_hand_edited_claude_quick_cache_is_no_cache(tree, quick):
     import marshal
 
     want = _tokens()
-    path = claude._state_path(files.home_dir("CLAUDE_CONFIG_DIR", ".claude"), "quick")
+    path = claude.state_path(files.home_dir("CLAUDE_CONFIG_DIR", ".claude"), "quick")
     with open(path, "wb") as fh:
         fh.write(marshal.dumps(quick) if not isinstance(quick, bytes) else quick)
     assert _tokens() == want
@@ -213,3 +213,11 @@ def test_a_hand_edited_codex_answer_is_no_cache(tmp_path, monkeypatch, answer):
     with open(path, "wb") as fh:
         fh.write(marshal.dumps(dict(entry, answer=answer)))
     assert codex.windows(datetime.now(UTC))["windows"][0]["used_percent"] == 40.0
+
+
+def test_the_quick_answers_change_with_the_count_they_answer_for():
+    """``claude``'s quick cache holds what ``claudescan`` counted: a change to the count (its state's
+    version) must retire the quick answers too, so the two versions move together."""
+    from loopx.usage import claudescan
+
+    assert claude.QUICK_VERSION == claudescan.STATE_VERSION
