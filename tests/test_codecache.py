@@ -129,6 +129,21 @@ def test_a_fifo_at_the_files_path_is_no_file_and_nothing_waits_on_it(pkg, proj):
     assert _served(pkg, "loopx.kernel.storage.store").split()[0] == "Finder"
 
 
+def test_a_link_at_the_files_path_is_replaced_never_written_through(pkg, proj, tmp_path):
+    """A symlink put where the code file belongs would aim loopx's write at its target (any file
+    the user may write; /dev/zero under root): the write replaces the link itself."""
+    good = _loopx(pkg, proj, "status")
+    cache = _cache(pkg)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    cache.unlink()
+    cache.symlink_to(victim)
+    out = _loopx(pkg, proj, "status")
+    assert (out.returncode, out.stdout, out.stderr) == (0, good.stdout, "")
+    assert victim.read_text() == "keep me"
+    assert cache.is_file() and not cache.is_symlink()
+
+
 @pytest.mark.parametrize("how", ["PYTHONDONTWRITEBYTECODE", "no room"])
 def test_nothing_is_written_where_python_would_write_no_bytecode(pkg, proj, how):
     env = {"PYTHONDONTWRITEBYTECODE": "1"} if how == "PYTHONDONTWRITEBYTECODE" else {}

@@ -135,9 +135,10 @@ def test_read_bytes_gives_the_whole_file_or_its_first_bytes(tmp_path, size):
         assert fh.read() == data
 
 
-def test_read_bytes_reads_what_was_appended_after_its_fstat(tmp_path, monkeypatch):
-    """The size read from ``fstat`` is a hint: a file that grew before the read is read to its end."""
-    path = tmp_path / "log"
+def test_read_bytes_reads_the_size_the_file_had_when_opened(tmp_path, monkeypatch):
+    """The files read this way are replaced whole (``atomic_write``), never appended to: one that
+    grows between the ``fstat`` and the read gives what it held when opened, a whole snapshot."""
+    path = tmp_path / "live.bin"
     path.write_bytes(b"a" * 100)
     real = os.fstat
 
@@ -147,7 +148,33 @@ def test_read_bytes_reads_what_was_appended_after_its_fstat(tmp_path, monkeypatc
             fh.write(b"b" * 70_000)
         return st
     monkeypatch.setattr(fs.os, "fstat", grown)
-    assert fs.read_bytes(path) == b"a" * 100 + b"b" * 70_000
+    assert fs.read_bytes(path) == b"a" * 100
+
+
+def test_read_bytes_continues_a_short_read(tmp_path, monkeypatch):
+    """A read may return less than asked without the file ending (a signal, a network file
+    system, and Linux gives at most about 2 GiB per call): the rest is read, never cut off."""
+    path = tmp_path / "snapshot.bin"
+    data = os.urandom(10_000)
+    path.write_bytes(data)
+    real = os.read
+    monkeypatch.setattr(fs.os, "read", lambda fd, n: real(fd, min(n, 999)))
+    assert fs.read_bytes(path) == data
+    assert fs.read_bytes(path, 5000) == data[:5000]
+
+
+def test_open_file_gives_the_path_and_an_error_of_its_own(tmp_path):
+    """The file object names its path, and an error while it is made (an unknown encoding) is
+    that error, with the descriptor closed once (not an EBADF from closing it twice)."""
+    path = tmp_path / "format.json"
+    path.write_text("{}")
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with fs.open_file(path, "r", encoding="utf-8") as fh:
+        assert fh.name == str(path) and fh.read() == "{}"
+    with pytest.raises(LookupError):
+        fs.open_file(path, "r", encoding="no-such-codec")
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) == fds
 
 
 SWAPPED = """
@@ -160,6 +187,12 @@ for read in (lambda: fs.read_bytes(path), lambda: fs.open_file(path).read(), lam
         read()
     except OSError as exc:
         print(exc.errno, exc.strerror)
+if sys.argv[2:] == ["write"]:  # the log's writers: a FIFO without a reader refuses the open
+    for write in (lambda: fs.append_fd(path), lambda: fs.open_append(path)):
+        try:
+            write()
+        except OSError as exc:
+            print(exc.errno, exc.strerror)
 """
 
 
@@ -169,6 +202,70 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_without_waiting(tmp_path):
     the two): the open itself never waits, and the descriptor is checked again."""
     path = tmp_path / "live.bin"
     os.mkfifo(path)
-    out = subprocess.run([sys.executable, "-c", SWAPPED, str(path)], capture_output=True, text=True, timeout=60,
+    out = subprocess.run([sys.executable, "-c", SWAPPED, str(path), "write"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(Path(fs.__file__).parents[3])})
+    lines = out.stdout.splitlines()
+    assert lines[:3] == [f"{errno.EINVAL} not a regular file"] * 3, (out.stdout, out.stderr)
+    assert [int(line.split()[0]) for line in lines[3:]] == [errno.ENXIO] * 2, (out.stdout, out.stderr)
+
+
+LEASED = """
+import os, sys
+from loopx.kernel.storage import fs
+fs._regular = lambda path, missing_ok=False: None  # the stat saw a regular file; a FIFO took its place since
+calls = []
+real = os.open
+def leased(path, flags, mode=0o777):
+    calls.append(flags)
+    if len(calls) == 1:
+        raise BlockingIOError(11, "a lease holder was asked to let go")
+    return real(path, flags, mode)
+fs.os.open = leased
+try:
+    fs.read_bytes(sys.argv[1])
+except OSError as exc:
+    print(exc.errno, all(f & os.O_NONBLOCK for f in calls), len(calls))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_lease_is_waited_for_without_an_open_that_could_wait_on_a_fifo(tmp_path):
+    """A file another process holds a lease on answers the open with EWOULDBLOCK while the holder
+    lets go: it is tried again, each time without waiting, so a FIFO swapped in meanwhile is refused
+    like any other (an ordinary open there would wait for a writer for good)."""
+    path = tmp_path / "heads.bin"
+    os.mkfifo(path)
+    out = subprocess.run([sys.executable, "-c", LEASED, str(path)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(Path(fs.__file__).parents[3])})
-    assert out.stdout.splitlines() == [f"{errno.EINVAL} not a regular file"] * 3, (out.stdout, out.stderr)
+    assert out.stdout.split() == [str(errno.EINVAL), "True", "2"], (out.stdout, out.stderr)
+
+
+HOLDER = """
+import fcntl, os, signal, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+except OSError as exc:
+    print("no lease", exc.errno, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGIO, lambda *a: None)
+print("held", flush=True)
+signal.sigwait({signal.SIGIO}) if hasattr(signal, "sigwait") else signal.pause()
+time.sleep(0.3)  # a holder that takes its time to let go
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="leases are Linux's")
+def test_a_file_under_a_lease_is_read_once_its_holder_lets_go(tmp_path):
+    path = tmp_path / "node"
+    path.write_bytes(b"n-0123456789abcdef\n")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        said = holder.stdout.readline().strip()
+        if said != "held":
+            pytest.skip(f"this file system gives no leases ({said})")
+        assert fs.read_bytes(path) == b"n-0123456789abcdef\n"
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

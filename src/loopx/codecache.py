@@ -26,8 +26,9 @@ The contract, as Python keeps it for ``.pyc`` files:
   11 MB with the command sets below, of which a command reads the code it runs), so the packages
   that hold data files (``loopx.dashboard``, read with ``importlib.resources``) keep their own
   loader.
-- A missing or foreign file, or anything but a regular file (a FIFO put there is opened without
-  waiting, then passed over), is the same as no file: every module loads the normal way. An entry
+- A missing or foreign file, or anything but a regular file (a FIFO or a device put there is
+  never opened or waited on; a symlink is replaced by the next write, never written through), is
+  the same as no file: every module loads the normal way. An entry
   is checked when a module is looked up, not all of them at start (110 checks were 0.3 ms of every
   command): one whose fields are not what this module writes, or whose code lies past the end of a
   cut file, loads the normal way, and the next write leaves it out. Nothing here ever fails a command.
@@ -381,10 +382,13 @@ def read(file: str | None) -> Finder:
         return Finder({}, None, 0)
     fd = None
     try:
-        # never waits: a FIFO put here would make a plain open wait for a writer, and every command with it
+        # a regular file only, as the store's files (fs.open_file): a device is never opened (a link to
+        # one included), and the open never waits (a FIFO would hold every command waiting for a writer)
+        if os.stat(file).st_mode & 0o170000 != 0o100000:
+            raise OSError("not a regular file")
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         st = os.fstat(fd)
-        head = os.pread(fd, 12, 0) if st.st_mode & 0o170000 == 0o100000 else b""  # a regular file only
+        head = os.pread(fd, 12, 0) if st.st_mode & 0o170000 == 0o100000 else b""
         size = int.from_bytes(head[8:12], "little")
         if head[:4] == TAG and head[4:8] == MAGIC:
             header = marshal.loads(os.pread(fd, size, 12))
@@ -473,7 +477,8 @@ def _write(fs, file: str, finder: Finder, loaded: dict[str, bool], wanted: set[s
         parts.append(blob)
         offset += len(blob)
     head = marshal.dumps((header, sets))
-    fs.atomic_write(file, b"".join([TAG, MAGIC, len(head).to_bytes(4, "little"), head, *parts]), sync=False)
+    fs.atomic_write(file, b"".join([TAG, MAGIC, len(head).to_bytes(4, "little"), head, *parts]), sync=False,
+                    follow=False)  # a link put there is replaced, never written through
     for tmp in fs.stale_temporaries(folder):  # a writer killed mid-write (hosts kill slow hooks)
         if os.path.basename(tmp).startswith("hot."):
             try:

@@ -187,25 +187,37 @@ def _regular(path, missing_ok: bool = False) -> None:
 
 _OPEN_FLAGS = getattr(os, "O_BINARY", 0)  # not inheritable by child processes either way (PEP 446)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO to wait on
+LEASE_WAIT = 50.0  # seconds a file another process holds a lease on is waited for (the kernel breaks one after 45)
 
 
-def _open_regular(path, flags: int) -> tuple[int, int]:
+def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, int]:
     """``(descriptor, size in bytes)`` of the regular file at ``path``, opened with ``flags``
-    (``os.O_RDONLY`` or ``os.O_RDWR``). A FIFO planted at a store path would make an ordinary open
-    wait for a writer forever, and every hot command and host hook with it; a device could act on
-    being opened. So: a ``stat`` first (a device is never opened, a symlink to one included), then
-    an open that never waits (``O_NONBLOCK``: a FIFO swapped in after the ``stat`` returns at
-    once) checked on the descriptor itself (``fstat``). A file another program holds a lease on
-    (``fcntl`` ``F_SETLEASE``: the open without waiting says EWOULDBLOCK) is opened again the
-    ordinary way, which waits for the lease as ``open`` always did. Raises FileNotFoundError when
-    nothing is there, OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder,
-    and what ``os.open`` raises."""
-    _regular(path)
-    try:
-        fd = os.open(path, flags | _OPEN_FLAGS | _NONBLOCK)
-    except BlockingIOError:
-        _regular(path)
-        fd = os.open(path, flags | _OPEN_FLAGS)
+    (``os.O_RDONLY``, ``os.O_RDWR``, or ``os.O_WRONLY | os.O_APPEND | os.O_CREAT``: then created
+    with ``mode`` when missing) and ``O_NONBLOCK``, which stays set (``_blocking`` clears it).
+
+    A FIFO planted at a store path would make an ordinary open wait for a writer (or a reader)
+    forever, and every hot command and host hook with it; a device could act on being opened. So: a
+    ``stat`` first (a device is never opened, a symlink to one included), then an open that never
+    waits (``O_NONBLOCK``: a FIFO swapped in after the ``stat`` opens at once, or refuses a writer
+    with ENXIO) checked on the descriptor itself (``fstat``). A file another process holds a lease
+    on (``fcntl`` ``F_SETLEASE``: the open says EWOULDBLOCK and the kernel asks the holder to let
+    go) is tried again every 10 ms for up to ``LEASE_WAIT`` seconds, where an ordinary open would
+    have waited for it; never with an open that waits, which a FIFO swapped in meanwhile would hold
+    for good. Raises FileNotFoundError when nothing is there (and nothing is created), OSError
+    (EINVAL, "not a regular file") for a FIFO, socket, device or folder, BlockingIOError when a
+    lease outlasted the wait, and what ``os.open`` raises."""
+    _regular(path, missing_ok=bool(flags & os.O_CREAT))
+    deadline = None
+    while True:
+        try:
+            fd = os.open(path, flags | _OPEN_FLAGS | _NONBLOCK, mode)
+            break
+        except BlockingIOError:
+            now = time.monotonic()
+            deadline = deadline or now + LEASE_WAIT
+            if now >= deadline:
+                raise
+            time.sleep(0.01)
     try:
         st = os.fstat(fd)
         if st.st_mode & 0o170000 != 0o100000:
@@ -216,6 +228,18 @@ def _open_regular(path, flags: int) -> tuple[int, int]:
     return fd, st.st_size
 
 
+def _blocking(fd: int) -> int:
+    """``fd`` with ``O_NONBLOCK`` cleared, for a file object or the log's writer, which expect
+    ordinary reads and writes; ``fd`` is closed when that fails."""
+    if _NONBLOCK:
+        try:
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
 def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str | None = None):
     """``open(path, mode)`` for reading a file of the store (a log, ``format.json``, ``node``, a
     cache, a hook's counter): only a regular file, opened as ``_open_regular`` opens it (never a
@@ -223,50 +247,48 @@ def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str |
     ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``). Raises FileNotFoundError when nothing is
     there, OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder, and what
     ``open`` raises."""
-    fd, _ = _open_regular(path, os.O_RDWR if "+" in mode else os.O_RDONLY)
-    try:
-        return open(fd, mode, encoding=encoding, errors=errors)
-    except BaseException:
-        os.close(fd)
-        raise
+    def opener(_path, _flags) -> int:  # the file object owns the descriptor from here on
+        return _blocking(_open_regular(path, os.O_RDWR if "+" in mode else os.O_RDONLY)[0])
+    return open(path, mode, encoding=encoding, errors=errors, opener=opener)
 
 
 def read_bytes(path, limit: int | None = None) -> bytes:
     """The content of the regular file at ``path`` (at most its first ``limit`` bytes), opened as
     ``open_file`` opens it but read without a file object: a hot command reads a dozen small files
-    (caches, ``format.json``, ``node``), and a file object costs four system calls more each
-    (its own ``fstat``, a terminal check, a seek, a read to find the end). Raises what
-    ``open_file`` raises."""
+    (caches, ``format.json``, ``node``), and a file object costs four system calls more each (its
+    own ``fstat``, a terminal check, a seek, a read to find the end). Read up to the size the file
+    had when opened (a file that grows meanwhile gives that much, one cut shorter its end); a read
+    that returns less (a signal, a network file system, 2 GiB at most per call) is continued.
+    Raises what ``open_file`` raises."""
     fd, size = _open_regular(path, os.O_RDONLY)
     try:
-        want = size + 1 if limit is None else min(limit, size + 1)
-        data = os.read(fd, want)
-        if len(data) < want:  # a regular file reads short only at its end
-            return data
-        chunks = [data]
-        while limit is None or len(data) < limit:  # it grew since the fstat
-            more = os.read(fd, 1 << 16 if limit is None else limit - len(data))
+        want = size if limit is None else min(limit, size)
+        chunks = []
+        got = 0
+        while got < want:
+            more = os.read(fd, want - got)
             if not more:
                 break
             chunks.append(more)
-            data = b"".join(chunks)
-        return data[:limit] if limit is not None else data
+            got += len(more)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
 
 
 def open_append(path):
-    """``open(path, "ab")`` (created if missing) for a file loopx appends to, refused as
-    ``open_file`` refuses anything but a regular file. Raises OSError."""
-    _regular(path, missing_ok=True)
-    return open(path, "ab")
+    """``open(path, "ab")`` (created if missing) for a file loopx appends to, opened as
+    ``open_file`` opens a file (a FIFO swapped in after the check refuses the open instead of
+    waiting for a reader). Raises OSError."""
+    def opener(_path, _flags) -> int:
+        return _blocking(_open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)[0])
+    return open(path, "ab", opener=opener)
 
 
 def append_fd(path) -> int:
     """``open_append`` as a descriptor (``O_WRONLY | O_APPEND | O_CREAT``, 0644 for a new file): the
     log writer's. Raises OSError."""
-    _regular(path, missing_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    return _blocking(_open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)[0])
 
 
 def move_into_place(src: str, dst: str) -> None:
