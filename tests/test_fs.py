@@ -131,6 +131,9 @@ def test_read_bytes_gives_the_whole_file_or_its_first_bytes(tmp_path, size):
     assert fs.read_bytes(path) == data
     for limit in (0, 1, 64, size, size + 1):
         assert fs.read_bytes(path, limit) == data[:limit]
+    for offset, length in ((0, None), (1, None), (size // 2, 10), (size, None), (size + 5, 3)):
+        got, st = fs.read_at(path, offset, length)
+        assert got == data[offset:None if length is None else offset + length] and st.st_size == size
     with fs.open_file(path) as fh:
         assert fh.read() == data
 

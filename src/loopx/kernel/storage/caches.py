@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import cjson, clock, fold, layout, quotas
-from loopx.kernel.storage.fs import atomic_write, open_file, read_bytes, stale_temporaries
+from loopx.kernel.storage.fs import atomic_write, open_file, read_at, read_bytes, stale_temporaries
 
 SNAPSHOT_VERSION = 3
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
@@ -113,18 +113,16 @@ def check_offsets(store, state: dict) -> dict:
         closed = store.segment_path(name, meta.get("segments", 0) + 1)
         is_open = not os.path.exists(closed)
         where = store.path(layout.open_log(name)) if is_open else closed
-        with open_file(where) as fh:
-            if is_open and meta.get("mtime"):
-                st = os.fstat(fh.fileno())
-                if st.st_mtime_ns != meta["mtime"] and st.st_size == off:
-                    # changed since the cache saw it, yet nothing was appended: edited in place
-                    raise ValueError("file rewritten under the snapshot")
-            if off:
-                fh.seek(max(0, off - len(tail)))
-                if fh.read(len(tail)) != tail:
-                    raise ValueError("file changed under the snapshot")
-            elif tail:
-                raise ValueError("bad snapshot")
+        start = max(0, off - len(tail))
+        data, st = read_at(where, start, len(tail))
+        if is_open and meta.get("mtime") and st.st_mtime_ns != meta["mtime"] and st.st_size == off:
+            # changed since the cache saw it, yet nothing was appended: edited in place
+            raise ValueError("file rewritten under the snapshot")
+        if off:
+            if data != tail:
+                raise ValueError("file changed under the snapshot")
+        elif tail:
+            raise ValueError("bad snapshot")
         offsets[name] = off
     return offsets
 

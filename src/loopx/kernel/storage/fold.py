@@ -67,7 +67,7 @@ from loopx.kernel.storage import actors, events, quotas, trialfold
 # (`turns`) and per-todo stall streaks; 10: claims carry the node that made them; 9: gates carry
 # `reserved`; 8: nodes.
 REVISION = 13
-REDUCER_DIGEST = "e136a84da2c6"
+REDUCER_DIGEST = "b8ed76f771d7"
 HANDOFF_KEEP = 200
 APPROVALS_KEPT = 8  # usable approvals per goal and kind a live view keeps (fold.live_view)
 EVIDENCE_KEPT = 5  # the newest evidence records per goal a live view keeps: queries.recent_evidence's default

@@ -190,8 +190,8 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO t
 LEASE_WAIT = 50.0  # seconds a file another process holds a lease on is waited for (the kernel breaks one after 45)
 
 
-def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, int]:
-    """``(descriptor, size in bytes)`` of the regular file at ``path``, opened with ``flags``
+def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, os.stat_result]:
+    """``(descriptor, its fstat)`` of the regular file at ``path``, opened with ``flags``
     (``os.O_RDONLY``, ``os.O_RDWR``, or ``os.O_WRONLY | os.O_APPEND | os.O_CREAT``: then created
     with ``mode`` when missing) and ``O_NONBLOCK``, which stays set (``_blocking`` clears it).
 
@@ -225,7 +225,7 @@ def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, int]:
     except BaseException:
         os.close(fd)
         raise
-    return fd, st.st_size
+    return fd, st
 
 
 def _blocking(fd: int) -> int:
@@ -252,17 +252,21 @@ def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str |
     return open(path, mode, encoding=encoding, errors=errors, opener=opener)
 
 
-def read_bytes(path, limit: int | None = None) -> bytes:
-    """The content of the regular file at ``path`` (at most its first ``limit`` bytes), opened as
-    ``open_file`` opens it but read without a file object: a hot command reads a dozen small files
-    (caches, ``format.json``, ``node``), and a file object costs four system calls more each (its
-    own ``fstat``, a terminal check, a seek, a read to find the end). Read up to the size the file
-    had when opened (a file that grows meanwhile gives that much, one cut shorter its end); a read
-    that returns less (a signal, a network file system, 2 GiB at most per call) is continued.
-    Raises what ``open_file`` raises."""
-    fd, size = _open_regular(path, os.O_RDONLY)
+def read_at(path, offset: int = 0, length: int | None = None) -> tuple[bytes, os.stat_result]:
+    """``(data, stat)``: the bytes of the regular file at ``path`` from ``offset`` (up to ``length``
+    of them, by default to its end), read up to the size the file had when opened (a file that
+    grows meanwhile gives that much, one cut shorter its end), and the file's ``fstat`` then.
+    Opened as ``open_file`` opens it, but read without a file object: a hot command reads a dozen
+    files (the logs' tails, caches, ``format.json``, ``node``), and a file object costs six system
+    calls more each (its own ``fstat``, a terminal check, two to clear ``O_NONBLOCK``, a seek, a
+    read to find the end). A read that returns less (a signal, a network file system, 2 GiB at most
+    per call) is continued. Raises what ``open_file`` raises."""
+    fd, st = _open_regular(path, os.O_RDONLY)
     try:
-        want = size if limit is None else min(limit, size)
+        end = st.st_size if length is None else min(st.st_size, offset + length)
+        want = max(0, end - offset)
+        if want and offset:
+            os.lseek(fd, offset, os.SEEK_SET)
         chunks = []
         got = 0
         while got < want:
@@ -271,9 +275,15 @@ def read_bytes(path, limit: int | None = None) -> bytes:
                 break
             chunks.append(more)
             got += len(more)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
     finally:
         os.close(fd)
+
+
+def read_bytes(path, limit: int | None = None) -> bytes:
+    """The content of the regular file at ``path`` (at most its first ``limit`` bytes), as
+    ``read_at`` reads it."""
+    return read_at(path, 0, limit)[0]
 
 
 def open_append(path):

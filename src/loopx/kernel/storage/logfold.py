@@ -14,7 +14,7 @@ import os
 
 from loopx.kernel.storage import cjson, fold, layout
 from loopx.kernel.storage.codec import CONFLICT, decode, order_key
-from loopx.kernel.storage.fs import open_file
+from loopx.kernel.storage.fs import read_at
 
 BAD_SAMPLES = 20   # bad lines described per file in the meta (all are counted)
 
@@ -39,15 +39,12 @@ def fold_stream(store, state: dict, name: str, offset: int, collect: list | None
 def _read(store, meta: dict, name: str, offset: int, path: str | None) -> bytes:
     """The bytes of ``name``'s open file (or ``path``) from ``offset``; b"" when missing."""
     try:
-        with open_file(path or store.path(layout.open_log(name))) as fh:
-            if path is None:  # what caches.still_current compares (ctime and inode: a file put in its place, cp -p)
-                st = os.fstat(fh.fileno())
-                meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
-            if offset:
-                fh.seek(offset)
-            return fh.read()
+        data, st = read_at(path or store.path(layout.open_log(name)), offset)
     except FileNotFoundError:
         return b""
+    if path is None:  # what caches.still_current compares (ctime and inode: a file put in its place, cp -p)
+        meta["mtime"], meta["ctime"], meta["ino"] = st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+    return data
 
 
 class _FileFold:
