@@ -4,8 +4,10 @@ guard denies the protected action; swapping the allowed-signers file is detected
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,8 +108,6 @@ def test_a_signing_log_that_is_not_utf8_is_a_broken_entry_not_an_internal_error(
     """Every turn packet of a goal with a protected action asks for the signing setting: a log
     damaged with bytes that are not UTF-8 reads as a broken entry (doctor names it), and `next`
     still starts the turn."""
-    import os
-
     os.makedirs(os.path.dirname(signing.log_path()), exist_ok=True)
     with open(signing.log_path(), "wb") as fh:
         fh.write(b'{"enabled": false}\n\xff\xfe garbage\n')
@@ -199,3 +199,24 @@ def test_a_re_rooted_signing_log_is_reported_by_doctor(signed, project, cli, tmp
     doc = cli("doctor", json=True).data
     problems = [c["finding"] for c in doc["checks"] if c["id"] == "signing" and c["status"] == "error"]
     assert any("were not made by a human" in p for p in problems), problems
+
+
+SIGNING_LOG_FIFO = """
+import os, sys
+os.environ["LOOPX_HOME"] = sys.argv[1]
+from loopx.kernel.write import signing
+os.mkfifo(signing.log_path())
+print(signing.enabled(), signing.read_text(signing.log_path()))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_at_the_signing_log_is_no_log_and_nothing_waits_on_it(tmp_path):
+    """Every turn packet with a protected action asks whether signing is on, which reads the
+    signing log: a FIFO put there (the config folder is the user's, but a hook or a stray tool
+    may write it) is an unreadable log, never a wait for a writer."""
+    home = tmp_path / "home"
+    home.mkdir()
+    out = subprocess.run([sys.executable, "-c", SIGNING_LOG_FIFO, str(home)], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(Path(signing.__file__).parents[3])})
+    assert out.stdout.split() == ["False", "None"], (out.stdout, out.stderr)

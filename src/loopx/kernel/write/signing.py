@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 
 from loopx.errors import StateError
+from loopx.kernel.storage.fs import open_file
 
 NAMESPACE = "loopx-gate"
 _CACHE: dict = {}
@@ -162,9 +163,11 @@ def _signature_counts(gate: dict) -> bool:
 
 # ------------------------------------------------------------------ the signing log
 def read_text(path: str, errors: str = "strict") -> str | None:
-    """The UTF-8 text of ``path``, None when it cannot be read; ``errors`` as for ``open``."""
+    """The UTF-8 text of ``path``, None when it cannot be read; ``errors`` as for ``open``. Only a
+    regular file, opened without waiting (``fs.open_file``): a turn packet with a protected action
+    reads the signing log, and a FIFO put there would hold ``next`` waiting for a writer."""
     try:
-        with open(path, encoding="utf-8", errors=errors) as fh:
+        with open_file(path, "r", encoding="utf-8", errors=errors) as fh:
             return fh.read()
     except OSError:
         return None
