@@ -359,3 +359,53 @@ def test_the_host_of_a_turn():
     assert hosts.kinds(state, goal, "odd") == ["claude-code", "codex"]  # unknown: every readable host
     assert hosts.kinds(state, dict(goal, host="gemini"), "odd") == ["gemini"]  # the goal's default host
     assert hosts.kinds(state, dict(goal, host="gemini"), None) == ["gemini"]
+
+
+# ---------------------------------------------------------------- a FIFO among a host's files
+@pytest.mark.parametrize("host", ["claude-code", "codex"])
+def test_a_fifo_named_like_a_session_file_is_skipped_never_waited_on(project, cli, clk, host):
+    """A FIFO named like a host's session file (``*.jsonl`` under Claude Code's projects,
+    ``rollout-*.jsonl`` under Codex's sessions: folders the host's agent writes). A plain ``open()``
+    of it waited for a writer forever, so should-run (cron's, a hook's), ``status`` and ``usage``
+    hung. It is skipped like any unreadable file, and the real files beside it still count."""
+    _todo_goal(cli)
+    if host == "claude-code":
+        clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+        _claude_folder()
+        fifo = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" / "-home-u-proj1" / "zzz.jsonl"
+    else:
+        real = _codex_session(97.0, resets_at="2026-03-01T11:00:00Z")
+        fifo = real.parent / "rollout-2026-03-01T08-59-30-0199ffff.jsonl"  # the newest: read first
+    os.mkfifo(fifo)
+    env = {"LOOPX_AGENT": host}
+    for args in (["quota", "should-run"], ["status"]):
+        r = run_loopx(args, cwd=project, env=env, timeout=30)
+        assert r.code in (0, 1) and "Traceback" not in r.err, (args, r.code, r.err)
+    r = run_loopx(["usage", "--host", host, "--format", "json"], cwd=project, env=env, timeout=30)
+    assert r.code == 0, r.err
+    h = json.loads(r.out)["data"]["hosts"][0]
+    if host == "claude-code":
+        assert h["windows"][0]["tokens"] == 2290 and h["files"] == 5  # the FIFO is listed, never read
+    else:
+        assert [w["used_percent"] for w in h["windows"]] == [97.0, 40.0]
+
+
+def test_a_fifo_at_a_usage_cache_is_no_cache(project, cli, clk):
+    """The usage readers' own caches (``$LOOPX_HOME/cache/usage/``: the quick answers and the
+    counted messages) as FIFOs are no caches: the answer is counted again, never waited on."""
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    _claude_folder()
+    _codex_session(50.0, resets_in=3600)
+    assert _claude(cli)["windows"][0]["tokens"] == 2290
+    assert cli("usage", "--host", "codex").code == 0
+    folder = Path(os.environ["LOOPX_HOME"]) / "cache" / "usage"
+    caches = sorted(p for p in folder.iterdir() if p.is_file())
+    assert len(caches) >= 3, caches  # Claude's state and quick answer, Codex's answer
+    for p in caches:
+        p.unlink()
+        os.mkfifo(p)
+    for host in ("claude-code", "codex"):
+        r = run_loopx(["usage", "--host", host, "--format", "json"], cwd=project, timeout=30)
+        assert r.code == 0 and "Traceback" not in r.err, (host, r.err)
+        h = json.loads(r.out)["data"]["hosts"][0]
+        assert h["known"] and (host == "codex" or h["windows"][0]["tokens"] == 2290), h

@@ -139,3 +139,24 @@ def test_a_symlink_planted_at_the_parsed_copy_is_replaced_not_written_through(ho
     assert config.load_user_config()["notify"]["desktop"] is True
     assert victim.read_text(encoding="utf-8") == "keep me"
     assert not (home / config.PARSED).is_symlink()
+
+
+def test_a_fifo_at_the_config_or_its_parsed_copy_is_never_waited_on(home, tmp_path):
+    """A FIFO at ``config.toml`` is a config that cannot be read (one line naming it, exit 3), and
+    one at the parsed copy is no copy: a plain ``open()`` of either waited for a writer forever,
+    holding every command that reads a setting (usage limits, notifications, signing)."""
+    from conftest import run_loopx
+
+    os.mkfifo(home / "config.toml")
+    r = run_loopx(["usage", "set", "--host", "claude-code", "--week-tokens", "7"], cwd=tmp_path, timeout=30)
+    assert r.code == 3 and "config.toml cannot be read" in r.err and "hint:" in r.err, (r.code, r.err)
+    assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 2
+    (home / "config.toml").unlink()
+    (home / "config.toml").write_text(SETTINGS, encoding="utf-8")
+    _settled(home / "config.toml")
+    os.mkfifo(home / config.PARSED)
+    r = run_loopx(["usage", "set", "--host", "claude-code", "--week-tokens", "7"], cwd=tmp_path, timeout=30)
+    assert r.code == 0, r.err
+    config._memo.clear()
+    got = config.load_user_config()
+    assert got["usage"]["claude-code"] == {"block_tokens": 5000000, "week_tokens": 7} and got["notify"]["desktop"]

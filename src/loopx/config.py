@@ -183,9 +183,10 @@ def _unreadable(path: str, exc: Exception):
 
 
 def _parse(path: str) -> dict:
+    from loopx.kernel.storage.fs import read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_bytes(path)  # a regular file only: a FIFO there is an error, never a wait
     except OSError as exc:
         _unreadable(path, exc)
     import tomllib  # imports re and typing: only when there is a file to parse and no parsed copy
@@ -203,9 +204,10 @@ def _read_parsed(path: str, key: list) -> bytes | None:
     import marshal
     import zlib
 
+    from loopx.kernel.storage.fs import read_bytes
+
     try:
-        with open(os.path.join(os.path.dirname(path), PARSED), "rb") as fh:
-            blob = fh.read(1 << 20)
+        blob = read_bytes(os.path.join(os.path.dirname(path), PARSED), 1 << 20)
         if blob[:4] != _PARSED_MAGIC or int.from_bytes(blob[4:8], "little") != zlib.crc32(blob[8:]):
             return None
         entry = marshal.loads(blob[8:])

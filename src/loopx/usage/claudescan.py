@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 
+from loopx.kernel.storage.fs import open_file
 from loopx.usage import files, limits, unknown
 
 BLOCK = 5 * 3600
@@ -63,7 +64,8 @@ def _read_new(path: str, start: int, size: int, entries: dict, counter: list) ->
     bad = 0
     pos = start
     try:
-        with open(path, "rb") as fh:
+        # a host's folder the agent can write: a FIFO or device named *.jsonl is refused, never waited on
+        with open_file(path) as fh:
             fh.seek(start)
             carry = b""
             while pos + len(carry) < size:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from loopx.errors import LoopxError
+from loopx.kernel.storage.fs import open_file
 from loopx.usage import files, unknown
 
 TAIL_CHUNK = 256 * 1024
@@ -111,7 +112,7 @@ def _scan_back(path: str, size: int, counter: list) -> tuple[dict | None, int]:
     """The newest figure in ``path`` reading backwards; (figure, lines that were not JSON)."""
     bad = 0
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:  # a FIFO named rollout-*.jsonl is refused, never waited on
             pos, carry = size, b""
             while pos > 0 and size - pos < MAX_BACK:
                 step = min(TAIL_CHUNK, pos)

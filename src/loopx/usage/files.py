@@ -7,6 +7,7 @@ import os
 
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.clock import UTC
+from loopx.kernel.storage.fs import read_bytes
 
 
 def cache_path(name: str) -> str:
@@ -23,8 +24,7 @@ def load(path: str) -> dict:
     import json
 
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read())
+        data = json.loads(read_bytes(path))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -47,8 +47,7 @@ def load_quick(path: str):
     import marshal
 
     try:
-        with open(path, "rb") as fh:
-            return marshal.loads(fh.read())
+        return marshal.loads(read_bytes(path))
     except (OSError, ValueError, EOFError, TypeError):
         return None
 
