@@ -144,3 +144,31 @@ def test_fifos_at_the_hooks_files_and_a_link_at_node_neither_hang_nor_reach_outs
     assert run_loopx(["todo", "add", "after the link", "--quiet"], cwd=project, timeout=30).code == 0
     assert victim.read_text() == "keep me\n"
     assert not node.is_symlink() and node.read_text().startswith("n-")
+
+
+def test_a_node_file_that_cannot_be_read_is_an_error_not_a_new_identity(project, goal, monkeypatch, cli):
+    """``.loopx/node`` names this clone: its runs and claims are "mine" by it. One that is there but
+    cannot be read (its permissions, an I/O error) is an error naming it, for readers and writers,
+    and is never replaced: a new id handed this clone's open runs and claims to a node no longer here
+    (the tests run as root, which no permission stops: the read is made to fail as a denied one does)."""
+    from loopx.kernel.storage import store as store_module
+
+    node = project / ".loopx" / "node"
+    before = node.read_text()
+    assert cli("next", "--agent", "a1").code == 0  # an open run and a claim of this clone
+    real = fs.read_bytes
+
+    def denied(path, limit=None):
+        if os.path.basename(os.fspath(path)) == "node":
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(store_module, "read_bytes", denied)
+    for args in (["status"], ["todo", "add", "x", "--quiet"], ["next", "--agent", "a2"]):
+        r = cli(*args)
+        assert r.code == 3, (args, r.code, r.err)
+        assert "node cannot be read: Permission denied" in r.err and "hint:" in r.err, r.err
+    assert node.read_text() == before
+    monkeypatch.setattr(store_module, "read_bytes", real)
+    r = cli("status", json=True)
+    assert r.code == 0 and node.read_text() == before

@@ -28,6 +28,7 @@ plan, append, rotate), iteration over the lines and the blobs.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from loopx import __version__
@@ -150,8 +151,11 @@ class Store:
             [self.path(layout.open_log(stream))]
 
     def node_id(self, *, create: bool = False) -> str | None:
-        """This clone's node id from ``.loopx/node``; with ``create`` (writers, under the lock) a
-        missing or unreadable file gets a fresh id."""
+        """This clone's node id from ``.loopx/node``, or None when there is none: the file missing or
+        holding no valid id (hand-edited; a FIFO or a device there never held one). With ``create``
+        (writers, under the lock) such a clone gets a fresh id. Raises StateError when the file is
+        there but cannot be read (its permissions, an I/O error): a new id then would hand this
+        clone's open runs and claims to a node that is no longer here, as if another machine's."""
         from loopx.kernel.storage import chain
 
         if self._node is not None:
@@ -161,8 +165,14 @@ class Store:
             if chain.valid_node(text):
                 self._node = text
                 return text
-        except OSError:
+        except FileNotFoundError:
             pass
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: not a regular file (fs.read_bytes), which holds no id
+                raise StateError(f"{self.path(layout.NODE)} cannot be read: {exc.strerror or exc}",
+                                 "make it readable again (it names this clone; deleting it gives the clone "
+                                 "a new node id, and its open runs and claims stay with the old one)",
+                                 details={"reason": "node_unreadable"}) from None
         if not create:
             return None
         node = chain.new_node()
