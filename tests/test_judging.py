@@ -359,3 +359,18 @@ def test_a_passing_verify_of_the_current_run_proves_the_todo_without_running_it_
     assert r.code == 0 and r.data["verify"] is None  # proven by the run's own evidence
     state = store.load()
     assert [e["id"] for e in state["evidence"].values() if e.get("command") == todo["verify"]] == [ran["evidence_id"]]
+
+
+def test_a_fifo_as_the_verify_script_is_diagnosed_without_waiting(project, cli):
+    """The project's own verify script swapped for a FIFO (an agent can write the project): running
+    it fails (126), and the diagnosis that reads a script's ``#!`` line opened the FIFO and waited
+    for a writer forever, holding the turn's finish; so did every should-run after it, which looks
+    again at what the command resolves to. Now it is diagnosed like a script that cannot run."""
+    os.mkfifo(project / "check.sh")
+    d = _broken_run(project, cli, "/usr/bin:/bin", cmd="./check.sh")
+    (t,) = d["turns"]
+    state = _state(project)
+    err = state["runs"][t["run_id"]]["setup_error"]
+    assert (err["reason"], err["exit_code"]) == ("verify_broken", 126) and err["interpreter"] == {}, err
+    again = run_loopx(["quota", "should-run", "--json"], project, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+    assert again.code == 1 and again.json["data"]["reason"] == "verify_broken", again.out

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 
+from loopx.kernel.storage.fs import open_file
+
 REASON = "verify_broken"
 BROKEN_EXIT = (126, 127)
 _BUILTINS = frozenset({"cd", "export", "set", "unset", "source", ".", "exec", "eval", "true", "false", "test",
@@ -67,7 +69,9 @@ def resolve(command: str, path: str | None) -> tuple[dict, dict]:
         resolved[w] = hit
         if hit:
             try:
-                with open(hit, "rb") as fh:
+                # a regular file only, opened without waiting: the project's own script may be a FIFO
+                # an agent put there (exec refuses it: 126), which a plain open() would wait on forever
+                with open_file(hit) as fh:
                     head = fh.read(128)
                 if head.startswith(b"#!"):
                     interp[w] = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
