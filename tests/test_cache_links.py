@@ -4,6 +4,7 @@ can write the project, say) is replaced by the new file, never written through t
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,53 @@ def test_a_node_file_that_cannot_be_read_is_an_error_not_a_new_identity(project,
     monkeypatch.setattr(store_module, "read_bytes", real)
     r = cli("status", json=True)
     assert r.code == 0 and node.read_text() == before
+
+
+def _returns_within(fn, seconds: float = 20):
+    """``fn()``'s value, run in a thread that must end within ``seconds`` (a plain ``open()`` of a
+    FIFO never does: the test then fails instead of hanging the suite)."""
+    import threading
+
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn} waited on a FIFO"
+    return out[0]
+
+
+def test_a_fifo_at_the_user_registry_is_no_registry_and_connect_replaces_it(project, tmp_path, monkeypatch):
+    """``$LOOPX_HOME/projects.json`` (the dashboard's, ``inbox``'s and ``connect``'s list of projects)
+    as a FIFO: read as an empty registry, never waited on; ``connect`` writes a real one in its place."""
+    from conftest import run_loopx
+    from loopx.kernel.storage import registry
+
+    path = tmp_path / "fifo-home" / "projects.json"
+    _fifo_at(path)
+    env = {"LOOPX_HOME": str(path.parent)}
+    r = run_loopx(["inbox"], cwd=project, env=env, timeout=30)
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    r = run_loopx(["connect"], cwd=project, env=env, timeout=30)
+    assert r.code == 0, r.err
+    assert path.is_file() and str(project.resolve()) in path.read_text()
+    _fifo_at(path)
+    monkeypatch.setenv("LOOPX_HOME", str(path.parent))
+    assert _returns_within(registry.load) == {}
+
+
+def test_a_fifo_at_the_stores_gitignore_or_a_holdout_file_is_never_waited_on(project, tmp_path, monkeypatch):
+    """``.loopx/.gitignore`` (lines added by parallel runs and trials, ``fs.ensure_lines``) and a
+    promotion's holdout result in the user's data folder, each a FIFO: left alone and no result,
+    where a plain ``open()`` waited for a writer forever."""
+    from loopx import config
+    from loopx.kernel.policy import trialstep
+
+    gi = project / ".loopx" / ".gitignore"
+    _fifo_at(gi)
+    _returns_within(lambda: fs.ensure_lines(str(gi), ["worktrees/"]))
+    assert not gi.is_file()  # left alone
+    store = _store(project)
+    monkeypatch.setattr(config, "data_home", lambda: str(tmp_path / "data"))
+    hold = trialstep.holdout_file(store, "gate-1")
+    _fifo_at(Path(hold))
+    assert _returns_within(lambda: trialstep.read_holdout(store, "gate-1")) is None

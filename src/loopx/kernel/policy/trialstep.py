@@ -809,9 +809,10 @@ def refuse_tracked_holdout(store, rels, commits=("HEAD",), when: str = "start th
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
+    from loopx.kernel.storage.fs import read_bytes
+
     try:
-        with open(holdout_file(store, gate_id), encoding="utf-8") as fh:
-            return cjson.loads(fh.read())
+        return cjson.loads(read_bytes(holdout_file(store, gate_id)).decode("utf-8"))  # never waits on a FIFO
     except (OSError, ValueError):
         return None
 

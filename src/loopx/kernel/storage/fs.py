@@ -62,7 +62,7 @@ def ensure_lines(path: str, lines) -> None:
     creating the file when missing; an unreadable file is left alone (``.gitignore`` entries of
     stores made by an older loopx)."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_file(path, "r", encoding="utf-8") as fh:  # a FIFO there is unreadable: left alone, never waited on
             text = fh.read()
     except FileNotFoundError:
         text = ""
