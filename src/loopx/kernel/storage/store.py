@@ -28,7 +28,6 @@ plan, append, rotate), iteration over the lines and the blobs.
 
 from __future__ import annotations
 
-import errno
 import os
 
 from loopx import __version__
@@ -168,7 +167,7 @@ class Store:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            if exc.errno != errno.EINVAL:  # EINVAL: not a regular file (fs.read_bytes), which holds no id
+            if exc.errno != 22:  # EINVAL: not a regular file (fs.read_bytes), which holds no id
                 raise StateError(f"{self.path(layout.NODE)} cannot be read: {exc.strerror or exc}",
                                  "make it readable again (it names this clone; deleting it gives the clone "
                                  "a new node id, and its open runs and claims stay with the old one)",
