@@ -57,6 +57,33 @@ def test_setsid_reparented_self_approval_is_refused_and_a_human_still_approves(p
     assert _status(project, gate) == "approved"
 
 
+@pytest.mark.parametrize("how", ["awk", "a renamed program", "an exited leader"])
+def test_any_program_leading_a_detached_session_is_refused(project, cli, how, tmp_path):
+    """Whatever program leads the detached session: a list of launchers (shells, env, interpreters)
+    let ``setsid -f awk 'BEGIN{system(...)}'`` approve (a reviewer's finding), and a program copied
+    under another name, or a leader that exits and leaves its child to pid 1, walk past any list."""
+    import shutil
+
+    gate = _gate(cli)
+    approve = f"{sys.executable} -m loopx gate approve {gate} --confirm {gate} > approve.out 2>&1; touch done"
+    if how == "awk":
+        awk = shutil.which("awk")
+        assert awk, "awk (Debian: mawk, always installed)"
+        program = approve.replace('"', '\\"')
+        launch = f"setsid -f env -u CLAUDECODE {awk} 'BEGIN{{system(\"{program}\")}}'"
+    elif how == "a renamed program":
+        leader = tmp_path / "gnome-session"
+        shutil.copy(shutil.which("sh"), leader)
+        launch = f"setsid -f env -u CLAUDECODE {leader} -c '{approve}'"
+    else:
+        launch = f"setsid -f env -u CLAUDECODE sh -c '( sleep 0.5; {approve} ) & exit 0'"
+    out = _agent_host(project, launch)
+    assert (project / "approve.out").exists(), out
+    text = (project / "approve.out").read_text()
+    assert _status(project, gate) == "pending", (out, text)
+    assert "human_required" in text or "humans only" in text, text
+
+
 def test_double_fork_that_keeps_the_session_is_refused(project, cli):
     gate = _gate(cli)
     helper = project / "df.py"

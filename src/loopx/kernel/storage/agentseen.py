@@ -9,11 +9,14 @@ in ``<data folder>/agent-sessions.json``. Then, while such a host process lives:
 
 - ``in_agent_session()``: this process's session id is a recorded agent session's (a double
   fork that kept the session);
-- ``detached()``: this process and its parents have no controlling terminal and one of them is a
-  session leader that is a shell, ``env``, ``setsid``, ``nohup`` or an interpreter (what
-  ``setsid`` or a daemonising double fork leaves; a person's shell has a terminal). A cron job,
-  a systemd service or ``ssh host cmd`` without ``-t`` looks the same, so they are refused too,
-  but only while an agent session recorded in the same data folder is running.
+- ``detached()``: no process from this one up to its session's leader, or up to the first one
+  adopted by pid 1 (a session whose leader exited), has a controlling terminal: what ``setsid``, a
+  daemonising double fork or an exited leader leaves, whatever program leads (a person's shell has a
+  terminal). A list of launchers (shells, ``env``, interpreters) was tried first, and ``setsid -f
+  awk 'BEGIN{system(...)}'`` walked past it: any program that can start another can lead. A cron
+  job, a systemd service, ``ssh host cmd`` without ``-t`` or an editor's task without a terminal
+  looks the same, so they are refused too, but only while an agent session recorded in the same
+  data folder is running (the refusal says to use a terminal or the dashboard).
 
 Linux only (``/proc``); elsewhere nothing is recorded and both are False. Outside a sandbox the
 file is as writable by the agent as anything of the user's: this closes the measured holes, it is
@@ -29,9 +32,6 @@ from loopx.config import data_home
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
 from loopx.kernel.storage.fs import atomic_write, open_file
-
-_LAUNCHERS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "env", "setsid", "nohup", "timeout", "perl", "node",
-              "ruby", "loopx", "daemon", "daemonize", "start-stop-daemon")
 
 
 def _path() -> str:
@@ -115,15 +115,15 @@ def in_agent_session(seen: list[dict]) -> bool:
 
 
 def detached() -> bool:
+    """True when this process and its parents up to its session's leader (or up to the first one
+    pid 1 adopted) have no controlling terminal (module docstring); False on a terminal, or where
+    ``/proc`` does not tell."""
     pid = os.getpid()
     for _ in range(64):
         st = _stat(pid)
         if st is None or st["tty"] != 0:
             return False  # a terminal up the tree: a person's shell
-        name = st["comm"].split("/")[-1]
-        if st["sid"] == st["pid"] and (name in _LAUNCHERS or name.startswith(("python", "pypy"))):
-            return True  # a session leader with no terminal: setsid, or a daemonising double fork
-        if st["ppid"] <= 1:
-            return False
+        if st["sid"] == st["pid"] or st["ppid"] <= 1:
+            return True  # a leader with no terminal (setsid, a double fork), or orphaned to pid 1
         pid = st["ppid"]
     return False
