@@ -409,3 +409,53 @@ def test_a_fifo_at_a_usage_cache_is_no_cache(project, cli, clk):
         assert r.code == 0 and "Traceback" not in r.err, (host, r.err)
         h = json.loads(r.out)["data"]["hosts"][0]
         assert h["known"] and (host == "codex" or h["windows"][0]["tokens"] == 2290), h
+
+
+def test_a_sparse_transcript_without_newlines_is_skipped_in_linear_time(project, cli, clk):
+    """A 1 GiB sparse file named like a transcript (no disk space, no newline: an agent makes one in
+    no time): its pieces were joined to every new chunk, the square of its size, so the scan never
+    ended and every should-run and stop hook hung. Now it is one bad line, skipped across its hole."""
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    _claude_folder()
+    with open(Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" / "-home-u-proj2" / "sparse.jsonl", "wb") as fh:
+        fh.truncate(1 << 30)
+    r = run_loopx(["usage", "--host", "claude-code", "--format", "json"], cwd=project, timeout=60)
+    assert r.code == 0, r.err
+    h = json.loads(r.out)["data"]["hosts"][0]
+    assert h["windows"][0]["tokens"] == 2290 and h["skipped_lines"] == 2 and h["files"] == 5, h
+    assert h["bytes_read"] < 200 << 20  # up to the longest line kept, then the hole is skipped
+    r = run_loopx(["--agent", "claude-code", "quota", "should-run"], cwd=project, timeout=30)
+    assert r.code in (0, 1), r.err
+
+
+def test_a_line_past_the_limit_is_one_bad_line_and_what_follows_counts(project, cli, clk, monkeypatch):
+    from loopx.usage import claudescan
+
+    monkeypatch.setattr(claudescan, "MAX_LINE", 1000)
+    monkeypatch.setattr(claudescan, "READ_CHUNK", 256)
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    _claude_folder()
+    long = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" / "-home-u-proj2" / "long.jsonl"
+    long.write_text("x" * 5000 + "\n" + _line("2026-03-08T12:00:00Z", "msg_9", "req_9", 7, 3) + "\n")
+    h = _claude(cli)
+    assert h["windows"][0]["tokens"] == 2300 and h["skipped_lines"] == 2, h
+
+
+def test_a_scan_stopped_by_its_budget_goes_on_at_the_next_check_to_the_same_totals(project, cli, clk, monkeypatch):
+    """``MAX_SCAN`` bytes a call: a file it stops in (at the end of the line it was reading, here with
+    64-byte reads) is read on from there at the next check, and the quick answer is not kept
+    meanwhile; the totals end as one unbounded scan gives them."""
+    from loopx.usage import claudescan
+
+    clk.set(datetime(2026, 3, 8, 12, 30, tzinfo=UTC))
+    _claude_folder()
+    monkeypatch.setattr(claudescan, "READ_CHUNK", 64)
+    monkeypatch.setattr(claudescan, "MAX_SCAN", 1)  # one read a call
+    seen = []
+    for _ in range(200):
+        h = _claude(cli)
+        seen.append(h["bytes_read"])
+        if h["bytes_read"] == 0:
+            break
+    assert len(seen) > 3 and seen[-1] == 0, seen  # several partial calls, then the quick answer
+    assert h["windows"][0]["tokens"] == 2290 and h["windows"][1]["tokens"] == 4790 and h["skipped_lines"] == 1, h

@@ -28,6 +28,8 @@ WEEK = 7 * 86400
 KEEP = 8 * 86400
 WEEK_SLACK = 300      # seconds the quick cache may keep a week total while messages leave the window
 READ_CHUNK = 1024 * 1024
+MAX_LINE = 64 * 1024 * 1024  # bytes: a longer "line" (a sparse or damaged file) is skipped, never held
+MAX_SCAN = 256 * 1024 * 1024  # bytes one scan reads; a file it stops in goes on at the next scan
 STATE_VERSION = 2  # 2: blocks anchored across the prune (``anchor``); the quick answers' too (claude.QUICK_VERSION)
 
 
@@ -59,39 +61,86 @@ def _entry(line: bytes, where: str):
                             n("cache_read_input_tokens"), model]
 
 
-def _read_new(path: str, start: int, size: int, entries: dict, counter: list) -> tuple[int, int]:
-    """Read complete lines of ``path`` from ``start`` to ``size``; returns (new offset, bad lines)."""
+def _take(blob: bytes, where: str, entries: dict) -> int:
+    """Take each line of ``blob`` (complete lines, ``where``: the file and the offset it starts at)
+    into ``entries``; returns the number of bad lines."""
     bad = 0
-    pos = start
+    for i, line in enumerate(blob.split(b"\n")):
+        line = line.strip()
+        if not line:
+            continue
+        got = _entry(line, f"{where}:{i}")
+        if got is None:
+            bad += 1
+        elif got != "skip":
+            entries[got[0]] = got[1]
+    return bad
+
+
+def _past_hole(fh, at: int, size: int) -> int:
+    """Where data starts again at or after ``at`` in the open file (a hole in a sparse file holds
+    no newline), ``size`` when only a hole is left, ``at`` where the system cannot tell; ``fh`` is
+    left there."""
+    if hasattr(os, "SEEK_DATA"):
+        try:
+            at = min(size, os.lseek(fh.fileno(), at, os.SEEK_DATA))
+        except OSError as exc:  # ENXIO: nothing but a hole to the end; anything else: read on from here
+            at = size if exc.errno == 6 else at
+        fh.seek(at)
+    return at
+
+
+def _read_new(path: str, start: int, size: int, entries: dict, counter: list) -> tuple[int, int, bool]:
+    """Read complete lines of ``path`` from ``start`` to ``size``: (the offset after the last line
+    taken, bad lines, whether the file was read to ``size``). ``counter[0]`` counts the bytes read in
+    this scan: past ``MAX_SCAN`` the file stops at the next line's end and the next scan goes on there.
+
+    Linear in what it reads, however the lines are cut: a line's pieces wait in a growing buffer and
+    are joined once its newline arrives (joining the waiting piece to every new chunk made a file
+    without newlines, such as a sparse one an agent can make in no time, cost the square of its
+    size: a 1 GB one never finished, and with it every should-run). A line longer than ``MAX_LINE``
+    counts as one bad line and is skipped to its newline, across any hole in a sparse file."""
+    bad = 0
+    pos = start  # the offset after the last complete line taken
     try:
         # a host's folder the agent can write: a FIFO or device named *.jsonl is refused, never waited on
         with open_file(path) as fh:
-            fh.seek(start)
-            carry = b""
-            while pos + len(carry) < size:
-                chunk = fh.read(min(READ_CHUNK, size - pos - len(carry)))
+            at = fh.seek(start)  # the offset read to
+            carry = bytearray()  # the line being read, while it has no newline
+            skipping = False  # inside a line longer than MAX_LINE: dropped up to its newline
+            while at < size:
+                if counter[0] >= MAX_SCAN and not carry:  # between lines (or in a skipped one): always progress
+                    return at, bad, False
+                if skipping and (at := _past_hole(fh, at, size)) >= size:
+                    break
+                chunk = fh.read(min(READ_CHUNK, size - at))
                 if not chunk:
                     break
                 counter[0] += len(chunk)
-                data = carry + chunk
-                cut = data.rfind(b"\n")
+                at += len(chunk)
+                cut = chunk.rfind(b"\n")
                 if cut < 0:
-                    carry = data
+                    if not skipping:
+                        carry += chunk
+                        if len(carry) > MAX_LINE:
+                            bad, skipping = bad + 1, True
+                            carry = bytearray()
                     continue
-                for i, line in enumerate(data[:cut].split(b"\n")):
-                    line = line.strip()
-                    if not line:
-                        continue
-                    got = _entry(line, f"{path}:{pos}:{i}")
-                    if got is None:
-                        bad += 1
-                    elif got != "skip":
-                        entries[got[0]] = got[1]
-                pos += cut + 1
-                carry = data[cut + 1:]
+                if skipping:  # the long line ends at this chunk's first newline
+                    first = chunk.index(b"\n") + 1
+                    blob, base, skipping = chunk[first:cut], at - len(chunk) + first, False
+                else:
+                    carry += chunk[:cut]
+                    blob, base = bytes(carry), pos
+                bad += _take(blob, f"{path}:{base}", entries)
+                pos = at - (len(chunk) - cut - 1)
+                carry = bytearray(chunk[cut + 1:])
+                if len(carry) > MAX_LINE:
+                    bad, skipping = bad + 1, True
+                    carry = bytearray()
     except OSError:
-        return start, bad
-    return pos, bad
+        return start, bad, True
+    return (at if skipping else pos), bad, True
 
 
 def blocks(entries: list[list], anchor: list | None = None) -> list[dict]:
@@ -143,6 +192,7 @@ def scan(path: str, now_epoch: float, found: list) -> dict:
     known, entries = st["files"], st["entries"]
     counter = [0]
     changed = False
+    whole = True
     seen = set()
     for p, size, mtime in found:
         seen.add(p)
@@ -150,9 +200,10 @@ def scan(path: str, now_epoch: float, found: list) -> dict:
         if prev and prev[0] == size and prev[1] == mtime:
             continue
         start = prev[2] if prev and size >= prev[2] and size >= prev[0] else 0  # shrunk: rewritten
-        offset, bad = _read_new(p, start, size, entries, counter)
+        offset, bad, done = _read_new(p, start, size, entries, counter)
         st["skipped"] = st.get("skipped", 0) + bad
-        known[p] = [size, mtime, offset]
+        known[p] = [size if done else -1, mtime, offset]  # -1: not read to its end, the next scan goes on
+        whole = whole and done
         changed = True
     for p in list(known):
         if p not in seen:
@@ -165,7 +216,7 @@ def scan(path: str, now_epoch: float, found: list) -> dict:
                 st["max_block"] = max(st.get("max_block", 0), b["tokens"])
         prune(st, cut)
         files.save(path, st)
-    st["bytes_read"], st["file_count"] = counter[0], len(found)
+    st["bytes_read"], st["file_count"], st["whole"] = counter[0], len(found), whole
     return st
 
 
@@ -215,4 +266,5 @@ def compute(roots: list[str], path: str, now_epoch: float, found: list) -> tuple
     future = [e[0] for e in st["entries"].values() if e[0] > now_epoch]
     if future:
         edges.append(min(future))
-    return out, min(edges), newest
+    # a scan that stopped at MAX_SCAN holds for no time: the next check goes on reading
+    return out, (min(edges) if st["whole"] else now_epoch), newest
