@@ -223,3 +223,41 @@ def test_a_fifo_at_the_stores_gitignore_or_a_holdout_file_is_never_waited_on(pro
     hold = trialstep.holdout_file(store, "gate-1")
     _fifo_at(Path(hold))
     assert _returns_within(lambda: trialstep.read_holdout(store, "gate-1")) is None
+
+
+# ---------------------------------------------------------------- a huge sparse file where a small one belongs
+def _sparse(path, size: int = 50 << 30) -> None:
+    """A file of ``size`` bytes (50 GB) that costs no disk space, as an agent can make in no time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+
+
+@pytest.mark.parametrize("name", ["cache/live.bin", "cache/decisions.bin", "cache/sync.json"])
+def test_a_huge_sparse_cache_is_no_cache(project, goal, name):
+    """A cache read whole, made a 50 GB sparse file: the read failed for memory (exit 70, "internal
+    error") on every command. Past ``fs.MOST_CACHE`` it is no cache: the commands answer as without it."""
+    from conftest import run_loopx
+
+    _sparse(project / ".loopx" / name)
+    for args in _HOT:
+        r = run_loopx(args, cwd=project, env={"LOOPX_AGENT": "tester-agent"}, timeout=60)
+        assert r.code in (0, 1) and "Traceback" not in r.err and "internal error" not in r.err, (name, args, r.err)
+
+
+def test_a_huge_sparse_format_json_or_user_config_is_an_error_naming_it(project, goal, tmp_path):
+    """``format.json`` or the user's ``config.toml`` at 50 GB: one line naming the file (exit 3), not
+    a failure for memory."""
+    from conftest import run_loopx
+
+    fmt = project / ".loopx" / "format.json"
+    saved = fmt.read_bytes()
+    _sparse(fmt)
+    r = run_loopx(["status"], cwd=project, timeout=60)
+    assert r.code == 3 and "format.json is unreadable: File too large" in r.err and "hint:" in r.err, r.err
+    fmt.write_bytes(saved)
+    home = tmp_path / "huge-home"
+    _sparse(home / "config.toml")
+    r = run_loopx(["usage", "set", "--host", "claude-code", "--week-tokens", "7"], cwd=project, timeout=60,
+                  env={"LOOPX_HOME": str(home)})
+    assert r.code == 3 and "config.toml cannot be read" in r.err and "too large" in r.err, r.err

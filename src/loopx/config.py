@@ -183,10 +183,10 @@ def _unreadable(path: str, exc: Exception):
 
 
 def _parse(path: str) -> dict:
-    from loopx.kernel.storage.fs import read_bytes
+    from loopx.kernel.storage.fs import MOST_SMALL, read_bytes
 
     try:
-        raw = read_bytes(path)  # a regular file only: a FIFO there is an error, never a wait
+        raw = read_bytes(path, most=MOST_SMALL)  # a regular file only: a FIFO there is an error, never a wait
     except OSError as exc:
         _unreadable(path, exc)
     import tomllib  # imports re and typing: only when there is a file to parse and no parsed copy

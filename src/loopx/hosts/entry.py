@@ -25,7 +25,7 @@ import os
 
 # cjson: json's C codec without importing json and re (every tool call)
 from loopx.kernel.storage import cjson, layout
-from loopx.kernel.storage.fs import atomic_write, open_append, open_file, read_bytes
+from loopx.kernel.storage.fs import MOST_SMALL, atomic_write, open_append, open_file, read_bytes
 
 DEFAULT_CAP = 8
 MAX_PAYLOAD = 8 << 20
@@ -124,7 +124,7 @@ def _counter_path(store, host: str, session: str) -> str:
 
 def _read_counter(path: str) -> dict:
     try:
-        data = cjson.loads(read_bytes(path).decode("utf-8"))
+        data = cjson.loads(read_bytes(path, most=MOST_SMALL).decode("utf-8"))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError, AttributeError, TypeError):
         return {}

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.fs import open_file
+from loopx.kernel.storage.fs import MOST_CACHE, open_file
 
 
 def is_shared(root: str) -> bool:
     """True when the clone whose ``.loopx`` directory is ``root`` has a shared goal: its
     ``cache/sync.json`` (written by ``loopx.sync.transport``) says so. Never raises."""
     try:
-        with open_file(os.path.join(root, layout.SYNC)) as fh:
+        with open_file(os.path.join(root, layout.SYNC), most=MOST_CACHE) as fh:
             return b'"shared": true' in fh.read()
     except OSError:
         return False

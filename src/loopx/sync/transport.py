@@ -31,7 +31,7 @@ from loopx.config import env, seconds
 from loopx.errors import Conflict, StateError
 from loopx.kernel.read import queries
 from loopx.kernel.storage import clock, gitcli, layout, machines
-from loopx.kernel.storage.fs import append_fd, atomic_write, locked, open_file
+from loopx.kernel.storage.fs import MOST_CACHE, append_fd, atomic_write, locked, open_file
 from loopx.kernel.storage.store import decode
 from loopx.sync import streams
 from loopx.sync.skew import ClaimClock
@@ -549,7 +549,7 @@ def every() -> float:
 
 def read_status(store) -> dict | None:
     try:
-        with open_file(store.path(layout.SYNC)) as fh:
+        with open_file(store.path(layout.SYNC), most=MOST_CACHE) as fh:
             data = json.loads(fh.read())
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):

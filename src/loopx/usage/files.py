@@ -7,7 +7,7 @@ import os
 
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.clock import UTC
-from loopx.kernel.storage.fs import read_bytes
+from loopx.kernel.storage.fs import MOST_CACHE, read_bytes
 
 
 def cache_path(name: str) -> str:
@@ -24,7 +24,7 @@ def load(path: str) -> dict:
     import json
 
     try:
-        data = json.loads(read_bytes(path))
+        data = json.loads(read_bytes(path, most=MOST_CACHE))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -47,7 +47,7 @@ def load_quick(path: str):
     import marshal
 
     try:
-        return marshal.loads(read_bytes(path))
+        return marshal.loads(read_bytes(path, most=MOST_CACHE))
     except (OSError, ValueError, EOFError, TypeError):
         return None
 

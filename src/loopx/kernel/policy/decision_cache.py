@@ -29,7 +29,7 @@ import zlib
 from loopx.errors import LoopxError
 from loopx.kernel.storage import clock, layout
 from loopx.kernel.storage.clock import datetime, timedelta
-from loopx.kernel.storage.fs import open_file
+from loopx.kernel.storage.fs import MOST_CACHE, open_file
 
 MAX_TTL = 3600
 KEEP = 64
@@ -64,7 +64,7 @@ _READ: dict = {}  # path -> ((size, mtime_ns, inode), entries): one read of the 
 def _read(store) -> dict:
     path = store.path(layout.DECISIONS)
     try:
-        with open_file(path) as fh:
+        with open_file(path, most=MOST_CACHE) as fh:
             st = os.fstat(fh.fileno())
             mark = (st.st_size, st.st_mtime_ns, st.st_ino)
             known = _READ.get(path)

@@ -30,7 +30,7 @@ import time
 import zlib
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.fs import atomic_write, read_bytes
+from loopx.kernel.storage.fs import MOST_CACHE, atomic_write, read_bytes
 
 VERSION = 1
 MAGIC = b"LXGR"
@@ -70,7 +70,7 @@ def checked(project_dir: str, packed: tuple) -> bool:
 
 def _load(path: str) -> list:
     try:
-        data = read_bytes(path)
+        data = read_bytes(path, most=MOST_CACHE)
         if data[:4] != MAGIC or int.from_bytes(data[4:8], "little") != zlib.crc32(data[8:]):
             return []
         body = marshal.loads(data[8:])

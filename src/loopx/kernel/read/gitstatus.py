@@ -50,7 +50,7 @@ import time
 import zlib
 
 from loopx.kernel.storage import layout
-from loopx.kernel.storage.fs import atomic_write, read_bytes
+from loopx.kernel.storage.fs import MOST_CACHE, atomic_write, read_bytes
 
 VERSION = 2
 MAGIC = b"LXGS"
@@ -249,7 +249,7 @@ def _settled(stamps: list, facts: list, begun: int) -> bool:
 def _load(path: str) -> dict | None:
     """The cache file's entry, or None for a missing, damaged (CRC), foreign or old one."""
     try:
-        data = read_bytes(path)
+        data = read_bytes(path, most=MOST_CACHE)
         if data[:4] != MAGIC or int.from_bytes(data[4:8], "little") != zlib.crc32(data[8:]):
             return None
         entry = marshal.loads(data[8:])

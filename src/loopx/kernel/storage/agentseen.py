@@ -31,7 +31,7 @@ import os
 from loopx.config import data_home
 from loopx.kernel.storage import layout
 from loopx.kernel.storage.actors import AGENT_ENV_MARKERS
-from loopx.kernel.storage.fs import atomic_write, open_file
+from loopx.kernel.storage.fs import MOST_CACHE, atomic_write, open_file
 
 
 def _path() -> str:
@@ -60,7 +60,7 @@ def _has_marker(pid: int, markers) -> bool:
 
 def _load() -> dict:
     try:
-        with open_file(_path(), "r", encoding="utf-8") as fh:
+        with open_file(_path(), "r", encoding="utf-8", most=MOST_CACHE) as fh:
             data = json.load(fh)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):

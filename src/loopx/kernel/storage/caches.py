@@ -19,7 +19,14 @@ from __future__ import annotations
 import os
 
 from loopx.kernel.storage import cjson, clock, fold, layout, quotas
-from loopx.kernel.storage.fs import atomic_write, open_file, read_at, read_bytes, stale_temporaries
+from loopx.kernel.storage.fs import (
+    MOST_CACHE,
+    atomic_write,
+    open_file,
+    read_at,
+    read_bytes,
+    stale_temporaries,
+)
 
 SNAPSHOT_VERSION = 3
 SNAPSHOT_EVERY = 200          # fold at most this many tail lines before refreshing the snapshot
@@ -49,11 +56,13 @@ def load_snapshot(store, name: str = layout.SNAPSHOT) -> tuple[dict, dict]:
     """(state, {stream: offset}) from the snapshot ``name`` (``layout.SNAPSHOT`` or
     ``layout.LIVE``) when it is current, else (``fold.empty()``, {})."""
     try:
-        snap = unmarshal(read_bytes(store.path(name)))  # one read: marshal.load(fh) reads piecemeal
+        # one read (marshal.load(fh) reads piecemeal); a live view past MOST_CACHE is damage, and a
+        # snapshot too large to hold is no snapshot either
+        snap = unmarshal(read_bytes(store.path(name), most=MOST_CACHE if name == layout.LIVE else None))
         if not isinstance(snap, dict) or snap.get("v") != SNAPSHOT_VERSION or not _same_fold(snap):
             raise ValueError("old snapshot")
         return snap["state"], check_offsets(store, snap["state"])
-    except (OSError, ValueError, EOFError, TypeError, KeyError):
+    except (OSError, ValueError, EOFError, TypeError, KeyError, MemoryError):
         return fold.empty(), {}
 
 

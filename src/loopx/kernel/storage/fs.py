@@ -188,9 +188,13 @@ def _regular(path, missing_ok: bool = False) -> None:
 _OPEN_FLAGS = getattr(os, "O_BINARY", 0)  # not inheritable by child processes either way (PEP 446)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO to wait on
 LEASE_WAIT = 50.0  # seconds a file another process holds a lease on is waited for (the kernel breaks one after 45)
+# bytes past which a file loopx reads whole is damage, not data (``most=``): a sparse file of 50 GB
+# costs no disk space and made the read fail for memory, on every command (a helper's finding)
+MOST_SMALL = 1 << 20  # a file a person or loopx writes by the line: format.json, config.toml, a hook's counter
+MOST_CACHE = 1 << 30  # a cache or kept answer (the live view, decisions, git's and usage's answers, sync state)
 
 
-def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, os.stat_result]:
+def _open_regular(path, flags: int, mode: int = 0o666, most: int | None = None) -> tuple[int, os.stat_result]:
     """``(descriptor, its fstat)`` of the regular file at ``path``, opened with ``flags``
     (``os.O_RDONLY``, ``os.O_RDWR``, or ``os.O_WRONLY | os.O_APPEND | os.O_CREAT``: then created
     with ``mode`` when missing) and ``O_NONBLOCK``, which stays set (``_blocking`` clears it).
@@ -204,8 +208,9 @@ def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, os.stat_res
     go) is tried again every 10 ms for up to ``LEASE_WAIT`` seconds, where an ordinary open would
     have waited for it; never with an open that waits, which a FIFO swapped in meanwhile would hold
     for good. Raises FileNotFoundError when nothing is there (and nothing is created), OSError
-    (EINVAL, "not a regular file") for a FIFO, socket, device or folder, BlockingIOError when a
-    lease outlasted the wait, and what ``os.open`` raises."""
+    (EINVAL, "not a regular file") for a FIFO, socket, device or folder, OSError (EFBIG, "File too
+    large") for one of more than ``most`` bytes, BlockingIOError when a lease outlasted the wait,
+    and what ``os.open`` raises."""
     _regular(path, missing_ok=bool(flags & os.O_CREAT))
     deadline = None
     while True:
@@ -222,6 +227,8 @@ def _open_regular(path, flags: int, mode: int = 0o666) -> tuple[int, os.stat_res
         st = os.fstat(fd)
         if st.st_mode & 0o170000 != 0o100000:
             raise OSError(22, "not a regular file", os.fspath(path))  # EINVAL
+        if most is not None and st.st_size > most:
+            raise OSError(27, "File too large", os.fspath(path))  # EFBIG
     except BaseException:
         os.close(fd)
         raise
@@ -240,19 +247,21 @@ def _blocking(fd: int) -> int:
     return fd
 
 
-def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str | None = None):
+def open_file(path, mode: str = "rb", encoding: str | None = None, errors: str | None = None,
+              most: int | None = None):
     """``open(path, mode)`` for reading a file of the store (a log, ``format.json``, ``node``, a
     cache, a hook's counter): only a regular file, opened as ``_open_regular`` opens it (never a
     device; a FIFO, even one swapped in after the check, never makes it wait). ``mode``: ``"rb"``,
-    ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``). Raises FileNotFoundError when nothing is
-    there, OSError (EINVAL, "not a regular file") for a FIFO, socket, device or folder, and what
-    ``open`` raises."""
+    ``"rb+"`` or ``"r"`` (with ``encoding`` and ``errors``); ``most``: the largest size accepted
+    (``MOST_SMALL``, ``MOST_CACHE``). Raises FileNotFoundError when nothing is there, OSError (EINVAL,
+    "not a regular file") for a FIFO, socket, device or folder, OSError (EFBIG) past ``most``, and
+    what ``open`` raises."""
     def opener(_path, _flags) -> int:  # the file object owns the descriptor from here on
-        return _blocking(_open_regular(path, os.O_RDWR if "+" in mode else os.O_RDONLY)[0])
+        return _blocking(_open_regular(path, os.O_RDWR if "+" in mode else os.O_RDONLY, most=most)[0])
     return open(path, mode, encoding=encoding, errors=errors, opener=opener)
 
 
-def read_at(path, offset: int = 0, length: int | None = None) -> tuple[bytes, os.stat_result]:
+def read_at(path, offset: int = 0, length: int | None = None, most: int | None = None) -> tuple[bytes, os.stat_result]:
     """``(data, stat)``: the bytes of the regular file at ``path`` from ``offset`` (up to ``length``
     of them, by default to its end), read up to the size the file had when opened (a file that
     grows meanwhile gives that much, one cut shorter its end), and the file's ``fstat`` then.
@@ -260,8 +269,8 @@ def read_at(path, offset: int = 0, length: int | None = None) -> tuple[bytes, os
     files (the logs' tails, caches, ``format.json``, ``node``), and a file object costs six system
     calls more each (its own ``fstat``, a terminal check, two to clear ``O_NONBLOCK``, a seek, a
     read to find the end). A read that returns less (a signal, a network file system, 2 GiB at most
-    per call) is continued. Raises what ``open_file`` raises."""
-    fd, st = _open_regular(path, os.O_RDONLY)
+    per call) is continued. Raises what ``open_file`` raises (``most`` as there)."""
+    fd, st = _open_regular(path, os.O_RDONLY, most=most)
     try:
         end = st.st_size if length is None else min(st.st_size, offset + length)
         want = max(0, end - offset)
@@ -280,10 +289,10 @@ def read_at(path, offset: int = 0, length: int | None = None) -> tuple[bytes, os
         os.close(fd)
 
 
-def read_bytes(path, limit: int | None = None) -> bytes:
+def read_bytes(path, limit: int | None = None, most: int | None = None) -> bytes:
     """The content of the regular file at ``path`` (at most its first ``limit`` bytes), as
-    ``read_at`` reads it."""
-    return read_at(path, 0, limit)[0]
+    ``read_at`` reads it (``most`` as there)."""
+    return read_at(path, 0, limit, most)[0]
 
 
 def open_append(path):

@@ -34,10 +34,10 @@ def _path() -> str:
 
 def load() -> dict:
     """``{abs_path: info}``; an unreadable registry reads as empty (it is rebuilt by `connect`)."""
-    from loopx.kernel.storage.fs import read_bytes
+    from loopx.kernel.storage.fs import MOST_CACHE, read_bytes
 
     try:
-        data = cjson.loads(read_bytes(_path()))  # a regular file only: a FIFO there is no registry, never a wait
+        data = cjson.loads(read_bytes(_path(), most=MOST_CACHE))  # a regular file only: a FIFO there is no registry, never a wait
         projects = data.get("projects") if isinstance(data, dict) else None
         return projects if isinstance(projects, dict) else {}
     except (OSError, ValueError):

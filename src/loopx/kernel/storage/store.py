@@ -36,7 +36,15 @@ from loopx.errors import LoopxError, NotConnected, ReadOnlyStore, StateError
 from loopx.kernel.storage import caches, cjson, clock, fold, ids, layout, logfold
 from loopx.kernel.storage.caches import SNAPSHOT_EVERY
 from loopx.kernel.storage.codec import clean, decode, encode, record
-from loopx.kernel.storage.fs import append_fd, atomic_write, find_root, locked, open_file, read_bytes
+from loopx.kernel.storage.fs import (
+    MOST_SMALL,
+    append_fd,
+    atomic_write,
+    find_root,
+    locked,
+    open_file,
+    read_bytes,
+)
 from loopx.kernel.storage.layout import DIRNAME, STREAMS
 
 FORMAT = 2                    # store format this loopx writes (format 1 stores are read, migrated on write)
@@ -183,7 +191,7 @@ class Store:
         """``format.json`` as a dict. Raises StateError when it is missing or unreadable."""
         if self._format is None:
             try:
-                raw = read_bytes(self.path(layout.FORMAT))
+                raw = read_bytes(self.path(layout.FORMAT), most=MOST_SMALL)
                 # strict UTF-8 (a lone surrogate is unreadable, not a project id); a leading BOM is dropped
                 info = cjson.loads(raw[3:].decode("utf-8") if raw.startswith(b"\xef\xbb\xbf") else raw.decode("utf-8"))
                 if not isinstance(info, dict) or not isinstance(info.get("format"), int):
