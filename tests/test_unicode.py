@@ -112,3 +112,32 @@ def test_emoji_only_text_gets_a_usable_goal_id(project):
     gid = r.data["goal_id"]
     assert gid and gid.isascii()
     assert run_loopx(["goal", "show", gid], project).code == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a folder name that is not UTF-8: Linux file systems take any bytes")
+def test_a_project_folder_whose_name_is_not_utf8_is_refused_with_a_reason(tmp_path):
+    """JSON (the registry, the records) cannot hold a path that is not UTF-8: ``connect`` failed with
+    an internal error writing the registry; it now says why (exit 3), naming the byte."""
+    folder = os.path.join(os.fsencode(tmp_path), b"bad\xffdir")
+    os.mkdir(folder)
+    p = subprocess.run([sys.executable, "-m", "loopx", "connect"], cwd=folder, env=subprocess_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "bad\\xffdir is not valid UTF-8" in p.stderr and "hint: rename the folder" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and not os.path.exists(os.path.join(folder, b".loopx"))
+
+
+def test_an_id_seed_that_is_not_utf8_still_gives_fixed_ids(goal, project):
+    """``LOOPX_ID_SEED`` with bytes that are not UTF-8 (a lone surrogate in Python): the ids come from
+    its own bytes, the first free one of the seed's fixed sequence, where hashing it failed with an
+    internal error."""
+    import hashlib
+
+    env = {os.fsencode(k): os.fsencode(v) for k, v in subprocess_env().items()}
+    env[b"LOOPX_ID_SEED"] = b"seed\xff\xfe"
+    r = subprocess.run([sys.executable, "-m", "loopx", "todo", "add", "a", "--format", "json"], cwd=project,
+                       env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    tid = json.loads(r.stdout)["data"]["todo_id"]
+    first = hashlib.sha256(b"seed\xff\xfe:todo:0").hexdigest()
+    assert tid.startswith("t-") and first.startswith(tid[2:]), (tid, first)

@@ -6,7 +6,7 @@ import json
 import os
 
 from loopx.commands import add
-from loopx.errors import UsageError
+from loopx.errors import StateError, UsageError
 from loopx.kernel import humans
 from loopx.kernel.storage import fs, layout, registry
 from loopx.kernel.storage.store import Store
@@ -24,6 +24,14 @@ def connect(ctx) -> dict:
         _check_nested(project)
     if not os.path.isdir(project):
         raise UsageError(f"{project} is not a directory", "pass an existing project directory with --project")
+    if not project.isascii():
+        try:
+            project.encode("utf-8")
+        except UnicodeEncodeError:  # a name in another encoding: the registry and the records are JSON
+            shown = os.fsencode(project).decode("utf-8", "backslashreplace")  # each such byte shown as \xff
+            raise StateError(f"the project's path {shown} is not valid UTF-8, which loopx's JSON files cannot hold",
+                             "rename the folder (or the one it is in) to a UTF-8 name, then connect",
+                             code="path_not_utf8") from None
     inner = os.path.join(project, layout.DIRNAME)
     if os.path.exists(inner) and not os.path.isdir(inner):
         raise UsageError(f"{inner} exists and is not a directory", "move that file away, then connect again")

@@ -40,7 +40,8 @@ def new_id(kind: str, taken: Iterable[str] | None = None, nbytes: int = 3, hidde
         import hashlib
 
         for k in range(1_000_000):
-            candidate = prefix + hashlib.sha256(f"{seed}:{kind}:{k}".encode()).hexdigest()[:2 * nbytes]
+            text = f"{seed}:{kind}:{k}".encode("utf-8", "surrogateescape")  # the variable's own bytes
+            candidate = prefix + hashlib.sha256(text).hexdigest()[:2 * nbytes]
             if candidate not in taken_set:
                 return candidate
     hidden = HIDDEN if hidden is None else hidden
