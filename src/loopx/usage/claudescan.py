@@ -77,23 +77,22 @@ def _take(blob: bytes, where: str, entries: dict) -> int:
     return bad
 
 
-def _past_hole(fh, at: int, size: int) -> int:
-    """Where data starts again at or after ``at`` in the open file (a hole in a sparse file holds
-    no newline), ``size`` when only a hole is left, ``at`` where the system cannot tell; ``fh`` is
-    left there."""
+def _past_hole(fd: int, at: int, size: int) -> int:
+    """Where data starts again at or after ``at`` in the open file ``fd`` (a hole in a sparse file
+    holds no newline), ``size`` when only a hole is left, ``at`` where the system cannot tell."""
     if hasattr(os, "SEEK_DATA"):
         try:
-            at = min(size, os.lseek(fh.fileno(), at, os.SEEK_DATA))
+            return min(size, os.lseek(fd, at, os.SEEK_DATA))
         except OSError as exc:  # ENXIO: nothing but a hole to the end; anything else: read on from here
-            at = size if exc.errno == 6 else at
-        fh.seek(at)
+            return size if exc.errno == 6 else at
     return at
 
 
 def _read_new(path: str, start: int, size: int, entries: dict, counter: list) -> tuple[int, int, bool]:
     """Read complete lines of ``path`` from ``start`` to ``size``: (the offset after the last line
     taken, bad lines, whether the file was read to ``size``). ``counter[0]`` counts the bytes read in
-    this scan: past ``MAX_SCAN`` the file stops at the next line's end and the next scan goes on there.
+    this scan: past ``MAX_SCAN`` the file stops after the last line it completed (a line begun is read
+    again), and the next scan goes on there.
 
     Linear in what it reads, however the lines are cut: a line's pieces wait in a growing buffer and
     are joined once its newline arrives (joining the waiting piece to every new chunk made a file
@@ -105,15 +104,16 @@ def _read_new(path: str, start: int, size: int, entries: dict, counter: list) ->
     try:
         # a host's folder the agent can write: a FIFO or device named *.jsonl is refused, never waited on
         with open_file(path) as fh:
-            at = fh.seek(start)  # the offset read to
+            fd = fh.fileno()  # read with pread at ``at``: the file object's read-ahead never gets in between
+            at = start  # the offset read to
             carry = bytearray()  # the line being read, while it has no newline
             skipping = False  # inside a line longer than MAX_LINE: dropped up to its newline
             while at < size:
-                if counter[0] >= MAX_SCAN and not carry:  # between lines (or in a skipped one): always progress
+                if counter[0] >= MAX_SCAN and skipping:  # in a skipped line: the next scan skips on
                     return at, bad, False
-                if skipping and (at := _past_hole(fh, at, size)) >= size:
+                if skipping and (at := _past_hole(fd, at, size)) >= size:
                     break
-                chunk = fh.read(min(READ_CHUNK, size - at))
+                chunk = os.pread(fd, min(READ_CHUNK, size - at), at)
                 if not chunk:
                     break
                 counter[0] += len(chunk)
@@ -138,6 +138,8 @@ def _read_new(path: str, start: int, size: int, entries: dict, counter: list) ->
                 if len(carry) > MAX_LINE:
                     bad, skipping = bad + 1, True
                     carry = bytearray()
+                if counter[0] >= MAX_SCAN and at < size:  # the line begun here is read again next time
+                    return (at if skipping else pos), bad, False
     except OSError:
         return start, bad, True
     return (at if skipping else pos), bad, True
@@ -199,10 +201,13 @@ def scan(path: str, now_epoch: float, found: list) -> dict:
         prev = known.get(p)
         if prev and prev[0] == size and prev[1] == mtime:
             continue
+        if counter[0] >= MAX_SCAN:  # this scan's bytes are spent: the file waits for the next one
+            whole = False
+            continue
         start = prev[2] if prev and size >= prev[2] and size >= prev[0] else 0  # shrunk: rewritten
         offset, bad, done = _read_new(p, start, size, entries, counter)
         st["skipped"] = st.get("skipped", 0) + bad
-        known[p] = [size if done else -1, mtime, offset]  # -1: not read to its end, the next scan goes on
+        known[p] = [size, mtime if done else -1, offset]  # -1: not read to its end, the next scan goes on
         whole = whole and done
         changed = True
     for p in list(known):
