@@ -809,10 +809,8 @@ def refuse_tracked_holdout(store, rels, commits=("HEAD",), when: str = "start th
 
 
 def read_holdout(store, gate_id: str) -> dict | None:
-    from loopx.kernel.storage.fs import MOST_CACHE, read_bytes
-
     try:
-        return cjson.loads(read_bytes(holdout_file(store, gate_id), most=MOST_CACHE).decode("utf-8"))  # never waits on a FIFO
+        return cjson.loads(fs.read_bytes(holdout_file(store, gate_id), most=fs.MOST_CACHE).decode("utf-8"))  # never waits on a FIFO
     except (OSError, ValueError):
         return None
 
