@@ -170,6 +170,9 @@ def test_a_node_file_that_cannot_be_read_is_an_error_not_a_new_identity(project,
         assert r.code == 3, (args, r.code, r.err)
         assert "node cannot be read: Permission denied" in r.err and "hint:" in r.err, r.err
     assert node.read_text() == before
+    doc = cli("doctor", json=True)  # its own words, not "the check itself failed ... report it"
+    found = [c for c in doc.data["checks"] if "node cannot be read" in c["finding"]]
+    assert found and all(c["status"] == "error" and "report it" not in str(c) for c in found), doc.data["checks"]
     monkeypatch.setattr(store_module, "read_bytes", real)
     r = cli("status", json=True)
     assert r.code == 0 and node.read_text() == before

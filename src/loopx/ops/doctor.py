@@ -416,6 +416,8 @@ def _safely(fn, t: Target) -> list[dict]:
     """Run one check; a bug in a check becomes its own error finding, never a doctor crash."""
     try:
         r = fn(t)
+    except LoopxError as exc:  # a problem of the store the check met (an unreadable node id): its own words
+        return [result(fn.__name__.removeprefix("check_"), "error", exc.message, exc.hint)]
     except Exception as exc:
         name = fn.__name__.removeprefix("check_")
         return [result(name, "error", f"the check itself failed: {type(exc).__name__}: {exc}",
