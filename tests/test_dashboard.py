@@ -370,7 +370,9 @@ def test_start_reuse_status_stop(service_home):
     assert first["action"] == "started" and first["version"] == __version__
     assert first["launch_url"].startswith(f"http://127.0.0.1:{first['port']}/launch?token=")
     assert service.probe(first["port"])["pid"] == first["pid"]
-    assert os.getsid(first["pid"]) == first["pid"]  # own session: survives the terminal closing
+    # its own process group (a Ctrl-C or the shell's hang-up of its jobs never reaches it), in the
+    # session it was started from (it keeps that terminal: test_a_dashboard_started_from_a_terminal_...)
+    assert os.getpgid(first["pid"]) == first["pid"] and os.getsid(first["pid"]) == os.getsid(0)
     state_file = service_home / "dashboard.json"
     assert state_file.stat().st_mode & 0o077 == 0  # the token file is private
 
@@ -552,3 +554,54 @@ def test_one_unreadable_project_does_not_break_the_overview(project, cli, client
     assert [g["id"] for g in rows["proj"]["goals"]] == ["fine"]
     agents = client.get("/api/agents")
     assert agents is not None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: the terminal checks are Linux's")
+def test_a_dashboard_started_from_a_terminal_keeps_it_and_so_can_decide_while_an_agent_runs(service_home):
+    """While an agent session runs, a process with no terminal up to its session's leader records no
+    human decision (kernel.storage.agentseen.detached). The server used to start in a session of its
+    own, so it had none: a dashboard started from a person's terminal could approve nothing while an
+    agent ran (a reviewer's finding). Started from a terminal (a pty here), it keeps that terminal."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the person's terminal: a shell (its session's leader) where they type `loopx dashboard`
+        env = subprocess_env({"LOOPX_HOME": str(service_home)})
+        script = f"'{sys.executable}' -m loopx dashboard --no-open --port 0; echo READY; sleep 60"
+        os.execve("/bin/sh", ["sh", "-c", script], env)
+    out = b""
+    deadline = time.monotonic() + 60
+    while b"READY" not in out and time.monotonic() < deadline:
+        try:
+            more = os.read(fd, 4096)
+        except OSError:
+            break
+        if not more:
+            break
+        out += more
+    try:
+        _check_server(out)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def _check_server(out: bytes) -> None:
+    from loopx.kernel.storage import agentseen
+
+    info = service.read_state()
+    assert info and not info.get("corrupt"), out
+    server = info["pid"]
+    with open(f"/proc/{server}/stat", "rb") as fh:
+        raw = fh.read()
+    assert int(raw[raw.rindex(b")") + 2:].split()[4]) != 0, raw  # a controlling terminal: the pty
+    assert agentseen.detached(server) is False
+    # the old way, a session of its own, has none: what made every decision there refused
+    lone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        assert agentseen.detached(lone.pid) is True
+    finally:
+        lone.kill()
+        lone.wait()

@@ -295,6 +295,19 @@ def _launch(info: dict) -> str:
     return f"http://{connect_host(info.get('host'))}:{info['port']}/launch?token={launch_token(info['token'])}"
 
 
+def _apart() -> dict:
+    """How the server is started apart from the command that starts it (``subprocess.Popen``
+    keywords). POSIX: its own process group, so a Ctrl-C in the terminal and the shell's hang-up of
+    its jobs never reach it (it is none of them), but in the same session, so it keeps the terminal
+    it was started from as its controlling one: while an agent session runs, a process with no
+    terminal up to its session's leader records no human decision (``agentseen.detached``), and a
+    server in a session of its own (``setsid``) could then decide nothing on the dashboard, the one
+    channel a person has besides the terminal. Windows: a detached process in a group of its own."""
+    if sys.platform == "win32":
+        return {"creationflags": getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    return {"process_group": 0}
+
+
 def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
     """Start ``loopx dashboard --foreground`` detached; wait until it has written its state."""
     os.makedirs(home(), exist_ok=True)
@@ -313,8 +326,7 @@ def spawn(port: int, *, fallback: bool, unsafe_host: str | None = None) -> dict:
         env.pop("LOOPX_DASHBOARD_STARTED_BY", None)
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(loopx.__file__)))
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    kw: dict = {"start_new_session": True} if sys.platform != "win32" else \
-        {"creationflags": getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    kw = _apart()
     with open(log_path(), "ab") as log:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 cwd=home(), close_fds=True, **kw)

@@ -179,7 +179,7 @@ def agent_evidence(ctx=None) -> str | None:
         return "a process in the session of a running agent (recorded by its hooks)"
     if seen and agentseen.detached():
         return ("a process detached from every terminal (setsid or a double fork) while an agent session runs; "
-                "run it from a terminal (a dashboard decides while its server runs in one, in the foreground)")
+                "run it from a terminal (a dashboard decides while the terminal it was started from is open)")
     return None
 
 

@@ -114,11 +114,11 @@ def in_agent_session(seen: list[dict]) -> bool:
     return os.getsid(0) in {e.get("sid") for e in seen}
 
 
-def detached() -> bool:
-    """True when this process and its parents up to its session's leader (or up to the first one
-    pid 1 adopted) have no controlling terminal (module docstring); False on a terminal, or where
-    ``/proc`` does not tell."""
-    pid = os.getpid()
+def detached(pid: int | None = None) -> bool:
+    """True when process ``pid`` (default: this one) and its parents up to its session's leader (or
+    up to the first one pid 1 adopted) have no controlling terminal (module docstring); False on a
+    terminal, or where ``/proc`` does not tell."""
+    pid = os.getpid() if pid is None else pid
     for _ in range(64):
         st = _stat(pid)
         if st is None or st["tty"] != 0:
