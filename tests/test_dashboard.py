@@ -599,8 +599,7 @@ def _check_server(out: bytes) -> None:
     assert agentseen.detached(server) is False
     # the old way, a session of its own, has none: what made every decision there refused
     lone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
-    try:
-        time.sleep(0.2)
+    try:  # Popen returns once the child has exec'd, after its setsid
         assert agentseen.detached(lone.pid) is True
     finally:
         lone.kill()

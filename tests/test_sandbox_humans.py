@@ -76,7 +76,9 @@ def test_any_program_leading_a_detached_session_is_refused(project, cli, how, tm
         shutil.copy(shutil.which("sh"), leader)
         launch = f"setsid -f env -u CLAUDECODE {leader} -c '{approve}'"
     else:
-        launch = f"setsid -f env -u CLAUDECODE sh -c '( sleep 0.5; {approve} ) & exit 0'"
+        # the subshell waits until its leader (the sh, $$) is gone, so pid 1 has adopted it
+        launch = (f"setsid -f env -u CLAUDECODE sh -c '( while kill -0 $$ 2>/dev/null; do sleep 0.05; done; "
+                  f"{approve} ) & exit 0'")
     out = _agent_host(project, launch)
     assert (project / "approve.out").exists(), out
     text = (project / "approve.out").read_text()

@@ -17,7 +17,6 @@ written, or torn) is read once it is complete; lines that are not JSON are skipp
 
 from __future__ import annotations
 
-import json
 import os
 
 from loopx.kernel.storage.fs import open_file
@@ -36,11 +35,8 @@ STATE_VERSION = 2  # 2: blocks anchored across the prune (``anchor``); the quick
 def _entry(line: bytes, where: str):
     """(key, [epoch, input, output, cache_write, cache_read, model]) of one transcript line, "skip"
     for a JSON line that is not a counted message, or None for a line that is not JSON."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
+    obj = files.json_object(line)
+    if obj is None:
         return None
     msg = obj.get("message")
     if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):

@@ -85,13 +85,8 @@ def _figure(line: bytes) -> dict | None:
     """The rate-limit figure of one rollout line, or None."""
     if b"rate_limits" not in line:
         return None
-    import json
-
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
+    obj = files.json_object(line)
+    if obj is None:
         return None
     payload = obj.get("payload")
     if not isinstance(payload, dict):

@@ -30,6 +30,18 @@ def load(path: str) -> dict:
         return {}
 
 
+def json_object(line: bytes) -> dict | None:
+    """The JSON object on one line of a host's session file (a transcript, a rollout), or None when
+    the line holds no object (not JSON, or another value)."""
+    import json
+
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def save(path: str, data: dict) -> None:
     """Write ``data`` atomically (best effort)."""
     import json
